@@ -1,0 +1,777 @@
+"""Call graph: resolve the index's call sites to the definitions they reach.
+
+Inputs: ``FileIndex`` objects from :mod:`auditor.index`, keyed by repository path.
+Outputs: a :class:`CallGraph` of :class:`Edge` objects between :class:`FunctionRef` nodes,
+with queries for callers, callees, paths between two functions, connected components of
+files (the packer groups windows by them) and edge plausibility (grounding model chains).
+
+Resolution is best-effort and static. In order, a call's callee text is resolved through:
+``self.``/``cls.``/``this.`` methods of the enclosing class and its bases within the
+repository; nested and module-level definitions of the same file; imports (``from x import
+y``, ``import x as z``, relative imports, re-exports through package ``__init__`` files,
+star imports); then, when none of these applies and the receiver is not known to be an
+external module or a repository class lacking the method, a unique-name fallback whose
+edges are flagged ``approximate``. Names shared with common library APIs (``get``,
+``save``, ``append``...) are never resolved by name alone.
+
+Python module names come from paths ("app/services/orders.py" -> "app.services.orders");
+an import that does not match exactly is matched by module-name suffix, because the scan
+root is not always the import root. Calls at module level are attributed to the
+pseudo-function ``<module>``; calls inside an ``if __name__ == "__main__":`` block to
+``<main>``.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import sys
+from collections import defaultdict, deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from auditor.index import CallSite, Definition, FileIndex
+
+MODULE_FUNCTION = "<module>"
+MAIN_FUNCTION = "<main>"
+
+# Enumerating simple paths is exponential in the worst case; a caller asking for paths
+# between two functions wants evidence, not an exhaustive listing.
+MAX_PATHS = 256
+
+# Bound on re-export chains followed through package ``__init__`` files and base classes.
+_MAX_HOPS = 8
+
+_FUNCTION_KINDS = ("function", "method")
+_RECEIVERS_SELF = frozenset({"self", "cls", "this"})
+
+# Method and function names shared with builtins, containers, strings, ORMs, HTTP clients
+# and test tools: a bare name match on these says nothing about which definition runs.
+_COMMON_NAMES = frozenset(
+    """
+    add all any append apply bool call clear close commit copy count create decode delete
+    dict discard dispatch encode execute exists extend filter find first flush format from_dict
+    get get_or_create group handle head index info init insert int items join keys len list
+    load loads log main map merge next open options patch pop post print process put read
+    refresh remove render replace reset run save send set setdefault sort split start stop
+    str strip super to_dict update update_or_create validate values warning write error
+    debug exception filter_by query delete_many insert_one
+    """.split()
+)
+
+_PYTHON_BUILTINS = frozenset(
+    """
+    abs aiter all anext any ascii bin bool breakpoint bytearray bytes callable chr classmethod
+    compile complex delattr dict dir divmod enumerate eval exec filter float format frozenset
+    getattr globals hasattr hash help hex id input int isinstance issubclass iter len list
+    locals map max memoryview min next object oct open ord pow print property range repr
+    reversed round set setattr slice sorted staticmethod str sum super tuple type vars zip
+    """.split()
+)
+
+_JS_EXTENSIONS = (".ts", ".tsx", ".js", ".jsx", ".mjs", ".cjs", ".mts", ".cts")
+
+
+@dataclass(frozen=True, order=True)
+class FunctionRef:
+    """A function or method by repository path and qualified name ("Class.method")."""
+
+    path: str
+    qualname: str
+
+
+@dataclass(frozen=True, order=True)
+class Edge:
+    """One resolved call: ``caller`` calls ``callee`` at ``line`` of the caller's file.
+
+    ``approximate`` is True when the callee was found by a unique-name fallback rather than
+    by following scopes, imports or classes.
+    """
+
+    caller: FunctionRef
+    callee: FunctionRef
+    line: int
+    approximate: bool
+
+
+@dataclass(frozen=True)
+class _Module:
+    """An import binding to a module (``import x.y as z``), by dotted name or JS/Go target."""
+
+    module: str
+
+
+@dataclass(frozen=True)
+class _Symbol:
+    """An import binding to a name inside a module (``from x import y``)."""
+
+    module: str
+    name: str
+
+
+@dataclass(frozen=True)
+class _Resolution:
+    """Outcome of resolving callee text: a target, or why no fallback should be tried."""
+
+    target: Definition | None = None
+    path: str = ""
+    approximate: bool = False
+    stop: bool = False  # True when the receiver is known (external, or a class without it)
+
+
+_UNRESOLVED = _Resolution()
+_STOP = _Resolution(stop=True)
+
+
+def python_module_name(path: str) -> str:
+    """The dotted module name of a Python file path ("a/b/__init__.py" -> "a.b")."""
+    stem = path[: -len(".pyi")] if path.endswith(".pyi") else path[: -len(".py")] if path.endswith(".py") else path
+    parts = [part for part in stem.split("/") if part]
+    if parts and parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def strip_arguments(text: str) -> str:
+    """Drop argument lists and generic parameters from a dotted expression
+    ("app.route('/x')" -> "app.route", "Repo<T>.save" -> "Repo.save")."""
+    if "(" not in text and "[" not in text and "<" not in text:
+        return text.strip()
+    out: list[str] = []
+    depth = 0
+    for char in text:
+        if char in "([<":
+            depth += 1
+        elif char in ")]>":
+            depth = max(depth - 1, 0)
+        elif depth == 0:
+            out.append(char)
+    return "".join(out).strip()
+
+
+class _Repository:
+    """Lookup tables over all indexed files, shared by resolution and queries."""
+
+    def __init__(self, indexes: Mapping[str, FileIndex]) -> None:
+        self.indexes = indexes
+        self.definitions: dict[str, dict[str, Definition]] = {}
+        self.by_name: dict[str, list[tuple[str, Definition]]] = defaultdict(list)
+        self.classes_by_name: dict[str, list[tuple[str, Definition]]] = defaultdict(list)
+        self.modules: dict[str, str] = {}
+        self.module_suffixes: dict[str, list[str]] = defaultdict(list)
+        self.directories: dict[str, list[str]] = defaultdict(list)
+        self.bindings: dict[str, dict[str, _Module | _Symbol]] = {}
+        self.star_imports: dict[str, list[str]] = defaultdict(list)
+        self.imported_paths: dict[str, set[str]] = {}
+        self._closest: dict[tuple[str, str], str] = {}
+        self.module_names: dict[str, str] = {}
+        self.package_prefixes: set[str] = set()
+        for path in sorted(indexes):
+            index = indexes[path]
+            table: dict[str, Definition] = {}
+            for definition in index.definitions:
+                table.setdefault(definition.qualname, definition)
+                if definition.kind in _FUNCTION_KINDS:
+                    self.by_name[definition.name].append((path, definition))
+                elif definition.kind == "class":
+                    self.classes_by_name[definition.name].append((path, definition))
+            self.definitions[path] = table
+            self.directories[posixpath.dirname(path)].append(path)
+            if index.language == "python":
+                module = python_module_name(path)
+                self.module_names[path] = module
+                self.modules.setdefault(module, path)
+                parts = module.split(".")
+                for start in range(len(parts)):
+                    self.module_suffixes[".".join(parts[start:])].append(module)
+                    for end in range(start + 1, len(parts) + 1):
+                        self.package_prefixes.add(".".join(parts[start:end]))
+        for path in sorted(indexes):
+            self._bind_imports(path, indexes[path])
+
+    # -- modules and imports -------------------------------------------------------------
+
+    def find_module(self, module: str, from_path: str) -> str | None:
+        """The repository path of a Python module name, exact or by unique/closest suffix."""
+        found = self.modules.get(module)
+        if found is not None:
+            return found
+        candidates = self.module_suffixes.get(module)
+        if not candidates:
+            return None
+        if "." not in module and module in sys.stdlib_module_names:
+            return None  # "import json" means the standard library, not some utils/json.py
+        if len(candidates) == 1:
+            return self.modules[candidates[0]]
+        key = (module, posixpath.dirname(from_path))
+        if key not in self._closest:
+            self._closest[key] = self._closest_module(candidates, from_path)
+        return self._closest[key]
+
+    def _closest_module(self, candidates: list[str], from_path: str) -> str:
+        here = from_path.split("/")
+
+        def closeness(name: str) -> tuple[int, str]:
+            there = self.modules[name].split("/")
+            shared = 0
+            for left, right in zip(here, there):
+                if left != right:
+                    break
+                shared += 1
+            return (-shared, name)
+
+        return self.modules[min(candidates, key=closeness)]
+
+    def _absolute_module(self, path: str, module: str) -> str:
+        """Turn a relative Python import ("..x") into an absolute dotted name."""
+        if not module.startswith("."):
+            return module
+        dots = len(module) - len(module.lstrip("."))
+        rest = module[dots:]
+        package = self.module_names[path].split(".") if path in self.module_names else python_module_name(path).split(".")
+        if not path.endswith(("__init__.py", "__init__.pyi")):
+            package = package[:-1]
+        if dots > 1:
+            package = package[: max(len(package) - (dots - 1), 0)]
+        return ".".join([*package, *([rest] if rest else [])])
+
+    def _js_target(self, path: str, module: str) -> str | None:
+        """The repository file a relative JS/TS import specifier points at."""
+        if not module.startswith("."):
+            return None
+        base = posixpath.normpath(posixpath.join(posixpath.dirname(path), module))
+        stems = [base]
+        if base.endswith((".js", ".mjs", ".cjs", ".jsx")):
+            stems.append(base.rsplit(".", 1)[0])  # TypeScript ESM imports name the emitted file
+        for stem in stems:
+            candidates = [stem, *(stem + ext for ext in _JS_EXTENSIONS), *(f"{stem}/index{ext}" for ext in _JS_EXTENSIONS)]
+            for candidate in candidates:
+                if candidate in self.indexes:
+                    return candidate
+        return None
+
+    def _go_directory(self, module: str) -> str | None:
+        """The repository directory whose path is the longest tail of a Go import path."""
+        best: str | None = None
+        for directory in self.directories:
+            if not directory:
+                continue
+            if (module == directory or module.endswith("/" + directory)) and (best is None or len(directory) > len(best)):
+                best = directory
+        return best
+
+    def _bind_imports(self, path: str, index: FileIndex) -> None:
+        bindings: dict[str, _Module | _Symbol] = {}
+        imported: set[str] = set()
+        language = index.language
+        for record in index.imports:
+            module = record.module
+            if language == "python":
+                absolute = self._absolute_module(path, module)
+                target = self.find_module(absolute, path)
+                if target:
+                    imported.add(target)
+                # Bindings to modules outside the repository are marked "ext:" once, here,
+                # so that calls through them stop without another lookup.
+                in_repository = target is not None or absolute in self.package_prefixes
+                if record.name is None:
+                    if record.alias:
+                        bindings[record.alias] = _Module(absolute if in_repository else f"ext:{absolute}")
+                    else:
+                        head = absolute.split(".")[0]
+                        bindings.setdefault(head, _Module(head if head in self.package_prefixes else f"ext:{head}"))
+                elif record.name == "*":
+                    if target:
+                        self.star_imports[path].append(target)
+                else:
+                    module_text = absolute if in_repository else f"ext:{absolute}"
+                    bindings[record.alias or record.name] = _Symbol(module_text, record.name)
+                    submodule = self.find_module(f"{absolute}.{record.name}", path) if absolute else None
+                    if submodule:
+                        imported.add(submodule)
+            elif language == "go":
+                directory = self._go_directory(module)
+                local = record.alias or module.rstrip("/").split("/")[-1]
+                if local in ("_", "."):
+                    continue
+                bindings[local] = _Module(f"go:{directory}" if directory is not None else f"ext:{module}")
+                if directory is not None:
+                    imported.update(self.directories[directory])
+            elif language == "java":
+                name = record.name or module.split(".")[-1]
+                bindings[record.alias or name] = _Symbol(f"java:{module}", name)
+            else:
+                target_path = self._js_target(path, module)
+                reference = f"file:{target_path}" if target_path else f"ext:{module}"
+                if target_path:
+                    imported.add(target_path)
+                if record.name in (None, "*"):
+                    if record.alias:
+                        bindings[record.alias] = _Module(reference)
+                else:
+                    bindings[record.alias or record.name] = _Symbol(reference, record.name)
+        self.bindings[path] = bindings
+        self.imported_paths[path] = imported
+
+    # -- definitions ---------------------------------------------------------------------
+
+    def top_level(self, path: str, name: str) -> Definition | None:
+        """A module-level definition of ``name`` in ``path``."""
+        definition = self.definitions.get(path, {}).get(name)
+        return definition if definition is not None and definition.parent is None else None
+
+    def enclosing_class(self, path: str, scope: str | None) -> Definition | None:
+        """The innermost class around the function ``scope``."""
+        if not scope:
+            return None
+        table = self.definitions.get(path, {})
+        parts = scope.split(".")
+        for size in range(len(parts) - 1, 0, -1):
+            candidate = table.get(".".join(parts[:size]))
+            if candidate is not None and candidate.kind == "class":
+                return candidate
+        return None
+
+    def class_member(self, path: str, cls: Definition, member: str, hops: int = 0) -> tuple[str, Definition] | None:
+        """The definition ``member`` of class ``cls`` or of its repository bases."""
+        found = self.definitions.get(path, {}).get(f"{cls.qualname}.{member}")
+        if found is not None:
+            return path, found
+        if hops >= _MAX_HOPS:
+            return None
+        for base in self.base_classes(path, cls, hops):
+            result = self.class_member(base[0], base[1], member, hops + 1)
+            if result is not None:
+                return result
+        return None
+
+    def base_classes(self, path: str, cls: Definition, hops: int = 0) -> list[tuple[str, Definition]]:
+        """The repository classes a class derives from (external bases are skipped)."""
+        found: list[tuple[str, Definition]] = []
+        for base in cls.bases:
+            if "=" in base:
+                continue
+            text = strip_arguments(base)
+            if not text:
+                continue
+            resolution = self.resolve_name(path, text.split("."), None, hops + 1)
+            if resolution.target is not None and resolution.target.kind == "class":
+                found.append((resolution.path, resolution.target))
+        return found
+
+    # -- resolution ----------------------------------------------------------------------
+
+    def resolve_name(self, path: str, parts: list[str], scope: str | None, hops: int = 0) -> _Resolution:
+        """Resolve dotted ``parts`` as written in ``path`` inside function ``scope``."""
+        if not parts or hops > _MAX_HOPS:
+            return _UNRESOLVED
+        head = parts[0]
+        table = self.definitions.get(path, {})
+        if head in _RECEIVERS_SELF or head == "super":
+            cls = self.enclosing_class(path, scope)
+            if cls is None or len(parts) != 2:
+                return _UNRESOLVED  # self.repository.save(): the attribute's type is unknown
+            if head == "super":
+                for base_path, base in self.base_classes(path, cls):
+                    member = self.class_member(base_path, base, parts[1])
+                    if member is not None:
+                        return _Resolution(member[1], member[0])
+                return _STOP
+            member = self.class_member(path, cls, parts[1])
+            if member is not None:
+                return _Resolution(member[1], member[0])
+            return _STOP
+        if scope and len(parts) == 1:
+            nested = table.get(f"{scope}.{head}")
+            if nested is not None:
+                return _Resolution(nested, path)
+            cls = self.enclosing_class(path, scope)
+            language = self.indexes[path].language
+            if cls is not None and language in ("java", "go"):
+                member = self.class_member(path, cls, head)
+                if member is not None:
+                    return _Resolution(member[1], member[0])
+        local = self.top_level(path, head)
+        if local is not None:
+            return self._descend(path, local, parts[1:])
+        binding = self.bindings.get(path, {}).get(head)
+        if binding is not None:
+            return self._follow(path, binding, parts[1:], hops)
+        language = self.indexes[path].language
+        if language == "go":
+            for sibling in self.directories[posixpath.dirname(path)]:
+                found = self.top_level(sibling, head)
+                if found is not None:
+                    return self._descend(sibling, found, parts[1:])
+        if language == "java" and head[:1].isupper():
+            for sibling in self.directories[posixpath.dirname(path)]:
+                found = self.top_level(sibling, head)
+                if found is not None:
+                    return self._descend(sibling, found, parts[1:])
+        for star in self.star_imports.get(path, ()):
+            found = self.top_level(star, head)
+            if found is not None:
+                return self._descend(star, found, parts[1:])
+        if language == "python" and head in _PYTHON_BUILTINS and len(parts) == 1:
+            return _STOP
+        return _UNRESOLVED
+
+    def _descend(self, path: str, definition: Definition, rest: list[str]) -> _Resolution:
+        """Apply the remaining attribute names to a definition (class members only)."""
+        if not rest:
+            return _Resolution(definition, path)
+        if definition.kind == "class" and len(rest) == 1:
+            member = self.class_member(path, definition, rest[0])
+            if member is not None:
+                return _Resolution(member[1], member[0])
+        return _STOP
+
+    def _follow(self, path: str, binding: _Module | _Symbol, rest: list[str], hops: int) -> _Resolution:
+        """Resolve the rest of a dotted name through an import binding."""
+        if isinstance(binding, _Module):
+            module = binding.module
+            if module.startswith("ext:"):
+                return _STOP
+            if module.startswith("go:"):
+                directory = module[3:]
+                if not rest:
+                    return _UNRESOLVED
+                for file_path in self.directories.get(directory, ()):
+                    found = self.top_level(file_path, rest[0])
+                    if found is not None:
+                        return self._descend(file_path, found, rest[1:])
+                return _STOP
+            if module.startswith("file:"):
+                target = module[5:]
+                if not rest:
+                    return _UNRESOLVED
+                found = self.top_level(target, rest[0])
+                return self._descend(target, found, rest[1:]) if found is not None else _STOP
+            return self._in_python_module(path, module, rest, hops)
+        module, name = binding.module, binding.name
+        if module.startswith("ext:"):
+            return _STOP
+        if module.startswith("file:"):
+            target = module[5:]
+            found = self.top_level(target, name)
+            if found is None and name == "default":
+                return _UNRESOLVED
+            return self._descend(target, found, rest) if found is not None else _STOP
+        if module.startswith("java:"):
+            candidates = self.classes_by_name.get(name, [])
+            dotted = module[5:].replace(".", "/")
+            exact = [item for item in candidates if item[0].endswith(dotted + ".java")]
+            chosen = exact or (candidates if len(candidates) == 1 else [])
+            if not chosen:
+                return _STOP
+            return self._descend(chosen[0][0], chosen[0][1], rest)
+        return self._in_python_module(path, f"{module}.{name}" if module else name, rest, hops, symbol=(module, name))
+
+    def _in_python_module(
+        self, path: str, dotted: str, rest: list[str], hops: int, symbol: tuple[str, str] | None = None
+    ) -> _Resolution:
+        """Resolve ``dotted`` (a module, or module.symbol) followed by ``rest`` attributes."""
+        if symbol is not None:
+            module, name = symbol
+            module_path = self.find_module(module, path) if module else None
+            if module_path is not None:
+                found = self.top_level(module_path, name)
+                if found is not None:
+                    return self._descend(module_path, found, rest)
+                inner = self.bindings.get(module_path, {}).get(name)
+                if inner is not None and hops < _MAX_HOPS:
+                    return self._follow(module_path, inner, rest, hops + 1)
+                for star in self.star_imports.get(module_path, ()):
+                    found = self.top_level(star, name)
+                    if found is not None:
+                        return self._descend(star, found, rest)
+            submodule = self.find_module(dotted, path)
+            if submodule is None:
+                return _STOP if module_path is None else _UNRESOLVED
+            return self._in_python_module(path, dotted, rest, hops)
+        # ``dotted`` names a module; extend it with leading attributes that are submodules.
+        module_path = self.find_module(dotted, path)
+        remaining = list(rest)
+        current = dotted
+        while remaining:
+            deeper = self.find_module(f"{current}.{remaining[0]}", path)
+            if deeper is None:
+                break
+            current, module_path = f"{current}.{remaining[0]}", deeper
+            remaining.pop(0)
+        if module_path is None:
+            return _STOP
+        if not remaining:
+            return _UNRESOLVED
+        found = self.top_level(module_path, remaining[0])
+        if found is not None:
+            return self._descend(module_path, found, remaining[1:])
+        inner = self.bindings.get(module_path, {}).get(remaining[0])
+        if inner is not None and hops < _MAX_HOPS:
+            return self._follow(module_path, inner, remaining[1:], hops + 1)
+        return _UNRESOLVED
+
+    def fallback(self, path: str, parts: list[str]) -> tuple[str, Definition] | None:
+        """A unique definition with the call's last name, preferring files this file imports."""
+        name = parts[-1]
+        if name in _COMMON_NAMES or (name.startswith("__") and name.endswith("__")):
+            return None
+        candidates = self.by_name.get(name, [])
+        if len(parts) == 1:
+            candidates = [item for item in candidates if item[1].parent is None]
+        if len(candidates) == 1:
+            return candidates[0]
+        if not candidates:
+            return None
+        nearby = self.imported_paths.get(path, set()) | {path}
+        close = [item for item in candidates if item[0] in nearby]
+        return close[0] if len(close) == 1 else None
+
+
+def _callable_target(repository: _Repository, path: str, definition: Definition) -> tuple[str, Definition] | None:
+    """The function a call to ``definition`` runs: itself, or a class's constructor.
+
+    A class without a constructor in the repository is its own target, so that files
+    instantiating a class stay linked to the file defining it.
+    """
+    if definition.kind == "class":
+        for constructor in ("__init__", "constructor"):
+            member = repository.class_member(path, definition, constructor)
+            if member is not None:
+                return member
+    return path, definition
+
+
+def _scope_key(repository: _Repository, path: str, index: FileIndex, call: CallSite) -> str | None:
+    """The part of a call's scope its resolution depends on (None: resolves the same anywhere
+    in the file), so identical callee texts are resolved once per file."""
+    scope = call.enclosing
+    if scope is None:
+        return None
+    head = call.callee.split(".", 1)[0]
+    if head in _RECEIVERS_SELF or head == "super" or index.language in ("java", "go"):
+        return scope
+    return scope if f"{scope}.{head}" in repository.definitions.get(path, {}) else None
+
+
+def _edge_order(edge: Edge) -> tuple[str, str, str, str, int, bool]:
+    """Sort key equal to the dataclass ordering, without its per-comparison overhead."""
+    return (edge.caller.path, edge.caller.qualname, edge.callee.path, edge.callee.qualname, edge.line, edge.approximate)
+
+
+def _caller_name(index: FileIndex, call: CallSite) -> str:
+    if call.enclosing:
+        return call.enclosing
+    if index.main_block is not None and index.main_block[0] <= call.line <= index.main_block[1]:
+        return MAIN_FUNCTION
+    return MODULE_FUNCTION
+
+
+class CallGraph:
+    """Directed call graph over every function of the indexed files."""
+
+    def __init__(self, repository: _Repository, edges: Iterable[Edge]) -> None:
+        self._repository = repository
+        unique = sorted({_edge_order(edge): edge for edge in edges}.values(), key=_edge_order)
+        self._edges = tuple(unique)
+        outgoing: dict[FunctionRef, list[Edge]] = defaultdict(list)
+        incoming: dict[FunctionRef, list[Edge]] = defaultdict(list)
+        neighbours: dict[str, set[str]] = defaultdict(set)
+        for edge in unique:
+            outgoing[edge.caller].append(edge)
+            incoming[edge.callee].append(edge)
+            if edge.caller.path != edge.callee.path:
+                neighbours[edge.caller.path].add(edge.callee.path)
+                neighbours[edge.callee.path].add(edge.caller.path)
+        self._outgoing = {ref: tuple(items) for ref, items in outgoing.items()}
+        self._incoming = {ref: tuple(items) for ref, items in incoming.items()}
+        self._neighbours = {path: tuple(sorted(items)) for path, items in neighbours.items()}
+
+    @classmethod
+    def build(cls, indexes: Mapping[str, FileIndex]) -> CallGraph:
+        """Resolve every call site of ``indexes`` into edges (unresolvable calls are dropped)."""
+        repository = _Repository(indexes)
+        edges: list[Edge] = []
+        for path in sorted(indexes):
+            index = indexes[path]
+            memo: dict[tuple[str, str | None], tuple[str, Definition, bool] | None] = {}
+            for call in index.calls:
+                caller = FunctionRef(path, _caller_name(index, call))
+                key = (call.callee, _scope_key(repository, path, index, call))
+                if key not in memo:
+                    memo[key] = _resolve_call(repository, path, call.callee, call.enclosing)
+                resolved = memo[key]
+                if resolved is None:
+                    continue
+                target_path, target, approximate = resolved
+                edges.append(Edge(caller, FunctionRef(target_path, target.qualname), call.line, approximate))
+        return cls(repository, edges)
+
+    @property
+    def edges(self) -> tuple[Edge, ...]:
+        """Every edge, sorted."""
+        return self._edges
+
+    def callers(self, ref: FunctionRef) -> tuple[Edge, ...]:
+        """Edges into ``ref``, sorted by caller and line."""
+        return self._incoming.get(ref, ())
+
+    def callees(self, ref: FunctionRef) -> tuple[Edge, ...]:
+        """Edges out of ``ref``, sorted by callee and line."""
+        return self._outgoing.get(ref, ())
+
+    def definition(self, ref: FunctionRef) -> Definition | None:
+        """The index definition behind a reference (None for ``<module>``/``<main>``)."""
+        return self._repository.definitions.get(ref.path, {}).get(ref.qualname)
+
+    def paths(self, source: FunctionRef, target: FunctionRef, max_depth: int = 8) -> tuple[tuple[Edge, ...], ...]:
+        """Simple call paths from ``source`` to ``target`` of at most ``max_depth`` edges.
+
+        Between the same two functions only the first call site is used (exact edges before
+        approximate ones). Shortest paths come first; at most ``MAX_PATHS`` are returned.
+        """
+        found: list[tuple[Edge, ...]] = []
+        if max_depth < 1:
+            return ()
+        reaches_target = self._reverse_reach(target, max_depth)
+        if source not in reaches_target:
+            return ()
+        stack: list[tuple[FunctionRef, tuple[Edge, ...], frozenset[FunctionRef]]] = [(source, (), frozenset({source}))]
+        while stack and len(found) < MAX_PATHS * 4:
+            node, trail, seen = stack.pop()
+            for edge in reversed(self._first_edges(node)):
+                nxt = edge.callee
+                if nxt == target:
+                    found.append((*trail, edge))
+                    continue
+                remaining = max_depth - len(trail) - 1
+                if nxt in seen or remaining < 1 or reaches_target.get(nxt, max_depth + 1) > remaining:
+                    continue
+                stack.append((nxt, (*trail, edge), seen | {nxt}))
+        found.sort(key=lambda path: (len(path), path))
+        return tuple(found[:MAX_PATHS])
+
+    def _first_edges(self, ref: FunctionRef) -> tuple[Edge, ...]:
+        best: dict[FunctionRef, Edge] = {}
+        for edge in self.callees(ref):
+            current = best.get(edge.callee)
+            if current is None or (edge.approximate, edge.line) < (current.approximate, current.line):
+                best[edge.callee] = edge
+        return tuple(best[key] for key in sorted(best))
+
+    def _reverse_reach(self, target: FunctionRef, max_depth: int) -> dict[FunctionRef, int]:
+        """Distance (in edges) from each function that can reach ``target``."""
+        distance = {target: 0}
+        queue = deque([target])
+        while queue:
+            node = queue.popleft()
+            if distance[node] >= max_depth:
+                continue
+            for edge in self.callers(node):
+                if edge.caller not in distance:
+                    distance[edge.caller] = distance[node] + 1
+                    queue.append(edge.caller)
+        return distance
+
+    def components(self) -> tuple[tuple[str, ...], ...]:
+        """Connected components of the undirected file graph (every indexed file appears once).
+
+        Each component is sorted; components are ordered by their first path.
+        """
+        parent = {path: path for path in self._repository.indexes}
+
+        def root(path: str) -> str:
+            while parent[path] != path:
+                parent[path] = parent[parent[path]]
+                path = parent[path]
+            return path
+
+        for edge in self._edges:
+            left, right = root(edge.caller.path), root(edge.callee.path)
+            if left != right:
+                parent[max(left, right)] = min(left, right)
+        groups: dict[str, list[str]] = defaultdict(list)
+        for path in parent:
+            groups[root(path)].append(path)
+        return tuple(sorted(tuple(sorted(group)) for group in groups.values()))
+
+    def file_neighbors(self, path: str) -> tuple[str, ...]:
+        """Other files linked to ``path`` by any edge, in either direction, sorted."""
+        return self._neighbours.get(path, ())
+
+    def _refs_named(self, path: str, function: str) -> list[FunctionRef]:
+        """References in ``path`` for a qualname, or for a bare name (all definitions with it)."""
+        if function in (MODULE_FUNCTION, MAIN_FUNCTION):
+            return [FunctionRef(path, function)]
+        table = self._repository.definitions.get(path, {})
+        if function in table:
+            return [FunctionRef(path, function)]
+        short = function.split(".")[-1]
+        return [FunctionRef(path, qualname) for qualname, item in sorted(table.items()) if item.name == short]
+
+    def plausible_edge(self, caller_path: str, caller_function: str, callee_path: str, callee_function: str) -> bool:
+        """True when the graph has an edge (exact or approximate) from the caller to the callee.
+
+        Functions may be given as qualified names ("Class.method") or bare names.
+        """
+        targets = set(self._refs_named(callee_path, callee_function))
+        if not targets:
+            return False
+        for caller in self._refs_named(caller_path, caller_function):
+            if any(edge.callee in targets for edge in self.callees(caller)):
+                return True
+        return False
+
+    def resolve(self, path: str, name: str) -> FunctionRef | None:
+        """Resolve a dotted name as written at module level of ``path`` (functions and classes).
+
+        Falls back to a unique repository-wide definition with the same last name.
+        """
+        text = strip_arguments(name)
+        if not text:
+            return None
+        parts = text.split(".")
+        resolution = self._repository.resolve_name(path, parts, None)
+        if resolution.target is not None:
+            return FunctionRef(resolution.path, resolution.target.qualname)
+        if resolution.stop:
+            return None
+        fallback = self._repository.fallback(path, parts)
+        if fallback is None:
+            classes = self._repository.classes_by_name.get(parts[-1], [])
+            return FunctionRef(classes[0][0], classes[0][1].qualname) if len(classes) == 1 else None
+        return FunctionRef(fallback[0], fallback[1].qualname)
+
+    def class_member(self, ref: FunctionRef, member: str) -> FunctionRef | None:
+        """The method ``member`` of the class ``ref``, looked up through repository bases."""
+        cls = self.definition(ref)
+        if cls is None or cls.kind != "class":
+            return None
+        found = self._repository.class_member(ref.path, cls, member)
+        return FunctionRef(found[0], found[1].qualname) if found is not None else None
+
+    def base_classes(self, ref: FunctionRef) -> tuple[FunctionRef, ...]:
+        """The repository classes ``ref`` derives from, directly."""
+        cls = self.definition(ref)
+        if cls is None or cls.kind != "class":
+            return ()
+        return tuple(FunctionRef(path, item.qualname) for path, item in self._repository.base_classes(ref.path, cls))
+
+
+def _resolve_call(repository: _Repository, path: str, callee: str, scope: str | None) -> tuple[str, Definition, bool] | None:
+    """Resolve one call's callee text to the function it runs, with its approximate flag."""
+    text = strip_arguments(callee)
+    if not text:
+        return None
+    parts = [part for part in text.split(".") if part]
+    if not parts:
+        return None
+    resolution = repository.resolve_name(path, parts, scope)
+    if resolution.target is not None:
+        target = _callable_target(repository, resolution.path, resolution.target)
+        return (target[0], target[1], False) if target is not None else None
+    if resolution.stop:
+        return None
+    fallback = repository.fallback(path, parts)
+    if fallback is None:
+        return None
+    return fallback[0], fallback[1], True

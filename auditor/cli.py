@@ -1,0 +1,220 @@
+"""The ``auditor`` command line: a thin typer shell over the core stages.
+
+Each command turns its flags into the core's frozen option objects, calls one core
+function, and renders the result. Progress arrives through a callback rendered here with
+rich on stderr; ``AuditorError`` subclasses become exit codes in one place (``_exit_on_error``).
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from pathlib import Path
+from typing import Annotated, Callable, Optional, TypeVar
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from auditor import __version__
+from auditor.errors import AuditorError, ExitCode, UsageError
+from auditor.progress import ProgressCallback, ProgressEvent, no_progress
+
+app = typer.Typer(
+    name="auditor",
+    help="Long-context codebase audits: exact-token packing for Nemotron 3 Nano, grounded call-chain findings.",
+    no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    pretty_exceptions_enable=False,
+)
+stderr = Console(stderr=True)
+
+F = TypeVar("F", bound=Callable[..., object])
+
+
+def _exit_on_error(command: F) -> F:
+    """Map AuditorError to its exit code with a one-line message; nothing else is caught."""
+
+    @functools.wraps(command)
+    def wrapper(*args: object, **kwargs: object) -> object:
+        try:
+            return command(*args, **kwargs)
+        except AuditorError as error:
+            stderr.print(f"[bold red]error:[/] {error}", highlight=False)
+            raise typer.Exit(int(error.exit_code)) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+class RichProgress:
+    """Renders ProgressEvents as rich progress bars (one per stage) and notices on stderr."""
+
+    def __init__(self, console: Console):
+        self._console = console
+        self._progress = Progress(
+            TextColumn("{task.description:<8}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        )
+        self._tasks: dict[str, int] = {}
+
+    def __enter__(self) -> "RichProgress":
+        self._progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._progress.stop()
+
+    def __call__(self, event: ProgressEvent) -> None:
+        if event.message:
+            self._console.print(f"[dim]{event.stage}:[/] {event.message}", highlight=False)
+        if event.total is None and not event.completed:
+            return
+        task = self._tasks.get(event.stage)
+        if task is None:
+            task = self._tasks[event.stage] = self._progress.add_task(event.stage, total=event.total)
+        self._progress.update(task, completed=event.completed, total=event.total)
+
+
+class _Quiet:
+    """A progress context that shows nothing (machine-readable output, or not a terminal)."""
+
+    def __enter__(self) -> ProgressCallback:
+        return no_progress
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def progress_for(show: bool) -> RichProgress | _Quiet:
+    """A rich progress display on stderr when ``show``, else a silent one."""
+    return RichProgress(stderr) if show else _Quiet()
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"auditor {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main_callback(
+    version: Annotated[
+        Optional[bool], typer.Option("--version", callback=_version_callback, is_eager=True, help="Show the version and exit.")
+    ] = None,
+) -> None:
+    """auditor: audit a repository with a long-context model, or statically without one."""
+
+
+# Options shared by the commands that pack a repository.
+RuleOption = Annotated[list[str], typer.Option("--rule", "-r", help="Rule id or path to a rule file (repeatable).")]
+MaxModelLenOption = Annotated[int, typer.Option("--max-model-len", min=1024, help="Model context window in tokens.")]
+OutputTokensOption = Annotated[
+    int, typer.Option("--output-tokens", min=1, help="Tokens reserved for the model's reasoning and answer.")
+]
+TokenizerOption = Annotated[Optional[str], typer.Option("--tokenizer", help="Tokenizer directory (tokenizer.json + chat template).")]
+ModelOption = Annotated[Optional[str], typer.Option("--model", "-m", help="Checkpoint directory or Hugging Face id (local cache).")]
+ThinkingOption = Annotated[bool, typer.Option("--thinking/--no-thinking", help="Render the prompt with reasoning on or off.")]
+IncludeOption = Annotated[list[str], typer.Option("--include", help="Only files matching this gitignore-style glob (repeatable).")]
+ExcludeOption = Annotated[list[str], typer.Option("--exclude", help="Skip files matching this gitignore-style glob (repeatable).")]
+MaxFileBytesOption = Annotated[int, typer.Option("--max-file-bytes", min=1, help="Skip files larger than this.")]
+MaxWindowsOption = Annotated[int, typer.Option("--max-windows", min=0, help="Stop after this many windows (0: no limit).")]
+NoCacheOption = Annotated[bool, typer.Option("--no-cache", help="Do not read or write the index cache.")]
+
+
+def _write_output(text: str, output: Path | None) -> None:
+    if output is None:
+        sys.stdout.write(text)
+        return
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from exc
+
+
+@app.command()
+@_exit_on_error
+def pack(
+    path: Annotated[Path, typer.Argument(help="Repository (or subdirectory) to pack.")],
+    rule: RuleOption = [],
+    max_model_len: MaxModelLenOption = 262_144,
+    output_tokens: OutputTokensOption = 32_768,
+    tokenizer: TokenizerOption = None,
+    model: ModelOption = None,
+    thinking: ThinkingOption = True,
+    include: IncludeOption = [],
+    exclude: ExcludeOption = [],
+    max_file_bytes: MaxFileBytesOption = 1_000_000,
+    max_windows: MaxWindowsOption = 0,
+    format: Annotated[str, typer.Option("--format", "-f", help="text | json | prompt")] = "text",
+    window: Annotated[int, typer.Option("--window", "-w", min=0, help="Window shown by --format prompt.")] = 0,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
+    no_cache: NoCacheOption = False,
+) -> None:
+    """Pack a repository into exact-token windows for the model and report what went where."""
+    from auditor.manifest import manifest_json, pack_tables
+    from auditor.pack import DEFAULT_PROBE_RESERVE_TOKENS, PackOptions
+    from auditor.pipeline import pack_prepared, prepare_repository
+    from auditor.rules import load_rules
+    from auditor.tokens import TokenizerRequest, load_tokenizer
+    from auditor.walk import WalkOptions
+
+    if format not in ("text", "json", "prompt"):
+        raise UsageError(f"--format must be text, json or prompt, not {format!r}")
+    rules = load_rules(rule)
+    options = PackOptions(
+        max_model_len=max_model_len,
+        output_tokens=output_tokens,
+        probe_reserve_tokens=DEFAULT_PROBE_RESERVE_TOKENS,
+        thinking=thinking,
+        max_windows=max_windows,
+    )
+    walk_options = WalkOptions(include=tuple(include), exclude=tuple(exclude), max_file_bytes=max_file_bytes)
+    with progress_for(format != "json" and stderr.is_terminal) as report:
+        loaded = load_tokenizer(TokenizerRequest(tokenizer=tokenizer, model=model))
+        if not loaded.info.exact:
+            stderr.print(f"[yellow]warning:[/] {loaded.info.describe()}", highlight=False)
+        prepared = prepare_repository(path, walk_options, use_cache=not no_cache, progress=report)
+        result = pack_prepared(prepared, rules=rules, tokenizer=loaded, options=options, progress=report)
+    if format == "json":
+        _write_output(manifest_json(result, prepared.walk), output)
+    elif format == "prompt":
+        if window >= len(result.windows):
+            raise UsageError(f"--window {window}: the pack has {len(result.windows)} window(s)")
+        _write_output(result.windows[window].prompt, output)
+    else:
+        console = Console(file=open(output, "w", encoding="utf-8"), width=120) if output else Console()
+        console.print(pack_tables(result, prepared.walk))
+
+
+@app.command("rules")
+@_exit_on_error
+def list_rules() -> None:
+    """List the built-in rules."""
+    from auditor.rules import builtin_rules
+
+    table = Table(title="Built-in rules")
+    for column in ("id", "severity", "languages", "title"):
+        table.add_column(column)
+    for rule in builtin_rules().values():
+        table.add_row(rule.id, rule.severity, ", ".join(rule.languages), rule.title)
+    Console().print(table)
+
+
+from auditor.commands.plan import doctor_command, plan_command  # noqa: E402  (registered below)
+
+app.command("plan")(_exit_on_error(plan_command))
+app.command("doctor")(_exit_on_error(doctor_command))
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

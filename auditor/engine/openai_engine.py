@@ -1,0 +1,324 @@
+"""The ``openai`` engine: any OpenAI-compatible chat completions server (``vllm serve``).
+
+Inputs: ``ChatRequest`` batches; the server at ``base_url`` (for example
+``http://localhost:8000/v1``; ``AUDITOR_BASE_URL``), with ``api_key`` sent as a bearer
+token (``AUDITOR_API_KEY``). Outputs: one ``Completion`` per request, in request order.
+
+Each request is one ``POST {base_url}/chat/completions`` with ``chat_template_kwargs:
+{"enable_thinking": …}``, ``thinking_token_budget`` when set (a vLLM extension), and
+the answer schema as OpenAI's ``response_format: {"type": "json_schema", …}``, which
+``vllm serve`` 0.33 turns into its structured-output constraint (applied after the
+reasoning when the server runs a reasoning parser) and other compatible servers accept.
+Reasoning is read from ``message.reasoning`` (vLLM), ``message.reasoning_content``, or an
+inline ``…</think>`` in the content (a server without a reasoning parser).
+
+Failures: the server is probed first (``GET /models``, which also names the served model
+when none is configured); if it cannot be reached at all the engine raises
+``EngineUnavailable``. Connection errors and HTTP 429/500/502/503/504 are retried with
+exponential backoff (honouring ``Retry-After``); a request that still fails, that the
+server refuses (other 4xx), or that gets no answer within ``timeout_s`` becomes an error
+completion. Timeouts are not retried: the server is still working on the abandoned
+request, and a 256K-token prefill legitimately takes minutes, so raise ``timeout_s``.
+HTTP goes through the standard library (``urllib.request``), honouring proxy variables.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import logging
+import os
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from typing import Any
+
+from auditor.engine.base import ChatRequest, Completion, EngineSettings, error_completion
+from auditor.engine.reasoning import split_output
+from auditor.errors import EngineUnavailable, UsageError
+from auditor.progress import ProgressCallback, ProgressEvent, no_progress
+
+logger = logging.getLogger(__name__)
+
+BASE_URL_ENV = "AUDITOR_BASE_URL"
+API_KEY_ENV = "AUDITOR_API_KEY"
+TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504})
+PROBE_TIMEOUT_S = 30.0
+MAX_RETRY_AFTER_S = 60.0
+ANSWER_SCHEMA_NAME = "auditor_answer"
+
+
+class _Transient(Exception):
+    """A failure worth retrying (connection trouble, an overloaded or failing server)."""
+
+    def __init__(self, message: str, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class _Refused(Exception):
+    """A failure retrying cannot fix (the server refused the request, a timeout, bad JSON).
+
+    ``status`` is the HTTP status when the server answered with an error, else None.
+    """
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class OpenAIEngine:
+    """Sends chat requests to an OpenAI-compatible server, up to ``max_num_seqs`` at a time."""
+
+    name = "openai"
+
+    def __init__(self, settings: EngineSettings, *, backoff_s: float = 1.0) -> None:
+        """Resolve the server's address; raise ``EngineUnavailable`` when none is configured.
+
+        ``backoff_s`` is the first retry delay; each further retry doubles it.
+        """
+        base_url = settings.base_url or os.environ.get(BASE_URL_ENV)
+        if not base_url:
+            raise EngineUnavailable(
+                "the openai engine needs a server: pass --base-url "
+                f"(e.g. http://localhost:8000/v1) or set {BASE_URL_ENV}"
+            )
+        self.settings = settings
+        self.base_url = base_url.rstrip("/")
+        self.api_key = settings.api_key or os.environ.get(API_KEY_ENV)
+        self.backoff_s = backoff_s
+        self._model: str | None = None
+
+    def identity(self) -> str:
+        """Served model and sampling settings as canonical JSON (probes the server if no model is set)."""
+        return json.dumps(
+            {
+                "engine": self.name,
+                "model": self.model(),
+                "temperature": self.settings.temperature,
+                "top_p": self.settings.top_p,
+                "seed": self.settings.seed,
+                "thinking_token_budget": self.settings.thinking_token_budget,
+            },
+            sort_keys=True,
+        )
+
+    def model(self) -> str:
+        """The model name sent with each request: the configured one, else the server's first.
+
+        Probes the server once; raises ``EngineUnavailable`` when it cannot be reached,
+        rejects the API key, or (with no model configured) lists no model.
+        """
+        if self._model is None:
+            self._model = self._probe()
+        return self._model
+
+    def _probe(self) -> str:
+        """``GET /models``: check the server answers and name the model to use."""
+        timeout_s = min(self.settings.timeout_s, PROBE_TIMEOUT_S)
+        url = f"{self.base_url}/models"
+        try:
+            listing = self._with_retries(lambda: self._call("GET", url, None, timeout_s))
+        except _Transient as exc:
+            raise EngineUnavailable(
+                f"cannot reach the OpenAI-compatible server at {self.base_url}: {exc} "
+                "(is `vllm serve` running and --base-url right?)"
+            ) from exc
+        except _Refused as exc:
+            # A server that answers but has no model listing (404, 405) is usable when the
+            # model is named; a rejected key, a hang or garbage is not.
+            if self.settings.model and exc.status is not None and exc.status not in (401, 403):
+                return self.settings.model
+            raise EngineUnavailable(
+                f"the server at {self.base_url} refused to list its models: {exc}"
+            ) from exc
+        if self.settings.model:
+            return self.settings.model
+        models = listing.get("data")
+        if isinstance(models, list):
+            for entry in models:
+                model_id = _object(entry).get("id")
+                if isinstance(model_id, str) and model_id:
+                    return model_id
+        raise EngineUnavailable(
+            f"the server at {self.base_url} lists no model; pass --model with the served name"
+        )
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        return headers
+
+    def _call(self, method: str, url: str, body: dict[str, Any] | None, timeout_s: float) -> dict[str, Any]:
+        """One HTTP exchange, its failures sorted into ``_Transient`` and ``_Refused``."""
+        data = json.dumps(body).encode("utf-8") if body is not None else None
+        request = urllib.request.Request(url, data=data, method=method, headers=self._headers())
+        try:
+            with urllib.request.urlopen(request, timeout=timeout_s) as response:
+                raw = response.read()
+        except urllib.error.HTTPError as exc:
+            detail = _error_detail(exc)
+            if exc.code in TRANSIENT_STATUS:
+                raise _Transient(f"HTTP {exc.code}: {detail}", _retry_after_s(exc)) from exc
+            raise _Refused(f"HTTP {exc.code}: {detail}", exc.code) from exc
+        except urllib.error.URLError as exc:
+            raise _Transient(f"connection failed: {exc.reason}") from exc
+        except TimeoutError as exc:
+            raise _Refused(
+                f"no answer within {timeout_s:g} s (long prefills take minutes: raise the timeout)"
+            ) from exc
+        except (http.client.HTTPException, ConnectionError) as exc:
+            raise _Transient(f"connection lost: {exc!r}") from exc
+        try:
+            payload = json.loads(raw)
+        except ValueError as exc:
+            raise _Refused(f"the server answered with invalid JSON: {exc}") from exc
+        if not isinstance(payload, dict):
+            raise _Refused("the server answered with JSON that is not an object")
+        return payload
+
+    def _with_retries(self, attempt: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """Run ``attempt`` until it succeeds, retrying ``_Transient`` failures with backoff."""
+        failure: _Transient | None = None
+        for number in range(self.settings.retries + 1):
+            if failure is not None:
+                delay = self.backoff_s * 2 ** (number - 1)
+                if failure.retry_after_s is not None:
+                    delay = max(delay, failure.retry_after_s)
+                logger.info("retrying in %.1f s after: %s", delay, failure)
+                time.sleep(delay)
+            try:
+                return attempt()
+            except _Transient as exc:
+                failure = exc
+        assert failure is not None
+        attempts = self.settings.retries + 1
+        raise _Transient(f"{failure} (after {attempts} attempt{'s' if attempts > 1 else ''})")
+
+    def request_body(self, request: ChatRequest, model: str) -> dict[str, Any]:
+        """The JSON body of ``POST /chat/completions`` for ``request``."""
+        body: dict[str, Any] = {
+            "model": model,
+            "messages": [{"role": m.role, "content": m.content} for m in request.messages],
+            "max_tokens": request.max_tokens,
+            "temperature": self.settings.temperature,
+            "top_p": self.settings.top_p,
+            "seed": self.settings.seed,
+            "chat_template_kwargs": {"enable_thinking": request.thinking},
+        }
+        if self.settings.thinking_token_budget is not None and request.thinking:
+            body["thinking_token_budget"] = self.settings.thinking_token_budget
+        if request.json_schema is not None:
+            try:
+                schema = json.loads(request.json_schema)
+            except ValueError as exc:
+                raise UsageError(f"the answer schema is not valid JSON: {exc}") from exc
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": ANSWER_SCHEMA_NAME, "schema": schema},
+            }
+        return body
+
+    def _complete(self, request: ChatRequest, model: str) -> Completion:
+        """One request through retries; every failure becomes an error completion."""
+        url = f"{self.base_url}/chat/completions"
+        body = self.request_body(request, model)
+        try:
+            payload = self._with_retries(lambda: self._call("POST", url, body, self.settings.timeout_s))
+        except (_Transient, _Refused) as exc:
+            return error_completion(request, str(exc))
+        return _completion(request, payload)
+
+    def generate(
+        self, requests: Sequence[ChatRequest], progress: ProgressCallback = no_progress
+    ) -> list[Completion]:
+        """Complete every request, concurrently up to ``max_num_seqs``, in request order.
+
+        Raises ``EngineUnavailable`` when the server cannot be reached at all.
+        """
+        if not requests:
+            return []
+        model = self.model()
+        total = len(requests)
+        results: dict[int, Completion] = {}
+        workers = max(1, min(self.settings.max_num_seqs, total))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="auditor-openai") as pool:
+            futures = {
+                pool.submit(self._complete, request, model): index for index, request in enumerate(requests)
+            }
+            for future in as_completed(futures):
+                results[futures[future]] = future.result()
+                progress(ProgressEvent(stage="engine", completed=len(results), total=total))
+        return [results[index] for index in range(total)]
+
+
+def _error_detail(exc: urllib.error.HTTPError) -> str:
+    """The server's error message from an HTTP error response, shortened."""
+    try:
+        raw = exc.read().decode("utf-8", errors="replace")
+    except OSError:
+        raw = ""
+    message = raw
+    try:
+        payload = json.loads(raw)
+    except ValueError:
+        payload = None
+    if isinstance(payload, dict):
+        error = payload.get("error", payload.get("message"))
+        if isinstance(error, dict):
+            error = error.get("message")
+        if isinstance(error, str):
+            message = error
+    message = " ".join(message.split()) or str(exc.reason)
+    return message[:500]
+
+
+def _retry_after_s(exc: urllib.error.HTTPError) -> float | None:
+    """The server's ``Retry-After`` in seconds (capped), when given as a number."""
+    value = exc.headers.get("Retry-After") if exc.headers else None
+    try:
+        return min(float(value), MAX_RETRY_AFTER_S) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _object(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _completion(request: ChatRequest, payload: dict[str, Any]) -> Completion:
+    """A ``Completion`` from a chat completions response body."""
+    choices = payload.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return error_completion(request, "the server answered without choices")
+    choice: dict[str, Any] = choices[0]
+    message = _object(choice.get("message"))
+    content = _text(message.get("content"))
+    finish_reason = _text(choice.get("finish_reason")) or "unknown"
+    split_trace = _text(message.get("reasoning")) or _text(message.get("reasoning_content"))
+    if split_trace:
+        reasoning, answer = split_trace.strip(), content.strip()
+    else:
+        reasoning, answer = split_output(content, thinking=request.thinking, finish_reason=finish_reason)
+    usage = _object(payload.get("usage"))
+    prompt_tokens = _int_or_none(usage.get("prompt_tokens"))
+    return Completion(
+        request_id=request.id,
+        text=answer,
+        reasoning=reasoning,
+        finish_reason=finish_reason,
+        prompt_tokens=prompt_tokens if prompt_tokens is not None else request.prompt_tokens,
+        completion_tokens=_int_or_none(usage.get("completion_tokens")) or 0,
+        cached_prompt_tokens=_int_or_none(_object(usage.get("prompt_tokens_details")).get("cached_tokens")),
+    )

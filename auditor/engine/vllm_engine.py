@@ -1,0 +1,314 @@
+"""The ``vllm`` engine: Nemotron in-process through ``vllm.LLM`` (vLLM 0.33 offline API).
+
+Inputs: ``ChatRequest`` batches. Outputs: one ``Completion`` per request, the reasoning
+split off at ``</think>`` (offline outputs carry no reasoning field).
+
+vLLM is imported lazily, and the model is loaded on the first ``generate`` call, so
+creating the engine only checks that vLLM and a CUDA device are there. Every prompt's
+length is checked before submission, because one over-long prompt makes vLLM reject the
+whole batch: such a request gets an error completion and is never submitted.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from auditor.engine.base import ChatRequest, Completion, EngineSettings, error_completion
+from auditor.engine.reasoning import split_output
+from auditor.errors import EngineUnavailable
+from auditor.progress import ProgressCallback, ProgressEvent, no_progress
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MODEL = "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-FP8"
+REASONING_PARSER = "nemotron_v3"
+INSTALL_HINT = "pip install 'auditor[vllm]'"
+# vLLM refuses a max_model_len beyond the checkpoint's max_position_embeddings unless
+# this is set; Nemotron 3 Nano is trained to 1M tokens but declares 262,144.
+LONG_CONTEXT_ENV = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
+DECLARED_CONTEXT = 262_144
+
+
+def _importable(module: str) -> bool:
+    """Whether ``module`` can be imported, found without importing it."""
+    if sys.modules.get(module) is not None:
+        return True
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def cuda_device_present() -> bool:
+    """Whether a CUDA device is visible: torch's view when torch is installed, else the driver's."""
+    if _importable("torch"):
+        try:
+            import torch  # type: ignore[import-not-found,unused-ignore]
+        except (ImportError, OSError):
+            logger.debug("torch is installed but does not import; asking the driver instead")
+        else:
+            return bool(torch.cuda.is_available())
+    if shutil.which("nvidia-smi"):
+        try:
+            listing = subprocess.run(
+                ["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20, check=False
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+        return listing.returncode == 0 and "GPU" in listing.stdout
+    return Path("/dev/nvidia0").exists()
+
+
+def vllm_unavailable_reason() -> str | None:
+    """Why the vllm engine cannot run here ("no vllm installed", ...), or None when it can."""
+    if not _importable("vllm"):
+        return "no vllm installed"
+    if not cuda_device_present():
+        return "vllm is installed but no CUDA device was found"
+    return None
+
+
+def _checkpoint_quantization(model: str) -> str | None:
+    """The quantization named in a local checkpoint's config.json, lowercased.
+
+    "" when the config declares none (a BF16 checkpoint); None when there is no local
+    config.json to read (an HF id, or a config without the information).
+    """
+    config_path = Path(model) / "config.json"
+    if not config_path.is_file():
+        return None
+    try:
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    quantization = config.get("quantization_config") if isinstance(config, dict) else None
+    if not isinstance(quantization, dict):
+        return None
+    parts = (quantization.get("quant_method"), quantization.get("quant_algo"))
+    return " ".join(str(part) for part in parts if part).lower()
+
+
+def resolve_kv_cache_dtype(settings: EngineSettings) -> str:
+    """The KV cache dtype: the setting if given, else "fp8" for FP8/NVFP4 checkpoints, else "auto".
+
+    The checkpoint's precision comes from its config.json ``quantization_config`` when the
+    model is a local directory, else from the -FP8/-NVFP4/-BF16 suffix of its name.
+    """
+    if settings.kv_cache_dtype:
+        return settings.kv_cache_dtype
+    model = settings.model or DEFAULT_MODEL
+    quantization = _checkpoint_quantization(model)
+    if quantization is not None:
+        return "fp8" if ("fp8" in quantization or "fp4" in quantization) else "auto"
+    name = model.rstrip("/").upper()
+    if name.endswith(("-FP8", "-NVFP4")):
+        return "fp8"
+    return "auto"
+
+
+def llm_kwargs(settings: EngineSettings) -> dict[str, Any]:
+    """Keyword arguments for ``vllm.LLM`` built from ``settings`` (no vLLM import)."""
+    return {
+        "model": settings.model or DEFAULT_MODEL,
+        "trust_remote_code": True,
+        "max_model_len": settings.max_model_len,
+        "enable_chunked_prefill": True,
+        "max_num_batched_tokens": settings.max_num_batched_tokens,
+        "kv_cache_dtype": resolve_kv_cache_dtype(settings),
+        "mamba_ssm_cache_dtype": "float32",
+        "gpu_memory_utilization": settings.gpu_memory_utilization,
+        "max_num_seqs": settings.max_num_seqs,
+        "enable_prefix_caching": settings.enable_prefix_caching,
+        "tensor_parallel_size": settings.tensor_parallel_size,
+        "seed": settings.seed,
+        "reasoning_parser": REASONING_PARSER,
+    }
+
+
+def sampling_kwargs(settings: EngineSettings, request: ChatRequest) -> dict[str, Any]:
+    """Keyword arguments for ``vllm.SamplingParams`` for one request (no vLLM import).
+
+    ``structured_outputs``, present when the request carries a JSON schema, holds the
+    keyword arguments of ``StructuredOutputsParams`` (``{"json": schema_text}``); the
+    engine wraps them. ``thinking_token_budget`` is sent only when thinking is on.
+    """
+    kwargs: dict[str, Any] = {
+        "temperature": settings.temperature,
+        "top_p": settings.top_p,
+        "max_tokens": request.max_tokens,
+        "seed": settings.seed,
+    }
+    if settings.thinking_token_budget is not None and request.thinking:
+        kwargs["thinking_token_budget"] = settings.thinking_token_budget
+    if request.json_schema is not None:
+        kwargs["structured_outputs"] = {"json": request.json_schema}
+    return kwargs
+
+
+class VllmEngine:
+    """Runs the model in this process with ``vllm.LLM``; loads it on first use."""
+
+    name = "vllm"
+
+    def __init__(self, settings: EngineSettings) -> None:
+        """Check that vLLM and a CUDA device are present; raise ``EngineUnavailable`` if not."""
+        problem = vllm_unavailable_reason()
+        if problem is not None:
+            raise EngineUnavailable(
+                f"the vllm engine cannot run here ({problem}); install it with "
+                f"`{INSTALL_HINT}` on a machine with an NVIDIA GPU, or use "
+                "--engine openai with a running `vllm serve`"
+            )
+        self.settings = settings
+        self._llm: Any = None
+
+    def identity(self) -> str:
+        """Model and every setting that changes outputs, as canonical JSON."""
+        return json.dumps(
+            {
+                "engine": self.name,
+                "model": self.settings.model or DEFAULT_MODEL,
+                "kv_cache_dtype": resolve_kv_cache_dtype(self.settings),
+                "reasoning_parser": REASONING_PARSER,
+                "temperature": self.settings.temperature,
+                "top_p": self.settings.top_p,
+                "seed": self.settings.seed,
+                "thinking_token_budget": self.settings.thinking_token_budget,
+            },
+            sort_keys=True,
+        )
+
+    def _load(self) -> Any:
+        """The ``vllm.LLM``, built on first use (this takes minutes for a 30B checkpoint)."""
+        if self._llm is None:
+            if self.settings.max_model_len > DECLARED_CONTEXT:
+                os.environ.setdefault(LONG_CONTEXT_ENV, "1")
+            vllm = importlib.import_module("vllm")
+            kwargs = llm_kwargs(self.settings)
+            logger.info("loading %s with vLLM (%s)", kwargs["model"], kwargs)
+            self._llm = vllm.LLM(**kwargs)
+        return self._llm
+
+    def _prompt_tokens(self, llm: Any, request: ChatRequest) -> int:
+        """The request's prompt length: the auditor's count, else the model tokenizer's."""
+        if request.prompt_tokens > 0:
+            return request.prompt_tokens
+        tokenizer = llm.get_tokenizer()
+        rendered = tokenizer.apply_chat_template(
+            _conversation(request),
+            tokenize=False,
+            add_generation_prompt=True,
+            enable_thinking=request.thinking,
+        )
+        return len(tokenizer.encode(rendered, add_special_tokens=False))
+
+    def _admission_problem(self, llm: Any, request: ChatRequest) -> str | None:
+        """Why ``request`` must not be submitted (it would abort the batch), or None."""
+        if request.max_tokens < 1:
+            return f"completion budget of {request.max_tokens} tokens: nothing to generate"
+        prompt_tokens = self._prompt_tokens(llm, request)
+        limit = self.settings.max_model_len
+        if prompt_tokens + request.max_tokens > limit:
+            return (
+                f"prompt of {prompt_tokens} tokens plus a completion budget of "
+                f"{request.max_tokens} tokens exceeds max_model_len {limit}: not submitted "
+                "(one over-long prompt aborts vLLM's whole batch)"
+            )
+        return None
+
+    def _sampling_params(self, request: ChatRequest) -> Any:
+        """A ``vllm.SamplingParams`` for ``request``."""
+        vllm = importlib.import_module("vllm")
+        kwargs = sampling_kwargs(self.settings, request)
+        if "structured_outputs" in kwargs:
+            sampling_module = importlib.import_module("vllm.sampling_params")
+            kwargs["structured_outputs"] = sampling_module.StructuredOutputsParams(
+                **kwargs["structured_outputs"]
+            )
+        return vllm.SamplingParams(**kwargs)
+
+    def generate(
+        self, requests: Sequence[ChatRequest], progress: ProgressCallback = no_progress
+    ) -> list[Completion]:
+        """Complete every request, one ``LLM.chat`` call per thinking mode, in request order.
+
+        Requests whose prompt does not fit, and every request of a batch vLLM rejects,
+        get error completions instead of raising.
+        """
+        if not requests:
+            return []
+        llm = self._load()
+        total = len(requests)
+        results: dict[int, Completion] = {}
+        groups: dict[bool, list[int]] = {}
+        for index, request in enumerate(requests):
+            problem = self._admission_problem(llm, request)
+            if problem is None:
+                groups.setdefault(request.thinking, []).append(index)
+            else:
+                results[index] = error_completion(request, problem)
+        if results:
+            progress(
+                ProgressEvent(
+                    stage="engine",
+                    completed=len(results),
+                    total=total,
+                    message=f"{len(results)} request(s) rejected before submission",
+                )
+            )
+        for thinking in sorted(groups):
+            indices = groups[thinking]
+            batch = [requests[index] for index in indices]
+            try:
+                outputs = llm.chat(
+                    [_conversation(request) for request in batch],
+                    sampling_params=[self._sampling_params(request) for request in batch],
+                    use_tqdm=False,
+                    chat_template_kwargs={"enable_thinking": thinking},
+                )
+                if len(outputs) != len(batch):
+                    raise RuntimeError(f"vLLM returned {len(outputs)} outputs for {len(batch)} requests")
+            except Exception as exc:  # noqa: BLE001 - vLLM fails a batch as a whole, with many exception types
+                logger.warning("vLLM failed a batch of %d request(s): %s", len(batch), exc)
+                for index, request in zip(indices, batch):
+                    results[index] = error_completion(request, f"vLLM failed the batch: {exc}")
+            else:
+                for index, request, output in zip(indices, batch, outputs):
+                    results[index] = _completion(request, output)
+            progress(ProgressEvent(stage="engine", completed=len(results), total=total))
+        return [results[index] for index in range(total)]
+
+
+def _conversation(request: ChatRequest) -> list[dict[str, str]]:
+    """The request's messages in the chat format vLLM and tokenizers take."""
+    return [{"role": message.role, "content": message.content} for message in request.messages]
+
+
+def _completion(request: ChatRequest, output: Any) -> Completion:
+    """A ``Completion`` from one ``vllm.RequestOutput``."""
+    if not output.outputs:
+        return error_completion(request, "vLLM returned no output for this request")
+    generated = output.outputs[0]
+    finish_reason = str(generated.finish_reason) if generated.finish_reason else "unknown"
+    reasoning, answer = split_output(generated.text, thinking=request.thinking, finish_reason=finish_reason)
+    prompt_token_ids = output.prompt_token_ids
+    cached = getattr(output, "num_cached_tokens", None)
+    return Completion(
+        request_id=request.id,
+        text=answer,
+        reasoning=reasoning,
+        finish_reason=finish_reason,
+        prompt_tokens=len(prompt_token_ids) if prompt_token_ids else request.prompt_tokens,
+        completion_tokens=len(generated.token_ids),
+        cached_prompt_tokens=cached if isinstance(cached, int) else None,
+    )

@@ -1,0 +1,733 @@
+"""Index stage: what each source file defines, calls, imports and opens as a context.
+
+Input: ``(path, text, language, content_hash)`` for every file the walk kept. Output: one
+``FileIndex`` per path (definitions with qualified names and spans, call sites with callee
+chains and their enclosing function, ``with``/try-with-resources blocks, imports, and a few
+Python module-level facts), used by packing (skeletons), grounding and entry-point detection.
+
+Extraction is driven by the tree-sitter query files in ``auditor/languages`` (see
+``auditor.languages.grammars`` for the capture conventions); this module holds no
+per-language branches. Indexes are cached on disk by content hash and language, under a
+directory versioned by ``INDEX_VERSION``.
+
+Line numbers are 1-based and count ``"\\n"``-terminated lines, as tree-sitter does: a form
+feed or other Unicode line separator does not start a new line (use ``text.split("\\n")``,
+not ``str.splitlines``, to map them back to text).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import tempfile
+from bisect import bisect_left
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from tree_sitter import Node, QueryCursor
+
+from auditor.languages.grammars import (
+    UnsupportedLanguageError,
+    parser_for,
+    query_bundle,
+)
+from auditor.progress import ProgressCallback, ProgressEvent, no_progress
+
+INDEX_VERSION = 1
+"""Version of the index format and extraction rules; part of the cache key. Bump it when
+either changes so that stale cache entries are never read."""
+
+TEXT_LIMIT = 300
+"""Longest callee, argument or context-expression text kept, in characters."""
+
+FUNCTION_KINDS: tuple[str, ...] = ("function", "method")
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Definition:
+    """A function, method or class definition.
+
+    ``start_line`` includes decorators/annotations. Lines ``body_start_line..end_line`` are
+    the part a skeleton may elide (the body after the signature and, in Python, after the
+    docstring); ``body_start_line == end_line + 1`` when nothing is elidable.
+    """
+
+    name: str
+    qualname: str
+    kind: str
+    start_line: int
+    end_line: int
+    body_start_line: int
+    decorators: tuple[str, ...]
+    bases: tuple[str, ...]
+    parent: str | None
+
+
+@dataclass(frozen=True)
+class CallSite:
+    """A call as written: ``callee`` with argument lists of chained calls dropped
+    (``Order.objects.filter(x=1).update`` -> ``Order.objects.filter.update``)."""
+
+    callee: str
+    name: str
+    line: int
+    enclosing: str | None
+    arguments: str
+
+
+@dataclass(frozen=True)
+class ContextBlock:
+    """One item of a Python ``with`` statement or one Java try-with-resources resource."""
+
+    expression: str
+    start_line: int
+    end_line: int
+    enclosing: str | None
+
+
+@dataclass(frozen=True)
+class Import:
+    """One imported module or symbol (``name`` is None for whole-module imports)."""
+
+    module: str
+    name: str | None
+    alias: str | None
+    line: int
+
+
+@dataclass(frozen=True)
+class FileIndex:
+    """Everything the later stages need to know about one source file's structure."""
+
+    path: str
+    language: str
+    content_hash: str
+    line_count: int
+    definitions: tuple[Definition, ...]
+    calls: tuple[CallSite, ...]
+    context_blocks: tuple[ContextBlock, ...]
+    imports: tuple[Import, ...]
+    main_block: tuple[int, int] | None
+    string_assignments: tuple[tuple[str, int], ...]
+    has_errors: bool
+
+    def enclosing_definition(
+        self, line: int, kinds: tuple[str, ...] = FUNCTION_KINDS
+    ) -> Definition | None:
+        """Innermost definition of one of ``kinds`` whose span contains ``line``."""
+        innermost: Definition | None = None
+        for definition in self.definitions:
+            if definition.start_line > line:
+                break
+            if (
+                definition.kind in kinds
+                and line <= definition.end_line
+                and (innermost is None or definition.end_line <= innermost.end_line)
+            ):
+                innermost = definition
+        return innermost
+
+
+# --------------------------------------------------------------------------- text helpers
+
+_AFTER_OPENING = re.compile(r"([(\[{]) ")
+_BEFORE_CLOSING = re.compile(r" ([)\]}])")
+_AROUND_MEMBER_ACCESS = re.compile(r" ?(\??\.) ?")
+_QUOTES = "\"'`"
+
+
+def normalise_whitespace(text: str) -> str:
+    """Collapse whitespace runs to one space and drop spaces just inside brackets."""
+    if " " not in text and text.isprintable():
+        return text  # the common case: nothing to normalise
+    text = " ".join(text.split())
+    if "( " in text or "[ " in text or "{ " in text:
+        text = _AFTER_OPENING.sub(r"\1", text)
+    if " )" in text or " ]" in text or " }" in text:
+        text = _BEFORE_CLOSING.sub(r"\1", text)
+    return text
+
+
+def _normalise_callee(text: str) -> str:
+    text = normalise_whitespace(text)
+    return _AROUND_MEMBER_ACCESS.sub(r"\1", text) if " " in text else text
+
+
+def _bounded_text(source: bytes, start: int, end: int, limit: int = TEXT_LIMIT) -> str:
+    """The normalised text of ``source[start:end]``, cut to ``limit`` characters, decoding
+    no more of a long span than needed."""
+    size = limit * 4
+    while True:
+        stop = min(end, start + size)
+        text = source[start:stop].decode("utf-8", "replace")
+        if stop < end:
+            text = text[:-1]  # the slice may end inside a multi-byte character
+        text = normalise_whitespace(text)
+        if len(text) >= limit or stop >= end:
+            return text[:limit]
+        size *= 4
+
+
+def _node_text(node: Node) -> str:
+    return (node.text or b"").decode("utf-8", "replace")
+
+
+def _unquote(text: str) -> str:
+    if len(text) >= 2 and text[0] in _QUOTES and text[-1] == text[0]:
+        return text[1:-1]
+    return text
+
+
+def _first_line(node: Node) -> int:
+    return node.start_point.row + 1
+
+
+def _last_line(node: Node) -> int:
+    """1-based last line of a node; a node ending at column 0 ends on the line before."""
+    end_row, end_column = node.end_point
+    if end_column == 0 and end_row > node.start_point.row:
+        return end_row
+    return end_row + 1
+
+
+def count_lines(text: str) -> int:
+    """Number of lines in ``text`` ("\\n"-separated; a final newline ends the last line)."""
+    if not text:
+        return 0
+    return text.count("\n") + (0 if text.endswith("\n") else 1)
+
+
+QUERY_NAMES: tuple[str, ...] = (
+    "definitions",
+    "calls",
+    "imports",
+    "contexts",
+    "main",
+    "assignments",
+)
+"""The query files (``auditor/languages/{language}-{name}.scm``) the index runs."""
+
+_Match = tuple[dict[str, str], dict[str, list[Node]]]  # (pattern settings, captures)
+
+
+def _run_queries(language: str, root: Node) -> dict[str, list[_Match]]:
+    """Run every index query over the tree in one pass; matches grouped by query name."""
+    grouped: dict[str, list[_Match]] = {name: [] for name in QUERY_NAMES}
+    bundle = query_bundle(language, QUERY_NAMES)
+    if bundle is None:
+        return grouped
+    for pattern, captures in QueryCursor(bundle.query).matches(root):
+        grouped[bundle.pattern_names[pattern]].append(
+            (bundle.pattern_settings[pattern], captures)
+        )
+    return grouped
+
+
+# --------------------------------------------------------------------------- extraction
+
+
+@dataclass
+class _DefinitionParts:
+    """A definition while its attributes are being collected (mutable, internal)."""
+
+    kind: str
+    name: str
+    node: Node
+    body: Node | None
+    receiver: str | None
+    start_byte: int
+    start_line: int
+    decorators: dict[int, Node] = field(default_factory=dict)
+    bases: dict[int, Node] = field(default_factory=dict)
+    doc: Node | None = None
+
+    def include(self, node: Node) -> None:
+        """Widen the definition's start to cover ``node`` (a decorator or wrapper)."""
+        if node.start_byte < self.start_byte:
+            self.start_byte = node.start_byte
+            self.start_line = _first_line(node)
+
+
+def _body_start_line(body: Node | None, doc: Node | None, end_line: int) -> int:
+    """First line after the signature (and docstring); ``end_line + 1`` if none is left."""
+    if body is None:
+        return end_line + 1
+    opening = body.child(0) if body.child_count else None
+    if opening is not None and opening.type == "{":
+        signature_end = _first_line(opening)
+    else:
+        before = body.prev_sibling
+        signature_end = (
+            _last_line(before) if before is not None else _first_line(body) - 1
+        )
+    start = signature_end + 1
+    if doc is not None:
+        start = max(start, _last_line(doc) + 1)
+    return start if start <= end_line else end_line + 1
+
+
+def _collect_definition_parts(matches: list[_Match]) -> list[_DefinitionParts]:
+    parts: dict[tuple[int, int], _DefinitionParts] = {}
+    attributes: list[dict[str, list[Node]]] = []
+    for _, captures in matches:
+        if "owner" in captures:
+            attributes.append(captures)
+            continue
+        for capture_name, nodes in captures.items():
+            if not capture_name.startswith("definition."):
+                continue
+            node = nodes[0]
+            key = (node.start_byte, node.end_byte)
+            names = captures.get("name")
+            if key in parts or not names:
+                continue
+            receivers = captures.get("receiver")
+            bodies = captures.get("body")
+            parts[key] = _DefinitionParts(
+                kind=capture_name.removeprefix("definition."),
+                name=_node_text(names[0]),
+                node=node,
+                body=bodies[0] if bodies else None,
+                receiver=_node_text(receivers[0]) if receivers else None,
+                start_byte=node.start_byte,
+                start_line=_first_line(node),
+            )
+    for captures in attributes:
+        owner = captures["owner"][0]
+        definition = parts.get((owner.start_byte, owner.end_byte))
+        if definition is None:
+            continue
+        for decorator in captures.get("decorator", ()):
+            definition.decorators[decorator.start_byte] = decorator
+            definition.include(decorator)
+        for base in captures.get("base", ()):
+            definition.bases[base.start_byte] = base
+        for outer in captures.get("outer", ()):
+            definition.include(outer)
+        for doc in captures.get("doc", ()):
+            definition.doc = doc
+    return sorted(
+        parts.values(), key=lambda part: (part.start_byte, -part.node.end_byte)
+    )
+
+
+def _extract_definitions(
+    matches: list[_Match],
+) -> tuple[list[Definition], list[tuple[int, int, str]]]:
+    """Definitions with qualnames, plus byte spans of functions/methods for enclosure."""
+    definitions: list[Definition] = []
+    function_spans: list[tuple[int, int, str]] = []
+    open_definitions: list[
+        tuple[int, Definition]
+    ] = []  # (end byte, definition), nested
+    for part in _collect_definition_parts(matches):
+        end_byte = part.node.end_byte
+        while open_definitions and open_definitions[-1][0] <= part.start_byte:
+            open_definitions.pop()
+        enclosing = open_definitions[-1][1] if open_definitions else None
+        if part.receiver is not None:
+            parent: str | None = part.receiver
+        else:
+            parent = enclosing.qualname if enclosing is not None else None
+        kind = part.kind
+        if kind == "function" and enclosing is not None and enclosing.kind == "class":
+            kind = "method"
+        end_line = _last_line(part.node)
+        definition = Definition(
+            name=part.name,
+            qualname=f"{parent}.{part.name}" if parent else part.name,
+            kind=kind,
+            start_line=part.start_line,
+            end_line=end_line,
+            body_start_line=_body_start_line(part.body, part.doc, end_line),
+            decorators=tuple(
+                normalise_whitespace(_node_text(node).removeprefix("@"))
+                for _, node in sorted(part.decorators.items())
+            ),
+            bases=tuple(
+                normalise_whitespace(_node_text(node))
+                for _, node in sorted(part.bases.items())
+            ),
+            parent=parent,
+        )
+        definitions.append(definition)
+        open_definitions.append((end_byte, definition))
+        if kind in FUNCTION_KINDS:
+            function_spans.append((part.node.start_byte, end_byte, definition.qualname))
+    definitions.sort(
+        key=lambda definition: (definition.start_line, definition.qualname)
+    )
+    function_spans.sort(key=lambda span: (span[0], -span[1]))
+    return definitions, function_spans
+
+
+def _innermost_spans(
+    spans: Sequence[tuple[int, int, str]], positions: Sequence[int]
+) -> list[str | None]:
+    """For each position (ascending), the name of the innermost span containing it.
+
+    ``spans`` are properly nested (syntax-tree nodes), sorted by (start, -end).
+    """
+    names: list[str | None] = []
+    stack: list[tuple[int, int, str]] = []
+    next_span = 0
+    for position in positions:
+        while next_span < len(spans) and spans[next_span][0] <= position:
+            span = spans[next_span]
+            while stack and stack[-1][1] <= span[0]:
+                stack.pop()
+            stack.append(span)
+            next_span += 1
+        while stack and stack[-1][1] <= position:
+            stack.pop()
+        names.append(stack[-1][2] if stack else None)
+    return names
+
+
+def _extract_calls(
+    matches: list[_Match], source: bytes, function_spans: Sequence[tuple[int, int, str]]
+) -> list[CallSite]:
+    raw_calls: dict[tuple[int, int], tuple[int, int, int, Node | None]] = {}
+    removed_spans: list[tuple[int, int]] = []  # argument lists and @drop nodes
+    for _, captures in matches:
+        arguments = captures.get("args")
+        arguments_node = arguments[0] if arguments else None
+        if arguments_node is not None:
+            removed_spans.append((arguments_node.start_byte, arguments_node.end_byte))
+        for node in captures.get("drop", ()):
+            removed_spans.append((node.start_byte, node.end_byte))
+        call = captures["call"][0]
+        key = (call.start_byte, call.end_byte)
+        if key in raw_calls:
+            continue
+        callee_nodes = captures.get("callee")
+        if callee_nodes is not None:
+            callee_start, callee_end = (
+                callee_nodes[0].start_byte,
+                callee_nodes[0].end_byte,
+            )
+        else:  # Java: from the object (if any) to the method name
+            parts = [*captures.get("object", ()), *captures.get("name", ())]
+            if not parts:
+                continue
+            callee_start, callee_end = parts[0].start_byte, parts[-1].end_byte
+        raw_calls[key] = (
+            call.start_point.row + 1,
+            callee_start,
+            callee_end,
+            arguments_node,
+        )
+    removed_spans = sorted(set(removed_spans))
+    removed_starts = [start for start, _ in removed_spans]
+    ordered = sorted(raw_calls.items())
+    enclosing_names = _innermost_spans(
+        function_spans, [start for (start, _), _ in ordered]
+    )
+    calls: list[tuple[int, str, int, CallSite]] = []
+    for (
+        (call_start, _),
+        (line, callee_start, callee_end, arguments_node),
+    ), enclosing in zip(ordered, enclosing_names, strict=True):
+        callee = _normalise_callee(
+            _without_spans(
+                source, callee_start, callee_end, removed_spans, removed_starts
+            )
+        )[:TEXT_LIMIT]
+        arguments_text = ""
+        if arguments_node is not None:
+            start, end = arguments_node.start_byte, arguments_node.end_byte
+            if source[start : start + 1] == b"(" and source[end - 1 : end] == b")":
+                start, end = start + 1, end - 1
+            arguments_text = _bounded_text(source, start, end)
+        site = CallSite(
+            callee=callee,
+            name=callee.rsplit(".", 1)[-1],
+            line=line,
+            enclosing=enclosing,
+            arguments=arguments_text,
+        )
+        calls.append((line, callee, call_start, site))
+    calls.sort(key=lambda item: item[:3])
+    return [site for *_, site in calls]
+
+
+def _without_spans(
+    source: bytes,
+    start: int,
+    end: int,
+    spans: Sequence[tuple[int, int]],
+    span_starts: Sequence[int],
+) -> str:
+    """``source[start:end]`` with every span (sorted; argument lists) inside it removed."""
+    pieces: list[bytes] = []
+    cursor = start
+    index = bisect_left(span_starts, start)
+    while index < len(spans) and spans[index][0] < end:
+        span_start, span_end = spans[index]
+        if span_start >= cursor and span_end <= end:
+            pieces.append(source[cursor:span_start])
+            cursor = span_end
+        index += 1
+    pieces.append(source[cursor:end])
+    return b"".join(pieces).decode("utf-8", "replace")
+
+
+def _extract_context_blocks(
+    matches: list[_Match], source: bytes, function_spans: Sequence[tuple[int, int, str]]
+) -> list[ContextBlock]:
+    items: dict[int, tuple[int, Node, Node]] = {}
+    for _, captures in matches:
+        block, item = captures["block"][0], captures["item"][0]
+        items.setdefault(item.start_byte, (block.start_byte, block, item))
+    ordered = sorted(items.values(), key=lambda entry: (entry[0], entry[2].start_byte))
+    enclosing_names = _innermost_spans(
+        function_spans, [start for start, _, _ in ordered]
+    )
+    return [
+        ContextBlock(
+            expression=_bounded_text(source, item.start_byte, item.end_byte),
+            start_line=_first_line(block),
+            end_line=_last_line(block),
+            enclosing=enclosing,
+        )
+        for (_, block, item), enclosing in zip(ordered, enclosing_names, strict=True)
+    ]
+
+
+def _capture_text(
+    captures: dict[str, list[Node]], settings: dict[str, str], name: str
+) -> str | None:
+    if name in settings:
+        return settings[name]
+    nodes = captures.get(name)
+    return _unquote(normalise_whitespace(_node_text(nodes[0]))) if nodes else None
+
+
+def _extract_imports(matches: list[_Match]) -> list[Import]:
+    imports: set[Import] = set()
+    for settings, captures in matches:
+        module = _capture_text(captures, settings, "module")
+        if module is None:
+            continue
+        imports.add(
+            Import(
+                module=module,
+                name=_capture_text(captures, settings, "name"),
+                alias=_capture_text(captures, settings, "alias"),
+                line=_first_line(captures["import"][0]),
+            )
+        )
+    return sorted(
+        imports,
+        key=lambda item: (item.line, item.module, item.name or "", item.alias or ""),
+    )
+
+
+def _extract_main_block(matches: list[_Match]) -> tuple[int, int] | None:
+    spans = [
+        (_first_line(captures["main"][0]), _last_line(captures["main"][0]))
+        for _, captures in matches
+    ]
+    return min(spans) if spans else None
+
+
+def _extract_string_assignments(matches: list[_Match]) -> list[tuple[str, int]]:
+    assignments: set[tuple[str, int]] = set()
+    for _, captures in matches:
+        value = captures["value"][0]
+        if any(child.type == "interpolation" for child in value.children):
+            continue  # an f-string is not a literal
+        name = captures["name"][0]
+        assignments.add((_node_text(name), _first_line(name)))
+    return sorted(assignments, key=lambda item: (item[1], item[0]))
+
+
+def content_hash_of(text: str) -> str:
+    """SHA-256 (hex) of the UTF-8 encoding of ``text``: the default content hash."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def index_source(
+    path: str, text: str, language: str, content_hash: str | None = None
+) -> FileIndex:
+    """Index one file's text.
+
+    Never raises on bad source: a file with syntax errors gives ``has_errors=True`` and
+    whatever tree-sitter's error recovery still exposes. Raises UnsupportedLanguageError
+    for a language without a grammar.
+    """
+    parser = parser_for(language)
+    if parser is None:
+        raise UnsupportedLanguageError(f"no grammar for language {language!r}")
+    source = text.encode("utf-8", "surrogatepass")
+    root = parser.parse(source).root_node
+    matches = _run_queries(language, root)
+    definitions, function_spans = _extract_definitions(matches["definitions"])
+    return FileIndex(
+        path=path,
+        language=language,
+        content_hash=content_hash
+        if content_hash is not None
+        else content_hash_of(text),
+        line_count=count_lines(text),
+        definitions=tuple(definitions),
+        calls=tuple(_extract_calls(matches["calls"], source, function_spans)),
+        context_blocks=tuple(
+            _extract_context_blocks(matches["contexts"], source, function_spans)
+        ),
+        imports=tuple(_extract_imports(matches["imports"])),
+        main_block=_extract_main_block(matches["main"]),
+        string_assignments=tuple(_extract_string_assignments(matches["assignments"])),
+        has_errors=root.has_error,
+    )
+
+
+# --------------------------------------------------------------------------- cache
+
+_SAFE_KEY = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+
+
+def _file_index_to_json(index: FileIndex) -> dict[str, Any]:
+    entry = asdict(index)
+    entry["index_version"] = INDEX_VERSION
+    return entry
+
+
+def _file_index_from_json(entry: dict[str, Any], path: str) -> FileIndex:
+    """Rebuild a FileIndex from its JSON form; raises KeyError/TypeError/ValueError if malformed."""
+    main_block = entry["main_block"]
+    return FileIndex(
+        path=path,
+        language=str(entry["language"]),
+        content_hash=str(entry["content_hash"]),
+        line_count=int(entry["line_count"]),
+        definitions=tuple(
+            Definition(
+                **{
+                    **item,
+                    "decorators": tuple(item["decorators"]),
+                    "bases": tuple(item["bases"]),
+                }
+            )
+            for item in entry["definitions"]
+        ),
+        calls=tuple(CallSite(**item) for item in entry["calls"]),
+        context_blocks=tuple(ContextBlock(**item) for item in entry["context_blocks"]),
+        imports=tuple(Import(**item) for item in entry["imports"]),
+        main_block=(int(main_block[0]), int(main_block[1]))
+        if main_block is not None
+        else None,
+        string_assignments=tuple(
+            (str(name), int(line)) for name, line in entry["string_assignments"]
+        ),
+        has_errors=bool(entry["has_errors"]),
+    )
+
+
+class IndexCache:
+    """On-disk cache of FileIndex entries keyed by content hash and language.
+
+    Entries live under ``directory / f"v{INDEX_VERSION}"`` as JSON files written atomically;
+    an unreadable or malformed entry counts as a miss (and is replaced by the next ``put``).
+    Failing to write is logged and otherwise ignored: the cache only saves time.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = Path(directory) / f"v{INDEX_VERSION}"
+
+    def entry_path(self, content_hash: str, language: str) -> Path:
+        """Where the entry for this content and language is stored."""
+        key = f"{content_hash}-{language}"
+        if not _SAFE_KEY.fullmatch(key):
+            key = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+        return self.directory / key[:2] / f"{key}.json"
+
+    def get(self, content_hash: str, language: str, path: str) -> FileIndex | None:
+        """The cached index for this content, re-pointed at ``path``; None on a miss."""
+        try:
+            entry = json.loads(
+                self.entry_path(content_hash, language).read_text(encoding="utf-8")
+            )
+            if (
+                entry["index_version"] != INDEX_VERSION
+                or entry["content_hash"] != content_hash
+                or entry["language"] != language
+            ):
+                return None
+            return _file_index_from_json(entry, path)
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, TypeError, IndexError) as error:
+            logger.debug(
+                "ignoring unreadable index cache entry for %s: %s", path, error
+            )
+            return None
+
+    def put(self, index: FileIndex) -> None:
+        """Store ``index`` (replacing any entry for the same content and language)."""
+        target = self.entry_path(index.content_hash, index.language)
+        payload = json.dumps(
+            _file_index_to_json(index), sort_keys=True, separators=(",", ":")
+        )
+        temporary: str | None = None
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            descriptor, temporary = tempfile.mkstemp(
+                dir=target.parent, prefix=".tmp-", suffix=".json"
+            )
+            with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+                handle.write(payload)
+            os.replace(temporary, target)
+            temporary = None
+        except OSError as error:
+            logger.warning("could not write index cache entry %s: %s", target, error)
+        finally:
+            if temporary is not None:
+                Path(temporary).unlink(missing_ok=True)
+
+
+def default_cache_dir() -> Path:
+    """``$AUDITOR_CACHE_DIR/index``, else ``$XDG_CACHE_HOME/auditor/index``, else
+    ``~/.cache/auditor/index``."""
+    configured = os.environ.get("AUDITOR_CACHE_DIR")
+    if configured:
+        return Path(configured) / "index"
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg) if xdg else Path.home() / ".cache"
+    return base / "auditor" / "index"
+
+
+def index_files(
+    sources: Iterable[tuple[str, str, str, str]],
+    cache: IndexCache | None = None,
+    progress: ProgressCallback = no_progress,
+) -> dict[str, FileIndex]:
+    """Index ``(path, text, language, content_hash)`` sources; returns path -> FileIndex.
+
+    Only cache misses are parsed, and identical content (same hash and language) is parsed
+    once. The result is ordered by path. Emits ProgressEvent(stage="index") per file.
+    """
+    pending = sorted(sources, key=lambda source: source[0])
+    total = len(pending)
+    results: dict[str, FileIndex] = {}
+    parsed: dict[tuple[str, str], FileIndex] = {}
+    for path, text, language, content_hash in pending:
+        key = (content_hash, language)
+        index = parsed.get(key)
+        if index is None and cache is not None:
+            index = cache.get(content_hash, language, path)
+        if index is None:
+            index = index_source(path, text, language, content_hash)
+            if cache is not None:
+                cache.put(index)
+        parsed.setdefault(key, index)
+        results[path] = index if index.path == path else replace(index, path=path)
+        progress(ProgressEvent(stage="index", completed=len(results), total=total))
+    return results

@@ -1,0 +1,3 @@
+(call_expression
+  function: (_) @callee
+  arguments: (_) @args) @call

@@ -1,0 +1,25 @@
+(function_declaration
+  name: (identifier) @name
+  body: (block)? @body) @definition.function
+
+; Methods: the receiver's type name (without pointer or type parameters) qualifies the name.
+(method_declaration
+  receiver: (parameter_list
+    (parameter_declaration
+      type: [
+        (type_identifier) @receiver
+        (pointer_type (type_identifier) @receiver)
+        (generic_type type: (type_identifier) @receiver)
+        (pointer_type (generic_type type: (type_identifier) @receiver))
+      ]))
+  name: (field_identifier) @name
+  body: (block)? @body) @definition.method
+
+; Struct and interface types play the part of classes.
+(type_spec
+  name: (type_identifier) @name
+  type: (struct_type (field_declaration_list) @body)) @definition.class
+
+(type_spec
+  name: (type_identifier) @name
+  type: (interface_type) @body) @definition.class

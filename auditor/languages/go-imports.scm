@@ -1,0 +1,3 @@
+(import_spec
+  name: (_)? @alias
+  path: (_) @module) @import

@@ -1,0 +1,3 @@
+(call
+  function: (_) @callee
+  arguments: (_) @args) @call

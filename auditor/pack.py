@@ -1,0 +1,521 @@
+"""Pack: rank the walked files for the selected rules, then compress and split them into
+windows that each fit the model's context exactly.
+
+Inputs: walked files, rules, a tokenizer, the per-file index (for skeletons and the map)
+and a file-neighbour function from the call graph. Output: ``PackResult`` — windows whose
+rendered prompt (chat template applied) is counted exactly and satisfies
+``prompt_tokens + output_tokens + probe_reserve_tokens <= max_model_len``.
+
+Ranking: files matching a rule's relevance patterns come first (most matches first), then
+their call-graph neighbours; these *candidates* are carried in full, split across windows
+when needed so each appears in full at least once, ordered so callers sit next to callees.
+Every window carries the same repository map; remaining space holds skeletons of the next
+files by rank. Token counts: a cheap byte estimate screens items, exact counts are made only
+for what is placed, and each finished window is re-counted whole and corrected at the edge.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
+
+from auditor.errors import PackError, UsageError
+from auditor.progress import ProgressCallback, ProgressEvent, no_progress
+from auditor.prompt import MapEntry, build_messages, render_full_block, render_map, render_skeleton_block, split_lines
+from auditor.rules import Rule
+from auditor.tokens import Message, PromptTokenizer, TokenizerInfo
+
+DEFAULT_MAX_MODEL_LEN = 262_144
+# Reasoning traces on audit tasks run to tens of thousands of tokens; 32,768 leaves room for
+# a long trace plus a findings answer while keeping 229,376 tokens (87.5%) for the prompt.
+DEFAULT_OUTPUT_TOKENS = 32_768
+# Space kept in every window for recall-probe needles and their questions.
+DEFAULT_PROBE_RESERVE_TOKENS = 1_024
+DEFAULT_MAP_TOKENS = 8_192
+# Bytes per token used to screen items before exact counting; deliberately low (over-counts)
+# so screening never rejects an item that would fit.
+SCREEN_BYTES_PER_TOKEN = 2.0
+# Stop looking for filler once a window's free space is below this share of its budget.
+FILL_TOLERANCE = 0.005
+# An item whose byte screen is this many times the free space cannot fit (the screen
+# over-counts real tokenizers ~1.5-2x), so it is skipped without an exact count.
+SCREEN_SLACK = 4
+# Gap filling gives up after this many consecutive filler items that do not fit.
+MAX_FILLER_MISSES = 256
+
+
+@dataclass(frozen=True)
+class PackOptions:
+    """Budget and ranking settings for one pack."""
+
+    max_model_len: int = DEFAULT_MAX_MODEL_LEN
+    output_tokens: int = DEFAULT_OUTPUT_TOKENS
+    probe_reserve_tokens: int = DEFAULT_PROBE_RESERVE_TOKENS
+    map_tokens: int = DEFAULT_MAP_TOKENS
+    thinking: bool = True
+    max_windows: int = 0
+    neighbor_depth: int = 1
+
+    @property
+    def prompt_budget(self) -> int:
+        """Tokens a window's rendered prompt may use."""
+        return self.max_model_len - self.output_tokens - self.probe_reserve_tokens
+
+
+@dataclass(frozen=True)
+class PackedFile:
+    """A file (or a line range of one) placed in a window."""
+
+    path: str
+    tier: str  # "full" | "skeleton"
+    tokens: int
+    start_line: int
+    end_line: int
+    total_lines: int
+
+
+@dataclass(frozen=True)
+class Window:
+    """One request's worth of repository: its messages, rendered prompt and exact count."""
+
+    index: int
+    files: tuple[PackedFile, ...]
+    messages: tuple[Message, ...]
+    prompt: str
+    prompt_tokens: int
+
+
+@dataclass(frozen=True)
+class OmittedFile:
+    """A walked file that no window carries (it still appears in the repository map)."""
+
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class PackInput:
+    """A walked, decodable file as the packer needs it."""
+
+    path: str
+    text: str
+    language: str | None
+
+
+@dataclass(frozen=True)
+class PackResult:
+    """The windows of a pack and what was left out of them."""
+
+    repository: str
+    tokenizer: TokenizerInfo
+    options: PackOptions
+    rules: tuple[Rule, ...]
+    windows: tuple[Window, ...]
+    omitted: tuple[OmittedFile, ...]
+    candidates: tuple[str, ...]
+    repo_map: str
+    map_detail: int
+
+
+@dataclass(frozen=True)
+class _Item:
+    path: str
+    tier: str
+    start: int
+    end: int
+    total: int
+    text: str
+    candidate: bool
+    order: int = 0
+    screen: int = field(default=0, compare=False)
+
+
+SkeletonFn = Callable[[str], "tuple[tuple[int, int], ...] | None"]
+NeighborFn = Callable[[str], Iterable[str]]
+
+
+def relevance_scores(files: Sequence[PackInput], rules: Sequence[Rule]) -> dict[str, int]:
+    """Matches of the rules' relevance patterns per file (0 for none)."""
+    patterns = [pattern for pattern in (rule.relevance_regex() for rule in rules) if pattern is not None]
+    scores: dict[str, int] = {}
+    for entry in files:
+        scores[entry.path] = sum(len(pattern.findall(entry.text)) for pattern in patterns)
+    return scores
+
+
+def rank_files(
+    files: Sequence[PackInput],
+    rules: Sequence[Rule],
+    neighbors: NeighborFn | None,
+    neighbor_depth: int,
+) -> tuple[list[str], list[str]]:
+    """Split paths into (candidates in packing order, the rest in rank order).
+
+    With no rules every file is a candidate. Otherwise seeds are files matching a relevance
+    pattern; candidates are seeds plus files within ``neighbor_depth`` call-graph hops.
+    Candidates are ordered by a breadth-first walk from the strongest seed so that callers
+    and callees land next to each other (and hence in the same window).
+    """
+    paths = sorted(entry.path for entry in files)
+    known = set(paths)
+    if not rules:
+        return paths, []
+    scores = relevance_scores(files, rules)
+    seeds = sorted((path for path in paths if scores[path] > 0), key=lambda p: (-scores[p], p))
+    distance: dict[str, int] = {seed: 0 for seed in seeds}
+    frontier = list(seeds)
+    adjacency: dict[str, list[str]] = {}
+
+    def linked(path: str) -> list[str]:
+        if path not in adjacency:
+            adjacency[path] = sorted({n for n in (neighbors(path) if neighbors else ()) if n in known and n != path})
+        return adjacency[path]
+
+    for depth in range(1, neighbor_depth + 1):
+        next_frontier: list[str] = []
+        for path in frontier:
+            for other in linked(path):
+                if other not in distance:
+                    distance[other] = depth
+                    next_frontier.append(other)
+        frontier = next_frontier
+    ordered: list[str] = []
+    visited: set[str] = set()
+    for seed in seeds:
+        if seed in visited:
+            continue
+        queue = deque([seed])
+        visited.add(seed)
+        while queue:
+            path = queue.popleft()
+            ordered.append(path)
+            for other in linked(path):
+                if other in distance and other not in visited:
+                    visited.add(other)
+                    queue.append(other)
+    rest = sorted((path for path in paths if path not in distance), key=lambda p: (-scores[p], p))
+    return ordered, rest
+
+
+class _Counter:
+    """Exact token counts of rendered items, made once and only for items being placed."""
+
+    def __init__(self, tokenizer: PromptTokenizer):
+        self._tokenizer = tokenizer
+        self._counts: dict[tuple[str, str, int, int, int], int] = {}
+
+    @staticmethod
+    def _key(item: _Item) -> tuple[str, str, int, int, int]:
+        return (item.path, item.tier, item.start, item.end, len(item.text))
+
+    def counts(self, items: Sequence[_Item]) -> list[int]:
+        missing = list({self._key(item): item for item in items if self._key(item) not in self._counts}.values())
+        for item, count in zip(missing, self._tokenizer.count_many([item.text for item in missing])):
+            self._counts[self._key(item)] = count
+        return [self._counts[self._key(item)] for item in items]
+
+
+def _screen(text: str) -> int:
+    return math.ceil(len(text.encode("utf-8")) / SCREEN_BYTES_PER_TOKEN)
+
+
+def _full_items(entry: PackInput, candidate: bool, chunk_budget: int, counter: _Counter, order: int = 0) -> list[_Item]:
+    """The file in full, or consecutive line-range chunks when it is too big for one window.
+
+    ``chunk_budget`` is in tokens. The byte screen proposes chunk boundaries; any chunk
+    whose exact count is still over budget is halved until it fits (a single line that
+    alone exceeds the budget is cut and marked, the only case where text is truncated).
+    """
+    lines = split_lines(entry.text)
+    whole = render_full_block(entry.path, lines)
+    if _screen(whole) <= chunk_budget or len(lines) <= 1:
+        spans = [(1, len(lines))]
+    else:
+        spans = []
+        start = 1
+        while start <= len(lines):
+            size = 0
+            end = start - 1
+            while end < len(lines) and (end < start or size + _screen(lines[end]) + 4 <= chunk_budget):
+                size += _screen(lines[end]) + 4
+                end += 1
+            spans.append((start, end))
+            start = end + 1
+    items: list[_Item] = []
+    pending = list(reversed(spans))
+    while pending:
+        start, end = pending.pop()
+        text = whole if (start, end) == (1, len(lines)) else render_full_block(entry.path, lines, start, end)
+        item = _Item(entry.path, "full", start, end, len(lines), text, candidate, order, _screen(text))
+        if counter.counts([item])[0] <= chunk_budget:
+            items.append(item)
+        elif end > start:
+            middle = (start + end) // 2
+            pending.extend([(middle + 1, end), (start, middle)])
+        else:
+            cut = list(lines)
+            cut[start - 1] = _truncate_line(cut[start - 1], chunk_budget)
+            text = render_full_block(entry.path, cut, start, end)
+            items.append(_Item(entry.path, "full", start, end, len(lines), text, candidate, order, _screen(text)))
+    return items
+
+
+def _truncate_line(line: str, budget: int) -> str:
+    """Cut a line to at most ``budget // 2`` UTF-8 bytes (a byte-level token is >= 1 byte), marked."""
+    data = line.encode("utf-8")[: max(budget // 2 - 16, 1)]
+    return data.decode("utf-8", errors="ignore") + f" …[line cut: {len(line.encode('utf-8')):,} bytes]"
+
+
+class _WindowBuilder:
+    """Renders and exactly counts one window's prompt for a list of placed items."""
+
+    def __init__(self, repository: str, repo_map: str, rules: Sequence[Rule], tokenizer: PromptTokenizer, thinking: bool):
+        self.repository = repository
+        self.repo_map = repo_map
+        self.rules = tuple(rules)
+        self.tokenizer = tokenizer
+        self.thinking = thinking
+
+    def render(self, index: int, items: Sequence[_Item]) -> tuple[tuple[Message, ...], str]:
+        messages = build_messages(
+            repository=self.repository,
+            window_index=index,
+            repo_map=self.repo_map,
+            blocks=[item.text for item in items],
+            rules=self.rules,
+        )
+        return messages, self.tokenizer.render(messages, thinking=self.thinking)
+
+    def scaffold_tokens(self, index: int) -> int:
+        return self.tokenizer.count(self.render(index, [])[1])
+
+
+def _choose_map(entries: Sequence[MapEntry], tokenizer: PromptTokenizer, budget: int) -> tuple[str, int]:
+    for detail in range(4):
+        text = render_map(entries, detail)
+        if tokenizer.count(text) <= budget:
+            return text, detail
+    return render_map(entries, 3), 3
+
+
+def pack(
+    files: Sequence[PackInput],
+    *,
+    repository: str,
+    rules: Sequence[Rule],
+    tokenizer: PromptTokenizer,
+    options: PackOptions = PackOptions(),
+    skeleton_of: SkeletonFn | None = None,
+    symbols_of: Callable[[str], tuple[str, ...]] | None = None,
+    neighbors: NeighborFn | None = None,
+    progress: ProgressCallback = no_progress,
+) -> PackResult:
+    """Pack files into windows within budget. See the module docstring for the strategy.
+
+    ``skeleton_of(path)`` returns the elided line ranges of a file's skeleton, or None when
+    the file has no skeleton (unsupported language or a parse failure: it is then only
+    packed in full). ``symbols_of(path)`` names a file's top-level symbols for the map.
+    Raises PackError when the scaffold alone does not fit the budget.
+    """
+    if options.prompt_budget <= 0:
+        raise UsageError(
+            f"no room for a prompt: max_model_len {options.max_model_len} minus output reserve "
+            f"{options.output_tokens} and probe reserve {options.probe_reserve_tokens} is {options.prompt_budget}"
+        )
+    by_path = {entry.path: entry for entry in files}
+    candidates, rest = rank_files(files, rules, neighbors, options.neighbor_depth)
+    entries = [MapEntry(path, symbols_of(path) if symbols_of else ()) for path in candidates + rest]
+    map_budget = min(options.map_tokens, max(options.prompt_budget // 4, 0))
+    repo_map, map_detail = _choose_map(entries, tokenizer, map_budget)
+    builder = _WindowBuilder(repository, repo_map, rules, tokenizer, options.thinking)
+    scaffold = builder.scaffold_tokens(0)
+    content_budget = options.prompt_budget - scaffold
+    if content_budget <= 0:
+        raise PackError(
+            f"the prompt scaffold (instructions, rules, repository map) takes {scaffold} tokens, "
+            f"more than the prompt budget of {options.prompt_budget}; raise --max-model-len or lower --output-tokens"
+        )
+    # Chunks of oversized files take at most 90% of a window, leaving room for edge effects.
+    chunk_budget = max(content_budget * 9 // 10, 1)
+    counter = _Counter(tokenizer)
+
+    queue: list[_Item] = []
+    for order, path in enumerate(candidates):
+        queue.extend(_full_items(by_path[path], True, chunk_budget, counter, order))
+    fillers = _Fillers(candidates, rest, by_path, skeleton_of, chunk_budget, counter)
+
+    windows: list[Window] = []
+    total_items = len(queue)
+    while queue or not windows:
+        if options.max_windows and len(windows) >= options.max_windows:
+            break
+        index = len(windows)
+        placed = _fill(queue, content_budget, counter)
+        space = content_budget - sum(counter.counts(placed))
+        extra = _fill_gap(fillers.items({item.path for item in placed}), space, counter, content_budget)
+        if queue and not placed:
+            first = queue[0]
+            raise PackError(f"{first.path} lines {first.start}-{first.end} cannot fit an empty window")
+        window, kept_candidates = _finish_window(builder, index, placed, extra, counter, options, queue)
+        if queue and not kept_candidates:
+            first = queue[0]
+            raise PackError(f"{first.path} lines {first.start}-{first.end} cannot fit an empty window")
+        windows.append(window)
+        progress(ProgressEvent(stage="pack", completed=total_items - len(queue), total=total_items))
+        if not candidates:
+            break
+
+    carried = {f.path for window in windows for f in window.files}
+    omitted: list[OmittedFile] = []
+    dropped = {item.path for item in queue}
+    for path in sorted(by_path):
+        if path in dropped:
+            omitted.append(OmittedFile(path, f"over --max-windows {options.max_windows}"))
+        elif path not in carried:
+            omitted.append(OmittedFile(path, "not relevant to the selected rules and no room for a skeleton (listed in the map)"))
+    return PackResult(
+        repository=repository,
+        tokenizer=tokenizer.info,
+        options=options,
+        rules=tuple(rules),
+        windows=tuple(windows),
+        omitted=tuple(omitted),
+        candidates=tuple(candidates),
+        repo_map=repo_map,
+        map_detail=map_detail,
+    )
+
+
+class _Fillers:
+    """Gap filler for windows, in rank order, built lazily and reused across windows.
+
+    First the skeletons of candidate files (their full text sits in another window, so the
+    skeleton keeps their signatures in view), then the other files: skeletons where one
+    exists, else the full text of small files.
+    """
+
+    def __init__(
+        self,
+        candidates: Sequence[str],
+        rest: Sequence[str],
+        by_path: Mapping[str, PackInput],
+        skeleton_of: SkeletonFn | None,
+        chunk_budget: int,
+        counter: _Counter,
+    ):
+        self._order = [(path, True) for path in candidates] + [(path, False) for path in rest]
+        self._by_path = by_path
+        self._skeleton_of = skeleton_of
+        self._chunk_budget = chunk_budget
+        self._counter = counter
+        self._built: dict[str, _Item | None] = {}
+
+    def _build(self, rank: int, path: str, candidate: bool) -> _Item | None:
+        entry = self._by_path[path]
+        elisions = self._skeleton_of(path) if self._skeleton_of else None
+        if elisions:
+            lines = split_lines(entry.text)
+            text = render_skeleton_block(path, lines, elisions)
+            return _Item(path, "skeleton", 1, len(lines), len(lines), text, False, rank, _screen(text))
+        if candidate:
+            return None
+        lines = split_lines(entry.text)
+        text = render_full_block(path, lines)
+        if _screen(text) > self._chunk_budget:
+            return None  # a big file without a skeleton is not filler: it stays map-only
+        return _Item(path, "full", 1, len(lines), len(lines), text, False, rank, _screen(text))
+
+    def items(self, exclude: set[str]) -> Iterator[_Item]:
+        """Filler items in rank order, skipping files in ``exclude``."""
+        for rank, (path, candidate) in enumerate(self._order):
+            if path in exclude:
+                continue
+            if path not in self._built:
+                self._built[path] = self._build(len(self._order) + rank, path, candidate)
+            item = self._built[path]
+            if item is not None:
+                yield item
+
+
+def _fill(pool: list[_Item], budget: int, counter: _Counter) -> list[_Item]:
+    """First-fit in pool order: move items that fit out of ``pool`` into the returned list.
+
+    Items whose byte screen already exceeds the free space are skipped without counting;
+    the rest are counted exactly in small batches as the scan reaches them.
+    """
+    placed: list[_Item] = []
+    remaining = budget
+    index = 0
+    batch = 32
+    stop_at = budget * FILL_TOLERANCE
+    while index < len(pool) and remaining > stop_at:
+        window = pool[index : index + batch]
+        screened = [item for item in window if item.screen <= remaining * SCREEN_SLACK]
+        counts = dict(zip((id(item) for item in screened), counter.counts(screened)))
+        kept: list[_Item] = []
+        for item in window:
+            count = counts.get(id(item))
+            if count is not None and count <= remaining:
+                placed.append(item)
+                remaining -= count
+            else:
+                kept.append(item)
+        pool[index : index + batch] = kept
+        index += len(kept)
+    return placed
+
+
+def _fill_gap(items: Iterator[_Item], space: int, counter: _Counter, budget: int) -> list[_Item]:
+    """Take filler items in order while they fit ``space``; stop near full or after a long miss run."""
+    placed: list[_Item] = []
+    misses = 0
+    stop_at = budget * FILL_TOLERANCE
+    for item in items:
+        if space <= stop_at or misses >= MAX_FILLER_MISSES:
+            break
+        if item.screen > space * SCREEN_SLACK:
+            misses += 1
+            continue
+        count = counter.counts([item])[0]
+        if count <= space:
+            placed.append(item)
+            space -= count
+            misses = 0
+        else:
+            misses += 1
+    return placed
+
+
+def _finish_window(
+    builder: _WindowBuilder,
+    index: int,
+    placed: list[_Item],
+    extra: list[_Item],
+    counter: _Counter,
+    options: PackOptions,
+    queue: list[_Item],
+) -> tuple[Window, int]:
+    """Render the window, count it whole, and drop trailing items until it fits exactly.
+
+    Dropped candidate items go back to the front of ``queue``. Returns the window and how
+    many candidate items it kept.
+    """
+    items = sorted(placed, key=lambda item: (item.order, item.start)) + sorted(extra, key=lambda item: (item.order, item.start))
+    while True:
+        messages, prompt = builder.render(index, items)
+        prompt_tokens = builder.tokenizer.count(prompt)
+        if prompt_tokens <= options.prompt_budget or not items:
+            break
+        dropped = items.pop()
+        if dropped.candidate:
+            queue.insert(0, dropped)
+    if prompt_tokens > options.prompt_budget:
+        raise PackError(f"window {index}: the scaffold alone takes {prompt_tokens} tokens, over the budget {options.prompt_budget}")
+    counts = counter.counts(items)
+    files = tuple(
+        PackedFile(item.path, item.tier, count, item.start, item.end, item.total) for item, count in zip(items, counts)
+    )
+    window = Window(index=index, files=files, messages=messages, prompt=prompt, prompt_tokens=prompt_tokens)
+    return window, sum(1 for item in items if item.candidate)

@@ -1,0 +1,97 @@
+"""Pipeline glue: run walk -> index -> call graph -> pack for a command.
+
+Each stage keeps its own module and typed entry point; this module only wires them in
+order and carries their outputs forward (``PreparedRepository``) so later stages (static
+analysis, grounding) reuse the same index and graph instead of recomputing them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+from auditor.callgraph import CallGraph
+from auditor.index import FileIndex, IndexCache, default_cache_dir, index_files
+from auditor.pack import PackInput, PackOptions, PackResult, pack
+from auditor.progress import ProgressCallback, ProgressEvent, no_progress
+from auditor.rules import Rule
+from auditor.skeleton import build_skeleton
+from auditor.tokens import PromptTokenizer
+from auditor.walk import WalkOptions, WalkResult, walk
+
+
+@dataclass(frozen=True)
+class PreparedRepository:
+    """A walked repository with its index and call graph."""
+
+    walk: WalkResult
+    indexes: Mapping[str, FileIndex]
+    graph: CallGraph
+
+    @property
+    def texts(self) -> dict[str, str]:
+        """Path -> text of every walked file."""
+        return {entry.path: entry.text for entry in self.walk.files}
+
+
+def prepare_repository(
+    root: Path,
+    walk_options: WalkOptions = WalkOptions(),
+    *,
+    cache_dir: Path | None = None,
+    use_cache: bool = True,
+    progress: ProgressCallback = no_progress,
+) -> PreparedRepository:
+    """Walk ``root``, index every file in a supported language (cached by content) and build the call graph."""
+    walked = walk(root, walk_options, progress)
+    cache = IndexCache(cache_dir or default_cache_dir()) if use_cache else None
+    sources = [(f.path, f.text, f.language, f.content_hash) for f in walked.files if f.language]
+    indexes = index_files(sources, cache=cache, progress=progress)
+    progress(ProgressEvent(stage="graph", message=f"call graph over {len(indexes)} indexed files"))
+    graph = CallGraph.build(indexes)
+    return PreparedRepository(walk=walked, indexes=indexes, graph=graph)
+
+
+def top_level_symbols(index: FileIndex) -> tuple[str, ...]:
+    """Names of a file's module-level definitions, in source order (for the repository map)."""
+    return tuple(definition.name for definition in index.definitions if definition.parent is None)
+
+
+def pack_prepared(
+    prepared: PreparedRepository,
+    *,
+    rules: tuple[Rule, ...],
+    tokenizer: PromptTokenizer,
+    options: PackOptions,
+    progress: ProgressCallback = no_progress,
+) -> PackResult:
+    """Pack a prepared repository: skeletons and map symbols from the index, neighbours from the graph."""
+    indexes = prepared.indexes
+    texts = {entry.path: entry.text for entry in prepared.walk.files}
+
+    def skeleton_of(path: str) -> tuple[tuple[int, int], ...] | None:
+        index = indexes.get(path)
+        if index is None:
+            return None
+        skeleton = build_skeleton(texts[path], index)
+        if skeleton is None or not skeleton.elisions:
+            return None
+        return tuple((elision.start_line, elision.end_line) for elision in skeleton.elisions)
+
+    def symbols_of(path: str) -> tuple[str, ...]:
+        index = indexes.get(path)
+        return top_level_symbols(index) if index else ()
+
+    files = [PackInput(entry.path, entry.text, entry.language) for entry in prepared.walk.files]
+    return pack(
+        files,
+        repository=prepared.walk.root.name,
+        rules=rules,
+        tokenizer=tokenizer,
+        options=options,
+        skeleton_of=skeleton_of,
+        symbols_of=symbols_of,
+        neighbors=prepared.graph.file_neighbors,
+        progress=progress,
+    )

@@ -1,0 +1,119 @@
+"""JSON report: the whole scan result as one deterministic JSON document.
+
+Input: a ``ScanResult``. Output: JSON text with sorted keys, 2-space indent and a
+trailing newline. Reasoning traces appear only here, under ``windows[].reasoning``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from auditor.findings import ChainStep, Claim, ClaimedStep, Finding
+from auditor.report.model import ScanResult, WindowOutcome
+
+JSON_REPORT_VERSION = 1
+
+
+def finding_to_dict(finding: Finding) -> dict[str, Any]:
+    """A finding as the report's JSON object."""
+    return {
+        "rule": finding.rule,
+        "severity": finding.severity,
+        "title": finding.title,
+        "path": finding.path,
+        "line": finding.line,
+        "function": finding.function,
+        "chain": [_step_to_dict(step) for step in finding.chain],
+        "found_by": list(finding.found_by),
+        "fingerprint": finding.fingerprint,
+        "explanation": finding.explanation,
+        "window": finding.window,
+    }
+
+
+def _step_to_dict(step: ChainStep) -> dict[str, Any]:
+    return {"path": step.path, "line": step.line, "function": step.function, "verified": step.verified, "note": step.note}
+
+
+def _claimed_step_to_dict(step: ClaimedStep) -> dict[str, Any]:
+    return {"path": step.path, "line": step.line, "function": step.function}
+
+
+def claim_to_dict(claim: Claim) -> dict[str, Any]:
+    """A claim exactly as the model stated it (the answer contract's finding object)."""
+    return {
+        "rule": claim.rule,
+        "title": claim.title,
+        "severity": claim.severity,
+        "sink": _claimed_step_to_dict(claim.sink),
+        "chain": [_claimed_step_to_dict(step) for step in claim.chain],
+        "explanation": claim.explanation,
+    }
+
+
+def _window_to_dict(window: WindowOutcome) -> dict[str, Any]:
+    return {
+        "index": window.index,
+        "prompt_tokens": window.prompt_tokens,
+        "cached_prompt_tokens": window.cached_prompt_tokens,
+        "completion_tokens": window.completion_tokens,
+        "finish_reason": window.finish_reason,
+        "complete": window.complete,
+        "error": window.error,
+        "files_full": sorted(window.files_full),
+        "files_skeleton": sorted(window.files_skeleton),
+        "reasoning": window.reasoning,
+    }
+
+
+def report_dict(result: ScanResult) -> dict[str, Any]:
+    """The JSON report as a dictionary (what ``render_json`` serialises)."""
+    windows = sorted(result.windows, key=lambda window: window.index)
+    return {
+        "version": JSON_REPORT_VERSION,
+        "tool": {"name": "auditor", "version": result.tool_version},
+        "root": result.root,
+        "engine": result.engine,
+        "model": result.model,
+        "tokenizer": {"source": result.tokenizer_source, "exact": result.tokenizer_exact},
+        "complete": result.complete,
+        "summary": {
+            "complete": result.complete,
+            "findings": len(result.findings),
+            "by_severity": dict(result.severity_counts()),
+            "rejected": len(result.rejected),
+            "windows": len(windows),
+            "windows_incomplete": len(result.incomplete_windows),
+            "errors": len(result.errors),
+            "injection_flags": len(result.injection_flags),
+            "prompt_tokens_sent": result.prompt_tokens_sent,
+        },
+        "rules": [
+            {"id": rule.id, "title": rule.title, "severity": rule.severity, "description": rule.description, "source": rule.source}
+            for rule in sorted(result.rules, key=lambda rule: rule.id)
+        ],
+        "findings": [finding_to_dict(finding) for finding in result.sorted_findings()],
+        "rejected": [
+            {"reason": rejected.reason, "window": rejected.window, "finding": claim_to_dict(rejected.claim)}
+            for rejected in result.sorted_rejected()
+        ],
+        "windows": [_window_to_dict(window) for window in windows],
+        "errors": [{"kind": error.kind, "message": error.message, "window": error.window} for error in result.errors],
+        "notices": list(result.notices),
+        "coverage": {
+            "full": sorted(result.coverage.full),
+            "skeleton": sorted(result.coverage.skeleton),
+            "omitted": sorted(result.coverage.omitted),
+        },
+        "injection_flags": [
+            {"path": flag.path, "line": flag.line, "text": flag.text}
+            for flag in sorted(result.injection_flags, key=lambda flag: (flag.path, flag.line))
+        ],
+        "prompt_tokens_sent": result.prompt_tokens_sent,
+    }
+
+
+def render_json(result: ScanResult) -> str:
+    """The JSON report: sorted keys, 2-space indent, trailing newline, same bytes for the same result."""
+    return json.dumps(report_dict(result), sort_keys=True, indent=2, ensure_ascii=False) + "\n"

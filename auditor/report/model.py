@@ -1,0 +1,152 @@
+"""The scan result every reporter renders: findings, rejected claims, windows, errors,
+coverage and notices, as frozen data.
+
+Input: built by the scan pipeline. Output: read by the reporters in ``auditor.report``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from auditor.findings import SEVERITY_ORDER, Finding, Rejected
+from auditor.injection import InjectionFlag
+from auditor.rules import SEVERITIES, Rule
+
+__all__ = [
+    "Coverage",
+    "InjectionFlag",
+    "ScanError",
+    "ScanResult",
+    "WindowOutcome",
+]
+
+# Error kinds that mean the scan did not read everything it was asked to.
+INCOMPLETE_ERROR_KINDS = frozenset({"engine", "incomplete-window"})
+
+
+@dataclass(frozen=True)
+class WindowOutcome:
+    """What happened to one packed window sent to the engine.
+
+    ``complete`` is False when the answer was cut off (finish_reason "length"), empty
+    after reasoning, or failed; such a window must never read as "no findings".
+    """
+
+    index: int
+    prompt_tokens: int
+    completion_tokens: int
+    finish_reason: str
+    complete: bool
+    files_full: tuple[str, ...]
+    files_skeleton: tuple[str, ...]
+    reasoning: str = ""
+    cached_prompt_tokens: int | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class ScanError:
+    """A problem met during the scan: kind ("incomplete-window", "engine", "parse", "rule", ...),
+    a message for the user and the window it concerns, if any."""
+
+    kind: str
+    message: str
+    window: int | None = None
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """Which files the model saw in full, as skeletons only, or not at all."""
+
+    full: tuple[str, ...]
+    skeleton: tuple[str, ...]
+    omitted: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ScanResult:
+    """Everything a report shows about one scan."""
+
+    tool_version: str
+    root: str
+    engine: str
+    model: str | None
+    tokenizer_source: str
+    tokenizer_exact: bool
+    rules: tuple[Rule, ...]
+    findings: tuple[Finding, ...]
+    rejected: tuple[Rejected, ...]
+    windows: tuple[WindowOutcome, ...]
+    errors: tuple[ScanError, ...]
+    notices: tuple[str, ...]
+    coverage: Coverage
+    injection_flags: tuple[InjectionFlag, ...]
+    prompt_tokens_sent: int
+
+    @property
+    def complete(self) -> bool:
+        """True when every window completed and no engine or incomplete-window error occurred."""
+        return all(window.complete for window in self.windows) and not any(
+            error.kind in INCOMPLETE_ERROR_KINDS for error in self.errors
+        )
+
+    @property
+    def incomplete_windows(self) -> tuple[WindowOutcome, ...]:
+        """The windows whose answer was cut off, empty or failed, by index."""
+        return tuple(sorted((window for window in self.windows if not window.complete), key=lambda w: w.index))
+
+    def sorted_findings(self) -> tuple[Finding, ...]:
+        """The findings in report order (``Finding.sort_key``)."""
+        return tuple(sorted(self.findings, key=lambda finding: finding.sort_key()))
+
+    def sorted_rejected(self) -> tuple[Rejected, ...]:
+        """The rejected claims in a stable order: window, sink path, sink line, rule, reason."""
+        return tuple(sorted(self.rejected, key=_rejected_key))
+
+    def severity_counts(self) -> tuple[tuple[str, int], ...]:
+        """(severity, count) for each severity that has findings, most severe first."""
+        counts = Counter(finding.severity for finding in self.findings)
+        ordered = sorted(counts, key=lambda severity: (SEVERITY_ORDER.get(severity, len(SEVERITIES)), severity))
+        return tuple((severity, counts[severity]) for severity in ordered)
+
+    def rule_for(self, rule_id: str) -> Rule | None:
+        """The rule with this id among the scan's rules, or None."""
+        return next((rule for rule in self.rules if rule.id == rule_id), None)
+
+
+def _rejected_key(rejected: Rejected) -> tuple[object, ...]:
+    sink = rejected.claim.sink
+    return (
+        rejected.window is None,
+        rejected.window if rejected.window is not None else 0,
+        sink.path,
+        sink.line if sink.line is not None else 0,
+        rejected.claim.rule,
+        rejected.reason,
+        sink.function,
+    )
+
+
+def severity_summary(result: ScanResult) -> str:
+    """'3 findings (1 critical, 2 high)', or '0 findings'."""
+    total = len(result.findings)
+    noun = "finding" if total == 1 else "findings"
+    counts = result.severity_counts()
+    if not counts:
+        return f"{total} {noun}"
+    return f"{total} {noun} (" + ", ".join(f"{count} {severity}" for severity, count in counts) + ")"
+
+
+def window_problem(window: WindowOutcome) -> str:
+    """Why a window is incomplete, in one line."""
+    if window.error:
+        return f"window {window.index} INCOMPLETE: {window.error}"
+    if window.finish_reason == "length":
+        return f"window {window.index} INCOMPLETE: the answer hit the token limit (finish_reason length)"
+    return f"window {window.index} INCOMPLETE: no complete answer (finish_reason {window.finish_reason})"
+
+
+def step_location(path: str, line: int) -> str:
+    """'path:line', or just 'path' when the line is unknown (0)."""
+    return f"{path}:{line}" if line > 0 else path

@@ -1,0 +1,424 @@
+"""SARIF 2.1.0 report for GitHub code scanning and other SARIF viewers.
+
+Input: a ``ScanResult``. Output: SARIF JSON text (sorted keys, trailing newline) that
+validates against the OASIS 2.1.0 schema and carries what GitHub code scanning reads:
+rule metadata with help and ``security-severity``, repo-relative locations with regions,
+``partialFingerprints.primaryLocationLineHash``, call chains as ``codeFlows`` (entry point
+first, sink last), and errors and incomplete windows as tool execution notifications.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import metadata
+from pathlib import PurePosixPath
+from typing import Final, Literal, NotRequired, TypedDict
+from urllib.parse import quote
+
+from auditor.findings import Finding
+from auditor.report.model import ScanResult, window_problem
+from auditor.rules import Rule
+
+SARIF_SCHEMA_URI: Final = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+SARIF_VERSION: Final = "2.1.0"
+SOURCE_ROOT: Final = "%SRCROOT%"
+FINGERPRINT_KEY: Final = "auditor/v1"
+
+Level = Literal["error", "warning", "note", "none"]
+
+SEVERITY_LEVEL: Final[dict[str, Level]] = {
+    "critical": "error",
+    "high": "error",
+    "medium": "warning",
+    "low": "note",
+    "info": "note",
+}
+# GitHub buckets security-severity: >= 9.0 critical, 7.0-8.9 high, 4.0-6.9 medium, 0.1-3.9 low.
+SECURITY_SEVERITY: Final[dict[str, str]] = {"critical": "9.5", "high": "8.0", "medium": "5.5", "low": "3.0"}
+
+
+class Message(TypedDict):
+    """A SARIF message with plain text."""
+
+    text: str
+
+
+class MultiformatMessage(TypedDict):
+    """A SARIF multiformatMessageString: text and optional Markdown."""
+
+    text: str
+    markdown: NotRequired[str]
+
+
+class ArtifactLocation(TypedDict):
+    """A SARIF artifactLocation: a repo-relative URI under %SRCROOT%."""
+
+    uri: str
+    uriBaseId: NotRequired[str]
+
+
+class Region(TypedDict):
+    """A SARIF region: the line, counted from 1."""
+
+    startLine: int
+
+
+class PhysicalLocation(TypedDict):
+    """A SARIF physicalLocation: file and region."""
+
+    artifactLocation: ArtifactLocation
+    region: NotRequired[Region]
+
+
+class LogicalLocation(TypedDict):
+    """A SARIF logicalLocation: the function by qualified name."""
+
+    fullyQualifiedName: str
+    kind: str
+
+
+class Location(TypedDict):
+    """A SARIF location."""
+
+    physicalLocation: PhysicalLocation
+    logicalLocations: NotRequired[list[LogicalLocation]]
+    message: NotRequired[Message]
+
+
+class ThreadFlowLocation(TypedDict):
+    """One step of a code flow: a call on the chain."""
+
+    location: Location
+    kinds: list[str]
+    executionOrder: int
+
+
+class ThreadFlow(TypedDict):
+    """A SARIF threadFlow: the steps from entry point to sink."""
+
+    locations: list[ThreadFlowLocation]
+
+
+class CodeFlow(TypedDict):
+    """A SARIF codeFlow: the finding's call chain."""
+
+    message: Message
+    threadFlows: list[ThreadFlow]
+
+
+class ReportingConfiguration(TypedDict):
+    """A SARIF reportingConfiguration: the rule's default level."""
+
+    level: Level
+
+
+class ReportingDescriptor(TypedDict):
+    """A SARIF reportingDescriptor: one rule's metadata."""
+
+    id: str
+    name: str
+    shortDescription: MultiformatMessage
+    fullDescription: MultiformatMessage
+    help: MultiformatMessage
+    defaultConfiguration: ReportingConfiguration
+    properties: dict[str, object]
+
+
+class Result(TypedDict):
+    """A SARIF result: one finding."""
+
+    ruleId: str
+    ruleIndex: int
+    level: Level
+    message: Message
+    locations: list[Location]
+    partialFingerprints: dict[str, str]
+    fingerprints: dict[str, str]
+    codeFlows: NotRequired[list[CodeFlow]]
+    properties: dict[str, object]
+
+
+class DescriptorReference(TypedDict):
+    """A SARIF reportingDescriptorReference by id."""
+
+    id: str
+
+
+class Notification(TypedDict):
+    """A SARIF notification: an error, warning or note about the run."""
+
+    level: Level
+    message: Message
+    descriptor: DescriptorReference
+    locations: NotRequired[list[Location]]
+
+
+class Invocation(TypedDict):
+    """A SARIF invocation: whether the run succeeded and what went wrong."""
+
+    executionSuccessful: bool
+    toolExecutionNotifications: list[Notification]
+
+
+class ToolComponent(TypedDict):
+    """A SARIF toolComponent: auditor and its rules."""
+
+    name: str
+    version: str
+    semanticVersion: str
+    rules: list[ReportingDescriptor]
+    informationUri: NotRequired[str]
+
+
+class Tool(TypedDict):
+    """A SARIF tool."""
+
+    driver: ToolComponent
+
+
+class AutomationDetails(TypedDict):
+    """A SARIF runAutomationDetails: GitHub's analysis category."""
+
+    id: str
+
+
+class Run(TypedDict):
+    """A SARIF run."""
+
+    tool: Tool
+    invocations: list[Invocation]
+    results: list[Result]
+    columnKind: str
+    originalUriBaseIds: NotRequired[dict[str, ArtifactLocation]]
+    automationDetails: NotRequired[AutomationDetails]
+    properties: dict[str, object]
+
+
+SarifLog = TypedDict("SarifLog", {"$schema": str, "version": str, "runs": list[Run]})
+
+
+def information_uri() -> str | None:
+    """The project's home page from the installed package metadata (``[project.urls]``), if any."""
+    try:
+        meta = metadata.metadata("auditor")
+    except metadata.PackageNotFoundError:
+        return None
+    for entry in meta.get_all("Project-URL") or []:
+        label, _, url = str(entry).partition(",")
+        if label.strip().lower() in {"homepage", "home", "repository", "source", "documentation"} and url.strip():
+            return url.strip()
+    homes = [home.strip() for home in meta.get_all("Home-page") or [] if str(home).strip()]
+    return str(homes[0]) if homes else None
+
+
+def primary_location_line_hash(finding: Finding, occurrence: int) -> str:
+    """GitHub-style ``primaryLocationLineHash``: a hash of the sink's normalised line text
+    (through the finding's fingerprint, which never includes line numbers) and the
+    occurrence of that hash in the file, as in "0123456789abcdef:1"."""
+    return f"{finding.fingerprint[:16]}:{occurrence}"
+
+
+def _rule_name(rule_id: str) -> str:
+    return "".join(part.capitalize() for part in rule_id.split("-") if part)
+
+
+def _descriptor(rule: Rule) -> ReportingDescriptor:
+    properties: dict[str, object] = {"tags": ["security", *sorted(set(rule.languages))], "precision": "medium"}
+    if rule.severity in SECURITY_SEVERITY:
+        properties["security-severity"] = SECURITY_SEVERITY[rule.severity]
+    return {
+        "id": rule.id,
+        "name": _rule_name(rule.id),
+        "shortDescription": {"text": rule.title},
+        "fullDescription": {"text": rule.description},
+        "help": {"text": rule.body, "markdown": rule.body},
+        "defaultConfiguration": {"level": SEVERITY_LEVEL.get(rule.severity, "warning")},
+        "properties": properties,
+    }
+
+
+def _placeholder_descriptor(rule_id: str) -> ReportingDescriptor:
+    """A descriptor for a finding whose rule is not among the scan's rules (never expected)."""
+    return {
+        "id": rule_id,
+        "name": _rule_name(rule_id),
+        "shortDescription": {"text": rule_id},
+        "fullDescription": {"text": f"Findings of rule {rule_id}."},
+        "help": {"text": f"Rule {rule_id} was not part of this scan's rule set."},
+        "defaultConfiguration": {"level": "warning"},
+        "properties": {"tags": ["security"], "precision": "medium"},
+    }
+
+
+def _artifact(path: str) -> ArtifactLocation:
+    return {"uri": quote(PurePosixPath(path).as_posix(), safe="/"), "uriBaseId": SOURCE_ROOT}
+
+
+def _location(path: str, line: int, function: str | None = None, message: str | None = None) -> Location:
+    physical: PhysicalLocation = {"artifactLocation": _artifact(path)}
+    if line > 0:
+        physical["region"] = {"startLine": line}
+    location: Location = {"physicalLocation": physical}
+    if function:
+        location["logicalLocations"] = [{"fullyQualifiedName": function, "kind": "function"}]
+    if message:
+        location["message"] = {"text": message}
+    return location
+
+
+def _code_flow(finding: Finding) -> CodeFlow | None:
+    if not finding.chain:
+        return None
+    flow: list[ThreadFlowLocation] = []
+    for index, step in enumerate(finding.chain):
+        if index == 0:
+            text = f"entry point {step.function}"
+        else:
+            text = f"{finding.chain[index - 1].function} calls {step.function}"
+        if not step.verified:
+            text += f" (unverified: {step.note})" if step.note else " (unverified)"
+        flow.append(
+            {
+                "location": _location(step.path, step.line, step.function, text),
+                "kinds": ["call"],
+                "executionOrder": index + 1,
+            }
+        )
+    last = finding.chain[-1]
+    if (last.path, last.line) != (finding.path, finding.line):
+        flow.append(
+            {
+                "location": _location(finding.path, finding.line, finding.function, f"sink in {finding.function}: {finding.title}"),
+                "kinds": ["call"],
+                "executionOrder": len(flow) + 1,
+            }
+        )
+    entry = finding.chain[0].function
+    return {"message": {"text": f"{entry} reaches {finding.function}"}, "threadFlows": [{"locations": flow}]}
+
+
+def _message(finding: Finding) -> str:
+    entry = finding.chain[0].function if finding.chain else finding.function
+    route = f"reached from {entry}" if entry != finding.function else "in an entry point"
+    text = f"{finding.title} ({finding.function} at {finding.path}:{finding.line}, {route})."
+    if finding.explanation:
+        text += f"\n\n{finding.explanation}"
+    return text
+
+
+def _result(finding: Finding, rule_index: int, occurrence: int) -> Result:
+    result: Result = {
+        "ruleId": finding.rule,
+        "ruleIndex": rule_index,
+        "level": SEVERITY_LEVEL.get(finding.severity, "warning"),
+        "message": {"text": _message(finding)},
+        "locations": [_location(finding.path, finding.line, finding.function)],
+        "partialFingerprints": {"primaryLocationLineHash": primary_location_line_hash(finding, occurrence)},
+        "fingerprints": {FINGERPRINT_KEY: finding.fingerprint},
+        "properties": {
+            "severity": finding.severity,
+            "foundBy": list(finding.found_by),
+            "chainVerified": all(step.verified for step in finding.chain),
+        },
+    }
+    flow = _code_flow(finding)
+    if flow is not None:
+        result["codeFlows"] = [flow]
+    return result
+
+
+def _notifications(result: ScanResult) -> list[Notification]:
+    notes: list[Notification] = []
+    reported_windows = {error.window for error in result.errors if error.kind == "incomplete-window"}
+    for window in result.incomplete_windows:
+        if window.index not in reported_windows:
+            notes.append(
+                {"level": "error", "message": {"text": window_problem(window)}, "descriptor": {"id": "auditor/incomplete-window"}}
+            )
+    for error in result.errors:
+        text = error.message if error.window is None else f"window {error.window}: {error.message}"
+        if error.kind == "incomplete-window" and "INCOMPLETE" not in text:
+            text = f"INCOMPLETE {text}"
+        notes.append({"level": "error", "message": {"text": text}, "descriptor": {"id": f"auditor/{error.kind}"}})
+    for rejected in result.sorted_rejected():
+        sink = rejected.claim.sink
+        where = f"{sink.path}:{sink.line}" if sink.line is not None else sink.path
+        notes.append(
+            {
+                "level": "warning",
+                "message": {"text": f"rejected model claim ({rejected.claim.rule}, {where} {sink.function}): {rejected.reason}"},
+                "descriptor": {"id": "auditor/rejected-claim"},
+            }
+        )
+    for flag in sorted(result.injection_flags, key=lambda flag: (flag.path, flag.line)):
+        notes.append(
+            {
+                "level": "warning",
+                "message": {"text": f"text that looks like instructions to an AI reviewer: {flag.text}"},
+                "descriptor": {"id": "auditor/possible-prompt-injection"},
+                "locations": [_location(flag.path, flag.line)],
+            }
+        )
+    for notice in result.notices:
+        notes.append({"level": "note", "message": {"text": notice}, "descriptor": {"id": "auditor/notice"}})
+    return notes
+
+
+def sarif_log(result: ScanResult, category: str | None = None) -> SarifLog:
+    """The SARIF log as typed dictionaries (what ``render_sarif`` serialises)."""
+    rules = sorted(result.rules, key=lambda rule: rule.id)
+    descriptors = [_descriptor(rule) for rule in rules]
+    known = {rule.id for rule in rules}
+    for rule_id in sorted({finding.rule for finding in result.findings} - known):
+        descriptors.append(_placeholder_descriptor(rule_id))
+    rule_index = {descriptor["id"]: index for index, descriptor in enumerate(descriptors)}
+
+    results: list[Result] = []
+    occurrences: dict[tuple[str, str, str], int] = {}
+    for finding in result.sorted_findings():
+        key = (finding.rule, finding.path, finding.fingerprint[:16])
+        occurrences[key] = occurrences.get(key, 0) + 1
+        results.append(_result(finding, rule_index[finding.rule], occurrences[key]))
+
+    driver: ToolComponent = {
+        "name": "auditor",
+        "version": result.tool_version,
+        "semanticVersion": result.tool_version,
+        "rules": descriptors,
+    }
+    uri = information_uri()
+    if uri:
+        driver["informationUri"] = uri
+    run: Run = {
+        "tool": {"driver": driver},
+        "invocations": [
+            {"executionSuccessful": result.complete, "toolExecutionNotifications": _notifications(result)}
+        ],
+        "results": results,
+        "columnKind": "utf16CodeUnits",
+        "properties": {
+            "complete": result.complete,
+            "engine": result.engine,
+            "model": result.model,
+            "promptTokensSent": result.prompt_tokens_sent,
+            "windows": len(result.windows),
+            "windowsIncomplete": len(result.incomplete_windows),
+            "rejectedClaims": len(result.rejected),
+            "coverage": {
+                "full": len(result.coverage.full),
+                "skeleton": len(result.coverage.skeleton),
+                "omitted": len(result.coverage.omitted),
+            },
+        },
+    }
+    root = PurePosixPath(result.root)
+    if root.is_absolute():
+        run["originalUriBaseIds"] = {SOURCE_ROOT: {"uri": root.as_uri().rstrip("/") + "/"}}
+    if category:
+        run["automationDetails"] = {"id": category if category.endswith("/") else f"{category}/"}
+    return {"$schema": SARIF_SCHEMA_URI, "version": SARIF_VERSION, "runs": [run]}
+
+
+def render_sarif(result: ScanResult, category: str | None = None) -> str:
+    """The SARIF 2.1.0 report; ``category`` becomes ``automationDetails.id`` (GitHub's category)."""
+    return json.dumps(sarif_log(result, category), sort_keys=True, indent=2, ensure_ascii=False) + "\n"

@@ -1,0 +1,132 @@
+"""Terminal report: findings grouped by rule and severity, chains shown as paths.
+
+Input: a ``ScanResult``. Output: plain text rendered by rich at a fixed width (no colour
+codes), so the same result always gives the same text. Incomplete windows and errors
+come first, marked INCOMPLETE.
+"""
+
+from __future__ import annotations
+
+import io
+from itertools import groupby
+from operator import attrgetter
+
+from rich.console import Console, Group, RenderableType
+from rich.padding import Padding
+from rich.rule import Rule as Divider
+from rich.text import Text
+
+from auditor.findings import SEVERITY_ORDER, Finding
+from auditor.report.model import ScanResult, severity_summary, step_location, window_problem
+
+DEFAULT_WIDTH = 100
+
+
+def chain_path(finding: Finding) -> str:
+    """The chain as one line: 'a.py:10 view -> b.py:40 save_order' (unverified steps marked '[unverified]')."""
+    parts = []
+    for step in finding.chain:
+        part = f"{step_location(step.path, step.line)} {step.function}"
+        parts.append(part if step.verified else f"{part} [unverified]")
+    return " -> ".join(parts)
+
+
+def _finding(finding: Finding) -> RenderableType:
+    head = Text()
+    head.append(f"{step_location(finding.path, finding.line)} {finding.function}", style="bold")
+    head.append(f" — {finding.title}")
+    body: list[RenderableType] = [head]
+    if finding.chain:
+        body.append(Padding(Text(f"chain: {chain_path(finding)}"), (0, 0, 0, 2)))
+        notes = [f"{step.function}: {step.note}" for step in finding.chain if step.note]
+        for note in notes:
+            body.append(Padding(Text(f"note: {note}", style="dim"), (0, 0, 0, 2)))
+    if finding.explanation:
+        body.append(Padding(Text(finding.explanation), (0, 0, 0, 2)))
+    body.append(
+        Padding(Text(f"found by {', '.join(finding.found_by)} · fingerprint {finding.fingerprint[:16]}", style="dim"), (0, 0, 0, 2))
+    )
+    return Group(*body)
+
+
+def _problems(result: ScanResult) -> list[RenderableType]:
+    parts: list[RenderableType] = []
+    incomplete = result.incomplete_windows
+    if not result.complete:
+        parts.append(
+            Text(
+                f"INCOMPLETE SCAN: {len(incomplete)} of {len(result.windows)} windows did not finish; "
+                "missing findings there mean nothing.",
+                style="bold red",
+            )
+        )
+        parts += [Padding(Text(window_problem(window), style="red"), (0, 0, 0, 2)) for window in incomplete]
+    if result.errors:
+        parts.append(Text(f"Errors ({len(result.errors)}):", style="bold red"))
+        for error in result.errors:
+            where = f" window {error.window}:" if error.window is not None else ""
+            parts.append(Padding(Text(f"[{error.kind}]{where} {error.message}", style="red"), (0, 0, 0, 2)))
+    return parts
+
+
+def render_text(result: ScanResult, width: int = DEFAULT_WIDTH) -> str:
+    """The terminal report as plain text at ``width`` columns."""
+    console = Console(
+        file=io.StringIO(),
+        width=width,
+        force_terminal=False,
+        color_system=None,
+        highlight=False,
+        emoji=False,
+        soft_wrap=False,
+        legacy_windows=False,
+    )
+    model = f", model {result.model}" if result.model else ""
+    console.print(Text(f"auditor {result.tool_version} — {result.root} (engine {result.engine}{model})", style="bold"))
+    for part in _problems(result):
+        console.print(part)
+    console.print(
+        Text(
+            f"{severity_summary(result)} · {len(result.rejected)} rejected claims · "
+            f"{len(result.windows)} windows · {result.prompt_tokens_sent:,} prompt tokens sent"
+        )
+    )
+    coverage = result.coverage
+    console.print(
+        Text(
+            f"Coverage: {len(coverage.full)} files in full, {len(coverage.skeleton)} as skeleton, "
+            f"{len(coverage.omitted)} omitted"
+        )
+    )
+
+    by_rule = sorted(result.findings, key=lambda finding: (finding.rule, finding.sort_key()))
+    for rule_id, rule_findings in groupby(by_rule, key=attrgetter("rule")):
+        rule = result.rule_for(rule_id)
+        console.print(Divider(Text(f"{rule_id}" + (f" — {rule.title}" if rule else "")), align="left"))
+        ordered = sorted(rule_findings, key=lambda finding: finding.sort_key())
+        ordered.sort(key=lambda finding: SEVERITY_ORDER.get(finding.severity, len(SEVERITY_ORDER)))
+        for severity, group in groupby(ordered, key=attrgetter("severity")):
+            items = list(group)
+            console.print(Text(f"{severity.upper()} ({len(items)})", style="bold"))
+            for finding in items:
+                console.print(Padding(_finding(finding), (0, 0, 0, 2)))
+
+    rejected = result.sorted_rejected()
+    if rejected:
+        console.print(Divider(Text(f"Rejected model claims ({len(rejected)})"), align="left"))
+        for item in rejected:
+            sink = item.claim.sink
+            where = f"{sink.path}:{sink.line}" if sink.line is not None else sink.path
+            console.print(Padding(Text(f"{item.claim.rule} {where} {sink.function}: {item.reason}"), (0, 0, 0, 2)))
+    if result.injection_flags:
+        console.print(Divider(Text("Repository text that looks like instructions to an AI reviewer"), align="left"))
+        for flag in sorted(result.injection_flags, key=lambda flag: (flag.path, flag.line)):
+            console.print(Padding(Text(f"{flag.path}:{flag.line}: {flag.text}"), (0, 0, 0, 2)))
+    if result.notices:
+        console.print(Divider(Text("Notices"), align="left"))
+        for notice in result.notices:
+            console.print(Padding(Text(notice), (0, 0, 0, 2)))
+    output = console.file
+    assert isinstance(output, io.StringIO)
+    # Rich pads padded blocks to the full width; trailing spaces only make diffs noisy.
+    return "".join(line.rstrip() + "\n" for line in output.getvalue().splitlines())

@@ -1,0 +1,491 @@
+"""Index stage: definitions, calls, context blocks, imports per language; cache; robustness."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import auditor.index as index_module
+from auditor.index import (
+    QUERY_NAMES,
+    CallSite,
+    ContextBlock,
+    FileIndex,
+    Import,
+    IndexCache,
+    default_cache_dir,
+    index_files,
+    index_source,
+)
+from auditor.languages import language_for_path
+from auditor.languages.grammars import (
+    GRAMMARS,
+    UnsupportedLanguageError,
+    parser_for,
+    query_bundle,
+    query_for,
+)
+from auditor.progress import ProgressEvent
+
+DATA = Path(__file__).parent / "data" / "lang"
+
+
+def index_fixture(name: str) -> FileIndex:
+    path = DATA / name
+    language = language_for_path(name)
+    assert language is not None
+    return index_source(name, path.read_text(encoding="utf-8"), language)
+
+
+def definitions_by_qualname(index: FileIndex) -> dict[str, tuple[str, int, int, int]]:
+    return {
+        d.qualname: (d.kind, d.start_line, d.end_line, d.body_start_line)
+        for d in index.definitions
+    }
+
+
+def calls_of(index: FileIndex) -> set[tuple[str, str, int, str | None]]:
+    return {(c.callee, c.name, c.line, c.enclosing) for c in index.calls}
+
+
+# --------------------------------------------------------------------------- python
+
+
+def test_python_definitions_have_qualnames_kinds_spans_and_decorators() -> None:
+    index = index_fixture("sample.py")
+
+    assert definitions_by_qualname(index) == {
+        "OrderService": ("class", 14, 35, 16),
+        "OrderService.__init__": ("method", 17, 18, 18),
+        # starts at its first decorator; body after the three-line docstring
+        "OrderService.save_order": ("method", 20, 32, 30),
+        # a docstring-only body leaves nothing to elide
+        "OrderService.only_doc": ("method", 34, 35, 36),
+        "process": ("function", 38, 46, 39),
+        "process.helper": ("function", 39, 40, 40),
+        "one_liner": ("function", 49, 49, 50),
+    }
+    save_order = next(d for d in index.definitions if d.name == "save_order")
+    assert save_order.decorators == (
+        "transaction.atomic",
+        'app.route("/pay", methods=["POST"],)',
+    )
+    assert save_order.parent == "OrderService"
+    service = index.definitions[0]
+    assert service.bases == ("BaseService",)  # metaclass=... is not a base
+    assert service.parent is None
+    assert [d.start_line for d in index.definitions] == sorted(
+        d.start_line for d in index.definitions
+    )
+
+
+def test_python_calls_record_callee_chains_arguments_and_enclosing_function() -> None:
+    index = index_fixture("sample.py")
+
+    assert calls_of(index) == {
+        ("app.route", "route", 21, None),  # a decorator runs at class level
+        ("self.session.add", "add", 30, "OrderService.save_order"),
+        ("OrderModel.objects.filter", "filter", 31, "OrderService.save_order"),
+        ("OrderModel.objects.filter.update", "update", 31, "OrderService.save_order"),
+        ("transaction.atomic", "atomic", 42, "process"),
+        ("engine.begin", "begin", 42, "process"),
+        ("conn.execute", "execute", 43, "process"),
+        ("helper", "helper", 46, "process"),
+        ("process", "process", 53, None),
+    }
+    arguments = {c.callee: c.arguments for c in index.calls}
+    assert arguments["OrderModel.objects.filter.update"] == 'state="saved"'
+    assert arguments["conn.execute"] == "\"UPDATE orders SET state = 'done'\""
+    assert arguments["engine.begin"] == ""
+    assert [(c.line, c.callee) for c in index.calls] == sorted(
+        (c.line, c.callee) for c in index.calls
+    )
+
+
+def test_python_with_items_become_context_blocks_without_their_alias() -> None:
+    index = index_fixture("sample.py")
+
+    assert index.context_blocks == (
+        ContextBlock("transaction.atomic()", 42, 45, "process"),
+        ContextBlock("engine.begin()", 42, 45, "process"),
+    )
+
+
+def test_python_imports_cover_plain_aliased_relative_and_wildcard_forms() -> None:
+    index = index_fixture("sample.py")
+
+    assert index.imports == (
+        Import("os", None, None, 3),
+        Import("os.path", None, "osp", 4),
+        Import("django.db", "transaction", None, 5),
+        Import(".models", "Order", "OrderModel", 6),
+        Import(".models", "Payment", None, 6),
+        Import("..core.db", "*", None, 7),
+    )
+
+
+def test_python_module_facts_main_block_and_literal_assignments() -> None:
+    index = index_fixture("sample.py")
+
+    assert index.main_block == (52, 53)
+    # the f-string is not a literal
+    assert index.string_assignments == (("DEBUG", 9), ("DATABASE_URL", 10))
+    assert index.line_count == 53
+    assert not index.has_errors
+
+
+def test_enclosing_definition_finds_the_innermost_matching_kind() -> None:
+    index = index_fixture("sample.py")
+
+    def enclosing(line: int, kinds: tuple[str, ...] = ("function", "method")) -> str | None:
+        definition = index.enclosing_definition(line, kinds)
+        return definition.qualname if definition is not None else None
+
+    assert enclosing(40) == "process.helper"
+    assert enclosing(43) == "process"
+    assert enclosing(31) == "OrderService.save_order"
+    assert enclosing(20) == "OrderService.save_order"  # a decorator line
+    assert enclosing(16) is None
+    assert enclosing(16, kinds=("class",)) == "OrderService"
+    assert enclosing(10) is None
+
+
+def test_a_file_with_syntax_errors_is_flagged_and_still_indexed() -> None:
+    index = index_fixture("broken.py")
+
+    assert index.has_errors
+    qualnames = {d.qualname for d in index.definitions}
+    assert {"good", "Survivor", "Survivor.method"} <= qualnames
+    assert ("good", "good", 11, "Survivor.method") in calls_of(index)
+
+
+# --------------------------------------------------------------------------- javascript / typescript
+
+
+def test_javascript_definitions_calls_and_imports() -> None:
+    index = index_fixture("sample.js")
+
+    assert definitions_by_qualname(index) == {
+        "checkout": ("function", 11, 15, 12),
+        "CartController": ("class", 17, 26, 18),
+        "CartController.constructor": ("method", 18, 21, 19),
+        "CartController.add": ("method", 23, 25, 24),
+        "handler": ("function", 28, 30, 29),
+    }
+    assert index.definitions[1].bases == ("BaseController",)
+    calls = calls_of(index)
+    assert ("orders.items.filter.map", "map", 13, "checkout") in calls
+    assert ("this.store.items.push", "push", 24, "CartController.add") in calls
+    assert ("process", "process", 29, "handler") in calls
+    route = next(c for c in index.calls if c.callee == "app.get")
+    assert route == CallSite("app.get", "get", 32, None, "'/checkout', checkout")
+    assert index.imports == (
+        Import("./orders", "default", "orders", 1),
+        Import("./payments", None, "payments", 2),
+        Import("../store", "load", "fetchOrder", 3),
+        Import("../store", "save", None, 3),
+        Import("./polyfill", None, None, 4),
+        Import("express", None, "express", 5),
+        Import("express", "Router", None, 6),
+        Import("express", "json", "parseJson", 6),
+    )
+    assert index.context_blocks == ()
+    assert index.main_block is None
+
+
+def test_typescript_decorators_bases_and_generic_calls() -> None:
+    index = index_fixture("sample.ts")
+
+    assert definitions_by_qualname(index) == {
+        "Repository": ("class", 5, 7, 6),
+        "OrderService": ("class", 9, 21, 11),
+        "OrderService.constructor": ("method", 11, 13, 12),
+        "OrderService.save": ("method", 15, 20, 18),
+        "total": ("function", 23, 25, 24),
+    }
+    by_name = {d.qualname: d for d in index.definitions}
+    assert by_name["OrderService"].decorators == ("Injectable({providedIn: 'root'})",)
+    assert by_name["OrderService"].bases == (
+        "BaseService",
+        "Repository<Order>",
+        "Disposable",
+    )
+    assert by_name["OrderService.save"].decorators == (
+        "Get('/orders')",
+        "Transactional()",
+    )
+    assert by_name["Repository"].bases == ("Base",)
+    calls = calls_of(index)
+    # type arguments and the awaited expression's `await` are not part of the callee
+    assert ("this.http.post", "post", 18, "OrderService.save") in calls
+    assert ("this.http.post.toPromise", "toPromise", 18, "OrderService.save") in calls
+    assert Import("fs", None, "fs", 3) in index.imports
+    assert Import("@angular/core", "Injectable", None, 1) in index.imports
+
+
+def test_tsx_reuses_typescript_queries() -> None:
+    index = index_fixture("sample.tsx")
+
+    assert definitions_by_qualname(index) == {
+        "Counter": ("function", 3, 10, 4),
+        "Label": ("function", 12, 14, 13),
+    }
+    assert ("setCount", "setCount", 6, "Counter") in calls_of(index)
+    assert index.imports == (
+        Import("react", "default", "React", 1),
+        Import("react", "useState", None, 1),
+    )
+    assert not index.has_errors
+
+
+# --------------------------------------------------------------------------- go / java
+
+
+def test_go_methods_are_qualified_by_receiver_type() -> None:
+    index = index_fixture("sample.go")
+
+    assert definitions_by_qualname(index) == {
+        "Store": ("class", 10, 12, 11),
+        "Store.Save": ("method", 15, 18, 16),
+        "Store.Count": ("method", 20, 20, 21),
+        "Register": ("function", 23, 27, 24),
+    }
+    assert index.definitions[1].parent == "Store"
+    handle = next(c for c in index.calls if c.name == "HandleFunc")
+    assert handle.callee == "h.HandleFunc"
+    assert handle.enclosing == "Register"
+    assert handle.arguments.startswith(
+        '"/orders", func(w h.ResponseWriter, r *h.Request) {'
+    )
+    # calls inside a function literal belong to the enclosing named function
+    assert ("fmt.Fprintln", "Fprintln", 25, "Register") in calls_of(index)
+    assert index.imports == (
+        Import("database/sql", None, None, 4),
+        Import("fmt", None, None, 5),
+        Import("net/http", None, "h", 6),
+    )
+
+
+def test_java_annotations_bases_calls_resources_and_imports() -> None:
+    index = index_fixture("sample.java")
+
+    assert definitions_by_qualname(index) == {
+        "OrderController": ("class", 8, 32, 11),
+        "OrderController.OrderController": ("method", 14, 17, 15),
+        "OrderController.save": ("method", 20, 27, 23),
+        "OrderController.Listener": ("class", 29, 31, 30),
+        "OrderController.Listener.onSave": ("method", 30, 30, 31),
+    }
+    by_name = {d.qualname: d for d in index.definitions}
+    assert by_name["OrderController"].decorators == (
+        "RestController",
+        'RequestMapping("/orders")',
+    )
+    assert by_name["OrderController"].bases == (
+        "BaseController",
+        "Serializable",
+        "Closeable",
+    )
+    # parameter annotations (@RequestBody) are not the method's
+    assert by_name["OrderController.save"].decorators == (
+        "Transactional",
+        'PostMapping("/save")',
+    )
+    calls = calls_of(index)
+    assert (
+        "repository.findById.orElseThrow",
+        "orElseThrow",
+        24,
+        "OrderController.save",
+    ) in calls
+    assert ("repository.save", "save", 26, "OrderController.save") in calls
+    assert ("Order", "Order", 26, "OrderController.save") in calls
+    assert index.context_blocks == (
+        ContextBlock("dataSource.getConnection()", 23, 25, "OrderController.save"),
+        ContextBlock("stream", 23, 25, "OrderController.save"),
+    )
+    assert index.imports == (
+        Import("java.sql.Connection", None, None, 3),
+        Import("org.junit.Assert.assertEquals", None, None, 4),
+        Import("com.example.core", "*", None, 5),
+    )
+
+
+# --------------------------------------------------------------------------- robustness
+
+
+def test_long_arguments_are_whitespace_normalised_and_truncated() -> None:
+    text = (
+        "def f():\n    call(\n        "
+        + ",\n        ".join(f"argument_{i}" for i in range(200))
+        + "\n    )\n"
+    )
+
+    (site,) = index_source("long.py", text, "python").calls
+
+    assert len(site.arguments) == index_module.TEXT_LIMIT
+    assert site.arguments.startswith("argument_0, argument_1, argument_2")
+
+
+def test_same_input_gives_equal_index() -> None:
+    for name in (
+        "sample.py",
+        "sample.js",
+        "sample.ts",
+        "sample.go",
+        "sample.java",
+        "broken.py",
+    ):
+        assert index_fixture(name) == index_fixture(name)
+
+
+@pytest.mark.parametrize("language", sorted(GRAMMARS))
+def test_every_language_has_a_parser_and_compiling_queries(language: str) -> None:
+    assert parser_for(language) is not None
+    assert query_for(language, "definitions") is not None
+    assert query_for(language, "calls") is not None
+    assert query_for(language, "imports") is not None
+    assert query_bundle(language, QUERY_NAMES) is not None
+
+
+def test_unsupported_language_has_no_parser_and_cannot_be_indexed() -> None:
+    assert parser_for("cobol") is None
+    assert query_for("cobol", "calls") is None
+    assert query_for("go", "contexts") is None  # no such construct in Go
+    with pytest.raises(UnsupportedLanguageError):
+        index_source("x.cob", "MOVE A TO B.", "cobol")
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(language=st.sampled_from(sorted(GRAMMARS)), text=st.text(max_size=300))
+def test_arbitrary_text_never_raises(language: str, text: str) -> None:
+    index = index_source("fuzz", text, language)
+
+    assert index.line_count == (
+        text.count("\n") + (0 if text.endswith("\n") or not text else 1)
+    )
+    for definition in index.definitions:
+        assert (
+            1
+            <= definition.start_line
+            < definition.body_start_line
+            <= definition.end_line + 1
+        )
+        assert definition.end_line <= max(index.line_count, 1)
+
+
+# --------------------------------------------------------------------------- index_files and cache
+
+
+def sources_from_fixtures(*names: str) -> list[tuple[str, str, str, str]]:
+    sources = []
+    for name in names:
+        text = (DATA / name).read_text(encoding="utf-8")
+        language = language_for_path(name)
+        assert language is not None
+        sources.append((name, text, language, index_module.content_hash_of(text)))
+    return sources
+
+
+def test_second_run_reads_everything_from_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sources = sources_from_fixtures("sample.py", "sample.go", "sample.java")
+    first = index_files(sources, cache=IndexCache(tmp_path))
+
+    def no_parsing(*args: object, **kwargs: object) -> FileIndex:
+        raise AssertionError("parsed a file that was cached")
+
+    monkeypatch.setattr(index_module, "index_source", no_parsing)
+    events: list[ProgressEvent] = []
+    second = index_files(sources, cache=IndexCache(tmp_path), progress=events.append)
+
+    assert second == first
+    assert list(second) == sorted(second)
+    assert events[-1] == ProgressEvent(stage="index", completed=3, total=3)
+
+
+def test_identical_content_at_two_paths_is_parsed_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (source,) = sources_from_fixtures("sample.py")
+    copies = [source, ("copy/sample.py", *source[1:])]
+    parsed: list[str] = []
+    real_index_source = index_module.index_source
+
+    def counting(path: str, *args: object) -> FileIndex:
+        parsed.append(path)
+        return real_index_source(path, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(index_module, "index_source", counting)
+    result = index_files(copies, cache=IndexCache(tmp_path))
+
+    assert len(parsed) == 1
+    assert result["copy/sample.py"] == replace(
+        result["sample.py"], path="copy/sample.py"
+    )
+    cached = IndexCache(tmp_path).get(source[3], "python", "elsewhere.py")
+    assert cached == replace(result["sample.py"], path="elsewhere.py")
+
+
+def test_corrupt_cache_entry_is_ignored_and_rewritten(tmp_path: Path) -> None:
+    (source,) = sources_from_fixtures("sample.go")
+    cache = IndexCache(tmp_path)
+    expected = index_files([source], cache=cache)["sample.go"]
+    entry = cache.entry_path(source[3], "go")
+    entry.write_text('{"truncated": ', encoding="utf-8")
+
+    assert cache.get(source[3], "go", "sample.go") is None
+    assert index_files([source], cache=cache)["sample.go"] == expected
+    assert cache.get(source[3], "go", "sample.go") == expected
+
+
+def test_cache_is_separated_by_index_version(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (source,) = sources_from_fixtures("sample.java")
+    index_files([source], cache=IndexCache(tmp_path))
+    assert IndexCache(tmp_path).get(source[3], "java", "sample.java") is not None
+
+    monkeypatch.setattr(index_module, "INDEX_VERSION", index_module.INDEX_VERSION + 1)
+    newer = IndexCache(tmp_path)
+
+    assert newer.directory != tmp_path / "v1"
+    assert newer.get(source[3], "java", "sample.java") is None
+
+
+def test_cache_keys_are_content_and_language(tmp_path: Path) -> None:
+    cache = IndexCache(tmp_path)
+    index = index_source(
+        "a.ts",
+        "export function f() {\n  return 1;\n}\n",
+        "typescript",
+        "hash/with:odd chars",
+    )
+    cache.put(index)
+
+    assert cache.get("hash/with:odd chars", "typescript", "a.ts") == index
+    assert cache.get("hash/with:odd chars", "tsx", "a.ts") is None
+    assert cache.get("other", "typescript", "a.ts") is None
+    assert all(
+        path.is_relative_to(cache.directory) for path in tmp_path.rglob("*.json")
+    )
+
+
+def test_default_cache_dir_prefers_auditor_then_xdg(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("AUDITOR_CACHE_DIR", str(tmp_path / "mine"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert default_cache_dir() == tmp_path / "mine" / "index"
+
+    monkeypatch.delenv("AUDITOR_CACHE_DIR")
+    assert default_cache_dir() == tmp_path / "xdg" / "auditor" / "index"
+
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert default_cache_dir() == tmp_path / "home" / ".cache" / "auditor" / "index"

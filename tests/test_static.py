@@ -1,0 +1,398 @@
+"""The static tx-outside-transaction pass: fixture apps against their expectations
+(recall, precision, chains, controls), boundary kinds, finding shape and determinism."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from auditor.callgraph import CallGraph
+from auditor.findings import Finding, fingerprint
+from auditor.index import FileIndex, index_source
+from auditor.languages import language_for_path
+from auditor.rules import Rule, load_rule
+from auditor.static import FOUND_BY, StaticResult, analyze_tx_outside_transaction
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+EXPECTED = FIXTURES / "expected"
+APPS = sorted(path.stem for path in EXPECTED.glob("*.json"))
+
+
+@pytest.fixture(scope="module")
+def rule() -> Rule:
+    return load_rule("tx-outside-transaction")
+
+
+def load_app(root: Path) -> tuple[dict[str, FileIndex], dict[str, str]]:
+    indexes: dict[str, FileIndex] = {}
+    texts: dict[str, str] = {}
+    for file in sorted(root.rglob("*")):
+        language = language_for_path(file.name) if file.is_file() else None
+        if language is None:
+            continue
+        path = file.relative_to(root).as_posix()
+        texts[path] = file.read_text(encoding="utf-8")
+        indexes[path] = index_source(path, texts[path], language)
+    return indexes, texts
+
+
+def analyze_app(app: str, rule: Rule) -> StaticResult:
+    indexes, texts = load_app(FIXTURES / app)
+    return analyze_tx_outside_transaction(indexes, texts, rule)
+
+
+def expected_cases(app: str) -> list[dict]:
+    return json.loads((EXPECTED / f"{app}.json").read_text(encoding="utf-8"))["cases"]
+
+
+def analyze_source(files: dict[str, str], rule: Rule) -> StaticResult:
+    texts = {path: textwrap.dedent(text).lstrip("\n") for path, text in files.items()}
+    indexes = {path: index_source(path, text, language_for_path(path) or "") for path, text in texts.items()}
+    return analyze_tx_outside_transaction(indexes, texts, rule)
+
+
+def reported(result: StaticResult) -> dict[tuple[str, str], Finding]:
+    return {(finding.path, finding.function): finding for finding in result.findings}
+
+
+# ------------------------------------------------------------------ fixture apps
+
+
+def test_fixture_apps_exist_with_expectations():
+    assert {"django_shop", "flask_ledger"} <= set(APPS)
+    for app in APPS:
+        assert (FIXTURES / app).is_dir()
+        depths = {case["depth"] for case in expected_cases(app) if case["kind"] == "bug"}
+        assert depths, app
+    python_depths = {case["depth"] for app in ("django_shop", "flask_ledger") for case in expected_cases(app) if case["kind"] == "bug"}
+    assert {1, 2, 3} <= python_depths
+
+
+@pytest.mark.parametrize("app", APPS)
+def test_every_planted_bug_is_found_with_its_chain(app: str, rule: Rule):
+    found = reported(analyze_app(app, rule))
+    for case in expected_cases(app):
+        if case["kind"] != "bug":
+            continue
+        finding = found.get((case["path"], case["function"]))
+        assert finding is not None, f"missed {case['path']}:{case['function']}"
+        assert finding.line == case["line"]
+        assert [(step.path, step.function) for step in finding.chain] == [
+            (step["path"], step["function"]) for step in case["chain"]
+        ]
+        assert len(finding.chain) - 1 == case["depth"]
+        if case["writes"] > 1:
+            assert finding.severity == "critical"
+            assert finding.title.startswith(f"{case['writes']} database writes")
+        else:
+            assert finding.severity == rule.severity
+
+
+@pytest.mark.parametrize("app", APPS)
+def test_no_finding_on_negative_controls(app: str, rule: Rule):
+    found = reported(analyze_app(app, rule))
+    controls = [case for case in expected_cases(app) if case["kind"] == "control"]
+    assert controls
+    for case in controls:
+        assert (case["path"], case["function"]) not in found, case.get("covered_by")
+
+
+def test_static_pass_leaves_suppression_comments_to_the_findings_stage(rule: Rule):
+    found = reported(analyze_app("django_shop", rule))
+    for case in expected_cases("django_shop"):
+        if case["kind"] == "suppressed":
+            finding = found[(case["path"], case["function"])]
+            assert finding.line == case["line"]
+
+
+def test_measured_precision_and_recall_against_planted_bugs(rule: Rule):
+    """Quality of the static pass on every fixture app (suppressed lines are not scored)."""
+    true_positives = false_positives = bugs = 0
+    python_bugs = python_hits = 0
+    for app in APPS:
+        cases = expected_cases(app)
+        planted = {(c["path"], c["function"], c["line"]) for c in cases if c["kind"] == "bug"}
+        suppressed = {(c["path"], c["function"]) for c in cases if c["kind"] == "suppressed"}
+        python = {(c["path"], c["function"], c["line"]) for c in cases if c["kind"] == "bug" and c["path"].endswith(".py") and 1 <= c["depth"] <= 3}
+        bugs += len(planted)
+        python_bugs += len(python)
+        for finding in analyze_app(app, rule).findings:
+            key = (finding.path, finding.function, finding.line)
+            if key in planted:
+                true_positives += 1
+                python_hits += key in python
+            elif (finding.path, finding.function) not in suppressed:
+                false_positives += 1
+    recall = true_positives / bugs
+    precision = true_positives / (true_positives + false_positives)
+    assert python_bugs >= 9 and python_hits / python_bugs == 1.0
+    assert recall == 1.0
+    assert precision == 1.0
+
+
+def test_output_is_stable_across_runs_and_input_order(rule: Rule):
+    indexes, texts = load_app(FIXTURES / "django_shop")
+    first = analyze_tx_outside_transaction(indexes, texts, rule)
+    second = analyze_tx_outside_transaction(dict(reversed(list(indexes.items()))), texts, rule)
+    prebuilt = analyze_tx_outside_transaction(indexes, texts, rule, CallGraph.build(indexes))
+    assert first == second == prebuilt
+    assert list(first.findings) == sorted(first.findings, key=Finding.sort_key)
+    # several writes in one function rank first
+    severities = [finding.severity for finding in first.findings]
+    assert severities == sorted(severities, key=["critical", "high"].index)
+
+
+def test_counters_on_the_django_fixture(rule: Rule):
+    result = analyze_app("django_shop", rule)
+    # views, the CBV's two methods, the task, the management command and manage.py's main block
+    assert result.entry_points == 10
+    assert result.sinks == 18
+    # create_order (3) and reserve_stock (2) under @atomic, capture_payment (2) and refund_payment (2) in with-blocks
+    assert result.covered_sinks == 9
+
+
+def test_finding_shape_matches_the_answer_contract(rule: Rule):
+    indexes, texts = load_app(FIXTURES / "flask_ledger")
+    result = analyze_tx_outside_transaction(indexes, texts, rule)
+    finding = reported(result)[("ledger/services/postings.py", "post_entry")]
+    assert finding.rule == rule.id
+    assert finding.found_by == FOUND_BY == ("static",)
+    sink_text = texts["ledger/services/postings.py"].split("\n")[finding.line - 1]
+    assert finding.fingerprint == fingerprint(rule.id, "ledger/services/postings.py", "post_entry", sink_text)
+    assert all(step.verified for step in finding.chain)
+    entry, *middle, last = finding.chain
+    assert (entry.path, entry.line) == ("ledger/cli.py", 10)  # the def line, after the decorators
+    assert [step.line for step in middle] == [16, 27]  # the calls made at each step
+    assert last.line == finding.line == 7
+    assert "line 7: db_session.add" in finding.explanation and "line 9: db_session.flush" in finding.explanation
+
+
+# ------------------------------------------------------------------ boundary kinds
+
+
+DJANGO_VIEWS = {
+    "site/views.py": """
+        from django.db import transaction
+        from celery import shared_task
+
+        from .models import Ledger
+
+        def deposit(request):
+            Ledger.objects.create(amount=1)
+
+        @transaction.non_atomic_requests
+        def withdraw(request):
+            Ledger.objects.create(amount=-1)
+
+        @shared_task
+        def reconcile():
+            Ledger.objects.filter(open=True).update(open=False)
+        """,
+    "site/models.py": "class Ledger:\n    pass\n",
+}
+
+
+def test_atomic_requests_covers_django_views_only(rule: Rule):
+    without = reported(analyze_source(DJANGO_VIEWS, rule))
+    assert set(without) == {("site/views.py", "deposit"), ("site/views.py", "withdraw"), ("site/views.py", "reconcile")}
+    settings = {"site/settings.py": 'DATABASES = {"default": {"ENGINE": "x", "ATOMIC_REQUESTS": True}}\n'}
+    covered = reported(analyze_source({**DJANGO_VIEWS, **settings}, rule))
+    assert set(covered) == {("site/views.py", "withdraw"), ("site/views.py", "reconcile")}
+
+
+def test_spring_transactional_and_self_invocation(rule: Rule):
+    result = analyze_source(
+        {
+            "app/OrderController.java": """
+                public class OrderController {
+                    private OrderService service;
+
+                    @PostMapping("/orders")
+                    public void create(Order order) {
+                        service.place(order);
+                    }
+
+                    @PostMapping("/orders/bulk")
+                    public void bulk(Order order) {
+                        service.importAll(order);
+                    }
+                }
+                """,
+            "app/OrderService.java": """
+                public class OrderService {
+                    private EntityManager em;
+
+                    @Transactional
+                    public void place(Order order) {
+                        em.persist(order);
+                    }
+
+                    public void importAll(Order order) {
+                        this.saveBatch(order);
+                    }
+
+                    @Transactional
+                    public void saveBatch(Order order) {
+                        em.persist(order);
+                    }
+                }
+                """,
+        },
+        rule,
+    )
+    found = reported(result)
+    assert ("app/OrderService.java", "OrderService.place") not in found
+    finding = found[("app/OrderService.java", "OrderService.saveBatch")]
+    assert [step.function for step in finding.chain] == [
+        "OrderController.bulk",
+        "OrderService.importAll",
+        "OrderService.saveBatch",
+    ]
+
+
+def test_sql_writes_through_named_strings_and_session_begin(rule: Rule):
+    found = reported(
+        analyze_source(
+            {
+                "jobs/cleanup.py": """
+                    import click
+                    from sqlalchemy import text
+
+                    PURGE = \"\"\"
+                        DELETE FROM sessions WHERE expires_at < now()
+                    \"\"\"
+                    REPORT = "SELECT count(*) FROM sessions"
+
+                    @click.command()
+                    def purge(connection):
+                        connection.execute(text(REPORT))
+                        statement = "UPDATE users SET active = false WHERE last_seen < now()"
+                        cursor = connection.cursor()
+                        cursor.execute(statement)
+                        connection.execute(text(PURGE))
+
+                    @click.command()
+                    def purge_safely(session):
+                        with session.begin():
+                            session.execute(text(PURGE))
+                """,
+            },
+            rule,
+        )
+    )
+    assert set(found) == {("jobs/cleanup.py", "purge")}
+    finding = found[("jobs/cleanup.py", "purge")]
+    assert finding.title.startswith("2 database writes")
+    assert finding.line == 14
+
+
+def test_go_transaction_handle_and_callback_boundaries(rule: Rule):
+    found = reported(
+        analyze_source(
+            {
+                "svc/main.go": """
+                    package main
+
+                    import "net/http"
+
+                    func transfer(w http.ResponseWriter, r *http.Request) {
+                        tx, _ := db.BeginTx(r.Context(), nil)
+                        tx.Exec("UPDATE accounts SET balance = balance - 1")
+                        applyFee(tx)
+                        db.Exec("INSERT INTO audit (kind) VALUES ('transfer')")
+                        tx.Commit()
+                    }
+
+                    func applyFee(tx *sql.Tx) {
+                        tx.Exec("UPDATE accounts SET balance = balance - 0.1")
+                    }
+
+                    func main() {
+                        http.HandleFunc("/transfer", transfer)
+                    }
+                    """,
+                "web/server.js": """
+                    const express = require('express');
+                    const app = express();
+                    async function archive(req, res) {
+                      await db.transaction(async (session) => {
+                        await orders.updateMany({ open: true }, { $set: { open: false } });
+                      });
+                      await events.insertOne({ kind: 'archived' });
+                    }
+                    app.post('/archive', archive);
+                    """,
+            },
+            rule,
+        )
+    )
+    go = found[("svc/main.go", "transfer")]
+    assert go.line == 9 and go.title.startswith("Database write")  # only the db.Exec on the pool
+    assert ("svc/main.go", "applyFee") not in found
+    js = found[("web/server.js", "archive")]
+    assert js.line == 7 and js.title.startswith("Database write")
+
+
+def test_unreachable_writes_are_not_reported(rule: Rule):
+    result = analyze_source(
+        {"lib/cache.py": "def warm(model):\n    model.save()\n"},
+        rule,
+    )
+    assert result.findings == ()
+    assert (result.sinks, result.covered_sinks, result.entry_points) == (1, 0, 0)
+
+
+def test_repository_wrappers_around_atomic_count_as_boundaries(rule: Rule):
+    found = reported(
+        analyze_source(
+            {
+                "core/tracing.py": """
+                    from contextlib import contextmanager
+                    from django.db import transaction
+
+                    @contextmanager
+                    def traced_atomic():
+                        with transaction.atomic():
+                            yield
+                    """,
+                "core/transactions.py": """
+                    from contextlib import contextmanager
+                    from .tracing import traced_atomic
+
+                    @contextmanager
+                    def commit_on_errors():
+                        with traced_atomic():
+                            yield
+
+                    @contextmanager
+                    def timed():
+                        yield
+                    """,
+                "shop/tasks.py": """
+                    from celery import shared_task
+                    from core.tracing import traced_atomic
+                    from core.transactions import commit_on_errors, timed
+
+                    @shared_task
+                    @traced_atomic()
+                    def settle(order):
+                        order.save()
+
+                    @shared_task
+                    def close(order):
+                        with commit_on_errors():
+                            order.save()
+
+                    @shared_task
+                    def measure(order):
+                        with timed():
+                            order.save()
+                    """,
+            },
+            rule,
+        )
+    )
+    assert set(found) == {("shop/tasks.py", "measure")}
