@@ -249,7 +249,9 @@ def _full_items(entry: PackInput, candidate: bool, chunk_budget: int, counter: _
         start, end = pending.pop()
         text = whole if (start, end) == (1, len(lines)) else render_full_block(entry.path, lines, start, end)
         item = _Item(entry.path, "full", start, end, len(lines), text, candidate, order, _screen(text))
-        if counter.counts([item])[0] <= chunk_budget:
+        # A byte-level token spans >= 1 byte, so a block of at most chunk_budget bytes fits
+        # without counting; only bigger ones are counted here.
+        if len(text.encode("utf-8")) <= chunk_budget or counter.counts([item])[0] <= chunk_budget:
             items.append(item)
         elif end > start:
             middle = (start + end) // 2
@@ -268,8 +270,28 @@ def _truncate_line(line: str, budget: int) -> str:
     return data.decode("utf-8", errors="ignore") + f" …[line cut: {len(line.encode('utf-8')):,} bytes]"
 
 
+_BLOCKS_SENTINEL = "\x00auditor-blocks\x00"
+
+
+def _tail(text: str) -> str:
+    """The last line of ``text`` holding a non-space character, through the end."""
+    end = len(text.rstrip())
+    return text[text.rfind("\n", 0, end) + 1 :] if end else text
+
+
+def _head(text: str) -> str:
+    """The start of ``text`` through the end of its first line holding a non-space character."""
+    newline = text.find("\n", len(text) - len(text.lstrip()))
+    return text[: newline + 1] if newline >= 0 else text
+
+
 class _WindowBuilder:
-    """Renders and exactly counts one window's prompt for a list of placed items."""
+    """Renders a window's prompt and counts it exactly without re-tokenizing its blocks.
+
+    The chat template places the blocks verbatim between a fixed prefix and suffix, so a
+    window's count is prefix + blocks + suffix, each counted once, plus the change at each
+    junction where two pieces meet (a merge across the seam), measured on the lines around it.
+    """
 
     def __init__(self, repository: str, repo_map: str, rules: Sequence[Rule], tokenizer: PromptTokenizer, thinking: bool):
         self.repository = repository
@@ -277,19 +299,43 @@ class _WindowBuilder:
         self.rules = tuple(rules)
         self.tokenizer = tokenizer
         self.thinking = thinking
+        self._frames: dict[int, tuple[str, str, int, int]] = {}
+
+    def _messages(self, index: int, blocks: Sequence[str]) -> tuple[Message, ...]:
+        return build_messages(
+            repository=self.repository, window_index=index, repo_map=self.repo_map, blocks=blocks, rules=self.rules
+        )
+
+    def frame(self, index: int) -> tuple[str, str, int, int]:
+        """Prompt prefix and suffix around the blocks of window ``index``, with their counts."""
+        if index not in self._frames:
+            rendered = self.tokenizer.render(self._messages(index, [_BLOCKS_SENTINEL]), thinking=self.thinking)
+            prefix, found, suffix = rendered.partition(_BLOCKS_SENTINEL)
+            if not found:
+                raise PackError("the chat template altered the repository text; cannot place files in it")
+            prefix_tokens, suffix_tokens = self.tokenizer.count_many([prefix, suffix])
+            self._frames[index] = (prefix, suffix, prefix_tokens, suffix_tokens)
+        return self._frames[index]
 
     def render(self, index: int, items: Sequence[_Item]) -> tuple[tuple[Message, ...], str]:
-        messages = build_messages(
-            repository=self.repository,
-            window_index=index,
-            repo_map=self.repo_map,
-            blocks=[item.text for item in items],
-            rules=self.rules,
-        )
-        return messages, self.tokenizer.render(messages, thinking=self.thinking)
+        prefix, suffix, _, _ = self.frame(index)
+        return self._messages(index, [item.text for item in items]), prefix + "".join(item.text for item in items) + suffix
 
     def scaffold_tokens(self, index: int) -> int:
-        return self.tokenizer.count(self.render(index, [])[1])
+        prefix, suffix, _, _ = self.frame(index)
+        return self.tokenizer.count(prefix + suffix)
+
+    def count(self, index: int, items: Sequence[_Item], counter: _Counter) -> int:
+        """Exact token count of the rendered window."""
+        prefix, suffix, prefix_tokens, suffix_tokens = self.frame(index)
+        pieces = [prefix, *(item.text for item in items), suffix]
+        seams: list[str] = []
+        for left, right in zip(pieces, pieces[1:]):
+            tail, head = _tail(left), _head(right)
+            seams.extend((tail + head, tail, head))
+        counts = self.tokenizer.count_many(seams)
+        junctions = sum(counts[i] - counts[i + 1] - counts[i + 2] for i in range(0, len(counts), 3))
+        return prefix_tokens + sum(counter.counts(items)) + suffix_tokens + junctions
 
 
 def _choose_map(entries: Sequence[MapEntry], tokenizer: PromptTokenizer, budget: int) -> tuple[str, int]:
@@ -504,13 +550,13 @@ def _finish_window(
     """
     items = sorted(placed, key=lambda item: (item.order, item.start)) + sorted(extra, key=lambda item: (item.order, item.start))
     while True:
-        messages, prompt = builder.render(index, items)
-        prompt_tokens = builder.tokenizer.count(prompt)
+        prompt_tokens = builder.count(index, items, counter)
         if prompt_tokens <= options.prompt_budget or not items:
             break
         dropped = items.pop()
         if dropped.candidate:
             queue.insert(0, dropped)
+    messages, prompt = builder.render(index, items)
     if prompt_tokens > options.prompt_budget:
         raise PackError(f"window {index}: the scaffold alone takes {prompt_tokens} tokens, over the budget {options.prompt_budget}")
     counts = counter.counts(items)

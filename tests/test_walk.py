@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -205,6 +206,9 @@ def test_outside_git_the_same_tree_gives_the_same_candidates(tmp_path: Path) -> 
         "x[\n*.md\n",
         "**.py\n",
         "c.py\r\n",
+        "a**/c.py\n",
+        "z**/d.py\n",
+        "a?**/c\n",
     ],
 )
 def test_gitignore_emulation_matches_git_on_tricky_patterns(tmp_path: Path, rules: str) -> None:
@@ -231,7 +235,7 @@ def test_gitignore_emulation_matches_git_on_tricky_patterns(tmp_path: Path, rule
 
 DIRECTORY_NAMES = ("a", "b", "c")
 FILE_NAMES = ("a", "c", "x.py", "y.txt", "b.py")
-PATTERN_SEGMENTS = ("a", "b", "c", "*", "**", "*.py", "x.*", "?", "[ab]", "[!a]", "y.txt")
+PATTERN_SEGMENTS = ("a", "b", "c", "*", "**", "*.py", "x.*", "?", "[ab]", "[!a]", "y.txt", "b**", "a*", "[[:alpha:]]")
 
 
 @st.composite
@@ -308,6 +312,20 @@ def test_without_git_binary_the_rules_still_apply_and_the_user_is_told(
     assert any(event.message and "git" in event.message for event in events)
 
 
+@requires_git
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root to hand the repo to another owner")
+def test_git_refusing_the_repository_falls_back_to_the_same_rules(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", {".gitignore": "*.log\n", "a.py": "a\n", "b.log": "b\n"})
+    expected = git_listing(repo)
+    os.chown(repo, 12345, 12345)  # git now refuses it: "detected dubious ownership"
+    events: list[ProgressEvent] = []
+
+    result = walk(repo, progress=events.append)
+
+    assert reported(result) == expected == {".gitignore", "a.py"}
+    assert any(event.message and "dubious ownership" in event.message for event in events)
+
+
 # --------------------------------------------------------------------------------------
 # Reading: encodings, binaries, links, errors
 # --------------------------------------------------------------------------------------
@@ -343,8 +361,6 @@ def test_text_is_decoded_with_bom_stripped_and_newlines_kept(tmp_path: Path) -> 
     assert file.text == "def f():\r\n    return 1\r\n"
     assert file.size == len(raw)
     assert file.language == "python"
-    import hashlib
-
     assert file.content_hash == hashlib.sha256(raw).hexdigest()
 
 
@@ -365,6 +381,19 @@ def test_binaries_and_non_utf8_files_are_skipped_with_reasons(tmp_path: Path) ->
         "late-bad.py": SkipReason.NON_UTF8,
     }
     assert not result.files
+
+
+def test_file_name_that_is_not_utf8_is_reported_with_escaped_bytes(tmp_path: Path) -> None:
+    try:
+        (tmp_path / os.fsdecode(b"bad\xff.py")).write_text("x = 1\n")
+    except (OSError, UnicodeError):
+        pytest.skip("the file system refuses non-UTF-8 names")
+    write(tmp_path, "good.py", "y = 2\n")
+
+    result = walk(tmp_path)
+
+    assert result.skipped == (SkippedFile("bad\\xff.py", SkipReason.NON_UTF8, "file name is not valid UTF-8"),)
+    assert [file.path for file in result.files] == ["good.py"]
 
 
 def test_files_over_the_size_limit_are_skipped_unread(tmp_path: Path) -> None:
