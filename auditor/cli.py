@@ -191,6 +191,82 @@ def pack(
         console.print(pack_tables(result, prepared.walk))
 
 
+@app.command()
+@_exit_on_error
+def scan(
+    path: Annotated[Path, typer.Argument(help="Repository (or subdirectory) to audit.")],
+    rule: RuleOption = [],
+    engine: Annotated[str, typer.Option("--engine", "-e", help="auto | vllm | openai | replay | static | a plugin's name.")] = "auto",
+    model: ModelOption = None,
+    tokenizer: TokenizerOption = None,
+    base_url: Annotated[Optional[str], typer.Option("--base-url", envvar="AUDITOR_BASE_URL", help="OpenAI-compatible server, e.g. http://host:8000/v1.")] = None,
+    api_key: Annotated[Optional[str], typer.Option("--api-key", envvar="AUDITOR_API_KEY", help="API key for --base-url.")] = None,
+    replay: Annotated[Optional[str], typer.Option("--replay", help="Recorded completions (JSONL file or directory) for --engine replay.")] = None,
+    max_model_len: MaxModelLenOption = 262_144,
+    output_tokens: OutputTokensOption = 32_768,
+    max_num_batched_tokens: Annotated[int, typer.Option("--max-num-batched-tokens", min=1, help="vLLM chunked-prefill chunk size.")] = 16_384,
+    gpu_memory_utilization: Annotated[float, typer.Option("--gpu-memory-utilization", min=0.05, max=1.0)] = 0.90,
+    max_num_seqs: Annotated[int, typer.Option("--max-num-seqs", min=1)] = 4,
+    tensor_parallel_size: Annotated[int, typer.Option("--tensor-parallel-size", min=1)] = 1,
+    temperature: Annotated[float, typer.Option("--temperature", min=0.0)] = 0.0,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    thinking: ThinkingOption = True,
+    thinking_token_budget: Annotated[Optional[int], typer.Option("--thinking-token-budget", min=1)] = None,
+    include: IncludeOption = [],
+    exclude: ExcludeOption = [],
+    max_file_bytes: MaxFileBytesOption = 1_000_000,
+    max_windows: MaxWindowsOption = 0,
+    static: Annotated[bool, typer.Option("--static/--no-static", help="Also run the static pass and merge its findings.")] = True,
+    format: Annotated[str, typer.Option("--format", "-f", help="text | json | sarif | markdown")] = "text",
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the report here instead of stdout.")] = None,
+    json_output: Annotated[Optional[Path], typer.Option("--json-output", help="Also write a JSON report here.")] = None,
+    sarif_output: Annotated[Optional[Path], typer.Option("--sarif-output", help="Also write a SARIF report here.")] = None,
+    markdown_output: Annotated[Optional[Path], typer.Option("--markdown-output", help="Also write a Markdown report here.")] = None,
+    error: Annotated[bool, typer.Option("--error", help="Exit 1 when there are findings.")] = False,
+    no_cache: NoCacheOption = False,
+) -> None:
+    """Audit a repository for the selected rules (all built-in rules by default)."""
+    from auditor.engine.base import EngineSettings
+    from auditor.pack import DEFAULT_PROBE_RESERVE_TOKENS, PackOptions
+    from auditor.report import render
+    from auditor.scan import ScanConfig, run_scan
+    from auditor.tokens import TokenizerRequest
+    from auditor.walk import WalkOptions
+
+    if format not in ("text", "json", "sarif", "markdown"):
+        raise UsageError(f"--format must be text, json, sarif or markdown, not {format!r}")
+    config = ScanConfig(
+        root=path,
+        rules=tuple(rule),
+        engine=engine,
+        engine_settings=EngineSettings(
+            model=model, max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens,
+            gpu_memory_utilization=gpu_memory_utilization, max_num_seqs=max_num_seqs,
+            tensor_parallel_size=tensor_parallel_size, temperature=temperature, seed=seed,
+            thinking_token_budget=thinking_token_budget, base_url=base_url, api_key=api_key, replay_path=replay,
+        ),
+        tokenizer=TokenizerRequest(tokenizer=tokenizer, model=model),
+        pack=PackOptions(max_model_len=max_model_len, output_tokens=output_tokens,
+                         probe_reserve_tokens=DEFAULT_PROBE_RESERVE_TOKENS, thinking=thinking, max_windows=max_windows),
+        walk=WalkOptions(include=tuple(include), exclude=tuple(exclude), max_file_bytes=max_file_bytes),
+        use_cache=not no_cache,
+        static=static,
+    )
+    with progress_for(format == "text" and stderr.is_terminal) as report:
+        result = run_scan(config, report)
+    for notice in result.notices:
+        stderr.print(f"[yellow]notice:[/] {notice}", highlight=False)
+    for extra_format, extra_path in (("json", json_output), ("sarif", sarif_output), ("markdown", markdown_output)):
+        if extra_path is not None:
+            _write_output(render(result, extra_format), extra_path)
+    _write_output(render(result, format), output)
+    if not result.complete:
+        stderr.print("[bold red]scan incomplete:[/] some windows were not fully answered; see the report", highlight=False)
+        raise typer.Exit(int(ExitCode.INCOMPLETE))
+    if error and result.findings:
+        raise typer.Exit(int(ExitCode.FINDINGS))
+
+
 @app.command("rules")
 @_exit_on_error
 def list_rules() -> None:
