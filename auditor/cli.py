@@ -204,7 +204,7 @@ def scan(
     replay: Annotated[Optional[str], typer.Option("--replay", help="Recorded completions (JSONL file or directory) for --engine replay.")] = None,
     max_model_len: MaxModelLenOption = 262_144,
     output_tokens: OutputTokensOption = 32_768,
-    max_num_batched_tokens: Annotated[int, typer.Option("--max-num-batched-tokens", min=1, help="vLLM chunked-prefill chunk size.")] = 16_384,
+    max_num_batched_tokens: Annotated[int, typer.Option("--max-num-batched-tokens", min=1, help="vLLM chunked-prefill chunk size (tokens per prefill step).")] = 8_192,
     gpu_memory_utilization: Annotated[float, typer.Option("--gpu-memory-utilization", min=0.05, max=1.0)] = 0.90,
     max_num_seqs: Annotated[int, typer.Option("--max-num-seqs", min=1)] = 4,
     tensor_parallel_size: Annotated[int, typer.Option("--tensor-parallel-size", min=1)] = 1,

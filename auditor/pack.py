@@ -138,11 +138,8 @@ NeighborFn = Callable[[str], Iterable[str]]
 
 def relevance_scores(files: Sequence[PackInput], rules: Sequence[Rule]) -> dict[str, int]:
     """Matches of the rules' relevance patterns per file (0 for none)."""
-    patterns = [pattern for pattern in (rule.relevance_regex() for rule in rules) if pattern is not None]
-    scores: dict[str, int] = {}
-    for entry in files:
-        scores[entry.path] = sum(len(pattern.findall(entry.text)) for pattern in patterns)
-    return scores
+    patterns = [pattern for rule in rules for pattern in rule.relevance_patterns()]
+    return {entry.path: sum(len(pattern.findall(entry.text)) for pattern in patterns) for entry in files}
 
 
 def rank_files(

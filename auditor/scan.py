@@ -20,6 +20,7 @@ from auditor.findings import Finding, Rejected, RepositoryView, answer_schema_js
 from auditor.index import FileIndex
 from auditor.injection import detect_injections
 from auditor.pack import PackOptions, PackResult
+from auditor.plan import estimate_time
 from auditor.pipeline import PreparedRepository, pack_prepared, prepare_repository
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
 from auditor.report.model import Coverage, ScanError, ScanResult, WindowOutcome
@@ -120,7 +121,7 @@ def run_scan(config: ScanConfig, progress: ProgressCallback = no_progress) -> Sc
         )
         for window in packed.windows
     ]
-    progress(ProgressEvent(stage="engine", message=f"{len(requests)} window(s) to {engine_name}"))
+    progress(ProgressEvent(stage="engine", message=_time_estimate(packed, config.pack.output_tokens, engine_name)))
     completions = engine.generate(requests, progress)
     repository = RepositoryView(
         files={path: texts[path] for path in _carried(packed)},
@@ -134,6 +135,19 @@ def run_scan(config: ScanConfig, progress: ProgressCallback = no_progress) -> Sc
                    tokenizer.info.exact, merge_findings([model_findings, static_findings]), tuple(rejected),
                    tuple(windows), tuple(errors), tuple(notices), coverage,
                    sum(c.prompt_tokens or r.prompt_tokens for c, r in zip(completions, requests)))
+
+
+def _time_estimate(packed: PackResult, output_tokens: int, engine_name: str) -> str:
+    """A notice before a long prefill: windows, tokens, and the time a DGX Spark would take."""
+    estimates = [estimate_time(window.prompt_tokens, output_tokens) for window in packed.windows]
+    prompt_tokens = sum(window.prompt_tokens for window in packed.windows)
+    ttft = sum(estimate.ttft_s for estimate in estimates)
+    total = sum(estimate.total_s for estimate in estimates)
+    return (
+        f"{len(estimates)} window(s), {prompt_tokens:,} prompt tokens to {engine_name}; on a "
+        f"{estimates[0].profile if estimates else 'reference'} profile: prefill ~{ttft:.0f} s, "
+        f"at most ~{total:.0f} s with a full {output_tokens:,}-token answer per window"
+    )
 
 
 def _carried(packed: PackResult) -> set[str]:

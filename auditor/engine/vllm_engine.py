@@ -11,6 +11,8 @@ whole batch: such a request gets an error completion and is never submitted.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import importlib
 import importlib.util
 import json
@@ -78,61 +80,55 @@ def vllm_unavailable_reason() -> str | None:
     return None
 
 
-def _checkpoint_quantization(model: str) -> str | None:
-    """The quantization named in a local checkpoint's config.json, lowercased.
+if TYPE_CHECKING:
+    from auditor.plan import Precision
 
-    "" when the config declares none (a BF16 checkpoint); None when there is no local
-    config.json to read (an HF id, or a config without the information).
-    """
+
+def checkpoint_precision(model: str) -> "Precision":
+    """Weight precision of ``model`` (a local checkpoint's config.json, else its -FP8/-NVFP4/-BF16 suffix)."""
+    from auditor.plan import Precision, detect_precision
+
+    config: dict[str, Any] = {}
     config_path = Path(model) / "config.json"
-    if not config_path.is_file():
-        return None
-    try:
-        config = json.loads(config_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    quantization = config.get("quantization_config") if isinstance(config, dict) else None
-    if not isinstance(quantization, dict):
-        return None
-    parts = (quantization.get("quant_method"), quantization.get("quant_algo"))
-    return " ".join(str(part) for part in parts if part).lower()
+    if config_path.is_file():
+        try:
+            loaded = json.loads(config_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            loaded = {}
+        config = loaded if isinstance(loaded, dict) else {}
+    # A local config that declares its quantization is authoritative over the directory name.
+    name = None if isinstance(config.get("quantization_config"), dict) else model
+    return detect_precision(config, model_name=name).precision or Precision.BF16
 
 
 def resolve_kv_cache_dtype(settings: EngineSettings) -> str:
-    """The KV cache dtype: the setting if given, else "fp8" for FP8/NVFP4 checkpoints, else "auto".
+    """The KV cache dtype: the setting if given, else "fp8" for FP8/NVFP4 checkpoints, else "auto"."""
+    from auditor.plan import default_kv_cache_dtype
 
-    The checkpoint's precision comes from its config.json ``quantization_config`` when the
-    model is a local directory, else from the -FP8/-NVFP4/-BF16 suffix of its name.
-    """
     if settings.kv_cache_dtype:
         return settings.kv_cache_dtype
-    model = settings.model or DEFAULT_MODEL
-    quantization = _checkpoint_quantization(model)
-    if quantization is not None:
-        return "fp8" if ("fp8" in quantization or "fp4" in quantization) else "auto"
-    name = model.rstrip("/").upper()
-    if name.endswith(("-FP8", "-NVFP4")):
-        return "fp8"
-    return "auto"
+    return default_kv_cache_dtype(checkpoint_precision(settings.model or DEFAULT_MODEL))
 
 
 def llm_kwargs(settings: EngineSettings) -> dict[str, Any]:
-    """Keyword arguments for ``vllm.LLM`` built from ``settings`` (no vLLM import)."""
-    return {
-        "model": settings.model or DEFAULT_MODEL,
-        "trust_remote_code": True,
-        "max_model_len": settings.max_model_len,
-        "enable_chunked_prefill": True,
-        "max_num_batched_tokens": settings.max_num_batched_tokens,
-        "kv_cache_dtype": resolve_kv_cache_dtype(settings),
-        "mamba_ssm_cache_dtype": "float32",
-        "gpu_memory_utilization": settings.gpu_memory_utilization,
-        "max_num_seqs": settings.max_num_seqs,
-        "enable_prefix_caching": settings.enable_prefix_caching,
-        "tensor_parallel_size": settings.tensor_parallel_size,
-        "seed": settings.seed,
-        "reasoning_parser": REASONING_PARSER,
-    }
+    """Keyword arguments for ``vllm.LLM``: the plan's ``recommended_engine_args`` for these
+    settings (one source for ``auditor doctor`` and the engine), with prefix caching as set."""
+    from auditor.plan import recommended_engine_args
+
+    model = settings.model or DEFAULT_MODEL
+    args = recommended_engine_args(
+        model=model,
+        precision=checkpoint_precision(model),
+        max_model_len=settings.max_model_len,
+        max_num_batched_tokens=settings.max_num_batched_tokens,
+        gpu_memory_utilization=settings.gpu_memory_utilization,
+        max_num_seqs=settings.max_num_seqs,
+        kv_cache_dtype=resolve_kv_cache_dtype(settings),
+        tensor_parallel_size=settings.tensor_parallel_size,
+        seed=settings.seed,
+    )
+    args["enable_prefix_caching"] = settings.enable_prefix_caching
+    return dict(args)
 
 
 def sampling_kwargs(settings: EngineSettings, request: ChatRequest) -> dict[str, Any]:
