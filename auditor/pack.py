@@ -120,6 +120,14 @@ class PackResult:
 
 
 @dataclass(frozen=True)
+class _Pending:
+    """A candidate file not yet rendered into blocks."""
+
+    path: str
+    order: int
+
+
+@dataclass(frozen=True)
 class _Item:
     path: str
     tier: str
@@ -212,6 +220,10 @@ class _Counter:
         for item, count in zip(missing, self._tokenizer.count_many([item.text for item in missing])):
             self._counts[self._key(item)] = count
         return [self._counts[self._key(item)] for item in items]
+
+
+def _describe(entry: _Item | _Pending) -> str:
+    return entry.path if isinstance(entry, _Pending) else f"{entry.path} lines {entry.start}-{entry.end}"
 
 
 def _screen(text: str) -> int:
@@ -335,9 +347,17 @@ class _WindowBuilder:
         return prefix_tokens + sum(counter.counts(items)) + suffix_tokens + junctions
 
 
+# Paths and identifiers run at 2.5-5 bytes per token; a map text over this many bytes per
+# token of budget cannot fit and is skipped without tokenizing it.
+MAP_MAX_BYTES_PER_TOKEN = 8
+
+
 def _choose_map(entries: Sequence[MapEntry], tokenizer: PromptTokenizer, budget: int) -> tuple[str, int]:
+    """The most detailed repository map that fits ``budget`` tokens (counted exactly)."""
     for detail in range(4):
         text = render_map(entries, detail)
+        if len(text.encode("utf-8")) > budget * MAP_MAX_BYTES_PER_TOKEN and detail < 3:
+            continue
         if tokenizer.count(text) <= budget:
             return text, detail
     return render_map(entries, 3), 3
@@ -384,29 +404,31 @@ def pack(
     chunk_budget = max(content_budget * 9 // 10, 1)
     counter = _Counter(tokenizer)
 
-    queue: list[_Item] = []
-    for order, path in enumerate(candidates):
-        queue.extend(_full_items(by_path[path], True, chunk_budget, counter, order))
+    # Candidates are expanded into blocks only when the fill reaches them: with
+    # --max-windows, files beyond the last window are never rendered or counted.
+    queue: list[_Item | _Pending] = [_Pending(path, order) for order, path in enumerate(candidates)]
+
+    def expand(pending: _Pending) -> list[_Item]:
+        return _full_items(by_path[pending.path], True, chunk_budget, counter, pending.order)
     fillers = _Fillers(candidates, rest, by_path, skeleton_of, chunk_budget, counter)
 
     windows: list[Window] = []
-    total_items = len(queue)
+    total_items = len(candidates)
     while queue or not windows:
         if options.max_windows and len(windows) >= options.max_windows:
             break
         index = len(windows)
-        placed = _fill(queue, content_budget, counter)
+        placed = _fill(queue, content_budget, counter, expand)
         space = content_budget - sum(counter.counts(placed))
         extra = _fill_gap(fillers.items({item.path for item in placed}), space, counter, content_budget)
         if queue and not placed:
-            first = queue[0]
-            raise PackError(f"{first.path} lines {first.start}-{first.end} cannot fit an empty window")
+            raise PackError(f"{_describe(queue[0])} cannot fit an empty window")
         window, kept_candidates = _finish_window(builder, index, placed, extra, counter, options, queue)
         if queue and not kept_candidates:
-            first = queue[0]
-            raise PackError(f"{first.path} lines {first.start}-{first.end} cannot fit an empty window")
+            raise PackError(f"{_describe(queue[0])} cannot fit an empty window")
         windows.append(window)
-        progress(ProgressEvent(stage="pack", completed=total_items - len(queue), total=total_items))
+        remaining_files = len({item.path for item in queue})
+        progress(ProgressEvent(stage="pack", completed=total_items - remaining_files, total=total_items))
         if not candidates:
             break
 
@@ -482,11 +504,12 @@ class _Fillers:
                 yield item
 
 
-def _fill(pool: list[_Item], budget: int, counter: _Counter) -> list[_Item]:
+def _fill(pool: list[_Item | _Pending], budget: int, counter: _Counter, expand: Callable[[_Pending], list[_Item]]) -> list[_Item]:
     """First-fit in pool order: move items that fit out of ``pool`` into the returned list.
 
-    Items whose byte screen already exceeds the free space are skipped without counting;
-    the rest are counted exactly in small batches as the scan reaches them.
+    Pending files are expanded into blocks as the scan reaches them. Items whose byte
+    screen already exceeds the free space are skipped without counting; the rest are
+    counted exactly in small batches.
     """
     placed: list[_Item] = []
     remaining = budget
@@ -494,7 +517,11 @@ def _fill(pool: list[_Item], budget: int, counter: _Counter) -> list[_Item]:
     batch = 32
     stop_at = budget * FILL_TOLERANCE
     while index < len(pool) and remaining > stop_at:
-        window = pool[index : index + batch]
+        expanded: list[_Item] = []
+        for entry in pool[index : index + batch]:
+            expanded.extend(expand(entry) if isinstance(entry, _Pending) else [entry])
+        pool[index : index + batch] = expanded
+        window = expanded[:batch]
         screened = [item for item in window if item.screen <= remaining * SCREEN_SLACK]
         counts = dict(zip((id(item) for item in screened), counter.counts(screened)))
         kept: list[_Item] = []
@@ -538,7 +565,7 @@ def _finish_window(
     extra: list[_Item],
     counter: _Counter,
     options: PackOptions,
-    queue: list[_Item],
+    queue: list[_Item | _Pending],
 ) -> tuple[Window, int]:
     """Render the window, count it whole, and drop trailing items until it fits exactly.
 

@@ -101,9 +101,12 @@ def run_scan(config: ScanConfig, progress: ProgressCallback = no_progress) -> Sc
 
     if engine is None:
         notices.append("no model ran: findings come from the static pass only")
-        return _result(config, prepared, rules, "static", None, "none (static pass)", False,
-                       merge_findings([static_findings]), (), (), (), tuple(notices),
-                       Coverage(full=tuple(sorted(texts)), skeleton=(), omitted=()), 0)
+        return _result(
+            config, prepared, rules,
+            engine="static", model=None, tokenizer_source="none (static pass)", tokenizer_exact=False,
+            findings=merge_findings([static_findings]), notices=tuple(notices),
+            coverage=Coverage(full=tuple(sorted(prepared.indexes)), skeleton=(), omitted=tuple(sorted(set(texts) - set(prepared.indexes)))),
+        )
 
     tokenizer = load_tokenizer(config.tokenizer)
     if not tokenizer.info.exact:
@@ -131,10 +134,14 @@ def run_scan(config: ScanConfig, progress: ProgressCallback = no_progress) -> Sc
     rules_by_id = {rule.id: rule for rule in rules}
     windows, errors, model_findings, rejected = _read_completions(packed, completions, repository, rules_by_id)
     coverage = _coverage(packed, texts)
-    return _result(config, prepared, rules, engine_name, config.engine_settings.model, tokenizer.info.source,
-                   tokenizer.info.exact, merge_findings([model_findings, static_findings]), tuple(rejected),
-                   tuple(windows), tuple(errors), tuple(notices), coverage,
-                   sum(c.prompt_tokens or r.prompt_tokens for c, r in zip(completions, requests)))
+    return _result(
+        config, prepared, rules,
+        engine=engine_name, model=config.engine_settings.model,
+        tokenizer_source=tokenizer.info.source, tokenizer_exact=tokenizer.info.exact,
+        findings=merge_findings([model_findings, static_findings]), rejected=tuple(rejected),
+        windows=tuple(windows), errors=tuple(errors), notices=tuple(notices), coverage=coverage,
+        prompt_tokens_sent=sum(c.prompt_tokens or r.prompt_tokens for c, r in zip(completions, requests)),
+    )
 
 
 def _time_estimate(packed: PackResult, output_tokens: int, engine_name: str) -> str:
@@ -213,18 +220,20 @@ def _result(
     config: ScanConfig,
     prepared: PreparedRepository,
     rules: tuple[Rule, ...],
+    *,
     engine: str,
     model: str | None,
     tokenizer_source: str,
     tokenizer_exact: bool,
     findings: tuple[Finding, ...],
-    rejected: tuple[Rejected, ...],
-    windows: tuple[WindowOutcome, ...],
-    errors: tuple[ScanError, ...],
     notices: tuple[str, ...],
     coverage: Coverage,
-    prompt_tokens_sent: int,
+    rejected: tuple[Rejected, ...] = (),
+    windows: tuple[WindowOutcome, ...] = (),
+    errors: tuple[ScanError, ...] = (),
+    prompt_tokens_sent: int = 0,
 ) -> ScanResult:
+    """Assemble the result; files the model saw (or the static pass indexed) are checked for injected instructions."""
     seen = set(coverage.full) | set(coverage.skeleton)
     injection_flags = detect_injections({p: t for p, t in prepared.texts.items() if p in seen})
     return ScanResult(

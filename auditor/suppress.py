@@ -37,11 +37,11 @@ from auditor.findings import Finding, file_lines
 BASELINE_REASON = "baseline"
 
 # A comment opener, then the marker. ``--`` must not be glued to a word (``x--`` in C).
+# A line inside a block comment may start with "*" instead.
 _IGNORE = re.compile(
-    r"(?:#|//|/\*|(?<![\w-])--)[ \t]*(?:[*#/!]+[ \t]*)?auditor:[ \t]*ignore\[(?P<rules>[^\]]*)\](?P<reason>.*)$"
+    r"(?:#|//|/\*|(?<![\w-])--|^[ \t]*\*)[ \t]*(?:[*#/!]+[ \t]*)?auditor:[ \t]*ignore\[(?P<rules>[^\]]*)\](?P<reason>.*)$"
 )
-_BLOCK_END = re.compile(r"\s*\*/.*$")
-_OWN_LINE = re.compile(r"^\s*(?:#|//|/\*|\*|--)")
+_BLOCK_END = re.compile(r"\s*(?:\*/|-->).*$")
 
 
 class BaselineError(AuditorError):
@@ -135,7 +135,7 @@ def find_ignore_comments(path: str, text: str) -> tuple[IgnoreComment, ...]:
                 line=number,
                 rules=rules,
                 reason=reason,
-                own_line=_OWN_LINE.match(line) is not None and _OWN_LINE.match(line).end() > match.start() - 1,
+                own_line=not line[: match.start()].strip().removesuffix("<!"),
             )
         )
     return tuple(comments)

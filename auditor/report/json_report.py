@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from auditor.findings import ChainStep, Claim, ClaimedStep, Finding
-from auditor.report.model import ScanResult, WindowOutcome
+from auditor.report.model import ReviewSummary, ScanResult, WindowOutcome
 
 JSON_REPORT_VERSION = 1
 
@@ -67,6 +67,38 @@ def _window_to_dict(window: WindowOutcome) -> dict[str, Any]:
     }
 
 
+def review_to_dict(review: ReviewSummary) -> dict[str, Any]:
+    """The review section: revisions, changed files, per-finding status and coverage."""
+    return {
+        "base": review.base,
+        "head": review.head,
+        "changed_files": sorted(review.changed_files),
+        "deleted_files": sorted(review.deleted_files),
+        "renamed": [{"from": old, "to": new} for old, new in sorted(review.renamed)],
+        "new": review.new_count,
+        "existing": review.existing_count,
+        "blocking": review.blocking_count,
+        "outside_diff": review.outside_diff,
+        "base_compared": review.base_compared,
+        "existing_blocking": review.existing_blocking,
+        "findings": [
+            {
+                "fingerprint": item.fingerprint,
+                "status": item.status,
+                "path": item.path,
+                "line": item.line,
+                "function": item.function,
+                "touched_by": item.touched_by,
+            }
+            for item in sorted(review.findings, key=lambda item: item.fingerprint)
+        ],
+        "coverage": [
+            {"path": item.path, "role": item.role, "tier": item.tier}
+            for item in sorted(review.coverage, key=lambda item: (item.role != "changed", item.path))
+        ],
+    }
+
+
 def report_dict(result: ScanResult) -> dict[str, Any]:
     """The JSON report as a dictionary (what ``render_json`` serialises)."""
     windows = sorted(result.windows, key=lambda window: window.index)
@@ -88,6 +120,8 @@ def report_dict(result: ScanResult) -> dict[str, Any]:
             "errors": len(result.errors),
             "injection_flags": len(result.injection_flags),
             "prompt_tokens_sent": result.prompt_tokens_sent,
+            "suppressed": len(result.suppressed),
+            "warnings": len(result.warnings),
         },
         "rules": [
             {"id": rule.id, "title": rule.title, "severity": rule.severity, "description": rule.description, "source": rule.source}
@@ -111,6 +145,12 @@ def report_dict(result: ScanResult) -> dict[str, Any]:
             for flag in sorted(result.injection_flags, key=lambda flag: (flag.path, flag.line))
         ],
         "prompt_tokens_sent": result.prompt_tokens_sent,
+        "suppressed": [
+            {"source": item.source, "reason": item.reason, "location": item.location, "finding": finding_to_dict(item.finding)}
+            for item in sorted(result.suppressed, key=lambda item: (item.finding.sort_key(), item.source, item.location))
+        ],
+        "warnings": list(result.warnings),
+        "review": review_to_dict(result.review) if result.review is not None else None,
     }
 
 

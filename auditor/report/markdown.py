@@ -3,8 +3,14 @@
 Input: a ``ScanResult`` and an optional link base (e.g. "https://github.com/o/r/blob/SHA/").
 Output: Markdown with a summary line, errors and incomplete windows at the top, a coverage
 summary, one collapsible ``<details>`` block per finding with its chain as links, then
-rejected claims, flagged repository text and notices. Model-written text is HTML-escaped
-so it cannot inject markup into the comment.
+suppressed findings, rejected claims, flagged repository text, warnings and notices.
+Model-written text is HTML-escaped so it cannot inject markup into the comment.
+
+A review result (``result.review`` set) renders as one persistent pull-request comment: it
+starts with the hidden marker ``REVIEW_MARKER`` (a workflow finds and updates the comment
+carrying it), counts new / existing / suppressed findings, shows the coverage of the
+changed files and their call-graph neighbours, and lists new findings before existing ones,
+each block linking to the changed line on its chain.
 """
 
 from __future__ import annotations
@@ -13,8 +19,17 @@ import html
 import re
 
 from auditor.findings import ChainStep, Finding
-from auditor.report.model import ScanResult, severity_summary, step_location, window_problem
+from auditor.report.model import (
+    ReviewedFinding,
+    ReviewSummary,
+    ScanResult,
+    revision_label,
+    severity_summary,
+    step_location,
+    window_problem,
+)
 
+REVIEW_MARKER = "<!-- auditor-review -->"
 _MAX_LISTED_FILES = 50
 _BACKTICK_RUNS = re.compile("`+")
 
@@ -43,12 +58,19 @@ def _step_line(index: int, step: ChainStep, link_base: str) -> str:
     return f"{index + 1}. {_link(step.path, step.line, link_base)} {_code(step.function)}{role} — {status}{note}"
 
 
-def _finding_block(finding: Finding, link_base: str) -> list[str]:
+def _finding_block(finding: Finding, link_base: str, reviewed: ReviewedFinding | None = None) -> list[str]:
+    shown = (reviewed.path, reviewed.line, reviewed.function) if reviewed else (finding.path, finding.line, finding.function)
     summary = (
         f"<b>{finding.severity.upper()}</b> {_escape(finding.rule)}: {_escape(finding.title)} — "
-        f"<code>{_escape(step_location(finding.path, finding.line))}</code> in <code>{_escape(finding.function)}</code>"
+        f"<code>{_escape(step_location(shown[0], shown[1]))}</code> in <code>{_escape(shown[2])}</code>"
     )
     lines = ["<details>", f"<summary>{summary}</summary>", ""]
+    if reviewed is not None:
+        lines.append(
+            f"Changed: {_link(reviewed.path, reviewed.line, link_base)} in {_code(reviewed.function)} "
+            f"({_escape(reviewed.touched_by)})"
+        )
+        lines.append("")
     lines.append(f"Sink: {_link(finding.path, finding.line, link_base)} in {_code(finding.function)}")
     lines.append("")
     if finding.explanation:
@@ -72,16 +94,79 @@ def _file_list(title: str, paths: tuple[str, ...]) -> list[str]:
     return [f"<details><summary>{title} ({len(paths)})</summary>", "", *body, "", "</details>", ""]
 
 
-def render_markdown(result: ScanResult, link_base: str | None = None) -> str:
-    """The Markdown report; chain links are ``{link_base}{path}#L{line}`` (relative without a base)."""
+def _review_headline(review: ReviewSummary, suppressed: int) -> str:
+    blocking = " (not blocking)" if not review.existing_blocking else ""
+    return f"{review.new_count} new · {review.existing_count} existing{blocking} · {suppressed} suppressed"
+
+
+def _review_section(review: ReviewSummary) -> list[str]:
+    renamed = f", {len(review.renamed)} renamed" if review.renamed else ""
+    deleted = f", {len(review.deleted_files)} deleted" if review.deleted_files else ""
+    lines = [
+        f"Base {_code(revision_label(review.base))} → head {_code(revision_label(review.head))} · "
+        f"{len(review.changed_files)} changed files{renamed}{deleted} · "
+        f"{review.outside_diff} findings elsewhere in the repository not shown (their chains do not touch the change)",
+        "",
+    ]
+    if not review.base_compared:
+        lines += ["The base was not scanned: every finding counts as new.", ""]
+    if review.coverage:
+        changed = [item for item in review.coverage if item.role == "changed"]
+        neighbours = [item for item in review.coverage if item.role != "changed"]
+        unseen = [item for item in review.coverage if item.tier == "not packed"]
+        summary = (
+            f"Coverage of the change: {sum(item.tier == 'full' for item in changed)} of {len(changed)} changed files "
+            f"and {sum(item.tier == 'full' for item in neighbours)} of {len(neighbours)} callers/callees in full"
+            + (f" · {len(unseen)} NOT PACKED" if unseen else "")
+        )
+        lines += [f"<details><summary>{summary}</summary>", "", "| File | Role | Seen as |", "| --- | --- | --- |"]
+        ordered = sorted(review.coverage, key=lambda item: (item.role != "changed", item.path))
+        for item in ordered[: _MAX_LISTED_FILES * 2]:
+            tier = "**not packed**" if item.tier == "not packed" else item.tier
+            lines.append(f"| {_code(item.path)} | {item.role} | {tier} |")
+        if len(ordered) > _MAX_LISTED_FILES * 2:
+            lines.append(f"| … and {len(ordered) - _MAX_LISTED_FILES * 2} more | | |")
+        lines += ["", "</details>", ""]
+    return lines
+
+
+def _suppressed_block(result: ScanResult) -> list[str]:
+    if not result.suppressed:
+        return []
+    lines = [f"<details><summary>Suppressed findings ({len(result.suppressed)})</summary>", ""]
+    for item in sorted(result.suppressed, key=lambda item: (item.finding.sort_key(), item.source, item.location)):
+        finding = item.finding
+        lines.append(
+            f"- {_code(finding.rule)} {_code(step_location(finding.path, finding.line))} {_code(finding.function)}: "
+            f"{item.source} ({_code(item.location)}) {_escape(item.reason)}"
+        )
+    return lines + ["", "</details>", ""]
+
+
+def render_markdown(result: ScanResult, link_base: str | None = None, marker: str | None = None) -> str:
+    """The Markdown report; chain links are ``{link_base}{path}#L{line}`` (relative without a base).
+
+    ``marker`` (default: ``REVIEW_MARKER`` for a review result, none for a scan) is put on
+    the first line so a workflow can find and update one persistent comment.
+    """
     base = link_base or ""
+    review = result.review
     incomplete = result.incomplete_windows
-    headline = [severity_summary(result), f"{len(result.rejected)} rejected claims"]
+    if review is not None:
+        headline = [_review_headline(review, len(result.suppressed))]
+    else:
+        headline = [severity_summary(result), f"{len(result.rejected)} rejected claims"]
+        if result.suppressed:
+            headline.append(f"{len(result.suppressed)} suppressed")
     if incomplete:
         headline.append(f"{len(incomplete)} of {len(result.windows)} windows INCOMPLETE")
     if result.errors:
         headline.append(f"{len(result.errors)} errors")
-    lines = [f"## auditor: {' · '.join(headline)}", ""]
+    title = "auditor review" if review is not None else "auditor"
+    lines = [f"## {title}: {' · '.join(headline)}", ""]
+    marker = marker if marker is not None else (REVIEW_MARKER if review is not None else None)
+    if marker:
+        lines.insert(0, marker)
 
     if not result.complete:
         lines += [
@@ -99,6 +184,8 @@ def render_markdown(result: ScanResult, link_base: str | None = None) -> str:
             lines.append(f"- {_code(error.kind)}{where}: {_escape(error.message)}")
         lines.append("")
 
+    if review is not None:
+        lines += _review_section(review)
     coverage = result.coverage
     lines.append(
         f"**Coverage:** {len(coverage.full)} files in full, {len(coverage.skeleton)} as skeleton, "
@@ -111,11 +198,23 @@ def render_markdown(result: ScanResult, link_base: str | None = None) -> str:
     lines += _file_list("Files omitted", coverage.omitted)
 
     findings = result.sorted_findings()
-    lines += ["### Findings", ""]
-    if not findings:
-        lines += ["No findings." if result.complete else "No findings in the parts that were analysed.", ""]
-    for finding in findings:
-        lines += _finding_block(finding, base)
+    if review is None:
+        lines += ["### Findings", ""]
+        if not findings:
+            lines += ["No findings." if result.complete else "No findings in the parts that were analysed.", ""]
+        for finding in findings:
+            lines += _finding_block(finding, base)
+    else:
+        for status, heading in (("new", "New findings"), ("existing", "Existing findings (also on the base)")):
+            group = [(f, r) for f in findings if (r := review.reviewed(f.fingerprint)) is not None and r.status == status]
+            if status == "existing" and not group:
+                continue
+            lines += [f"### {heading} ({len(group)})", ""]
+            if not group:
+                lines += ["None on the changed code." if result.complete else "None in the parts that were analysed.", ""]
+            for finding, reviewed in group:
+                lines += _finding_block(finding, base, reviewed)
+    lines += _suppressed_block(result)
 
     rejected = result.sorted_rejected()
     if rejected:
@@ -130,6 +229,11 @@ def render_markdown(result: ScanResult, link_base: str | None = None) -> str:
         lines += ["**Repository text that looks like instructions to an AI reviewer** (ignored; findings are kept):", ""]
         for flag in sorted(result.injection_flags, key=lambda flag: (flag.path, flag.line)):
             lines.append(f"- {_link(flag.path, flag.line, base)}: {_code(flag.text)}")
+        lines.append("")
+
+    if result.warnings:
+        lines += ["**Warnings**", ""]
+        lines += [f"- {_escape(warning)}" for warning in result.warnings]
         lines.append("")
 
     if result.notices:

@@ -6,18 +6,24 @@ Input: built by the scan pipeline. Output: read by the reporters in ``auditor.re
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass
 
 from auditor.findings import SEVERITY_ORDER, Finding, Rejected
 from auditor.injection import InjectionFlag
 from auditor.rules import SEVERITIES, Rule
+from auditor.suppress import SuppressedFinding
 
 __all__ = [
     "Coverage",
+    "FileCoverage",
     "InjectionFlag",
+    "ReviewSummary",
+    "ReviewedFinding",
     "ScanError",
     "ScanResult",
+    "SuppressedFinding",
     "WindowOutcome",
 ]
 
@@ -65,6 +71,75 @@ class Coverage:
 
 
 @dataclass(frozen=True)
+class ReviewedFinding:
+    """How a reported finding relates to the change under review.
+
+    ``status`` is "new" (not on the base) or "existing" (the base has the same
+    fingerprint). ``path``/``line``/``function`` is the primary location: the changed line
+    on the finding's chain, so that a pull-request view shows it. ``touched_by`` says which
+    part of the chain the change touches, e.g. "sink line changed".
+    """
+
+    fingerprint: str
+    status: str
+    path: str
+    line: int
+    function: str
+    touched_by: str
+
+
+@dataclass(frozen=True)
+class FileCoverage:
+    """What the model saw of a changed file (``role`` "changed") or of a call-graph
+    neighbour of one (``role`` "neighbour"): ``tier`` "full", "skeleton" or "not packed"."""
+
+    path: str
+    role: str
+    tier: str
+
+
+@dataclass(frozen=True)
+class ReviewSummary:
+    """The review of one change: revisions, changed files, per-finding status and coverage.
+
+    ``findings`` has one entry per reported finding (those whose chain touches the
+    change); ``outside_diff`` counts head findings left out because it does not.
+    ``existing_blocking`` is True when existing findings fail the run too (``--all``);
+    ``base_compared`` is False when the base was not scanned (every finding is "new").
+    """
+
+    base: str
+    head: str
+    changed_files: tuple[str, ...]
+    deleted_files: tuple[str, ...]
+    renamed: tuple[tuple[str, str], ...]
+    findings: tuple[ReviewedFinding, ...]
+    outside_diff: int
+    coverage: tuple[FileCoverage, ...]
+    base_compared: bool = True
+    existing_blocking: bool = False
+
+    def reviewed(self, fingerprint: str) -> ReviewedFinding | None:
+        """The review entry of the finding with this fingerprint, or None."""
+        return next((item for item in self.findings if item.fingerprint == fingerprint), None)
+
+    @property
+    def new_count(self) -> int:
+        """Reported findings that are not on the base."""
+        return sum(item.status == "new" for item in self.findings)
+
+    @property
+    def existing_count(self) -> int:
+        """Reported findings the base has too."""
+        return sum(item.status == "existing" for item in self.findings)
+
+    @property
+    def blocking_count(self) -> int:
+        """Findings that fail the run under ``--error``: new ones, and existing ones with ``--all``."""
+        return self.new_count + (self.existing_count if self.existing_blocking else 0)
+
+
+@dataclass(frozen=True)
 class ScanResult:
     """Everything a report shows about one scan."""
 
@@ -83,6 +158,9 @@ class ScanResult:
     coverage: Coverage
     injection_flags: tuple[InjectionFlag, ...]
     prompt_tokens_sent: int
+    suppressed: tuple[SuppressedFinding, ...] = ()
+    warnings: tuple[str, ...] = ()
+    review: ReviewSummary | None = None
 
     @property
     def complete(self) -> bool:
@@ -150,3 +228,11 @@ def window_problem(window: WindowOutcome) -> str:
 def step_location(path: str, line: int) -> str:
     """'path:line', or just 'path' when the line is unknown (0)."""
     return f"{path}:{line}" if line > 0 else path
+
+
+_COMMIT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+
+
+def revision_label(revision: str) -> str:
+    """A full commit id shortened to 12 characters; anything else (e.g. "working tree") as is."""
+    return revision[:12] if _COMMIT_ID.fullmatch(revision) else revision

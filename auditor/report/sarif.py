@@ -16,7 +16,7 @@ from typing import Final, Literal, NotRequired, TypedDict
 from urllib.parse import quote
 
 from auditor.findings import Finding
-from auditor.report.model import ScanResult, window_problem
+from auditor.report.model import ReviewedFinding, ScanResult, SuppressedFinding, window_problem
 from auditor.rules import Rule
 
 SARIF_SCHEMA_URI: Final = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
@@ -124,6 +124,24 @@ class ReportingDescriptor(TypedDict):
     properties: dict[str, object]
 
 
+class RelatedLocation(TypedDict):
+    """A SARIF location with an id, listed under ``relatedLocations``."""
+
+    id: int
+    physicalLocation: PhysicalLocation
+    logicalLocations: NotRequired[list[LogicalLocation]]
+    message: NotRequired[Message]
+
+
+class Suppression(TypedDict):
+    """A SARIF suppression: an in-source ignore comment or an external baseline."""
+
+    kind: Literal["inSource", "external"]
+    status: Literal["accepted"]
+    justification: str
+    location: NotRequired[Location]
+
+
 class Result(TypedDict):
     """A SARIF result: one finding."""
 
@@ -135,6 +153,9 @@ class Result(TypedDict):
     partialFingerprints: dict[str, str]
     fingerprints: dict[str, str]
     codeFlows: NotRequired[list[CodeFlow]]
+    relatedLocations: NotRequired[list[RelatedLocation]]
+    baselineState: NotRequired[Literal["new", "unchanged"]]
+    suppressions: NotRequired[list[Suppression]]
     properties: dict[str, object]
 
 
@@ -306,7 +327,13 @@ def _message(finding: Finding) -> str:
     return text
 
 
-def _result(finding: Finding, rule_index: int, occurrence: int) -> Result:
+def _result(
+    finding: Finding,
+    rule_index: int,
+    occurrence: int,
+    reviewed: ReviewedFinding | None = None,
+    suppressed: SuppressedFinding | None = None,
+) -> Result:
     result: Result = {
         "ruleId": finding.rule,
         "ruleIndex": rule_index,
@@ -324,6 +351,23 @@ def _result(finding: Finding, rule_index: int, occurrence: int) -> Result:
     flow = _code_flow(finding)
     if flow is not None:
         result["codeFlows"] = [flow]
+    if reviewed is not None:
+        # GitHub shows a pull-request alert only on a changed line: the primary location is
+        # the changed line on the chain, and the sink stays in the code flow and related locations.
+        result["baselineState"] = "new" if reviewed.status == "new" else "unchanged"
+        result["properties"]["review"] = reviewed.status
+        if (reviewed.path, reviewed.line) != (finding.path, finding.line):
+            text = f"changed line on the chain to {finding.function} ({reviewed.touched_by})"
+            result["locations"] = [_location(reviewed.path, reviewed.line, reviewed.function, text)]
+            sink = _location(finding.path, finding.line, finding.function, f"sink: {finding.title}")
+            result["relatedLocations"] = [{"id": 1, **sink}]
+    if suppressed is not None:
+        suppression: Suppression = {
+            "kind": "inSource" if suppressed.source == "inline" else "external",
+            "status": "accepted",
+            "justification": suppressed.reason,
+        }
+        result["suppressions"] = [suppression]
     return result
 
 
@@ -359,6 +403,8 @@ def _notifications(result: ScanResult) -> list[Notification]:
                 "locations": [_location(flag.path, flag.line)],
             }
         )
+    for warning in result.warnings:
+        notes.append({"level": "warning", "message": {"text": warning}, "descriptor": {"id": "auditor/warning"}})
     for notice in result.notices:
         notes.append({"level": "note", "message": {"text": notice}, "descriptor": {"id": "auditor/notice"}})
     return notes
@@ -369,16 +415,22 @@ def sarif_log(result: ScanResult, category: str | None = None) -> SarifLog:
     rules = sorted(result.rules, key=lambda rule: rule.id)
     descriptors = [_descriptor(rule) for rule in rules]
     known = {rule.id for rule in rules}
-    for rule_id in sorted({finding.rule for finding in result.findings} - known):
+    reported_rules = {finding.rule for finding in result.findings} | {item.finding.rule for item in result.suppressed}
+    for rule_id in sorted(reported_rules - known):
         descriptors.append(_placeholder_descriptor(rule_id))
     rule_index = {descriptor["id"]: index for index, descriptor in enumerate(descriptors)}
 
     results: list[Result] = []
     occurrences: dict[tuple[str, str, str], int] = {}
-    for finding in result.sorted_findings():
+    review = result.review
+    suppressed = sorted(result.suppressed, key=lambda item: (item.finding.sort_key(), item.source, item.location))
+    entries: list[tuple[Finding, SuppressedFinding | None]] = [(finding, None) for finding in result.sorted_findings()]
+    entries += [(item.finding, item) for item in suppressed]
+    for finding, suppression in entries:
         key = (finding.rule, finding.path, finding.fingerprint[:16])
         occurrences[key] = occurrences.get(key, 0) + 1
-        results.append(_result(finding, rule_index[finding.rule], occurrences[key]))
+        reviewed = review.reviewed(finding.fingerprint) if review is not None else None
+        results.append(_result(finding, rule_index[finding.rule], occurrences[key], reviewed, suppression))
 
     driver: ToolComponent = {
         "name": "auditor",
@@ -404,6 +456,7 @@ def sarif_log(result: ScanResult, category: str | None = None) -> SarifLog:
             "windows": len(result.windows),
             "windowsIncomplete": len(result.incomplete_windows),
             "rejectedClaims": len(result.rejected),
+            "suppressed": len(result.suppressed),
             "coverage": {
                 "full": len(result.coverage.full),
                 "skeleton": len(result.coverage.skeleton),
@@ -411,6 +464,14 @@ def sarif_log(result: ScanResult, category: str | None = None) -> SarifLog:
             },
         },
     }
+    if review is not None:
+        run["properties"]["review"] = {
+            "base": review.base,
+            "head": review.head,
+            "new": review.new_count,
+            "existing": review.existing_count,
+            "outsideDiff": review.outside_diff,
+        }
     root = PurePosixPath(result.root)
     if root.is_absolute():
         run["originalUriBaseIds"] = {SOURCE_ROOT: {"uri": root.as_uri().rstrip("/") + "/"}}

@@ -17,7 +17,7 @@ from rich.rule import Rule as Divider
 from rich.text import Text
 
 from auditor.findings import SEVERITY_ORDER, Finding
-from auditor.report.model import ScanResult, severity_summary, step_location, window_problem
+from auditor.report.model import ReviewedFinding, ScanResult, revision_label, severity_summary, step_location, window_problem
 
 DEFAULT_WIDTH = 100
 
@@ -31,11 +31,16 @@ def chain_path(finding: Finding) -> str:
     return " -> ".join(parts)
 
 
-def _finding(finding: Finding) -> RenderableType:
+def _finding(finding: Finding, reviewed: ReviewedFinding | None = None) -> RenderableType:
     head = Text()
+    if reviewed is not None:
+        head.append(f"[{reviewed.status}] ")
     head.append(f"{step_location(finding.path, finding.line)} {finding.function}", style="bold")
     head.append(f" — {finding.title}")
     body: list[RenderableType] = [head]
+    if reviewed is not None:
+        changed = f"changed: {step_location(reviewed.path, reviewed.line)} {reviewed.function} ({reviewed.touched_by})"
+        body.append(Padding(Text(changed), (0, 0, 0, 2)))
     if finding.chain:
         body.append(Padding(Text(f"chain: {chain_path(finding)}"), (0, 0, 0, 2)))
         notes = [f"{step.function}: {step.note}" for step in finding.chain if step.note]
@@ -98,6 +103,20 @@ def render_text(result: ScanResult, width: int = DEFAULT_WIDTH) -> str:
             f"{len(coverage.omitted)} omitted"
         )
     )
+    review = result.review
+    if review is not None:
+        console.print(
+            Text(
+                f"Review {revision_label(review.base)}..{revision_label(review.head)}: {review.new_count} new, {review.existing_count} existing"
+                f"{'' if review.existing_blocking else ' (not blocking)'}, {len(result.suppressed)} suppressed; "
+                f"{review.outside_diff} findings outside the change not shown"
+            )
+        )
+        unseen = sorted(item.path for item in review.coverage if item.tier == "not packed")
+        if unseen:
+            console.print(Text(f"Not packed (changed files or their neighbours): {', '.join(unseen)}", style="red"))
+    elif result.suppressed:
+        console.print(Text(f"{len(result.suppressed)} findings suppressed"))
 
     by_rule = sorted(result.findings, key=lambda finding: (finding.rule, finding.sort_key()))
     for rule_id, rule_findings in groupby(by_rule, key=attrgetter("rule")):
@@ -109,7 +128,8 @@ def render_text(result: ScanResult, width: int = DEFAULT_WIDTH) -> str:
             items = list(group)
             console.print(Text(f"{severity.upper()} ({len(items)})", style="bold"))
             for finding in items:
-                console.print(Padding(_finding(finding), (0, 0, 0, 2)))
+                reviewed = review.reviewed(finding.fingerprint) if review is not None else None
+                console.print(Padding(_finding(finding, reviewed), (0, 0, 0, 2)))
 
     rejected = result.sorted_rejected()
     if rejected:
@@ -122,6 +142,16 @@ def render_text(result: ScanResult, width: int = DEFAULT_WIDTH) -> str:
         console.print(Divider(Text("Repository text that looks like instructions to an AI reviewer"), align="left"))
         for flag in sorted(result.injection_flags, key=lambda flag: (flag.path, flag.line)):
             console.print(Padding(Text(f"{flag.path}:{flag.line}: {flag.text}"), (0, 0, 0, 2)))
+    if result.suppressed:
+        console.print(Divider(Text(f"Suppressed findings ({len(result.suppressed)})"), align="left"))
+        for item in sorted(result.suppressed, key=lambda item: (item.finding.sort_key(), item.source, item.location)):
+            where = step_location(item.finding.path, item.finding.line)
+            line = f"{item.finding.rule} {where} {item.finding.function}: {item.source} ({item.location}) {item.reason}"
+            console.print(Padding(Text(line), (0, 0, 0, 2)))
+    if result.warnings:
+        console.print(Divider(Text("Warnings"), align="left"))
+        for warning in result.warnings:
+            console.print(Padding(Text(warning), (0, 0, 0, 2)))
     if result.notices:
         console.print(Divider(Text("Notices"), align="left"))
         for notice in result.notices:

@@ -1,0 +1,130 @@
+"""The ``auditor review`` command: a typer shell over ``auditor.review.run_review`` for pull
+requests in CI.
+
+Registered by auditor/cli.py as ``app.command("review")(_exit_on_error(review_command))``.
+Exit codes: 0 ok; 1 with ``--error`` when there are NEW findings on the change (existing
+ones too with ``--all``); 5 when the scan is incomplete; others from ``AuditorError``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+
+from auditor.engine.base import EngineSettings
+from auditor.errors import ExitCode, UsageError
+from auditor.pack import DEFAULT_PROBE_RESERVE_TOKENS, PackOptions
+from auditor.progress import ProgressEvent
+from auditor.report import render
+from auditor.report.markdown import render_markdown
+from auditor.report.model import ScanResult
+from auditor.report.sarif import render_sarif
+from auditor.review import ReviewConfig, run_review
+from auditor.scan import ScanConfig
+from auditor.tokens import TokenizerRequest
+from auditor.walk import WalkOptions
+
+FORMATS = ("text", "json", "sarif", "markdown")
+_stderr = Console(stderr=True)
+
+
+def _log_progress(event: ProgressEvent) -> None:
+    """Print stage notices on stderr (no bars: review runs in CI logs)."""
+    if event.message:
+        _stderr.print(f"[dim]{event.stage}:[/] {event.message}", highlight=False)
+
+
+def _render(result: ScanResult, format: str, category: str | None, link_base: str | None) -> str:
+    if format == "sarif":
+        return render_sarif(result, category)
+    if format == "markdown":
+        return render_markdown(result, link_base)
+    return render(result, format)
+
+
+def _write(text: str, output: Path | None) -> None:
+    if output is None:
+        sys.stdout.write(text)
+        return
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from exc
+
+
+def review_command(
+    path: Annotated[Path, typer.Argument(help="Directory to review, inside a git work tree.")] = Path("."),
+    *,
+    base: Annotated[str, typer.Option("--base", help="Base revision (e.g. the PR's merge base).")],
+    head: Annotated[Optional[str], typer.Option("--head", help="Head revision (default: the working tree as checked out).")] = None,
+    rule: Annotated[list[str], typer.Option("--rule", "-r", help="Rule id or rule file (repeatable).")] = [],
+    all_findings: Annotated[bool, typer.Option("--all", help="Existing findings on the change block too.")] = False,
+    compare_base: Annotated[bool, typer.Option("--compare-base/--no-compare-base", help="Scan the base to tell new findings from existing ones.")] = True,
+    baseline: Annotated[Optional[Path], typer.Option("--baseline", help="Baseline file of accepted fingerprints (auditor scan --write-baseline).")] = None,
+    engine: Annotated[str, typer.Option("--engine", "-e", help="auto | vllm | openai | replay | static | a plugin's name.")] = "auto",
+    model: Annotated[Optional[str], typer.Option("--model", "-m", help="Checkpoint directory or Hugging Face id (local cache).")] = None,
+    tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="Tokenizer directory.")] = None,
+    base_url: Annotated[Optional[str], typer.Option("--base-url", envvar="AUDITOR_BASE_URL", help="OpenAI-compatible server, e.g. http://host:8000/v1.")] = None,
+    api_key: Annotated[Optional[str], typer.Option("--api-key", envvar="AUDITOR_API_KEY", help="API key for --base-url.")] = None,
+    replay: Annotated[Optional[str], typer.Option("--replay", help="Recorded completions for --engine replay.")] = None,
+    max_model_len: Annotated[int, typer.Option("--max-model-len", min=1024)] = 262_144,
+    output_tokens: Annotated[int, typer.Option("--output-tokens", min=1)] = 32_768,
+    max_num_batched_tokens: Annotated[int, typer.Option("--max-num-batched-tokens", min=1)] = 16_384,
+    gpu_memory_utilization: Annotated[float, typer.Option("--gpu-memory-utilization", min=0.05, max=1.0)] = 0.90,
+    max_num_seqs: Annotated[int, typer.Option("--max-num-seqs", min=1)] = 4,
+    temperature: Annotated[float, typer.Option("--temperature", min=0.0)] = 0.0,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    thinking: Annotated[bool, typer.Option("--thinking/--no-thinking")] = True,
+    thinking_token_budget: Annotated[Optional[int], typer.Option("--thinking-token-budget", min=1)] = None,
+    include: Annotated[list[str], typer.Option("--include", help="Only files matching this glob (repeatable).")] = [],
+    exclude: Annotated[list[str], typer.Option("--exclude", help="Skip files matching this glob (repeatable).")] = [],
+    static: Annotated[bool, typer.Option("--static/--no-static", help="Also run the static pass.")] = True,
+    format: Annotated[str, typer.Option("--format", "-f", help="text | json | sarif | markdown")] = "text",
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the report here instead of stdout.")] = None,
+    json_output: Annotated[Optional[Path], typer.Option("--json-output", help="Also write a JSON report here.")] = None,
+    sarif_output: Annotated[Optional[Path], typer.Option("--sarif-output", help="Also write a SARIF report here.")] = None,
+    markdown_output: Annotated[Optional[Path], typer.Option("--markdown-output", help="Also write the PR comment (Markdown) here.")] = None,
+    sarif_category: Annotated[Optional[str], typer.Option("--sarif-category", help="SARIF automationDetails.id (GitHub's analysis category).")] = None,
+    link_base: Annotated[Optional[str], typer.Option("--link-base", help="Prefix for Markdown links, e.g. https://github.com/o/r/blob/SHA/.")] = None,
+    error: Annotated[bool, typer.Option("--error", help="Exit 1 when there are new findings on the change.")] = False,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the caches.")] = False,
+) -> None:
+    """Review a change: findings whose call chain the diff from --base touches, new vs existing."""
+    if format not in FORMATS:
+        raise UsageError(f"--format must be one of {', '.join(FORMATS)}, not {format!r}")
+    scan = ScanConfig(
+        root=path,
+        rules=tuple(rule),
+        engine=engine,
+        engine_settings=EngineSettings(
+            model=model, max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens,
+            gpu_memory_utilization=gpu_memory_utilization, max_num_seqs=max_num_seqs, temperature=temperature,
+            seed=seed, thinking_token_budget=thinking_token_budget, base_url=base_url, api_key=api_key,
+            replay_path=replay,
+        ),
+        tokenizer=TokenizerRequest(tokenizer=tokenizer, model=model),
+        pack=PackOptions(max_model_len=max_model_len, output_tokens=output_tokens,
+                         probe_reserve_tokens=DEFAULT_PROBE_RESERVE_TOKENS, thinking=thinking),
+        walk=WalkOptions(include=tuple(include), exclude=tuple(exclude)),
+        use_cache=not no_cache,
+        static=static,
+    )
+    config = ReviewConfig(scan=scan, base=base, head=head, include_existing=all_findings,
+                          compare_base=compare_base, baseline=baseline)
+    reviewed = run_review(config, _log_progress)
+    result = reviewed.result
+    for warning in result.warnings:
+        _stderr.print(f"[yellow]warning:[/] {warning}", highlight=False)
+    for extra_format, extra_path in (("json", json_output), ("sarif", sarif_output), ("markdown", markdown_output)):
+        if extra_path is not None:
+            _write(_render(result, extra_format, sarif_category, link_base), extra_path)
+    _write(_render(result, format, sarif_category, link_base), output)
+    if not result.complete:
+        _stderr.print("[bold red]review incomplete:[/] some windows were not fully answered; see the report", highlight=False)
+        raise typer.Exit(int(ExitCode.INCOMPLETE))
+    if error and reviewed.blocking:
+        raise typer.Exit(int(ExitCode.FINDINGS))

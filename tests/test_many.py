@@ -1,0 +1,375 @@
+"""scan-many without Ray: targets, the sequential run, resume after failures, the index,
+git checkouts, the endpoint pool and the command."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from auditor import many
+from auditor.commands.many import scan_many_command
+from auditor.engine import registry
+from auditor.engine.base import ChatRequest, Completion, EngineSettings, error_completion
+from auditor.errors import EngineUnavailable, UsageError
+from auditor.many import (
+    RAY_MISSING_NOTICE,
+    EndpointPoolEngine,
+    ManyConfig,
+    RunState,
+    parse_target_line,
+    parse_targets,
+    run_many,
+)
+from auditor.progress import ProgressEvent
+from auditor.report import render
+from auditor.scan import ScanConfig, run_scan
+from auditor.tokens import TokenizerRequest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ("django_shop", "flask_ledger", "go_inventory")
+FORMATS = {"json": "report.json", "sarif": "report.sarif", "markdown": "report.md"}
+EMPTY_ANSWER = '</think>\n{"findings": [], "probes": []}'
+
+
+def django_answer() -> str:
+    return (REPO_ROOT / "fixtures/recorded/django_shop/trace_answer/window-0.txt").read_text(encoding="utf-8")
+
+
+def copy_fixtures(root: Path, names: Sequence[str] = FIXTURES) -> Path:
+    """Copies of the fixture repositories under ``root/repos``."""
+    repos = root / "repos"
+    for name in names:
+        shutil.copytree(REPO_ROOT / "fixtures" / name, repos / name)
+    return repos
+
+
+def answers() -> dict[str, str]:
+    """What the model 'said' for window 0 of each fixture."""
+    return {"django_shop": django_answer(), "flask_ledger": EMPTY_ANSWER, "go_inventory": EMPTY_ANSWER}
+
+
+def write_recording(path: Path, ids: dict[str, str]) -> Path:
+    """A replay JSONL: request id -> raw model output."""
+    lines = [json.dumps({"request_id": rid, "text": text, "completion_tokens": 11}) for rid, text in sorted(ids.items())]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def template(tokenizer_dir: Path, engine: str = "replay", replay: Path | None = None) -> ScanConfig:
+    return ScanConfig(
+        root=Path("."),
+        engine=engine,
+        engine_settings=EngineSettings(replay_path=str(replay) if replay else None),
+        tokenizer=TokenizerRequest(tokenizer=str(tokenizer_dir)),
+        use_cache=False,
+    )
+
+
+def single_scan_reports(repo: Path, tokenizer_dir: Path, recording: Path) -> dict[str, str]:
+    """What three separate `auditor scan` runs give: run_scan + render per format."""
+    config = ScanConfig(
+        root=repo,
+        engine="replay",
+        engine_settings=EngineSettings(replay_path=str(recording)),
+        tokenizer=TokenizerRequest(tokenizer=str(tokenizer_dir)),
+        use_cache=False,
+    )
+    result = run_scan(config)
+    return {name: render(result, fmt) for fmt, name in FORMATS.items()}
+
+
+def many_reports(out: Path, key: str) -> dict[str, str]:
+    return {name: (out / "repos" / key / name).read_text(encoding="utf-8") for name in FORMATS.values()}
+
+
+def expected_single_reports(tmp_path: Path, repos: Path, tokenizer_dir: Path) -> dict[str, dict[str, str]]:
+    expected = {}
+    for name, text in answers().items():
+        recording = write_recording(tmp_path / f"single-{name}.jsonl", {"window-0": text})
+        expected[name] = single_scan_reports(repos / name, tokenizer_dir, recording)
+    return expected
+
+
+def many_recording(tmp_path: Path) -> Path:
+    return write_recording(tmp_path / "many.jsonl", {f"{key}/window-0": text for key, text in answers().items()})
+
+
+def index(out: Path) -> dict:
+    return json.loads((out / "index.json").read_text(encoding="utf-8"))
+
+
+# --- targets ---------------------------------------------------------------------------
+
+
+def test_targets_file_paths_urls_revisions_and_comments(tmp_path: Path) -> None:
+    (tmp_path / "local" / "svc").mkdir(parents=True)
+    (tmp_path / "odd@name").mkdir()
+    spec = tmp_path / "targets.txt"
+    spec.write_text(
+        "# nightly audit\n"
+        "\n"
+        "local/svc          # a relative path\n"
+        "odd@name\n"
+        "https://git.example.com/org/payments.git@v1.2\n"
+        "git@github.com:org/ledger.git\n"
+        "git@github.com:org/ledger.git#feature/x\n"
+        "file:///srv/mirror/svc#0123abcd\n",
+        encoding="utf-8",
+    )
+    targets = parse_targets(spec)
+    assert [(t.key, t.source, t.revision, t.is_git) for t in targets] == [
+        ("svc", str((tmp_path / "local" / "svc").resolve()), None, False),
+        ("odd-name", str((tmp_path / "odd@name").resolve()), None, False),
+        ("payments-v1.2", "https://git.example.com/org/payments.git", "v1.2", True),
+        ("ledger", "git@github.com:org/ledger.git", None, True),
+        ("ledger-feature-x", "git@github.com:org/ledger.git", "feature/x", True),
+        ("svc-0123abcd", "file:///srv/mirror/svc", "0123abcd", True),
+    ]
+
+
+def test_targets_sharing_a_name_get_distinct_stable_keys(tmp_path: Path) -> None:
+    spec = tmp_path / "targets.txt"
+    spec.write_text("https://a.example/x/api.git\nhttps://b.example/y/api.git\n", encoding="utf-8")
+    first = [t.key for t in parse_targets(spec)]
+    assert len(set(first)) == 2 and all(key.startswith("api-") for key in first)
+    spec.write_text("https://b.example/y/api.git\nhttps://a.example/x/api.git\n", encoding="utf-8")
+    assert sorted(t.key for t in parse_targets(spec)) == sorted(first)
+
+
+def test_a_repeated_target_or_an_empty_spec_is_a_usage_error(tmp_path: Path) -> None:
+    spec = tmp_path / "targets.txt"
+    spec.write_text("https://a.example/api.git\nhttps://a.example/api.git\n", encoding="utf-8")
+    with pytest.raises(UsageError, match="listed twice"):
+        parse_targets(spec)
+    spec.write_text("# nothing\n\n", encoding="utf-8")
+    with pytest.raises(UsageError, match="no targets"):
+        parse_targets(spec)
+    with pytest.raises(UsageError, match="not found"):
+        parse_targets(tmp_path / "missing.txt")
+
+
+def test_a_directory_of_repositories_lists_its_visible_subdirectories(tmp_path: Path) -> None:
+    repos = copy_fixtures(tmp_path, ("go_inventory", "django_shop"))
+    (repos / ".cache").mkdir()
+    (repos / "notes.txt").write_text("not a repository", encoding="utf-8")
+    assert [t.key for t in parse_targets(repos)] == ["django_shop", "go_inventory"]
+
+
+def test_a_local_path_with_a_revision_is_cloned() -> None:
+    assert parse_target_line("../mirror/api@v2", Path("/srv/runs")) == ("/srv/mirror/api", "v2", True)
+    assert parse_target_line("   # only a comment", Path("/")) is None
+
+
+# --- the sequential run ----------------------------------------------------------------
+
+
+def test_sequential_scan_many_equals_three_single_scans(tmp_path: Path, tiny_tokenizer_dir: Path, monkeypatch) -> None:
+    monkeypatch.setattr(many, "ray_available", lambda: False)
+    repos = copy_fixtures(tmp_path)
+    expected = expected_single_reports(tmp_path, repos, tiny_tokenizer_dir)
+    events: list[ProgressEvent] = []
+    out = tmp_path / "run"
+    config = ManyConfig(targets=repos, out=out, scan=template(tiny_tokenizer_dir, replay=many_recording(tmp_path)))
+    result = run_many(config, events.append)
+
+    assert result.backend == "sequential"
+    assert RAY_MISSING_NOTICE in [event.message for event in events]
+    for name in FIXTURES:
+        assert many_reports(out, name) == expected[name], name
+    assert json.loads(expected["django_shop"]["report.json"])["findings"], "the recorded answer grounds findings"
+    summary = index(out)
+    assert [(r["key"], r["status"], r["windows"]) for r in summary["repositories"]] == [
+        ("django_shop", "ok", 1), ("flask_ledger", "ok", 1), ("go_inventory", "ok", 1)]
+    assert summary["totals"]["completion_tokens"] == 33
+    markdown = (out / "index.md").read_text(encoding="utf-8")
+    assert "| django_shop | ok | 1 |" in markdown and "[django_shop](repos/django_shop/report.md)" in markdown
+    assert result.windows_generated == 3 and result.failures == 0
+
+
+@dataclass
+class FlakyEngine:
+    """Answers from a fixed table; fails every request of the repositories in ``failing``."""
+
+    texts: dict[str, str]
+    failing: set[str]
+    history: list[str] = field(default_factory=list)
+    name: str = "flaky"
+
+    def identity(self) -> str:
+        return "flaky"
+
+    def generate(self, requests: Sequence[ChatRequest], progress=None) -> list[Completion]:
+        completions = []
+        for request in requests:
+            self.history.append(request.id)
+            key = request.id.split("/", 1)[0]
+            if key in self.failing:
+                completions.append(error_completion(request, "GPU worker lost"))
+            else:
+                completions.append(Completion(request.id, self.texts[key].split("</think>")[-1], "", "stop",
+                                              request.prompt_tokens, 7))
+        return completions
+
+
+def test_resume_redoes_only_the_window_that_failed(tmp_path: Path, tiny_tokenizer_dir: Path, monkeypatch) -> None:
+    engine = FlakyEngine(texts=answers(), failing={"flask_ledger"})
+    monkeypatch.setitem(registry._registered, "flaky", lambda settings: engine)
+    repos = copy_fixtures(tmp_path)
+    out = tmp_path / "run"
+    config = ManyConfig(targets=repos, out=out, scan=template(tiny_tokenizer_dir, engine="flaky"), backend="sequential")
+
+    first = run_many(config)
+    assert {r.key: r.status for r in first.repositories} == {
+        "django_shop": "ok", "flask_ledger": "incomplete", "go_inventory": "ok"}
+    assert "GPU worker lost" in index(out)["repositories"][1]["error"]
+    before = {name: many_reports(out, name) for name in FIXTURES}
+
+    engine.failing.clear()
+    engine.history.clear()
+    second = run_many(config)
+    assert engine.history == ["flask_ledger/window-0"]
+    assert {r.key: r.status for r in second.repositories} == dict.fromkeys(FIXTURES, "ok")
+    assert (second.windows_generated, second.windows_reused) == (1, 2)
+    for name in ("django_shop", "go_inventory"):
+        assert many_reports(out, name) == before[name]
+
+    engine.history.clear()
+    assert run_many(config).windows_generated == 0 and engine.history == []
+
+
+def test_a_missing_repository_fails_alone_and_is_done_on_the_next_run(tmp_path: Path, tiny_tokenizer_dir: Path, monkeypatch) -> None:
+    engine = FlakyEngine(texts=answers(), failing=set())
+    monkeypatch.setitem(registry._registered, "flaky", lambda settings: engine)
+    repos = copy_fixtures(tmp_path, ("django_shop", "go_inventory"))
+    spec = tmp_path / "targets.txt"
+    spec.write_text("repos/django_shop\nrepos/flask_ledger\nrepos/go_inventory\n", encoding="utf-8")
+    out = tmp_path / "run"
+    config = ManyConfig(targets=spec, out=out, scan=template(tiny_tokenizer_dir, engine="flaky"), backend="sequential")
+
+    first = run_many(config)
+    statuses = {r.key: (r.status, r.error) for r in first.repositories}
+    assert statuses["flask_ledger"][0] == "failed" and "not a directory" in statuses["flask_ledger"][1]
+    assert statuses["django_shop"][0] == statuses["go_inventory"][0] == "ok"
+    assert not (out / "repos" / "flask_ledger").exists()
+
+    shutil.copytree(REPO_ROOT / "fixtures" / "flask_ledger", repos / "flask_ledger")
+    engine.history.clear()
+    second = run_many(config)
+    assert engine.history == ["flask_ledger/window-0"]
+    assert second.failures == 0 and (out / "repos" / "flask_ledger" / "report.sarif").is_file()
+
+
+def test_state_file_forgets_a_window_that_failed_after_it_was_done(tmp_path: Path) -> None:
+    state = RunState(tmp_path / "state.jsonl")
+    item = many.WorkItem("svc", 0, "tx-outside-transaction", "ab" * 32)
+    request = ChatRequest("svc/window-0", (), 10, 20)
+    state.record(item, Completion("svc/window-0", "{}", "", "stop", 10, 3))
+    assert RunState(tmp_path / "state.jsonl").done(item, request).text == "{}"
+    state.record(item, error_completion(request, "boom"))
+    assert RunState(tmp_path / "state.jsonl").done(item, request) is None
+
+
+# --- git targets and the static engine -------------------------------------------------
+
+
+def git(*args: str, cwd: Path) -> str:
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.com", "HOME": str(cwd), "PATH": "/usr/bin:/bin:/usr/local/bin"}
+    return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_git_targets_are_cloned_shallowly_at_their_revision(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(many, "ray_available", lambda: False)
+    source = copy_fixtures(tmp_path, ("go_inventory",)) / "go_inventory"
+    git("init", "-q", cwd=source)
+    git("add", ".", cwd=source)
+    git("commit", "-qm", "v1", cwd=source)
+    git("tag", "v1", cwd=source)
+    tagged = git("rev-parse", "HEAD", cwd=source)
+    (source / "extra.go").write_text("package main\n\nfunc Extra() {}\n", encoding="utf-8")
+    git("add", ".", cwd=source)
+    git("commit", "-qm", "v2", cwd=source)
+    spec = tmp_path / "targets.txt"
+    spec.write_text(f"file://{source}@v1\n{source}#HEAD\nfile://{tmp_path}/nowhere.git\n", encoding="utf-8")
+    out = tmp_path / "run"
+    config = ManyConfig(targets=spec, out=out, scan=ScanConfig(root=Path("."), engine="static", use_cache=False))
+
+    result = {r.key: r for r in run_many(config).repositories}
+    assert result["go_inventory-v1"].commit == tagged
+    assert not (out / "checkouts" / "go_inventory-v1" / "extra.go").exists()
+    assert (out / "checkouts" / "go_inventory-HEAD" / "extra.go").is_file()
+    assert git("rev-list", "--count", "HEAD", cwd=out / "checkouts" / "go_inventory-HEAD") == "1"
+    assert result["nowhere"].status == "failed" and "git fetch failed" in result["nowhere"].error
+    static = run_scan(ScanConfig(root=out / "checkouts" / "go_inventory-v1", engine="static", use_cache=False))
+    assert many_reports(out, "go_inventory-v1")["report.json"] == render(static, "json")
+
+
+# --- the endpoint pool -----------------------------------------------------------------
+
+
+@dataclass
+class Endpoint:
+    name: str
+    down: bool = False
+    seen: list[str] = field(default_factory=list)
+
+    def identity(self) -> str:
+        if self.down:
+            raise EngineUnavailable(f"{self.name} is down")
+        return "served-model"
+
+    def generate(self, requests: Sequence[ChatRequest], progress=None) -> list[Completion]:
+        if self.down:
+            raise EngineUnavailable(f"cannot reach {self.name}")
+        self.seen.extend(r.id for r in requests)
+        return [Completion(r.id, f"{self.name}:{r.id}", "", "stop", 1, 1) for r in requests]
+
+
+def pool_requests(count: int) -> list[ChatRequest]:
+    return [ChatRequest(f"r{i}", (), 1, 1) for i in range(count)]
+
+
+def test_endpoint_pool_spreads_requests_and_keeps_their_order() -> None:
+    a, b = Endpoint("a"), Endpoint("b")
+    completions = EndpointPoolEngine([a, b]).generate(pool_requests(5))
+    assert [c.request_id for c in completions] == ["r0", "r1", "r2", "r3", "r4"]
+    assert (a.seen, b.seen) == (["r0", "r2", "r4"], ["r1", "r3"])
+
+
+def test_endpoint_pool_moves_a_dead_endpoints_share_to_the_live_ones() -> None:
+    a, b = Endpoint("a", down=True), Endpoint("b")
+    pool = EndpointPoolEngine([a, b])
+    completions = pool.generate(pool_requests(4))
+    assert [c.text for c in completions] == ["b:r0", "b:r1", "b:r2", "b:r3"]
+    assert pool.identity() == "served-model"
+    dead = EndpointPoolEngine([Endpoint("c", down=True)]).generate(pool_requests(2))
+    assert all(c.finish_reason == "error" and "cannot reach c" in c.error for c in dead)
+
+
+# --- the command -----------------------------------------------------------------------
+
+
+def test_command_writes_the_run_and_exits_5_when_a_repository_failed(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(many, "ray_available", lambda: False)
+    app = typer.Typer()
+    app.command()(scan_many_command)
+    repos = copy_fixtures(tmp_path, ("flask_ledger",))
+    spec = tmp_path / "targets.txt"
+    spec.write_text("repos/flask_ledger\nrepos/missing\n", encoding="utf-8")
+    out = tmp_path / "run"
+    result = CliRunner().invoke(app, [str(spec), "--out", str(out), "--engine", "static", "--no-cache"])
+    assert result.exit_code == 5, result.output
+    assert "1 failed or incomplete" in result.output and "index.md" in result.output
+    assert [r["status"] for r in index(out)["repositories"]] == ["ok", "failed"]
+    spec.write_text("repos/flask_ledger\n", encoding="utf-8")
+    assert CliRunner().invoke(app, [str(spec), "--out", str(out), "--engine", "static", "--no-cache"]).exit_code == 0
+    assert repos.is_dir()

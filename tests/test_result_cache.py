@@ -1,0 +1,180 @@
+"""The result cache: a re-run on unchanged windows never reaches the engine."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from auditor.engine.base import ChatMessage, ChatRequest, Completion, Engine, error_completion
+from auditor.engine.replay import ReplayEngine, ReplayRecord
+from auditor.pack import PackOptions
+from auditor.pipeline import pack_prepared, prepare_repository
+from auditor.progress import ProgressCallback, no_progress
+from auditor.result_cache import CachingEngine, default_result_cache_dir, request_key
+from auditor.rules import builtin_rules
+from auditor.tokens import TokenizerRequest, load_tokenizer
+
+RULE = builtin_rules()["tx-outside-transaction"]
+ANSWER = json.dumps({"findings": [], "probes": []})
+
+
+class ScriptedEngine:
+    """Answers every request with an empty findings list, or an error when told to; counts calls."""
+
+    name = "scripted"
+
+    def __init__(self, identity: str = "scripted:model-a", fail: bool = False) -> None:
+        self._identity = identity
+        self.fail = fail
+        self.calls: list[list[str]] = []
+
+    def identity(self) -> str:
+        return self._identity
+
+    def generate(self, requests: Sequence[ChatRequest], progress: ProgressCallback = no_progress) -> list[Completion]:
+        self.calls.append([request.id for request in requests])
+        if self.fail:
+            return [error_completion(request, "server returned 503") for request in requests]
+        return [
+            Completion(request.id, ANSWER, "thought about it", "stop", request.prompt_tokens, 7, cached_prompt_tokens=3)
+            for request in requests
+        ]
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_tokenizer_dir):
+    return load_tokenizer(TokenizerRequest(tokenizer=str(tiny_tokenizer_dir)))
+
+
+def write_repository(root: Path) -> None:
+    for number in range(6):
+        body = "".join(f"    value_{line} = compute({line}, 'text')\n" for line in range(40))
+        (root / "app").mkdir(parents=True, exist_ok=True)
+        (root / "app" / f"module_{number}.py").write_text(
+            f"def handler_{number}(request):\n{body}    request.order.save()\n", encoding="utf-8"
+        )
+
+
+def window_requests(root: Path, tokenizer) -> list[ChatRequest]:
+    """The requests a scan sends for ``root``: one per packed window, as run_scan builds them."""
+    prepared = prepare_repository(root, use_cache=False)
+    options = PackOptions(max_model_len=4_000, output_tokens=300, probe_reserve_tokens=64, map_tokens=300)
+    packed = pack_prepared(prepared, rules=(RULE,), tokenizer=tokenizer, options=options)
+    return [
+        ChatRequest(
+            id=f"window-{window.index}",
+            messages=tuple(ChatMessage(m.role, m.content) for m in window.messages),
+            prompt_tokens=window.prompt_tokens,
+            max_tokens=options.output_tokens,
+            thinking=options.thinking,
+            json_schema='{"type":"object"}',
+        )
+        for window in packed.windows
+    ]
+
+
+def test_second_identical_run_is_answered_from_the_cache(tmp_path: Path, tokenizer):
+    root = tmp_path / "repo"
+    write_repository(root)
+    requests = window_requests(root, tokenizer)
+    assert len(requests) >= 2
+    replay = ReplayEngine([ReplayRecord(request_id=r.id, text=f"trace\n</think>\n{ANSWER}") for r in requests])
+    first = CachingEngine(replay, tmp_path / "cache").generate(requests)
+    assert len(replay.history) == len(requests)
+
+    engine = CachingEngine(replay, tmp_path / "cache")
+    assert isinstance(engine, Engine)
+    second = engine.generate(window_requests(root, tokenizer))
+    assert len(replay.history) == len(requests)  # the engine was not called again
+    assert second == first
+    assert (engine.last_stats.hits, engine.last_stats.misses) == (len(requests), 0)
+
+
+def test_a_one_line_change_in_a_packed_file_misses_only_its_window(tmp_path: Path, tokenizer):
+    root = tmp_path / "repo"
+    write_repository(root)
+    engine = ScriptedEngine()
+    cached = CachingEngine(engine, tmp_path / "cache")
+    before = window_requests(root, tokenizer)
+    cached.generate(before)
+
+    target = root / "app" / "module_3.py"
+    target.write_text(target.read_text(encoding="utf-8").replace("value_7 = compute(7,", "value_7 = compute(777,"), encoding="utf-8")
+    after = window_requests(root, tokenizer)
+    completions = cached.generate(after)
+
+    changed = [r.id for r in after if any("compute(777," in m.content for m in r.messages)]
+    assert changed and len(changed) < len(after)
+    assert engine.calls[1] == changed  # only the window carrying the changed line went to the engine
+    assert [c.request_id for c in completions] == [r.id for r in after]
+
+
+def test_a_hit_answers_under_the_current_request_id(tmp_path: Path):
+    engine = ScriptedEngine()
+    cached = CachingEngine(engine, tmp_path)
+    request = ChatRequest("window-3", (ChatMessage("user", "audit this"),), 10, 100)
+    cached.generate([request])
+    moved = ChatRequest("window-2", request.messages, 10, 100)
+    [answer] = cached.generate([moved])
+    assert answer.request_id == "window-2" and answer.text == ANSWER and len(engine.calls) == 1
+    assert (answer.reasoning, answer.completion_tokens, answer.cached_prompt_tokens) == ("thought about it", 7, 3)
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        {"max_tokens": 200},
+        {"thinking": False},
+        {"json_schema": '{"type":"array"}'},
+        {"messages": (ChatMessage("user", "audit this!"),)},
+    ],
+)
+def test_every_output_changing_field_is_part_of_the_key(tmp_path: Path, changed):
+    request = ChatRequest("w", (ChatMessage("user", "audit this"),), 10, 100, True, '{"type":"object"}')
+    fields = {**request.__dict__, **changed}
+    assert request_key("m", ChatRequest(**fields)) != request_key("m", request)
+    assert request_key("other-model", request) != request_key("m", request)
+    assert request_key("m", ChatRequest("other-id", request.messages, 99, 100, True, '{"type":"object"}')) == request_key("m", request)
+
+
+def test_another_engine_identity_does_not_reuse_entries(tmp_path: Path):
+    request = ChatRequest("w", (ChatMessage("user", "audit this"),), 10, 100)
+    first, second = ScriptedEngine("scripted:model-a"), ScriptedEngine("scripted:model-b")
+    CachingEngine(first, tmp_path).generate([request])
+    CachingEngine(second, tmp_path).generate([request])
+    assert len(first.calls) == len(second.calls) == 1
+
+
+def test_corrupt_entry_is_ignored_and_rewritten(tmp_path: Path):
+    engine = ScriptedEngine()
+    cached = CachingEngine(engine, tmp_path)
+    request = ChatRequest("w", (ChatMessage("user", "audit this"),), 10, 100)
+    cached.generate([request])
+    entry = cached.cache.entry_path(request_key(engine.identity(), request))
+    entry.write_text('{"version": 1, "key": "trunc', encoding="utf-8")
+
+    [answer] = cached.generate([request])
+    assert answer.text == ANSWER and len(engine.calls) == 2
+    assert json.loads(entry.read_text(encoding="utf-8"))["completion"]["text"] == ANSWER
+    cached.generate([request])
+    assert len(engine.calls) == 2
+    assert not [p for p in entry.parent.iterdir() if p.name.startswith(".tmp-")]  # no temporary files left
+
+
+def test_failed_completions_are_not_cached(tmp_path: Path):
+    engine = ScriptedEngine(fail=True)
+    cached = CachingEngine(engine, tmp_path)
+    request = ChatRequest("w", (ChatMessage("user", "audit this"),), 10, 100)
+    [first] = cached.generate([request])
+    assert first.error == "server returned 503"
+    engine.fail = False
+    [second] = cached.generate([request])
+    assert second.error is None and len(engine.calls) == 2
+
+
+def test_default_directory_sits_next_to_the_index_cache(monkeypatch, tmp_path: Path):
+    monkeypatch.setenv("AUDITOR_CACHE_DIR", str(tmp_path))
+    assert default_result_cache_dir() == tmp_path / "results" / "v1"
