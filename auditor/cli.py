@@ -8,6 +8,7 @@ rich on stderr; ``AuditorError`` subclasses become exit codes in one place (``_e
 from __future__ import annotations
 
 import functools
+import io
 import sys
 from pathlib import Path
 from typing import Annotated, Callable, Optional, TypeVar
@@ -126,6 +127,13 @@ MaxWindowsOption = Annotated[int, typer.Option("--max-windows", min=0, help="Sto
 NoCacheOption = Annotated[bool, typer.Option("--no-cache", help="Do not read or write the index cache.")]
 
 
+def _render_rich(renderable: object, width: int | None) -> str:
+    """Render a rich object to text: for the terminal at its width, for a file at a fixed width."""
+    console = Console(file=io.StringIO(), width=width or Console().width, force_terminal=width is None and sys.stdout.isatty())
+    console.print(renderable)
+    return console.file.getvalue()  # type: ignore[attr-defined]
+
+
 def _write_output(text: str, output: Path | None) -> None:
     if output is None:
         sys.stdout.write(text)
@@ -187,8 +195,7 @@ def pack(
             raise UsageError(f"--window {window}: the pack has {len(result.windows)} window(s)")
         _write_output(result.windows[window].prompt, output)
     else:
-        console = Console(file=open(output, "w", encoding="utf-8"), width=120) if output else Console()
-        console.print(pack_tables(result, prepared.walk))
+        _write_output(_render_rich(pack_tables(result, prepared.walk), width=None if output is None else 120), output)
 
 
 @app.command()
@@ -274,7 +281,8 @@ def list_rules() -> None:
     from auditor.rules import builtin_rules
 
     table = Table(title="Built-in rules")
-    for column in ("id", "severity", "languages", "title"):
+    table.add_column("id", no_wrap=True)
+    for column in ("severity", "languages", "title"):
         table.add_column(column)
     for rule in builtin_rules().values():
         table.add_row(rule.id, rule.severity, ", ".join(rule.languages), rule.title)

@@ -650,6 +650,45 @@ def _locate_sink(
     locator: FunctionLocator | None,
     rule: Rule,
 ) -> tuple[int, str, str] | str:
+    """(line, qualname, note) of the sink, or the reason it cannot be located.
+
+    The sink is anchored on the line where its call starts, as the static pass anchors it,
+    so a write whose SQL sits on a continuation line has one fingerprint however it is cited.
+    """
+    located = _locate_sink_line(sink, path, lines, locator, rule)
+    if isinstance(located, str):
+        return located
+    line, qualname, note = located
+    start = call_start_line(lines, line)
+    if start == sink.line:
+        note = ""
+    elif start != line:
+        note = f"sink moved from line {sink.line} to {start}" if sink.line is not None else note
+    return start, qualname, note
+
+
+def call_start_line(lines: list[str], line: int, reach: int = 8) -> int:
+    """The line where a call still open at ``line`` starts (``line`` itself when none is open).
+
+    Counts parentheses backwards over at most ``reach`` lines; strings are not parsed, so a
+    stray parenthesis inside a literal can only make the search stop early.
+    """
+    balance = 0
+    for number in range(line - 1, max(line - 1 - reach, 0), -1):
+        text = lines[number - 1]
+        balance += text.count("(") - text.count(")")
+        if balance > 0:
+            return number
+    return line
+
+
+def _locate_sink_line(
+    sink: ClaimedStep,
+    path: str,
+    lines: list[str],
+    locator: FunctionLocator | None,
+    rule: Rule,
+) -> tuple[int, str, str] | str:
     """(line, qualname, note) of the sink, or the reason it cannot be located."""
     line = sink.line
     if line is not None and not 1 <= line <= len(lines):

@@ -778,17 +778,17 @@ def run_many(config: ManyConfig, progress: ProgressCallback = no_progress) -> Ma
     """
     targets = parse_targets(config.targets)
     selected_rules(config.scan.rules)  # an unknown rule is a setup error, not 100 repository failures
-    engine, notices = resolve_engine(config)
-    for notice in notices:
-        progress(ProgressEvent(stage="scan-many", message=notice))
     if config.backend == "ray" or (config.backend == "auto" and ray_available()):
         if not ray_available():
             raise UsageError("--backend ray needs ray: pip install 'auditor[ray]'")
         from auditor.many_ray import run_many_ray
 
-        return run_many_ray(config, targets, engine, notices, progress)
+        return run_many_ray(config, targets, progress)
     if config.backend == "auto":
         progress(ProgressEvent(stage="scan-many", message=RAY_MISSING_NOTICE))
+    engine, notices = resolve_engine(config)
+    for notice in notices:
+        progress(ProgressEvent(stage="scan-many", message=notice))
     return run_many_sequential(config, targets, engine, notices, progress)
 
 

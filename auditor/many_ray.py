@@ -57,6 +57,7 @@ from auditor.many import (
     finish_repository,
     plan_target,
     render_reports,
+    resolve_engine,
     request_from_json,
     request_to_json,
     succeeded_outcome,
@@ -183,27 +184,31 @@ def finish_row(row: dict[str, Any], *, config: ManyConfig) -> dict[str, Any]:
     return {"repository": row["repository"], "reports": json.dumps(reports), "outcome": pickle.dumps(outcome)}
 
 
-def run_many_ray(
-    config: ManyConfig,
-    targets: Sequence[Target],
-    engine: str,
-    notices: Sequence[str] = (),
-    progress: ProgressCallback = no_progress,
-) -> ManyResult:
+def run_many_ray(config: ManyConfig, targets: Sequence[Target], progress: ProgressCallback = no_progress) -> ManyResult:
     """Run scan-many as a Ray Data pipeline on the cluster at ``config.ray_address`` (a
     local instance when None; an already initialised Ray is used as is)."""
     import ray
-    import ray.data
 
     started_here = False
     if not ray.is_initialized():
         ray.init(address=config.ray_address, include_dashboard=False, logging_level=logging.WARNING)
         started_here = True
     try:
-        return _run(config, targets, engine, tuple(notices), progress)
+        engine, notices = resolve_engine_on_cluster(config, ray.cluster_resources())
+        for notice in notices:
+            progress(ProgressEvent(stage="scan-many", message=notice))
+        return _run(config, targets, engine, notices, progress)
     finally:
         if started_here:
             ray.shutdown()
+
+
+def resolve_engine_on_cluster(config: ManyConfig, resources: dict[str, float]) -> tuple[str, tuple[str, ...]]:
+    """``--engine auto`` for a Ray run: ``openai`` with endpoints, ``vllm`` when the cluster
+    has GPUs (the driver itself may have none), else what this machine would pick."""
+    if config.scan.engine == "auto" and not config.endpoints and resources.get("GPU", 0) > 0:
+        return "vllm", (f"engine auto -> vllm: the Ray cluster has {resources['GPU']:g} GPU(s)",)
+    return resolve_engine(config)
 
 
 def _target_row(target: Target) -> dict[str, Any]:

@@ -697,10 +697,13 @@ def normalise_answer(text: str, *, numeric: bool) -> str:
     identifiers, drops a trailing ``()`` and case. Nothing is extracted from longer text.
     """
     value = text.strip()
-    while len(value) >= 2 and value[0] == value[-1] and value[0] in _QUOTES:
-        value = value[1:-1].strip()
-    if value.endswith("."):
-        value = value[:-1].rstrip()
+    previous = None
+    while value != previous:
+        previous = value
+        if value.endswith("."):
+            value = value[:-1].rstrip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in _QUOTES:
+            value = value[1:-1].strip()
     if numeric:
         return _DIGIT_GROUPING.sub("", value)
     if value.endswith("()"):

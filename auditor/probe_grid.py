@@ -97,9 +97,11 @@ class GridOptions:
 class Cell:
     """One request of the grid: a haystack sized to ``length`` with needles at ``depth``.
 
-    ``position`` is the block index the needles were inserted before; ``placed_depth`` the
-    token depth they actually start at (a fraction of ``prompt_tokens``); ``haystack_paths``
-    the haystack files in prompt order (needles excluded).
+    Depths are fractions of the prompt up to the end of the last file block (the task and
+    questions after it are not haystack). ``position`` is the block index the needles were
+    inserted before; ``placed_depth`` the depth where they actually start;
+    ``haystack_paths`` and ``haystack_tokens`` the haystack blocks in prompt order (needles
+    excluded) and their counts; ``prefix_tokens`` the prompt before the first block.
     """
 
     id: str
@@ -111,6 +113,8 @@ class Cell:
     prompt_tokens: int
     messages: tuple[Message, ...]
     haystack_paths: tuple[str, ...]
+    haystack_tokens: tuple[int, ...]
+    prefix_tokens: int
 
 
 @dataclass(frozen=True)
@@ -443,6 +447,8 @@ def _build_cell(
         prompt_tokens=prompt_tokens,
         messages=messages,
         haystack_paths=tuple(path for path, _, _ in haystack),
+        haystack_tokens=tuple(block_tokens),
+        prefix_tokens=prefix_tokens,
     )
 
 

@@ -86,12 +86,6 @@ def test_rules_lists_every_builtin_rule_with_its_severity():
     assert RULE[:18] in result.stdout
 
 
-@pytest.mark.xfail(
-    reason="BUG: `auditor rules` truncates rule ids at 80 columns ('missing-authorizati…', "
-    "'tx-outside-transact…'), so a user cannot copy the id into --rule; the id column needs no_wrap/"
-    "overflow='fold' or a min_width",
-    strict=True,
-)
 def test_rules_shows_full_rule_ids_on_an_80_column_terminal():
     result = invoke("rules")
     for rule_id in builtin_rules():
@@ -221,12 +215,6 @@ def test_scan_report_to_an_unwritable_path_is_a_usage_error(tmp_path):
     assert "cannot write" in result.stderr
 
 
-@pytest.mark.xfail(
-    reason="BUG: `auditor pack --format text -o <unwritable>` raises FileNotFoundError with a traceback "
-    "(cli.pack opens the file directly instead of going through _write_output), while --format json/prompt "
-    "give 'cannot write …' and exit 64",
-    strict=True,
-)
 def test_pack_text_to_an_unwritable_path_is_a_usage_error(tiny_tokenizer_dir, tmp_path):
     result = CliRunner().invoke(
         app, ["pack", str(SHOP), "--tokenizer", str(tiny_tokenizer_dir), "-o", str(tmp_path / "missing-dir" / "out.txt")]

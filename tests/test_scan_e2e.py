@@ -295,13 +295,6 @@ def test_flask_trace_answer_grounds_model_findings_and_keeps_a_model_only_claim(
     assert scan.finding("ledger/services/accounts.py", "_archive_account")["found_by"] == ["static"]
 
 
-@pytest.mark.xfail(
-    reason="BUG: a multi-line cursor.execute( call is anchored at line 34 by the static pass but "
-    "grounding moves the model's line 34 to the SQL literal on line 35 (is_sink_line sees only one "
-    "line and '*cursor.execute' is not a sink pattern), so fingerprints differ and the same bug is "
-    "reported twice",
-    strict=True,
-)
 def test_flask_raw_insert_found_by_model_and_static_is_one_finding(replay):
     scan = replay("flask_ledger", "trace_answer")
 

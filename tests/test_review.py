@@ -1,0 +1,365 @@
+"""Pre-merge review on a git repository built in the test: only findings on the diff's
+chains are reported, pre-existing ones are "existing", renames keep fingerprints."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from auditor.cli import _exit_on_error
+from auditor.commands.review import review_command
+from auditor.diff import GitError, Hunk, compute_diff
+from auditor.findings import fingerprint
+from auditor.report import render
+from auditor.report.markdown import REVIEW_MARKER
+from auditor.report.model import Coverage
+from auditor.review import ReviewConfig, change_coverage, run_review
+from auditor.scan import ScanConfig
+
+TX = "tx-outside-transaction"
+
+VIEWS = '''
+from flask import Flask
+from app.store import save_order, save_user
+from app.billing import charge
+
+app = Flask(__name__)
+
+
+@app.route("/orders")
+def create_order(request):
+    order = request
+    save_order(order)
+    return "ok"
+
+
+@app.route("/users")
+def create_user(request):
+    save_user(request)
+    return "ok"
+
+
+@app.route("/charge")
+def charge_view(request):
+    charge(request)
+    return "ok"
+'''
+
+STORE = '''
+def save_order(order):
+    order.save()
+
+
+def save_user(user):
+    user.save()
+'''
+
+BILLING = '''
+def charge(payment):
+    amount = payment.amount
+    payment.save()
+    return amount
+
+
+def refund_amount(value):
+    return value + 1
+
+
+def tax(value):
+    return value * 2
+
+
+def discount(value):
+    return value - 3
+
+
+def rounding(value):
+    return value // 4
+'''
+
+UTIL = '''
+def normalise(value):
+    return value
+'''
+
+NEW_ROUTES = '''
+
+@app.route("/invoices")
+def create_invoice(request):
+    save_invoice(normalise(request))
+    return "ok"
+
+
+@app.route("/audit")
+def create_audit(request):
+    save_audit(request)
+    return "ok"
+'''
+
+NEW_STORE = '''
+
+def save_invoice(invoice):
+    invoice.save()
+
+
+def save_audit(entry):
+    # auditor: ignore[tx-outside-transaction] append-only audit log, one row
+    entry.save()
+    # auditor: ignore[tx-outside-transacton] misspelt rule id
+'''
+
+
+def git(repo: Path, *args: str) -> str:
+    completed = subprocess.run(
+        ["git", "-c", "user.name=Test", "-c", "user.email=test@example.com", "-c", "init.defaultBranch=main", *args],
+        cwd=repo, check=True, capture_output=True, text=True,
+    )
+    return completed.stdout.strip()
+
+
+def write(repo: Path, path: str, text: str) -> None:
+    target = repo / path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+
+
+def commit(repo: Path, message: str) -> str:
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message)
+    return git(repo, "rev-parse", "HEAD")
+
+
+@pytest.fixture(autouse=True)
+def private_cache(monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("AUDITOR_CACHE_DIR", str(tmp_path / "cache"))
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    """base: three routes, each reaching a write with no transaction.
+    touch: create_order gains a line (its pre-existing finding is now on the diff's chain).
+    head: a new route with a new write, billing.py renamed to payments.py with a changed line
+    in charge, and a suppressed new write. Built once: reviews leave the repository as it was."""
+    root = tmp_path_factory.mktemp("review") / "repo"
+    root.mkdir()
+    git(root, "init", "-q")
+    write(root, "app/__init__.py", "")
+    write(root, "app/views.py", VIEWS)
+    write(root, "app/store.py", STORE)
+    write(root, "app/billing.py", BILLING)
+    write(root, "app/util.py", UTIL)
+    base = commit(root, "base")
+
+    views = VIEWS.replace("    order = request\n", "    order = request\n    order.note = 'checked'\n")
+    write(root, "app/views.py", views)
+    touch = commit(root, "touch create_order")
+
+    views = views.replace("from app.billing import charge", "from app.payments import charge\nfrom app.util import normalise")
+    views = views.replace("import save_order, save_user", "import save_audit, save_invoice, save_order, save_user")
+    write(root, "app/views.py", views + NEW_ROUTES)
+    write(root, "app/store.py", STORE + NEW_STORE)
+    git(root, "mv", "app/billing.py", "app/payments.py")
+    write(root, "app/payments.py", BILLING.replace("    amount = payment.amount\n", "    amount = payment.amount * 100\n"))
+    head = commit(root, "head")
+    return {"root": root, "base": base, "touch": touch, "head": head}
+
+
+def static_review(root: Path, base: str, head: str | None = None, **options: object):
+    config = ReviewConfig(scan=ScanConfig(root=root, engine="static", rules=(TX,)), base=base, head=head, **options)
+    return run_review(config)
+
+
+def test_only_findings_on_the_diffs_chains_are_reported(repo):
+    reviewed = static_review(repo["root"], repo["base"])
+    result, review = reviewed.result, reviewed.result.review
+    assert review is not None
+    functions = sorted(finding.function for finding in result.findings)
+    # save_user's chain (create_user -> save_user) is untouched: left out, but counted.
+    assert functions == ["charge", "save_invoice", "save_order"]
+    assert review.outside_diff == 1
+
+    status = {finding.function: review.reviewed(finding.fingerprint) for finding in result.findings}
+    assert status["save_invoice"].status == "new"
+    assert (status["save_invoice"].path, status["save_invoice"].line) == ("app/store.py", 10)
+    assert status["save_invoice"].touched_by == "sink line changed"
+    # The pre-existing bug whose sink did not change is "existing"; its primary location
+    # moves to the changed line in create_order so a PR view shows it there.
+    assert status["save_order"].status == "existing"
+    assert (status["save_order"].path, status["save_order"].line, status["save_order"].function) == (
+        "app/views.py", 12, "create_order",
+    )
+    assert (review.new_count, review.existing_count, review.blocking_count) == (1, 2, 1)
+    assert reviewed.blocking == 1
+
+
+def test_a_renamed_file_keeps_its_findings_fingerprints(repo):
+    reviewed = static_review(repo["root"], repo["base"])
+    charge = next(f for f in reviewed.result.findings if f.function == "charge")
+    assert charge.path == "app/payments.py"
+    assert charge.fingerprint == fingerprint(TX, "app/payments.py", "charge", "    payment.save()")
+    # The base reported it under the old path; mapped through the rename it is the same finding.
+    assert reviewed.result.review.reviewed(charge.fingerprint).status == "existing"
+    assert reviewed.result.review.renamed == (("app/billing.py", "app/payments.py"),)
+    assert reviewed.result.review.reviewed(charge.fingerprint).touched_by == "the sink's function changed"
+
+
+def test_without_the_base_scan_every_finding_on_the_change_is_new(repo):
+    review = static_review(repo["root"], repo["base"], compare_base=False).result.review
+    assert (review.new_count, review.existing_count, review.base_compared) == (3, 0, False)
+
+
+def test_ignore_comments_suppress_and_misspelt_rules_warn(repo):
+    result = static_review(repo["root"], repo["base"]).result
+    assert [(item.finding.function, item.source) for item in result.suppressed] == [("save_audit", "inline")]
+    assert "append-only audit log" in result.suppressed[0].reason
+    assert result.warnings == ("app/store.py:16: ignore comment names unknown rule 'tx-outside-transacton'",)
+
+
+def test_baseline_suppresses_a_new_finding(repo, tmp_path: Path):
+    from auditor.suppress import write_baseline
+
+    first = static_review(repo["root"], repo["base"]).result
+    invoice = next(f for f in first.findings if f.function == "save_invoice")
+    baseline = write_baseline(tmp_path / "baseline.json", [invoice])
+    result = static_review(repo["root"], repo["base"], baseline=Path(baseline.source)).result
+    assert invoice.fingerprint not in {f.fingerprint for f in result.findings}
+    assert ("save_invoice", "baseline") in [(s.finding.function, s.source) for s in result.suppressed]
+    assert result.review.new_count == 0
+
+
+def test_head_revision_is_scanned_in_a_temporary_worktree(repo):
+    reviewed = static_review(repo["root"], repo["base"], head=repo["touch"])
+    review = reviewed.result.review
+    assert [f.function for f in reviewed.result.findings] == ["save_order"]
+    assert (review.new_count, review.existing_count, review.head) == (0, 1, repo["touch"])
+    assert (review.outside_diff, review.changed_files) == (2, ("app/views.py",))
+    # Temporary worktrees are gone afterwards.
+    assert len(git(repo["root"], "worktree", "list").splitlines()) == 1
+
+
+def test_coverage_lists_changed_files_and_their_call_graph_neighbours(repo):
+    review = static_review(repo["root"], repo["base"]).result.review
+    coverage = {(item.path, item.role): item.tier for item in review.coverage}
+    assert coverage == {
+        ("app/payments.py", "changed"): "full",
+        ("app/store.py", "changed"): "full",
+        ("app/views.py", "changed"): "full",
+        ("app/util.py", "neighbour"): "full",
+    }
+
+
+def test_coverage_tiers_follow_the_pack(repo):
+    root = repo["root"]
+    diff = compute_diff(root, repo["base"])
+    from auditor.pipeline import prepare_repository
+
+    prepared = prepare_repository(root, use_cache=False)
+    coverage = Coverage(full=("app/views.py",), skeleton=("app/util.py",), omitted=("app/store.py",))
+    tiers = {item.path: item.tier for item in change_coverage(diff, coverage, prepared.graph, prepared.texts)}
+    assert tiers == {"app/views.py": "full", "app/util.py": "skeleton", "app/store.py": "not packed", "app/payments.py": "not packed"}
+
+
+def test_diff_follows_renames_and_reports_new_side_hunks(repo):
+    diff = compute_diff(repo["root"], repo["base"], repo["head"])
+    by_path = {changed.path: changed for changed in diff.files}
+    payments = by_path["app/payments.py"]
+    assert (payments.status, payments.old_path, payments.hunks) == ("R", "app/billing.py", (Hunk(2, 1),))
+    assert by_path["app/store.py"].hunks == (Hunk(7, 10),)
+    assert diff.renames == {"app/payments.py": "app/billing.py"}
+    # Paths are relative to the scan root, and files outside it are left out.
+    sub = compute_diff(repo["root"] / "app", repo["base"], repo["head"])
+    assert sorted(changed.path for changed in sub.files) == ["payments.py", "store.py", "views.py"]
+
+
+def test_deleted_lines_touch_the_function_around_them(tmp_path: Path):
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q")
+    write(root, "a.py", "def f(x):\n    a = 1\n    b = 2\n    x.save()\n\n\ndef g():\n    pass\n")
+    base = commit(root, "base")
+    write(root, "a.py", "def f(x):\n    a = 1\n    x.save()\n\n\ndef g():\n    pass\n")
+    [changed] = compute_diff(root, base).files
+    assert changed.hunks == (Hunk(2, 0),)
+    assert changed.touches_span(1, 3) and not changed.touches_span(6, 7) and not changed.touches_line(2)
+
+
+def test_unknown_revision_is_a_git_error(repo):
+    with pytest.raises(GitError, match="failed"):
+        compute_diff(repo["root"], "no-such-branch")
+
+
+def test_reports_carry_the_review(repo):
+    result = static_review(repo["root"], repo["base"]).result
+    markdown = render(result, "markdown")
+    assert markdown.splitlines()[0] == REVIEW_MARKER
+    assert markdown.splitlines()[1] == "## auditor review: 1 new · 2 existing (not blocking) · 1 suppressed"
+    assert "### New findings (1)" in markdown and "### Existing findings (also on the base) (2)" in markdown
+    assert "Suppressed findings (1)" in markdown and "misspelt" not in markdown.split("**Warnings**")[0]
+    assert markdown.count("<details>\n<summary>") == 3
+
+    data = json.loads(render(result, "json"))
+    assert (data["review"]["new"], data["review"]["existing"], data["summary"]["suppressed"]) == (1, 2, 1)
+
+    from auditor.report.sarif import render_sarif
+
+    log = json.loads(render_sarif(result, "auditor-review/tx"))
+    run = log["runs"][0]
+    assert run["automationDetails"] == {"id": "auditor-review/tx/"}
+    results = {r["properties"].get("review", "suppressed"): r for r in run["results"]}
+    assert results["new"]["baselineState"] == "new"
+    existing = [r for r in run["results"] if r.get("baselineState") == "unchanged"]
+    moved = next(r for r in existing if r["relatedLocations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "app/store.py")
+    assert moved["locations"][0]["physicalLocation"]["region"] == {"startLine": 12}
+    assert results["suppressed"]["suppressions"][0]["kind"] == "inSource"
+
+
+def test_sarif_of_a_review_is_valid_against_the_schema(repo):
+    schema_path = Path(__file__).resolve().parents[2] / "shared" / "schemas" / "sarif-schema-2.1.0.json"
+    if not schema_path.is_file():
+        pytest.skip("../shared/schemas/sarif-schema-2.1.0.json is not present")
+    from jsonschema import Draft4Validator
+
+    from auditor.report.sarif import render_sarif
+
+    result = static_review(repo["root"], repo["base"]).result
+    validator = Draft4Validator(json.loads(schema_path.read_text(encoding="utf-8")))
+    assert [error.message for error in validator.iter_errors(json.loads(render_sarif(result, "review")))] == []
+
+
+def _cli() -> typer.Typer:
+    app = typer.Typer()
+    app.command("review")(_exit_on_error(review_command))
+    app.command("other")(lambda: None)  # keep "review" a named subcommand
+    return app
+
+
+def test_cli_exits_1_only_for_new_findings_with_error(repo, tmp_path: Path):
+    runner = CliRunner()
+    root = str(repo["root"])
+    common = ["review", root, "--engine", "static", "--rule", TX, "--base", repo["base"], "--error"]
+    only_existing = runner.invoke(_cli(), [*common, "--head", repo["touch"], "-f", "json"])
+    assert only_existing.exit_code == 0, only_existing.output
+    assert json.loads(only_existing.stdout)["review"]["existing"] == 1
+    assert runner.invoke(_cli(), [*common, "--head", repo["touch"], "--all", "-f", "json"]).exit_code == 1
+
+    sarif, comment = tmp_path / "review.sarif", tmp_path / "comment.md"
+    new = runner.invoke(
+        _cli(),
+        [*common, "-f", "text", "--sarif-output", str(sarif), "--sarif-category", "auditor/tx",
+         "--markdown-output", str(comment), "--link-base", "https://github.com/o/r/blob/abc/"],
+    )
+    assert new.exit_code == 1, new.output
+    assert json.loads(sarif.read_text(encoding="utf-8"))["runs"][0]["automationDetails"]["id"] == "auditor/tx/"
+    markdown = comment.read_text(encoding="utf-8")
+    assert markdown.startswith(REVIEW_MARKER) and "(https://github.com/o/r/blob/abc/app/store.py#L10)" in markdown
+
+
+def test_cli_reports_a_bad_base_as_an_error(repo):
+    outcome = CliRunner().invoke(_cli(), ["review", str(repo["root"]), "--engine", "static", "--base", "nope"])
+    assert outcome.exit_code == 2
