@@ -290,9 +290,11 @@ def list_rules() -> None:
 
 
 from auditor.commands.plan import doctor_command, plan_command  # noqa: E402  (registered below)
+from auditor.commands.probe import probe_command  # noqa: E402
 
 app.command("plan")(_exit_on_error(plan_command))
 app.command("doctor")(_exit_on_error(doctor_command))
+app.command("probe")(_exit_on_error(probe_command))
 
 
 def main() -> None:

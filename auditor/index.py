@@ -18,14 +18,20 @@ not ``str.splitlines``, to map them back to text).
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
+import marshal
+import multiprocessing
 import os
+import pickle
 import re
 import tempfile
+import zlib
 from bisect import bisect_left
-from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field, fields, replace
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +44,7 @@ from auditor.languages.grammars import (
 )
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
 
-INDEX_VERSION = 1
+INDEX_VERSION = 2
 """Version of the index format and extraction rules; part of the cache key. Bump it when
 either changes so that stale cache entries are never read."""
 
@@ -50,7 +56,7 @@ FUNCTION_KINDS: tuple[str, ...] = ("function", "method")
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Definition:
     """A function, method or class definition.
 
@@ -70,7 +76,7 @@ class Definition:
     parent: str | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CallSite:
     """A call as written: ``callee`` with argument lists of chained calls dropped
     (``Order.objects.filter(x=1).update`` -> ``Order.objects.filter.update``)."""
@@ -82,7 +88,7 @@ class CallSite:
     arguments: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ContextBlock:
     """One item of a Python ``with`` statement or one Java try-with-resources resource."""
 
@@ -92,7 +98,7 @@ class ContextBlock:
     enclosing: str | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Import:
     """One imported module or symbol (``name`` is None for whole-module imports)."""
 
@@ -102,7 +108,7 @@ class Import:
     line: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class FileIndex:
     """Everything the later stages need to know about one source file's structure."""
 
@@ -233,7 +239,7 @@ def _run_queries(language: str, root: Node) -> dict[str, list[_Match]]:
 # --------------------------------------------------------------------------- extraction
 
 
-@dataclass
+@dataclass(slots=True)
 class _DefinitionParts:
     """A definition while its attributes are being collected (mutable, internal)."""
 
@@ -593,50 +599,130 @@ def index_source(
 
 _SAFE_KEY = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 
+_ENTRY_MAGIC = b"auditor-index-entry\n"
+_PACK_MAGIC = b"auditor-index-pack\n"
 
-def _file_index_to_json(index: FileIndex) -> dict[str, Any]:
-    entry = asdict(index)
-    entry["index_version"] = INDEX_VERSION
-    return entry
+MAX_PACKS = 16
+"""Most pack files one cache directory keeps; the least recently used are deleted first."""
+
+PARALLEL_PARSE_THRESHOLD = 300
+"""Parsing is spread over worker processes when more files than this need parsing."""
+
+MAX_PARSE_WORKERS = 4
+"""Most worker processes used for parsing (fewer when fewer CPUs are available)."""
+
+_CacheKey = tuple[str, str]  # (content hash, language)
+_Record = tuple[Any, ...]
+"""A FileIndex without its path, as nested tuples of its fields in declaration order (the
+form stored on disk with marshal and sent back by parsing workers)."""
+
+_definition_fields = attrgetter(*(item.name for item in fields(Definition)))
+_call_fields = attrgetter(*(item.name for item in fields(CallSite)))
+_context_block_fields = attrgetter(*(item.name for item in fields(ContextBlock)))
+_import_fields = attrgetter(*(item.name for item in fields(Import)))
 
 
-def _file_index_from_json(entry: dict[str, Any], path: str) -> FileIndex:
-    """Rebuild a FileIndex from its JSON form; raises KeyError/TypeError/ValueError if malformed."""
-    main_block = entry["main_block"]
-    return FileIndex(
-        path=path,
-        language=str(entry["language"]),
-        content_hash=str(entry["content_hash"]),
-        line_count=int(entry["line_count"]),
-        definitions=tuple(
-            Definition(
-                **{
-                    **item,
-                    "decorators": tuple(item["decorators"]),
-                    "bases": tuple(item["bases"]),
-                }
-            )
-            for item in entry["definitions"]
-        ),
-        calls=tuple(CallSite(**item) for item in entry["calls"]),
-        context_blocks=tuple(ContextBlock(**item) for item in entry["context_blocks"]),
-        imports=tuple(Import(**item) for item in entry["imports"]),
-        main_block=(int(main_block[0]), int(main_block[1]))
-        if main_block is not None
-        else None,
-        string_assignments=tuple(
-            (str(name), int(line)) for name, line in entry["string_assignments"]
-        ),
-        has_errors=bool(entry["has_errors"]),
+def _record_of(index: FileIndex) -> _Record:
+    return (
+        index.language,
+        index.content_hash,
+        index.line_count,
+        tuple(map(_definition_fields, index.definitions)),
+        tuple(map(_call_fields, index.calls)),
+        tuple(map(_context_block_fields, index.context_blocks)),
+        tuple(map(_import_fields, index.imports)),
+        index.main_block,
+        index.string_assignments,
+        index.has_errors,
     )
+
+
+def _file_index_from_record(record: _Record, path: str) -> FileIndex:
+    """Rebuild a FileIndex from its record; raises TypeError/ValueError if malformed."""
+    (
+        language,
+        content_hash,
+        line_count,
+        definitions,
+        calls,
+        context_blocks,
+        imports,
+        main_block,
+        string_assignments,
+        has_errors,
+    ) = record
+    return FileIndex(
+        path,
+        language,
+        content_hash,
+        line_count,
+        tuple([Definition(*item) for item in definitions]),
+        tuple([CallSite(*item) for item in calls]),
+        tuple([ContextBlock(*item) for item in context_blocks]),
+        tuple([Import(*item) for item in imports]),
+        main_block,
+        string_assignments,
+        has_errors,
+    )
+
+
+def _record_matches(record: object, key: _CacheKey) -> bool:
+    return (
+        isinstance(record, tuple)
+        and len(record) > 2
+        and record[1] == key[0]
+        and record[0] == key[1]
+    )
+
+
+def _seal(magic: bytes, value: object) -> bytes:
+    """``magic``, a CRC-32 of the marshalled ``value``, then the marshalled value."""
+    payload = marshal.dumps(value)
+    return magic + zlib.crc32(payload).to_bytes(4, "big") + payload
+
+
+def _unseal(magic: bytes, data: bytes) -> object:
+    """The value ``_seal`` stored; raises ValueError/EOFError/TypeError if ``data`` is not one."""
+    header = len(magic) + 4
+    if len(data) < header or not data.startswith(magic):
+        raise ValueError("not an auditor index cache file")
+    payload = memoryview(data)[header:]
+    if zlib.crc32(payload) != int.from_bytes(data[len(magic) : header], "big"):
+        raise ValueError("checksum mismatch")
+    return marshal.loads(payload)
+
+
+def _write_atomically(target: Path, data: bytes) -> bool:
+    """Replace ``target`` by ``data`` in one rename; False (logged) when that fails."""
+    temporary: str | None = None
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        descriptor, temporary = tempfile.mkstemp(
+            dir=target.parent, prefix=".tmp-", suffix=target.suffix
+        )
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(data)
+        os.replace(temporary, target)
+        temporary = None
+        return True
+    except OSError as error:
+        logger.warning("could not write index cache file %s: %s", target, error)
+        return False
+    finally:
+        if temporary is not None:
+            Path(temporary).unlink(missing_ok=True)
 
 
 class IndexCache:
     """On-disk cache of FileIndex entries keyed by content hash and language.
 
-    Entries live under ``directory / f"v{INDEX_VERSION}"`` as JSON files written atomically;
-    an unreadable or malformed entry counts as a miss (and is replaced by the next ``put``).
-    Failing to write is logged and otherwise ignored: the cache only saves time.
+    Everything lives under ``directory / f"v{INDEX_VERSION}"``: one entry file per content
+    and language, and in ``packs/`` one pack file per scan name holding every entry that
+    scan used last time, so that repeating a scan reads one file instead of thousands.
+    Files are marshalled tuples behind a magic header and a checksum, written atomically;
+    an unreadable, corrupt or mismatched entry or pack counts as a miss (and is replaced by
+    the next write). Failing to write is logged and otherwise ignored: the cache only saves
+    time.
     """
 
     def __init__(self, directory: Path) -> None:
@@ -647,50 +733,77 @@ class IndexCache:
         key = f"{content_hash}-{language}"
         if not _SAFE_KEY.fullmatch(key):
             key = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
-        return self.directory / key[:2] / f"{key}.json"
+        return self.directory / key[:2] / f"{key}.index"
+
+    def pack_path(self, name: str) -> Path:
+        """Where the pack file of the scan called ``name`` is stored."""
+        digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()
+        return self.directory / "packs" / f"{digest[:32]}.pack"
 
     def get(self, content_hash: str, language: str, path: str) -> FileIndex | None:
         """The cached index for this content, re-pointed at ``path``; None on a miss."""
-        try:
-            entry = json.loads(
-                self.entry_path(content_hash, language).read_text(encoding="utf-8")
-            )
-            if (
-                entry["index_version"] != INDEX_VERSION
-                or entry["content_hash"] != content_hash
-                or entry["language"] != language
-            ):
-                return None
-            return _file_index_from_json(entry, path)
-        except FileNotFoundError:
+        record = self._get_record((content_hash, language), path)
+        if record is None:
             return None
-        except (OSError, ValueError, KeyError, TypeError, IndexError) as error:
-            logger.debug(
-                "ignoring unreadable index cache entry for %s: %s", path, error
-            )
+        try:
+            return _file_index_from_record(record, path)
+        except (TypeError, ValueError) as error:
+            logger.debug("ignoring malformed index cache entry for %s: %s", path, error)
             return None
 
     def put(self, index: FileIndex) -> None:
         """Store ``index`` (replacing any entry for the same content and language)."""
-        target = self.entry_path(index.content_hash, index.language)
-        payload = json.dumps(
-            _file_index_to_json(index), sort_keys=True, separators=(",", ":")
-        )
-        temporary: str | None = None
+        self._put_record(_record_of(index))
+
+    def _get_record(self, key: _CacheKey, path: str) -> _Record | None:
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            descriptor, temporary = tempfile.mkstemp(
-                dir=target.parent, prefix=".tmp-", suffix=".json"
-            )
-            with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-                handle.write(payload)
-            os.replace(temporary, target)
-            temporary = None
-        except OSError as error:
-            logger.warning("could not write index cache entry %s: %s", target, error)
-        finally:
-            if temporary is not None:
-                Path(temporary).unlink(missing_ok=True)
+            record = _unseal(_ENTRY_MAGIC, self.entry_path(*key).read_bytes())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, EOFError, TypeError) as error:
+            logger.debug("ignoring unreadable index cache entry for %s: %s", path, error)
+            return None
+        return record if _record_matches(record, key) else None  # type: ignore[return-value]
+
+    def _put_record(self, record: _Record) -> None:
+        target = self.entry_path(record[1], record[0])
+        _write_atomically(target, _seal(_ENTRY_MAGIC, record))
+
+    def _read_pack(self, name: str) -> dict[_CacheKey, _Record]:
+        """The records of a scan's pack (empty when missing or unreadable); marks it used."""
+        target = self.pack_path(name)
+        try:
+            pack = _unseal(_PACK_MAGIC, target.read_bytes())
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError, EOFError, TypeError) as error:
+            logger.debug("ignoring unreadable index pack %s: %s", target, error)
+            return {}
+        if not isinstance(pack, dict):
+            logger.debug("ignoring malformed index pack %s", target)
+            return {}
+        try:
+            os.utime(target)  # pruning keeps the most recently used packs
+        except OSError:
+            pass
+        return pack
+
+    def _write_pack(self, name: str, records: Mapping[_CacheKey, _Record]) -> None:
+        """Replace a scan's pack by ``records``, then delete packs beyond ``MAX_PACKS``."""
+        target = self.pack_path(name)
+        ordered = {key: records[key] for key in sorted(records)}
+        if not _write_atomically(target, _seal(_PACK_MAGIC, ordered)):
+            return
+        aged: list[tuple[float, str, Path]] = []
+        for pack in target.parent.glob("*.pack"):
+            try:
+                aged.append((pack.stat().st_mtime, pack.name, pack))
+            except OSError:
+                continue  # removed meanwhile by another process
+        aged.sort(reverse=True)
+        for _, _, stale in aged[MAX_PACKS:]:
+            if stale != target:
+                stale.unlink(missing_ok=True)
 
 
 def default_cache_dir() -> Path:
@@ -704,30 +817,128 @@ def default_cache_dir() -> Path:
     return base / "auditor" / "index"
 
 
+def scan_pack_name(paths: Iterable[str]) -> str:
+    """The default pack name of a scan of ``paths``: the set of their directories cut to
+    two levels, so that a scan of the same tree finds its pack again after files inside it
+    are added, removed or edited (a pack is checked entry by entry, so sharing a name with
+    another tree only costs time)."""
+    directories = {"/".join(path.split("/")[:-1][:2]) for path in paths}
+    return "\n".join(sorted(directories))
+
+
+def _available_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on every platform
+        return os.cpu_count() or 1
+
+
+def _index_chunk(sources: list[tuple[str, str, str, str]]) -> list[_Record]:
+    """Worker-process entry point: the records of ``sources`` (module level, so that a
+    spawned process can import it)."""
+    return [_record_of(index_source(*source)) for source in sources]
+
+
+def _parse_records(
+    sources: list[tuple[str, str, str, str]],
+) -> Iterator[tuple[FileIndex, _Record]]:
+    """Index each source, yielding results in the order of ``sources``.
+
+    More than ``PARALLEL_PARSE_THRESHOLD`` sources are parsed by a pool of spawned worker
+    processes; if the pool cannot run here, the rest is parsed in this process.
+    """
+    workers = min(MAX_PARSE_WORKERS, _available_cpus())
+    done = 0
+    if (
+        len(sources) > PARALLEL_PARSE_THRESHOLD
+        and workers > 1
+        and not multiprocessing.current_process().daemon  # daemons cannot have children
+    ):
+        size = max(8, -(-len(sources) // (workers * 16)))
+        chunks = [sources[start : start + size] for start in range(0, len(sources), size)]
+        try:
+            with ProcessPoolExecutor(
+                max_workers=workers, mp_context=multiprocessing.get_context("spawn")
+            ) as executor:
+                for chunk, records in zip(chunks, executor.map(_index_chunk, chunks)):
+                    for source, record in zip(chunk, records, strict=True):
+                        yield _file_index_from_record(record, source[0]), record
+                        done += 1
+        except (OSError, BrokenProcessPool, pickle.PicklingError) as error:
+            logger.warning("parallel parsing failed, parsing in this process: %s", error)
+    for path, text, language, content_hash in sources[done:]:
+        index = index_source(path, text, language, content_hash)
+        yield index, _record_of(index)
+
+
 def index_files(
     sources: Iterable[tuple[str, str, str, str]],
     cache: IndexCache | None = None,
     progress: ProgressCallback = no_progress,
+    *,
+    pack_name: str | None = None,
 ) -> dict[str, FileIndex]:
     """Index ``(path, text, language, content_hash)`` sources; returns path -> FileIndex.
 
-    Only cache misses are parsed, and identical content (same hash and language) is parsed
-    once. The result is ordered by path. Emits ProgressEvent(stage="index") per file.
+    Only cache misses are parsed (by worker processes when there are many), and identical
+    content (same hash and language) is parsed once. With a cache, entries are looked up in
+    the pack ``pack_name`` (default: ``scan_pack_name`` of the paths), then in the entry
+    files; afterwards the pack holds exactly the entries this call used. The result is
+    ordered by path and does not depend on where entries came from. Emits
+    ProgressEvent(stage="index") per file.
     """
     pending = sorted(sources, key=lambda source: source[0])
     total = len(pending)
-    results: dict[str, FileIndex] = {}
-    parsed: dict[tuple[str, str], FileIndex] = {}
-    for path, text, language, content_hash in pending:
+    if cache is not None and pack_name is None:
+        pack_name = scan_pack_name(source[0] for source in pending)
+    pack = cache._read_pack(pack_name) if cache is not None and pack_name else {}
+    records: dict[_CacheKey, _Record] = {}
+    found: dict[_CacheKey, FileIndex] = {}
+    from_pack = 0
+    misses: dict[_CacheKey, list[tuple[str, str, str, str]]] = {}
+    completed = 0
+    for source in pending:
+        path, _, language, content_hash = source
         key = (content_hash, language)
-        index = parsed.get(key)
-        if index is None and cache is not None:
-            index = cache.get(content_hash, language, path)
-        if index is None:
-            index = index_source(path, text, language, content_hash)
-            if cache is not None:
-                cache.put(index)
-        parsed.setdefault(key, index)
+        if key not in found and key not in misses:
+            record = pack.get(key)
+            index: FileIndex | None = None
+            if record is not None and _record_matches(record, key):
+                try:
+                    index = _file_index_from_record(record, path)
+                    from_pack += 1
+                except (TypeError, ValueError) as error:
+                    logger.debug("ignoring malformed pack entry for %s: %s", path, error)
+            if index is None and cache is not None:
+                record = cache._get_record(key, path)
+                if record is not None:
+                    try:
+                        index = _file_index_from_record(record, path)
+                    except (TypeError, ValueError) as error:
+                        logger.debug("ignoring malformed cache entry for %s: %s", path, error)
+            if index is None:
+                misses[key] = [source]
+                continue
+            found[key] = index
+            records[key] = record  # type: ignore[assignment]
+        elif key in misses:
+            misses[key].append(source)
+            continue
+        completed += 1
+        progress(ProgressEvent(stage="index", completed=completed, total=total))
+    for index, record in _parse_records([group[0] for group in misses.values()]):
+        key = (index.content_hash, index.language)
+        found[key] = index
+        records[key] = record
+        if cache is not None:
+            cache._put_record(record)
+        for _ in misses[key]:
+            completed += 1
+            progress(ProgressEvent(stage="index", completed=completed, total=total))
+    if cache is not None and pack_name and not (from_pack == len(records) == len(pack)):
+        cache._write_pack(pack_name, records)
+    results: dict[str, FileIndex] = {}
+    for path, _, language, content_hash in pending:
+        index = found[(content_hash, language)]
         results[path] = index if index.path == path else replace(index, path=path)
-        progress(ProgressEvent(stage="index", completed=len(results), total=total))
     return results

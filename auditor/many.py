@@ -41,7 +41,14 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from auditor.engine.base import ChatMessage, ChatRequest, Completion, Engine, EngineSettings, error_completion
+from auditor.engine.base import (
+    ChatMessage,
+    ChatRequest,
+    Completion,
+    Engine,
+    EngineSettings,
+    error_completion,
+)
 from auditor.engine.registry import create_engine, resolve_auto
 from auditor.errors import AuditorError, EngineUnavailable, UsageError
 from auditor.findings import Finding, RepositoryView, answer_schema_json, merge_findings
@@ -148,7 +155,7 @@ def parse_target_line(text: str, base_dir: Path) -> tuple[str, str | None, bool]
 
 def _base_name(source: str) -> str:
     tail = source.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1]
-    tail = tail[: -len(".git")] if tail.endswith(".git") else tail
+    tail = tail.removesuffix(".git")
     return _UNSAFE.sub("-", tail).strip("-.") or "repository"
 
 
@@ -180,7 +187,7 @@ def parse_targets(spec: Path) -> tuple[Target, ...]:
     """The repositories named by ``spec``: a targets file, or a directory of repositories
     (each non-hidden subdirectory, sorted). UsageError when ``spec`` names none."""
     if spec.is_dir():
-        entries = [
+        entries: list[tuple[str, str | None, bool]] = [
             (str(child.resolve()), None, False)
             for child in sorted(spec.iterdir())
             if child.is_dir() and not child.name.startswith(".")
@@ -551,6 +558,8 @@ class RunState:
             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
                 try:
                     record = json.loads(line)
+                    if record["status"] == "repository-failed":
+                        continue
                     item = WorkItem(record["repository"], record["window"], record["rules"], record["prompt_hash"])
                     if record["status"] == "done":
                         self._done[item] = completion_from_json(record["completion"])
@@ -701,7 +710,7 @@ def write_reports(out: Path, key: str, reports: Mapping[str, str]) -> None:
 
 
 def index_json(result: ManyResult) -> str:
-    """The run's index as JSON: sorted keys, repositories by key, no times or absolute run paths."""
+    """The run's index as JSON: sorted keys, repositories by key, no times."""
     document = {
         "engine": result.engine,
         "repositories": [

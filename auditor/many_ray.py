@@ -29,6 +29,7 @@ state are not asked for again on a re-run.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import pickle
@@ -38,11 +39,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from auditor.engine.base import ChatRequest, Completion, EngineSettings, error_completion
+from auditor.engine.base import (
+    ChatRequest,
+    Completion,
+    EngineSettings,
+    error_completion,
+)
 from auditor.errors import AuditorError, EngineUnavailable
 from auditor.many import (
     STATE_FILE,
-    Checkout,
     ManyConfig,
     ManyResult,
     RepositoryOutcome,
@@ -57,9 +62,9 @@ from auditor.many import (
     finish_repository,
     plan_target,
     render_reports,
-    resolve_engine,
     request_from_json,
     request_to_json,
+    resolve_engine,
     succeeded_outcome,
     throughput_message,
     work_item,
@@ -224,9 +229,8 @@ def _run(config: ManyConfig, targets: Sequence[Target], engine: str, notices: tu
     done = frozenset(item_token(item) for item in state.done_items())
     context = ray.data.DataContext.get_current()
     context.enable_progress_bars = False
-    packed = ray.data.from_items([_target_row(t) for t in targets], override_num_blocks=len(targets)).flat_map(
-        pack_rows, fn_kwargs={"config": config, "engine": engine, "notices": notices, "done": done,
-                              "fingerprint": fingerprint})
+    pack = functools.partial(pack_rows, config=config, engine=engine, notices=notices, done=done, fingerprint=fingerprint)
+    packed = ray.data.from_items([_target_row(t) for t in targets], override_num_blocks=len(targets)).flat_map(pack)
     if engine != "static":
         from ray.data import ActorPoolStrategy
 
@@ -280,7 +284,7 @@ def _run(config: ManyConfig, targets: Sequence[Target], engine: str, notices: tu
                             "completions": json.dumps([completion_to_json(c) for c in completions])})
     if finish_rows:
         finished = ray.data.from_items(finish_rows, override_num_blocks=len(finish_rows)).map(
-            finish_row, fn_kwargs={"config": config})
+            functools.partial(finish_row, config=config))
         for number, row in enumerate(finished.iter_rows(), start=1):
             key = row["repository"]
             write_reports(config.out, key, json.loads(row["reports"]))

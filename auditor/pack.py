@@ -31,8 +31,9 @@ DEFAULT_MAX_MODEL_LEN = 262_144
 # Reasoning traces on audit tasks run to tens of thousands of tokens; 32,768 leaves room for
 # a long trace plus a findings answer while keeping 229,376 tokens (87.5%) for the prompt.
 DEFAULT_OUTPUT_TOKENS = 32_768
-# Space kept in every window for recall-probe needles and their questions.
-DEFAULT_PROBE_RESERVE_TOKENS = 1_024
+# Space kept in every window for recall-probe canaries and their questions: three needles
+# and their questions take at most ~940 tokens on a 131K-id vocabulary (measured over 20 seeds).
+DEFAULT_PROBE_RESERVE_TOKENS = 1_536
 DEFAULT_MAP_TOKENS = 8_192
 # Bytes per token used to screen items before exact counting; deliberately low (over-counts)
 # so screening never rejects an item that would fit.
@@ -85,6 +86,7 @@ class Window:
     messages: tuple[Message, ...]
     prompt: str
     prompt_tokens: int
+    blocks: tuple[str, ...] = ()  # the rendered file blocks, in ``files`` order
 
 
 @dataclass(frozen=True)
@@ -587,5 +589,8 @@ def _finish_window(
     files = tuple(
         PackedFile(item.path, item.tier, count, item.start, item.end, item.total) for item, count in zip(items, counts)
     )
-    window = Window(index=index, files=files, messages=messages, prompt=prompt, prompt_tokens=prompt_tokens)
+    window = Window(
+        index=index, files=files, messages=messages, prompt=prompt, prompt_tokens=prompt_tokens,
+        blocks=tuple(item.text for item in items),
+    )
     return window, sum(1 for item in items if item.candidate)

@@ -47,7 +47,14 @@ from auditor.probe import (
     wilson_interval,
 )
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
-from auditor.prompt import MapEntry, build_messages, render_full_block, render_map, render_task, split_lines
+from auditor.prompt import (
+    MapEntry,
+    build_messages,
+    render_full_block,
+    render_map,
+    render_task,
+    split_lines,
+)
 from auditor.tokens import Message, PromptTokenizer
 from auditor.walk import WalkOptions, walk
 
@@ -689,7 +696,7 @@ def render_recall_by_depth(data: HeatmapData, path: Path, title: str) -> None:
     axes = figure.add_subplot()
     percents = [depth * 100 for depth in data.depths]
     for column, length in enumerate(data.lengths):
-        values = [float("nan") if row[column] is None else row[column] for row in data.values]
+        values = [float("nan") if value is None else value for value in (row[column] for row in data.values)]
         axes.plot(percents, values, marker="o", label=length_label(length))
     axes.set_ylim(-0.05, 1.05)
     axes.set_xlabel("needle depth (%)")

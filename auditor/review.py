@@ -77,7 +77,7 @@ class ReviewResult:
 
 
 @dataclass(frozen=True)
-class _Touch:
+class ChangeTouch:
     """Where a finding's chain meets the change."""
 
     path: str
@@ -120,18 +120,28 @@ def run_review(config: ReviewConfig, progress: ProgressCallback = no_progress, *
             base = _scan_tree(replace(config.scan, root=base_root), progress, scan)
         base_fingerprints = base_fingerprints_after_renames(base.result.findings, base.texts, diff.renames)
 
-    touched: list[tuple[Finding, _Touch]] = []
+    spans = changed_functions(diff, head.indexes)
+    touched: list[tuple[Finding, ChangeTouch]] = []
     for finding in head.result.findings:
-        touch = locate_touch(finding, diff, head.indexes)
+        touch = locate_touch(finding, diff, spans)
         if touch is not None:
             touched.append((finding, touch))
+    # A scan that already applied suppressions reports them separately: keep those on the change.
+    suppressed_by_scan = tuple(item for item in head.result.suppressed if locate_touch(item.finding, diff, spans) is not None)
 
     rule_ids = {rule.id for rule in selected_rules(config.scan.rules)} | set(builtin_rules())
     baseline = read_baseline(config.baseline) if config.baseline is not None else None
     texts = head.texts if config.inline_suppressions else {}
     suppression = apply_suppressions([finding for finding, _ in touched], texts, rule_ids, baseline)
     changed_paths = {changed.path for changed in diff.changed}
-    warnings = tuple(w for w in suppression.warnings if w.split(":", 1)[0] in changed_paths)
+    # A pull-request comment talks about the change: warnings about other files stay out.
+    warnings = sorted(
+        {
+            warning
+            for warning in (*head.result.warnings, *suppression.warnings)
+            if warning.split(":", 1)[0] in changed_paths or warning.split(":", 1)[0] not in head.texts
+        }
+    )
 
     kept = {finding.fingerprint for finding in suppression.kept}
     reviewed = tuple(
@@ -153,7 +163,7 @@ def run_review(config: ReviewConfig, progress: ProgressCallback = no_progress, *
         deleted_files=diff.deleted,
         renamed=tuple(sorted((old, new) for new, old in diff.renames.items())),
         findings=reviewed,
-        outside_diff=len(head.result.findings) - len(touched),
+        outside_diff=len(head.result.findings) + len(head.result.suppressed) - len(touched) - len(suppressed_by_scan),
         coverage=change_coverage(diff, head.result.coverage, head.graph, head.texts),
         base_compared=config.compare_base,
         existing_blocking=config.include_existing,
@@ -165,8 +175,13 @@ def run_review(config: ReviewConfig, progress: ProgressCallback = no_progress, *
         head.result,
         root=config.scan.root.resolve().name or str(config.scan.root),
         findings=suppression.kept,
-        suppressed=suppression.suppressed,
-        warnings=(*head.result.warnings, *warnings),
+        suppressed=tuple(
+            sorted(
+                (*suppressed_by_scan, *suppression.suppressed),
+                key=lambda item: (item.finding.sort_key(), item.source, item.location),
+            )
+        ),
+        warnings=tuple(warnings),
         notices=notices,
         review=summary,
     )
@@ -248,9 +263,10 @@ def changed_functions(diff: Diff, indexes: Mapping[str, FileIndex]) -> dict[tupl
     return touched
 
 
-def locate_touch(finding: Finding, diff: Diff, indexes: Mapping[str, FileIndex]) -> _Touch | None:
+def locate_touch(finding: Finding, diff: Diff, spans: Mapping[tuple[str, str], tuple[int, int]]) -> ChangeTouch | None:
     """Where the change touches the finding's chain, or None when it does not.
 
+    ``spans`` are the changed functions (``changed_functions``).
     Exact changed lines win over changed functions; nearer the sink wins over nearer the
     entry point. For a changed function the location is its first changed line.
     """
@@ -260,8 +276,7 @@ def locate_touch(finding: Finding, diff: Diff, indexes: Mapping[str, FileIndex])
         changed = diff.file(path)
         if changed is not None and line > 0 and changed.touches_line(line):
             reason = "sink line changed" if role == "sink" else f"chain step {function} changed at line {line}"
-            return _Touch(path, line, function, reason)
-    spans = changed_functions(diff, indexes)
+            return ChangeTouch(path, line, function, reason)
     for path, _, function, role in locations:
         span = spans.get((path, function))
         changed = diff.file(path)
@@ -269,7 +284,7 @@ def locate_touch(finding: Finding, diff: Diff, indexes: Mapping[str, FileIndex])
             continue
         line = _first_changed_line(changed.hunks, span)
         what = "the sink's function" if role == "sink" else f"chain step {function}"
-        return _Touch(path, line, function, f"{what} changed")
+        return ChangeTouch(path, line, function, f"{what} changed")
     return None
 
 

@@ -177,9 +177,9 @@ def apply_suppressions(
     kept: list[Finding] = []
     suppressed: list[SuppressedFinding] = []
     for finding in findings:
-        comment = next((c for c in comments.get(finding.path, ()) if c.covers(finding.rule, finding.line)), None)
-        if comment is not None:
-            suppressed.append(SuppressedFinding(finding, "inline", _describe(comment), f"{comment.path}:{comment.line}"))
+        covering = next((c for c in comments.get(finding.path, ()) if c.covers(finding.rule, finding.line)), None)
+        if covering is not None:
+            suppressed.append(SuppressedFinding(finding, "inline", _describe(covering), f"{covering.path}:{covering.line}"))
         elif finding.fingerprint in accepted:
             assert baseline is not None
             suppressed.append(SuppressedFinding(finding, "baseline", BASELINE_REASON, baseline.source))

@@ -17,7 +17,12 @@ from typer.testing import CliRunner
 from auditor import many
 from auditor.commands.many import scan_many_command
 from auditor.engine import registry
-from auditor.engine.base import ChatRequest, Completion, EngineSettings, error_completion
+from auditor.engine.base import (
+    ChatRequest,
+    Completion,
+    EngineSettings,
+    error_completion,
+)
 from auditor.errors import EngineUnavailable, UsageError
 from auditor.many import (
     RAY_MISSING_NOTICE,
@@ -273,6 +278,8 @@ def test_state_file_forgets_a_window_that_failed_after_it_was_done(tmp_path: Pat
     request = ChatRequest("svc/window-0", (), 10, 20)
     state.record(item, Completion("svc/window-0", "{}", "", "stop", 10, 3))
     assert RunState(tmp_path / "state.jsonl").done(item, request).text == "{}"
+    state.record_repository_failure("web", "web: not a directory")
+    assert RunState(tmp_path / "state.jsonl").done_items() == (item,)
     state.record(item, error_completion(request, "boom"))
     assert RunState(tmp_path / "state.jsonl").done(item, request) is None
 
@@ -369,6 +376,7 @@ def test_command_writes_the_run_and_exits_5_when_a_repository_failed(tmp_path: P
     result = CliRunner().invoke(app, [str(spec), "--out", str(out), "--engine", "static", "--no-cache"])
     assert result.exit_code == 5, result.output
     assert "1 failed or incomplete" in result.output and "index.md" in result.output
+    assert "ray is not installed" in result.output
     assert [r["status"] for r in index(out)["repositories"]] == ["ok", "failed"]
     spec.write_text("repos/flask_ledger\n", encoding="utf-8")
     assert CliRunner().invoke(app, [str(spec), "--out", str(out), "--engine", "static", "--no-cache"]).exit_code == 0

@@ -74,7 +74,7 @@ def cells(haystack: tuple[HaystackFile, ...], tokenizer: HFTokenizer, options: G
 
 
 class ScriptedEngine:
-    """Answers each probe question through ``answer(needle_id, cell_id, request)``; counts calls."""
+    """Answers each probe question listed in a request through ``answer(probe_id, request)``; counts calls."""
 
     name = "scripted"
 
@@ -250,9 +250,14 @@ def test_scripted_engine_right_above_half_depth_is_reported_exactly(
     assert [entry["recall"] for entry in summary["by_depth"]] == [1.0, 1.0, 0.0, 0.0, 0.0]
 
 
+def needles_by_probe(cells: Sequence[Cell]) -> dict[tuple[str, str], Needle]:
+    """(cell id, probe id) -> needle: probe ids are random per cell and may repeat across cells."""
+    return {(cell.id, needle.id): needle for cell in cells for needle in cell.needles}
+
+
 def test_all_cells_go_to_the_engine_in_one_generate_call(haystack, tokenizer, options, cells) -> None:
-    needles = {needle.id: needle for needle in (cell.needles[0] for cell in cells)}
-    engine = ScriptedEngine(lambda probe_id, request: needles[probe_id].expected)
+    needles = needles_by_probe(cells)
+    engine = ScriptedEngine(lambda probe_id, request: needles[(request.id, probe_id)].expected)
     result = run_grid(haystack, tokenizer=tokenizer, engine=engine, options=options)
     assert engine.calls == [len(cells)]
     assert all(entry.recall.recall == 1.0 for entry in result.by_length)
@@ -264,14 +269,14 @@ def test_all_cells_go_to_the_engine_in_one_generate_call(haystack, tokenizer, op
     ["echo the prompt", "echo the question", "same value", "random numbers", "a distractor"],
 )
 def test_dishonest_answerers_score_zero(name: str, haystack, tokenizer, options, cells) -> None:
-    needles = {needle.id: needle for needle in (cell.needles[0] for cell in cells)}
+    needles = needles_by_probe(cells)
     rng = random.Random(1)
     answerers: dict[str, Callable[[str, ChatRequest], str]] = {
         "echo the prompt": lambda probe_id, request: request.messages[-1].content,
-        "echo the question": lambda probe_id, request: needles[probe_id].question,
+        "echo the question": lambda probe_id, request: needles[(request.id, probe_id)].question,
         "same value": lambda probe_id, request: "5555555",
         "random numbers": lambda probe_id, request: str(rng.randrange(1_000_000, 10_000_000)),
-        "a distractor": lambda probe_id, request: needles[probe_id].distractors[-1],
+        "a distractor": lambda probe_id, request: needles[(request.id, probe_id)].distractors[-1],
     }
     result = run_grid(haystack, tokenizer=tokenizer, engine=ScriptedEngine(answerers[name]), options=options)
     for entry in result.by_length:
@@ -324,3 +329,11 @@ def test_probe_command_writes_the_outputs(tmp_path: Path, tiny_tokenizer_dir: Pa
     assert summary["lengths"][0]["correct"] == 4 and summary["effective_length"] == 8192
     assert (out / "heatmap.png").is_file() and (out / "recall_by_depth.png").is_file()
     assert "effective length" in outcome.output
+
+
+def test_missing_matplotlib_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    from auditor.probe_grid import ProbeDependencyError, require_matplotlib
+
+    monkeypatch.setitem(__import__("sys").modules, "matplotlib", None)
+    with pytest.raises(ProbeDependencyError, match=r"pip install 'auditor\[probe\]'"):
+        require_matplotlib()

@@ -109,3 +109,13 @@ def test_vllm_serve_workflow_talks_to_the_server_and_updates_one_comment():
     assert arguments[arguments.index("--base-url") + 1] == "$AUDITOR_BASE_URL"
     script = next(step for step in steps(workflow) if step.get("uses") == "actions/github-script@v7")["with"]["script"]
     assert REVIEW_MARKER in script and "updateComment" in script and "createComment" in script
+
+
+@pytest.mark.parametrize("path", [SPARK, VLLM_SERVE], ids=["spark", "vllm-serve"])
+def test_run_scripts_take_values_from_the_environment_not_from_interpolation(path: Path):
+    # `${{ }}` inside a script is pasted into the shell source (script injection); values
+    # must arrive as environment variables instead.
+    for step in steps(load(path)):
+        assert "${{" not in step.get("run", ""), step.get("name")
+    [job] = load(path)["jobs"].values()
+    assert "head.repo.full_name == github.repository" in job["if"]  # no fork code on self-hosted runners

@@ -2,14 +2,15 @@
 
 Registered by auditor/cli.py as ``app.command("scan-many")(_exit_on_error(scan_many_command))``.
 Builds a ``ManyConfig`` (a ``ScanConfig`` template plus the run's own options), runs it
-with a rich progress display on stderr, prints the summary table and exits 5 when a
+with a rich progress display on stderr (run notices such as "ray is not installed" are
+printed even when stderr is not a terminal), prints the summary table and exits 5 when a
 repository failed or is incomplete (1 with ``--error`` when there are findings).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -19,6 +20,7 @@ from auditor.engine.base import EngineSettings
 from auditor.errors import ExitCode, UsageError
 from auditor.many import ManyConfig, ManyResult, run_many
 from auditor.pack import DEFAULT_PROBE_RESERVE_TOKENS, PackOptions
+from auditor.progress import ProgressEvent
 from auditor.scan import ScanConfig
 from auditor.tokens import TokenizerRequest
 from auditor.walk import WalkOptions
@@ -32,16 +34,16 @@ def scan_many_command(
     out: Annotated[Path, typer.Option("--out", "-o", help="Run directory: reports, index, state (re-run to resume).")] = Path("auditor-runs"),
     rule: Annotated[list[str], typer.Option("--rule", "-r", help="Rule id or path to a rule file (repeatable).")] = [],
     engine: Annotated[str, typer.Option("--engine", "-e", help="auto | vllm | openai | replay | static | a plugin's name.")] = "auto",
-    model: Annotated[Optional[str], typer.Option("--model", "-m", help="Checkpoint directory or HF id (or the served model name).")] = None,
-    tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="Tokenizer directory (tokenizer.json + chat template).")] = None,
+    model: Annotated[str | None, typer.Option("--model", "-m", help="Checkpoint directory or HF id (or the served model name).")] = None,
+    tokenizer: Annotated[str | None, typer.Option("--tokenizer", help="Tokenizer directory (tokenizer.json + chat template).")] = None,
     endpoint: Annotated[list[str], typer.Option("--endpoint", help="A `vllm serve` base URL for --engine openai (repeatable).")] = [],
-    base_url: Annotated[Optional[str], typer.Option("--base-url", envvar="AUDITOR_BASE_URL", help="One OpenAI-compatible server.")] = None,
-    api_key: Annotated[Optional[str], typer.Option("--api-key", envvar="AUDITOR_API_KEY", help="API key for the endpoints.")] = None,
-    replay: Annotated[Optional[str], typer.Option("--replay", help="Recorded completions for --engine replay (ids <repo>/window-<i>).")] = None,
-    ray_address: Annotated[Optional[str], typer.Option("--ray-address", help="auto | ray://host:10001 (default: a local Ray instance).")] = None,
+    base_url: Annotated[str | None, typer.Option("--base-url", envvar="AUDITOR_BASE_URL", help="One OpenAI-compatible server.")] = None,
+    api_key: Annotated[str | None, typer.Option("--api-key", envvar="AUDITOR_API_KEY", help="API key for the endpoints.")] = None,
+    replay: Annotated[str | None, typer.Option("--replay", help="Recorded completions for --engine replay (ids <repo>/window-<i>).")] = None,
+    ray_address: Annotated[str | None, typer.Option("--ray-address", help="auto | ray://host:10001 (default: a local Ray instance).")] = None,
     backend: Annotated[str, typer.Option("--backend", help="auto (Ray when installed) | ray | sequential.")] = "auto",
     workers: Annotated[int, typer.Option("--workers", min=1, help="Generation actors (one engine each).")] = 1,
-    gpus_per_worker: Annotated[Optional[float], typer.Option("--gpus-per-worker", min=0.0, help="GPUs per actor (default: tensor-parallel size for vllm).")] = None,
+    gpus_per_worker: Annotated[float | None, typer.Option("--gpus-per-worker", min=0.0, help="GPUs per actor (default: tensor-parallel size for vllm).")] = None,
     batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Windows per engine call.")] = 8,
     max_model_len: Annotated[int, typer.Option("--max-model-len", min=1024)] = 262_144,
     output_tokens: Annotated[int, typer.Option("--output-tokens", min=1)] = 32_768,
@@ -51,7 +53,7 @@ def scan_many_command(
     temperature: Annotated[float, typer.Option("--temperature", min=0.0)] = 0.0,
     seed: Annotated[int, typer.Option("--seed")] = 0,
     thinking: Annotated[bool, typer.Option("--thinking/--no-thinking")] = True,
-    thinking_token_budget: Annotated[Optional[int], typer.Option("--thinking-token-budget", min=1)] = None,
+    thinking_token_budget: Annotated[int | None, typer.Option("--thinking-token-budget", min=1)] = None,
     include: Annotated[list[str], typer.Option("--include", help="Only files matching this glob (repeatable).")] = [],
     exclude: Annotated[list[str], typer.Option("--exclude", help="Skip files matching this glob (repeatable).")] = [],
     max_windows: Annotated[int, typer.Option("--max-windows", min=0, help="Windows per repository (0: no limit).")] = 0,
@@ -84,7 +86,13 @@ def scan_many_command(
         ray_address=ray_address, workers=workers, gpus_per_worker=gpus_per_worker,
     )
     with progress_for(stderr.is_terminal) as report:
-        result = run_many(config, report)
+
+        def show(event: ProgressEvent) -> None:
+            report(event)
+            if event.stage == "scan-many" and event.message and not stderr.is_terminal:
+                stderr.print(f"notice: {event.message}", highlight=False, markup=False)
+
+        result = run_many(config, show)
     Console().print(summary_table(result))
     if result.failures:
         stderr.print(f"[bold red]{result.failures} repositories failed or are incomplete:[/] see {out / 'index.md'}", highlight=False)

@@ -7,7 +7,7 @@ Registered by auditor/cli.py as ``app.command("probe")(_exit_on_error(probe_comm
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -25,14 +25,15 @@ def probe_command(
     depths: Annotated[str, typer.Option("--depths", help="Needle depths in percent, comma-separated.")] = DEFAULT_DEPTHS_TEXT,
     needles_per_cell: Annotated[int, typer.Option("--needles-per-cell", min=1, max=12, help="Needles (and questions) per request.")] = 3,
     haystack: Annotated[
-        list[Path], typer.Option("--haystack", help="Repository to use as haystack (repeatable; default: bundled fixture + auditor's own files).")
-    ] = [],
+        list[Path] | None,
+        typer.Option("--haystack", help="Repository to use as haystack (repeatable; default: bundled fixture + auditor's own files)."),
+    ] = None,
     engine: Annotated[str, typer.Option("--engine", "-e", help="auto | vllm | openai | replay | a plugin's name.")] = "auto",
-    model: Annotated[Optional[str], typer.Option("--model", "-m", help="Checkpoint directory or Hugging Face id (local cache).")] = None,
-    tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="Tokenizer directory (tokenizer.json + chat template).")] = None,
-    base_url: Annotated[Optional[str], typer.Option("--base-url", envvar="AUDITOR_BASE_URL", help="OpenAI-compatible server.")] = None,
-    api_key: Annotated[Optional[str], typer.Option("--api-key", envvar="AUDITOR_API_KEY", help="API key for --base-url.")] = None,
-    replay: Annotated[Optional[str], typer.Option("--replay", help="Recorded completions for --engine replay.")] = None,
+    model: Annotated[str | None, typer.Option("--model", "-m", help="Checkpoint directory or Hugging Face id (local cache).")] = None,
+    tokenizer: Annotated[str | None, typer.Option("--tokenizer", help="Tokenizer directory (tokenizer.json + chat template).")] = None,
+    base_url: Annotated[str | None, typer.Option("--base-url", envvar="AUDITOR_BASE_URL", help="OpenAI-compatible server.")] = None,
+    api_key: Annotated[str | None, typer.Option("--api-key", envvar="AUDITOR_API_KEY", help="API key for --base-url.")] = None,
+    replay: Annotated[str | None, typer.Option("--replay", help="Recorded completions for --engine replay.")] = None,
     output_tokens: Annotated[int, typer.Option("--output-tokens", min=16, help="Tokens reserved for each answer.")] = 1024,
     thinking: Annotated[bool, typer.Option("--thinking/--no-thinking", help="Let the model reason before answering.")] = False,
     max_num_seqs: Annotated[int, typer.Option("--max-num-seqs", min=1)] = 4,
@@ -76,7 +77,7 @@ def probe_command(
         stderr.print(f"[dim]engine auto -> {engine_name}:[/] {reason}", highlight=False)
     if engine_name == "static":
         raise UsageError("auditor probe needs a model: pass --engine vllm, --engine openai --base-url URL, or --engine replay")
-    sources = tuple(haystack) or default_haystack_sources()
+    sources = tuple(haystack or ()) or default_haystack_sources()
     loaded = load_tokenizer(TokenizerRequest(tokenizer=tokenizer, model=model))
     if not loaded.info.exact:
         stderr.print(f"[yellow]warning:[/] {loaded.info.describe()}: cell lengths are approximate", highlight=False)

@@ -80,7 +80,8 @@ def create_engine(name: str, settings: EngineSettings) -> Engine:
         point = _entry_points().get(name)
         if point is None:
             known = ", ".join(available_engines())
-            raise UsageError(f"unknown engine {name!r}; known engines: {known}")
+            # "auto" and "static" are resolved by the scan before any engine is created.
+            raise UsageError(f"unknown engine {name!r}; known engines: auto, static, {known}")
         try:
             factory = point.load()
         except (ImportError, AttributeError) as exc:

@@ -147,7 +147,7 @@ def report_dict(result: ScanResult) -> dict[str, Any]:
         "prompt_tokens_sent": result.prompt_tokens_sent,
         "suppressed": [
             {"source": item.source, "reason": item.reason, "location": item.location, "finding": finding_to_dict(item.finding)}
-            for item in sorted(result.suppressed, key=lambda item: (item.finding.sort_key(), item.source, item.location))
+            for item in result.sorted_suppressed()
         ],
         "warnings": list(result.warnings),
         "review": review_to_dict(result.review) if result.review is not None else None,

@@ -102,10 +102,11 @@ def _review_headline(review: ReviewSummary, suppressed: int) -> str:
 def _review_section(review: ReviewSummary) -> list[str]:
     renamed = f", {len(review.renamed)} renamed" if review.renamed else ""
     deleted = f", {len(review.deleted_files)} deleted" if review.deleted_files else ""
+    revisions = f"Base {_code(revision_label(review.base))} → head {_code(revision_label(review.head))}"
     lines = [
-        f"Base {_code(revision_label(review.base))} → head {_code(revision_label(review.head))} · "
-        f"{len(review.changed_files)} changed files{renamed}{deleted} · "
-        f"{review.outside_diff} findings elsewhere in the repository not shown (their chains do not touch the change)",
+        f"{revisions} · {len(review.changed_files)} changed files{renamed}{deleted} · "
+        f"{review.outside_diff} {'finding' if review.outside_diff == 1 else 'findings'} elsewhere in the repository "
+        "not shown (chains that do not touch the change)",
         "",
     ]
     if not review.base_compared:
@@ -134,7 +135,7 @@ def _suppressed_block(result: ScanResult) -> list[str]:
     if not result.suppressed:
         return []
     lines = [f"<details><summary>Suppressed findings ({len(result.suppressed)})</summary>", ""]
-    for item in sorted(result.suppressed, key=lambda item: (item.finding.sort_key(), item.source, item.location)):
+    for item in result.sorted_suppressed():
         finding = item.finding
         lines.append(
             f"- {_code(finding.rule)} {_code(step_location(finding.path, finding.line))} {_code(finding.function)}: "

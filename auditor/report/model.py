@@ -182,6 +182,10 @@ class ScanResult:
         """The rejected claims in a stable order: window, sink path, sink line, rule, reason."""
         return tuple(sorted(self.rejected, key=_rejected_key))
 
+    def sorted_suppressed(self) -> tuple[SuppressedFinding, ...]:
+        """The suppressed findings in report order, then by source and location."""
+        return tuple(sorted(self.suppressed, key=lambda item: (item.finding.sort_key(), item.source, item.location)))
+
     def severity_counts(self) -> tuple[tuple[str, int], ...]:
         """(severity, count) for each severity that has findings, most severe first."""
         counts = Counter(finding.severity for finding in self.findings)

@@ -423,9 +423,8 @@ def sarif_log(result: ScanResult, category: str | None = None) -> SarifLog:
     results: list[Result] = []
     occurrences: dict[tuple[str, str, str], int] = {}
     review = result.review
-    suppressed = sorted(result.suppressed, key=lambda item: (item.finding.sort_key(), item.source, item.location))
     entries: list[tuple[Finding, SuppressedFinding | None]] = [(finding, None) for finding in result.sorted_findings()]
-    entries += [(item.finding, item) for item in suppressed]
+    entries += [(item.finding, item) for item in result.sorted_suppressed()]
     for finding, suppression in entries:
         key = (finding.rule, finding.path, finding.fingerprint[:16])
         occurrences[key] = occurrences.get(key, 0) + 1

@@ -109,7 +109,7 @@ def render_text(result: ScanResult, width: int = DEFAULT_WIDTH) -> str:
             Text(
                 f"Review {revision_label(review.base)}..{revision_label(review.head)}: {review.new_count} new, {review.existing_count} existing"
                 f"{'' if review.existing_blocking else ' (not blocking)'}, {len(result.suppressed)} suppressed; "
-                f"{review.outside_diff} findings outside the change not shown"
+                f"{review.outside_diff} {'finding' if review.outside_diff == 1 else 'findings'} outside the change not shown"
             )
         )
         unseen = sorted(item.path for item in review.coverage if item.tier == "not packed")
@@ -144,9 +144,10 @@ def render_text(result: ScanResult, width: int = DEFAULT_WIDTH) -> str:
             console.print(Padding(Text(f"{flag.path}:{flag.line}: {flag.text}"), (0, 0, 0, 2)))
     if result.suppressed:
         console.print(Divider(Text(f"Suppressed findings ({len(result.suppressed)})"), align="left"))
-        for item in sorted(result.suppressed, key=lambda item: (item.finding.sort_key(), item.source, item.location)):
-            where = step_location(item.finding.path, item.finding.line)
-            line = f"{item.finding.rule} {where} {item.finding.function}: {item.source} ({item.location}) {item.reason}"
+        for suppressed in result.sorted_suppressed():
+            finding = suppressed.finding
+            where = step_location(finding.path, finding.line)
+            line = f"{finding.rule} {where} {finding.function}: {suppressed.source} ({suppressed.location}) {suppressed.reason}"
             console.print(Padding(Text(line), (0, 0, 0, 2)))
     if result.warnings:
         console.print(Divider(Text("Warnings"), align="left"))
