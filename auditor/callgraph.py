@@ -29,7 +29,7 @@ from collections import defaultdict, deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from auditor.index import CallSite, Definition, FileIndex
+from auditor.index import Definition, FileIndex, collection_paused
 
 MODULE_FUNCTION = "<module>"
 MAIN_FUNCTION = "<main>"
@@ -71,7 +71,7 @@ _PYTHON_BUILTINS = frozenset(
 _JS_EXTENSIONS = (".ts", ".tsx", ".js", ".jsx", ".mjs", ".cjs", ".mts", ".cts")
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True, order=True, slots=True)
 class FunctionRef:
     """A function or method by repository path and qualified name ("Class.method")."""
 
@@ -79,7 +79,7 @@ class FunctionRef:
     qualname: str
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True, order=True, slots=True)
 class Edge:
     """One resolved call: ``caller`` calls ``callee`` at ``line`` of the caller's file.
 
@@ -163,8 +163,10 @@ class _Repository:
         self.star_imports: dict[str, list[str]] = defaultdict(list)
         self.imported_paths: dict[str, set[str]] = {}
         self._closest: dict[tuple[str, str], str] = {}
+        self._enclosing_classes: dict[tuple[str, str], Definition | None] = {}
         self.module_names: dict[str, str] = {}
         self.package_prefixes: set[str] = set()
+        expanded: set[str] = set()  # leading parts of module names already in package_prefixes
         for path in sorted(indexes):
             index = indexes[path]
             table: dict[str, Definition] = {}
@@ -183,8 +185,14 @@ class _Repository:
                 parts = module.split(".")
                 for start in range(len(parts)):
                     self.module_suffixes[".".join(parts[start:])].append(module)
-                    for end in range(start + 1, len(parts) + 1):
-                        self.package_prefixes.add(".".join(parts[start:end]))
+                # Every dotted run of consecutive parts of a module name: the runs ending at
+                # a part depend only on the name up to it, which modules of a package share.
+                leading = ""
+                for end, part in enumerate(parts, start=1):
+                    leading = f"{leading}.{part}" if end > 1 else part
+                    if leading not in expanded:
+                        expanded.add(leading)
+                        self.package_prefixes.update(".".join(parts[start:end]) for start in range(end))
         for path in sorted(indexes):
             self._bind_imports(path, indexes[path])
 
@@ -323,6 +331,12 @@ class _Repository:
         """The innermost class around the function ``scope``."""
         if not scope:
             return None
+        key = (path, scope)
+        if key not in self._enclosing_classes:
+            self._enclosing_classes[key] = self._find_enclosing_class(path, scope)
+        return self._enclosing_classes[key]
+
+    def _find_enclosing_class(self, path: str, scope: str) -> Definition | None:
         table = self.definitions.get(path, {})
         parts = scope.split(".")
         for size in range(len(parts) - 1, 0, -1):
@@ -380,23 +394,22 @@ class _Repository:
             if member is not None:
                 return _Resolution(member[1], member[0])
             return _STOP
+        language = self.indexes[path].language
         if scope and len(parts) == 1:
             nested = table.get(f"{scope}.{head}")
             if nested is not None:
                 return _Resolution(nested, path)
-            cls = self.enclosing_class(path, scope)
-            language = self.indexes[path].language
-            if cls is not None and language in ("java", "go"):
-                member = self.class_member(path, cls, head)
+            if language in ("java", "go"):
+                cls = self.enclosing_class(path, scope)
+                member = self.class_member(path, cls, head) if cls is not None else None
                 if member is not None:
                     return _Resolution(member[1], member[0])
-        local = self.top_level(path, head)
-        if local is not None:
+        local = table.get(head)
+        if local is not None and local.parent is None:
             return self._descend(path, local, parts[1:])
         binding = self.bindings.get(path, {}).get(head)
         if binding is not None:
             return self._follow(path, binding, parts[1:], hops)
-        language = self.indexes[path].language
         if language == "go":
             for sibling in self.directories[posixpath.dirname(path)]:
                 found = self.top_level(sibling, head)
@@ -541,47 +554,78 @@ def _callable_target(repository: _Repository, path: str, definition: Definition)
     return path, definition
 
 
-def _scope_key(repository: _Repository, path: str, index: FileIndex, call: CallSite) -> str | None:
-    """The part of a call's scope its resolution depends on (None: resolves the same anywhere
-    in the file), so identical callee texts are resolved once per file."""
-    scope = call.enclosing
-    if scope is None:
-        return None
-    head = call.callee.split(".", 1)[0]
-    if head in _RECEIVERS_SELF or head == "super" or index.language in ("java", "go"):
-        return scope
-    return scope if f"{scope}.{head}" in repository.definitions.get(path, {}) else None
-
-
 def _edge_order(edge: Edge) -> tuple[str, str, str, str, int, bool]:
     """Sort key equal to the dataclass ordering, without its per-comparison overhead."""
     return (edge.caller.path, edge.caller.qualname, edge.callee.path, edge.callee.qualname, edge.line, edge.approximate)
 
 
-def _caller_name(index: FileIndex, call: CallSite) -> str:
-    if call.enclosing:
-        return call.enclosing
-    if index.main_block is not None and index.main_block[0] <= call.line <= index.main_block[1]:
-        return MAIN_FUNCTION
-    return MODULE_FUNCTION
+def _file_edges(repository: _Repository, path: str, index: FileIndex) -> list[tuple[str, str, str, int, bool]]:
+    """The resolved calls of one file as sorted, distinct (caller qualname, callee path,
+    callee qualname, line, approximate) tuples.
+
+    A callee text is resolved once per file and scope key: the enclosing function when the
+    resolution can depend on it (``self.``/``super`` receivers, names nested in it, Java and
+    Go), otherwise None, as the same text then resolves the same anywhere in the file.
+    """
+    table = repository.definitions.get(path, {})
+    scope_bound = index.language in ("java", "go")
+    main_block = index.main_block
+    resolved_by_key: dict[tuple[str, str | None], tuple[str, str, bool] | None] = {}
+    resolved_by_site: dict[tuple[str, str | None], tuple[str, str, bool] | None] = {}
+    found: set[tuple[str, str, str, int, bool]] = set()
+    for call in index.calls:
+        callee, scope = call.callee, call.enclosing
+        site = (callee, scope)
+        if site in resolved_by_site:
+            resolved = resolved_by_site[site]
+        else:
+            if scope is None or scope_bound:
+                key = site
+            else:
+                head = callee.split(".", 1)[0]
+                bound = head in _RECEIVERS_SELF or head == "super" or f"{scope}.{head}" in table
+                key = site if bound else (callee, None)
+            if key in resolved_by_key:
+                resolved = resolved_by_key[key]
+            else:
+                resolved = resolved_by_key[key] = _resolve_call(repository, path, callee, scope)
+            resolved_by_site[site] = resolved
+        if resolved is None:
+            continue
+        if scope:
+            caller = scope
+        elif main_block is not None and main_block[0] <= call.line <= main_block[1]:
+            caller = MAIN_FUNCTION
+        else:
+            caller = MODULE_FUNCTION
+        found.add((caller, resolved[0], resolved[1], call.line, resolved[2]))
+    return sorted(found)
 
 
 class CallGraph:
     """Directed call graph over every function of the indexed files."""
 
     def __init__(self, repository: _Repository, edges: Iterable[Edge]) -> None:
-        self._repository = repository
         unique = sorted({_edge_order(edge): edge for edge in edges}.values(), key=_edge_order)
-        self._edges = tuple(unique)
-        outgoing: dict[FunctionRef, list[Edge]] = defaultdict(list)
+        self._adopt(repository, unique)
+
+    def _adopt(self, repository: _Repository, edges: list[Edge]) -> None:
+        """Take ``edges`` (sorted by ``_edge_order``, distinct) and index them for queries."""
+        self._repository = repository
+        self._edges = tuple(edges)
+        outgoing: dict[FunctionRef, list[Edge]] = {}
         incoming: dict[FunctionRef, list[Edge]] = defaultdict(list)
         neighbours: dict[str, set[str]] = defaultdict(set)
-        for edge in unique:
-            outgoing[edge.caller].append(edge)
-            incoming[edge.callee].append(edge)
-            if edge.caller.path != edge.callee.path:
-                neighbours[edge.caller.path].add(edge.callee.path)
-                neighbours[edge.callee.path].add(edge.caller.path)
+        for edge in edges:
+            caller, callee = edge.caller, edge.callee
+            if caller in outgoing:
+                outgoing[caller].append(edge)
+            else:
+                outgoing[caller] = [edge]
+            incoming[callee].append(edge)
+            if caller.path != callee.path:
+                neighbours[caller.path].add(callee.path)
+                neighbours[callee.path].add(caller.path)
         self._outgoing = {ref: tuple(items) for ref, items in outgoing.items()}
         self._incoming = {ref: tuple(items) for ref, items in incoming.items()}
         self._neighbours = {path: tuple(sorted(items)) for path, items in neighbours.items()}
@@ -589,22 +633,27 @@ class CallGraph:
     @classmethod
     def build(cls, indexes: Mapping[str, FileIndex]) -> CallGraph:
         """Resolve every call site of ``indexes`` into edges (unresolvable calls are dropped)."""
+        with collection_paused():
+            return cls._build(indexes)
+
+    @classmethod
+    def _build(cls, indexes: Mapping[str, FileIndex]) -> CallGraph:
         repository = _Repository(indexes)
+        refs: dict[tuple[str, str], FunctionRef] = {}
         edges: list[Edge] = []
+        # Files in path order, each file's edges sorted: the list is in ``_edge_order``.
         for path in sorted(indexes):
-            index = indexes[path]
-            memo: dict[tuple[str, str | None], tuple[str, Definition, bool] | None] = {}
-            for call in index.calls:
-                caller = FunctionRef(path, _caller_name(index, call))
-                key = (call.callee, _scope_key(repository, path, index, call))
-                if key not in memo:
-                    memo[key] = _resolve_call(repository, path, call.callee, call.enclosing)
-                resolved = memo[key]
-                if resolved is None:
-                    continue
-                target_path, target, approximate = resolved
-                edges.append(Edge(caller, FunctionRef(target_path, target.qualname), call.line, approximate))
-        return cls(repository, edges)
+            for caller, callee_path, callee, line, approximate in _file_edges(repository, path, indexes[path]):
+                caller_ref = refs.get((path, caller))
+                if caller_ref is None:
+                    caller_ref = refs[(path, caller)] = FunctionRef(path, caller)
+                callee_ref = refs.get((callee_path, callee))
+                if callee_ref is None:
+                    callee_ref = refs[(callee_path, callee)] = FunctionRef(callee_path, callee)
+                edges.append(Edge(caller_ref, callee_ref, line, approximate))
+        graph = cls.__new__(cls)
+        graph._adopt(repository, edges)
+        return graph
 
     @property
     def edges(self) -> tuple[Edge, ...]:
@@ -757,8 +806,9 @@ class CallGraph:
         return tuple(FunctionRef(path, item.qualname) for path, item in self._repository.base_classes(ref.path, cls))
 
 
-def _resolve_call(repository: _Repository, path: str, callee: str, scope: str | None) -> tuple[str, Definition, bool] | None:
-    """Resolve one call's callee text to the function it runs, with its approximate flag."""
+def _resolve_call(repository: _Repository, path: str, callee: str, scope: str | None) -> tuple[str, str, bool] | None:
+    """Resolve one call's callee text to the (path, qualname) of the function it runs, with
+    its approximate flag."""
     text = strip_arguments(callee)
     if not text:
         return None
@@ -768,10 +818,10 @@ def _resolve_call(repository: _Repository, path: str, callee: str, scope: str | 
     resolution = repository.resolve_name(path, parts, scope)
     if resolution.target is not None:
         target = _callable_target(repository, resolution.path, resolution.target)
-        return (target[0], target[1], False) if target is not None else None
+        return (target[0], target[1].qualname, False) if target is not None else None
     if resolution.stop:
         return None
     fallback = repository.fallback(path, parts)
     if fallback is None:
         return None
-    return fallback[0], fallback[1], True
+    return fallback[0], fallback[1].qualname, True

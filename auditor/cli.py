@@ -230,7 +230,11 @@ def scan(
     sarif_output: Annotated[Optional[Path], typer.Option("--sarif-output", help="Also write a SARIF report here.")] = None,
     markdown_output: Annotated[Optional[Path], typer.Option("--markdown-output", help="Also write a Markdown report here.")] = None,
     error: Annotated[bool, typer.Option("--error", help="Exit 1 when there are findings.")] = False,
-    no_cache: NoCacheOption = False,
+    probes: Annotated[int, typer.Option("--probes", min=0, max=8, help="Recall canaries planted per window (0 disables).")] = 3,
+    recall_threshold: Annotated[float, typer.Option("--recall-threshold", min=0.0, max=1.0, help="Canary recall below this marks a window recall-degraded.")] = 0.8,
+    baseline: Annotated[Optional[Path], typer.Option("--baseline", help="Suppress the findings listed in this baseline file.")] = None,
+    write_baseline: Annotated[Optional[Path], typer.Option("--write-baseline", help="Write this scan's findings as a baseline file.")] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the index and result caches.")] = False,
 ) -> None:
     """Audit a repository for the selected rules (all built-in rules by default)."""
     from auditor.engine.base import EngineSettings
@@ -258,9 +262,18 @@ def scan(
         walk=WalkOptions(include=tuple(include), exclude=tuple(exclude), max_file_bytes=max_file_bytes),
         use_cache=not no_cache,
         static=static,
+        probes=probes,
+        recall_threshold=recall_threshold,
+        baseline=baseline,
     )
     with progress_for(format == "text" and stderr.is_terminal) as report:
         result = run_scan(config, report)
+    if write_baseline is not None:
+        from auditor.suppress import write_baseline as save_baseline
+
+        kept_by_baseline = [s.finding for s in result.suppressed if s.source == "baseline"]
+        written = save_baseline(write_baseline, [*result.findings, *kept_by_baseline])
+        stderr.print(f"baseline: {len(written.entries)} finding(s) written to {write_baseline}", highlight=False)
     for notice in result.notices:
         stderr.print(f"[yellow]notice:[/] {notice}", highlight=False)
     for extra_format, extra_path in (("json", json_output), ("sarif", sarif_output), ("markdown", markdown_output)):
@@ -270,6 +283,9 @@ def scan(
     if not result.complete:
         stderr.print("[bold red]scan incomplete:[/] some windows were not fully answered; see the report", highlight=False)
         raise typer.Exit(int(ExitCode.INCOMPLETE))
+    if result.recall_degraded:
+        stderr.print("[bold yellow]recall degraded:[/] the model missed canaries planted in the window; see the report", highlight=False)
+        raise typer.Exit(int(ExitCode.RECALL_DEGRADED))
     if error and result.findings:
         raise typer.Exit(int(ExitCode.FINDINGS))
 
@@ -291,10 +307,12 @@ def list_rules() -> None:
 
 from auditor.commands.plan import doctor_command, plan_command  # noqa: E402  (registered below)
 from auditor.commands.probe import probe_command  # noqa: E402
+from auditor.commands.review import review_command  # noqa: E402
 
 app.command("plan")(_exit_on_error(plan_command))
 app.command("doctor")(_exit_on_error(doctor_command))
 app.command("probe")(_exit_on_error(probe_command))
+app.command("review")(_exit_on_error(review_command))
 
 
 def main() -> None:

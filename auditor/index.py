@@ -17,6 +17,7 @@ not ``str.splitlines``, to map them back to text).
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import logging
 import marshal
@@ -29,6 +30,7 @@ import zlib
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, fields, replace
 from operator import attrgetter
@@ -742,28 +744,22 @@ class IndexCache:
 
     def get(self, content_hash: str, language: str, path: str) -> FileIndex | None:
         """The cached index for this content, re-pointed at ``path``; None on a miss."""
-        record = self._get_record((content_hash, language), path)
-        if record is None:
-            return None
-        try:
-            return _file_index_from_record(record, path)
-        except (TypeError, ValueError) as error:
-            logger.debug("ignoring malformed index cache entry for %s: %s", path, error)
-            return None
+        key = (content_hash, language)
+        return _decode_or_none(self._get_record(key, path), key, path)
 
     def put(self, index: FileIndex) -> None:
         """Store ``index`` (replacing any entry for the same content and language)."""
         self._put_record(_record_of(index))
 
-    def _get_record(self, key: _CacheKey, path: str) -> _Record | None:
+    def _get_record(self, key: _CacheKey, path: str) -> object:
+        """The stored record for ``key`` (not yet checked), or None."""
         try:
-            record = _unseal(_ENTRY_MAGIC, self.entry_path(*key).read_bytes())
+            return _unseal(_ENTRY_MAGIC, self.entry_path(*key).read_bytes())
         except FileNotFoundError:
             return None
         except (OSError, ValueError, EOFError, TypeError) as error:
             logger.debug("ignoring unreadable index cache entry for %s: %s", path, error)
             return None
-        return record if _record_matches(record, key) else None  # type: ignore[return-value]
 
     def _put_record(self, record: _Record) -> None:
         target = self.entry_path(record[1], record[0])
@@ -871,6 +867,33 @@ def _parse_records(
         yield index, _record_of(index)
 
 
+@contextmanager
+def collection_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector inside the block (restoring its previous state).
+
+    For code that allocates hundreds of thousands of objects it keeps, such as decoding
+    indexes or building the call graph: collections there would only re-scan live objects.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _decode_or_none(record: object, key: _CacheKey, path: str) -> FileIndex | None:
+    """The FileIndex of a cached record for ``key``; None if absent, mismatched or malformed."""
+    if record is None or not _record_matches(record, key):
+        return None
+    try:
+        return _file_index_from_record(record, path)  # type: ignore[arg-type]
+    except (TypeError, ValueError) as error:
+        logger.debug("ignoring malformed index cache record for %s: %s", path, error)
+        return None
+
+
 def index_files(
     sources: Iterable[tuple[str, str, str, str]],
     cache: IndexCache | None = None,
@@ -891,52 +914,44 @@ def index_files(
     total = len(pending)
     if cache is not None and pack_name is None:
         pack_name = scan_pack_name(source[0] for source in pending)
-    pack = cache._read_pack(pack_name) if cache is not None and pack_name else {}
-    records: dict[_CacheKey, _Record] = {}
     found: dict[_CacheKey, FileIndex] = {}
-    from_pack = 0
     misses: dict[_CacheKey, list[tuple[str, str, str, str]]] = {}
+    from_pack = 0
     completed = 0
-    for source in pending:
-        path, _, language, content_hash = source
-        key = (content_hash, language)
-        if key not in found and key not in misses:
-            record = pack.get(key)
-            index: FileIndex | None = None
-            if record is not None and _record_matches(record, key):
-                try:
-                    index = _file_index_from_record(record, path)
-                    from_pack += 1
-                except (TypeError, ValueError) as error:
-                    logger.debug("ignoring malformed pack entry for %s: %s", path, error)
-            if index is None and cache is not None:
-                record = cache._get_record(key, path)
-                if record is not None:
-                    try:
-                        index = _file_index_from_record(record, path)
-                    except (TypeError, ValueError) as error:
-                        logger.debug("ignoring malformed cache entry for %s: %s", path, error)
-            if index is None:
-                misses[key] = [source]
+    with collection_paused():
+        pack = cache._read_pack(pack_name) if cache is not None and pack_name else {}
+        for source in pending:
+            path, _, language, content_hash = source
+            key = (content_hash, language)
+            if key in misses:
+                misses[key].append(source)
                 continue
-            found[key] = index
-            records[key] = record  # type: ignore[assignment]
-        elif key in misses:
-            misses[key].append(source)
-            continue
-        completed += 1
-        progress(ProgressEvent(stage="index", completed=completed, total=total))
+            if key not in found:
+                # Popping lets each record be freed once decoded, and leaves in the pack
+                # only the entries this scan did not use.
+                index = _decode_or_none(pack.pop(key, None), key, path)
+                if index is not None:
+                    from_pack += 1
+                elif cache is not None:
+                    index = _decode_or_none(cache._get_record(key, path), key, path)
+                if index is None:
+                    misses[key] = [source]
+                    continue
+                found[key] = index
+            completed += 1
+            progress(ProgressEvent(stage="index", completed=completed, total=total))
     for index, record in _parse_records([group[0] for group in misses.values()]):
         key = (index.content_hash, index.language)
         found[key] = index
-        records[key] = record
         if cache is not None:
             cache._put_record(record)
         for _ in misses[key]:
             completed += 1
             progress(ProgressEvent(stage="index", completed=completed, total=total))
-    if cache is not None and pack_name and not (from_pack == len(records) == len(pack)):
-        cache._write_pack(pack_name, records)
+    if cache is not None and pack_name and (pack or from_pack != len(found)):
+        cache._write_pack(
+            pack_name, {key: _record_of(index) for key, index in found.items()}
+        )
     results: dict[str, FileIndex] = {}
     for path, _, language, content_hash in pending:
         index = found[(content_hash, language)]

@@ -11,9 +11,11 @@ directory) and a ``ScanConfig`` template applied to every repository. Output: a
     OUT/checkouts/<key>/                 shallow clones of git targets
     OUT/work/                            per-repository plans handed between Ray stages
 
-The stages are the single-repository scan's: plan (checkout, walk, index, static pass,
-pack into requests), generate (the engine), finish (parse, ground, render). This module
-runs them sequentially in-process; ``auditor.many_ray`` runs the same stage functions as a
+The stages: plan (checkout, walk, index, pack into requests), generate (the engine, the
+windows of all repositories batched together), finish (static pass, parse, ground,
+render). Plan and finish call ``run_scan`` itself, with engines that capture the requests
+and then answer them, so each report is exactly `auditor scan`'s. This module runs the
+stages sequentially in-process; ``auditor.many_ray`` runs the same stage functions as a
 Ray Data pipeline when ray is installed. Request ids are ``<key>/window-<i>`` so that the
 windows of every repository can share one engine batch (and one replay recording).
 
@@ -51,25 +53,13 @@ from auditor.engine.base import (
 )
 from auditor.engine.registry import create_engine, resolve_auto
 from auditor.errors import AuditorError, EngineUnavailable, UsageError
-from auditor.findings import Finding, RepositoryView, answer_schema_json, merge_findings
-from auditor.pack import PackResult
-from auditor.pipeline import PreparedRepository, pack_prepared, prepare_repository
+from auditor.pipeline import PreparedRepository, prepare_repository
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
 from auditor.report import render
-from auditor.report.model import Coverage, ScanResult
+from auditor.report.model import ScanResult
 from auditor.result_cache import CachingEngine, cacheable, request_key
 from auditor.rules import Rule
-from auditor.scan import (
-    STATIC_ANALYSES,
-    IndexLocator,
-    ScanConfig,
-    _carried,
-    _coverage,
-    _read_completions,
-    _result,
-    selected_rules,
-)
-from auditor.tokens import load_tokenizer
+from auditor.scan import ScanConfig, run_scan, selected_rules
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +69,6 @@ REPORT_FILES: dict[str, str] = {"json": "report.json", "sarif": "report.sarif", 
 STATE_FILE = "state.jsonl"
 GIT_TIMEOUT_S = 600.0
 THROUGHPUT_INTERVAL_S = 30.0
-STATIC_TOKENIZER_SOURCE = "none (static pass)"
 RAY_MISSING_NOTICE = (
     "ray is not installed: running scan-many's stages sequentially in this process "
     "(install the extra with `pip install 'auditor[ray]'` to run them on a Ray cluster)"
@@ -403,23 +392,61 @@ def build_engine(name: str, settings: EngineSettings, endpoints: Sequence[str] =
 
 
 # --- plan and finish (the single-repository stages) -------------------------------------
+#
+# Both stages call ``run_scan`` itself, so a repository's report is exactly what `auditor
+# scan` gives: the plan stage runs it with an engine that only captures the requests, the
+# finish stage with one that answers them from the completions generated in between.
+
+
+class CapturingEngine:
+    """An engine that records the requests it is sent and answers none of them."""
+
+    def __init__(self, name: str) -> None:
+        """Capture for the engine called ``name`` (the name run_scan reports)."""
+        self.name = name
+        self.requests: list[ChatRequest] = []
+
+    def identity(self) -> str:
+        """Never cached: its answers are placeholders."""
+        return f"capture:{self.name}"
+
+    def generate(self, requests: Sequence[ChatRequest], progress: ProgressCallback = no_progress) -> list[Completion]:
+        """Remember ``requests``; answer each with an error completion."""
+        self.requests.extend(requests)
+        return [error_completion(request, "not generated yet") for request in requests]
+
+
+class AnsweringEngine:
+    """An engine that answers a repository's requests, in order, with completions generated earlier."""
+
+    def __init__(self, name: str, completions: Sequence[Completion]) -> None:
+        """Answer as the engine called ``name`` with ``completions`` (one per window, in order)."""
+        self.name = name
+        self._completions = tuple(completions)
+
+    def identity(self) -> str:
+        """Not an output-producing engine: never cached."""
+        return f"answers:{self.name}"
+
+    def generate(self, requests: Sequence[ChatRequest], progress: ProgressCallback = no_progress) -> list[Completion]:
+        """The stored completions under the requests' ids; ValueError if the windows changed."""
+        if len(requests) != len(self._completions):
+            raise ValueError(f"{len(self._completions)} completions for {len(requests)} requests")
+        return [replace(completion, request_id=request.id) for completion, request in zip(self._completions, requests)]
 
 
 @dataclass(frozen=True)
 class RepositoryPlan:
     """A repository prepared for generation: everything ``finish_repository`` needs besides
-    the completions. ``packed`` is None (and ``requests`` empty) for the static engine."""
+    the completions. ``requests`` carry ids ``<key>/window-<i>`` (empty for the static engine);
+    ``notices`` are the run's own (how ``auto`` was resolved), put first in the report."""
 
     key: str
     config: ScanConfig
     engine: str
     prepared: PreparedRepository
-    rules: tuple[Rule, ...]
-    static_findings: tuple[Finding, ...]
-    packed: PackResult | None
+    rule_set: str
     requests: tuple[ChatRequest, ...]
-    tokenizer_source: str
-    tokenizer_exact: bool
     notices: tuple[str, ...]
 
 
@@ -430,75 +457,26 @@ def plan_repository(
     notices: Sequence[str] = (),
     progress: ProgressCallback = no_progress,
 ) -> RepositoryPlan:
-    """Walk, index, run the static pass and pack ``config.root`` exactly as ``run_scan``
-    does, with request ids ``<key>/window-<i>``. ``engine`` is a resolved name."""
-    rules = selected_rules(config.rules)
-    notes = list(notices)
+    """Walk and index ``config.root`` and pack it into the requests ``run_scan`` would send
+    (``engine`` is a resolved name), with ids prefixed by ``key``."""
     prepared = prepare_repository(config.root, config.walk, use_cache=config.use_cache, progress=progress)
-    static_findings: list[Finding] = []
-    if config.static or engine == "static":
-        for rule in rules:
-            analysis = STATIC_ANALYSES.get(rule.id)
-            if analysis is None:
-                if engine == "static":
-                    notes.append(f"rule {rule.id} has no static analysis: it needs a model engine (not run)")
-                continue
-            progress(ProgressEvent(stage="static", message=f"static pass for {rule.id}"))
-            static_findings.extend(analysis(prepared.indexes, prepared.texts, rule, prepared.graph).findings)
-    if engine == "static":
-        notes.append("no model ran: findings come from the static pass only")
-        return RepositoryPlan(key, config, engine, prepared, rules, tuple(static_findings), None, (),
-                              STATIC_TOKENIZER_SOURCE, False, tuple(notes))
-    tokenizer = load_tokenizer(config.tokenizer)
-    if not tokenizer.info.exact:
-        notes.append(tokenizer.info.describe())
-    packed = pack_prepared(prepared, rules=rules, tokenizer=tokenizer, options=config.pack, progress=progress)
-    schema = answer_schema_json([rule.id for rule in rules])
-    requests = tuple(
-        ChatRequest(
-            id=f"{key}/window-{window.index}",
-            messages=tuple(ChatMessage(m.role, m.content) for m in window.messages),
-            prompt_tokens=window.prompt_tokens,
-            max_tokens=config.pack.output_tokens,
-            thinking=config.pack.thinking,
-            json_schema=schema,
-        )
-        for window in packed.windows
-    )
-    return RepositoryPlan(key, config, engine, prepared, rules, tuple(static_findings), packed, requests,
-                          tokenizer.info.source, tokenizer.info.exact, tuple(notes))
+    requests: tuple[ChatRequest, ...] = ()
+    if engine != "static":
+        capture = CapturingEngine(engine)
+        run_scan(replace(config, use_cache=False, static=False, baseline=None), engine=capture, prepared=prepared)
+        requests = tuple(replace(request, id=f"{key}/{request.id}") for request in capture.requests)
+    return RepositoryPlan(key, config, engine, prepared, rule_set(selected_rules(config.rules)), requests, tuple(notices))
 
 
 def finish_repository(plan: RepositoryPlan, completions: Sequence[Completion]) -> ScanResult:
-    """Parse and ground the completions (one per request, in order) into the ``ScanResult``
-    ``run_scan`` would give for the same repository, settings and engine outputs."""
-    texts = plan.prepared.texts
-    if plan.packed is None:
-        indexed = plan.prepared.indexes
-        coverage = Coverage(full=tuple(sorted(indexed)), skeleton=(), omitted=tuple(sorted(set(texts) - set(indexed))))
-        return _result(
-            plan.config, plan.prepared, plan.rules,
-            engine="static", model=None, tokenizer_source=STATIC_TOKENIZER_SOURCE, tokenizer_exact=False,
-            findings=merge_findings([plan.static_findings]), notices=plan.notices, coverage=coverage,
-        )
-    if len(completions) != len(plan.requests):
-        raise ValueError(f"{len(completions)} completions for {len(plan.requests)} requests of {plan.key}")
-    repository = RepositoryView(
-        files={path: texts[path] for path in _carried(plan.packed)},
-        locator=IndexLocator(plan.prepared.indexes),
-        edges=plan.prepared.graph,
-    )
-    rules_by_id = {rule.id: rule for rule in plan.rules}
-    windows, errors, model_findings, rejected = _read_completions(plan.packed, list(completions), repository, rules_by_id)
-    return _result(
-        plan.config, plan.prepared, plan.rules,
-        engine=plan.engine, model=plan.config.engine_settings.model,
-        tokenizer_source=plan.tokenizer_source, tokenizer_exact=plan.tokenizer_exact,
-        findings=merge_findings([model_findings, plan.static_findings]), rejected=tuple(rejected),
-        windows=tuple(windows), errors=tuple(errors), notices=plan.notices,
-        coverage=_coverage(plan.packed, texts),
-        prompt_tokens_sent=sum(c.prompt_tokens or r.prompt_tokens for c, r in zip(completions, plan.requests)),
-    )
+    """The ``ScanResult`` ``run_scan`` gives for this repository when the model answers with
+    ``completions`` (one per request, in order): parsed, grounded, merged with the static pass."""
+    config = replace(plan.config, use_cache=False)
+    if plan.engine == "static":
+        result = run_scan(replace(config, engine="static"), prepared=plan.prepared)
+    else:
+        result = run_scan(config, engine=AnsweringEngine(plan.engine, completions), prepared=plan.prepared)
+    return replace(result, notices=plan.notices + result.notices) if plan.notices else result
 
 
 # --- serialisation between stages ------------------------------------------------------
@@ -540,10 +518,15 @@ class WorkItem:
     prompt_hash: str
 
 
-def work_item(repository: str, window: int, rules: Sequence[Rule], request: ChatRequest, fingerprint: str) -> WorkItem:
-    """The item for a window: its rule set (sorted ids) and the hash of its exact request
-    content under this engine (the shared result cache's key)."""
-    return WorkItem(repository, window, ",".join(sorted(rule.id for rule in rules)), request_key(fingerprint, request))
+def rule_set(rules: Sequence[Rule]) -> str:
+    """A rule set as work items name it: the sorted rule ids."""
+    return ",".join(sorted(rule.id for rule in rules))
+
+
+def work_item(repository: str, window: int, rules: str, request: ChatRequest, fingerprint: str) -> WorkItem:
+    """The item for a window: its rule set and the hash of its exact request content under
+    this engine (the shared result cache's key)."""
+    return WorkItem(repository, window, rules, request_key(fingerprint, request))
 
 
 class RunState:
@@ -834,7 +817,7 @@ def run_many_sequential(
     pending: list[tuple[str, int, WorkItem, ChatRequest]] = []
     for key, (plan, _) in sorted(plans.items()):
         for index, request in enumerate(plan.requests):
-            item = work_item(key, index, plan.rules, request, fingerprint)
+            item = work_item(key, index, plan.rule_set, request, fingerprint)
             done = state.done(item, request)
             if done is None:
                 pending.append((key, index, item, request))
@@ -847,10 +830,15 @@ def run_many_sequential(
     for number, (key, (plan, checkout)) in enumerate(sorted(plans.items()), start=1):
         completions = [answers[key][index] for index in range(len(plan.requests))]
         reused = len(plan.requests) - pending_counts.get(key, 0)
-        result = finish_repository(plan, completions)
-        reports = render_reports(result, config.formats)
-        write_reports(config.out, key, reports)
-        outcomes[key] = succeeded_outcome(by_key[key], checkout.commit, result, reused, reports)
+        try:
+            result = finish_repository(plan, completions)
+            reports = render_reports(result, config.formats)
+            write_reports(config.out, key, reports)
+        except (AuditorError, OSError, ValueError) as exc:
+            state.record_repository_failure(key, str(exc))
+            outcomes[key] = failed_outcome(by_key[key], str(exc))
+        else:
+            outcomes[key] = succeeded_outcome(by_key[key], checkout.commit, result, reused, reports)
         progress(ProgressEvent(stage="report", completed=number, total=len(plans)))
     many = ManyResult(out=config.out, backend="sequential", engine=engine_name,
                       repositories=tuple(outcomes[key] for key in sorted(outcomes)),

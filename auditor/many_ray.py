@@ -5,12 +5,12 @@ same ``ManyResult``, reports, index and state as ``auditor.many.run_many_sequent
 
 Pipeline (Ray Data, streaming)::
 
-    targets ──flat_map (CPU tasks: checkout, walk, index, static pass, pack)──▶
+    targets ──flat_map (CPU tasks: checkout, walk, index, pack)──▶
         one "repository" row per target + one "window" row per window still to generate
     ──map_batches(GenerationActor, ActorPoolStrategy(size=workers), num_gpus=gpus_per_worker)──▶
         window rows of all repositories batched together, completions filled in
     ──driver: iter_rows──▶ state.jsonl (each answer recorded as it arrives)
-    then repositories ──map (CPU tasks: parse, ground, render)──▶ driver writes reports + index
+    then repositories ──map (CPU tasks: static pass, parse, ground, render)──▶ driver writes reports + index
 
 Generation path: auditor's own ``GenerationActor`` running one engine per actor —
 for ``vllm`` one in-process ``vllm.LLM`` through ``auditor.engine.vllm_engine.VllmEngine``,
@@ -34,7 +34,7 @@ import json
 import logging
 import pickle
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -48,6 +48,7 @@ from auditor.engine.base import (
 from auditor.errors import AuditorError, EngineUnavailable
 from auditor.many import (
     STATE_FILE,
+    THROUGHPUT_INTERVAL_S,
     ManyConfig,
     ManyResult,
     RepositoryOutcome,
@@ -79,6 +80,10 @@ REPOSITORY_ROW = "repository"
 WINDOW_ROW = "window"
 
 
+class PipelineError(AuditorError):
+    """A Ray stage failed as a whole (an actor that cannot start its engine, a lost cluster)."""
+
+
 @dataclass(frozen=True)
 class GenerationOptions:
     """What each generation actor builds its engine from."""
@@ -99,7 +104,7 @@ def _row(kind: str, repository: str, **values: Any) -> dict[str, Any]:
 
 def pack_rows(row: dict[str, Any], *, config: ManyConfig, engine: str, notices: tuple[str, ...],
               done: frozenset[str], fingerprint: str) -> list[dict[str, Any]]:
-    """CPU stage: check out, plan and pack one target; write its plan to ``OUT/work``.
+    """CPU stage: check out, walk, index and pack one target; write its plan to ``OUT/work``.
 
     Returns its repository row (with the error when it failed) and one window row per
     request whose work item is not in ``done``.
@@ -112,7 +117,7 @@ def pack_rows(row: dict[str, Any], *, config: ManyConfig, engine: str, notices: 
         path.write_bytes(pickle.dumps((plan, checkout), protocol=pickle.HIGHEST_PROTOCOL))
     except (AuditorError, OSError) as exc:
         return [_row(REPOSITORY_ROW, target.key, error=str(exc) or type(exc).__name__)]
-    items = [item_token(work_item(target.key, index, plan.rules, request, fingerprint))
+    items = [item_token(work_item(target.key, index, plan.rule_set, request, fingerprint))
              for index, request in enumerate(plan.requests)]
     rows = [_row(REPOSITORY_ROW, target.key, commit=checkout.commit or "", items=json.dumps(items))]
     for index, (token, request) in enumerate(zip(items, plan.requests)):
@@ -173,18 +178,22 @@ def generation_resources(config: ManyConfig, engine: str) -> float:
 
 
 def finish_row(row: dict[str, Any], *, config: ManyConfig) -> dict[str, Any]:
-    """CPU stage: parse, ground and render one repository from its plan and completions."""
+    """CPU stage: static pass, parse, ground and render one repository from its plan and completions."""
     path = plan_path(config.out, row["repository"])
     plan, checkout = pickle.loads(path.read_bytes())
     completions = [completion_from_json(text) for text in json.loads(row["completions"])]
-    # Answers recorded in an earlier run carry the placeholder's prompt count: use the request's.
+    # A window whose answer never came back has a placeholder without a prompt count.
     completions = [
         replace(c, request_id=r.id, prompt_tokens=c.prompt_tokens or r.prompt_tokens)
         for c, r in zip(completions, plan.requests)
     ]
-    result = finish_repository(plan, completions)
-    reports = render_reports(result, config.formats)
     target = Target(key=row["key"], source=row["source"], revision=row["revision"] or None, is_git=bool(row["is_git"]))
+    try:
+        result = finish_repository(plan, completions)
+        reports = render_reports(result, config.formats)
+    except (AuditorError, ValueError) as exc:
+        outcome = failed_outcome(target, str(exc))
+        return {"repository": row["repository"], "reports": "{}", "outcome": pickle.dumps(outcome)}
     outcome = succeeded_outcome(target, checkout.commit, result, int(row["reused"]), reports)
     return {"repository": row["repository"], "reports": json.dumps(reports), "outcome": pickle.dumps(outcome)}
 
@@ -249,7 +258,7 @@ def _run(config: ManyConfig, targets: Sequence[Target], engine: str, notices: tu
     fresh: dict[str, dict[int, Completion]] = {}
     generated = tokens = 0
     started = last_message = time.monotonic()
-    for row in packed.iter_rows():
+    for row in _rows(packed):
         key = row["repository"]
         if row["kind"] == REPOSITORY_ROW:
             repositories[key] = row
@@ -263,7 +272,7 @@ def _run(config: ManyConfig, targets: Sequence[Target], engine: str, notices: tu
         tokens += completion.completion_tokens
         now = time.monotonic()
         message = None
-        if now - last_message >= 30.0:
+        if now - last_message >= THROUGHPUT_INTERVAL_S:
             message, last_message = throughput_message(generated, generated, tokens, now - started), now
         progress(ProgressEvent(stage="generate", completed=generated, message=message))
     if generated:
@@ -285,10 +294,13 @@ def _run(config: ManyConfig, targets: Sequence[Target], engine: str, notices: tu
     if finish_rows:
         finished = ray.data.from_items(finish_rows, override_num_blocks=len(finish_rows)).map(
             functools.partial(finish_row, config=config))
-        for number, row in enumerate(finished.iter_rows(), start=1):
+        for number, row in enumerate(_rows(finished), start=1):
             key = row["repository"]
-            write_reports(config.out, key, json.loads(row["reports"]))
             outcomes[key] = pickle.loads(row["outcome"])
+            if outcomes[key].status == "failed":
+                state.record_repository_failure(key, outcomes[key].error or "finish failed")
+            else:
+                write_reports(config.out, key, json.loads(row["reports"]))
             plan_path(config.out, key).unlink(missing_ok=True)
             progress(ProgressEvent(stage="report", completed=number, total=len(finish_rows)))
     many = ManyResult(out=config.out, backend="ray", engine=engine,
@@ -297,6 +309,19 @@ def _run(config: ManyConfig, targets: Sequence[Target], engine: str, notices: tu
     write_index(many)
     progress(ProgressEvent(stage="scan-many", message=many.summary()))
     return many
+
+
+def _rows(dataset: Any) -> Iterator[dict[str, Any]]:
+    """The dataset's rows as they stream out; a failed stage becomes a ``PipelineError``."""
+    import ray.exceptions
+
+    try:
+        yield from dataset.iter_rows()
+    except ray.exceptions.RayError as exc:
+        raise PipelineError(
+            f"the Ray pipeline failed: {exc}. Answers received so far are kept in the run's "
+            f"{STATE_FILE}: re-run with the same --out to resume"
+        ) from exc
 
 
 def _completions_for(items: Sequence[WorkItem], state: RunState, fresh: dict[int, Completion]) -> tuple[list[Completion], int]:
@@ -316,6 +341,7 @@ def _completions_for(items: Sequence[WorkItem], state: RunState, fresh: dict[int
 __all__ = [
     "GenerationActor",
     "GenerationOptions",
+    "PipelineError",
     "finish_row",
     "generation_resources",
     "pack_rows",

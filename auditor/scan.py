@@ -8,26 +8,32 @@ never dropped: the CLI turns it into an exit code.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
 from auditor import __version__
 from auditor.callgraph import CallGraph
-from auditor.engine.base import ChatMessage, ChatRequest, Completion, EngineSettings
+from auditor.canary import DEFAULT_CANARIES, DEFAULT_RECALL_THRESHOLD, CanaryPlan, CanaryReport, plant_canaries, read_canaries
+from auditor.engine.base import ChatMessage, ChatRequest, Completion, Engine, EngineSettings
 from auditor.engine.registry import create_engine, resolve_auto
-from auditor.findings import Finding, Rejected, RepositoryView, answer_schema_json, ground_answer, merge_findings, parse_answer
+from auditor.findings import Claim, Finding, Rejected, RepositoryView, answer_schema_json, ground_answer, merge_findings, parse_answer
 from auditor.index import FileIndex
 from auditor.injection import detect_injections
-from auditor.pack import PackOptions, PackResult
+from auditor.pack import PackOptions, PackResult, Window
 from auditor.plan import estimate_time
 from auditor.pipeline import PreparedRepository, pack_prepared, prepare_repository
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
-from auditor.report.model import Coverage, ScanError, ScanResult, WindowOutcome
+from auditor.probe import cites_probe
+from auditor.report.model import Coverage, ScanError, ScanResult, WindowOutcome, WindowRecall
+from auditor.result_cache import CachingEngine, default_result_cache_dir
 from auditor.rules import Rule, builtin_rules, load_rules
 from auditor.static import StaticResult, analyze_tx_outside_transaction
-from auditor.tokens import TokenizerRequest, load_tokenizer
+from auditor.suppress import SuppressedFinding, apply_suppressions, read_baseline
+from auditor.tokens import TokenizerInfo, TokenizerRequest, load_tokenizer
 from auditor.walk import WalkOptions
+
+STATIC_TOKENIZER_SOURCE = "none (static pass)"
 
 # Rules with a static analysis, by id. Rules without one need a model.
 STATIC_ANALYSES: dict[str, Callable[[Mapping[str, FileIndex], Mapping[str, str], Rule, CallGraph], StaticResult]] = {
@@ -48,6 +54,9 @@ class ScanConfig:
     walk: WalkOptions = field(default_factory=WalkOptions)
     use_cache: bool = True
     static: bool = True
+    probes: int = DEFAULT_CANARIES
+    recall_threshold: float = DEFAULT_RECALL_THRESHOLD
+    baseline: Path | None = None
 
 
 def selected_rules(specs: tuple[str, ...]) -> tuple[Rule, ...]:
@@ -77,71 +86,154 @@ class IndexLocator:
         return named[0].start_line, named[0].end_line
 
 
-def run_scan(config: ScanConfig, progress: ProgressCallback = no_progress) -> ScanResult:
-    """Run one scan. Raises AuditorError subclasses only for setup failures (bad rule, engine unavailable)."""
-    rules = selected_rules(config.rules)
-    engine_name, notices = config.engine, []
-    if engine_name == "auto":
-        engine_name, reason = resolve_auto(config.engine_settings)
-        notices.append(f"engine auto -> {engine_name}: {reason}")
-    engine = None if engine_name == "static" else create_engine(engine_name, config.engine_settings)
-    prepared = prepare_repository(config.root, config.walk, use_cache=config.use_cache, progress=progress)
-    texts = prepared.texts
+@dataclass(frozen=True)
+class ScanPlan:
+    """A repository ready for generation: everything ``finish_scan`` needs besides the
+    completions. ``packed`` is None and ``requests`` empty when no model runs (static)."""
 
+    config: ScanConfig
+    engine: str
+    rules: tuple[Rule, ...]
+    prepared: PreparedRepository
+    static_findings: tuple[Finding, ...]
+    notices: tuple[str, ...]
+    packed: PackResult | None = None
+    planted: tuple[tuple[Window, CanaryPlan], ...] = ()
+    requests: tuple[ChatRequest, ...] = ()
+    tokenizer: TokenizerInfo | None = None
+
+
+def resolve_engine(config: ScanConfig) -> tuple[str, tuple[str, ...]]:
+    """The engine name the scan will use (``auto`` resolved) and the notice saying why."""
+    if config.engine != "auto":
+        return config.engine, ()
+    name, reason = resolve_auto(config.engine_settings)
+    return name, (f"engine auto -> {name}: {reason}",)
+
+
+def plan_scan(
+    config: ScanConfig,
+    engine: str,
+    *,
+    request_prefix: str = "",
+    notices: tuple[str, ...] = (),
+    prepared: PreparedRepository | None = None,
+    progress: ProgressCallback = no_progress,
+) -> ScanPlan:
+    """Walk, index, run the static pass, pack, and plant canaries: the requests for ``engine``.
+
+    Request ids are ``<request_prefix>window-<i>``. ``prepared`` reuses a walked and indexed
+    repository.
+    """
+    rules = selected_rules(config.rules)
+    notes = list(notices)
+    if prepared is None:
+        prepared = prepare_repository(config.root, config.walk, use_cache=config.use_cache, progress=progress)
     static_findings: list[Finding] = []
-    if config.static or engine is None:
+    if config.static or engine == "static":
         for rule in rules:
             analysis = STATIC_ANALYSES.get(rule.id)
             if analysis is None:
-                if engine is None:
-                    notices.append(f"rule {rule.id} has no static analysis: it needs a model engine (not run)")
+                if engine == "static":
+                    notes.append(f"rule {rule.id} has no static analysis: it needs a model engine (not run)")
                 continue
             progress(ProgressEvent(stage="static", message=f"static pass for {rule.id}"))
-            static_findings.extend(analysis(prepared.indexes, texts, rule, prepared.graph).findings)
-
-    if engine is None:
-        notices.append("no model ran: findings come from the static pass only")
-        return _result(
-            config, prepared, rules,
-            engine="static", model=None, tokenizer_source="none (static pass)", tokenizer_exact=False,
-            findings=merge_findings([static_findings]), notices=tuple(notices),
-            coverage=Coverage(full=tuple(sorted(prepared.indexes)), skeleton=(), omitted=tuple(sorted(set(texts) - set(prepared.indexes)))),
-        )
+            static_findings.extend(analysis(prepared.indexes, prepared.texts, rule, prepared.graph).findings)
+    if engine == "static":
+        notes.append("no model ran: findings come from the static pass only")
+        return ScanPlan(config, engine, rules, prepared, tuple(static_findings), tuple(notes))
 
     tokenizer = load_tokenizer(config.tokenizer)
     if not tokenizer.info.exact:
-        notices.append(tokenizer.info.describe())
+        notes.append(tokenizer.info.describe())
     packed = pack_prepared(prepared, rules=rules, tokenizer=tokenizer, options=config.pack, progress=progress)
+    planted = tuple(
+        plant_canaries(packed, window, tokenizer, config.probes, config.engine_settings.seed) for window in packed.windows
+    )
+    if config.probes and any(not plan.needles for _, plan in planted):
+        notes.append("some windows had no room for recall canaries: their recall is not measured")
     schema = answer_schema_json([rule.id for rule in rules])
-    requests = [
+    requests = tuple(
         ChatRequest(
-            id=f"window-{window.index}",
+            id=f"{request_prefix}window-{window.index}",
             messages=tuple(ChatMessage(m.role, m.content) for m in window.messages),
             prompt_tokens=window.prompt_tokens,
             max_tokens=config.pack.output_tokens,
             thinking=config.pack.thinking,
             json_schema=schema,
         )
-        for window in packed.windows
-    ]
-    progress(ProgressEvent(stage="engine", message=_time_estimate(packed, config.pack.output_tokens, engine_name)))
-    completions = engine.generate(requests, progress)
+        for window, _ in planted
+    )
+    progress(ProgressEvent(stage="engine", message=_time_estimate(packed, config.pack.output_tokens, engine)))
+    return ScanPlan(config, engine, rules, prepared, tuple(static_findings), tuple(notes), packed, planted,
+                    requests, tokenizer.info)
+
+
+def finish_scan(plan: ScanPlan, completions: Sequence[Completion]) -> ScanResult:
+    """Parse, ground and score the completions (one per request, in order), merge with the
+    static pass, apply suppressions and the baseline: the scan's result."""
+    config, prepared, rules = plan.config, plan.prepared, plan.rules
+    texts = prepared.texts
+    baseline = read_baseline(config.baseline) if config.baseline else None
+
+    def finish(findings: tuple[Finding, ...], **fields: object) -> ScanResult:
+        known = set(builtin_rules()) | {rule.id for rule in rules}
+        suppression = apply_suppressions(findings, texts, known, baseline)
+        return _result(config, prepared, rules, findings=suppression.kept, suppressed=suppression.suppressed,
+                       warnings=suppression.warnings, notices=plan.notices, **fields)  # type: ignore[arg-type]
+
+    if plan.packed is None or plan.tokenizer is None:
+        indexed = prepared.indexes
+        return finish(
+            merge_findings([plan.static_findings]),
+            engine="static", model=None, tokenizer_source=STATIC_TOKENIZER_SOURCE, tokenizer_exact=False,
+            coverage=Coverage(full=tuple(sorted(indexed)), skeleton=(), omitted=tuple(sorted(set(texts) - set(indexed)))),
+        )
+    if len(completions) != len(plan.requests):
+        raise ValueError(f"{len(completions)} completions for {len(plan.requests)} requests")
     repository = RepositoryView(
-        files={path: texts[path] for path in _carried(packed)},
+        files={path: texts[path] for path in _carried(plan.packed)},
         locator=IndexLocator(prepared.indexes),
         edges=prepared.graph,
+        virtual_paths=frozenset(path for _, canaries in plan.planted for needle in canaries.needles for path in needle.paths),
     )
     rules_by_id = {rule.id: rule for rule in rules}
-    windows, errors, model_findings, rejected = _read_completions(packed, completions, repository, rules_by_id)
-    coverage = _coverage(packed, texts)
-    return _result(
-        config, prepared, rules,
-        engine=engine_name, model=config.engine_settings.model,
-        tokenizer_source=tokenizer.info.source, tokenizer_exact=tokenizer.info.exact,
-        findings=merge_findings([model_findings, static_findings]), rejected=tuple(rejected),
-        windows=tuple(windows), errors=tuple(errors), notices=tuple(notices), coverage=coverage,
-        prompt_tokens_sent=sum(c.prompt_tokens or r.prompt_tokens for c, r in zip(completions, requests)),
+    windows, errors, model_findings, rejected = _read_completions(
+        list(plan.planted), list(completions), repository, rules_by_id, config.recall_threshold
     )
+    return finish(
+        merge_findings([model_findings, plan.static_findings]),
+        engine=plan.engine, model=config.engine_settings.model,
+        tokenizer_source=plan.tokenizer.source, tokenizer_exact=plan.tokenizer.exact,
+        rejected=tuple(rejected), windows=tuple(windows), errors=tuple(errors),
+        coverage=_coverage(plan.packed, texts),
+        prompt_tokens_sent=sum(c.prompt_tokens or r.prompt_tokens for c, r in zip(completions, plan.requests)),
+    )
+
+
+def run_scan(
+    config: ScanConfig,
+    progress: ProgressCallback = no_progress,
+    *,
+    engine: Engine | None = None,
+    prepared: PreparedRepository | None = None,
+) -> ScanResult:
+    """Run one scan: plan, generate, finish. Raises AuditorError subclasses only for setup
+    failures (bad rule, engine unavailable); every later failure is recorded in the result.
+
+    ``engine`` reuses an engine already started (review scans head and base with one model);
+    ``prepared`` reuses a walked and indexed repository.
+    """
+    if engine is not None:
+        name, notices = engine.name, ()
+    else:
+        name, notices = resolve_engine(config)
+        engine = None if name == "static" else create_engine(name, config.engine_settings)
+    if engine is not None and config.use_cache and not isinstance(engine, CachingEngine):
+        engine = CachingEngine(engine, default_result_cache_dir())
+    plan = plan_scan(config, name, notices=notices, prepared=prepared, progress=progress)
+    completions = engine.generate(list(plan.requests), progress) if engine is not None and plan.requests else []
+    return finish_scan(plan, completions)
 
 
 def _time_estimate(packed: PackResult, output_tokens: int, engine_name: str) -> str:
@@ -169,18 +261,28 @@ def _coverage(packed: PackResult, texts: Mapping[str, str]) -> Coverage:
 
 
 def _read_completions(
-    packed: PackResult,
+    planted: list[tuple[Window, CanaryPlan]],
     completions: list[Completion],
     repository: RepositoryView,
     rules: Mapping[str, Rule],
+    recall_threshold: float,
 ) -> tuple[list[WindowOutcome], list[ScanError], list[Finding], list[Rejected]]:
-    """Parse and ground each window's answer; record incomplete windows as errors."""
+    """Parse and ground each window's answer, score its canaries; record incomplete and
+    recall-degraded windows as errors."""
     windows: list[WindowOutcome] = []
     errors: list[ScanError] = []
     findings: list[Finding] = []
     rejected: list[Rejected] = []
-    for window, completion in zip(packed.windows, completions):
+    for (window, plan), completion in zip(planted, completions):
         parsed = parse_answer(completion.text)
+        canaries = read_canaries(plan, parsed.probes, recall_threshold)
+        claims = tuple(claim for claim in parsed.claims if not _cites_canary(claim, plan))
+        rejected.extend(
+            Rejected("cites a recall-probe identifier", claim, window.index)
+            for claim in parsed.claims
+            if _cites_canary(claim, plan)
+        )
+        parsed = replace(parsed, claims=claims)
         problem = None
         if completion.error:
             problem = f"engine error: {completion.error}"
@@ -196,6 +298,14 @@ def _read_completions(
         for message in parsed.errors:
             if parsed.complete:
                 errors.append(ScanError("parse", f"window {window.index}: {message}", window.index))
+        recall = _window_recall(canaries)
+        if recall is not None and recall.degraded and problem is None:
+            errors.append(ScanError(
+                "recall-degraded",
+                f"window {window.index}: recall {recall.recall:.0%} on {recall.planted} canaries is below "
+                f"{recall_threshold:.0%}; missed at depths {', '.join(f'{d:.0%}' for d, _, _ in recall.missed)}",
+                window.index,
+            ))
         window_findings, window_rejected = ground_answer(parsed, repository, rules, window.index)
         findings.extend(window_findings)
         rejected.extend(window_rejected)
@@ -211,9 +321,33 @@ def _read_completions(
                 reasoning=completion.reasoning,
                 cached_prompt_tokens=completion.cached_prompt_tokens,
                 error=problem,
+                recall=recall,
             )
         )
     return windows, errors, findings, rejected
+
+
+def _cites_canary(claim: Claim, plan: CanaryPlan) -> bool:
+    """Whether a claim names a canary's virtual file or identifiers at its sink or on its chain."""
+    if not plan.needles:
+        return False
+    steps = (claim.sink, *claim.chain)
+    return any(cites_probe(step.path, step.function, plan.needles) for step in steps)
+
+
+def _window_recall(report: CanaryReport | None) -> WindowRecall | None:
+    if report is None:
+        return None
+    summary = report.summary
+    return WindowRecall(
+        planted=summary.total,
+        correct=summary.correct,
+        abstained=summary.abstained,
+        wrong=summary.wrong,
+        recall=summary.recall or 0.0,
+        degraded=summary.degraded,
+        missed=report.missed,
+    )
 
 
 def _result(
@@ -232,6 +366,8 @@ def _result(
     windows: tuple[WindowOutcome, ...] = (),
     errors: tuple[ScanError, ...] = (),
     prompt_tokens_sent: int = 0,
+    suppressed: tuple[SuppressedFinding, ...] = (),
+    warnings: tuple[str, ...] = (),
 ) -> ScanResult:
     """Assemble the result; files the model saw (or the static pass indexed) are checked for injected instructions."""
     seen = set(coverage.full) | set(coverage.skeleton)
@@ -252,4 +388,6 @@ def _result(
         coverage=coverage,
         injection_flags=injection_flags,
         prompt_tokens_sent=prompt_tokens_sent,
+        suppressed=suppressed,
+        warnings=warnings,
     )

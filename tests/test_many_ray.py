@@ -190,3 +190,12 @@ def test_auto_engine_on_a_cluster_with_gpus_is_vllm(tmp_path: Path) -> None:
     assert resolve_engine_on_cluster(config, {"CPU": 64.0, "GPU": 8.0})[0] == "vllm"
     with_endpoints = ManyConfig(targets=tmp_path, out=tmp_path, endpoints=("http://a:8000/v1",))
     assert resolve_engine_on_cluster(with_endpoints, {"GPU": 8.0})[0] == "openai"
+
+
+def test_an_actor_that_cannot_start_its_engine_fails_the_run_cleanly(local_ray, tmp_path: Path, tiny_tokenizer_dir: Path) -> None:
+    from auditor.many_ray import PipelineError
+
+    repos = copy_fixtures(tmp_path, ("go_inventory",))
+    config = ManyConfig(targets=repos, out=tmp_path / "run", scan=template(tiny_tokenizer_dir), backend="ray")
+    with pytest.raises(PipelineError, match="needs a recording"):
+        run_many(config)

@@ -31,7 +31,8 @@ SARIF_SCHEMA = SHARED / "schemas" / "sarif-schema-2.1.0.json"
 RULE = "tx-outside-transaction"
 # Small enough to be explicit, large enough that each fixture app packs into one window
 # (the recordings answer request "window-0").
-WINDOW_FLAGS = ("--max-model-len", "65536", "--output-tokens", "4096")
+# The recordings answer the audit only (they were made without recall canaries): --probes 0.
+WINDOW_FLAGS = ("--max-model-len", "65536", "--output-tokens", "4096", "--probes", "0")
 
 
 @pytest.fixture(autouse=True)
@@ -371,11 +372,6 @@ def test_static_engine_finds_every_planted_bug_and_no_control(app_name):
             assert key not in found, f"negative control reported: {key}"
 
 
-@pytest.mark.xfail(
-    reason="BUG: inline 'auditor: ignore[tx-outside-transaction]' comments are not honoured by scan "
-    "(shop/views.py:65 update_profile is still reported); auditor/suppress.py is not wired into run_scan",
-    strict=True,
-)
 def test_static_engine_honours_inline_suppression():
     scan = run_scan_cli(FIXTURES / "django_shop", "--engine", "static")
 

@@ -64,6 +64,17 @@ def _window_to_dict(window: WindowOutcome) -> dict[str, Any]:
         "files_full": sorted(window.files_full),
         "files_skeleton": sorted(window.files_skeleton),
         "reasoning": window.reasoning,
+        "recall": None
+        if window.recall is None
+        else {
+            "planted": window.recall.planted,
+            "correct": window.recall.correct,
+            "abstained": window.recall.abstained,
+            "wrong": window.recall.wrong,
+            "recall": round(window.recall.recall, 4),
+            "degraded": window.recall.degraded,
+            "missed": [{"depth": depth, "file_before": before, "file_after": after} for depth, before, after in window.recall.missed],
+        },
     }
 
 
@@ -117,6 +128,7 @@ def report_dict(result: ScanResult) -> dict[str, Any]:
             "rejected": len(result.rejected),
             "windows": len(windows),
             "windows_incomplete": len(result.incomplete_windows),
+            "recall_degraded": result.recall_degraded,
             "errors": len(result.errors),
             "injection_flags": len(result.injection_flags),
             "prompt_tokens_sent": result.prompt_tokens_sent,

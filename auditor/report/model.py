@@ -25,10 +25,28 @@ __all__ = [
     "ScanResult",
     "SuppressedFinding",
     "WindowOutcome",
+    "WindowRecall",
 ]
 
 # Error kinds that mean the scan did not read everything it was asked to.
 INCOMPLETE_ERROR_KINDS = frozenset({"engine", "incomplete-window"})
+
+
+@dataclass(frozen=True)
+class WindowRecall:
+    """Recall measured by the canaries planted in one window.
+
+    ``missed`` holds (depth fraction, file before, file after) for each needle not answered
+    correctly, so a reader can see which stretch of the window the model did not retrieve.
+    """
+
+    planted: int
+    correct: int
+    abstained: int
+    wrong: int
+    recall: float
+    degraded: bool
+    missed: tuple[tuple[float, str | None, str | None], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -49,6 +67,7 @@ class WindowOutcome:
     reasoning: str = ""
     cached_prompt_tokens: int | None = None
     error: str | None = None
+    recall: WindowRecall | None = None
 
 
 @dataclass(frozen=True)
@@ -168,6 +187,11 @@ class ScanResult:
         return all(window.complete for window in self.windows) and not any(
             error.kind in INCOMPLETE_ERROR_KINDS for error in self.errors
         )
+
+    @property
+    def recall_degraded(self) -> bool:
+        """True when some window's canary recall fell below the threshold."""
+        return any(window.recall is not None and window.recall.degraded for window in self.windows)
 
     @property
     def incomplete_windows(self) -> tuple[WindowOutcome, ...]:

@@ -1,0 +1,107 @@
+"""Recall canaries in scans: planted within budget, scored exactly, degraded windows visible."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from auditor.cli import app
+from auditor.engine.base import Completion
+from auditor.errors import ExitCode
+from auditor.pack import PackOptions
+from auditor.scan import ScanConfig, finish_scan, plan_scan
+from auditor.tokens import TokenizerRequest
+
+FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "django_shop"
+RULE = "tx-outside-transaction"
+
+
+def _config(tokenizer_dir: Path, probes: int = 3) -> ScanConfig:
+    return ScanConfig(
+        root=FIXTURE,
+        rules=(RULE,),
+        engine="replay",
+        tokenizer=TokenizerRequest(tokenizer=str(tokenizer_dir)),
+        pack=PackOptions(max_model_len=65_536, output_tokens=4_096, probe_reserve_tokens=4_096),
+        static=False,
+        probes=probes,
+    )
+
+
+def _answer(plan, correct_below: float) -> list[Completion]:
+    completions = []
+    for (window, canaries), request in zip(plan.planted, plan.requests):
+        probes = [
+            {"id": needle.id, "answer": needle.expected if depth < correct_below else (needle.distractors or ("0",))[0]}
+            for needle, depth in zip(canaries.needles, canaries.depths)
+        ]
+        text = json.dumps({"findings": [], "probes": probes})
+        completions.append(Completion(request.id, text, "", "stop", window.prompt_tokens, 50))
+    return completions
+
+
+def test_canaries_are_planted_inside_the_budget(tiny_tokenizer_dir):
+    config = _config(tiny_tokenizer_dir)
+    plan = plan_scan(config, "replay")
+    window, canaries = plan.planted[0]
+    assert len(canaries.needles) == 3
+    assert window.prompt_tokens + config.pack.output_tokens <= config.pack.max_model_len
+    for needle in canaries.needles:
+        for path, _ in needle.files:
+            assert f'<<<FILE path="{path}"' in window.prompt
+        assert needle.question in window.prompt
+    # The repository on disk is untouched: the needles' virtual files are not walked files.
+    assert not any(path in plan.prepared.texts for needle in canaries.needles for path in needle.paths)
+
+
+def test_all_correct_answers_give_full_recall(tiny_tokenizer_dir):
+    plan = plan_scan(_config(tiny_tokenizer_dir), "replay")
+    result = finish_scan(plan, _answer(plan, correct_below=1.1))
+    recall = result.windows[0].recall
+    assert recall is not None and recall.recall == 1.0 and not recall.degraded
+    assert not result.recall_degraded
+
+
+def test_wrong_answers_deep_in_the_window_mark_it_recall_degraded(tiny_tokenizer_dir):
+    plan = plan_scan(_config(tiny_tokenizer_dir), "replay")
+    result = finish_scan(plan, _answer(plan, correct_below=0.3))
+    recall = result.windows[0].recall
+    assert recall is not None and recall.degraded
+    assert recall.correct == 1 and recall.wrong == 2
+    assert [round(depth, 2) for depth, _, _ in recall.missed] == [0.5, 0.9]
+    assert result.recall_degraded
+    assert any(error.kind == "recall-degraded" for error in result.errors)
+
+
+def test_a_claim_citing_a_canary_is_discarded_and_counted(tiny_tokenizer_dir):
+    plan = plan_scan(_config(tiny_tokenizer_dir), "replay")
+    _, canaries = plan.planted[0]
+    needle_path = canaries.needles[0].paths[0]
+    claim = {"rule": RULE, "title": "x", "severity": "high", "explanation": "x",
+             "sink": {"path": needle_path, "line": 1, "function": "f"}, "chain": []}
+    completions = _answer(plan, correct_below=1.1)
+    body = json.loads(completions[0].text)
+    body["findings"] = [claim]
+    completions[0] = Completion(completions[0].request_id, json.dumps(body), "", "stop", 1, 1)
+    result = finish_scan(plan, completions)
+    assert not result.findings
+    assert len(result.rejected) == 1
+
+
+def test_cli_exit_code_for_a_recall_degraded_scan(tiny_tokenizer_dir, tmp_path):
+    config = _config(tiny_tokenizer_dir)
+    plan = plan_scan(config, "replay")
+    recording = tmp_path / "answers.jsonl"
+    for name, cutoff, expected in (("good", 1.1, ExitCode.OK), ("bad", 0.3, ExitCode.RECALL_DEGRADED)):
+        completions = _answer(plan, correct_below=cutoff)
+        recording.write_text("".join(
+            json.dumps({"request_id": c.request_id, "text": c.text, "finish_reason": "stop"}) + "\n" for c in completions
+        ))
+        result = CliRunner().invoke(app, [
+            "scan", str(FIXTURE), "--rule", RULE, "--engine", "replay", "--replay", str(recording),
+            "--tokenizer", str(tiny_tokenizer_dir), "--max-model-len", "65536", "--output-tokens", "4096",
+            "--no-static", "--format", "json", "--no-cache",
+        ])
+        assert result.exit_code == expected, (name, result.output)
