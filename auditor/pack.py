@@ -58,6 +58,7 @@ class PackOptions:
     thinking: bool = True
     max_windows: int = 0
     neighbor_depth: int = 1
+    seed_paths: tuple[str, ...] = ()  # carried first, in this order (e.g. a diff's changed files)
 
     @property
     def prompt_budget(self) -> int:
@@ -157,20 +158,23 @@ def rank_files(
     rules: Sequence[Rule],
     neighbors: NeighborFn | None,
     neighbor_depth: int,
+    seed_paths: Sequence[str] = (),
 ) -> tuple[list[str], list[str]]:
     """Split paths into (candidates in packing order, the rest in rank order).
 
-    With no rules every file is a candidate. Otherwise seeds are files matching a relevance
-    pattern; candidates are seeds plus files within ``neighbor_depth`` call-graph hops.
+    ``seed_paths`` come first, in their order. With no rules every file is a candidate.
+    Otherwise seeds are the seed paths, then files matching a relevance pattern; candidates are seeds plus files within ``neighbor_depth`` call-graph hops.
     Candidates are ordered by a breadth-first walk from the strongest seed so that callers
     and callees land next to each other (and hence in the same window).
     """
     paths = sorted(entry.path for entry in files)
     known = set(paths)
+    first = [path for path in dict.fromkeys(seed_paths) if path in known]
     if not rules:
-        return paths, []
+        return first + [path for path in paths if path not in set(first)], []
     scores = relevance_scores(files, rules)
-    seeds = sorted((path for path in paths if scores[path] > 0), key=lambda p: (-scores[p], p))
+    relevant = sorted((path for path in paths if scores[path] > 0 and path not in set(first)), key=lambda p: (-scores[p], p))
+    seeds = first + relevant
     distance: dict[str, int] = {seed: 0 for seed in seeds}
     frontier = list(seeds)
     adjacency: dict[str, list[str]] = {}
@@ -390,7 +394,7 @@ def pack(
             f"{options.output_tokens} and probe reserve {options.probe_reserve_tokens} is {options.prompt_budget}"
         )
     by_path = {entry.path: entry for entry in files}
-    candidates, rest = rank_files(files, rules, neighbors, options.neighbor_depth)
+    candidates, rest = rank_files(files, rules, neighbors, options.neighbor_depth, options.seed_paths)
     entries = [MapEntry(path, symbols_of(path) if symbols_of else ()) for path in candidates + rest]
     map_budget = min(options.map_tokens, max(options.prompt_budget // 4, 0))
     repo_map, map_detail = _choose_map(entries, tokenizer, map_budget)

@@ -27,23 +27,30 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Protocol
 
 from auditor.callgraph import CallGraph
 from auditor.diff import Diff, GitError, Hunk, compute_diff, resolve_revision, run_git
 from auditor.findings import Finding, file_lines, fingerprint
 from auditor.index import FileIndex
 from auditor.languages import language_for_path
-from auditor.pipeline import prepare_repository
+from auditor.pipeline import PreparedRepository, prepare_repository
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
 from auditor.report.model import Coverage, FileCoverage, ReviewedFinding, ReviewSummary, ScanResult
 from auditor.rules import builtin_rules
 from auditor.scan import ScanConfig, run_scan, selected_rules
 from auditor.suppress import apply_suppressions, read_baseline
 
-ScanFunction = Callable[[ScanConfig, ProgressCallback], ScanResult]
+
+class ScanFunction(Protocol):
+    """How review scans one tree: ``run_scan``'s signature (``prepared`` reuses the walk)."""
+
+    def __call__(
+        self, config: ScanConfig, progress: ProgressCallback = ..., *, prepared: PreparedRepository | None = ...
+    ) -> ScanResult: ...
 
 
 @dataclass(frozen=True)
@@ -112,7 +119,7 @@ def run_review(config: ReviewConfig, progress: ProgressCallback = no_progress, *
         )
     )
     with _tree_at(root, diff.head if config.head is not None else None) as head_root:
-        head = _scan_tree(replace(config.scan, root=head_root), progress, scan)
+        head = _scan_tree(replace(config.scan, root=head_root), progress, scan, diff)
     base_fingerprints: frozenset[str] = frozenset()
     if config.compare_base:
         with _tree_at(root, diff.base) as base_root:
@@ -188,10 +195,13 @@ def run_review(config: ReviewConfig, progress: ProgressCallback = no_progress, *
     return ReviewResult(result=result, diff=diff)
 
 
-def _scan_tree(config: ScanConfig, progress: ProgressCallback, scan: ScanFunction) -> _Tree:
-    """Scan one tree and index it (the index cache makes the second walk cheap)."""
-    result = scan(config, progress)
+def _scan_tree(config: ScanConfig, progress: ProgressCallback, scan: ScanFunction, diff: Diff | None = None) -> _Tree:
+    """Walk and index one tree, then scan it; with a diff, the pack carries the changed files
+    and their call-graph neighbours first."""
     prepared = prepare_repository(config.root, config.walk, use_cache=config.use_cache, progress=progress)
+    if diff is not None:
+        config = replace(config, pack=replace(config.pack, seed_paths=review_seed_paths(diff, prepared.graph)))
+    result = scan(config, progress, prepared=prepared)
     return _Tree(result=result, indexes=prepared.indexes, graph=prepared.graph, texts=prepared.texts)
 
 

@@ -141,3 +141,14 @@ def test_scaffold_over_budget_is_a_clear_error(tokenizer):
     with pytest.raises(PackError, match="scaffold"):
         pack(_repo(1, 2, 5), repository="demo", rules=[RULE], tokenizer=tokenizer,
              options=PackOptions(max_model_len=1_500, output_tokens=300, probe_reserve_tokens=64, map_tokens=100))
+
+
+def test_seed_paths_are_carried_first(tokenizer):
+    repo = [
+        PackInput("a.py", "def a():\n    order.save()\n", "python"),
+        PackInput("b.py", "def b():\n    return 1\n", "python"),
+        PackInput("c.py", "def c():\n    return 2\n", "python"),
+    ]
+    candidates, rest = rank_files(repo, [RULE], None, neighbor_depth=1, seed_paths=("c.py", "missing.py"))
+    assert candidates == ["c.py", "a.py"]
+    assert rest == ["b.py"]

@@ -8,7 +8,9 @@ ones too with ``--all``); 5 when the scan is incomplete; others from ``AuditorEr
 
 from __future__ import annotations
 
+import functools
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -16,6 +18,7 @@ import typer
 from rich.console import Console
 
 from auditor.engine.base import EngineSettings
+from auditor.engine.registry import create_engine
 from auditor.errors import ExitCode, UsageError
 from auditor.pack import DEFAULT_PROBE_RESERVE_TOKENS, PackOptions
 from auditor.progress import ProgressEvent
@@ -24,7 +27,7 @@ from auditor.report.markdown import render_markdown
 from auditor.report.model import ScanResult
 from auditor.report.sarif import render_sarif
 from auditor.review import ReviewConfig, run_review
-from auditor.scan import ScanConfig
+from auditor.scan import ScanConfig, resolve_engine, run_scan
 from auditor.tokens import TokenizerRequest
 from auditor.walk import WalkOptions
 
@@ -115,7 +118,15 @@ def review_command(
     )
     config = ReviewConfig(scan=scan, base=base, head=head, include_existing=all_findings,
                           compare_base=compare_base, baseline=baseline)
-    reviewed = run_review(config, _log_progress)
+    # One engine for the head and the base scans: a vLLM model loads once.
+    engine_name, notices = resolve_engine(scan)
+    for notice in notices:
+        _stderr.print(f"[yellow]notice:[/] {notice}", highlight=False)
+    if engine_name == "static":
+        reviewed = run_review(replace(config, scan=replace(scan, engine="static")), _log_progress)
+    else:
+        shared = create_engine(engine_name, scan.engine_settings)
+        reviewed = run_review(config, _log_progress, scan=functools.partial(run_scan, engine=shared))
     result = reviewed.result
     for warning in result.warnings:
         _stderr.print(f"[yellow]warning:[/] {warning}", highlight=False)
