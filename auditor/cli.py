@@ -307,12 +307,14 @@ def list_rules() -> None:
 
 from auditor.commands.plan import doctor_command, plan_command  # noqa: E402  (registered below)
 from auditor.commands.probe import probe_command  # noqa: E402
+from auditor.commands.many import scan_many_command  # noqa: E402
 from auditor.commands.review import review_command  # noqa: E402
 
 app.command("plan")(_exit_on_error(plan_command))
 app.command("doctor")(_exit_on_error(doctor_command))
 app.command("probe")(_exit_on_error(probe_command))
 app.command("review")(_exit_on_error(review_command))
+app.command("scan-many")(_exit_on_error(scan_many_command))
 
 
 def main() -> None:

@@ -53,13 +53,12 @@ from auditor.engine.base import (
 )
 from auditor.engine.registry import create_engine, resolve_auto
 from auditor.errors import AuditorError, EngineUnavailable, UsageError
-from auditor.pipeline import PreparedRepository, prepare_repository
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
 from auditor.report import render
 from auditor.report.model import ScanResult
 from auditor.result_cache import CachingEngine, cacheable, request_key
 from auditor.rules import Rule
-from auditor.scan import ScanConfig, run_scan, selected_rules
+from auditor.scan import ScanConfig, ScanPlan, finish_scan, plan_scan, selected_rules
 
 logger = logging.getLogger(__name__)
 
@@ -397,57 +396,19 @@ def build_engine(name: str, settings: EngineSettings, endpoints: Sequence[str] =
 # scan` gives: the plan stage runs it with an engine that only captures the requests, the
 # finish stage with one that answers them from the completions generated in between.
 
-
-class CapturingEngine:
-    """An engine that records the requests it is sent and answers none of them."""
-
-    def __init__(self, name: str) -> None:
-        """Capture for the engine called ``name`` (the name run_scan reports)."""
-        self.name = name
-        self.requests: list[ChatRequest] = []
-
-    def identity(self) -> str:
-        """Never cached: its answers are placeholders."""
-        return f"capture:{self.name}"
-
-    def generate(self, requests: Sequence[ChatRequest], progress: ProgressCallback = no_progress) -> list[Completion]:
-        """Remember ``requests``; answer each with an error completion."""
-        self.requests.extend(requests)
-        return [error_completion(request, "not generated yet") for request in requests]
-
-
-class AnsweringEngine:
-    """An engine that answers a repository's requests, in order, with completions generated earlier."""
-
-    def __init__(self, name: str, completions: Sequence[Completion]) -> None:
-        """Answer as the engine called ``name`` with ``completions`` (one per window, in order)."""
-        self.name = name
-        self._completions = tuple(completions)
-
-    def identity(self) -> str:
-        """Not an output-producing engine: never cached."""
-        return f"answers:{self.name}"
-
-    def generate(self, requests: Sequence[ChatRequest], progress: ProgressCallback = no_progress) -> list[Completion]:
-        """The stored completions under the requests' ids; ValueError if the windows changed."""
-        if len(requests) != len(self._completions):
-            raise ValueError(f"{len(self._completions)} completions for {len(requests)} requests")
-        return [replace(completion, request_id=request.id) for completion, request in zip(self._completions, requests)]
-
-
 @dataclass(frozen=True)
 class RepositoryPlan:
-    """A repository prepared for generation: everything ``finish_repository`` needs besides
-    the completions. ``requests`` carry ids ``<key>/window-<i>`` (empty for the static engine);
-    ``notices`` are the run's own (how ``auto`` was resolved), put first in the report."""
+    """A repository ready for generation: ``auditor.scan``'s plan with request ids
+    ``<key>/window-<i>`` (none for the static engine), plus the rule-set key for resume."""
 
     key: str
-    config: ScanConfig
-    engine: str
-    prepared: PreparedRepository
+    scan: ScanPlan
     rule_set: str
-    requests: tuple[ChatRequest, ...]
-    notices: tuple[str, ...]
+
+    @property
+    def requests(self) -> tuple[ChatRequest, ...]:
+        """The repository's requests, in window order."""
+        return self.scan.requests
 
 
 def plan_repository(
@@ -457,26 +418,16 @@ def plan_repository(
     notices: Sequence[str] = (),
     progress: ProgressCallback = no_progress,
 ) -> RepositoryPlan:
-    """Walk and index ``config.root`` and pack it into the requests ``run_scan`` would send
-    (``engine`` is a resolved name), with ids prefixed by ``key``."""
-    prepared = prepare_repository(config.root, config.walk, use_cache=config.use_cache, progress=progress)
-    requests: tuple[ChatRequest, ...] = ()
-    if engine != "static":
-        capture = CapturingEngine(engine)
-        run_scan(replace(config, use_cache=False, static=False, baseline=None), engine=capture, prepared=prepared)
-        requests = tuple(replace(request, id=f"{key}/{request.id}") for request in capture.requests)
-    return RepositoryPlan(key, config, engine, prepared, rule_set(selected_rules(config.rules)), requests, tuple(notices))
+    """Walk, index, statically analyse and pack ``config.root`` exactly as ``auditor scan``
+    does (``engine`` is a resolved name), with request ids prefixed by ``key``."""
+    plan = plan_scan(config, engine, request_prefix=f"{key}/", notices=tuple(notices), progress=progress)
+    return RepositoryPlan(key, plan, rule_set(plan.rules))
 
 
 def finish_repository(plan: RepositoryPlan, completions: Sequence[Completion]) -> ScanResult:
-    """The ``ScanResult`` ``run_scan`` gives for this repository when the model answers with
-    ``completions`` (one per request, in order): parsed, grounded, merged with the static pass."""
-    config = replace(plan.config, use_cache=False)
-    if plan.engine == "static":
-        result = run_scan(replace(config, engine="static"), prepared=plan.prepared)
-    else:
-        result = run_scan(config, engine=AnsweringEngine(plan.engine, completions), prepared=plan.prepared)
-    return replace(result, notices=plan.notices + result.notices) if plan.notices else result
+    """The ``ScanResult`` ``auditor scan`` gives for this repository when the model answers
+    with ``completions`` (one per request, in order)."""
+    return finish_scan(plan.scan, completions)
 
 
 # --- serialisation between stages ------------------------------------------------------
