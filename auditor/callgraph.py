@@ -93,14 +93,14 @@ class Edge:
     approximate: bool
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Module:
     """An import binding to a module (``import x.y as z``), by dotted name or JS/Go target."""
 
     module: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Symbol:
     """An import binding to a name inside a module (``from x import y``)."""
 
@@ -108,7 +108,7 @@ class _Symbol:
     name: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Resolution:
     """Outcome of resolving callee text: a target, or why no fallback should be tried."""
 

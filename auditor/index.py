@@ -8,7 +8,9 @@ Python module-level facts), used by packing (skeletons), grounding and entry-poi
 Extraction is driven by the tree-sitter query files in ``auditor/languages`` (see
 ``auditor.languages.grammars`` for the capture conventions); this module holds no
 per-language branches. Indexes are cached on disk by content hash and language, under a
-directory versioned by ``INDEX_VERSION``.
+directory versioned by ``INDEX_VERSION``, both as one file per entry and as one pack file
+per scan (so that repeating a scan reads a single file); many cache misses are parsed by
+worker processes.
 
 Line numbers are 1-based and count ``"\\n"``-terminated lines, as tree-sitter does: a form
 feed or other Unicode line separator does not start a new line (use ``text.split("\\n")``,
@@ -30,8 +32,8 @@ import zlib
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import contextmanager
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, replace
 from operator import attrgetter
 from pathlib import Path
@@ -677,10 +679,13 @@ def _record_matches(record: object, key: _CacheKey) -> bool:
     )
 
 
-def _seal(magic: bytes, value: object) -> bytes:
-    """``magic``, a CRC-32 of the marshalled ``value``, then the marshalled value."""
+def _seal(
+    magic: bytes, value: _Record | dict[_CacheKey, _Record]
+) -> tuple[bytes, bytes]:
+    """A header (``magic`` and a CRC-32 of the marshalled ``value``) and the marshalled
+    value, to be written one after the other (not joined: a pack can be large)."""
     payload = marshal.dumps(value)
-    return magic + zlib.crc32(payload).to_bytes(4, "big") + payload
+    return magic + zlib.crc32(payload).to_bytes(4, "big"), payload
 
 
 def _unseal(magic: bytes, data: bytes) -> object:
@@ -694,8 +699,9 @@ def _unseal(magic: bytes, data: bytes) -> object:
     return marshal.loads(payload)
 
 
-def _write_atomically(target: Path, data: bytes) -> bool:
-    """Replace ``target`` by ``data`` in one rename; False (logged) when that fails."""
+def _write_atomically(target: Path, chunks: Iterable[bytes]) -> bool:
+    """Replace ``target`` by the concatenated ``chunks`` in one rename; False (logged)
+    when that fails."""
     temporary: str | None = None
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -703,7 +709,7 @@ def _write_atomically(target: Path, data: bytes) -> bool:
             dir=target.parent, prefix=".tmp-", suffix=target.suffix
         )
         with os.fdopen(descriptor, "wb") as handle:
-            handle.write(data)
+            handle.writelines(chunks)
         os.replace(temporary, target)
         temporary = None
         return True
@@ -758,7 +764,9 @@ class IndexCache:
         except FileNotFoundError:
             return None
         except (OSError, ValueError, EOFError, TypeError) as error:
-            logger.debug("ignoring unreadable index cache entry for %s: %s", path, error)
+            logger.debug(
+                "ignoring unreadable index cache entry for %s: %s", path, error
+            )
             return None
 
     def _put_record(self, record: _Record) -> None:
@@ -851,7 +859,9 @@ def _parse_records(
         and not multiprocessing.current_process().daemon  # daemons cannot have children
     ):
         size = max(8, -(-len(sources) // (workers * 16)))
-        chunks = [sources[start : start + size] for start in range(0, len(sources), size)]
+        chunks = [
+            sources[start : start + size] for start in range(0, len(sources), size)
+        ]
         try:
             with ProcessPoolExecutor(
                 max_workers=workers, mp_context=multiprocessing.get_context("spawn")
@@ -861,7 +871,9 @@ def _parse_records(
                         yield _file_index_from_record(record, source[0]), record
                         done += 1
         except (OSError, BrokenProcessPool, pickle.PicklingError) as error:
-            logger.warning("parallel parsing failed, parsing in this process: %s", error)
+            logger.warning(
+                "parallel parsing failed, parsing in this process: %s", error
+            )
     for path, text, language, content_hash in sources[done:]:
         index = index_source(path, text, language, content_hash)
         yield index, _record_of(index)
@@ -919,7 +931,11 @@ def index_files(
     from_pack = 0
     completed = 0
     with collection_paused():
-        pack = cache._read_pack(pack_name) if cache is not None and pack_name else {}
+        pack = (
+            cache._read_pack(pack_name)
+            if cache is not None and pack_name is not None
+            else {}
+        )
         for source in pending:
             path, _, language, content_hash = source
             key = (content_hash, language)
@@ -948,7 +964,11 @@ def index_files(
         for _ in misses[key]:
             completed += 1
             progress(ProgressEvent(stage="index", completed=completed, total=total))
-    if cache is not None and pack_name and (pack or from_pack != len(found)):
+    if (
+        cache is not None
+        and pack_name is not None
+        and (pack or from_pack != len(found))
+    ):
         cache._write_pack(
             pack_name, {key: _record_of(index) for key, index in found.items()}
         )

@@ -47,7 +47,7 @@ def prepare_repository(
     walked = walk(root, walk_options, progress)
     cache = IndexCache(cache_dir or default_cache_dir()) if use_cache else None
     sources = [(f.path, f.text, f.language, f.content_hash) for f in walked.files if f.language]
-    indexes = index_files(sources, cache=cache, progress=progress)
+    indexes = index_files(sources, cache=cache, progress=progress, pack_name=str(walked.root))
     progress(ProgressEvent(stage="graph", message=f"call graph over {len(indexes)} indexed files"))
     graph = CallGraph.build(indexes)
     return PreparedRepository(walk=walked, indexes=indexes, graph=graph)

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import gc
 import textwrap
 import time
 
 import pytest
 
-from auditor.callgraph import MAIN_FUNCTION, CallGraph, Edge, FunctionRef, python_module_name
+from auditor.callgraph import (
+    MAIN_FUNCTION,
+    CallGraph,
+    Edge,
+    FunctionRef,
+    python_module_name,
+)
 from auditor.entrypoints import find_entry_points, split_arguments
 from auditor.index import FileIndex, index_source
 from auditor.languages import language_for_path
@@ -294,6 +301,22 @@ def test_build_is_deterministic():
     second = CallGraph.build(dict(reversed(list(indexes.items()))))
     assert first.edges == second.edges
     assert first.components() == second.components()
+
+
+def test_edges_are_sorted_distinct_and_indexed_both_ways():
+    _, _, graph = build(
+        {
+            "a.py": "from b import g, h\n\ndef f():\n    h(); g(); g()\n    g()\n",
+            "b.py": "def g():\n    pass\n\ndef h():\n    pass\n",
+        }
+    )
+    caller = FunctionRef("a.py", "f")
+
+    assert list(graph.edges) == sorted(graph.edges)
+    assert [(edge.callee.qualname, edge.line) for edge in graph.callees(caller)] == [("g", 4), ("g", 5), ("h", 4)]
+    assert [(edge.caller, edge.line) for edge in graph.callers(FunctionRef("b.py", "g"))] == [(caller, 4), (caller, 5)]
+    assert graph.file_neighbors("b.py") == ("a.py",)
+    assert gc.isenabled()  # paused only while building
 
 
 def test_graph_build_is_fast_on_a_thousand_files():

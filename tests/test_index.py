@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+import gc
+from dataclasses import fields, replace
 from pathlib import Path
 
 import pytest
@@ -14,12 +15,15 @@ from auditor.index import (
     QUERY_NAMES,
     CallSite,
     ContextBlock,
+    Definition,
     FileIndex,
     Import,
     IndexCache,
+    collection_paused,
     default_cache_dir,
     index_files,
     index_source,
+    scan_pack_name,
 )
 from auditor.languages import language_for_path
 from auditor.languages.grammars import (
@@ -438,6 +442,8 @@ def test_corrupt_cache_entry_is_ignored_and_rewritten(tmp_path: Path) -> None:
     expected = index_files([source], cache=cache)["sample.go"]
     entry = cache.entry_path(source[3], "go")
     entry.write_text('{"truncated": ', encoding="utf-8")
+    # Without its pack, the scan has to read the entry file.
+    cache.pack_path(scan_pack_name(["sample.go"])).unlink()
 
     assert cache.get(source[3], "go", "sample.go") is None
     assert index_files([source], cache=cache)["sample.go"] == expected
@@ -471,9 +477,9 @@ def test_cache_keys_are_content_and_language(tmp_path: Path) -> None:
     assert cache.get("hash/with:odd chars", "typescript", "a.ts") == index
     assert cache.get("hash/with:odd chars", "tsx", "a.ts") is None
     assert cache.get("other", "typescript", "a.ts") is None
-    assert all(
-        path.is_relative_to(cache.directory) for path in tmp_path.rglob("*.json")
-    )
+    stored = [path for path in tmp_path.rglob("*") if path.is_file()]
+    assert stored
+    assert all(path.is_relative_to(cache.directory) for path in stored)
 
 
 def test_default_cache_dir_prefers_auditor_then_xdg(
@@ -489,3 +495,194 @@ def test_default_cache_dir_prefers_auditor_then_xdg(
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert default_cache_dir() == tmp_path / "home" / ".cache" / "auditor" / "index"
+
+
+# --------------------------------------------------------------------------- packs
+
+
+def forbid_parsing(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_parsing(*args: object, **kwargs: object) -> FileIndex:
+        raise AssertionError("parsed a file that was cached")
+
+    monkeypatch.setattr(index_module, "index_source", no_parsing)
+
+
+def count_parsing(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    parsed: list[str] = []
+    real_index_source = index_module.index_source
+
+    def counting(path: str, *args: object) -> FileIndex:
+        parsed.append(path)
+        return real_index_source(path, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(index_module, "index_source", counting)
+    return parsed
+
+
+def remove_entry_files(cache: IndexCache) -> None:
+    entries = list(cache.directory.rglob("*.index"))
+    assert entries
+    for entry in entries:
+        entry.unlink()
+
+
+def test_a_repeated_scan_is_served_by_its_pack_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sources = sources_from_fixtures("sample.py", "sample.go", "sample.ts")
+    cache = IndexCache(tmp_path)
+    first = index_files(sources, cache=cache)
+    remove_entry_files(cache)
+    forbid_parsing(monkeypatch)
+
+    second = index_files(sources, cache=cache)
+
+    assert second == first
+    assert list(second) == sorted(second)
+    assert [path.name for path in (cache.directory / "packs").iterdir()] == [
+        cache.pack_path(scan_pack_name(["sample.py", "sample.go", "sample.ts"])).name
+    ]
+
+
+def test_pack_entries_are_checked_against_current_content(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sources = sources_from_fixtures("sample.py", "sample.go")
+    cache = IndexCache(tmp_path)
+    index_files(sources, cache=cache)
+    path, text, language, _ = sources[0]
+    edited_text = text + "\ndef added():\n    return 1\n"
+    edited = [
+        (path, edited_text, language, index_module.content_hash_of(edited_text)),
+        sources[1],
+    ]
+    parsed = count_parsing(monkeypatch)
+
+    result = index_files(edited, cache=cache)
+
+    assert parsed == ["sample.py"]
+    assert result["sample.py"] == index_source(*edited[0])
+    assert "added" in {d.qualname for d in result["sample.py"].definitions}
+    # The pack now holds the edited entry and no longer the old one.
+    remove_entry_files(cache)
+    parsed.clear()
+    assert index_files(edited, cache=cache) == result
+    assert parsed == []
+    index_files(sources, cache=cache)
+    assert parsed == ["sample.py"]
+
+
+def test_corrupt_pack_is_ignored_and_rewritten(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sources = sources_from_fixtures("sample.java", "sample.js")
+    cache = IndexCache(tmp_path)
+    expected = index_files(sources, cache=cache)
+    pack = cache.pack_path(scan_pack_name(path for path, *_ in sources))
+    data = pack.read_bytes()
+    pack.write_bytes(data[: len(data) // 2] + b"garbage")
+    forbid_parsing(monkeypatch)
+
+    assert index_files(sources, cache=cache) == expected  # from the entry files
+
+    remove_entry_files(cache)
+    assert index_files(sources, cache=cache) == expected  # from the rewritten pack
+
+
+def test_pack_is_chosen_by_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sources = sources_from_fixtures("sample.py")
+    cache = IndexCache(tmp_path)
+    index_files(sources, cache=cache, pack_name="/repos/shop")
+    remove_entry_files(cache)
+    parsed = count_parsing(monkeypatch)
+
+    index_files(sources, cache=cache, pack_name="/repos/shop")
+    assert parsed == []
+    index_files(sources, cache=cache, pack_name="/repos/other")
+    assert parsed == ["sample.py"]
+
+
+def test_least_recently_used_packs_are_deleted_beyond_the_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(index_module, "MAX_PACKS", 2)
+    sources = sources_from_fixtures("sample.go")
+    cache = IndexCache(tmp_path)
+    for name in ("first", "second", "third"):
+        index_files(sources, cache=cache, pack_name=name)
+
+    kept = {path.name for path in (cache.directory / "packs").glob("*.pack")}
+    assert len(kept) == 2
+    assert cache.pack_path("third").name in kept
+
+
+def test_scan_pack_name_survives_file_changes_inside_the_tree() -> None:
+    tree = ["app/models.py", "app/views.py", "app/api/orders.py", "manage.py"]
+
+    assert scan_pack_name(tree) == scan_pack_name(
+        [*tree, "app/api/payments.py", "app/api/deep/more.py", "setup.py"]
+    )
+    assert scan_pack_name(tree) == scan_pack_name(reversed(tree))
+    assert scan_pack_name(tree) != scan_pack_name(["shop/models.py", "manage.py"])
+
+
+def test_many_misses_are_parsed_by_worker_processes_with_identical_results(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sources = [
+        (f"copy{number}/{path}", text + "\n" * number, language, "")
+        for number in range(3)
+        for path, text, language, _ in sources_from_fixtures(
+            "sample.py", "sample.go", "sample.java", "sample.ts"
+        )
+    ]
+    sources = [
+        (path, text, language, index_module.content_hash_of(text))
+        for path, text, language, _ in sources
+    ]
+    serial = index_files(sources)
+    monkeypatch.setattr(index_module, "PARALLEL_PARSE_THRESHOLD", 1)
+    monkeypatch.setattr(index_module, "_available_cpus", lambda: 2)
+    forbid_parsing(monkeypatch)  # in this process; spawned workers import their own
+    events: list[ProgressEvent] = []
+
+    parallel = index_files(sources, cache=IndexCache(tmp_path), progress=events.append)
+
+    assert parallel == serial
+    assert list(parallel) == sorted(serial)
+    assert [event.completed for event in events] == list(range(1, len(sources) + 1))
+    assert IndexCache(tmp_path).get(sources[0][3], "python", "x.py") == replace(
+        serial[sources[0][0]], path="x.py"
+    )
+
+
+def test_index_values_have_no_instance_dictionaries() -> None:
+    index = index_fixture("sample.py")
+    values = [
+        index,
+        index.definitions[0],
+        index.calls[0],
+        index.context_blocks[0],
+        index.imports[0],
+    ]
+
+    assert all(not hasattr(value, "__dict__") for value in values)
+    with pytest.raises(AttributeError):
+        index.calls[0].line = 1  # type: ignore[misc]
+    assert [field.name for field in fields(Definition)][:2] == ["name", "qualname"]
+
+
+def test_collection_paused_restores_the_collector_state() -> None:
+    assert gc.isenabled()
+    with collection_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with collection_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
