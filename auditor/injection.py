@@ -50,32 +50,61 @@ INJECTION_PATTERNS: Final[tuple[str, ...]] = (
 )
 
 _COMBINED: Final = re.compile("|".join(f"(?:{pattern})" for pattern in INJECTION_PATTERNS), re.IGNORECASE)
-_NEWLINE: Final = re.compile("\n")
 _MAX_TEXT: Final = 200
+_NEWLINE: Final = re.compile("\n")
+
+# Every pattern needs one of these words (lowercase). Lines without any are never run
+# through the patterns: a case-insensitive alternation is slow over a whole repository,
+# a substring search is not.
+ANCHOR_WORDS: Final[tuple[str, ...]] = (
+    "ignore", "disregard", "forget", "override", "bypass", "report", "flag", "mention", "raised",
+    "you are", "system prompt", "instruction", "note", "message", "attention", "dear", "hey",
+    "hello", "respond", "answer", "reply", "findings", "<|", "think>", "inst]",
+)
+
+
+def _candidate_lines(text: str) -> list[int]:
+    """0-based indexes of the lines holding an anchor word (case-insensitive), sorted."""
+    lowered = text.lower()
+    positions: list[int] = []
+    for word in ANCHOR_WORDS:
+        position = lowered.find(word)
+        while position != -1:
+            positions.append(position)
+            position = lowered.find(word, position + len(word))
+    if not positions:
+        return []
+    newlines = [match.start() for match in _NEWLINE.finditer(text)]
+    return sorted({bisect_right(newlines, position - 1) for position in positions})
 
 
 def detect_injections(files: Mapping[str, str]) -> tuple[InjectionFlag, ...]:
     """Flag every line that looks like an instruction to an AI reviewer.
 
-    Matching is case-insensitive over ``INJECTION_PATTERNS``. One flag per line, the
-    line's text stripped and cut to 200 characters, sorted by path then line.
+    Matching is case-insensitive over ``INJECTION_PATTERNS``, on lines holding an anchor
+    word (each with the next line, so a phrase broken over two lines still matches; the flag
+    goes to the line where the match starts). One flag per line, the line's text stripped
+    and cut to 200 characters, sorted by path then line.
     """
     flags: list[InjectionFlag] = []
     for path in sorted(files):
         text = files[path]
-        newline_offsets: list[int] | None = None
-        flagged_lines: set[int] = set()
-        for match in _COMBINED.finditer(text):
-            if newline_offsets is None:
-                newline_offsets = [newline.start() for newline in _NEWLINE.finditer(text)]
-            line = bisect_right(newline_offsets, match.start()) + 1
-            if line in flagged_lines:
-                continue
-            flagged_lines.add(line)
-            start = newline_offsets[line - 2] + 1 if line > 1 else 0
-            end = newline_offsets[line - 1] if line - 1 < len(newline_offsets) else len(text)
-            line_text = text[start:end].strip()
-            if len(line_text) > _MAX_TEXT:
-                line_text = line_text[: _MAX_TEXT - 1] + "…"
-            flags.append(InjectionFlag(path=path, line=line, text=line_text))
+        candidates = _candidate_lines(text)
+        if not candidates:
+            continue
+        lines = text.split("\n")
+        flagged: set[int] = set()
+        for index in candidates:
+            for line in (index - 1, index):
+                if line < 0 or line in flagged:
+                    continue
+                pair = lines[line] + ("\n" + lines[line + 1] if line + 1 < len(lines) else "")
+                match = _COMBINED.search(pair)
+                if match is None or match.start() > len(lines[line]):
+                    continue
+                flagged.add(line)
+                line_text = lines[line].strip()
+                if len(line_text) > _MAX_TEXT:
+                    line_text = line_text[: _MAX_TEXT - 1] + "…"
+                flags.append(InjectionFlag(path=path, line=line + 1, text=line_text))
     return tuple(sorted(flags, key=lambda flag: (flag.path, flag.line)))
