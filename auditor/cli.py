@@ -15,6 +15,7 @@ from typing import Annotated, Callable, Optional, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -42,7 +43,7 @@ def _exit_on_error(command: F) -> F:
         try:
             return command(*args, **kwargs)
         except AuditorError as error:
-            stderr.print(f"[bold red]error:[/] {error}", highlight=False)
+            stderr.print(f"[bold red]error:[/] {escape(str(error))}", highlight=False)
             raise typer.Exit(int(error.exit_code)) from None
 
     return wrapper  # type: ignore[return-value]
@@ -72,7 +73,7 @@ class RichProgress:
 
     def __call__(self, event: ProgressEvent) -> None:
         if event.message:
-            self._console.print(f"[dim]{event.stage}:[/] {event.message}", highlight=False)
+            self._console.print(f"[dim]{escape(event.stage)}:[/] {escape(event.message)}", highlight=False)
         if event.total is None and not event.completed:
             return
         task = self._tasks.get(event.stage)
@@ -185,7 +186,7 @@ def pack(
     with progress_for(format != "json" and stderr.is_terminal) as report:
         loaded = load_tokenizer(TokenizerRequest(tokenizer=tokenizer, model=model))
         if not loaded.info.exact:
-            stderr.print(f"[yellow]warning:[/] {loaded.info.describe()}", highlight=False)
+            stderr.print(f"[yellow]warning:[/] {escape(loaded.info.describe())}", highlight=False)
         prepared = prepare_repository(path, walk_options, use_cache=not no_cache, progress=report)
         result = pack_prepared(prepared, rules=rules, tokenizer=loaded, options=options, progress=report)
     if format == "json":
@@ -219,6 +220,8 @@ def scan(
     seed: Annotated[int, typer.Option("--seed")] = 0,
     thinking: ThinkingOption = True,
     thinking_token_budget: Annotated[Optional[int], typer.Option("--thinking-token-budget", min=1)] = None,
+    timeout: Annotated[float, typer.Option("--timeout", min=1.0, help="Seconds per request to an OpenAI-compatible server (a 256K prefill takes minutes).")] = 900.0,
+    retries: Annotated[int, typer.Option("--retries", min=0, help="Extra attempts after a transient server error.")] = 2,
     include: IncludeOption = [],
     exclude: ExcludeOption = [],
     max_file_bytes: MaxFileBytesOption = 1_000_000,
@@ -240,7 +243,7 @@ def scan(
     from auditor.engine.base import EngineSettings
     from auditor.pack import DEFAULT_PROBE_RESERVE_TOKENS, PackOptions
     from auditor.report import render
-    from auditor.scan import ScanConfig, run_scan
+    from auditor.scan import ScanConfig, failed_result, run_scan
     from auditor.tokens import TokenizerRequest
     from auditor.walk import WalkOptions
 
@@ -255,6 +258,7 @@ def scan(
             gpu_memory_utilization=gpu_memory_utilization, max_num_seqs=max_num_seqs,
             tensor_parallel_size=tensor_parallel_size, temperature=temperature, seed=seed,
             thinking_token_budget=thinking_token_budget, base_url=base_url, api_key=api_key, replay_path=replay,
+            timeout_s=timeout, retries=retries,
         ),
         tokenizer=TokenizerRequest(tokenizer=tokenizer, model=model),
         pack=PackOptions(max_model_len=max_model_len, output_tokens=output_tokens,
@@ -266,17 +270,28 @@ def scan(
         recall_threshold=recall_threshold,
         baseline=baseline,
     )
-    with progress_for(format == "text" and stderr.is_terminal) as report:
-        result = run_scan(config, report)
+    requested = {"json": json_output, "sarif": sarif_output, "markdown": markdown_output}
+    try:
+        with progress_for(format == "text" and stderr.is_terminal) as report:
+            result = run_scan(config, report)
+    except AuditorError as failure:
+        # CI uploads the SARIF/JSON even when the scan could not run: write the error there.
+        failed = failed_result(config, failure)
+        for extra_format, extra_path in requested.items():
+            if extra_path is not None:
+                _write_output(render(failed, extra_format), extra_path)
+        if output is not None:
+            _write_output(render(failed, format), output)
+        raise
     if write_baseline is not None:
         from auditor.suppress import write_baseline as save_baseline
 
         kept_by_baseline = [s.finding for s in result.suppressed if s.source == "baseline"]
         written = save_baseline(write_baseline, [*result.findings, *kept_by_baseline])
-        stderr.print(f"baseline: {len(written.entries)} finding(s) written to {write_baseline}", highlight=False)
+        stderr.print(f"baseline: {len(written.entries)} finding(s) written to {write_baseline}", highlight=False, markup=False)
     for notice in result.notices:
-        stderr.print(f"[yellow]notice:[/] {notice}", highlight=False)
-    for extra_format, extra_path in (("json", json_output), ("sarif", sarif_output), ("markdown", markdown_output)):
+        stderr.print(f"[yellow]notice:[/] {escape(notice)}", highlight=False)
+    for extra_format, extra_path in requested.items():
         if extra_path is not None:
             _write_output(render(result, extra_format), extra_path)
     _write_output(render(result, format), output)

@@ -566,6 +566,18 @@ def same_function(claimed: str, qualname: str | None) -> bool:
     return name == qualname or qualname.endswith("." + name) or name.endswith("." + qualname)
 
 
+def names_enclosing_scope(claimed: str, qualname: str | None) -> bool:
+    """Whether ``claimed`` designates ``qualname`` itself or a class (or outer function)
+    that contains it: a model naming the class "Order" for a line inside
+    "Order.mark_shipped" points at that method."""
+    if same_function(claimed, qualname):
+        return True
+    if qualname is None or "." not in qualname:
+        return False
+    scope = qualname.rsplit(".", 1)[0]
+    return names_enclosing_scope(claimed, scope)
+
+
 def _clean_function_name(name: str) -> str:
     cleaned = _FUNCTION_SEPARATORS.sub(".", name.strip())
     if "(" in cleaned:
@@ -702,7 +714,7 @@ def _locate_sink_line(
         return line, claimed, ""
 
     enclosing = locator.enclosing_function(path, line) if line is not None else None
-    if line is not None and (not claimed or same_function(claimed, enclosing)):
+    if line is not None and (not claimed or names_enclosing_scope(claimed, enclosing)):
         if enclosing is None:
             return line, MODULE_LEVEL, ""
         span = locator.function_lines(path, enclosing)
@@ -808,7 +820,7 @@ def _resolve_step(step: ClaimedStep, repo: RepositoryView) -> _Step:
     locator = repo.locator
     if step.line is not None and 1 <= step.line <= line_count:
         enclosing = locator.enclosing_function(path, step.line)
-        if enclosing is not None and (not claimed or same_function(claimed, enclosing)):
+        if enclosing is not None and (not claimed or names_enclosing_scope(claimed, enclosing)):
             return _Step(path, step.line, enclosing, True)
     if not claimed:
         return _Step(path, line, claimed, False, ("no function named and the line is not inside one",))

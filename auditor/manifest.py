@@ -42,6 +42,7 @@ def pack_manifest(result: PackResult, walked: WalkResult) -> dict[str, Any]:
                         "tokens": f.tokens,
                         "lines": [f.start_line, f.end_line],
                         "total_lines": f.total_lines,
+                        "truncated": f.truncated,
                     }
                     for f in window.files
                 ],
@@ -101,6 +102,8 @@ def pack_tables(result: PackResult, walked: WalkResult, largest: int = 10) -> Gr
 
     reasons: Counter[str] = Counter(s.reason.value for s in walked.skipped)
     reasons.update(f"omitted: {o.reason}" for o in result.omitted)
+    truncated = {f.path for window in result.windows for f in window.files if f.truncated}
+    reasons.update("truncated: a line longer than a window was cut" for _ in truncated)
     skipped = Table(title="Skipped and omitted files by reason")
     skipped.add_column("reason")
     skipped.add_column("files", justify="right")

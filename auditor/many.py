@@ -489,7 +489,14 @@ class RunState:
         self.path = path
         self._done: dict[WorkItem, Completion] = {}
         if path.is_file():
-            for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            # An interrupted append can leave a last line cut anywhere, even inside a UTF-8
+            # sequence: decode leniently (that line is then skipped as malformed) and end it
+            # with a newline so the next record starts a line of its own.
+            text = path.read_bytes().decode("utf-8", errors="replace")
+            if text and not text.endswith("\n"):
+                with path.open("a", encoding="utf-8") as handle:
+                    handle.write("\n")
+            for number, line in enumerate(text.splitlines(), start=1):
                 try:
                     record = json.loads(line)
                     if record["status"] == "repository-failed":

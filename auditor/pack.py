@@ -76,6 +76,7 @@ class PackedFile:
     start_line: int
     end_line: int
     total_lines: int
+    truncated: bool = False  # a line longer than a window was cut (and marked in the text)
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,7 @@ class _Item:
     candidate: bool
     order: int = 0
     screen: int = field(default=0, compare=False)
+    truncated: bool = False
 
 
 SkeletonFn = Callable[[str], "tuple[tuple[int, int], ...] | None"]
@@ -275,7 +277,7 @@ def _full_items(entry: PackInput, candidate: bool, chunk_budget: int, counter: _
             cut = list(lines)
             cut[start - 1] = _truncate_line(cut[start - 1], chunk_budget)
             text = render_full_block(entry.path, cut, start, end)
-            items.append(_Item(entry.path, "full", start, end, len(lines), text, candidate, order, _screen(text)))
+            items.append(_Item(entry.path, "full", start, end, len(lines), text, candidate, order, _screen(text), True))
     return items
 
 
@@ -591,7 +593,8 @@ def _finish_window(
         raise PackError(f"window {index}: the scaffold alone takes {prompt_tokens} tokens, over the budget {options.prompt_budget}")
     counts = counter.counts(items)
     files = tuple(
-        PackedFile(item.path, item.tier, count, item.start, item.end, item.total) for item, count in zip(items, counts)
+        PackedFile(item.path, item.tier, count, item.start, item.end, item.total, item.truncated)
+        for item, count in zip(items, counts)
     )
     window = Window(
         index=index, files=files, messages=messages, prompt=prompt, prompt_tokens=prompt_tokens,

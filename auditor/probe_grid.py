@@ -19,6 +19,7 @@ caching prefills each length about once.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -187,7 +188,7 @@ def parse_lengths(text: str) -> tuple[int, ...]:
             value = float(item) * multiplier
         except ValueError:
             raise UsageError(f"--lengths: {raw.strip()!r} is not a token count like 8K or 262144") from None
-        if value < 1 or value != int(value):
+        if not math.isfinite(value) or value < 1 or value != int(value):
             raise UsageError(f"--lengths: {raw.strip()!r} is not a whole positive number of tokens")
         lengths.add(int(value))
     if not lengths:

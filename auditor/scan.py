@@ -17,6 +17,7 @@ from auditor.callgraph import CallGraph
 from auditor.canary import DEFAULT_CANARIES, DEFAULT_RECALL_THRESHOLD, CanaryPlan, CanaryReport, plant_canaries, read_canaries
 from auditor.engine.base import ChatMessage, ChatRequest, Completion, Engine, EngineSettings
 from auditor.engine.registry import create_engine, resolve_auto
+from auditor.errors import AuditorError
 from auditor.findings import Claim, Finding, Rejected, RepositoryView, answer_schema_json, ground_answer, merge_findings, parse_answer
 from auditor.index import FileIndex
 from auditor.injection import detect_injections
@@ -147,6 +148,12 @@ def plan_scan(
     if not tokenizer.info.exact:
         notes.append(tokenizer.info.describe())
     packed = pack_prepared(prepared, rules=rules, tokenizer=tokenizer, options=config.pack, progress=progress)
+    truncated = sorted({f.path for window in packed.windows for f in window.files if f.truncated})
+    if truncated:
+        notes.append(f"a line longer than a window was cut in {len(truncated)} file(s): {', '.join(truncated[:10])}")
+    if not any(window.files for window in packed.windows):
+        notes.append("the repository has no files to audit: no request was sent to the model")
+        return ScanPlan(config, engine, rules, prepared, tuple(static_findings), tuple(notes), packed, (), (), tokenizer.info)
     planted = tuple(
         plant_canaries(packed, window, tokenizer, config.probes, config.engine_settings.seed) for window in packed.windows
     )
@@ -234,6 +241,28 @@ def run_scan(
     plan = plan_scan(config, name, notices=notices, prepared=prepared, progress=progress)
     completions = engine.generate(list(plan.requests), progress) if engine is not None and plan.requests else []
     return finish_scan(plan, completions)
+
+
+def failed_result(config: ScanConfig, error: AuditorError) -> ScanResult:
+    """The result of a scan that could not run (bad rule, engine unavailable, bad input):
+    no findings, the error recorded as kind "fatal", so every report format shows it."""
+    return ScanResult(
+        tool_version=__version__,
+        root=config.root.name or str(config.root),
+        engine=config.engine,
+        model=config.engine_settings.model,
+        tokenizer_source="none (the scan did not run)",
+        tokenizer_exact=False,
+        rules=(),
+        findings=(),
+        rejected=(),
+        windows=(),
+        errors=(ScanError("fatal", str(error)),),
+        notices=(),
+        coverage=Coverage(full=(), skeleton=(), omitted=()),
+        injection_flags=(),
+        prompt_tokens_sent=0,
+    )
 
 
 def _time_estimate(packed: PackResult, output_tokens: int, engine_name: str) -> str:

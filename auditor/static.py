@@ -10,7 +10,11 @@ What counts:
 
 - A **sink** is a call whose callee text matches ``rule.sinks`` (fnmatch, argument lists
   dropped), or an ``execute``-like call whose SQL (a string literal argument, or a string
-  assigned to a name the call passes) matches ``rule.sql_write``.
+  assigned to a name the call passes) matches ``rule.sql_write``. Not sinks: calls on a
+  file storage or cache (``default_storage.delete``, ``cache.delete``), a file field's
+  ``save(..., save=False)``, and calls that resolve exactly to a repository function
+  (``cls.save(...)`` of a mutation class): the writes inside that function are judged
+  there, under its own boundaries.
 - A **boundary** is a decorator matching ``rule.boundaries`` on a function of the path
   (Java: ignored when the call into it is a self-invocation, because Spring's proxy never
   sees it), a ``with`` block matching ``rule.boundaries`` around the sink or around a call
@@ -55,6 +59,12 @@ _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 _WRAPPER_DEPTH = 4
 _DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 _SEVERITIES = tuple(sorted(SEVERITY_ORDER, key=SEVERITY_ORDER.__getitem__))
+# Generic sink patterns (``*.save``, ``*.delete``) also match calls that never touch the
+# database: file storages (``default_storage.delete``, ``storage.bucket.Object(k).delete``)
+# and caches (``cache.delete``), and a Django ``FieldFile.save``/``delete`` told
+# ``save=False`` (a model's own ``save`` takes no ``save`` argument).
+_NON_DATABASE_RECEIVER = re.compile(r"(?:^|\.)(?:\w*storage|cache|caches|\w+_cache)\.")
+_NO_MODEL_SAVE = re.compile(r"\bsave\s*=\s*False\b")
 _LANGUAGE_FAMILY = {"tsx": "typescript"}
 
 
@@ -210,7 +220,7 @@ class _FileFacts:
 
     def _is_sink(self, call: CallSite, patterns: _RulePatterns, sql_write: re.Pattern[str] | None) -> bool:
         if patterns.sinks.matches(call.callee, call.name):
-            return True
+            return not _non_database_call(call)
         if sql_write is None or call.name not in _EXECUTE_NAMES:
             return False
         statement = self._sql_text(call)
@@ -380,7 +390,9 @@ class _Analysis:
         for path in sorted(self.facts):
             facts = self.facts[path]
             for ref in sorted(facts.sinks):
-                sinks = facts.sinks[ref]
+                sinks = self._writes(ref, facts.sinks[ref])
+                if not sinks:
+                    continue
                 enclosing = _enclosing_of(ref)
                 uncovered = [call for call in sinks if not facts.covered(enclosing, call.line, call.callee, call.arguments)]
                 total += len(sinks)
@@ -392,6 +404,19 @@ class _Analysis:
                     covered_count += len(uncovered)
         findings.sort(key=Finding.sort_key)
         return findings, total, covered_count
+
+    def _writes(self, ref: FunctionRef, sinks: list[CallSite]) -> list[CallSite]:
+        """``sinks`` less the calls that resolve exactly to a repository function (a
+        mutation's own ``cls.save(...)``, a model's ``save`` override): those are calls, not
+        writes, and the writes inside them are judged in the callee, boundaries included."""
+        calls_into_repository = {
+            (edge.line, edge.callee.qualname.rsplit(".", 1)[-1])
+            for edge in self.graph.callees(ref)
+            if not edge.approximate
+        }
+        if not calls_into_repository:
+            return sinks
+        return [call for call in sinks if (call.line, call.name) not in calls_into_repository]
 
     def _call_for(self, edge: Edge) -> CallSite | None:
         """The call site behind an edge (same caller and line, preferring the callee's name)."""
@@ -482,6 +507,16 @@ class _Analysis:
                 if not text.startswith("@") and pattern.search(text):
                     return line
         return definition.start_line
+
+
+def _non_database_call(call: CallSite) -> bool:
+    """True for a sink-shaped call that writes no database row: a file storage or cache
+    receiver, or a file field's ``save``/``delete`` with ``save=False``."""
+    stripped = strip_arguments(call.callee)
+    receiver = stripped.rsplit(".", 1)[0] + "." if "." in stripped else ""
+    if receiver and _NON_DATABASE_RECEIVER.search(receiver):
+        return True
+    return call.name in ("save", "delete") and _NO_MODEL_SAVE.search(call.arguments) is not None
 
 
 def _enclosing_of(ref: FunctionRef) -> str | None:

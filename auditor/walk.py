@@ -743,10 +743,15 @@ def _file_kind(mode: int) -> str:
 class _Classifier:
     """Turns one candidate path into a FileEntry or a SkippedFile; never raises for a file."""
 
-    def __init__(self, root: Path, options: WalkOptions) -> None:
+    def __init__(self, root: Path, options: WalkOptions, git_root: Path | None = None) -> None:
         self._root = str(root)
         self._options = options
-        self._auditorignore = _IgnoreTree(self._root, _AUDITORIGNORE)
+        # Inside a work tree, .auditorignore files apply from the top down, like .gitignore:
+        # scanning a subdirectory still honours the ones in the directories above it.
+        ignore_root, self._ignore_prefix = self._root, ""
+        if git_root is not None and root != git_root and root.is_relative_to(git_root):
+            ignore_root, self._ignore_prefix = str(git_root), root.relative_to(git_root).as_posix() + "/"
+        self._auditorignore = _IgnoreTree(ignore_root, _AUDITORIGNORE)
         self._include = _compile_globs(options.include, "--include")
         self._exclude = _compile_globs(options.exclude, "--exclude")
 
@@ -756,7 +761,7 @@ class _Classifier:
             # Later stages and reports handle text only; show the raw bytes escaped.
             shown = path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
             return SkippedFile(shown, SkipReason.NON_UTF8, "file name is not valid UTF-8")
-        ignored = self._auditorignore.match(path, is_dir=False)
+        ignored = self._auditorignore.match(self._ignore_prefix + path, is_dir=False)
         if ignored is not None:
             detail = f"matched pattern '{ignored.text}' in {ignored.source}"
             return SkippedFile(path, SkipReason.AUDITORIGNORE, detail)
@@ -874,8 +879,8 @@ def walk(root: Path, options: WalkOptions = WalkOptions(), progress: ProgressCal
     if options.max_file_bytes <= 0:
         raise UsageError(f"the file size limit must be positive, not {options.max_file_bytes}")
     scan_root = _resolve_root(root)
-    classifier = _Classifier(scan_root, options)
     listing = _list_candidates(scan_root, options.use_gitignore, progress)
+    classifier = _Classifier(scan_root, options, listing.git_root)
     total = len(listing.candidates)
     progress(ProgressEvent(_STAGE, completed=0, total=total))
     files: list[FileEntry] = []

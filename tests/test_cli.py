@@ -221,3 +221,21 @@ def test_pack_text_to_an_unwritable_path_is_a_usage_error(tiny_tokenizer_dir, tm
     )
     assert result.exit_code == ExitCode.USAGE
     assert "cannot write" in result.stderr
+
+
+def test_a_scan_that_cannot_run_still_writes_its_error_into_the_requested_reports(tmp_path):
+    sarif, report = tmp_path / "out.sarif", tmp_path / "out.json"
+    result = invoke("scan", str(SHOP), "--rule", str(tmp_path / "missing.md"),
+                    "--format", "sarif", "-o", str(sarif), "--json-output", str(report))
+    assert result.exit_code == ExitCode.INVALID_RULE
+    invocation = json.loads(sarif.read_text())["runs"][0]["invocations"][0]
+    assert invocation["executionSuccessful"] is False
+    assert "missing.md" in invocation["toolExecutionNotifications"][0]["message"]["text"]
+    data = json.loads(report.read_text())
+    assert data["complete"] is False and data["errors"][0]["kind"] == "fatal"
+
+
+def test_engine_error_messages_keep_their_brackets():
+    result = invoke("scan", str(SHOP), "--engine", "vllm")
+    assert result.exit_code == ExitCode.ENGINE_UNAVAILABLE
+    assert "auditor[vllm]" in result.stderr

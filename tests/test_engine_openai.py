@@ -16,7 +16,7 @@ import pytest
 
 from auditor.engine import ChatMessage, ChatRequest, EngineSettings
 from auditor.engine.openai_engine import OpenAIEngine
-from auditor.errors import EngineUnavailable
+from auditor.errors import EngineUnavailable, UsageError
 
 
 @dataclass
@@ -299,6 +299,12 @@ def test_results_keep_request_order_under_concurrency(server: ChatServer) -> Non
 def test_no_server_configured_is_engine_unavailable() -> None:
     with pytest.raises(EngineUnavailable, match="--base-url"):
         OpenAIEngine(EngineSettings())
+
+
+@pytest.mark.parametrize("base_url", ["127.0.0.1:8000/v1", "localhost:8000/v1", "http://[::1", "ftp://host/v1"])
+def test_a_malformed_base_url_is_a_usage_error_not_a_traceback(base_url: str) -> None:
+    with pytest.raises(UsageError, match="--base-url"):
+        OpenAIEngine(EngineSettings(base_url=base_url))
 
 
 def test_server_listing_no_model_needs_model_flag(server: ChatServer) -> None:

@@ -205,6 +205,25 @@ def test_missing_or_empty_recording(tmp_path: Path) -> None:
         ReplayEngine.from_settings(EngineSettings())
 
 
+def test_an_empty_jsonl_file_is_a_usage_error(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n\n", encoding="utf-8")
+    with pytest.raises(UsageError, match="no recorded completions"):
+        replay(empty)
+
+
+def test_undecodable_recordings_are_usage_errors(tmp_path: Path) -> None:
+    binary = tmp_path / "binary.jsonl"
+    binary.write_bytes(b'\xff\xfe{"text": "x"}\n')
+    with pytest.raises(UsageError, match="cannot read"):
+        replay(binary)
+    directory = tmp_path / "dir"
+    directory.mkdir()
+    (directory / "window-0.txt").write_bytes(b"\xff answer")
+    with pytest.raises(UsageError, match="cannot read"):
+        replay(directory)
+
+
 def test_created_through_the_registry(tmp_path: Path) -> None:
     path = write_jsonl(tmp_path / "r.jsonl", {"request_id": "w", "text": "hello"})
     engine = create_engine("replay", EngineSettings(replay_path=str(path)))

@@ -358,6 +358,21 @@ def test_function_name_resolves_to_the_qualified_name(rules):
     assert finding.chain == (ChainStep("app/orders.py", 14, "OrderService.cancel", True, "no call chain given"),)
 
 
+def test_sink_naming_the_class_grounds_in_the_method_that_holds_the_line(rules):
+    """Models often cite the class ("OrderService") for a write inside one of its methods."""
+    chain = (("app/views.py", 5, "checkout"), ("app/orders.py", 13, "OrderService"))
+    finding = ground_claim(claim(sink=("app/orders.py", 14, "OrderService"), chain=chain), make_repo(), rules)
+    assert isinstance(finding, Finding)
+    assert (finding.line, finding.function) == (14, "OrderService.cancel")
+    assert finding.chain[-1] == ChainStep("app/orders.py", 13, "OrderService.cancel", False, finding.chain[-1].note)
+    assert finding.fingerprint == fingerprint(RULE, "app/orders.py", "OrderService.cancel", "order.save()")
+
+
+def test_class_name_does_not_absorb_a_line_outside_the_class(rules):
+    outcome = ground_claim(claim(sink=("app/orders.py", 6, "OrderService"), chain=()), make_repo(), rules)
+    assert isinstance(outcome, Rejected)
+
+
 def test_severity_is_normalised_to_the_rule_set(rules):
     warning = ground_claim(claim(severity="Warning"), make_repo(), rules)
     bogus = ground_claim(claim(severity="catastrophic"), make_repo(), rules)

@@ -284,6 +284,20 @@ def test_state_file_forgets_a_window_that_failed_after_it_was_done(tmp_path: Pat
     assert RunState(tmp_path / "state.jsonl").done(item, request) is None
 
 
+def test_state_file_cut_mid_line_by_an_interruption_still_resumes(tmp_path: Path) -> None:
+    path = tmp_path / "state.jsonl"
+    first = many.WorkItem("svc", 0, "tx-outside-transaction", "ab" * 32)
+    second = many.WorkItem("svc", 1, "tx-outside-transaction", "cd" * 32)
+    RunState(path).record(first, Completion("svc/window-0", "{}", "trace \u2192 sink", "stop", 10, 3))
+    whole = path.read_bytes()
+    # The interrupted run had started appending the same line again: cut inside the arrow's UTF-8 bytes.
+    path.write_bytes(whole + whole[: whole.index("\u2192".encode()) + 1])
+    resumed = RunState(path)
+    assert resumed.done_items() == (first,)
+    resumed.record(second, Completion("svc/window-1", "{}", "", "stop", 10, 3))
+    assert RunState(path).done_items() == (first, second)
+
+
 # --- git targets and the static engine -------------------------------------------------
 
 

@@ -114,6 +114,27 @@ def test_a_file_larger_than_a_window_is_split_into_line_ranges(tokenizer):
     assert all(a[1] + 1 == b[0] for a, b in zip(covered, covered[1:]))
 
 
+def test_a_line_longer_than_a_window_is_cut_and_reported_as_truncated(tokenizer, tmp_path):
+    from rich.console import Console
+
+    from auditor.manifest import pack_manifest, pack_tables
+    from auditor.walk import WalkResult
+
+    minified_like = "DATA = [" + ",".join(str(i * 7919 % 100_003) for i in range(20_000)) + "]\n"
+    repo = [PackInput("big.py", minified_like, "python"), PackInput("small.py", "x = 1\n", "python")]
+    result = pack(repo, repository="demo", rules=[], tokenizer=tokenizer, options=_options(5_000))
+    files = {f.path: f for w in result.windows for f in w.files}
+    assert files["big.py"].truncated and not files["small.py"].truncated
+    assert "[line cut:" in result.windows[0].prompt
+
+    walked = WalkResult(root=tmp_path, git_root=None, files=(), skipped=())
+    manifest = {f["path"]: f for w in pack_manifest(result, walked)["windows"] for f in w["files"]}
+    assert manifest["big.py"]["truncated"] is True and manifest["small.py"]["truncated"] is False
+    console = Console(record=True, width=200)
+    console.print(pack_tables(result, walked))
+    assert "truncated" in console.export_text()
+
+
 def test_packing_is_deterministic(tokenizer):
     repo = _repo(seed=3, files=30, max_lines=40)
     first = pack(repo, repository="demo", rules=[RULE], tokenizer=tokenizer, options=_options(5_000))

@@ -105,7 +105,7 @@ def test_parse_lengths_and_depths() -> None:
     assert parse_lengths("8K,32K,64K,128K,200K,262144") == (8192, 32768, 65536, 131072, 204800, 262144)
     assert parse_lengths(" 4k, 4096 ,1M") == (4096, 1048576)
     assert parse_depths("0,10,50%,100") == (0.0, 0.1, 0.5, 1.0)
-    for bad in ("", "8Q", "0.5K1"):
+    for bad in ("", "8Q", "0.5K1", "nan", "inf", "-infK"):
         with pytest.raises(UsageError):
             parse_lengths(bad)
     for bad in ("", "101", "x"):

@@ -295,3 +295,23 @@ def test_text_keeps_model_text_literal(result):
 
 def test_text_for_a_complete_scan_has_no_incomplete_banner(complete_result):
     assert "INCOMPLETE" not in render(complete_result, "text")
+
+
+def test_markdown_stays_under_githubs_comment_limit_and_says_what_it_left_out(result):
+    from dataclasses import replace
+
+    from auditor.report.markdown import MAX_COMMENT_CHARS, render_markdown
+
+    base = result
+    findings = tuple(
+        Finding(
+            rule=base.rules[0].id, severity="high", title=f"write {i} " + "x" * 200, path=f"app/m{i}.py", line=i + 1,
+            function=f"f{i}", chain=(ChainStep(f"app/m{i}.py", i + 1, f"f{i}", True),), explanation="y" * 300,
+            found_by=("static",), fingerprint=f"{i:032d}",
+        )
+        for i in range(600)
+    )
+    text = render_markdown(replace(base, findings=findings))
+    assert len(text) < MAX_COMMENT_CHARS
+    assert "more findings are not shown here" in text
+    assert "app/m0.py" in text

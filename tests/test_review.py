@@ -363,3 +363,46 @@ def test_cli_exits_1_only_for_new_findings_with_error(repo, tmp_path: Path):
 def test_cli_reports_a_bad_base_as_an_error(repo):
     outcome = CliRunner().invoke(_cli(), ["review", str(repo["root"]), "--engine", "static", "--base", "nope"])
     assert outcome.exit_code == 2
+
+
+def _replay_dir(directory: Path) -> Path:
+    """A recording that answers every window with no findings and no canary answers."""
+    directory.mkdir(parents=True)
+    (directory / "window-0.txt").write_text('</think>{"findings": [], "probes": []}', encoding="utf-8")
+    (directory / "window-0.json").write_text('{"finish_reason": "stop", "completion_tokens": 12}', encoding="utf-8")
+    return directory
+
+
+def test_cli_exits_6_when_the_models_canary_recall_is_degraded(tmp_path: Path, tiny_tokenizer_dir: Path):
+    """A review whose window missed every canary is not a clean "no findings" (README: exit 6)."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q")
+    write(root, "app/store.py", STORE)
+    base = commit(root, "base")
+    write(root, "app/store.py", STORE + NEW_STORE)
+    commit(root, "head")
+    recording = _replay_dir(tmp_path / "recording")
+    common = ["review", str(root), "--base", base, "--engine", "replay", "--replay", str(recording), "--no-static",
+              "--rule", TX, "--tokenizer", str(tiny_tokenizer_dir), "--max-model-len", "65536",
+              "--output-tokens", "4096", "-f", "json"]
+    degraded = CliRunner().invoke(_cli(), common)
+    assert degraded.exit_code == 6, degraded.output
+    assert json.loads(degraded.stdout)["summary"]["recall_degraded"] is True
+    without_canaries = CliRunner().invoke(_cli(), [*common, "--probes", "0"])
+    assert without_canaries.exit_code == 0, without_canaries.output
+    assert json.loads(without_canaries.stdout)["summary"]["recall_degraded"] is False
+
+
+def test_cli_prints_warnings_with_brackets_verbatim(tmp_path: Path):
+    """Warnings are plain text on stderr: "ignore[rule-id]" must not be eaten as console markup."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q")
+    write(root, "app/store.py", STORE)
+    base = commit(root, "base")
+    write(root, "app/store.py", STORE + "\n\ndef save_note(note):\n    # auditor: ignore[] no rule named\n    note.save()\n")
+    commit(root, "head")
+    outcome = CliRunner().invoke(_cli(), ["review", str(root), "--base", base, "--engine", "static", "--rule", TX])
+    assert outcome.exit_code == 0, outcome.output
+    assert "ignore comment names no rule (write auditor: ignore[rule-id] reason)" in " ".join(outcome.stderr.split())

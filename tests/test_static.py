@@ -396,3 +396,75 @@ def test_repository_wrappers_around_atomic_count_as_boundaries(rule: Rule):
         )
     )
     assert set(found) == {("shop/tasks.py", "measure")}
+
+
+def test_file_storage_cache_and_file_field_calls_are_not_database_writes(rule: Rule):
+    result = analyze_source(
+        {
+            "shop/tasks.py": """
+                from celery import shared_task
+                from django.core.cache import cache
+                from django.core.files.storage import default_storage
+
+                @shared_task
+                def purge(path, key):
+                    default_storage.delete(path)
+                    storage.bucket.Object(path).delete()
+                    cache.delete(key)
+
+                @shared_task
+                def set_logo(product, logo):
+                    product.logo.save(logo.name, logo, save=False)
+                    product.save(update_fields=["logo"])
+                    default_storage.save(logo.name, logo)
+                """,
+        },
+        rule,
+    )
+    found = reported(result)
+    assert set(found) == {("shop/tasks.py", "set_logo")}
+    finding = found[("shop/tasks.py", "set_logo")]
+    assert finding.severity == "high" and finding.line == 14
+    assert result.sinks == 1
+
+
+def test_a_call_into_a_repository_save_method_is_judged_inside_that_method(rule: Rule):
+    found = reported(
+        analyze_source(
+            {
+                "shop/mutations.py": """
+                    from celery import shared_task
+                    from django.db import transaction
+
+                    class AtomicUpdate:
+                        @classmethod
+                        def save(cls, order):
+                            with transaction.atomic():
+                                order.save()
+                                order.lines.all().delete()
+
+                        @classmethod
+                        def perform(cls, order):
+                            cls.save(order)
+
+                    class PlainUpdate:
+                        @classmethod
+                        def save(cls, order):
+                            order.save()
+
+                        @classmethod
+                        def perform(cls, order):
+                            cls.save(order)
+
+                    @shared_task
+                    def update(order):
+                        AtomicUpdate.perform(order)
+                        PlainUpdate.perform(order)
+                    """,
+            },
+            rule,
+        )
+    )
+    assert set(found) == {("shop/mutations.py", "PlainUpdate.save")}
+    chain = [step.function for step in found[("shop/mutations.py", "PlainUpdate.save")].chain]
+    assert chain == ["update", "PlainUpdate.perform", "PlainUpdate.save"]

@@ -155,6 +155,29 @@ def test_a_subdirectory_root_gets_git_view_relative_to_it(tmp_path: Path) -> Non
 
 
 @requires_git
+def test_a_subdirectory_root_honours_auditorignore_files_above_it(tmp_path: Path) -> None:
+    repo = make_repo(
+        tmp_path / "repo",
+        {
+            ".auditorignore": "*.snap\napp/fixtures/\n",
+            "app/.auditorignore": "!keep.snap\n",
+            "app/main.py": "x = 1\n",
+            "app/drop.snap": "s\n",
+            "app/keep.snap": "k\n",
+            "app/fixtures/data.py": "d = 1\n",
+        },
+    )
+
+    result = walk(repo / "app")
+
+    assert reasons(result) == {"drop.snap": SkipReason.AUDITORIGNORE, "fixtures/data.py": SkipReason.AUDITORIGNORE}
+    assert {file.path for file in result.files} == {".auditorignore", "keep.snap", "main.py"}
+    # The same files are excluded as when the whole repository is walked.
+    whole = walk(repo)
+    assert {p for p, r in reasons(whole).items() if r is SkipReason.AUDITORIGNORE} == {"app/drop.snap", "app/fixtures/data.py"}
+
+
+@requires_git
 def test_deleted_tracked_file_is_reported_vanished(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo", {"a.py": "a = 1\n", "b.py": "b = 1\n"})
     git(repo, "add", ".")

@@ -11,6 +11,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from auditor.errors import UsageError
@@ -74,13 +75,13 @@ def probe_command(
     engine_name = engine
     if engine_name == "auto":
         engine_name, reason = resolve_auto(settings)
-        stderr.print(f"[dim]engine auto -> {engine_name}:[/] {reason}", highlight=False)
+        stderr.print(f"[dim]engine auto -> {engine_name}:[/] {escape(reason)}", highlight=False)
     if engine_name == "static":
         raise UsageError("auditor probe needs a model: pass --engine vllm, --engine openai --base-url URL, or --engine replay")
     sources = tuple(haystack or ()) or default_haystack_sources()
     loaded = load_tokenizer(TokenizerRequest(tokenizer=tokenizer, model=model))
     if not loaded.info.exact:
-        stderr.print(f"[yellow]warning:[/] {loaded.info.describe()}: cell lengths are approximate", highlight=False)
+        stderr.print(f"[yellow]warning:[/] {escape(loaded.info.describe())}: cell lengths are approximate", highlight=False)
     with progress_for(stderr.is_terminal) as report:
         files = load_haystack(sources, report)
         result = run_grid(

@@ -3,7 +3,8 @@ requests in CI.
 
 Registered by auditor/cli.py as ``app.command("review")(_exit_on_error(review_command))``.
 Exit codes: 0 ok; 1 with ``--error`` when there are NEW findings on the change (existing
-ones too with ``--all``); 5 when the scan is incomplete; others from ``AuditorError``.
+ones too with ``--all``); 5 when the scan is incomplete; 6 when a window's canary recall
+fell below ``--recall-threshold``; others from ``AuditorError``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
+from auditor.canary import DEFAULT_CANARIES, DEFAULT_RECALL_THRESHOLD
 from auditor.engine.base import EngineSettings
 from auditor.engine.registry import create_engine
 from auditor.errors import ExitCode, UsageError
@@ -38,7 +41,7 @@ _stderr = Console(stderr=True)
 def _log_progress(event: ProgressEvent) -> None:
     """Print stage notices on stderr (no bars: review runs in CI logs)."""
     if event.message:
-        _stderr.print(f"[dim]{event.stage}:[/] {event.message}", highlight=False)
+        _stderr.print(f"[dim]{escape(event.stage)}:[/] {escape(event.message)}", highlight=False)
 
 
 def _render(result: ScanResult, format: str, category: str | None, link_base: str | None) -> str:
@@ -86,6 +89,8 @@ def review_command(
     include: Annotated[list[str], typer.Option("--include", help="Only files matching this glob (repeatable).")] = [],
     exclude: Annotated[list[str], typer.Option("--exclude", help="Skip files matching this glob (repeatable).")] = [],
     static: Annotated[bool, typer.Option("--static/--no-static", help="Also run the static pass.")] = True,
+    probes: Annotated[int, typer.Option("--probes", min=0, max=8, help="Recall canaries planted per window (0 disables).")] = DEFAULT_CANARIES,
+    recall_threshold: Annotated[float, typer.Option("--recall-threshold", min=0.0, max=1.0, help="Canary recall below this marks a window recall-degraded.")] = DEFAULT_RECALL_THRESHOLD,
     format: Annotated[str, typer.Option("--format", "-f", help="text | json | sarif | markdown")] = "text",
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the report here instead of stdout.")] = None,
     json_output: Annotated[Optional[Path], typer.Option("--json-output", help="Also write a JSON report here.")] = None,
@@ -115,13 +120,15 @@ def review_command(
         walk=WalkOptions(include=tuple(include), exclude=tuple(exclude)),
         use_cache=not no_cache,
         static=static,
+        probes=probes,
+        recall_threshold=recall_threshold,
     )
     config = ReviewConfig(scan=scan, base=base, head=head, include_existing=all_findings,
                           compare_base=compare_base, baseline=baseline)
     # One engine for the head and the base scans: a vLLM model loads once.
     engine_name, notices = resolve_engine(scan)
     for notice in notices:
-        _stderr.print(f"[yellow]notice:[/] {notice}", highlight=False)
+        _stderr.print(f"[yellow]notice:[/] {escape(notice)}", highlight=False)
     if engine_name == "static":
         reviewed = run_review(replace(config, scan=replace(scan, engine="static")), _log_progress)
     else:
@@ -129,7 +136,7 @@ def review_command(
         reviewed = run_review(config, _log_progress, scan=functools.partial(run_scan, engine=shared))
     result = reviewed.result
     for warning in result.warnings:
-        _stderr.print(f"[yellow]warning:[/] {warning}", highlight=False)
+        _stderr.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
     for extra_format, extra_path in (("json", json_output), ("sarif", sarif_output), ("markdown", markdown_output)):
         if extra_path is not None:
             _write(_render(result, extra_format, sarif_category, link_base), extra_path)
@@ -137,5 +144,8 @@ def review_command(
     if not result.complete:
         _stderr.print("[bold red]review incomplete:[/] some windows were not fully answered; see the report", highlight=False)
         raise typer.Exit(int(ExitCode.INCOMPLETE))
+    if result.recall_degraded:
+        _stderr.print("[bold yellow]recall degraded:[/] the model missed canaries planted in the window; see the report", highlight=False)
+        raise typer.Exit(int(ExitCode.RECALL_DEGRADED))
     if error and reviewed.blocking:
         raise typer.Exit(int(ExitCode.FINDINGS))

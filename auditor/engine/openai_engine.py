@@ -30,6 +30,7 @@ import logging
 import os
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -75,7 +76,8 @@ class OpenAIEngine:
     name = "openai"
 
     def __init__(self, settings: EngineSettings, *, backoff_s: float = 1.0) -> None:
-        """Resolve the server's address; raise ``EngineUnavailable`` when none is configured.
+        """Resolve the server's address; raise ``EngineUnavailable`` when none is configured
+        and ``UsageError`` when it is not an http(s) URL.
 
         ``backoff_s`` is the first retry delay; each further retry doubles it.
         """
@@ -84,6 +86,14 @@ class OpenAIEngine:
             raise EngineUnavailable(
                 "the openai engine needs a server: pass --base-url "
                 f"(e.g. http://localhost:8000/v1) or set {BASE_URL_ENV}"
+            )
+        try:
+            parsed = urllib.parse.urlsplit(base_url)
+        except ValueError as exc:
+            raise UsageError(f"--base-url {base_url!r} is not a valid URL: {exc}") from exc
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise UsageError(
+                f"--base-url {base_url!r} is not an http(s) URL (e.g. http://localhost:8000/v1)"
             )
         self.settings = settings
         self.base_url = base_url.rstrip("/")

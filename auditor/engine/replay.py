@@ -19,7 +19,9 @@ Recording formats:
   ``cached_prompt_tokens``, ``error``.
 * A directory holding ``*.jsonl`` files (read in name order) and/or one file per
   request, ``<request_id>.txt`` with the raw output, plus an optional sibling
-  ``<request_id>.json`` object with the optional fields above.
+  ``<request_id>.json`` object with the optional fields above. A request id with
+  slashes (scan-many's ``<repo>/window-<i>``) is a file in a subdirectory:
+  ``<repo>/window-<i>.txt``.
 
 Matching: a record with a ``request_id`` answers the request with that id (every time
 it is asked); records without one answer, in order, the requests no record names.
@@ -102,9 +104,16 @@ def record_from_json(data: Any, where: str, request_id: str | None = None) -> Re
     )
 
 
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: cannot read the recording: {exc}") from exc
+
+
 def _read_jsonl(path: Path) -> list[ReplayRecord]:
     records = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(_read_text(path).splitlines(), start=1):
         if not line.strip():
             continue
         where = f"{path}:{number}"
@@ -116,19 +125,19 @@ def _read_jsonl(path: Path) -> list[ReplayRecord]:
     return records
 
 
-def _read_text_record(path: Path) -> ReplayRecord:
+def _read_text_record(path: Path, request_id: str) -> ReplayRecord:
     metadata_path = path.with_suffix(".json")
     metadata: Any = {}
     if metadata_path.is_file():
         try:
-            metadata = json.loads(metadata_path.read_text(encoding="utf-8"))
+            metadata = json.loads(_read_text(metadata_path))
         except ValueError as exc:
             raise UsageError(f"{metadata_path}: not valid JSON: {exc}") from exc
         if not isinstance(metadata, dict):
             raise UsageError(f"{metadata_path}: metadata must be a JSON object")
     data = {key: value for key, value in metadata.items() if key not in ("text", "content", "reasoning")}
-    data["text"] = path.read_text(encoding="utf-8")
-    return record_from_json(data, str(metadata_path), request_id=path.stem)
+    data["text"] = _read_text(path)
+    return record_from_json(data, str(metadata_path), request_id=request_id)
 
 
 def load_recording(path: str | Path) -> tuple[ReplayRecord, ...]:
@@ -139,14 +148,17 @@ def load_recording(path: str | Path) -> tuple[ReplayRecord, ...]:
     """
     root = Path(path)
     if root.is_file():
-        return tuple(_read_jsonl(root))
+        records = _read_jsonl(root)
+        if not records:
+            raise UsageError(f"no recorded completions in {root}")
+        return tuple(records)
     if not root.is_dir():
         raise UsageError(f"replay recording not found: {root}")
     records: list[ReplayRecord] = []
     for jsonl in sorted(root.glob("*.jsonl")):
         records.extend(_read_jsonl(jsonl))
-    for text in sorted(root.glob("*.txt")):
-        records.append(_read_text_record(text))
+    for text in sorted(root.rglob("*.txt")):
+        records.append(_read_text_record(text, text.relative_to(root).with_suffix("").as_posix()))
     if not records:
         raise UsageError(f"no recorded completions (*.jsonl or <request_id>.txt) in {root}")
     return tuple(records)

@@ -85,6 +85,12 @@ def _finding_block(finding: Finding, link_base: str, reviewed: ReviewedFinding |
     return lines
 
 
+# GitHub rejects comments over 65,536 characters: the report stays under this, keeping the
+# findings most severe first and saying how many were left to the SARIF/JSON reports.
+MAX_COMMENT_CHARS = 60_000
+# Room kept after the findings for rejected claims, flags, warnings and notices.
+TAIL_RESERVE_CHARS = 8_000
+
 def _file_list(title: str, paths: tuple[str, ...]) -> list[str]:
     if not paths:
         return []
@@ -199,12 +205,24 @@ def render_markdown(result: ScanResult, link_base: str | None = None, marker: st
     lines += _file_list("Files omitted", coverage.omitted)
 
     findings = result.sorted_findings()
+    size = sum(len(line) + 1 for line in lines)
+    left_out = 0
+
+    def add_block(block: list[str]) -> None:
+        nonlocal size, left_out
+        block_size = sum(len(line) + 1 for line in block)
+        if left_out or size + block_size > MAX_COMMENT_CHARS - TAIL_RESERVE_CHARS:
+            left_out += 1
+            return
+        lines.extend(block)
+        size += block_size
+
     if review is None:
         lines += ["### Findings", ""]
         if not findings:
             lines += ["No findings." if result.complete else "No findings in the parts that were analysed.", ""]
         for finding in findings:
-            lines += _finding_block(finding, base)
+            add_block(_finding_block(finding, base))
     else:
         for status, heading in (("new", "New findings"), ("existing", "Existing findings (also on the base)")):
             group = [(f, r) for f in findings if (r := review.reviewed(f.fingerprint)) is not None and r.status == status]
@@ -214,7 +232,13 @@ def render_markdown(result: ScanResult, link_base: str | None = None, marker: st
             if not group:
                 lines += ["None on the changed code." if result.complete else "None in the parts that were analysed.", ""]
             for finding, reviewed in group:
-                lines += _finding_block(finding, base, reviewed)
+                add_block(_finding_block(finding, base, reviewed))
+    if left_out:
+        lines += [
+            f"**{left_out} more findings are not shown here** (a PR comment is limited to 65,536 characters); "
+            "every finding is in the SARIF and JSON reports.",
+            "",
+        ]
     lines += _suppressed_block(result)
 
     rejected = result.sorted_rejected()

@@ -29,7 +29,7 @@ __all__ = [
 ]
 
 # Error kinds that mean the scan did not read everything it was asked to.
-INCOMPLETE_ERROR_KINDS = frozenset({"engine", "incomplete-window"})
+INCOMPLETE_ERROR_KINDS = frozenset({"engine", "incomplete-window", "fatal"})
 
 
 @dataclass(frozen=True)
