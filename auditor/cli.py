@@ -20,6 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from auditor import __version__
+from auditor.commands.output import write_output
 from auditor.errors import AuditorError, ExitCode, UsageError
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
 
@@ -135,16 +136,6 @@ def _render_rich(renderable: object, width: int | None) -> str:
     return console.file.getvalue()  # type: ignore[attr-defined]
 
 
-def _write_output(text: str, output: Path | None) -> None:
-    if output is None:
-        sys.stdout.write(text)
-        return
-    try:
-        output.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from exc
-
-
 @app.command()
 @_exit_on_error
 def pack(
@@ -190,13 +181,13 @@ def pack(
         prepared = prepare_repository(path, walk_options, use_cache=not no_cache, progress=report)
         result = pack_prepared(prepared, rules=rules, tokenizer=loaded, options=options, progress=report)
     if format == "json":
-        _write_output(manifest_json(result, prepared.walk), output)
+        write_output(manifest_json(result, prepared.walk), output)
     elif format == "prompt":
         if window >= len(result.windows):
             raise UsageError(f"--window {window}: the pack has {len(result.windows)} window(s)")
-        _write_output(result.windows[window].prompt, output)
+        write_output(result.windows[window].prompt, output)
     else:
-        _write_output(_render_rich(pack_tables(result, prepared.walk), width=None if output is None else 120), output)
+        write_output(_render_rich(pack_tables(result, prepared.walk), width=None if output is None else 120), output)
 
 
 @app.command()
@@ -279,9 +270,9 @@ def scan(
         failed = failed_result(config, failure)
         for extra_format, extra_path in requested.items():
             if extra_path is not None:
-                _write_output(render(failed, extra_format), extra_path)
+                write_output(render(failed, extra_format), extra_path)
         if output is not None:
-            _write_output(render(failed, format), output)
+            write_output(render(failed, format), output)
         raise
     if write_baseline is not None:
         from auditor.suppress import write_baseline as save_baseline
@@ -293,8 +284,8 @@ def scan(
         stderr.print(f"[yellow]notice:[/] {escape(notice)}", highlight=False)
     for extra_format, extra_path in requested.items():
         if extra_path is not None:
-            _write_output(render(result, extra_format), extra_path)
-    _write_output(render(result, format), output)
+            write_output(render(result, extra_format), extra_path)
+    write_output(render(result, format), output)
     if not result.complete:
         stderr.print("[bold red]scan incomplete:[/] some windows were not fully answered; see the report", highlight=False)
         raise typer.Exit(int(ExitCode.INCOMPLETE))

@@ -10,7 +10,6 @@ fell below ``--recall-threshold``; others from ``AuditorError``.
 from __future__ import annotations
 
 import functools
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Optional
@@ -20,6 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from auditor.canary import DEFAULT_CANARIES, DEFAULT_RECALL_THRESHOLD
+from auditor.commands.output import write_output
 from auditor.engine.base import EngineSettings
 from auditor.engine.registry import create_engine
 from auditor.errors import ExitCode, UsageError
@@ -50,16 +50,6 @@ def _render(result: ScanResult, format: str, category: str | None, link_base: st
     if format == "markdown":
         return render_markdown(result, link_base)
     return render(result, format)
-
-
-def _write(text: str, output: Path | None) -> None:
-    if output is None:
-        sys.stdout.write(text)
-        return
-    try:
-        output.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from exc
 
 
 def review_command(
@@ -139,8 +129,8 @@ def review_command(
         _stderr.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
     for extra_format, extra_path in (("json", json_output), ("sarif", sarif_output), ("markdown", markdown_output)):
         if extra_path is not None:
-            _write(_render(result, extra_format, sarif_category, link_base), extra_path)
-    _write(_render(result, format, sarif_category, link_base), output)
+            write_output(_render(result, extra_format, sarif_category, link_base), extra_path)
+    write_output(_render(result, format, sarif_category, link_base), output)
     if not result.complete:
         _stderr.print("[bold red]review incomplete:[/] some windows were not fully answered; see the report", highlight=False)
         raise typer.Exit(int(ExitCode.INCOMPLETE))
