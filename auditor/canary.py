@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 
 from auditor.findings import ProbeAnswer
 from auditor.languages import language_for_path
-from auditor.pack import PackResult, Window
+from auditor.pack import PackResult, Window, render_frame
 from auditor.probe import (
     Needle,
     ProbeError,
@@ -27,7 +27,6 @@ from auditor.probe import (
     spread_depths,
     summarize,
 )
-from auditor.prompt import build_messages
 from auditor.tokens import PromptTokenizer
 
 DEFAULT_CANARIES = 3
@@ -62,33 +61,30 @@ def plant_canaries(
     if count <= 0 or not window.blocks:
         return window, CanaryPlan()
     languages = sorted({lang for f in window.files if (lang := language_for_path(f.path))}) or ["python"]
-    first_block = window.prompt.index(window.blocks[0])
-    prefix_tokens = tokenizer.count(window.prompt[:first_block])
     limit = packed.options.max_model_len - packed.options.output_tokens
+    repository_text = window.prompt
     for attempt in range(count, 0, -1):
         try:
             needles = make_needles(
-                attempt, languages=languages, seed=derive_seed(seed, window.index), forbidden_text=window.prompt
+                attempt, languages=languages, seed=derive_seed(seed, window.index), forbidden_text=repository_text
             )
         except ProbeError:
             continue
         depths = spread_depths(attempt)
-        positions = plan_positions([f.tokens for f in window.files], prefix_tokens, depths)
-        blocks = insert_blocks(window.blocks, needles, positions)
-        messages = build_messages(
+        positions = plan_positions([f.tokens for f in window.files], window.frame.head_tokens, depths)
+        frame = render_frame(
+            tokenizer,
             repository=packed.repository,
-            window_index=window.index,
+            index=window.index,
             repo_map=packed.repo_map,
-            blocks=blocks,
             rules=packed.rules,
+            thinking=packed.options.thinking,
             probe_questions=questions_text(needles),
         )
-        prompt = tokenizer.render(messages, thinking=packed.options.thinking)
-        prompt_tokens = tokenizer.count(prompt)
-        if prompt_tokens <= limit:
-            planted = replace(window, messages=messages, prompt=prompt, prompt_tokens=prompt_tokens)
-            plan = CanaryPlan(needles, depths, positions, tuple(f.path for f in window.files))
-            return planted, plan
+        planted = replace(window, blocks=insert_blocks(window.blocks, needles, positions), frame=frame)
+        planted = replace(planted, prompt_tokens=tokenizer.count(planted.prompt))
+        if planted.prompt_tokens <= limit:
+            return planted, CanaryPlan(needles, depths, positions, tuple(f.path for f in window.files))
     return window, CanaryPlan()
 
 

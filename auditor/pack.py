@@ -80,15 +80,43 @@ class PackedFile:
 
 
 @dataclass(frozen=True)
+class WindowFrame:
+    """The fixed text around a window's file blocks: in the chat messages, and in the prompt
+    the chat template renders from them (which holds the blocks verbatim)."""
+
+    system: str
+    user_head: str
+    user_tail: str
+    prompt_head: str
+    prompt_tail: str
+    head_tokens: int
+    tail_tokens: int
+
+
+@dataclass(frozen=True)
 class Window:
-    """One request's worth of repository: its messages, rendered prompt and exact count."""
+    """One request's worth of repository: file blocks in their frame, and the exact count.
+
+    The messages and the prompt are assembled on access, so a pack of many windows holds
+    each file's text once.
+    """
 
     index: int
     files: tuple[PackedFile, ...]
-    messages: tuple[Message, ...]
-    prompt: str
+    blocks: tuple[str, ...]  # the rendered file blocks (canaries included), in prompt order
+    frame: WindowFrame
     prompt_tokens: int
-    blocks: tuple[str, ...] = ()  # the rendered file blocks, in ``files`` order
+
+    @property
+    def messages(self) -> tuple[Message, ...]:
+        """The system and user turns sent to the engine."""
+        user = self.frame.user_head + "".join(self.blocks) + self.frame.user_tail
+        return (Message("system", self.frame.system), Message("user", user))
+
+    @property
+    def prompt(self) -> str:
+        """The exact prompt string whose token count is ``prompt_tokens``."""
+        return self.frame.prompt_head + "".join(self.blocks) + self.frame.prompt_tail
 
 
 @dataclass(frozen=True)
@@ -290,6 +318,31 @@ def _truncate_line(line: str, budget: int) -> str:
 _BLOCKS_SENTINEL = "\x00auditor-blocks\x00"
 
 
+def render_frame(
+    tokenizer: PromptTokenizer,
+    *,
+    repository: str,
+    index: int,
+    repo_map: str,
+    rules: Sequence[Rule],
+    thinking: bool,
+    probe_questions: str = "",
+) -> WindowFrame:
+    """The frame of window ``index``: messages and prompt split where the file blocks go,
+    with the exact token counts of the prompt's two parts."""
+    messages = build_messages(
+        repository=repository, window_index=index, repo_map=repo_map, blocks=[_BLOCKS_SENTINEL], rules=rules,
+        probe_questions=probe_questions,
+    )
+    rendered = tokenizer.render(messages, thinking=thinking)
+    prompt_head, found, prompt_tail = rendered.partition(_BLOCKS_SENTINEL)
+    user_head, found_in_user, user_tail = messages[1].content.partition(_BLOCKS_SENTINEL)
+    if not (found and found_in_user):
+        raise PackError("the chat template altered the repository text; cannot place files in it")
+    head_tokens, tail_tokens = tokenizer.count_many([prompt_head, prompt_tail])
+    return WindowFrame(messages[0].content, user_head, user_tail, prompt_head, prompt_tail, head_tokens, tail_tokens)
+
+
 def _tail(text: str) -> str:
     """The last line of ``text`` holding a non-space character, through the end."""
     end = len(text.rstrip())
@@ -303,10 +356,10 @@ def _head(text: str) -> str:
 
 
 class _WindowBuilder:
-    """Renders a window's prompt and counts it exactly without re-tokenizing its blocks.
+    """Frames windows and counts them exactly without re-tokenizing their blocks.
 
-    The chat template places the blocks verbatim between a fixed prefix and suffix, so a
-    window's count is prefix + blocks + suffix, each counted once, plus the change at each
+    The chat template places the blocks verbatim between a fixed head and tail, so a
+    window's count is head + blocks + tail, each counted once, plus the change at each
     junction where two pieces meet (a merge across the seam), measured on the lines around it.
     """
 
@@ -316,43 +369,37 @@ class _WindowBuilder:
         self.rules = tuple(rules)
         self.tokenizer = tokenizer
         self.thinking = thinking
-        self._frames: dict[int, tuple[str, str, int, int]] = {}
+        self._frames: dict[int, WindowFrame] = {}
 
-    def _messages(self, index: int, blocks: Sequence[str]) -> tuple[Message, ...]:
-        return build_messages(
-            repository=self.repository, window_index=index, repo_map=self.repo_map, blocks=blocks, rules=self.rules
-        )
-
-    def frame(self, index: int) -> tuple[str, str, int, int]:
-        """Prompt prefix and suffix around the blocks of window ``index``, with their counts."""
+    def frame(self, index: int) -> WindowFrame:
+        """The frame of window ``index`` (cached)."""
         if index not in self._frames:
-            rendered = self.tokenizer.render(self._messages(index, [_BLOCKS_SENTINEL]), thinking=self.thinking)
-            prefix, found, suffix = rendered.partition(_BLOCKS_SENTINEL)
-            if not found:
-                raise PackError("the chat template altered the repository text; cannot place files in it")
-            prefix_tokens, suffix_tokens = self.tokenizer.count_many([prefix, suffix])
-            self._frames[index] = (prefix, suffix, prefix_tokens, suffix_tokens)
+            self._frames[index] = render_frame(
+                self.tokenizer, repository=self.repository, index=index, repo_map=self.repo_map,
+                rules=self.rules, thinking=self.thinking,
+            )
         return self._frames[index]
 
-    def render(self, index: int, items: Sequence[_Item]) -> tuple[tuple[Message, ...], str]:
-        prefix, suffix, _, _ = self.frame(index)
-        return self._messages(index, [item.text for item in items]), prefix + "".join(item.text for item in items) + suffix
-
     def scaffold_tokens(self, index: int) -> int:
-        prefix, suffix, _, _ = self.frame(index)
-        return self.tokenizer.count(prefix + suffix)
+        frame = self.frame(index)
+        return self.tokenizer.count(frame.prompt_head + frame.prompt_tail)
 
     def count(self, index: int, items: Sequence[_Item], counter: _Counter) -> int:
         """Exact token count of the rendered window."""
-        prefix, suffix, prefix_tokens, suffix_tokens = self.frame(index)
-        pieces = [prefix, *(item.text for item in items), suffix]
-        seams: list[str] = []
-        for left, right in zip(pieces, pieces[1:]):
-            tail, head = _tail(left), _head(right)
-            seams.extend((tail + head, tail, head))
-        counts = self.tokenizer.count_many(seams)
-        junctions = sum(counts[i] - counts[i + 1] - counts[i + 2] for i in range(0, len(counts), 3))
-        return prefix_tokens + sum(counter.counts(items)) + suffix_tokens + junctions
+        return count_framed(self.tokenizer, self.frame(index), [item.text for item in items], counter.counts(items))
+
+
+def count_framed(tokenizer: PromptTokenizer, frame: WindowFrame, blocks: Sequence[str], block_tokens: Sequence[int]) -> int:
+    """Exact token count of ``frame`` around ``blocks`` given each block's own count:
+    the parts' counts plus, at every seam, count(tail + head) - count(tail) - count(head)."""
+    pieces = [frame.prompt_head, *blocks, frame.prompt_tail]
+    seams: list[str] = []
+    for left, right in zip(pieces, pieces[1:]):
+        tail, head = _tail(left), _head(right)
+        seams.extend((tail + head, tail, head))
+    counts = tokenizer.count_many(seams)
+    junctions = sum(counts[i] - counts[i + 1] - counts[i + 2] for i in range(0, len(counts), 3))
+    return frame.head_tokens + sum(block_tokens) + frame.tail_tokens + junctions
 
 
 # Paths and identifiers run at 2.5-5 bytes per token; a map text over this many bytes per
@@ -588,7 +635,6 @@ def _finish_window(
         dropped = items.pop()
         if dropped.candidate:
             queue.insert(0, dropped)
-    messages, prompt = builder.render(index, items)
     if prompt_tokens > options.prompt_budget:
         raise PackError(f"window {index}: the scaffold alone takes {prompt_tokens} tokens, over the budget {options.prompt_budget}")
     counts = counter.counts(items)
@@ -597,7 +643,7 @@ def _finish_window(
         for item, count in zip(items, counts)
     )
     window = Window(
-        index=index, files=files, messages=messages, prompt=prompt, prompt_tokens=prompt_tokens,
-        blocks=tuple(item.text for item in items),
+        index=index, files=files, blocks=tuple(item.text for item in items), frame=builder.frame(index),
+        prompt_tokens=prompt_tokens,
     )
     return window, sum(1 for item in items if item.candidate)
