@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import functools
 import io
+import logging
 import sys
 from pathlib import Path
 from typing import Annotated, Callable, Optional, TypeVar
 
 import typer
 from rich.console import Console
+from rich.logging import RichHandler
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -111,6 +113,10 @@ def main_callback(
     ] = None,
 ) -> None:
     """auditor: audit a repository with a long-context model, or statically without one."""
+    # Core modules log warnings (e.g. an unwritable cache); show them once, through rich.
+    logging.basicConfig(
+        level=logging.WARNING, format="%(message)s", handlers=[RichHandler(console=stderr, show_time=False, show_path=False)]
+    )
 
 
 # Options shared by the commands that pack a repository.

@@ -398,9 +398,10 @@ def _result(
     suppressed: tuple[SuppressedFinding, ...] = (),
     warnings: tuple[str, ...] = (),
 ) -> ScanResult:
-    """Assemble the result; files the model saw (or the static pass indexed) are checked for injected instructions."""
-    seen = set(coverage.full) | set(coverage.skeleton)
-    injection_flags = detect_injections({p: t for p, t in prepared.texts.items() if p in seen})
+    """Assemble the result; files a model was shown are checked for injected instructions."""
+    # Planted instructions matter where a model read the text: flag the files it was shown.
+    shown = set(coverage.full) | set(coverage.skeleton) if windows else set()
+    injection_flags = detect_injections({p: t for p, t in prepared.texts.items() if p in shown})
     return ScanResult(
         tool_version=__version__,
         root=config.root.name or str(config.root),
