@@ -108,11 +108,30 @@ def _version_callback(value: bool) -> None:
 
 @app.callback()
 def main_callback(
+    ctx: typer.Context,
     version: Annotated[
         Optional[bool], typer.Option("--version", callback=_version_callback, is_eager=True, help="Show the version and exit.")
     ] = None,
 ) -> None:
-    """auditor: audit a repository with a long-context model, or statically without one."""
+    """auditor: audit a repository with a long-context model, or statically without one.
+
+    Option defaults can come from auditor.toml or [tool.auditor] in pyproject.toml (found
+    from the working directory upward); flags on the command line win.
+    """
+    from auditor.config import load_project_config
+
+    group = ctx.command
+    commands = {
+        name: frozenset(param.name for param in command.params if param.name)
+        for name, command in getattr(group, "commands", {}).items()
+    }
+    try:
+        project = load_project_config(Path.cwd(), commands)
+    except AuditorError as error:
+        stderr.print(f"[bold red]error:[/] {escape(str(error))}", highlight=False)
+        raise typer.Exit(int(error.exit_code)) from None
+    if project.defaults:
+        ctx.default_map = {name: dict(values) for name, values in project.defaults.items()}
     # Core modules log warnings (e.g. an unwritable cache); show them once, through rich.
     logging.basicConfig(
         level=logging.WARNING, format="%(message)s", handlers=[RichHandler(console=stderr, show_time=False, show_path=False)]
