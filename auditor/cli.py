@@ -22,8 +22,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from auditor import __version__
-from auditor.commands.output import write_output
-from auditor.errors import AuditorError, ExitCode, UsageError
+from auditor.commands.output import exit_for, write_output
+from auditor.errors import AuditorError, UsageError
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
 
 app = typer.Typer(
@@ -311,14 +311,7 @@ def scan(
         if extra_path is not None:
             write_output(render(result, extra_format), extra_path)
     write_output(render(result, format), output)
-    if not result.complete:
-        stderr.print("[bold red]scan incomplete:[/] some windows were not fully answered; see the report", highlight=False)
-        raise typer.Exit(int(ExitCode.INCOMPLETE))
-    if result.recall_degraded:
-        stderr.print("[bold yellow]recall degraded:[/] the model missed canaries planted in the window; see the report", highlight=False)
-        raise typer.Exit(int(ExitCode.RECALL_DEGRADED))
-    if error and result.findings:
-        raise typer.Exit(int(ExitCode.FINDINGS))
+    exit_for(result, blocking=len(result.findings), error=error, console=stderr)
 
 
 @app.command("rules")

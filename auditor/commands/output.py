@@ -1,11 +1,19 @@
-"""Where command output goes: stdout, or a file with a clean error when it cannot be written."""
+"""Command endings shared by the CLI: where output goes (stdout, or a file with a clean
+error when it cannot be written) and which exit code a scan-like result earns."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 from auditor.errors import UsageError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from auditor.report.model import ScanResult
 
 
 def write_output(text: str, output: Path | None) -> None:
@@ -20,3 +28,24 @@ def write_output(text: str, output: Path | None) -> None:
         output.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from exc
+
+
+def exit_for(result: "ScanResult", *, blocking: int, error: bool, console: "Console", what: str = "scan") -> None:
+    """End a scan-like command with the documented exit code, saying why on ``console``.
+
+    Incomplete (5) comes first — unread code must never pass as clean — then recall
+    degraded (6), then findings with ``--error`` (1). Returns normally for exit 0.
+    """
+    import typer
+
+    from auditor.errors import ExitCode
+
+    if not result.complete:
+        console.print(f"[bold red]{what} incomplete:[/] some windows were not fully answered; see the report", highlight=False)
+        raise typer.Exit(int(ExitCode.INCOMPLETE))
+    if result.recall_degraded:
+        console.print("[bold yellow]recall degraded:[/] the model missed canaries planted in the window; see the report",
+                      highlight=False)
+        raise typer.Exit(int(ExitCode.RECALL_DEGRADED))
+    if error and blocking:
+        raise typer.Exit(int(ExitCode.FINDINGS))

@@ -19,10 +19,10 @@ from rich.console import Console
 from rich.markup import escape
 
 from auditor.canary import DEFAULT_CANARIES, DEFAULT_RECALL_THRESHOLD
-from auditor.commands.output import write_output
+from auditor.commands.output import exit_for, write_output
 from auditor.engine.base import EngineSettings
 from auditor.engine.registry import create_engine
-from auditor.errors import ExitCode, UsageError
+from auditor.errors import UsageError
 from auditor.pack import DEFAULT_PROBE_RESERVE_TOKENS, PackOptions
 from auditor.progress import ProgressEvent
 from auditor.report import render
@@ -131,11 +131,4 @@ def review_command(
         if extra_path is not None:
             write_output(_render(result, extra_format, sarif_category, link_base), extra_path)
     write_output(_render(result, format, sarif_category, link_base), output)
-    if not result.complete:
-        _stderr.print("[bold red]review incomplete:[/] some windows were not fully answered; see the report", highlight=False)
-        raise typer.Exit(int(ExitCode.INCOMPLETE))
-    if result.recall_degraded:
-        _stderr.print("[bold yellow]recall degraded:[/] the model missed canaries planted in the window; see the report", highlight=False)
-        raise typer.Exit(int(ExitCode.RECALL_DEGRADED))
-    if error and reviewed.blocking:
-        raise typer.Exit(int(ExitCode.FINDINGS))
+    exit_for(result, blocking=reviewed.blocking, error=error, console=_stderr, what="review")
