@@ -105,3 +105,15 @@ def test_cli_exit_code_for_a_recall_degraded_scan(tiny_tokenizer_dir, tmp_path):
             "--no-static", "--format", "json", "--no-cache",
         ])
         assert result.exit_code == expected, (name, result.output)
+
+
+def test_text_and_markdown_show_each_windows_recall_and_where_it_missed(tiny_tokenizer_dir):
+    from auditor.report import render
+
+    plan = plan_scan(_config(tiny_tokenizer_dir), "replay")
+    result = finish_scan(plan, _answer(plan, correct_below=0.3))
+    for format in ("text", "markdown"):
+        report = render(result, format)
+        assert "window 0 recall 1/3 canaries" in report
+        assert "RECALL-DEGRADED" in report
+        assert "missed at 50% between" in report

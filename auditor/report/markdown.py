@@ -23,6 +23,7 @@ from auditor.report.model import (
     ReviewedFinding,
     ReviewSummary,
     ScanResult,
+    recall_line,
     revision_label,
     severity_summary,
     step_location,
@@ -200,6 +201,9 @@ def render_markdown(result: ScanResult, link_base: str | None = None, marker: st
         f" · engine {_code(result.engine)}" + (f" ({_code(result.model)})" if result.model else "")
     )
     lines.append("")
+    recall = [line for window in sorted(result.windows, key=lambda w: w.index) if (line := recall_line(window))]
+    if recall:
+        lines += ["**Recall canaries:**", "", *(f"- {_escape(line)}" for line in recall), ""]
     lines += _file_list("Files in full", coverage.full)
     lines += _file_list("Files as skeleton", coverage.skeleton)
     lines += _file_list("Files omitted", coverage.omitted)

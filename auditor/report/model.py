@@ -253,6 +253,22 @@ def window_problem(window: WindowOutcome) -> str:
     return f"window {window.index} INCOMPLETE: no complete answer (finish_reason {window.finish_reason})"
 
 
+def recall_line(window: WindowOutcome) -> str | None:
+    """The window's canary recall in one line, with where the misses sit; None without canaries."""
+    recall = window.recall
+    if recall is None:
+        return None
+    text = (
+        f"window {window.index} recall {recall.correct}/{recall.planted} canaries"
+        f" ({recall.wrong} wrong, {recall.abstained} abstained)"
+    )
+    if recall.degraded:
+        text += " RECALL-DEGRADED"
+    for depth, before, after in recall.missed:
+        text += f"; missed at {depth:.0%} between {before or 'the start'} and {after or 'the end'}"
+    return text
+
+
 def step_location(path: str, line: int) -> str:
     """'path:line', or just 'path' when the line is unknown (0)."""
     return f"{path}:{line}" if line > 0 else path

@@ -17,7 +17,15 @@ from rich.rule import Rule as Divider
 from rich.text import Text
 
 from auditor.findings import SEVERITY_ORDER, Finding
-from auditor.report.model import ReviewedFinding, ScanResult, revision_label, severity_summary, step_location, window_problem
+from auditor.report.model import (
+    ReviewedFinding,
+    ScanResult,
+    recall_line,
+    revision_label,
+    severity_summary,
+    step_location,
+    window_problem,
+)
 
 DEFAULT_WIDTH = 100
 
@@ -103,6 +111,10 @@ def render_text(result: ScanResult, width: int = DEFAULT_WIDTH) -> str:
             f"{len(coverage.omitted)} omitted"
         )
     )
+    for window in sorted(result.windows, key=lambda window: window.index):
+        line = recall_line(window)
+        if line is not None:
+            console.print(Text(line, style="bold yellow" if window.recall and window.recall.degraded else ""))
     review = result.review
     if review is not None:
         console.print(
