@@ -256,35 +256,20 @@ def scan(
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the index and result caches.")] = False,
 ) -> None:
     """Audit a repository for the selected rules (all built-in rules by default)."""
-    from auditor.engine.base import EngineSettings
-    from auditor.pack import DEFAULT_PROBE_RESERVE_TOKENS, PackOptions
+    from auditor.commands.options import scan_config_from_flags
     from auditor.report import render
-    from auditor.scan import ScanConfig, failed_result, run_scan
-    from auditor.tokens import TokenizerRequest
-    from auditor.walk import WalkOptions
+    from auditor.scan import failed_result, run_scan
 
     if format not in ("text", "json", "sarif", "markdown"):
         raise UsageError(f"--format must be text, json, sarif or markdown, not {format!r}")
-    config = ScanConfig(
-        root=path,
-        rules=tuple(rule),
-        engine=engine,
-        engine_settings=EngineSettings(
-            model=model, max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens,
-            gpu_memory_utilization=gpu_memory_utilization, max_num_seqs=max_num_seqs,
-            tensor_parallel_size=tensor_parallel_size, temperature=temperature, seed=seed,
-            thinking_token_budget=thinking_token_budget, base_url=base_url, api_key=api_key, replay_path=replay,
-            timeout_s=timeout, retries=retries,
-        ),
-        tokenizer=TokenizerRequest(tokenizer=tokenizer, model=model),
-        pack=PackOptions(max_model_len=max_model_len, output_tokens=output_tokens,
-                         probe_reserve_tokens=DEFAULT_PROBE_RESERVE_TOKENS, thinking=thinking, max_windows=max_windows),
-        walk=WalkOptions(include=tuple(include), exclude=tuple(exclude), max_file_bytes=max_file_bytes),
-        use_cache=not no_cache,
-        static=static,
-        probes=probes,
-        recall_threshold=recall_threshold,
-        baseline=baseline,
+    config = scan_config_from_flags(
+        path, rule=rule, engine=engine, model=model, tokenizer=tokenizer, base_url=base_url, api_key=api_key,
+        replay=replay, max_model_len=max_model_len, output_tokens=output_tokens,
+        max_num_batched_tokens=max_num_batched_tokens, gpu_memory_utilization=gpu_memory_utilization,
+        max_num_seqs=max_num_seqs, tensor_parallel_size=tensor_parallel_size, temperature=temperature, seed=seed,
+        thinking=thinking, thinking_token_budget=thinking_token_budget, timeout=timeout, retries=retries,
+        include=include, exclude=exclude, max_file_bytes=max_file_bytes, max_windows=max_windows, static=static,
+        no_cache=no_cache, probes=probes, recall_threshold=recall_threshold, baseline=baseline,
     )
     requested = {"json": json_output, "sarif": sarif_output, "markdown": markdown_output}
     try:

@@ -13,6 +13,23 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED = REPO_ROOT.parent / "shared"
 
+# vllm.LLM keyword arguments auditor may pass (FACTS.md, vLLM 0.33.0 offline API).
+VLLM_LLM_KWARGS = {
+    "model",
+    "trust_remote_code",
+    "max_model_len",
+    "enable_chunked_prefill",
+    "max_num_batched_tokens",
+    "kv_cache_dtype",
+    "mamba_ssm_cache_dtype",
+    "enable_prefix_caching",
+    "gpu_memory_utilization",
+    "max_num_seqs",
+    "tensor_parallel_size",
+    "seed",
+    "reasoning_parser",
+}
+
 # Nemotron 3 Nano's special-token layout: ids 0-13 as in the real vocabulary.
 SPECIAL_TOKENS = [
     "<unk>", "<s>", "</s>", "<SPECIAL_3>", "<SPECIAL_4>", "<SPECIAL_5>", "<SPECIAL_6>", "<SPECIAL_7>",

@@ -15,24 +15,11 @@ from typer.testing import CliRunner
 from auditor.commands.plan import doctor_command, plan_command
 from auditor.doctor import choose_engine, parse_nvidia_smi, run_doctor
 
+from .conftest import VLLM_LLM_KWARGS
+
 CONFIGS = Path(__file__).parent / "data" / "configs"
 NEMOTRON = CONFIGS / "nemotron-3-nano-30b-a3b.json"
 
-VLLM_LLM_KWARGS = {
-    "model",
-    "trust_remote_code",
-    "max_model_len",
-    "enable_chunked_prefill",
-    "max_num_batched_tokens",
-    "kv_cache_dtype",
-    "mamba_ssm_cache_dtype",
-    "enable_prefix_caching",
-    "gpu_memory_utilization",
-    "max_num_seqs",
-    "tensor_parallel_size",
-    "seed",
-    "reasoning_parser",
-}
 
 needs_bare_machine = pytest.mark.skipif(
     importlib.util.find_spec("vllm") is not None or importlib.util.find_spec("torch") is not None,

@@ -32,27 +32,13 @@ from auditor.plan import (
     weight_bytes,
 )
 
+from .conftest import VLLM_LLM_KWARGS
+
 CONFIGS = Path(__file__).parent / "data" / "configs"
 NEMOTRON = CONFIGS / "nemotron-3-nano-30b-a3b.json"
 LLAMA = CONFIGS / "llama-3.1-8b.json"
 FACTS = Path(__file__).resolve().parents[2] / "shared" / "FACTS.md"
 
-# vllm.LLM keyword arguments auditor may pass (FACTS.md, vLLM 0.33.0 offline API).
-VLLM_LLM_KWARGS = {
-    "model",
-    "trust_remote_code",
-    "max_model_len",
-    "enable_chunked_prefill",
-    "max_num_batched_tokens",
-    "kv_cache_dtype",
-    "mamba_ssm_cache_dtype",
-    "enable_prefix_caching",
-    "gpu_memory_utilization",
-    "max_num_seqs",
-    "tensor_parallel_size",
-    "seed",
-    "reasoning_parser",
-}
 
 
 def nemotron_config() -> dict:

@@ -19,20 +19,17 @@ from rich.console import Console
 from rich.markup import escape
 
 from auditor.canary import DEFAULT_CANARIES, DEFAULT_RECALL_THRESHOLD
+from auditor.commands.options import scan_config_from_flags
 from auditor.commands.output import exit_for, write_output
-from auditor.engine.base import EngineSettings
 from auditor.engine.registry import create_engine
 from auditor.errors import UsageError
-from auditor.pack import DEFAULT_PROBE_RESERVE_TOKENS, PackOptions
 from auditor.progress import ProgressEvent
 from auditor.report import render
 from auditor.report.markdown import render_markdown
 from auditor.report.model import ScanResult
 from auditor.report.sarif import render_sarif
 from auditor.review import ReviewConfig, run_review
-from auditor.scan import ScanConfig, resolve_engine, run_scan
-from auditor.tokens import TokenizerRequest
-from auditor.walk import WalkOptions
+from auditor.scan import resolve_engine, run_scan
 
 FORMATS = ("text", "json", "sarif", "markdown")
 _stderr = Console(stderr=True)
@@ -94,24 +91,13 @@ def review_command(
     """Review a change: findings whose call chain the diff from --base touches, new vs existing."""
     if format not in FORMATS:
         raise UsageError(f"--format must be one of {', '.join(FORMATS)}, not {format!r}")
-    scan = ScanConfig(
-        root=path,
-        rules=tuple(rule),
-        engine=engine,
-        engine_settings=EngineSettings(
-            model=model, max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens,
-            gpu_memory_utilization=gpu_memory_utilization, max_num_seqs=max_num_seqs, temperature=temperature,
-            seed=seed, thinking_token_budget=thinking_token_budget, base_url=base_url, api_key=api_key,
-            replay_path=replay,
-        ),
-        tokenizer=TokenizerRequest(tokenizer=tokenizer, model=model),
-        pack=PackOptions(max_model_len=max_model_len, output_tokens=output_tokens,
-                         probe_reserve_tokens=DEFAULT_PROBE_RESERVE_TOKENS, thinking=thinking),
-        walk=WalkOptions(include=tuple(include), exclude=tuple(exclude)),
-        use_cache=not no_cache,
-        static=static,
-        probes=probes,
-        recall_threshold=recall_threshold,
+    scan = scan_config_from_flags(
+        path, rule=rule, engine=engine, model=model, tokenizer=tokenizer, base_url=base_url, api_key=api_key,
+        replay=replay, max_model_len=max_model_len, output_tokens=output_tokens,
+        max_num_batched_tokens=max_num_batched_tokens, gpu_memory_utilization=gpu_memory_utilization,
+        max_num_seqs=max_num_seqs, temperature=temperature, seed=seed, thinking=thinking,
+        thinking_token_budget=thinking_token_budget, include=include, exclude=exclude, static=static,
+        no_cache=no_cache, probes=probes, recall_threshold=recall_threshold,
     )
     config = ReviewConfig(scan=scan, base=base, head=head, include_existing=all_findings,
                           compare_base=compare_base, baseline=baseline)
