@@ -21,6 +21,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
+from auditor.digest_store import DigestStore, digest_of
 from auditor.errors import PackError, UsageError
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
 from auditor.prompt import MapEntry, build_messages, render_full_block, render_map, render_skeleton_block, split_lines
@@ -134,6 +135,7 @@ class PackInput:
     path: str
     text: str
     language: str | None
+    content_hash: str = ""  # the walk's content hash; keys cached per-file values when set
 
 
 @dataclass(frozen=True)
@@ -177,10 +179,27 @@ SkeletonFn = Callable[[str], "tuple[tuple[int, int], ...] | None"]
 NeighborFn = Callable[[str], Iterable[str]]
 
 
-def relevance_scores(files: Sequence[PackInput], rules: Sequence[Rule]) -> dict[str, int]:
-    """Matches of the rules' relevance patterns per file (0 for none)."""
+def relevance_scores(files: Sequence[PackInput], rules: Sequence[Rule], cache: DigestStore | None = None) -> dict[str, int]:
+    """Matches of the rules' relevance patterns per file (0 for none).
+
+    With ``cache``, a file's score is remembered under its content hash and the exact
+    pattern set, so an unchanged file is not searched again.
+    """
     patterns = [pattern for rule in rules for pattern in rule.relevance_patterns()]
-    return {entry.path: sum(len(pattern.findall(entry.text)) for pattern in patterns) for entry in files}
+    signature = "\n".join(f"{pattern.flags}:{pattern.pattern}" for pattern in patterns)
+    scores: dict[str, int] = {}
+    computed: dict[bytes, int] = {}
+    for entry in files:
+        key = digest_of(f"relevance\0{signature}\0{entry.content_hash}") if cache is not None and entry.content_hash else None
+        score = cache.get(key) if cache is not None and key is not None else None
+        if score is None:
+            score = sum(len(pattern.findall(entry.text)) for pattern in patterns)
+            if key is not None:
+                computed[key] = score
+        scores[entry.path] = score
+    if cache is not None and computed:
+        cache.put_many(computed)
+    return scores
 
 
 def rank_files(
@@ -189,6 +208,7 @@ def rank_files(
     neighbors: NeighborFn | None,
     neighbor_depth: int,
     seed_paths: Sequence[str] = (),
+    relevance_cache: DigestStore | None = None,
 ) -> tuple[list[str], list[str]]:
     """Split paths into (candidates in packing order, the rest in rank order).
 
@@ -202,7 +222,7 @@ def rank_files(
     first = [path for path in dict.fromkeys(seed_paths) if path in known]
     if not rules:
         return first + [path for path in paths if path not in set(first)], []
-    scores = relevance_scores(files, rules)
+    scores = relevance_scores(files, rules, relevance_cache)
     relevant = sorted((path for path in paths if scores[path] > 0 and path not in set(first)), key=lambda p: (-scores[p], p))
     seeds = first + relevant
     distance: dict[str, int] = {seed: 0 for seed in seeds}
@@ -429,12 +449,14 @@ def pack(
     symbols_of: Callable[[str], tuple[str, ...]] | None = None,
     neighbors: NeighborFn | None = None,
     progress: ProgressCallback = no_progress,
+    relevance_cache: DigestStore | None = None,
 ) -> PackResult:
     """Pack files into windows within budget. See the module docstring for the strategy.
 
     ``skeleton_of(path)`` returns the elided line ranges of a file's skeleton, or None when
     the file has no skeleton (unsupported language or a parse failure: it is then only
     packed in full). ``symbols_of(path)`` names a file's top-level symbols for the map.
+    ``relevance_cache`` remembers relevance scores by content (see ``relevance_scores``).
     Raises PackError when the scaffold alone does not fit the budget.
     """
     if options.prompt_budget <= 0:
@@ -443,7 +465,7 @@ def pack(
             f"{options.output_tokens} and probe reserve {options.probe_reserve_tokens} is {options.prompt_budget}"
         )
     by_path = {entry.path: entry for entry in files}
-    candidates, rest = rank_files(files, rules, neighbors, options.neighbor_depth, options.seed_paths)
+    candidates, rest = rank_files(files, rules, neighbors, options.neighbor_depth, options.seed_paths, relevance_cache)
     entries = [MapEntry(path, symbols_of(path) if symbols_of else ()) for path in candidates + rest]
     map_budget = min(options.map_tokens, max(options.prompt_budget // 4, 0))
     repo_map, map_detail = _choose_map(entries, tokenizer, map_budget)

@@ -15,15 +15,19 @@ ids as ``transformers.AutoTokenizer`` without its 1.6 s import; tests check the 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Protocol, Sequence
+from typing import TYPE_CHECKING, Protocol, Sequence
 
 from auditor.errors import TokenizerError
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
 
 DEFAULT_MODEL_IDS = (
     "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16",
@@ -146,15 +150,12 @@ class HFTokenizer:
     """A Hugging Face ``tokenizer.json`` with the checkpoint's chat template: exact counts."""
 
     def __init__(self, directory: Path, source: str):
-        from tokenizers import Tokenizer
-
         tokenizer_file = directory / "tokenizer.json"
         if not tokenizer_file.is_file():
             raise TokenizerError(f"{directory} has no tokenizer.json")
-        try:
-            self._tokenizer = Tokenizer.from_file(str(tokenizer_file))
-        except Exception as exc:
-            raise TokenizerError(f"cannot load {tokenizer_file}: {exc}") from exc
+        self._tokenizer_file = tokenizer_file
+        self._loaded: Tokenizer | None = None
+        self._fingerprint: str | None = None
         config = _read_json(directory / "tokenizer_config.json")
         template_source = _chat_template_source(directory, config)
         if template_source is None:
@@ -164,6 +165,29 @@ class HFTokenizer:
             self._template = ChatTemplate(template_source, _special_tokens(directory, config))
             template_label = "checkpoint"
         self.info = TokenizerInfo(source=source, exact=True, chat_template=template_label)
+
+    @property
+    def _tokenizer(self) -> "Tokenizer":
+        """The vocabulary, loaded on first use: a run whose counts all come from the count
+        cache never pays its load time (~0.3 s) or memory (~100 MB for 131K ids)."""
+        if self._loaded is None:
+            from tokenizers import Tokenizer
+
+            try:
+                self._loaded = Tokenizer.from_file(str(self._tokenizer_file))
+            except Exception as exc:
+                raise TokenizerError(f"cannot load {self._tokenizer_file}: {exc}") from exc
+        return self._loaded
+
+    def fingerprint(self) -> str:
+        """SHA-256 of ``tokenizer.json``: counts made under one fingerprint hold for any
+        tokenizer with the same one (the chat template changes rendering, not counting)."""
+        if self._fingerprint is None:
+            try:
+                self._fingerprint = hashlib.sha256(self._tokenizer_file.read_bytes()).hexdigest()
+            except OSError as exc:
+                raise TokenizerError(f"cannot read {self._tokenizer_file}: {exc}") from exc
+        return self._fingerprint
 
     def count(self, text: str) -> int:
         return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
@@ -312,3 +336,61 @@ def load_tokenizer(request: TokenizerRequest) -> HFTokenizer | EstimateTokenizer
         tried.append("hub download disabled")
     tried.append("no Nemotron tokenizer in the local Hugging Face cache")
     return EstimateTokenizer("; ".join(tried))
+
+
+COUNT_CACHE_VERSION = 1
+"""Version of the count cache's key material; part of its directory name."""
+
+
+class CachedCountTokenizer:
+    """An exact tokenizer whose counts are remembered on disk, keyed by the text's digest
+    under the tokenizer's fingerprint: re-packing a repository counts only what changed,
+    and a run whose counts are all known never loads the vocabulary.
+
+    Rendering and ``info`` are the wrapped tokenizer's; counts are identical to it.
+    """
+
+    def __init__(self, tokenizer: HFTokenizer, cache_dir: Path):
+        from auditor.digest_store import DigestStore
+
+        self._inner = tokenizer
+        self.info = tokenizer.info
+        self._store = DigestStore(cache_dir / f"v{COUNT_CACHE_VERSION}" / f"{tokenizer.fingerprint()}.bin")
+
+    def count(self, text: str) -> int:
+        return self.count_many([text])[0]
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        from auditor.digest_store import digest_of
+
+        keys = [digest_of(text) for text in texts]
+        found = [self._store.get(key) for key in keys]
+        missing = {key: text for key, text, value in zip(keys, texts, found) if value is None}
+        if missing:
+            counted = dict(zip(missing, self._inner.count_many(list(missing.values()))))
+            self._store.put_many(counted)
+            found = [counted[key] if value is None else value for key, value in zip(keys, found)]
+        return found  # type: ignore[return-value]
+
+    def render(self, messages: Sequence[Message], *, thinking: bool) -> str:
+        return self._inner.render(messages, thinking=thinking)
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text`` (no special tokens added), from the wrapped tokenizer."""
+        return self._inner.encode(text)
+
+
+def default_count_cache_dir() -> Path:
+    """The token-count cache next to the index cache (``~/.cache/auditor/counts`` or under
+    ``$AUDITOR_CACHE_DIR`` / ``$XDG_CACHE_HOME`` when set)."""
+    from auditor.index import default_cache_dir
+
+    return default_cache_dir().parent / "counts"
+
+
+def with_count_cache(tokenizer: HFTokenizer | EstimateTokenizer, cache_dir: Path | None = None) -> PromptTokenizer:
+    """``tokenizer`` with a persistent count cache when its counts are exact (an estimate is
+    already instant and is returned as it is)."""
+    if isinstance(tokenizer, EstimateTokenizer):
+        return tokenizer
+    return CachedCountTokenizer(tokenizer, cache_dir or default_count_cache_dir())

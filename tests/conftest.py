@@ -84,6 +84,18 @@ def build_tiny_tokenizer(directory: Path) -> Path:
     return directory
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _private_cache_dir(tmp_path_factory: pytest.TempPathFactory):
+    """Caches written by the code under test go to a session directory, never the user's ~/.cache."""
+    previous = os.environ.get("AUDITOR_CACHE_DIR")
+    os.environ["AUDITOR_CACHE_DIR"] = str(tmp_path_factory.mktemp("auditor-cache"))
+    yield
+    if previous is None:
+        os.environ.pop("AUDITOR_CACHE_DIR", None)
+    else:
+        os.environ["AUDITOR_CACHE_DIR"] = previous
+
+
 @pytest.fixture(scope="session")
 def tiny_tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tokenizer directory loadable with AutoTokenizer.from_pretrained, built once per session."""

@@ -1,0 +1,127 @@
+"""Persistent count and relevance caches: a re-pack reuses what was counted, never a wrong value."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from auditor.digest_store import DigestStore, digest_of
+from auditor.pack import PackInput, PackOptions, pack, relevance_scores
+from auditor.rules import builtin_rules
+from auditor.tokens import CachedCountTokenizer, TokenizerRequest, load_tokenizer, with_count_cache
+
+from tests.conftest import TRAINING_TEXT
+
+RULE = builtin_rules()["tx-outside-transaction"]
+TEXTS = [
+    "def save_order(order):\n    order.save()\n",
+    "naïve = 'ünïcödé ✓' # 日本語\n",
+    "<|im_start|>user\nhello<|im_end|>\n",
+    "",
+    "x" * 5000,
+]
+
+
+def _exact(directory: Path):
+    return load_tokenizer(TokenizerRequest(tokenizer=str(directory)))
+
+
+def test_cached_counts_equal_the_tokenizers_counts(tiny_tokenizer_dir, tmp_path):
+    exact = _exact(tiny_tokenizer_dir)
+    cached = with_count_cache(_exact(tiny_tokenizer_dir), tmp_path)
+    assert cached.count_many(TEXTS) == exact.count_many(TEXTS)
+    assert cached.count_many(TEXTS) == exact.count_many(TEXTS)  # second time from memory
+    again = with_count_cache(_exact(tiny_tokenizer_dir), tmp_path)
+    assert [again.count(text) for text in TEXTS] == exact.count_many(TEXTS)  # from disk
+    assert cached.info == exact.info
+
+
+def test_a_fully_cached_run_never_loads_the_vocabulary(tiny_tokenizer_dir, tmp_path, monkeypatch):
+    expected = with_count_cache(_exact(tiny_tokenizer_dir), tmp_path).count_many(TEXTS)
+    import tokenizers
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the vocabulary was loaded although every count was cached")
+
+    monkeypatch.setattr(tokenizers.Tokenizer, "from_file", refuse)
+    assert with_count_cache(_exact(tiny_tokenizer_dir), tmp_path).count_many(TEXTS) == expected
+
+
+def test_counts_are_kept_apart_per_tokenizer(tiny_tokenizer_dir, tmp_path):
+    other_dir = tmp_path / "other"
+    shutil.copytree(tiny_tokenizer_dir, other_dir)
+    import json
+
+    # A different vocabulary: drop every merge, so texts split into many more tokens.
+    data = json.loads((other_dir / "tokenizer.json").read_text())
+    data["model"]["merges"] = []
+    (other_dir / "tokenizer.json").write_text(json.dumps(data))
+    cache = tmp_path / "cache"
+    first = with_count_cache(_exact(tiny_tokenizer_dir), cache).count_many(TEXTS)
+    second = with_count_cache(_exact(other_dir), cache).count_many(TEXTS)
+    assert second == _exact(other_dir).count_many(TEXTS)
+    assert second != first
+
+
+def test_a_damaged_store_costs_recounting_not_wrong_counts(tiny_tokenizer_dir, tmp_path):
+    exact = _exact(tiny_tokenizer_dir).count_many(TEXTS)
+    cached = with_count_cache(_exact(tiny_tokenizer_dir), tmp_path)
+    cached.count_many(TEXTS)
+    [store] = list(tmp_path.rglob("*.bin"))
+    data = bytearray(store.read_bytes())
+    data[16] ^= 0xFF  # corrupt the first record's value
+    store.write_bytes(bytes(data) + b"\x01\x02\x03")  # and leave a torn record at the end
+    assert with_count_cache(_exact(tiny_tokenizer_dir), tmp_path).count_many(TEXTS) == exact
+
+
+def test_store_round_trip_and_unwritable_directory(tmp_path):
+    store = DigestStore(tmp_path / "s.bin")
+    store.put_many({digest_of("a"): 1, digest_of("b"): 2**32 - 1})
+    reopened = DigestStore(tmp_path / "s.bin")
+    assert (reopened.get(digest_of("a")), reopened.get(digest_of("b")), reopened.get(digest_of("c"))) == (1, 2**32 - 1, None)
+    blocked = tmp_path / "file"
+    blocked.write_text("not a directory")
+    unwritable = DigestStore(blocked / "s.bin")  # cannot be created: values still served from memory
+    unwritable.put_many({digest_of("a"): 7})
+    assert unwritable.get(digest_of("a")) == 7
+
+
+def _repo(edit: str = "") -> list[PackInput]:
+    files = []
+    for i in range(30):
+        text = "".join(TRAINING_TEXT[(i + j) % len(TRAINING_TEXT)] for j in range(i % 7 + 1)) + edit * (i == 3)
+        files.append(PackInput(f"app/m{i:02}.py", text, "python", digest_of(text).hex()))
+    return files
+
+
+def test_pack_with_the_count_cache_is_identical_to_exact_counting(tiny_tokenizer_dir, tmp_path):
+    options = PackOptions(max_model_len=5_000, output_tokens=300, probe_reserve_tokens=64, map_tokens=300)
+    exact = _exact(tiny_tokenizer_dir)
+    for edit in ("", "order.save()\n"):  # then with one file changed
+        repo = _repo(edit)
+        baseline = pack(repo, repository="demo", rules=[RULE], tokenizer=exact, options=options)
+        store = DigestStore(tmp_path / "relevance.bin")
+        for _ in range(2):  # cold, then warm
+            cached = with_count_cache(_exact(tiny_tokenizer_dir), tmp_path / "counts")
+            result = pack(repo, repository="demo", rules=[RULE], tokenizer=cached, options=options, relevance_cache=store)
+            assert len(result.windows) > 1
+            assert [w.files for w in result.windows] == [w.files for w in baseline.windows]
+            assert [w.prompt for w in result.windows] == [w.prompt for w in baseline.windows]
+            assert [w.prompt_tokens for w in result.windows] == [exact.count(w.prompt) for w in baseline.windows]
+
+
+def test_relevance_cache_follows_content(tmp_path):
+    store = DigestStore(tmp_path / "relevance.bin")
+    before = _repo()
+    after = _repo("order.save()\nsession.commit()\n")
+    assert relevance_scores(before, [RULE], store) == relevance_scores(before, [RULE])
+    assert relevance_scores(after, [RULE], DigestStore(tmp_path / "relevance.bin")) == relevance_scores(after, [RULE])
+    assert relevance_scores(after, [RULE])["app/m03.py"] > relevance_scores(before, [RULE])["app/m03.py"]
+
+
+def test_estimate_tokenizer_is_not_wrapped(tmp_path):
+    estimate = load_tokenizer(TokenizerRequest(tokenizer=None, model=str(tmp_path / "missing"), allow_download=False))
+    assert with_count_cache(estimate, tmp_path) is estimate
+    assert not isinstance(estimate, CachedCountTokenizer)
