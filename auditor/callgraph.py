@@ -19,17 +19,47 @@ an import that does not match exactly is matched by module-name suffix, because 
 root is not always the import root. Calls at module level are attributed to the
 pseudo-function ``<module>``; calls inside an ``if __name__ == "__main__":`` block to
 ``<main>``.
+
+Built graphs can be cached on disk (:class:`CallGraphCache`), keyed by a digest over every
+indexed file's path, language and content hash: an unchanged repository loads its graph
+(plain marshalled rows) instead of resolving every call again.
 """
 
 from __future__ import annotations
 
+import hashlib
+import logging
+import marshal
+import os
 import posixpath
 import sys
 from collections import defaultdict, deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from itertools import chain
+from pathlib import Path
+from typing import Any, NamedTuple
 
-from auditor.index import Definition, FileIndex, collection_paused
+from auditor.index import (
+    INDEX_VERSION,
+    Definition,
+    FileIndex,
+    _seal,
+    _unseal,
+    _write_atomically,
+    collection_paused,
+)
+
+GRAPH_VERSION = 1
+"""Version of the graph cache format and of the resolution rules; part of the cache key.
+Bump it when either changes so that stale cached graphs are never read."""
+
+MAX_GRAPHS = 8
+"""Most graph files one cache directory keeps; the least recently used are deleted first."""
+
+_GRAPH_MAGIC = b"auditor-call-graph\n"
+
+logger = logging.getLogger(__name__)
 
 MODULE_FUNCTION = "<module>"
 MAIN_FUNCTION = "<main>"
@@ -108,15 +138,20 @@ class _Symbol:
     name: str
 
 
-@dataclass(frozen=True, slots=True)
-class _Resolution:
-    """Outcome of resolving callee text: a target, or why no fallback should be tried."""
+class _Resolution(NamedTuple):
+    """Outcome of resolving callee text: a target, or why no fallback should be tried.
+
+    A named tuple rather than a frozen dataclass: one is made per resolved call, and a
+    tuple is several times cheaper to create.
+    """
 
     target: Definition | None = None
     path: str = ""
-    approximate: bool = False
     stop: bool = False  # True when the receiver is known (external, or a class without it)
 
+
+# Marks a memo entry not computed yet (None is a computed "unresolvable").
+_PENDING: tuple[str, str, bool] = ("<pending>", "", False)
 
 _UNRESOLVED = _Resolution()
 _STOP = _Resolution(stop=True)
@@ -164,6 +199,12 @@ class _Repository:
         self.imported_paths: dict[str, set[str]] = {}
         self._closest: dict[tuple[str, str], str] = {}
         self._enclosing_classes: dict[tuple[str, str], Definition | None] = {}
+        self._bases: dict[tuple[str, int, int], tuple[tuple[str, Definition], ...]] = {}
+        self.languages: dict[str, str] = {path: index.language for path, index in indexes.items()}
+        self._packages: dict[str, tuple[str, ...]] = {}
+        self._absolute: dict[tuple[tuple[str, ...], str], str] = {}
+        self._module_bindings: dict[str, _Module] = {}
+        self._symbol_bindings: dict[tuple[str, str], _Symbol] = {}
         self.module_names: dict[str, str] = {}
         self.package_prefixes: set[str] = set()
         expanded: set[str] = set()  # leading parts of module names already in package_prefixes
@@ -233,14 +274,39 @@ class _Repository:
         """Turn a relative Python import ("..x") into an absolute dotted name."""
         if not module.startswith("."):
             return module
-        dots = len(module) - len(module.lstrip("."))
-        rest = module[dots:]
-        package = self.module_names[path].split(".") if path in self.module_names else python_module_name(path).split(".")
-        if not path.endswith(("__init__.py", "__init__.pyi")):
-            package = package[:-1]
-        if dots > 1:
-            package = package[: max(len(package) - (dots - 1), 0)]
-        return ".".join([*package, *([rest] if rest else [])])
+        package = self._packages.get(path)
+        if package is None:
+            parts = self.module_names[path].split(".") if path in self.module_names else python_module_name(path).split(".")
+            if not path.endswith(("__init__.py", "__init__.pyi")):
+                parts = parts[:-1]
+            package = self._packages[path] = tuple(parts)
+        # Files of one package share their relative imports' absolute names.
+        key = (package, module)
+        absolute = self._absolute.get(key)
+        if absolute is None:
+            dots = len(module) - len(module.lstrip("."))
+            rest = module[dots:]
+            parts = list(package)
+            if dots > 1:
+                parts = parts[: max(len(parts) - (dots - 1), 0)]
+            absolute = self._absolute[key] = ".".join([*parts, *([rest] if rest else [])])
+        return absolute
+
+    # Files import the same modules and names over and over: one shared binding object
+    # per distinct target saves most of the allocations.
+
+    def _module_binding(self, module: str) -> _Module:
+        binding = self._module_bindings.get(module)
+        if binding is None:
+            binding = self._module_bindings[module] = _Module(module)
+        return binding
+
+    def _symbol_binding(self, module: str, name: str) -> _Symbol:
+        key = (module, name)
+        binding = self._symbol_bindings.get(key)
+        if binding is None:
+            binding = self._symbol_bindings[key] = _Symbol(module, name)
+        return binding
 
     def _js_target(self, path: str, module: str) -> str | None:
         """The repository file a relative JS/TS import specifier points at."""
@@ -283,16 +349,16 @@ class _Repository:
                 in_repository = target is not None or absolute in self.package_prefixes
                 if record.name is None:
                     if record.alias:
-                        bindings[record.alias] = _Module(absolute if in_repository else f"ext:{absolute}")
+                        bindings[record.alias] = self._module_binding(absolute if in_repository else f"ext:{absolute}")
                     else:
                         head = absolute.split(".")[0]
-                        bindings.setdefault(head, _Module(head if head in self.package_prefixes else f"ext:{head}"))
+                        bindings.setdefault(head, self._module_binding(head if head in self.package_prefixes else f"ext:{head}"))
                 elif record.name == "*":
                     if target:
                         self.star_imports[path].append(target)
                 else:
                     module_text = absolute if in_repository else f"ext:{absolute}"
-                    bindings[record.alias or record.name] = _Symbol(module_text, record.name)
+                    bindings[record.alias or record.name] = self._symbol_binding(module_text, record.name)
                     submodule = self.find_module(f"{absolute}.{record.name}", path) if absolute else None
                     if submodule:
                         imported.add(submodule)
@@ -301,12 +367,12 @@ class _Repository:
                 local = record.alias or module.rstrip("/").split("/")[-1]
                 if local in ("_", "."):
                     continue
-                bindings[local] = _Module(f"go:{directory}" if directory is not None else f"ext:{module}")
+                bindings[local] = self._module_binding(f"go:{directory}" if directory is not None else f"ext:{module}")
                 if directory is not None:
                     imported.update(self.directories[directory])
             elif language == "java":
                 name = record.name or module.split(".")[-1]
-                bindings[record.alias or name] = _Symbol(f"java:{module}", name)
+                bindings[record.alias or name] = self._symbol_binding(f"java:{module}", name)
             else:
                 target_path = self._js_target(path, module)
                 reference = f"file:{target_path}" if target_path else f"ext:{module}"
@@ -314,9 +380,9 @@ class _Repository:
                     imported.add(target_path)
                 if record.name in (None, "*"):
                     if record.alias:
-                        bindings[record.alias] = _Module(reference)
+                        bindings[record.alias] = self._module_binding(reference)
                 else:
-                    bindings[record.alias or record.name] = _Symbol(reference, record.name)
+                    bindings[record.alias or record.name] = self._symbol_binding(reference, record.name)
         self.bindings[path] = bindings
         self.imported_paths[path] = imported
 
@@ -358,8 +424,17 @@ class _Repository:
                 return result
         return None
 
-    def base_classes(self, path: str, cls: Definition, hops: int = 0) -> list[tuple[str, Definition]]:
+    def base_classes(self, path: str, cls: Definition, hops: int = 0) -> tuple[tuple[str, Definition], ...]:
         """The repository classes a class derives from (external bases are skipped)."""
+        # Keyed by identity: two classes may share a qualname in one file, and the
+        # definitions live as long as the indexes this repository holds.
+        key = (path, id(cls), hops)
+        found = self._bases.get(key)
+        if found is None:
+            found = self._bases[key] = tuple(self._find_base_classes(path, cls, hops))
+        return found
+
+    def _find_base_classes(self, path: str, cls: Definition, hops: int) -> list[tuple[str, Definition]]:
         found: list[tuple[str, Definition]] = []
         for base in cls.bases:
             if "=" in base:
@@ -394,7 +469,7 @@ class _Repository:
             if member is not None:
                 return _Resolution(member[1], member[0])
             return _STOP
-        language = self.indexes[path].language
+        language = self.languages[path]
         if scope and len(parts) == 1:
             nested = table.get(f"{scope}.{head}")
             if nested is not None:
@@ -554,11 +629,6 @@ def _callable_target(repository: _Repository, path: str, definition: Definition)
     return path, definition
 
 
-def _edge_order(edge: Edge) -> tuple[str, str, str, str, int, bool]:
-    """Sort key equal to the dataclass ordering, without its per-comparison overhead."""
-    return (edge.caller.path, edge.caller.qualname, edge.callee.path, edge.callee.qualname, edge.line, edge.approximate)
-
-
 def _file_edges(repository: _Repository, path: str, index: FileIndex) -> list[tuple[str, str, str, int, bool]]:
     """The resolved calls of one file as sorted, distinct (caller qualname, callee path,
     callee qualname, line, approximate) tuples.
@@ -569,103 +639,166 @@ def _file_edges(repository: _Repository, path: str, index: FileIndex) -> list[tu
     """
     table = repository.definitions.get(path, {})
     scope_bound = index.language in ("java", "go")
-    main_block = index.main_block
+    main_start, main_end = index.main_block or (0, -1)
     resolved_by_key: dict[tuple[str, str | None], tuple[str, str, bool] | None] = {}
     resolved_by_site: dict[tuple[str, str | None], tuple[str, str, bool] | None] = {}
     found: set[tuple[str, str, str, int, bool]] = set()
     for call in index.calls:
         callee, scope = call.callee, call.enclosing
         site = (callee, scope)
-        if site in resolved_by_site:
-            resolved = resolved_by_site[site]
-        else:
+        resolved = resolved_by_site.get(site, _PENDING)
+        if resolved is _PENDING:
             if scope is None or scope_bound:
                 key = site
             else:
-                head = callee.split(".", 1)[0]
+                head = callee.partition(".")[0]
                 bound = head in _RECEIVERS_SELF or head == "super" or f"{scope}.{head}" in table
                 key = site if bound else (callee, None)
-            if key in resolved_by_key:
-                resolved = resolved_by_key[key]
-            else:
+            resolved = resolved_by_key.get(key, _PENDING)
+            if resolved is _PENDING:
                 resolved = resolved_by_key[key] = _resolve_call(repository, path, callee, scope)
             resolved_by_site[site] = resolved
         if resolved is None:
             continue
+        line = call.line
         if scope:
             caller = scope
-        elif main_block is not None and main_block[0] <= call.line <= main_block[1]:
+        elif main_start <= line <= main_end:
             caller = MAIN_FUNCTION
         else:
             caller = MODULE_FUNCTION
-        found.add((caller, resolved[0], resolved[1], call.line, resolved[2]))
+        found.add((caller, resolved[0], resolved[1], line, resolved[2]))
     return sorted(found)
 
 
+_ROW_WIDTH = 5
+_FlatRows = tuple[Any, ...]
+"""A file's edges as one flat tuple, ``_ROW_WIDTH`` values per edge: caller qualname, callee
+path, callee qualname, line, approximate; edges sorted and distinct. One tuple per file
+rather than one per edge: the graph holds tens of thousands of edges, and every container
+object costs the garbage collector a visit."""
+
+_FileRows = tuple[tuple[str, _FlatRows], ...]
+"""Every file with edges, in path order, with its flat rows: the graph's content, in the
+plain form the graph cache stores."""
+
+
+def _rows_of(flat: _FlatRows) -> Iterator[tuple[str, str, str, int, bool]]:
+    """The (caller, callee path, callee, line, approximate) rows of a flat rows tuple."""
+    values = iter(flat)
+    return zip(values, values, values, values, values)
+
+
 class CallGraph:
-    """Directed call graph over every function of the indexed files."""
+    """Directed call graph over every function of the indexed files.
 
-    def __init__(self, repository: _Repository, edges: Iterable[Edge]) -> None:
-        unique = sorted({_edge_order(edge): edge for edge in edges}.values(), key=_edge_order)
-        self._adopt(repository, unique)
+    The graph keeps its edges as plain rows per file; :class:`Edge` objects (and the
+    repository lookup tables behind :meth:`definition`, :meth:`resolve` and friends) are
+    made on first use, so a caller that only asks for file neighbours or components never
+    pays for them.
+    """
 
-    def _adopt(self, repository: _Repository, edges: list[Edge]) -> None:
-        """Take ``edges`` (sorted by ``_edge_order``, distinct) and index them for queries."""
-        self._repository = repository
-        self._edges = tuple(edges)
-        outgoing: dict[FunctionRef, list[Edge]] = {}
-        incoming: dict[FunctionRef, list[Edge]] = defaultdict(list)
+    def __init__(
+        self, indexes: Mapping[str, FileIndex], rows: _FileRows, repository: _Repository | None = None
+    ) -> None:
+        """A graph over ``indexes`` with the given rows (files in path order, rows sorted
+        and distinct, as ``build`` makes them); use :meth:`build` to resolve a repository."""
+        self._indexes = indexes
+        self._rows = rows
+        self._lookup = repository
+        self._edges: tuple[Edge, ...] | None = None
+        self._outgoing: dict[FunctionRef, tuple[Edge, ...]] = {}
+        self._incoming: dict[FunctionRef, tuple[Edge, ...]] = {}
         neighbours: dict[str, set[str]] = defaultdict(set)
-        for edge in edges:
-            caller, callee = edge.caller, edge.callee
-            if caller in outgoing:
-                outgoing[caller].append(edge)
-            else:
-                outgoing[caller] = [edge]
-            incoming[callee].append(edge)
-            if caller.path != callee.path:
-                neighbours[caller.path].add(callee.path)
-                neighbours[callee.path].add(caller.path)
-        self._outgoing = {ref: tuple(items) for ref, items in outgoing.items()}
-        self._incoming = {ref: tuple(items) for ref, items in incoming.items()}
+        for path, flat in rows:
+            others = set(flat[1::_ROW_WIDTH])
+            others.discard(path)
+            if others:
+                neighbours[path].update(others)
+                for other in others:
+                    neighbours[other].add(path)
         self._neighbours = {path: tuple(sorted(items)) for path, items in neighbours.items()}
 
     @classmethod
-    def build(cls, indexes: Mapping[str, FileIndex]) -> CallGraph:
-        """Resolve every call site of ``indexes`` into edges (unresolvable calls are dropped)."""
-        with collection_paused():
-            return cls._build(indexes)
+    def build(cls, indexes: Mapping[str, FileIndex], *, cache: CallGraphCache | None = None) -> CallGraph:
+        """Resolve every call site of ``indexes`` into edges (unresolvable calls are dropped).
 
-    @classmethod
-    def _build(cls, indexes: Mapping[str, FileIndex]) -> CallGraph:
-        repository = _Repository(indexes)
-        refs: dict[tuple[str, str], FunctionRef] = {}
-        edges: list[Edge] = []
-        # Files in path order, each file's edges sorted: the list is in ``_edge_order``.
-        for path in sorted(indexes):
-            for caller, callee_path, callee, line, approximate in _file_edges(repository, path, indexes[path]):
-                caller_ref = refs.get((path, caller))
-                if caller_ref is None:
-                    caller_ref = refs[(path, caller)] = FunctionRef(path, caller)
-                callee_ref = refs.get((callee_path, callee))
-                if callee_ref is None:
-                    callee_ref = refs[(callee_path, callee)] = FunctionRef(callee_path, callee)
-                edges.append(Edge(caller_ref, callee_ref, line, approximate))
-        graph = cls.__new__(cls)
-        graph._adopt(repository, edges)
+        With a ``cache``, a graph stored for the same files (paths, languages and content
+        hashes) is loaded instead, and a newly built one is stored; either way the graph
+        answers every query exactly as a fresh build would.
+        """
+        if cache is not None:
+            cached = cache.get(indexes)
+            if cached is not None:
+                return cached
+        with collection_paused():
+            repository = _Repository(indexes)
+            rows: list[tuple[str, _FlatRows]] = []
+            for path in sorted(indexes):
+                file_rows = _file_edges(repository, path, indexes[path])
+                if file_rows:
+                    rows.append((path, tuple(chain.from_iterable(file_rows))))
+            graph = cls(indexes, tuple(rows), repository)
+        if cache is not None:
+            cache.put(indexes, graph)
         return graph
+
+    @property
+    def _repository(self) -> _Repository:
+        """The lookup tables over the indexes, made on first use."""
+        if self._lookup is None:
+            with collection_paused():
+                self._lookup = _Repository(self._indexes)
+        return self._lookup
+
+    def _materialize(self) -> tuple[Edge, ...]:
+        """Make the Edge objects and the caller/callee tables from the rows (once)."""
+        if self._edges is not None:
+            return self._edges
+        with collection_paused():
+            refs: dict[tuple[str, str], FunctionRef] = {}
+            edges: list[Edge] = []
+            outgoing: dict[FunctionRef, tuple[Edge, ...]] = {}
+            incoming: dict[FunctionRef, list[Edge]] = defaultdict(list)
+            # Files in path order, each file's rows sorted: the edges come out sorted, and
+            # a caller's edges are consecutive.
+            for path, flat in self._rows:
+                caller_ref: FunctionRef | None = None
+                first = len(edges)
+                for caller, callee_path, callee, line, approximate in _rows_of(flat):
+                    if caller_ref is None or caller_ref.qualname != caller:
+                        if caller_ref is not None:
+                            outgoing[caller_ref] = tuple(edges[first:])
+                            first = len(edges)
+                        caller_ref = refs.get((path, caller))
+                        if caller_ref is None:
+                            caller_ref = refs[(path, caller)] = FunctionRef(path, caller)
+                    callee_ref = refs.get((callee_path, callee))
+                    if callee_ref is None:
+                        callee_ref = refs[(callee_path, callee)] = FunctionRef(callee_path, callee)
+                    edge = Edge(caller_ref, callee_ref, line, approximate)
+                    edges.append(edge)
+                    incoming[callee_ref].append(edge)
+                if caller_ref is not None:
+                    outgoing[caller_ref] = tuple(edges[first:])
+            self._outgoing = outgoing
+            self._incoming = {ref: tuple(items) for ref, items in incoming.items()}
+            self._edges = tuple(edges)
+        return self._edges
 
     @property
     def edges(self) -> tuple[Edge, ...]:
         """Every edge, sorted."""
-        return self._edges
+        return self._materialize()
 
     def callers(self, ref: FunctionRef) -> tuple[Edge, ...]:
         """Edges into ``ref``, sorted by caller and line."""
+        self._materialize()
         return self._incoming.get(ref, ())
 
     def callees(self, ref: FunctionRef) -> tuple[Edge, ...]:
         """Edges out of ``ref``, sorted by callee and line."""
+        self._materialize()
         return self._outgoing.get(ref, ())
 
     def definition(self, ref: FunctionRef) -> Definition | None:
@@ -726,7 +859,7 @@ class CallGraph:
 
         Each component is sorted; components are ordered by their first path.
         """
-        parent = {path: path for path in self._repository.indexes}
+        parent = {path: path for path in self._indexes}
 
         def root(path: str) -> str:
             while parent[path] != path:
@@ -734,10 +867,11 @@ class CallGraph:
                 path = parent[path]
             return path
 
-        for edge in self._edges:
-            left, right = root(edge.caller.path), root(edge.callee.path)
-            if left != right:
-                parent[max(left, right)] = min(left, right)
+        for path, others in self._neighbours.items():
+            for other in others:
+                left, right = root(path), root(other)
+                if left != right:
+                    parent[max(left, right)] = min(left, right)
         groups: dict[str, list[str]] = defaultdict(list)
         for path in parent:
             groups[root(path)].append(path)
@@ -806,15 +940,109 @@ class CallGraph:
         return tuple(FunctionRef(path, item.qualname) for path, item in self._repository.base_classes(ref.path, cls))
 
 
+def graph_cache_key(indexes: Mapping[str, FileIndex]) -> str:
+    """A digest naming the graph of ``indexes``: over every file's path, language and
+    content hash (an index is a function of its content and language, under one
+    ``INDEX_VERSION``), the graph and index format versions, and the Python version (module
+    resolution consults its standard-library module names)."""
+    files = tuple((path, indexes[path].language, indexes[path].content_hash) for path in sorted(indexes))
+    header = (GRAPH_VERSION, INDEX_VERSION, tuple(sys.version_info[:2]))
+    return hashlib.sha256(marshal.dumps((header, files))).hexdigest()
+
+
+class CallGraphCache:
+    """On-disk cache of built call graphs, keyed by :func:`graph_cache_key`.
+
+    Graphs live under ``directory / f"graph-v{GRAPH_VERSION}"``, one file per key holding
+    the key and the graph's rows as marshalled plain tuples behind a magic header and a
+    checksum, written atomically. An unreadable, corrupt, mismatched or malformed file
+    counts as a miss (and is replaced by the next write); the ``MAX_GRAPHS`` most recently
+    used files are kept. Failing to write is logged and otherwise ignored.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = Path(directory) / f"graph-v{GRAPH_VERSION}"
+
+    def graph_path(self, key: str) -> Path:
+        """Where the graph with this key is stored."""
+        return self.directory / f"{key}.graph"
+
+    def get(self, indexes: Mapping[str, FileIndex]) -> CallGraph | None:
+        """The stored graph of exactly these files, or None on a miss."""
+        key = graph_cache_key(indexes)
+        target = self.graph_path(key)
+        try:
+            with collection_paused():
+                stored = _unseal(_GRAPH_MAGIC, target.read_bytes())
+                rows = _checked_rows(stored, key, indexes)
+                graph = CallGraph(indexes, rows) if rows is not None else None
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, EOFError, TypeError) as error:
+            logger.debug("ignoring unreadable call graph cache file %s: %s", target, error)
+            return None
+        if graph is None:
+            logger.debug("ignoring malformed call graph cache file %s", target)
+            return None
+        try:
+            os.utime(target)  # pruning keeps the most recently used graphs
+        except OSError:
+            pass
+        return graph
+
+    def put(self, indexes: Mapping[str, FileIndex], graph: CallGraph) -> None:
+        """Store ``graph`` as the graph of ``indexes``, then delete graphs beyond ``MAX_GRAPHS``."""
+        key = graph_cache_key(indexes)
+        target = self.graph_path(key)
+        if not _write_atomically(target, _seal(_GRAPH_MAGIC, (key, graph._rows))):
+            return
+        aged: list[tuple[float, str, Path]] = []
+        for stored in self.directory.glob("*.graph"):
+            try:
+                aged.append((stored.stat().st_mtime, stored.name, stored))
+            except OSError:
+                continue  # removed meanwhile by another process
+        aged.sort(reverse=True)
+        for _, _, stale in aged[MAX_GRAPHS:]:
+            if stale != target:
+                stale.unlink(missing_ok=True)
+
+
+def _checked_rows(stored: object, key: str, indexes: Mapping[str, FileIndex]) -> _FileRows | None:
+    """The rows of a stored ``(key, rows)`` value when it is one for ``key`` and every row
+    is well formed for ``indexes`` (files in path order, five typed values per edge); else None."""
+    if not (isinstance(stored, tuple) and len(stored) == 2 and stored[0] == key and isinstance(stored[1], tuple)):
+        return None
+    rows = stored[1]
+    previous = ""
+    for entry in rows:
+        if not (isinstance(entry, tuple) and len(entry) == 2):
+            return None
+        path, flat = entry
+        if not (isinstance(path, str) and path > previous and path in indexes and isinstance(flat, tuple)):
+            return None
+        if not flat or len(flat) % _ROW_WIDTH:
+            return None
+        for column, expected in enumerate((str, str, str, int, bool)):
+            if set(map(type, flat[column::_ROW_WIDTH])) != {expected}:
+                return None
+        if not all(map(indexes.__contains__, flat[1::_ROW_WIDTH])):
+            return None
+        previous = path
+    return rows
+
+
 def _resolve_call(repository: _Repository, path: str, callee: str, scope: str | None) -> tuple[str, str, bool] | None:
     """Resolve one call's callee text to the (path, qualname) of the function it runs, with
     its approximate flag."""
     text = strip_arguments(callee)
     if not text:
         return None
-    parts = [part for part in text.split(".") if part]
-    if not parts:
-        return None
+    parts = text.split(".")
+    if "" in parts:
+        parts = [part for part in parts if part]
+        if not parts:
+            return None
     resolution = repository.resolve_name(path, parts, scope)
     if resolution.target is not None:
         target = _callable_target(repository, resolution.path, resolution.target)

@@ -16,15 +16,18 @@ from typing import Annotated, Callable, Optional, TypeVar
 
 import typer
 from rich.console import Console
-from rich.logging import RichHandler
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from auditor import __version__
 from auditor.commands.output import exit_for, write_output
 from auditor.errors import AuditorError, UsageError
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
+
+# Start-up cost matters (``auditor pack`` is benchmarked end to end): this module and the
+# command modules import only what building the commands needs. Everything a command
+# uses to run (the core stages, engines, reporters, rich.progress/table) is imported
+# inside that command, so ``auditor pack`` never imports scan, many, engines or reports.
+# tests/test_cli_imports.py guards this.
 
 app = typer.Typer(
     name="auditor",
@@ -56,6 +59,8 @@ class RichProgress:
     """Renders ProgressEvents as rich progress bars (one per stage) and notices on stderr."""
 
     def __init__(self, console: Console):
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
         self._console = console
         self._progress = Progress(
             TextColumn("{task.description:<8}"),
@@ -132,6 +137,8 @@ def main_callback(
         raise typer.Exit(int(error.exit_code)) from None
     if project.defaults:
         ctx.default_map = {name: dict(values) for name, values in project.defaults.items()}
+    from rich.logging import RichHandler
+
     # Core modules log warnings (e.g. an unwritable cache); show them once, through rich.
     logging.basicConfig(
         level=logging.WARNING, format="%(message)s", handlers=[RichHandler(console=stderr, show_time=False, show_path=False)]
@@ -151,7 +158,7 @@ IncludeOption = Annotated[list[str], typer.Option("--include", help="Only files 
 ExcludeOption = Annotated[list[str], typer.Option("--exclude", help="Skip files matching this gitignore-style glob (repeatable).")]
 MaxFileBytesOption = Annotated[int, typer.Option("--max-file-bytes", min=1, help="Skip files larger than this.")]
 MaxWindowsOption = Annotated[int, typer.Option("--max-windows", min=0, help="Stop after this many windows (0: no limit).")]
-NoCacheOption = Annotated[bool, typer.Option("--no-cache", help="Do not read or write the index cache.")]
+NoCacheOption = Annotated[bool, typer.Option("--no-cache", help="Do not read or write the caches (file index, call graph, token counts, relevance scores, model answers).")]
 
 
 def _render_rich(renderable: object, width: int | None) -> str:
@@ -185,7 +192,7 @@ def pack(
     from auditor.pack import DEFAULT_PROBE_RESERVE_TOKENS, PackOptions
     from auditor.pipeline import pack_prepared, prepare_repository
     from auditor.rules import load_rules
-    from auditor.tokens import TokenizerRequest, load_tokenizer
+    from auditor.tokens import TokenizerRequest, load_tokenizer, with_count_cache
     from auditor.walk import WalkOptions
 
     if format not in ("text", "json", "prompt"):
@@ -203,6 +210,8 @@ def pack(
         loaded = load_tokenizer(TokenizerRequest(tokenizer=tokenizer, model=model))
         if not loaded.info.exact:
             stderr.print(f"[yellow]warning:[/] {escape(loaded.info.describe())}", highlight=False)
+        if not no_cache:
+            loaded = with_count_cache(loaded)
         prepared = prepare_repository(path, walk_options, use_cache=not no_cache, progress=report)
         result = pack_prepared(prepared, rules=rules, tokenizer=loaded, options=options, progress=report)
     if format == "json":
@@ -303,6 +312,8 @@ def scan(
 @_exit_on_error
 def list_rules() -> None:
     """List the built-in rules."""
+    from rich.table import Table
+
     from auditor.rules import builtin_rules
 
     table = Table(title="Built-in rules")

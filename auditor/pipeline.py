@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from auditor.callgraph import CallGraph
+from auditor.callgraph import CallGraph, CallGraphCache
+from auditor.digest_store import DigestStore
 from auditor.index import FileIndex, IndexCache, default_cache_dir, index_files
 from auditor.pack import PackInput, PackOptions, PackResult, pack
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
@@ -19,6 +20,9 @@ from auditor.rules import Rule
 from auditor.skeleton import build_skeleton
 from auditor.tokens import PromptTokenizer
 from auditor.walk import WalkOptions, WalkResult, walk
+
+RELEVANCE_CACHE_VERSION = 1
+"""Version of the relevance-score cache's key material; part of its file name."""
 
 
 @dataclass(frozen=True)
@@ -28,6 +32,7 @@ class PreparedRepository:
     walk: WalkResult
     indexes: Mapping[str, FileIndex]
     graph: CallGraph
+    cache_dir: Path | None = None  # the index cache in use; None when caching is off
 
     @property
     def texts(self) -> dict[str, str]:
@@ -43,14 +48,21 @@ def prepare_repository(
     use_cache: bool = True,
     progress: ProgressCallback = no_progress,
 ) -> PreparedRepository:
-    """Walk ``root``, index every file in a supported language (cached by content) and build the call graph."""
+    """Walk ``root``, index every file in a supported language and build the call graph.
+
+    With ``use_cache``, indexes are cached by content and the call graph by the set of
+    indexed files (paths and contents), both under ``cache_dir`` (default:
+    ``default_cache_dir()``), so an unchanged repository loads its graph instead of
+    resolving it again; ``pack_prepared`` keeps relevance scores there too.
+    """
     walked = walk(root, walk_options, progress)
-    cache = IndexCache(cache_dir or default_cache_dir()) if use_cache else None
+    directory = cache_dir or default_cache_dir()
+    cache = IndexCache(directory) if use_cache else None
     sources = [(f.path, f.text, f.language, f.content_hash) for f in walked.files if f.language]
     indexes = index_files(sources, cache=cache, progress=progress, pack_name=str(walked.root))
     progress(ProgressEvent(stage="graph", message=f"call graph over {len(indexes)} indexed files"))
-    graph = CallGraph.build(indexes)
-    return PreparedRepository(walk=walked, indexes=indexes, graph=graph)
+    graph = CallGraph.build(indexes, cache=CallGraphCache(directory) if use_cache else None)
+    return PreparedRepository(walk=walked, indexes=indexes, graph=graph, cache_dir=directory if use_cache else None)
 
 
 def top_level_symbols(index: FileIndex) -> tuple[str, ...]:
@@ -83,7 +95,10 @@ def pack_prepared(
         index = indexes.get(path)
         return top_level_symbols(index) if index else ()
 
-    files = [PackInput(entry.path, entry.text, entry.language) for entry in prepared.walk.files]
+    files = [PackInput(entry.path, entry.text, entry.language, entry.content_hash) for entry in prepared.walk.files]
+    relevance_cache = None
+    if prepared.cache_dir is not None:
+        relevance_cache = DigestStore(prepared.cache_dir / f"relevance-v{RELEVANCE_CACHE_VERSION}.bin")
     return pack(
         files,
         repository=prepared.walk.root.name,
@@ -94,4 +109,5 @@ def pack_prepared(
         symbols_of=symbols_of,
         neighbors=prepared.graph.file_neighbors,
         progress=progress,
+        relevance_cache=relevance_cache,
     )

@@ -31,7 +31,7 @@ from auditor.result_cache import CachingEngine, default_result_cache_dir
 from auditor.rules import Rule, builtin_rules, load_rules
 from auditor.static import StaticResult, analyze_tx_outside_transaction
 from auditor.suppress import SuppressedFinding, apply_suppressions, read_baseline
-from auditor.tokens import TokenizerInfo, TokenizerRequest, load_tokenizer
+from auditor.tokens import TokenizerInfo, TokenizerRequest, load_tokenizer, with_count_cache
 from auditor.walk import WalkOptions
 
 STATIC_TOKENIZER_SOURCE = "none (static pass)"
@@ -145,6 +145,8 @@ def plan_scan(
         return ScanPlan(config, engine, rules, prepared, tuple(static_findings), tuple(notes))
 
     tokenizer = load_tokenizer(config.tokenizer)
+    if config.use_cache:
+        tokenizer = with_count_cache(tokenizer)
     if not tokenizer.info.exact:
         notes.append(tokenizer.info.describe())
     packed = pack_prepared(prepared, rules=rules, tokenizer=tokenizer, options=config.pack, progress=progress)

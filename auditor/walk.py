@@ -46,11 +46,13 @@ _STAGE = "walk"
 _PROGRESS_EVERY = 200
 # Content sniffing looks for a NUL byte in this many leading bytes (git uses the same size).
 _BINARY_PROBE_BYTES = 8192
+_UTF8_BOM = b"\xef\xbb\xbf"
 _GITIGNORE = ".gitignore"
 _AUDITORIGNORE = ".auditorignore"
 # Never block on a named pipe, never follow a link where git would not (absent off POSIX).
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_READ_FLAGS = os.O_RDONLY | _NONBLOCK
 
 
 class SkipReason(str, Enum):
@@ -250,10 +252,18 @@ def _content_exclusion(path: str, text: str) -> SkippedFile | None:
             return SkippedFile(path, SkipReason.MINIFIED, f"average line length {average:,} characters")
     header = text[:_GENERATED_HEADER_CHARS]
     # Cheap substring checks first: the full pattern only runs on headers that could match.
-    folded = header.lower()
-    if any(marker in folded for marker in _GENERATED_HINTS) and _GENERATED_HEADER.search(header):
+    if _has_generated_hint(header.lower()) and _GENERATED_HEADER.search(header):
         return SkippedFile(path, SkipReason.GENERATED, "generated-code marker in the file header")
     return None
+
+
+def _has_generated_hint(folded_header: str) -> bool:
+    """Whether a lower-cased header holds one of the substrings every generated-code
+    marker contains (a loop rather than any() over a generator: it runs for every file)."""
+    for marker in _GENERATED_HINTS:
+        if marker in folded_header:
+            return True
+    return False
 
 
 # --------------------------------------------------------------------------------------
@@ -506,6 +516,7 @@ class _IgnoreTree:
         self._extra_files = extra_files
         self._files: dict[str, _IgnoreFile | None] = {}
         self._directory_matches: dict[str, _IgnorePattern | None] = {}
+        self._chains: dict[str, tuple[tuple[int, _IgnoreFile], ...]] = {}
 
     def match(self, path: str, is_dir: bool) -> _IgnorePattern | None:
         """The pattern excluding a root-relative path, or None when the path is kept."""
@@ -514,21 +525,20 @@ class _IgnoreTree:
             inherited = self._directory_match(parent)
             if inherited is not None:
                 return inherited
-        return self._own_match(path, is_dir)
+        return self._own_match(path, parent, is_dir)
 
     def _directory_match(self, directory: str) -> _IgnorePattern | None:
         if directory not in self._directory_matches:
             self._directory_matches[directory] = self.match(directory, is_dir=True)
         return self._directory_matches[directory]
 
-    def _own_match(self, path: str, is_dir: bool) -> _IgnorePattern | None:
-        parts = path.split("/")
-        basename = parts[-1]
-        for depth in range(len(parts) - 1, -1, -1):
-            ignore_file = self._load("/".join(parts[:depth]))
-            if ignore_file is None:
-                continue
-            pattern = ignore_file.last_match("/".join(parts[depth:]), basename, is_dir)
+    def _own_match(self, path: str, parent: str, is_dir: bool) -> _IgnorePattern | None:
+        chain = self._chain(parent)
+        if not chain and not self._extra_files:
+            return None  # the common case: no ignore file applies to this directory
+        basename = path.rpartition("/")[2]
+        for prefix_length, ignore_file in reversed(chain):
+            pattern = ignore_file.last_match(path[prefix_length:], basename, is_dir)
             if pattern is not None:
                 return None if pattern.negated else pattern
         for ignore_file in self._extra_files:
@@ -536,6 +546,19 @@ class _IgnoreTree:
             if pattern is not None:
                 return None if pattern.negated else pattern
         return None
+
+    def _chain(self, directory: str) -> tuple[tuple[int, _IgnoreFile], ...]:
+        """The ignore files of ``directory`` and the directories above it, outermost first,
+        each with the length of the path prefix (its directory and a '/') that paths below
+        it drop to become relative to it."""
+        if directory not in self._chains:
+            above = self._chain(directory.rpartition("/")[0]) if directory else ()
+            ignore_file = self._load(directory)
+            if ignore_file is None:
+                self._chains[directory] = above
+            else:
+                self._chains[directory] = (*above, (len(directory) + 1 if directory else 0, ignore_file))
+        return self._chains[directory]
 
     def _load(self, directory: str) -> _IgnoreFile | None:
         if directory not in self._files:
@@ -553,11 +576,13 @@ class _IgnoreTree:
 
 @dataclass(frozen=True)
 class _Listing:
-    """Candidate paths (root-relative) plus directories that could not be listed."""
+    """Candidate paths (root-relative) plus directories that could not be listed, and
+    whether git listed them (so none is a device, a pipe or a socket)."""
 
     git_root: Path | None
     candidates: tuple[str, ...]
     skipped: tuple[SkippedFile, ...]
+    listed_by_git: bool = False
 
 
 class _GitUnavailable(Exception):
@@ -693,7 +718,7 @@ def _list_candidates(root: Path, use_gitignore: bool, progress: ProgressCallback
         return _Listing(git_root, listing.candidates, listing.skipped)
     if not candidates:
         progress(ProgressEvent(_STAGE, message=f"git lists no files under {root} (is it ignored?)"))
-    return _Listing(git_root, candidates, ())
+    return _Listing(git_root, candidates, (), listed_by_git=True)
 
 
 # --------------------------------------------------------------------------------------
@@ -743,7 +768,9 @@ def _file_kind(mode: int) -> str:
 class _Classifier:
     """Turns one candidate path into a FileEntry or a SkippedFile; never raises for a file."""
 
-    def __init__(self, root: Path, options: WalkOptions, git_root: Path | None = None) -> None:
+    def __init__(
+        self, root: Path, options: WalkOptions, git_root: Path | None = None, listed_by_git: bool = False
+    ) -> None:
         self._root = str(root)
         self._options = options
         # Inside a work tree, .auditorignore files apply from the top down, like .gitignore:
@@ -754,6 +781,11 @@ class _Classifier:
         self._auditorignore = _IgnoreTree(ignore_root, _AUDITORIGNORE)
         self._include = _compile_globs(options.include, "--include")
         self._exclude = _compile_globs(options.exclude, "--exclude")
+        self._languages: dict[str, str | None] = {}
+        # git lists regular files, links and submodule directories only, never a device
+        # (whose mere opening can act on hardware), so its paths are opened before any
+        # lstat; that needs O_NOFOLLOW, for links must be checked first.
+        self._open_first = listed_by_git and bool(_NOFOLLOW)
 
     def classify(self, path: str) -> FileEntry | SkippedFile:
         """Apply the exclusions in order (user's ignores, globs, defaults, disk), then read."""
@@ -779,6 +811,13 @@ class _Classifier:
 
     def _read(self, path: str) -> FileEntry | SkippedFile:
         absolute = os.path.join(self._root, path)
+        if self._open_first:
+            try:
+                descriptor = os.open(absolute, _READ_FLAGS | _NOFOLLOW)
+            except OSError:
+                pass  # a link, or a file gone or unreadable: the path below words why
+            else:
+                return self._read_descriptor(path, descriptor, checked=False)
         try:
             status = os.lstat(absolute)
         except FileNotFoundError:
@@ -796,17 +835,36 @@ class _Classifier:
         if status.st_size > limit:
             return SkippedFile(path, SkipReason.TOO_LARGE, f"{status.st_size:,} bytes > {limit:,}")
         try:
-            # O_NONBLOCK: a file swapped for a named pipe after the lstat must not hang the walk.
-            with open(absolute, "rb", opener=_nonblocking_opener) as handle:
-                if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                    return SkippedFile(path, SkipReason.NOT_A_FILE, "replaced during the walk")
-                raw = handle.read(limit + 1)
+            descriptor = os.open(absolute, _READ_FLAGS)
         except FileNotFoundError:
             return SkippedFile(path, SkipReason.VANISHED, "disappeared during the walk")
         except IsADirectoryError:
             return SkippedFile(path, SkipReason.NOT_A_FILE, "directory")
         except OSError as error:
             return SkippedFile(path, SkipReason.UNREADABLE, error.strerror or str(error))
+        return self._read_descriptor(path, descriptor, checked=True)
+
+    def _read_descriptor(self, path: str, descriptor: int, checked: bool) -> FileEntry | SkippedFile:
+        """Read and decode an open file, closing it. ``checked``: an lstat already found a
+        regular file within the size limit, so anything else now was swapped in since."""
+        limit = self._options.max_file_bytes
+        try:
+            status = os.fstat(descriptor)
+            if not stat.S_ISREG(status.st_mode):
+                if not checked:
+                    detail = _file_kind(status.st_mode)
+                elif stat.S_ISDIR(status.st_mode):
+                    detail = "directory"
+                else:
+                    detail = "replaced during the walk"
+                return SkippedFile(path, SkipReason.NOT_A_FILE, detail)
+            if not checked and status.st_size > limit:
+                return SkippedFile(path, SkipReason.TOO_LARGE, f"{status.st_size:,} bytes > {limit:,}")
+            raw = _read_up_to(descriptor, limit + 1, status.st_size)
+        except OSError as error:
+            return SkippedFile(path, SkipReason.UNREADABLE, error.strerror or str(error))
+        finally:
+            os.close(descriptor)
         if len(raw) > limit:
             return SkippedFile(path, SkipReason.TOO_LARGE, f"more than {limit:,} bytes")
         return self._decode(path, raw)
@@ -829,11 +887,13 @@ class _Classifier:
     def _decode(self, path: str, raw: bytes) -> FileEntry | SkippedFile:
         if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
             return SkippedFile(path, SkipReason.NON_UTF8, "UTF-16 text")
-        if b"\0" in raw[:_BINARY_PROBE_BYTES]:
+        if raw.find(b"\0", 0, _BINARY_PROBE_BYTES) >= 0:
             return SkippedFile(path, SkipReason.BINARY, "NUL byte in the first 8 KiB")
         try:
             # The whole file is decoded: a prefix could cut a multibyte character in two.
-            text = raw.decode("utf-8-sig")
+            # One leading BOM is dropped (as the "utf-8-sig" codec does, error offsets
+            # then count from after it).
+            text = raw[3:].decode("utf-8") if raw.startswith(_UTF8_BOM) else raw.decode("utf-8")
         except UnicodeDecodeError as error:
             return SkippedFile(path, SkipReason.NON_UTF8, f"invalid UTF-8 at byte {error.start:,}")
         if self._options.default_excludes:
@@ -843,14 +903,36 @@ class _Classifier:
         return FileEntry(
             path=path,
             size=len(raw),
-            language=language_for_path(path),
+            language=self._language(path),
             text=text,
             content_hash=hashlib.sha256(raw).hexdigest(),
         )
 
+    def _language(self, path: str) -> str | None:
+        """``language_for_path(path)``, remembered per extension (which alone decides it)."""
+        suffix = _suffix(path.rpartition("/")[2])
+        if suffix not in self._languages:
+            self._languages[suffix] = language_for_path(path)
+        return self._languages[suffix]
 
-def _nonblocking_opener(path: str, flags: int) -> int:
-    return os.open(path, flags | _NONBLOCK)
+
+def _read_up_to(descriptor: int, limit: int, expected_size: int) -> bytes:
+    """Read from ``descriptor`` until end of file or ``limit`` bytes, whichever is first.
+
+    ``expected_size`` (the size a stat reported) sizes the first read; a file that grew
+    since is still read to its end.
+    """
+    chunks: list[bytes] = []
+    remaining = limit
+    request = min(limit, expected_size + 1)
+    while remaining > 0:
+        chunk = os.read(descriptor, min(remaining, request))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        remaining -= len(chunk)
+        request = remaining
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 # --------------------------------------------------------------------------------------
@@ -880,7 +962,7 @@ def walk(root: Path, options: WalkOptions = WalkOptions(), progress: ProgressCal
         raise UsageError(f"the file size limit must be positive, not {options.max_file_bytes}")
     scan_root = _resolve_root(root)
     listing = _list_candidates(scan_root, options.use_gitignore, progress)
-    classifier = _Classifier(scan_root, options, listing.git_root)
+    classifier = _Classifier(scan_root, options, listing.git_root, listing.listed_by_git)
     total = len(listing.candidates)
     progress(ProgressEvent(_STAGE, completed=0, total=total))
     files: list[FileEntry] = []

@@ -686,3 +686,75 @@ def test_collection_paused_restores_the_collector_state() -> None:
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_indexes_read_back_from_a_pack_are_the_public_immutable_types(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sources = sources_from_fixtures("sample.py", "sample.java")
+    cache = IndexCache(tmp_path)
+    parsed = index_files(sources, cache=cache)
+    forbid_parsing(monkeypatch)
+
+    loaded = index_files(sources, cache=cache)
+
+    for path, index in loaded.items():
+        assert index == parsed[path]
+        assert hash(index) == hash(parsed[path])
+        assert repr(index) == repr(parsed[path])
+        values = [index, *index.definitions, *index.calls, *index.context_blocks, *index.imports]
+        expected_types = {FileIndex, Definition, CallSite, ContextBlock, Import}
+        assert {type(value) for value in values} == expected_types
+        with pytest.raises(AttributeError):
+            index.definitions[0].name = "changed"  # type: ignore[misc]
+        assert replace(index.calls[0], line=0).line == 0
+
+
+def test_malformed_pack_records_are_ignored_and_reparsed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (source,) = sources_from_fixtures("sample.py")
+    cache = IndexCache(tmp_path)
+    expected = index_files([source], cache=cache)
+    remove_entry_files(cache)
+    record = (*index_module._record_of(expected["sample.py"])[:4], (("callee",),))
+    record += index_module._record_of(expected["sample.py"])[5:]
+    pack = index_module._seal(index_module._PACK_MAGIC, {(source[3], "python"): record})
+    cache.pack_path(scan_pack_name(["sample.py"])).write_bytes(b"".join(pack))
+    parsed = count_parsing(monkeypatch)
+
+    assert index_files([source], cache=cache) == expected
+    assert parsed == ["sample.py"]
+
+
+def test_a_pack_stores_each_distinct_string_once(tmp_path: Path) -> None:
+    # The same import in two files: read back from the pack, the two share one string
+    # object (a pack holding every string separately is much larger and slower to load).
+    texts = {
+        "a.py": "from django.db import transaction\n\ndef f():\n    transaction.atomic()\n",
+        "b.py": "from django.db import transaction\n\ndef g():\n    transaction.atomic()\n",
+    }
+    sources = [
+        (path, text, "python", index_module.content_hash_of(text))
+        for path, text in texts.items()
+    ]
+    cache = IndexCache(tmp_path)
+    parsed = index_files(sources, cache=cache)
+    remove_entry_files(cache)
+
+    loaded = index_files(sources, cache=cache)
+
+    assert loaded == parsed
+    first, second = loaded["a.py"], loaded["b.py"]
+    assert first.imports[0].module == "django.db"
+    assert first.imports[0].module is second.imports[0].module
+    assert first.calls[0].callee is second.calls[0].callee
+
+
+def test_collection_paused_leaves_what_it_made_in_the_oldest_generation() -> None:
+    with collection_paused():
+        kept = [[] for _ in range(10)]
+
+    oldest = {id(value) for value in gc.get_objects(generation=2)}
+    assert id(kept) in oldest
+    assert all(id(value) in oldest for value in kept)

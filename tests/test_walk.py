@@ -16,8 +16,16 @@ from hypothesis import strategies as st
 
 from auditor import walk as walk_module
 from auditor.errors import UsageError
+from auditor.languages import language_for_path
 from auditor.progress import ProgressEvent
-from auditor.walk import FileEntry, SkippedFile, SkipReason, WalkOptions, WalkResult, walk
+from auditor.walk import (
+    FileEntry,
+    SkippedFile,
+    SkipReason,
+    WalkOptions,
+    WalkResult,
+    walk,
+)
 
 requires_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
@@ -470,25 +478,98 @@ def test_symlinks_in_git_are_classified_the_same_way(tmp_path: Path) -> None:
     assert reasons(result) == {"out.py": SkipReason.SYMLINK_OUTSIDE}
 
 
-def test_unreadable_file_is_reported_not_raised(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+# Files of every kind the reader tells apart, with the outcome each one must get.
+READ_CASES: dict[str, bytes] = {
+    "plain.py": b"x = 1\n",
+    "empty.py": b"",
+    "bom.py": b"\xef\xbb\xbfy = 2\n",
+    "double-bom.txt": b"\xef\xbb\xbf\xef\xbb\xbfz\n",
+    "bom-then-bad.py": b"\xef\xbb\xbfab\xff\n",
+    "bad.py": b"ab\xff\n",
+    "truncated-bom.txt": b"\xef\xbb",
+    "utf16.txt": "hi".encode("utf-16"),
+    "nul.txt": b"text\0more",
+    "late-nul.txt": b"a" * 8192 + b"\0",
+    "at-limit.txt": b"a" * 10_000,
+    "over-limit.txt": b"a" * 10_001,
+}
+READ_OUTCOMES: dict[str, tuple[SkipReason, str] | str] = {
+    "plain.py": "x = 1\n",
+    "empty.py": "",
+    "bom.py": "y = 2\n",
+    "double-bom.txt": "\ufeffz\n",
+    "bom-then-bad.py": (SkipReason.NON_UTF8, "invalid UTF-8 at byte 2"),  # counted after the BOM
+    "bad.py": (SkipReason.NON_UTF8, "invalid UTF-8 at byte 2"),
+    "truncated-bom.txt": (SkipReason.NON_UTF8, "invalid UTF-8 at byte 0"),
+    "utf16.txt": (SkipReason.NON_UTF8, "UTF-16 text"),
+    "nul.txt": (SkipReason.BINARY, "NUL byte in the first 8 KiB"),
+    "late-nul.txt": "a" * 8192 + "\0",
+    "at-limit.txt": "a" * 10_000,
+    "over-limit.txt": (SkipReason.TOO_LARGE, "10,001 bytes > 10,000"),
+}
+
+
+@requires_git
+def test_files_read_the_same_inside_and_outside_git(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", {})
+    for path, raw in READ_CASES.items():
+        write(repo, path, raw)
+    outside = write(tmp_path, "outside.py", "o = 1\n")
+    (repo / "link.py").symlink_to("plain.py")
+    (repo / "out.py").symlink_to(outside)
+    (repo / "broken.py").symlink_to("missing.py")
+    options = WalkOptions(max_file_bytes=10_000)
+
+    in_git = walk(repo, options)
+    plain = walk(copy_without_git(repo, tmp_path / "plain"), options)
+
+    assert in_git.files == plain.files
+    assert in_git.skipped == plain.skipped
+    outcomes: dict[str, tuple[SkipReason, str] | str] = {file.path: file.text for file in in_git.files}
+    outcomes.update({item.path: (item.reason, item.detail) for item in in_git.skipped})
+    assert outcomes == {
+        **READ_OUTCOMES,
+        "link.py": "x = 1\n",
+        "out.py": (SkipReason.SYMLINK_OUTSIDE, "symbolic link to a path outside the scan root"),
+        "broken.py": (SkipReason.SYMLINK_LOOP, "broken or looping symbolic link"),
+    }
+    for file in in_git.files:
+        raw = READ_CASES.get(file.path, READ_CASES["plain.py"])
+        assert file.size == len(raw)
+        assert file.content_hash == hashlib.sha256(raw).hexdigest()
+
+
+@pytest.mark.parametrize("name", ["a.py", "A.PY", "x.tar.ts", "b.Tsx", ".py", "c.", "Makefile", "d.pyi", "e.min.go"])
+def test_languages_follow_the_extension_mapping(tmp_path: Path, name: str) -> None:
+    write(tmp_path, f"dir.js/{name}", "x\n")
+
+    (file,) = walk(tmp_path, WalkOptions(default_excludes=False)).files
+
+    assert file.language == language_for_path(f"dir.js/{name}")
+
+
+@pytest.mark.parametrize("in_git", [False, pytest.param(True, marks=requires_git)])
+def test_unreadable_file_is_reported_not_raised(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, in_git: bool) -> None:
+    if in_git:
+        make_repo(tmp_path, {})
     locked = write(tmp_path, "locked.py", "x = 1\n")
     write(tmp_path, "ok.py", "y = 2\n")
     if os.geteuid() == 0:
         # root reads through any mode bits; make opening this one file fail instead.
-        real_open = open
+        real_open = os.open
 
-        def refusing_open(file: object, *args: object, **kwargs: object) -> object:
+        def refusing_open(file: str, *args: int, **kwargs: object) -> int:
             if str(file) == str(locked):
                 raise PermissionError(13, "Permission denied", str(file))
-            return real_open(file, *args, **kwargs)  # type: ignore[call-overload]
+            return real_open(file, *args, **kwargs)  # type: ignore[arg-type]
 
-        monkeypatch.setattr(walk_module, "open", refusing_open, raising=False)
+        monkeypatch.setattr(walk_module.os, "open", refusing_open)
     else:
         locked.chmod(0)
 
     result = walk(tmp_path)
 
-    assert reasons(result) == {"locked.py": SkipReason.UNREADABLE}
+    assert result.skipped == (SkippedFile("locked.py", SkipReason.UNREADABLE, "Permission denied"),)
     assert [file.path for file in result.files] == ["ok.py"]
 
 
@@ -524,7 +605,7 @@ def test_nested_repository_and_submodule_directories_are_not_files(tmp_path: Pat
     result = walk(repo)
 
     assert reported(result) == git_listing(repo) == {"a.py", "nested"}
-    assert reasons(result) == {"nested": SkipReason.NOT_A_FILE}
+    assert result.skipped == (SkippedFile("nested", SkipReason.NOT_A_FILE, "directory"),)
 
 
 # --------------------------------------------------------------------------------------

@@ -10,20 +10,16 @@ repository failed or is incomplete (1 with ``--error`` when there are findings).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from auditor.engine.base import EngineSettings
 from auditor.errors import ExitCode, UsageError
-from auditor.many import ManyConfig, ManyResult, run_many
-from auditor.pack import DEFAULT_PROBE_RESERVE_TOKENS, PackOptions
-from auditor.progress import ProgressEvent
-from auditor.scan import ScanConfig
-from auditor.tokens import TokenizerRequest
-from auditor.walk import WalkOptions
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from auditor.many import ManyResult
 
 BACKENDS = ("auto", "ray", "sequential")
 
@@ -62,7 +58,16 @@ def scan_many_command(
     error: Annotated[bool, typer.Option("--error", help="Exit 1 when there are findings.")] = False,
 ) -> None:
     """Audit many repositories in one resumable run, on Ray when it is installed."""
+    from rich.console import Console
+
     from auditor.cli import progress_for, stderr
+    from auditor.engine.base import EngineSettings
+    from auditor.many import ManyConfig, run_many
+    from auditor.pack import DEFAULT_PROBE_RESERVE_TOKENS, PackOptions
+    from auditor.progress import ProgressEvent
+    from auditor.scan import ScanConfig
+    from auditor.tokens import TokenizerRequest
+    from auditor.walk import WalkOptions
 
     if backend not in BACKENDS:
         raise UsageError(f"--backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
@@ -103,6 +108,8 @@ def scan_many_command(
 
 def summary_table(result: ManyResult) -> Table:
     """The run as a rich table: one row per repository, the totals in the caption."""
+    from rich.table import Table
+
     table = Table(title=f"scan-many ({result.backend}, engine {result.engine})", caption=result.summary())
     for column in ("repository", "status", "windows", "findings", "prompt tokens", "completion tokens", "error"):
         table.add_column(column, overflow="fold")

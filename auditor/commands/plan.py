@@ -11,34 +11,28 @@ import json
 from dataclasses import asdict
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
-from auditor.doctor import DoctorReport, report_to_dict, run_doctor
 from auditor.errors import AuditorError, UsageError
-from auditor.plan import (
-    DEFAULT_DEVICE_PROFILE,
-    DEFAULT_GPU_MEMORY_UTILIZATION,
-    DEFAULT_MAX_NUM_SEQS,
-    GIB,
-    MemoryPlan,
-    PlanRequest,
-    Precision,
-    TimeEstimate,
-    engine_args_for_plan,
-    estimate_time,
-    load_checkpoint,
-    load_config_file,
-    load_device_profile,
-    plan_memory,
-    plan_to_dict,
-)
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from auditor.doctor import DoctorReport
+    from auditor.plan import MemoryPlan, TimeEstimate
 
 DEFAULT_OUTPUT_TOKENS = 2048
+
+# auditor.plan's defaults, restated so that building the CLI (every command, ``auditor
+# pack`` included) does not import auditor.plan; tests/test_cli_imports.py checks that
+# they still equal auditor.plan's.
+DEFAULT_MAX_NUM_SEQS = 4
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
+DEFAULT_DEVICE_PROFILE = "dgx-spark"
 
 
 class OutputFormat(StrEnum):
@@ -46,6 +40,14 @@ class OutputFormat(StrEnum):
 
     TEXT = "text"
     JSON = "json"
+
+
+class WeightPrecision(StrEnum):
+    """The ``--precision`` choices: the values of ``auditor.plan.Precision``, in its order."""
+
+    BF16 = "bf16"
+    FP8 = "fp8"
+    NVFP4 = "nvfp4"
 
 
 class KvCacheDtype(StrEnum):
@@ -74,7 +76,7 @@ def plan_command(
         float | None, typer.Option("--gpu-memory", help="GPU memory in GiB: also show what fits.")
     ] = None,
     gpu_memory_utilization: Annotated[float, typer.Option(min=0.01, max=1.0)] = DEFAULT_GPU_MEMORY_UTILIZATION,
-    precision: Annotated[Precision | None, typer.Option(help="Override the detected weight precision.")] = None,
+    precision: Annotated[WeightPrecision | None, typer.Option(help="Override the detected weight precision.")] = None,
     params: Annotated[
         float | None, typer.Option(help="Parameter count, e.g. 31.6e9, when the config cannot tell.")
     ] = None,
@@ -85,6 +87,18 @@ def plan_command(
     output_format: Annotated[OutputFormat, typer.Option("--format", help="text or json.")] = OutputFormat.TEXT,
 ) -> None:
     """Plan GPU memory, the largest window that fits, time per window and vLLM arguments."""
+    from auditor.plan import (
+        PlanRequest,
+        Precision,
+        engine_args_for_plan,
+        estimate_time,
+        load_checkpoint,
+        load_config_file,
+        load_device_profile,
+        plan_memory,
+        plan_to_dict,
+    )
+
     try:
         if model is not None and config is None:
             checkpoint = load_checkpoint(model)
@@ -96,7 +110,7 @@ def plan_command(
             max_model_len=max_model_len,
             max_num_seqs=max_num_seqs,
             kv_cache_dtype=None if kv_cache_dtype is None else kv_cache_dtype.value,
-            precision=precision,
+            precision=None if precision is None else Precision(precision.value),
             gpu_memory_gib=gpu_memory,
             gpu_memory_utilization=gpu_memory_utilization,
             params=params,
@@ -124,6 +138,8 @@ def doctor_command(
     output_format: Annotated[OutputFormat, typer.Option("--format", help="text or json.")] = OutputFormat.TEXT,
 ) -> None:
     """Report what this machine has for an audit and what auditor would run; never downloads."""
+    from auditor.doctor import report_to_dict, run_doctor
+
     report = run_doctor(model)
     if output_format is OutputFormat.JSON:
         typer.echo(json.dumps(report_to_dict(report), indent=2, sort_keys=True))
@@ -137,10 +153,14 @@ def _fail(exc: AuditorError) -> NoReturn:
 
 
 def _gib(value: int | None) -> str:
+    from auditor.plan import GIB
+
     return "unknown" if value is None else f"{value / GIB:,.2f} GiB"
 
 
 def _table(title: str, rows: list[tuple[str, Any]]) -> Table:
+    from rich.table import Table
+
     table = Table(title=title, show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column(overflow="fold")

@@ -10,9 +10,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from auditor.errors import UsageError
 
@@ -43,6 +41,9 @@ def probe_command(
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory for cells.jsonl, summary.json and the PNGs.")] = Path("probe-results"),
 ) -> None:
     """Measure needle recall by depth and context length (a NIAH-style grid on real code)."""
+    from rich.console import Console
+    from rich.table import Table
+
     from auditor.cli import progress_for, stderr
     from auditor.engine.base import EngineSettings
     from auditor.engine.registry import create_engine, resolve_auto

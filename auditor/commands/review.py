@@ -12,26 +12,25 @@ from __future__ import annotations
 import functools
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from auditor.canary import DEFAULT_CANARIES, DEFAULT_RECALL_THRESHOLD
-from auditor.commands.options import scan_config_from_flags
 from auditor.commands.output import exit_for, write_output
-from auditor.engine.registry import create_engine
 from auditor.errors import UsageError
-from auditor.progress import ProgressEvent
-from auditor.report import render
-from auditor.report.markdown import render_markdown
-from auditor.report.model import ScanResult
-from auditor.report.sarif import render_sarif
-from auditor.review import ReviewConfig, run_review
-from auditor.scan import resolve_engine, run_scan
+
+if TYPE_CHECKING:
+    from auditor.progress import ProgressEvent
+    from auditor.report.model import ScanResult
 
 FORMATS = ("text", "json", "sarif", "markdown")
+# auditor.canary's DEFAULT_CANARIES and DEFAULT_RECALL_THRESHOLD, restated (as ``auditor
+# scan`` does) so that building the CLI does not import the scan stages;
+# tests/test_cli_imports.py checks that they still match.
+DEFAULT_CANARIES = 3
+DEFAULT_RECALL_THRESHOLD = 0.8
 _stderr = Console(stderr=True)
 
 
@@ -42,6 +41,10 @@ def _log_progress(event: ProgressEvent) -> None:
 
 
 def _render(result: ScanResult, format: str, category: str | None, link_base: str | None) -> str:
+    from auditor.report import render
+    from auditor.report.markdown import render_markdown
+    from auditor.report.sarif import render_sarif
+
     if format == "sarif":
         return render_sarif(result, category)
     if format == "markdown":
@@ -89,6 +92,11 @@ def review_command(
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the caches.")] = False,
 ) -> None:
     """Review a change: findings whose call chain the diff from --base touches, new vs existing."""
+    from auditor.commands.options import scan_config_from_flags
+    from auditor.engine.registry import create_engine
+    from auditor.review import ReviewConfig, run_review
+    from auditor.scan import resolve_engine, run_scan
+
     if format not in FORMATS:
         raise UsageError(f"--format must be one of {', '.join(FORMATS)}, not {format!r}")
     scan = scan_config_from_flags(

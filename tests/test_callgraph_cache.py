@@ -1,0 +1,198 @@
+"""The on-disk call graph cache: a stored graph answers like a fresh build, and any change to
+the files, or a damaged file, makes the graph be built again."""
+
+from __future__ import annotations
+
+import marshal
+import textwrap
+import zlib
+from pathlib import Path
+
+import pytest
+
+from auditor import callgraph
+from auditor.callgraph import CallGraph, CallGraphCache, FunctionRef, graph_cache_key
+from auditor.index import FileIndex, index_source
+from auditor.languages import language_for_path
+from auditor.pipeline import prepare_repository
+
+FILES = {
+    "shop/__init__.py": "from .billing import charge as charge_card\n",
+    "shop/billing.py": """
+        class Gateway:
+            def send(self, amount):
+                return amount
+
+        class RetryingGateway(Gateway):
+            def send(self, amount):
+                return super().send(amount)
+
+        def charge(order):
+            return RetryingGateway().send(order.total)
+        """,
+    "shop/orders.py": """
+        from . import billing
+        from shop import charge_card
+
+        def place(order):
+            billing.charge(order)
+            charge_card(order)
+            return audit(order)
+
+        def audit(order):
+            return order
+
+        if __name__ == "__main__":
+            place(None)
+        """,
+    "shop/views.py": """
+        from shop.orders import place as place_order
+
+        def checkout(request):
+            return place_order(request.order)
+        """,
+    "lonely.py": "def alone():\n    return 1\n",
+}
+
+
+def index_all(files: dict[str, str]) -> dict[str, FileIndex]:
+    indexes = {}
+    for path, text in files.items():
+        language = language_for_path(path)
+        assert language is not None, path
+        indexes[path] = index_source(path, textwrap.dedent(text).lstrip("\n"), language)
+    return indexes
+
+
+def assert_same_answers(loaded: CallGraph, fresh: CallGraph, indexes: dict[str, FileIndex]) -> None:
+    assert loaded.edges == fresh.edges
+    assert loaded.components() == fresh.components()
+    refs = {edge.caller for edge in fresh.edges} | {edge.callee for edge in fresh.edges}
+    for ref in sorted(refs):
+        assert loaded.callers(ref) == fresh.callers(ref)
+        assert loaded.callees(ref) == fresh.callees(ref)
+        assert loaded.definition(ref) == fresh.definition(ref)
+        assert loaded.base_classes(ref) == fresh.base_classes(ref)
+    for path in indexes:
+        assert loaded.file_neighbors(path) == fresh.file_neighbors(path)
+    source, target = FunctionRef("shop/views.py", "checkout"), FunctionRef("shop/billing.py", "Gateway.send")
+    assert loaded.paths(source, target) == fresh.paths(source, target) != ()
+    assert loaded.resolve("shop/orders.py", "billing.charge") == fresh.resolve("shop/orders.py", "billing.charge")
+    assert loaded.plausible_edge("shop/orders.py", "place", "shop/orders.py", "audit")
+
+
+def forbid_resolution(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make any attempt to resolve call sites fail, so a passing build must have loaded."""
+
+    def fail(*_: object) -> None:
+        raise AssertionError("the graph was rebuilt instead of loaded")
+
+    monkeypatch.setattr(callgraph, "_file_edges", fail)
+
+
+def test_a_stored_graph_loads_and_answers_like_a_fresh_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    indexes = index_all(FILES)
+    cache = CallGraphCache(tmp_path)
+    fresh = CallGraph.build(indexes, cache=cache)
+    assert fresh.edges  # the fixture has calls to resolve
+    assert cache.graph_path(graph_cache_key(indexes)).is_file()
+
+    forbid_resolution(monkeypatch)
+    loaded = CallGraph.build(index_all(FILES), cache=cache)  # equal indexes, new objects
+    monkeypatch.undo()
+    assert_same_answers(loaded, CallGraph.build(indexes), indexes)
+
+
+def test_changing_adding_or_removing_a_file_misses_the_cache(tmp_path: Path) -> None:
+    cache = CallGraphCache(tmp_path)
+    CallGraph.build(index_all(FILES), cache=cache)
+
+    edited = {**FILES, "shop/views.py": "from shop.orders import audit\n\ndef checkout(request):\n    return audit(request)\n"}
+    assert cache.get(index_all(edited)) is None
+    graph = CallGraph.build(index_all(edited), cache=cache)
+    callees = graph.callees(FunctionRef("shop/views.py", "checkout"))
+    assert [edge.callee for edge in callees] == [FunctionRef("shop/orders.py", "audit")]
+    assert cache.get(index_all(edited)) is not None
+    assert cache.get(index_all(FILES)) is not None  # the first graph is still stored
+
+    assert cache.get(index_all({**FILES, "extra.py": "def extra():\n    pass\n"})) is None
+    assert cache.get(index_all({path: text for path, text in FILES.items() if path != "lonely.py"})) is None
+    moved = {("shop/views2.py" if path == "shop/views.py" else path): text for path, text in FILES.items()}
+    assert cache.get(index_all(moved)) is None
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda data: b"",
+        lambda data: data[: len(data) // 2],
+        lambda data: data[:-1] + bytes([data[-1] ^ 0xFF]),
+        lambda data: b"not a graph at all",
+    ],
+    ids=["empty", "truncated", "flipped-byte", "garbage"],
+)
+def test_a_damaged_graph_file_is_ignored_and_rebuilt(tmp_path: Path, damage) -> None:
+    indexes = index_all(FILES)
+    cache = CallGraphCache(tmp_path)
+    expected = CallGraph.build(indexes, cache=cache).edges
+    target = cache.graph_path(graph_cache_key(indexes))
+    target.write_bytes(damage(target.read_bytes()))
+
+    assert cache.get(indexes) is None
+    assert CallGraph.build(indexes, cache=cache).edges == expected
+    reloaded = cache.get(indexes)
+    assert reloaded is not None and reloaded.edges == expected
+
+
+def test_a_well_sealed_file_with_wrong_content_is_ignored(tmp_path: Path) -> None:
+    indexes = index_all(FILES)
+    cache = CallGraphCache(tmp_path)
+    expected = CallGraph.build(indexes, cache=cache).edges
+    key = graph_cache_key(indexes)
+    target = cache.graph_path(key)
+    rows = ((("shop/orders.py", ("place", "gone.py", "f", 3, False)),), (("shop/orders.py", ("place", "x")),))
+    for stored in [("another key", ()), (key, rows[0]), (key, rows[1]), (key, "rows"), [key, ()]]:
+        payload = marshal.dumps(stored)
+        target.write_bytes(callgraph._GRAPH_MAGIC + zlib.crc32(payload).to_bytes(4, "big") + payload)
+        assert cache.get(indexes) is None, stored
+    graph = CallGraph.build(indexes, cache=cache)
+    assert graph.edges == expected
+    payload = marshal.dumps((key, graph._rows))  # the same framing with the right content loads
+    target.write_bytes(callgraph._GRAPH_MAGIC + zlib.crc32(payload).to_bytes(4, "big") + payload)
+    loaded = cache.get(indexes)
+    assert loaded is not None and loaded.edges == expected
+
+
+def test_only_the_most_recently_used_graphs_are_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(callgraph, "MAX_GRAPHS", 2)
+    cache = CallGraphCache(tmp_path)
+    for number in range(4):
+        CallGraph.build(index_all({**FILES, "lonely.py": f"def alone():\n    return {number}\n"}), cache=cache)
+    assert len(list(cache.directory.glob("*.graph"))) == 2
+
+
+def write_repository(root: Path) -> None:
+    for path, text in FILES.items():
+        target = root / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(textwrap.dedent(text).lstrip("\n"))
+
+
+def test_prepare_repository_reuses_the_graph_unless_caching_is_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root, cache_dir = tmp_path / "repo", tmp_path / "cache"
+    write_repository(root)
+
+    uncached = prepare_repository(root, cache_dir=cache_dir, use_cache=False)
+    assert not list(cache_dir.rglob("*.graph"))
+
+    first = prepare_repository(root, cache_dir=cache_dir)
+    assert len(list(cache_dir.rglob("*.graph"))) == 1
+    forbid_resolution(monkeypatch)
+    second = prepare_repository(root, cache_dir=cache_dir)
+    assert second.graph.edges == first.graph.edges == uncached.graph.edges
+
+    with pytest.raises(AssertionError, match="rebuilt"):
+        prepare_repository(root, cache_dir=cache_dir, use_cache=False)
+    (root / "shop" / "views.py").write_text("def checkout(request):\n    return request\n")
+    with pytest.raises(AssertionError, match="rebuilt"):
+        prepare_repository(root, cache_dir=cache_dir)
