@@ -18,8 +18,8 @@ import logging
 import os
 import struct
 import zlib
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Iterable, Mapping
 
 logger = logging.getLogger(__name__)
 

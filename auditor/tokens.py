@@ -19,10 +19,11 @@ import hashlib
 import json
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from auditor.errors import TokenizerError
 
@@ -167,7 +168,7 @@ class HFTokenizer:
         self.info = TokenizerInfo(source=source, exact=True, chat_template=template_label)
 
     @property
-    def _tokenizer(self) -> "Tokenizer":
+    def _tokenizer(self) -> Tokenizer:
         """The vocabulary, loaded on first use: a run whose counts all come from the count
         cache never pays its load time (~0.3 s) or memory (~100 MB for 131K ids)."""
         if self._loaded is None:
@@ -195,8 +196,10 @@ class HFTokenizer:
     def count_many(self, texts: Sequence[str]) -> list[int]:
         if not texts:
             return []
-        encodings = self._tokenizer.encode_batch(list(texts), add_special_tokens=False)
-        return [len(encoding.ids) for encoding in encodings]
+        tokenizer = self._tokenizer
+        # encode_batch_fast (tokenizers >= 0.21) gives the same ids without char offsets, ~25% faster.
+        encode = getattr(tokenizer, "encode_batch_fast", tokenizer.encode_batch)
+        return [len(encoding.ids) for encoding in encode(list(texts), add_special_tokens=False)]
 
     def render(self, messages: Sequence[Message], *, thinking: bool) -> str:
         if self._template is None:

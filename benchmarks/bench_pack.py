@@ -12,7 +12,8 @@ The repository is first cloned (``git clone --shared``: objects are shared, the 
 fresh) into a scratch directory, so the "one file edited" case can edit it; every tool packs
 that clone. auditor runs in the situations a user meets:
 
-- cold: empty caches (the first pack of a repository on a machine);
+- cold: empty caches (the first pack of a repository on a machine, or a CI runner without a
+  cache);
 - warm: caches from an earlier pack, repository unchanged (a re-run);
 - edited: caches from an earlier pack, one file changed since (the pre-merge case);
 - first window: what one scan request needs, warm.
@@ -100,8 +101,12 @@ def main() -> int:
         edit_one_file(manifest, repo, edits)
 
     # (name, command, runs, prepare-before-each-run)
+    def clear_caches() -> None:
+        shutil.rmtree(scratch / "cache", ignore_errors=True)
+
     cases: list[tuple[str, list[str], int, object]] = [
-        ("auditor pack, all windows, cold caches", [*pack, "-o", str(manifest)], 1, lambda: shutil.rmtree(scratch / "cache", ignore_errors=True)),
+        ("auditor pack, first window (one scan request), cold caches", [*pack, "--max-windows", "1", "-o", str(scratch / "first.json")], 1, clear_caches),
+        ("auditor pack, all windows, cold caches", [*pack, "-o", str(manifest)], 1, clear_caches),
         ("auditor pack, all windows, warm, unchanged repo", [*pack, "-o", str(manifest)], args.repeat, None),
         ("auditor pack, all windows, warm, one file edited", [*pack, "-o", str(scratch / "edited.json")], args.repeat, before_edited),
         ("auditor pack, first window (one scan request), warm", [*pack, "--max-windows", "1", "-o", str(scratch / "first.json")], args.repeat, None),

@@ -5,13 +5,15 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import pytest
-
 from auditor.digest_store import DigestStore, digest_of
 from auditor.pack import PackInput, PackOptions, pack, relevance_scores
 from auditor.rules import builtin_rules
-from auditor.tokens import CachedCountTokenizer, TokenizerRequest, load_tokenizer, with_count_cache
-
+from auditor.tokens import (
+    CachedCountTokenizer,
+    TokenizerRequest,
+    load_tokenizer,
+    with_count_cache,
+)
 from tests.conftest import TRAINING_TEXT
 
 RULE = builtin_rules()["tx-outside-transaction"]
