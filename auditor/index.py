@@ -608,6 +608,10 @@ _ENTRY_MAGIC = b"auditor-index-entry\n"
 _PACK_MAGIC = b"auditor-index-pack\n"
 
 MAX_PACKS = 16
+# A pack's delta (entries added since it was written whole) and its entries no longer used
+# may together reach this share of its size (at least PACK_DELTA_MIN) before a full rewrite.
+PACK_DELTA_SHARE = 0.125
+PACK_DELTA_MIN = 64
 """Most pack files one cache directory keeps; the least recently used are deleted first."""
 
 PARALLEL_PARSE_THRESHOLD = 300
@@ -840,12 +844,23 @@ def _write_atomically(target: Path, chunks: Iterable[bytes]) -> bool:
             Path(temporary).unlink(missing_ok=True)
 
 
+@dataclass(frozen=True)
+class StoredPack:
+    """What a scan's pack held when read: every key, the keys from its delta file, and the
+    size of the pack file proper (0: no pack yet)."""
+
+    keys: frozenset[_CacheKey]
+    delta_keys: frozenset[_CacheKey]
+    base_size: int
+
+
 class IndexCache:
     """On-disk cache of FileIndex entries keyed by content hash and language.
 
     Everything lives under ``directory / f"v{INDEX_VERSION}"``: one entry file per content
     and language, and in ``packs/`` one pack file per scan name holding every entry that
-    scan used last time, so that repeating a scan reads one file instead of thousands.
+    scan used last time, so that repeating a scan reads one file instead of thousands
+    (plus a small delta file with entries added since the pack was last written whole).
     Files are marshalled tuples behind a magic header and a checksum, written atomically;
     an unreadable, corrupt or mismatched entry or pack counts as a miss (and is replaced by
     the next write). Failing to write is logged and otherwise ignored: the cache only saves
@@ -892,24 +907,44 @@ class IndexCache:
         target = self.entry_path(record[1], record[0])
         _write_atomically(target, _seal(_ENTRY_MAGIC, record))
 
-    def _read_pack(self, name: str) -> dict[_CacheKey, _Record]:
-        """The records of a scan's pack (empty when missing or unreadable); marks it used."""
-        target = self.pack_path(name)
+    def delta_path(self, name: str) -> Path:
+        """Where the records added to the pack of ``name`` since it was last written whole are kept."""
+        return self.pack_path(name).with_suffix(".delta")
+
+    def _read_sealed_dict(self, target: Path) -> dict[_CacheKey, _Record]:
         try:
-            pack = _unseal(_PACK_MAGIC, target.read_bytes())
+            records = _unseal(_PACK_MAGIC, target.read_bytes())
         except FileNotFoundError:
             return {}
         except (OSError, ValueError, EOFError, TypeError) as error:
             logger.debug("ignoring unreadable index pack %s: %s", target, error)
             return {}
-        if not isinstance(pack, dict):
+        if not isinstance(records, dict):
             logger.debug("ignoring malformed index pack %s", target)
             return {}
-        try:
-            os.utime(target)  # pruning keeps the most recently used packs
-        except OSError:
-            pass
-        return pack
+        return records
+
+    def _read_pack(self, name: str) -> tuple[dict[_CacheKey, _Record], StoredPack]:
+        """The records of a scan's pack and its delta (empty when missing or unreadable),
+        and what was stored where; marks the pack used.
+
+        Records are keyed by content, so any pack and any delta combine correctly, even
+        when written by different processes."""
+        target = self.pack_path(name)
+        records = self._read_sealed_dict(target)
+        base_size = len(records)
+        delta = self._read_sealed_dict(self.delta_path(name))
+        records.update(delta)
+        if base_size:
+            try:
+                os.utime(target)  # pruning keeps the most recently used packs
+            except OSError:
+                pass
+        return records, StoredPack(frozenset(records), frozenset(delta), base_size)
+
+    def _write_delta(self, name: str, records: Mapping[_CacheKey, _Record]) -> None:
+        """Replace the delta of a scan's pack by ``records`` (the pack itself is kept)."""
+        _write_atomically(self.delta_path(name), _seal(_PACK_MAGIC, dict(sorted(records.items()))))
 
     def _write_pack(self, name: str, records: Mapping[_CacheKey, _Record]) -> None:
         """Replace a scan's pack by ``records``, then delete packs beyond ``MAX_PACKS``."""
@@ -923,6 +958,7 @@ class IndexCache:
         }
         if not _write_atomically(target, _seal(_PACK_MAGIC, ordered)):
             return
+        self.delta_path(name).unlink(missing_ok=True)
         aged: list[tuple[float, str, Path]] = []
         for pack in target.parent.glob("*.pack"):
             try:
@@ -933,6 +969,7 @@ class IndexCache:
         for _, _, stale in aged[MAX_PACKS:]:
             if stale != target:
                 stale.unlink(missing_ok=True)
+                stale.with_suffix(".delta").unlink(missing_ok=True)
 
 
 def default_cache_dir() -> Path:
@@ -1004,6 +1041,36 @@ def _parse_records(
         yield index, _record_of(index)
 
 
+def _update_pack(
+    cache: IndexCache,
+    name: str,
+    found: Mapping[_CacheKey, FileIndex],
+    added: Mapping[_CacheKey, _Record],
+    stored: StoredPack,
+    unused: int,
+) -> None:
+    """Make the pack of ``name`` hold every entry in ``found`` (the entries this call used).
+
+    Entries the pack lacked go to its small delta file, so an edit does not rewrite the
+    whole pack (~0.5 s on a 4,000-file repository). The pack is rewritten whole, and the
+    delta dropped, when there is no pack yet or when the delta plus the entries no longer
+    used (old versions of edited files, deleted files) pass ``PACK_DELTA_SHARE`` of it.
+    """
+    missing = [key for key in found if key not in stored.keys]
+    if not missing and unused == 0:
+        return  # the pack already holds exactly what was used
+    delta = {key: added[key] if key in added else _record_of(found[key]) for key in missing}
+    for key in stored.delta_keys:
+        if key in found:
+            delta[key] = _record_of(found[key])
+    limit = max(PACK_DELTA_MIN, int(len(found) * PACK_DELTA_SHARE))
+    if stored.base_size and len(delta) + unused <= limit:
+        if missing:
+            cache._write_delta(name, delta)
+        return
+    cache._write_pack(name, {key: _record_of(index) for key, index in found.items()})
+
+
 @contextmanager
 def collection_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector inside the block (restoring its previous state).
@@ -1058,13 +1125,12 @@ def index_files(
         pack_name = scan_pack_name(source[0] for source in pending)
     found: dict[_CacheKey, FileIndex] = {}
     misses: dict[_CacheKey, list[tuple[str, str, str, str]]] = {}
-    from_pack = 0
     completed = 0
     with collection_paused():
-        pack = (
+        pack, stored = (
             cache._read_pack(pack_name)
             if cache is not None and pack_name is not None
-            else {}
+            else ({}, StoredPack(frozenset(), frozenset(), 0))
         )
         for source in pending:
             path, _, language, content_hash = source
@@ -1076,9 +1142,7 @@ def index_files(
                 # Popping lets each record be freed once decoded, and leaves in the pack
                 # only the entries this scan did not use.
                 index = _decode_or_none(pack.pop(key, None), key, path)
-                if index is not None:
-                    from_pack += 1
-                elif cache is not None:
+                if index is None and cache is not None:
                     index = _decode_or_none(cache._get_record(key, path), key, path)
                 if index is None:
                     misses[key] = [source]
@@ -1086,22 +1150,18 @@ def index_files(
                 found[key] = index
             completed += 1
             progress(ProgressEvent(stage="index", completed=completed, total=total))
+    added: dict[_CacheKey, _Record] = {}
     for index, record in _parse_records([group[0] for group in misses.values()]):
         key = (index.content_hash, index.language)
         found[key] = index
+        added[key] = record
         if cache is not None:
             cache._put_record(record)
         for _ in misses[key]:
             completed += 1
             progress(ProgressEvent(stage="index", completed=completed, total=total))
-    if (
-        cache is not None
-        and pack_name is not None
-        and (pack or from_pack != len(found))
-    ):
-        cache._write_pack(
-            pack_name, {key: _record_of(index) for key, index in found.items()}
-        )
+    if cache is not None and pack_name is not None:
+        _update_pack(cache, pack_name, found, added, stored, unused=len(pack))
     results: dict[str, FileIndex] = {}
     for path, _, language, content_hash in pending:
         index = found[(content_hash, language)]

@@ -563,12 +563,68 @@ def test_pack_entries_are_checked_against_current_content(
     assert parsed == ["sample.py"]
     assert result["sample.py"] == index_source(*edited[0])
     assert "added" in {d.qualname for d in result["sample.py"].definitions}
-    # The pack now holds the edited entry and no longer the old one.
+    # The pack (through its delta) now holds the edited entry; the old one stays until
+    # the pack is next written whole, so switching back costs no parse either.
     remove_entry_files(cache)
     parsed.clear()
     assert index_files(edited, cache=cache) == result
     assert parsed == []
-    index_files(sources, cache=cache)
+    assert index_files(sources, cache=cache)["sample.py"] == index_source(*sources[0])
+    assert parsed == []
+
+
+def _edited(source: tuple[str, str, str, str], serial: int) -> tuple[str, str, str, str]:
+    path, text, language, _ = source
+    text = text + f"\ndef added_{serial}():\n    return {serial}\n"
+    return (path, text, language, index_module.content_hash_of(text))
+
+
+def test_an_edit_goes_to_the_delta_and_the_pack_is_compacted_later(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sources = sources_from_fixtures("sample.py", "sample.go", "sample.ts")
+    cache = IndexCache(tmp_path)
+    name = "repo"
+    index_files(sources, cache=cache, pack_name=name)
+    pack_file = cache.pack_path(name)
+    whole = pack_file.read_bytes()
+    monkeypatch.setattr(index_module, "PACK_DELTA_MIN", 2)
+    monkeypatch.setattr(index_module, "PACK_DELTA_SHARE", 0.0)
+
+    # One edit: the pack file is left as it is, the new entry goes to the delta.
+    first = index_files([_edited(sources[0], 1), *sources[1:]], cache=cache, pack_name=name)
+    assert pack_file.read_bytes() == whole
+    assert cache.delta_path(name).is_file()
+    remove_entry_files(cache)
+    parsed = count_parsing(monkeypatch)
+    assert index_files([_edited(sources[0], 1), *sources[1:]], cache=cache, pack_name=name) == first
+    assert parsed == []
+
+    # A second edit: delta (1) plus unused old versions (2) pass the limit of 2: the pack
+    # is written whole with just the entries in use, and the delta is gone.
+    second = [_edited(sources[0], 2), *sources[1:]]
+    expected = index_files(second, cache=cache, pack_name=name)
+    assert pack_file.read_bytes() != whole
+    assert not cache.delta_path(name).exists()
+    remove_entry_files(cache)
+    parsed.clear()
+    assert index_files(second, cache=cache, pack_name=name) == expected
+    assert parsed == []
+    index_files(sources, cache=cache, pack_name=name)
+    assert parsed == ["sample.py"]  # the original version was dropped by the rewrite
+
+
+def test_a_corrupt_delta_is_ignored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    sources = sources_from_fixtures("sample.py", "sample.go")
+    cache = IndexCache(tmp_path)
+    index_files(sources, cache=cache, pack_name="repo")
+    edited = [_edited(sources[0], 1), sources[1]]
+    expected = index_files(edited, cache=cache, pack_name="repo")
+    delta = cache.delta_path("repo")
+    delta.write_bytes(delta.read_bytes()[:-7] + b"garbage")
+    remove_entry_files(cache)
+    parsed = count_parsing(monkeypatch)
+    assert index_files(edited, cache=cache, pack_name="repo") == expected
     assert parsed == ["sample.py"]
 
 
