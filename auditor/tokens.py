@@ -181,13 +181,23 @@ class HFTokenizer:
         return self._loaded
 
     def fingerprint(self) -> str:
-        """SHA-256 of ``tokenizer.json``: counts made under one fingerprint hold for any
-        tokenizer with the same one (the chat template changes rendering, not counting)."""
+        """SHA-256 of ``tokenizer.json`` and the ``tokenizers`` library version: counts made
+        under one fingerprint hold for any tokenizer with the same one (the chat template
+        changes rendering, not counting; a library upgrade may change how a vocabulary
+        splits text, so it starts afresh)."""
         if self._fingerprint is None:
+            from importlib.metadata import PackageNotFoundError, version
+
             try:
-                self._fingerprint = hashlib.sha256(self._tokenizer_file.read_bytes()).hexdigest()
+                library = version("tokenizers")
+            except PackageNotFoundError:
+                library = "unknown"
+            try:
+                digest = hashlib.sha256(self._tokenizer_file.read_bytes())
             except OSError as exc:
                 raise TokenizerError(f"cannot read {self._tokenizer_file}: {exc}") from exc
+            digest.update(f"\0tokenizers {library}".encode())
+            self._fingerprint = digest.hexdigest()
         return self._fingerprint
 
     def count(self, text: str) -> int:

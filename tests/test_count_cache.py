@@ -127,3 +127,14 @@ def test_estimate_tokenizer_is_not_wrapped(tmp_path):
     estimate = load_tokenizer(TokenizerRequest(tokenizer=None, model=str(tmp_path / "missing"), allow_download=False))
     assert with_count_cache(estimate, tmp_path) is estimate
     assert not isinstance(estimate, CachedCountTokenizer)
+
+
+def test_a_tokenizers_upgrade_starts_a_fresh_count_cache(tiny_tokenizer_dir, monkeypatch):
+    import importlib.metadata
+
+    before = _exact(tiny_tokenizer_dir).fingerprint()
+    real_version = importlib.metadata.version
+    monkeypatch.setattr(
+        importlib.metadata, "version", lambda name: "999.0" if name == "tokenizers" else real_version(name)
+    )
+    assert _exact(tiny_tokenizer_dir).fingerprint() != before
