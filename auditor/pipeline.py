@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping
 
 from auditor.callgraph import CallGraph, CallGraphCache
 from auditor.digest_store import DigestStore
@@ -47,6 +47,7 @@ def prepare_repository(
     cache_dir: Path | None = None,
     use_cache: bool = True,
     progress: ProgressCallback = no_progress,
+    on_change: Callable[[], None] | None = None,
 ) -> PreparedRepository:
     """Walk ``root``, index every file in a supported language and build the call graph.
 
@@ -54,6 +55,11 @@ def prepare_repository(
     indexed files (paths and contents), both under ``cache_dir`` (default:
     ``default_cache_dir()``), so an unchanged repository loads its graph instead of
     resolving it again; ``pack_prepared`` keeps relevance scores there too.
+
+    ``on_change`` is called when the graph must be resolved anew (the files changed since
+    the last run, or caching is off), before that work starts: a caller uses it to begin
+    what a change implies in the background, such as loading a tokenizer's vocabulary to
+    count the changed text.
     """
     walked = walk(root, walk_options, progress)
     directory = cache_dir or default_cache_dir()
@@ -61,7 +67,12 @@ def prepare_repository(
     sources = [(f.path, f.text, f.language, f.content_hash) for f in walked.files if f.language]
     indexes = index_files(sources, cache=cache, progress=progress, pack_name=str(walked.root))
     progress(ProgressEvent(stage="graph", message=f"call graph over {len(indexes)} indexed files"))
-    graph = CallGraph.build(indexes, cache=CallGraphCache(directory) if use_cache else None)
+    graph_cache = CallGraphCache(directory) if use_cache else None
+    graph = graph_cache.get(indexes) if graph_cache is not None else None
+    if graph is None:
+        if on_change is not None:
+            on_change()
+        graph = CallGraph.build(indexes, cache=graph_cache)
     return PreparedRepository(walk=walked, indexes=indexes, graph=graph, cache_dir=directory if use_cache else None)
 
 

@@ -31,7 +31,7 @@ from auditor.result_cache import CachingEngine, default_result_cache_dir
 from auditor.rules import Rule, builtin_rules, load_rules
 from auditor.static import StaticResult, analyze_tx_outside_transaction
 from auditor.suppress import SuppressedFinding, apply_suppressions, read_baseline
-from auditor.tokens import TokenizerInfo, TokenizerRequest, load_tokenizer, with_count_cache
+from auditor.tokens import PromptTokenizer, TokenizerInfo, TokenizerRequest, load_tokenizer, with_count_cache
 from auditor.walk import WalkOptions
 
 STATIC_TOKENIZER_SOURCE = "none (static pass)"
@@ -128,8 +128,16 @@ def plan_scan(
     """
     rules = selected_rules(config.rules)
     notes = list(notices)
+    tokenizer: PromptTokenizer | None = None
+    if engine != "static":
+        tokenizer = load_tokenizer(config.tokenizer)  # the vocabulary itself loads when first needed
+        if config.use_cache:
+            tokenizer = with_count_cache(tokenizer)
     if prepared is None:
-        prepared = prepare_repository(config.root, config.walk, use_cache=config.use_cache, progress=progress)
+        prepared = prepare_repository(
+            config.root, config.walk, use_cache=config.use_cache, progress=progress,
+            on_change=tokenizer.preload if tokenizer is not None else None,
+        )
     static_findings: list[Finding] = []
     if config.static or engine == "static":
         for rule in rules:
@@ -144,9 +152,7 @@ def plan_scan(
         notes.append("no model ran: findings come from the static pass only")
         return ScanPlan(config, engine, rules, prepared, tuple(static_findings), tuple(notes))
 
-    tokenizer = load_tokenizer(config.tokenizer)
-    if config.use_cache:
-        tokenizer = with_count_cache(tokenizer)
+    assert tokenizer is not None  # loaded above for every engine but "static"
     if not tokenizer.info.exact:
         notes.append(tokenizer.info.describe())
     packed = pack_prepared(prepared, rules=rules, tokenizer=tokenizer, options=config.pack, progress=progress)

@@ -19,6 +19,7 @@ import hashlib
 import json
 import math
 import os
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -82,6 +83,10 @@ class PromptTokenizer(Protocol):
 
     def render(self, messages: Sequence[Message], *, thinking: bool) -> str:
         """The prompt string the chat template produces, with the generation prompt."""
+        ...
+
+    def preload(self) -> None:
+        """Prepare to count soon (e.g. load a vocabulary in the background); may do nothing."""
         ...
 
 
@@ -156,6 +161,8 @@ class HFTokenizer:
             raise TokenizerError(f"{directory} has no tokenizer.json")
         self._tokenizer_file = tokenizer_file
         self._loaded: Tokenizer | None = None
+        self._loading: threading.Thread | None = None
+        self._load_error: TokenizerError | None = None
         self._fingerprint: str | None = None
         config = _read_json(directory / "tokenizer_config.json")
         template_source = _chat_template_source(directory, config)
@@ -171,14 +178,33 @@ class HFTokenizer:
     def _tokenizer(self) -> Tokenizer:
         """The vocabulary, loaded on first use: a run whose counts all come from the count
         cache never pays its load time (~0.3 s) or memory (~100 MB for 131K ids)."""
+        if self._loading is not None:
+            self._loading.join()
+            self._loading = None
+        if self._load_error is not None:
+            raise self._load_error
         if self._loaded is None:
-            from tokenizers import Tokenizer
+            self._load()
+            if self._load_error is not None:
+                raise self._load_error
+        return self._loaded  # type: ignore[return-value]
 
-            try:
-                self._loaded = Tokenizer.from_file(str(self._tokenizer_file))
-            except Exception as exc:
-                raise TokenizerError(f"cannot load {self._tokenizer_file}: {exc}") from exc
-        return self._loaded
+    def _load(self) -> None:
+        from tokenizers import Tokenizer
+
+        try:
+            self._loaded = Tokenizer.from_file(str(self._tokenizer_file))
+        except Exception as exc:
+            self._load_error = TokenizerError(f"cannot load {self._tokenizer_file}: {exc}")
+            self._load_error.__cause__ = exc
+
+    def preload(self) -> None:
+        """Start loading the vocabulary in a background thread (``tokenizers`` releases the
+        GIL while it parses), for a caller that knows counting is coming and has other work
+        to do meanwhile. The next count waits for it; a load error surfaces there."""
+        if self._loaded is None and self._loading is None and self._load_error is None:
+            self._loading = threading.Thread(target=self._load, name="auditor-tokenizer-load", daemon=True)
+            self._loading.start()
 
     def fingerprint(self) -> str:
         """SHA-256 of ``tokenizer.json`` and the ``tokenizers`` library version: counts made
@@ -235,6 +261,9 @@ class EstimateTokenizer:
 
     def render(self, messages: Sequence[Message], *, thinking: bool) -> str:
         return render_chatml(messages, thinking=thinking)
+
+    def preload(self) -> None:
+        """Nothing to load: estimates need no vocabulary."""
 
 
 def _read_json(path: Path) -> dict:
@@ -391,6 +420,10 @@ class CachedCountTokenizer:
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text`` (no special tokens added), from the wrapped tokenizer."""
         return self._inner.encode(text)
+
+    def preload(self) -> None:
+        """Start loading the vocabulary in the background (see ``HFTokenizer.preload``)."""
+        self._inner.preload()
 
 
 def default_count_cache_dir() -> Path:

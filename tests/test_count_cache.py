@@ -5,7 +5,10 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
 from auditor.digest_store import DigestStore, digest_of
+from auditor.errors import TokenizerError
 from auditor.pack import PackInput, PackOptions, pack, relevance_scores
 from auditor.rules import builtin_rules
 from auditor.tokens import (
@@ -138,3 +141,41 @@ def test_a_tokenizers_upgrade_starts_a_fresh_count_cache(tiny_tokenizer_dir, mon
         importlib.metadata, "version", lambda name: "999.0" if name == "tokenizers" else real_version(name)
     )
     assert _exact(tiny_tokenizer_dir).fingerprint() != before
+
+
+def test_preloading_in_the_background_gives_the_same_counts(tiny_tokenizer_dir, tmp_path):
+    expected = _exact(tiny_tokenizer_dir).count_many(TEXTS)
+    tokenizer = _exact(tiny_tokenizer_dir)
+    tokenizer.preload()
+    tokenizer.preload()  # a second call while loading is harmless
+    assert tokenizer.count_many(TEXTS) == expected
+    broken = tmp_path / "broken"
+    shutil.copytree(tiny_tokenizer_dir, broken)
+    (broken / "tokenizer.json").write_text("{ not json")
+    failing = _exact(broken)  # the vocabulary is read lazily: no error yet
+    failing.preload()
+    with pytest.raises(TokenizerError, match="cannot load"):
+        failing.count("x")
+    with pytest.raises(TokenizerError, match="cannot load"):
+        failing.count("x")  # and again, not a silent success the second time
+
+
+def test_prepare_signals_a_change_before_resolving_the_graph(tmp_path):
+    from auditor.pipeline import prepare_repository
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "app.py").write_text("def save(order):\n    order.save()\n")
+    (repo / "views.py").write_text("from app import save\n\ndef view(o):\n    save(o)\n")
+    calls: list[str] = []
+
+    def prepare() -> None:
+        prepare_repository(repo, cache_dir=tmp_path / "cache", on_change=lambda: calls.append("changed"))
+
+    prepare()
+    assert calls == ["changed"]  # nothing cached yet
+    prepare()
+    assert calls == ["changed"]  # unchanged: the graph comes from the cache
+    (repo / "app.py").write_text("def save(order):\n    order.save()\n    return order\n")
+    prepare()
+    assert calls == ["changed", "changed"]
