@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from itertools import chain, repeat
 from typing import Iterable, Sequence
 
 from auditor.rules import Rule
@@ -66,12 +67,26 @@ def _footer(path: str) -> str:
     return f"<<<END FILE {json.dumps(path, ensure_ascii=False)}>>>\n"
 
 
+# Line-number prefixes ("12|") made once and shared: numbering a 59 MB repository joins
+# these with its lines, about twice as fast as formatting each line.
+_PREFIX_TABLE_LINES = 100_000
+_PREFIXES = [f"{number}|" for number in range(1_001)]
+
+
+def _numbered(lines: Sequence[str], start: int, end: int) -> str:
+    """Lines ``start..end`` (1-based, inclusive), each as ``N|line`` plus a newline."""
+    if end > _PREFIX_TABLE_LINES:
+        return "".join(f"{number}|{lines[number - 1]}\n" for number in range(start, end + 1))
+    if end >= len(_PREFIXES):
+        _PREFIXES.extend(f"{number}|" for number in range(len(_PREFIXES), min(max(end, 2 * len(_PREFIXES)), _PREFIX_TABLE_LINES) + 1))
+    return "".join(chain.from_iterable(zip(_PREFIXES[start : end + 1], lines[start - 1 : end], repeat("\n"))))
+
+
 def render_full_block(path: str, lines: Sequence[str], start: int = 1, end: int | None = None) -> str:
     """A file (or the line range ``start..end`` of it) with numbered lines between delimiters."""
     total = len(lines)
     end = total if end is None else end
-    body = "".join(f"{number}|{lines[number - 1]}\n" for number in range(start, end + 1))
-    return _header(path, "full", start, end, total) + body + _footer(path)
+    return _header(path, "full", start, end, total) + _numbered(lines, start, end) + _footer(path)
 
 
 def render_skeleton_block(path: str, lines: Sequence[str], elisions: Iterable[tuple[int, int]]) -> str:
@@ -80,14 +95,12 @@ def render_skeleton_block(path: str, lines: Sequence[str], elisions: Iterable[tu
     out: list[str] = [_header(path, "skeleton", 1, total, total)]
     number = 1
     for start, end in sorted(elisions):
-        while number < start:
-            out.append(f"{number}|{lines[number - 1]}\n")
-            number += 1
+        if number < start:
+            out.append(_numbered(lines, number, start - 1))
         out.append(f"…|lines {start}-{end} elided\n")
         number = end + 1
-    while number <= total:
-        out.append(f"{number}|{lines[number - 1]}\n")
-        number += 1
+    if number <= total:
+        out.append(_numbered(lines, number, total))
     out.append(_footer(path))
     return "".join(out)
 
