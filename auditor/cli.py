@@ -19,6 +19,59 @@ from rich.console import Console
 from rich.markup import escape
 
 from auditor import __version__
+from auditor.commands.flags import (
+    DEFAULT_ENGINE,
+    DEFAULT_GPU_MEMORY_UTILIZATION,
+    DEFAULT_MAX_FILE_BYTES,
+    DEFAULT_MAX_MODEL_LEN,
+    DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    DEFAULT_MAX_NUM_SEQS,
+    DEFAULT_MAX_WINDOWS,
+    DEFAULT_OUTPUT_TOKENS,
+    DEFAULT_PROBES,
+    DEFAULT_RECALL_THRESHOLD,
+    DEFAULT_RETRIES,
+    DEFAULT_SEED,
+    DEFAULT_TEMPERATURE,
+    DEFAULT_TENSOR_PARALLEL_SIZE,
+    DEFAULT_TIMEOUT_S,
+    REPORT_FORMATS,
+    ApiKeyOption,
+    BaselineOption,
+    BaseUrlOption,
+    EngineModelOption,
+    EngineOption,
+    ErrorOption,
+    ExcludeOption,
+    GpuMemoryUtilizationOption,
+    IncludeOption,
+    JsonOutputOption,
+    MarkdownOutputOption,
+    MaxFileBytesOption,
+    MaxModelLenOption,
+    MaxNumBatchedTokensOption,
+    MaxNumSeqsOption,
+    MaxWindowsOption,
+    ModelOption,
+    NoCacheOption,
+    OutputTokensOption,
+    ProbesOption,
+    RecallThresholdOption,
+    ReplayOption,
+    ReportFormatOption,
+    ReportOutputOption,
+    RetriesOption,
+    RuleOption,
+    SarifOutputOption,
+    SeedOption,
+    StaticOption,
+    TemperatureOption,
+    TensorParallelSizeOption,
+    ThinkingOption,
+    ThinkingTokenBudgetOption,
+    TimeoutOption,
+    TokenizerOption,
+)
 from auditor.commands.output import exit_for, write_output
 from auditor.errors import AuditorError, UsageError
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
@@ -145,22 +198,6 @@ def main_callback(
     )
 
 
-# Options shared by the commands that pack a repository.
-RuleOption = Annotated[list[str], typer.Option("--rule", "-r", help="Rule id or path to a rule file (repeatable).")]
-MaxModelLenOption = Annotated[int, typer.Option("--max-model-len", min=1024, help="Model context window in tokens.")]
-OutputTokensOption = Annotated[
-    int, typer.Option("--output-tokens", min=1, help="Tokens reserved for the model's reasoning and answer.")
-]
-TokenizerOption = Annotated[Optional[str], typer.Option("--tokenizer", help="Tokenizer directory (tokenizer.json + chat template).")]
-ModelOption = Annotated[Optional[str], typer.Option("--model", "-m", help="Checkpoint directory or Hugging Face id (local cache).")]
-ThinkingOption = Annotated[bool, typer.Option("--thinking/--no-thinking", help="Render the prompt with reasoning on or off.")]
-IncludeOption = Annotated[list[str], typer.Option("--include", help="Only files matching this gitignore-style glob (repeatable).")]
-ExcludeOption = Annotated[list[str], typer.Option("--exclude", help="Skip files matching this gitignore-style glob (repeatable).")]
-MaxFileBytesOption = Annotated[int, typer.Option("--max-file-bytes", min=1, help="Skip files larger than this.")]
-MaxWindowsOption = Annotated[int, typer.Option("--max-windows", min=0, help="Stop after this many windows (0: no limit).")]
-NoCacheOption = Annotated[bool, typer.Option("--no-cache", help="Do not read or write the caches (file index, call graph, token counts, relevance scores, model answers).")]
-
-
 def _render_rich(renderable: object, width: int | None) -> str:
     """Render a rich object to text: for the terminal at its width, for a file at a fixed width."""
     console = Console(file=io.StringIO(), width=width or Console().width, force_terminal=width is None and sys.stdout.isatty())
@@ -173,15 +210,15 @@ def _render_rich(renderable: object, width: int | None) -> str:
 def pack(
     path: Annotated[Path, typer.Argument(help="Repository (or subdirectory) to pack.")],
     rule: RuleOption = [],
-    max_model_len: MaxModelLenOption = 262_144,
-    output_tokens: OutputTokensOption = 32_768,
+    max_model_len: MaxModelLenOption = DEFAULT_MAX_MODEL_LEN,
+    output_tokens: OutputTokensOption = DEFAULT_OUTPUT_TOKENS,
     tokenizer: TokenizerOption = None,
     model: ModelOption = None,
     thinking: ThinkingOption = True,
     include: IncludeOption = [],
     exclude: ExcludeOption = [],
-    max_file_bytes: MaxFileBytesOption = 1_000_000,
-    max_windows: MaxWindowsOption = 0,
+    max_file_bytes: MaxFileBytesOption = DEFAULT_MAX_FILE_BYTES,
+    max_windows: MaxWindowsOption = DEFAULT_MAX_WINDOWS,
     format: Annotated[str, typer.Option("--format", "-f", help="text | json | prompt")] = "text",
     window: Annotated[int, typer.Option("--window", "-w", min=0, help="Window shown by --format prompt.")] = 0,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
@@ -212,7 +249,9 @@ def pack(
             stderr.print(f"[yellow]warning:[/] {escape(loaded.info.describe())}", highlight=False)
         if not no_cache:
             loaded = with_count_cache(loaded)
-        prepared = prepare_repository(path, walk_options, use_cache=not no_cache, progress=report)
+        prepared = prepare_repository(
+            path, walk_options, use_cache=not no_cache, progress=report, on_change=loaded.preload
+        )
         result = pack_prepared(prepared, rules=rules, tokenizer=loaded, options=options, progress=report)
     if format == "json":
         write_output(manifest_json(result, prepared.walk), output)
@@ -229,48 +268,48 @@ def pack(
 def scan(
     path: Annotated[Path, typer.Argument(help="Repository (or subdirectory) to audit.")],
     rule: RuleOption = [],
-    engine: Annotated[str, typer.Option("--engine", "-e", help="auto | vllm | openai | replay | static | a plugin's name.")] = "auto",
-    model: ModelOption = None,
+    engine: EngineOption = DEFAULT_ENGINE,
+    model: EngineModelOption = None,
     tokenizer: TokenizerOption = None,
-    base_url: Annotated[Optional[str], typer.Option("--base-url", envvar="AUDITOR_BASE_URL", help="OpenAI-compatible server, e.g. http://host:8000/v1.")] = None,
-    api_key: Annotated[Optional[str], typer.Option("--api-key", envvar="AUDITOR_API_KEY", help="API key for --base-url.")] = None,
-    replay: Annotated[Optional[str], typer.Option("--replay", help="Recorded completions (JSONL file or directory) for --engine replay.")] = None,
-    max_model_len: MaxModelLenOption = 262_144,
-    output_tokens: OutputTokensOption = 32_768,
-    max_num_batched_tokens: Annotated[int, typer.Option("--max-num-batched-tokens", min=1, help="vLLM chunked-prefill chunk size (tokens per prefill step).")] = 8_192,
-    gpu_memory_utilization: Annotated[float, typer.Option("--gpu-memory-utilization", min=0.05, max=1.0)] = 0.90,
-    max_num_seqs: Annotated[int, typer.Option("--max-num-seqs", min=1)] = 4,
-    tensor_parallel_size: Annotated[int, typer.Option("--tensor-parallel-size", min=1)] = 1,
-    temperature: Annotated[float, typer.Option("--temperature", min=0.0)] = 0.0,
-    seed: Annotated[int, typer.Option("--seed")] = 0,
+    base_url: BaseUrlOption = None,
+    api_key: ApiKeyOption = None,
+    replay: ReplayOption = None,
+    max_model_len: MaxModelLenOption = DEFAULT_MAX_MODEL_LEN,
+    output_tokens: OutputTokensOption = DEFAULT_OUTPUT_TOKENS,
+    max_num_batched_tokens: MaxNumBatchedTokensOption = DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    gpu_memory_utilization: GpuMemoryUtilizationOption = DEFAULT_GPU_MEMORY_UTILIZATION,
+    max_num_seqs: MaxNumSeqsOption = DEFAULT_MAX_NUM_SEQS,
+    tensor_parallel_size: TensorParallelSizeOption = DEFAULT_TENSOR_PARALLEL_SIZE,
+    temperature: TemperatureOption = DEFAULT_TEMPERATURE,
+    seed: SeedOption = DEFAULT_SEED,
     thinking: ThinkingOption = True,
-    thinking_token_budget: Annotated[Optional[int], typer.Option("--thinking-token-budget", min=1)] = None,
-    timeout: Annotated[float, typer.Option("--timeout", min=1.0, help="Seconds per request to an OpenAI-compatible server (a 256K prefill takes minutes).")] = 900.0,
-    retries: Annotated[int, typer.Option("--retries", min=0, help="Extra attempts after a transient server error.")] = 2,
+    thinking_token_budget: ThinkingTokenBudgetOption = None,
+    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+    retries: RetriesOption = DEFAULT_RETRIES,
     include: IncludeOption = [],
     exclude: ExcludeOption = [],
-    max_file_bytes: MaxFileBytesOption = 1_000_000,
-    max_windows: MaxWindowsOption = 0,
-    static: Annotated[bool, typer.Option("--static/--no-static", help="Also run the static pass and merge its findings.")] = True,
-    format: Annotated[str, typer.Option("--format", "-f", help="text | json | sarif | markdown")] = "text",
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the report here instead of stdout.")] = None,
-    json_output: Annotated[Optional[Path], typer.Option("--json-output", help="Also write a JSON report here.")] = None,
-    sarif_output: Annotated[Optional[Path], typer.Option("--sarif-output", help="Also write a SARIF report here.")] = None,
-    markdown_output: Annotated[Optional[Path], typer.Option("--markdown-output", help="Also write a Markdown report here.")] = None,
-    error: Annotated[bool, typer.Option("--error", help="Exit 1 when there are findings.")] = False,
-    probes: Annotated[int, typer.Option("--probes", min=0, max=8, help="Recall canaries planted per window (0 disables).")] = 3,
-    recall_threshold: Annotated[float, typer.Option("--recall-threshold", min=0.0, max=1.0, help="Canary recall below this marks a window recall-degraded.")] = 0.8,
-    baseline: Annotated[Optional[Path], typer.Option("--baseline", help="Suppress the findings listed in this baseline file.")] = None,
+    max_file_bytes: MaxFileBytesOption = DEFAULT_MAX_FILE_BYTES,
+    max_windows: MaxWindowsOption = DEFAULT_MAX_WINDOWS,
+    static: StaticOption = True,
+    format: ReportFormatOption = "text",
+    output: ReportOutputOption = None,
+    json_output: JsonOutputOption = None,
+    sarif_output: SarifOutputOption = None,
+    markdown_output: MarkdownOutputOption = None,
+    error: ErrorOption = False,
+    probes: ProbesOption = DEFAULT_PROBES,
+    recall_threshold: RecallThresholdOption = DEFAULT_RECALL_THRESHOLD,
+    baseline: BaselineOption = None,
     write_baseline: Annotated[Optional[Path], typer.Option("--write-baseline", help="Write this scan's findings as a baseline file.")] = None,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the index and result caches.")] = False,
+    no_cache: NoCacheOption = False,
 ) -> None:
     """Audit a repository for the selected rules (all built-in rules by default)."""
     from auditor.commands.options import scan_config_from_flags
     from auditor.report import render
     from auditor.scan import failed_result, run_scan
 
-    if format not in ("text", "json", "sarif", "markdown"):
-        raise UsageError(f"--format must be text, json, sarif or markdown, not {format!r}")
+    if format not in REPORT_FORMATS:
+        raise UsageError(f"--format must be one of {', '.join(REPORT_FORMATS)}, not {format!r}")
     config = scan_config_from_flags(
         path, rule=rule, engine=engine, model=model, tokenizer=tokenizer, base_url=base_url, api_key=api_key,
         replay=replay, max_model_len=max_model_len, output_tokens=output_tokens,

@@ -26,7 +26,13 @@ NOT_FOR_PACK = (
     "auditor.commands.options",
     "auditor.diff",
     "auditor.doctor",
-    "auditor.engine",
+    # auditor.engine.base (EngineSettings, the flags' defaults) is a light leaf; the
+    # registry and the engines are not.
+    "auditor.engine.openai_engine",
+    "auditor.engine.reasoning",
+    "auditor.engine.registry",
+    "auditor.engine.replay",
+    "auditor.engine.vllm_engine",
     "auditor.findings",
     "auditor.injection",
     "auditor.many",
@@ -49,16 +55,20 @@ NOT_FOR_PACK = (
 )
 
 # What building every command (as ``auditor --help`` and config loading do) may import
-# from auditor: the CLI shell and the two leaf modules it needs.
+# from auditor: the CLI shell and the leaf modules it needs (EngineSettings holds the
+# engine flags' defaults).
 CLI_SHELL = {
     "auditor",
     "auditor.cli",
     "auditor.commands",
+    "auditor.commands.flags",
     "auditor.commands.many",
     "auditor.commands.output",
     "auditor.commands.plan",
     "auditor.commands.probe",
     "auditor.commands.review",
+    "auditor.engine",
+    "auditor.engine.base",
     "auditor.errors",
     "auditor.progress",
 }

@@ -14,6 +14,49 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from auditor.commands.flags import (
+    DEFAULT_ENGINE,
+    DEFAULT_GPU_MEMORY_UTILIZATION,
+    DEFAULT_MAX_FILE_BYTES,
+    DEFAULT_MAX_MODEL_LEN,
+    DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    DEFAULT_MAX_NUM_SEQS,
+    DEFAULT_MAX_WINDOWS,
+    DEFAULT_OUTPUT_TOKENS,
+    DEFAULT_PROBES,
+    DEFAULT_RECALL_THRESHOLD,
+    DEFAULT_RETRIES,
+    DEFAULT_SEED,
+    DEFAULT_TEMPERATURE,
+    DEFAULT_TENSOR_PARALLEL_SIZE,
+    DEFAULT_TIMEOUT_S,
+    ApiKeyOption,
+    BaseUrlOption,
+    EngineModelOption,
+    EngineOption,
+    ErrorOption,
+    ExcludeOption,
+    GpuMemoryUtilizationOption,
+    IncludeOption,
+    ManyReplayOption,
+    MaxFileBytesOption,
+    MaxModelLenOption,
+    MaxNumBatchedTokensOption,
+    MaxNumSeqsOption,
+    MaxWindowsOption,
+    NoCacheOption,
+    OutputTokensOption,
+    RetriesOption,
+    RuleOption,
+    SeedOption,
+    StaticOption,
+    TemperatureOption,
+    TensorParallelSizeOption,
+    ThinkingOption,
+    ThinkingTokenBudgetOption,
+    TimeoutOption,
+    TokenizerOption,
+)
 from auditor.errors import ExitCode, UsageError
 
 if TYPE_CHECKING:
@@ -28,61 +71,59 @@ def scan_many_command(
     *,
     targets: Annotated[Path, typer.Argument(help="File of local paths or git URLs (url@rev or url#rev), one per line; or a directory of repositories.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Run directory: reports, index, state (re-run to resume).")] = Path("auditor-runs"),
-    rule: Annotated[list[str], typer.Option("--rule", "-r", help="Rule id or path to a rule file (repeatable).")] = [],
-    engine: Annotated[str, typer.Option("--engine", "-e", help="auto | vllm | openai | replay | static | a plugin's name.")] = "auto",
-    model: Annotated[str | None, typer.Option("--model", "-m", help="Checkpoint directory or HF id (or the served model name).")] = None,
-    tokenizer: Annotated[str | None, typer.Option("--tokenizer", help="Tokenizer directory (tokenizer.json + chat template).")] = None,
+    rule: RuleOption = [],
+    engine: EngineOption = DEFAULT_ENGINE,
+    model: EngineModelOption = None,
+    tokenizer: TokenizerOption = None,
     endpoint: Annotated[list[str], typer.Option("--endpoint", help="A `vllm serve` base URL for --engine openai (repeatable).")] = [],
-    base_url: Annotated[str | None, typer.Option("--base-url", envvar="AUDITOR_BASE_URL", help="One OpenAI-compatible server.")] = None,
-    api_key: Annotated[str | None, typer.Option("--api-key", envvar="AUDITOR_API_KEY", help="API key for the endpoints.")] = None,
-    replay: Annotated[str | None, typer.Option("--replay", help="Recorded completions for --engine replay (ids <repo>/window-<i>).")] = None,
+    base_url: BaseUrlOption = None,
+    api_key: ApiKeyOption = None,
+    replay: ManyReplayOption = None,
     ray_address: Annotated[str | None, typer.Option("--ray-address", help="auto | ray://host:10001 (default: a local Ray instance).")] = None,
     backend: Annotated[str, typer.Option("--backend", help="auto (Ray when installed) | ray | sequential.")] = "auto",
     workers: Annotated[int, typer.Option("--workers", min=1, help="Generation actors (one engine each).")] = 1,
     gpus_per_worker: Annotated[float | None, typer.Option("--gpus-per-worker", min=0.0, help="GPUs per actor (default: tensor-parallel size for vllm).")] = None,
     batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Windows per engine call.")] = 8,
-    max_model_len: Annotated[int, typer.Option("--max-model-len", min=1024)] = 262_144,
-    output_tokens: Annotated[int, typer.Option("--output-tokens", min=1)] = 32_768,
-    max_num_seqs: Annotated[int, typer.Option("--max-num-seqs", min=1)] = 4,
-    tensor_parallel_size: Annotated[int, typer.Option("--tensor-parallel-size", min=1)] = 1,
-    gpu_memory_utilization: Annotated[float, typer.Option("--gpu-memory-utilization", min=0.05, max=1.0)] = 0.90,
-    temperature: Annotated[float, typer.Option("--temperature", min=0.0)] = 0.0,
-    seed: Annotated[int, typer.Option("--seed")] = 0,
-    thinking: Annotated[bool, typer.Option("--thinking/--no-thinking")] = True,
-    thinking_token_budget: Annotated[int | None, typer.Option("--thinking-token-budget", min=1)] = None,
-    include: Annotated[list[str], typer.Option("--include", help="Only files matching this glob (repeatable).")] = [],
-    exclude: Annotated[list[str], typer.Option("--exclude", help="Skip files matching this glob (repeatable).")] = [],
-    max_windows: Annotated[int, typer.Option("--max-windows", min=0, help="Windows per repository (0: no limit).")] = 0,
-    static: Annotated[bool, typer.Option("--static/--no-static", help="Also run the static pass.")] = True,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not use the index and result caches.")] = False,
-    error: Annotated[bool, typer.Option("--error", help="Exit 1 when there are findings.")] = False,
+    max_model_len: MaxModelLenOption = DEFAULT_MAX_MODEL_LEN,
+    output_tokens: OutputTokensOption = DEFAULT_OUTPUT_TOKENS,
+    max_num_batched_tokens: MaxNumBatchedTokensOption = DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    max_num_seqs: MaxNumSeqsOption = DEFAULT_MAX_NUM_SEQS,
+    tensor_parallel_size: TensorParallelSizeOption = DEFAULT_TENSOR_PARALLEL_SIZE,
+    gpu_memory_utilization: GpuMemoryUtilizationOption = DEFAULT_GPU_MEMORY_UTILIZATION,
+    temperature: TemperatureOption = DEFAULT_TEMPERATURE,
+    seed: SeedOption = DEFAULT_SEED,
+    thinking: ThinkingOption = True,
+    thinking_token_budget: ThinkingTokenBudgetOption = None,
+    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+    retries: RetriesOption = DEFAULT_RETRIES,
+    include: IncludeOption = [],
+    exclude: ExcludeOption = [],
+    max_file_bytes: MaxFileBytesOption = DEFAULT_MAX_FILE_BYTES,
+    max_windows: MaxWindowsOption = DEFAULT_MAX_WINDOWS,
+    static: StaticOption = True,
+    no_cache: NoCacheOption = False,
+    error: ErrorOption = False,
 ) -> None:
     """Audit many repositories in one resumable run, on Ray when it is installed."""
     from rich.console import Console
 
     from auditor.cli import progress_for, stderr
-    from auditor.engine.base import EngineSettings
+    from auditor.commands.options import scan_config_from_flags
     from auditor.many import ManyConfig, run_many
-    from auditor.pack import DEFAULT_PROBE_RESERVE_TOKENS, PackOptions
     from auditor.progress import ProgressEvent
-    from auditor.scan import ScanConfig
-    from auditor.tokens import TokenizerRequest
-    from auditor.walk import WalkOptions
 
     if backend not in BACKENDS:
         raise UsageError(f"--backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
-    settings = EngineSettings(
-        model=model, max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
+    # The per-repository scan is ``auditor scan``'s, root set per repository; the canaries
+    # keep their defaults (scan-many has no --probes).
+    template = scan_config_from_flags(
+        Path("."), rule=rule, engine=engine, model=model, tokenizer=tokenizer, base_url=base_url, api_key=api_key,
+        replay=replay, max_model_len=max_model_len, output_tokens=output_tokens,
+        max_num_batched_tokens=max_num_batched_tokens, gpu_memory_utilization=gpu_memory_utilization,
         max_num_seqs=max_num_seqs, tensor_parallel_size=tensor_parallel_size, temperature=temperature, seed=seed,
-        thinking_token_budget=thinking_token_budget, base_url=base_url, api_key=api_key, replay_path=replay,
-    )
-    template = ScanConfig(
-        root=Path("."), rules=tuple(rule), engine=engine, engine_settings=settings,
-        tokenizer=TokenizerRequest(tokenizer=tokenizer, model=model),
-        pack=PackOptions(max_model_len=max_model_len, output_tokens=output_tokens,
-                         probe_reserve_tokens=DEFAULT_PROBE_RESERVE_TOKENS, thinking=thinking, max_windows=max_windows),
-        walk=WalkOptions(include=tuple(include), exclude=tuple(exclude)),
-        use_cache=not no_cache, static=static,
+        thinking=thinking, thinking_token_budget=thinking_token_budget, timeout=timeout, retries=retries,
+        include=include, exclude=exclude, max_file_bytes=max_file_bytes, max_windows=max_windows, static=static,
+        no_cache=no_cache, probes=DEFAULT_PROBES, recall_threshold=DEFAULT_RECALL_THRESHOLD,
     )
     endpoints = tuple(endpoint) + ((base_url,) if base_url and base_url not in endpoint else ())
     config = ManyConfig(

@@ -1,4 +1,4 @@
-"""The scan configuration that ``scan`` and ``review`` build from the same flags, in one place."""
+"""The scan configuration that ``scan``, ``review`` and ``scan-many`` build from the same flags, in one place."""
 
 from __future__ import annotations
 

@@ -18,6 +18,58 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from auditor.commands.flags import (
+    DEFAULT_ENGINE,
+    DEFAULT_GPU_MEMORY_UTILIZATION,
+    DEFAULT_MAX_FILE_BYTES,
+    DEFAULT_MAX_MODEL_LEN,
+    DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    DEFAULT_MAX_NUM_SEQS,
+    DEFAULT_MAX_WINDOWS,
+    DEFAULT_OUTPUT_TOKENS,
+    DEFAULT_PROBES,
+    DEFAULT_RECALL_THRESHOLD,
+    DEFAULT_RETRIES,
+    DEFAULT_SEED,
+    DEFAULT_TEMPERATURE,
+    DEFAULT_TENSOR_PARALLEL_SIZE,
+    DEFAULT_TIMEOUT_S,
+    REPORT_FORMATS,
+    ApiKeyOption,
+    BaselineOption,
+    BaseUrlOption,
+    EngineModelOption,
+    EngineOption,
+    ExcludeOption,
+    GpuMemoryUtilizationOption,
+    IncludeOption,
+    JsonOutputOption,
+    MaxFileBytesOption,
+    MaxModelLenOption,
+    MaxNumBatchedTokensOption,
+    MaxNumSeqsOption,
+    MaxWindowsOption,
+    NoCacheOption,
+    OutputTokensOption,
+    ProbesOption,
+    RecallThresholdOption,
+    ReplayOption,
+    ReportFormatOption,
+    ReportOutputOption,
+    RetriesOption,
+    ReviewErrorOption,
+    ReviewMarkdownOutputOption,
+    RuleOption,
+    SarifOutputOption,
+    SeedOption,
+    StaticOption,
+    TemperatureOption,
+    TensorParallelSizeOption,
+    ThinkingOption,
+    ThinkingTokenBudgetOption,
+    TimeoutOption,
+    TokenizerOption,
+)
 from auditor.commands.output import exit_for, write_output
 from auditor.errors import UsageError
 
@@ -25,12 +77,6 @@ if TYPE_CHECKING:
     from auditor.progress import ProgressEvent
     from auditor.report.model import ScanResult
 
-FORMATS = ("text", "json", "sarif", "markdown")
-# auditor.canary's DEFAULT_CANARIES and DEFAULT_RECALL_THRESHOLD, restated (as ``auditor
-# scan`` does) so that building the CLI does not import the scan stages;
-# tests/test_cli_imports.py checks that they still match.
-DEFAULT_CANARIES = 3
-DEFAULT_RECALL_THRESHOLD = 0.8
 _stderr = Console(stderr=True)
 
 
@@ -57,39 +103,44 @@ def review_command(
     *,
     base: Annotated[str, typer.Option("--base", help="Base revision (e.g. the PR's merge base).")],
     head: Annotated[Optional[str], typer.Option("--head", help="Head revision (default: the working tree as checked out).")] = None,
-    rule: Annotated[list[str], typer.Option("--rule", "-r", help="Rule id or rule file (repeatable).")] = [],
+    rule: RuleOption = [],
     all_findings: Annotated[bool, typer.Option("--all", help="Existing findings on the change block too.")] = False,
     compare_base: Annotated[bool, typer.Option("--compare-base/--no-compare-base", help="Scan the base to tell new findings from existing ones.")] = True,
-    baseline: Annotated[Optional[Path], typer.Option("--baseline", help="Baseline file of accepted fingerprints (auditor scan --write-baseline).")] = None,
-    engine: Annotated[str, typer.Option("--engine", "-e", help="auto | vllm | openai | replay | static | a plugin's name.")] = "auto",
-    model: Annotated[Optional[str], typer.Option("--model", "-m", help="Checkpoint directory or Hugging Face id (local cache).")] = None,
-    tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="Tokenizer directory.")] = None,
-    base_url: Annotated[Optional[str], typer.Option("--base-url", envvar="AUDITOR_BASE_URL", help="OpenAI-compatible server, e.g. http://host:8000/v1.")] = None,
-    api_key: Annotated[Optional[str], typer.Option("--api-key", envvar="AUDITOR_API_KEY", help="API key for --base-url.")] = None,
-    replay: Annotated[Optional[str], typer.Option("--replay", help="Recorded completions for --engine replay.")] = None,
-    max_model_len: Annotated[int, typer.Option("--max-model-len", min=1024)] = 262_144,
-    output_tokens: Annotated[int, typer.Option("--output-tokens", min=1)] = 32_768,
-    max_num_batched_tokens: Annotated[int, typer.Option("--max-num-batched-tokens", min=1)] = 16_384,
-    gpu_memory_utilization: Annotated[float, typer.Option("--gpu-memory-utilization", min=0.05, max=1.0)] = 0.90,
-    max_num_seqs: Annotated[int, typer.Option("--max-num-seqs", min=1)] = 4,
-    temperature: Annotated[float, typer.Option("--temperature", min=0.0)] = 0.0,
-    seed: Annotated[int, typer.Option("--seed")] = 0,
-    thinking: Annotated[bool, typer.Option("--thinking/--no-thinking")] = True,
-    thinking_token_budget: Annotated[Optional[int], typer.Option("--thinking-token-budget", min=1)] = None,
-    include: Annotated[list[str], typer.Option("--include", help="Only files matching this glob (repeatable).")] = [],
-    exclude: Annotated[list[str], typer.Option("--exclude", help="Skip files matching this glob (repeatable).")] = [],
-    static: Annotated[bool, typer.Option("--static/--no-static", help="Also run the static pass.")] = True,
-    probes: Annotated[int, typer.Option("--probes", min=0, max=8, help="Recall canaries planted per window (0 disables).")] = DEFAULT_CANARIES,
-    recall_threshold: Annotated[float, typer.Option("--recall-threshold", min=0.0, max=1.0, help="Canary recall below this marks a window recall-degraded.")] = DEFAULT_RECALL_THRESHOLD,
-    format: Annotated[str, typer.Option("--format", "-f", help="text | json | sarif | markdown")] = "text",
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the report here instead of stdout.")] = None,
-    json_output: Annotated[Optional[Path], typer.Option("--json-output", help="Also write a JSON report here.")] = None,
-    sarif_output: Annotated[Optional[Path], typer.Option("--sarif-output", help="Also write a SARIF report here.")] = None,
-    markdown_output: Annotated[Optional[Path], typer.Option("--markdown-output", help="Also write the PR comment (Markdown) here.")] = None,
+    baseline: BaselineOption = None,
+    engine: EngineOption = DEFAULT_ENGINE,
+    model: EngineModelOption = None,
+    tokenizer: TokenizerOption = None,
+    base_url: BaseUrlOption = None,
+    api_key: ApiKeyOption = None,
+    replay: ReplayOption = None,
+    max_model_len: MaxModelLenOption = DEFAULT_MAX_MODEL_LEN,
+    output_tokens: OutputTokensOption = DEFAULT_OUTPUT_TOKENS,
+    max_num_batched_tokens: MaxNumBatchedTokensOption = DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    gpu_memory_utilization: GpuMemoryUtilizationOption = DEFAULT_GPU_MEMORY_UTILIZATION,
+    max_num_seqs: MaxNumSeqsOption = DEFAULT_MAX_NUM_SEQS,
+    tensor_parallel_size: TensorParallelSizeOption = DEFAULT_TENSOR_PARALLEL_SIZE,
+    temperature: TemperatureOption = DEFAULT_TEMPERATURE,
+    seed: SeedOption = DEFAULT_SEED,
+    thinking: ThinkingOption = True,
+    thinking_token_budget: ThinkingTokenBudgetOption = None,
+    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+    retries: RetriesOption = DEFAULT_RETRIES,
+    include: IncludeOption = [],
+    exclude: ExcludeOption = [],
+    max_file_bytes: MaxFileBytesOption = DEFAULT_MAX_FILE_BYTES,
+    max_windows: MaxWindowsOption = DEFAULT_MAX_WINDOWS,
+    static: StaticOption = True,
+    probes: ProbesOption = DEFAULT_PROBES,
+    recall_threshold: RecallThresholdOption = DEFAULT_RECALL_THRESHOLD,
+    format: ReportFormatOption = "text",
+    output: ReportOutputOption = None,
+    json_output: JsonOutputOption = None,
+    sarif_output: SarifOutputOption = None,
+    markdown_output: ReviewMarkdownOutputOption = None,
     sarif_category: Annotated[Optional[str], typer.Option("--sarif-category", help="SARIF automationDetails.id (GitHub's analysis category).")] = None,
     link_base: Annotated[Optional[str], typer.Option("--link-base", help="Prefix for Markdown links, e.g. https://github.com/o/r/blob/SHA/.")] = None,
-    error: Annotated[bool, typer.Option("--error", help="Exit 1 when there are new findings on the change.")] = False,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the caches.")] = False,
+    error: ReviewErrorOption = False,
+    no_cache: NoCacheOption = False,
 ) -> None:
     """Review a change: findings whose call chain the diff from --base touches, new vs existing."""
     from auditor.commands.options import scan_config_from_flags
@@ -97,14 +148,15 @@ def review_command(
     from auditor.review import ReviewConfig, run_review
     from auditor.scan import resolve_engine, run_scan
 
-    if format not in FORMATS:
-        raise UsageError(f"--format must be one of {', '.join(FORMATS)}, not {format!r}")
+    if format not in REPORT_FORMATS:
+        raise UsageError(f"--format must be one of {', '.join(REPORT_FORMATS)}, not {format!r}")
     scan = scan_config_from_flags(
         path, rule=rule, engine=engine, model=model, tokenizer=tokenizer, base_url=base_url, api_key=api_key,
         replay=replay, max_model_len=max_model_len, output_tokens=output_tokens,
         max_num_batched_tokens=max_num_batched_tokens, gpu_memory_utilization=gpu_memory_utilization,
-        max_num_seqs=max_num_seqs, temperature=temperature, seed=seed, thinking=thinking,
-        thinking_token_budget=thinking_token_budget, include=include, exclude=exclude, static=static,
+        max_num_seqs=max_num_seqs, tensor_parallel_size=tensor_parallel_size, temperature=temperature, seed=seed,
+        thinking=thinking, thinking_token_budget=thinking_token_budget, timeout=timeout, retries=retries,
+        include=include, exclude=exclude, max_file_bytes=max_file_bytes, max_windows=max_windows, static=static,
         no_cache=no_cache, probes=probes, recall_threshold=recall_threshold,
     )
     config = ReviewConfig(scan=scan, base=base, head=head, include_existing=all_findings,
