@@ -248,7 +248,7 @@ def pack(
         if not loaded.info.exact:
             stderr.print(f"[yellow]warning:[/] {escape(loaded.info.describe())}", highlight=False)
         if not no_cache:
-            loaded = with_count_cache(loaded)
+            loaded = with_count_cache(loaded, scope=str(path.resolve()))
         prepared = prepare_repository(
             path, walk_options, use_cache=not no_cache, progress=report, on_change=loaded.preload
         )

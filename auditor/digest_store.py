@@ -2,13 +2,18 @@
 are pure functions of some text (its token count under one tokenizer, its relevance score
 under one rule set), so a later run looks them up instead of recomputing them.
 
-One store is one append-only file of fixed-size records: a 16-byte BLAKE2b digest of the
+One store is an append-only file of fixed-size records: a 16-byte BLAKE2b digest of the
 input, the value (unsigned 32-bit), and a CRC-32 of both. Each batch of new values is one
 ``write`` on a file opened with ``O_APPEND``, so processes sharing a store add whole records
 without a lock. A record whose CRC does not match (a torn write, a damaged disk block) and a
 partial record at the end are ignored on load: a damaged store costs recomputation, never a
-wrong value. A file grown past ``MAX_STORE_BYTES`` is started afresh. Every I/O failure
-degrades to "not cached" and is logged; the store never fails the run that uses it.
+wrong value.
+
+The store is loaded whole by every run, so its size is bounded by two generations: once the
+file passes ``max_bytes`` it becomes the previous generation (``.old``) and a fresh file
+starts. A value found only in the previous generation is copied into the current one, so
+what is still in use survives the next turn and everything else is dropped with it. Every
+I/O failure degrades to "not cached" and is logged; the store never fails the run that uses it.
 """
 
 from __future__ import annotations
@@ -18,14 +23,14 @@ import logging
 import os
 import struct
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
 _RECORD = struct.Struct("<16sII")
-MAX_STORE_BYTES = 256 * 1024 * 1024
-"""A store past this size is replaced by an empty one (about 10 M records)."""
+DEFAULT_MAX_BYTES = 2 * 1024 * 1024
+"""One generation's size (about 87,000 values): loading two takes a few tens of ms."""
 
 
 def digest_of(text: str) -> bytes:
@@ -33,38 +38,59 @@ def digest_of(text: str) -> bytes:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
+def _record(key: bytes, value: int) -> bytes:
+    return _RECORD.pack(key, value, zlib.crc32(key + value.to_bytes(4, "little")))
+
+
 class DigestStore:
     """Digest -> value for one namespace, read once at open and appended to as values are computed."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, max_bytes: int = DEFAULT_MAX_BYTES):
         self.path = path
-        self._values: dict[bytes, int] = {}
-        self._load()
+        self.previous_path = path.with_name(path.name + ".old")
+        self._max_bytes = max_bytes
+        self._values = self._load(path)
+        self._previous = self._load(self.previous_path)
 
-    def _load(self) -> None:
+    @staticmethod
+    def _load(path: Path) -> dict[bytes, int]:
+        values: dict[bytes, int] = {}
         try:
-            if self.path.stat().st_size > MAX_STORE_BYTES:
-                self.path.unlink()
-                return
-            data = self.path.read_bytes()
+            data = path.read_bytes()
         except FileNotFoundError:
-            return
+            return values
         except OSError as exc:
-            logger.warning("digest store %s unreadable, starting empty: %s", self.path, exc)
-            return
+            logger.warning("digest store %s unreadable, starting empty: %s", path, exc)
+            return values
         usable = len(data) - len(data) % _RECORD.size
         crc32 = zlib.crc32
-        values = self._values
         for key, value, check in _RECORD.iter_unpack(data[:usable]):
             if crc32(key + value.to_bytes(4, "little")) == check:
                 values[key] = value
+        return values
 
     def __len__(self) -> int:
-        return len(self._values)
+        return len(self._values.keys() | self._previous.keys())
+
+    def get_many(self, keys: Sequence[bytes]) -> list[int | None]:
+        """The stored value of each key, or None; values found only in the previous
+        generation are carried into the current one."""
+        found: list[int | None] = []
+        carried: dict[bytes, int] = {}
+        for key in keys:
+            value = self._values.get(key)
+            if value is None:
+                value = self._previous.get(key)
+                if value is not None:
+                    carried[key] = value
+            found.append(value)
+        if carried:
+            self.put_many(carried)
+        return found
 
     def get(self, key: bytes) -> int | None:
         """The stored value of ``key``, or None."""
-        return self._values.get(key)
+        return self.get_many([key])[0]
 
     def put_many(self, values: Mapping[bytes, int] | Iterable[tuple[bytes, int]]) -> None:
         """Store new values (in memory and on disk, in one append)."""
@@ -74,7 +100,7 @@ class DigestStore:
             if self._values.get(key) == value:
                 continue
             self._values[key] = value
-            records += _RECORD.pack(key, value, zlib.crc32(key + value.to_bytes(4, "little")))
+            records += _record(key, value)
         if not records:
             return
         try:
@@ -82,7 +108,11 @@ class DigestStore:
             descriptor = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
                 os.write(descriptor, bytes(records))
+                size = os.fstat(descriptor).st_size
             finally:
                 os.close(descriptor)
+            if size > self._max_bytes:
+                os.replace(self.path, self.previous_path)
+                self._previous, self._values = self._values, {}
         except OSError as exc:
             logger.warning("digest store %s not written: %s", self.path, exc)

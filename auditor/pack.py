@@ -187,15 +187,18 @@ def relevance_scores(files: Sequence[PackInput], rules: Sequence[Rule], cache: D
     """
     patterns = [pattern for rule in rules for pattern in rule.relevance_patterns()]
     signature = "\n".join(f"{pattern.flags}:{pattern.pattern}" for pattern in patterns)
+    keyed = [entry for entry in files if cache is not None and entry.content_hash]
+    keys = [digest_of(f"relevance\0{signature}\0{entry.content_hash}") for entry in keyed]
+    known = dict(zip((entry.path for entry in keyed), cache.get_many(keys))) if cache is not None else {}
     scores: dict[str, int] = {}
     computed: dict[bytes, int] = {}
+    key_of = dict(zip((entry.path for entry in keyed), keys))
     for entry in files:
-        key = digest_of(f"relevance\0{signature}\0{entry.content_hash}") if cache is not None and entry.content_hash else None
-        score = cache.get(key) if cache is not None and key is not None else None
+        score = known.get(entry.path)
         if score is None:
             score = sum(len(pattern.findall(entry.text)) for pattern in patterns)
-            if key is not None:
-                computed[key] = score
+            if entry.path in key_of:
+                computed[key_of[entry.path]] = score
         scores[entry.path] = score
     if cache is not None and computed:
         cache.put_many(computed)

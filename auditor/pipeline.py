@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from auditor.callgraph import CallGraph, CallGraphCache
-from auditor.digest_store import DigestStore
+from auditor.digest_store import DigestStore, digest_of
 from auditor.index import FileIndex, IndexCache, default_cache_dir, index_files
 from auditor.pack import PackInput, PackOptions, PackResult, pack
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
@@ -109,7 +109,8 @@ def pack_prepared(
     files = [PackInput(entry.path, entry.text, entry.language, entry.content_hash) for entry in prepared.walk.files]
     relevance_cache = None
     if prepared.cache_dir is not None:
-        relevance_cache = DigestStore(prepared.cache_dir / f"relevance-v{RELEVANCE_CACHE_VERSION}.bin")
+        scope = digest_of(str(prepared.walk.root)).hex()
+        relevance_cache = DigestStore(prepared.cache_dir / f"relevance-v{RELEVANCE_CACHE_VERSION}" / f"{scope}.bin")
     return pack(
         files,
         repository=prepared.walk.root.name,

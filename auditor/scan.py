@@ -132,7 +132,7 @@ def plan_scan(
     if engine != "static":
         tokenizer = load_tokenizer(config.tokenizer)  # the vocabulary itself loads when first needed
         if config.use_cache:
-            tokenizer = with_count_cache(tokenizer)
+            tokenizer = with_count_cache(tokenizer, scope=str(config.root.resolve()))
     if prepared is None:
         prepared = prepare_repository(
             config.root, config.walk, use_cache=config.use_cache, progress=progress,

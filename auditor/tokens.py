@@ -389,15 +389,18 @@ class CachedCountTokenizer:
     under the tokenizer's fingerprint: re-packing a repository counts only what changed,
     and a run whose counts are all known never loads the vocabulary.
 
-    Rendering and ``info`` are the wrapped tokenizer's; counts are identical to it.
+    Counts are kept per ``scope`` (a repository), so a run loads only what that repository
+    used lately rather than everything ever counted on the machine. Rendering and ``info``
+    are the wrapped tokenizer's; counts are identical to it.
     """
 
-    def __init__(self, tokenizer: HFTokenizer, cache_dir: Path):
-        from auditor.digest_store import DigestStore
+    def __init__(self, tokenizer: HFTokenizer, cache_dir: Path, scope: str = ""):
+        from auditor.digest_store import DigestStore, digest_of
 
         self._inner = tokenizer
         self.info = tokenizer.info
-        self._store = DigestStore(cache_dir / f"v{COUNT_CACHE_VERSION}" / f"{tokenizer.fingerprint()}.bin")
+        name = digest_of(scope).hex()
+        self._store = DigestStore(cache_dir / f"v{COUNT_CACHE_VERSION}" / tokenizer.fingerprint() / f"{name}.bin")
 
     def count(self, text: str) -> int:
         return self.count_many([text])[0]
@@ -406,7 +409,7 @@ class CachedCountTokenizer:
         from auditor.digest_store import digest_of
 
         keys = [digest_of(text) for text in texts]
-        found = [self._store.get(key) for key in keys]
+        found = self._store.get_many(keys)
         missing = {key: text for key, text, value in zip(keys, texts, found) if value is None}
         if missing:
             counted = dict(zip(missing, self._inner.count_many(list(missing.values()))))
@@ -434,9 +437,12 @@ def default_count_cache_dir() -> Path:
     return default_cache_dir().parent / "counts"
 
 
-def with_count_cache(tokenizer: HFTokenizer | EstimateTokenizer, cache_dir: Path | None = None) -> PromptTokenizer:
-    """``tokenizer`` with a persistent count cache when its counts are exact (an estimate is
-    already instant and is returned as it is)."""
+def with_count_cache(
+    tokenizer: HFTokenizer | EstimateTokenizer, cache_dir: Path | None = None, *, scope: str = ""
+) -> PromptTokenizer:
+    """``tokenizer`` with a persistent count cache for ``scope`` (e.g. the repository's
+    resolved path) when its counts are exact (an estimate is already instant and is
+    returned as it is)."""
     if isinstance(tokenizer, EstimateTokenizer):
         return tokenizer
-    return CachedCountTokenizer(tokenizer, cache_dir or default_count_cache_dir())
+    return CachedCountTokenizer(tokenizer, cache_dir or default_count_cache_dir(), scope)

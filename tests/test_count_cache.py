@@ -179,3 +179,29 @@ def test_prepare_signals_a_change_before_resolving_the_graph(tmp_path):
     (repo / "app.py").write_text("def save(order):\n    order.save()\n    return order\n")
     prepare()
     assert calls == ["changed", "changed"]
+
+
+def test_store_size_is_bounded_and_values_in_use_survive(tmp_path):
+    record = 24
+    path = tmp_path / "s.bin"
+    store = DigestStore(path, max_bytes=10 * record)
+    kept, dropped = digest_of("kept"), digest_of("dropped")
+    store.put_many({kept: 1, dropped: 2})
+    store.put_many({digest_of(f"filler {i}"): i for i in range(9)})  # passes the limit: a new generation starts
+    assert store.previous_path.is_file() and not path.exists()
+    reopened = DigestStore(path, max_bytes=10 * record)
+    assert reopened.get(kept) == 1  # found in the previous generation: carried into the current one
+    reopened.put_many({digest_of(f"more {i}"): i for i in range(10)})  # the next turn drops the rest
+    last = DigestStore(path, max_bytes=10 * record)
+    assert (last.get(kept), last.get(dropped)) == (1, None)
+    assert path.stat().st_size <= 11 * record or not path.exists()
+    assert store.previous_path.stat().st_size <= 11 * record
+
+
+def test_count_caches_are_kept_per_repository(tiny_tokenizer_dir, tmp_path):
+    exact = _exact(tiny_tokenizer_dir).count_many(TEXTS)
+    one = with_count_cache(_exact(tiny_tokenizer_dir), tmp_path, scope="/repos/one")
+    two = with_count_cache(_exact(tiny_tokenizer_dir), tmp_path, scope="/repos/two")
+    assert one.count_many(TEXTS) == exact
+    assert two.count_many(TEXTS[:2]) == exact[:2]
+    assert len(list(tmp_path.rglob("*.bin"))) == 2
