@@ -335,6 +335,39 @@ def test_long_arguments_are_whitespace_normalised_and_truncated() -> None:
     assert site.arguments.startswith("argument_0, argument_1, argument_2")
 
 
+def test_non_ascii_text_gives_the_same_texts_as_its_ascii_twin() -> None:
+    # Byte offsets and character offsets differ once the text is not ASCII.
+    template = (
+        "def f():\n"
+        "    '{0}'\n"
+        "    with  lock( '{0}' ) :\n"
+        "        Order . objects . filter( name='{0}' ,\n  x=1 ).update( a ,  b )\n"
+    )
+    ascii_index = index_source("a.py", template.format("abc"), "python")
+    text_index = index_source("u.py", template.format("äß€"), "python")
+
+    def texts(index: FileIndex) -> list[tuple[str, str]]:
+        return [(site.callee, site.arguments) for site in index.calls] + [
+            (block.expression, "") for block in index.context_blocks
+        ]
+
+    assert texts(text_index) == [
+        (text.replace("abc", "äß€"), arguments.replace("abc", "äß€"))
+        for text, arguments in texts(ascii_index)
+    ]
+    assert ("Order.objects.filter.update", "a , b") in texts(text_index)
+    assert ("lock('äß€')", "") in texts(text_index)
+
+
+def test_undecodable_source_bytes_are_replaced_in_texts() -> None:
+    # A lone surrogate is encoded as is (surrogatepass); reading it back cannot decode it.
+    (site,) = index_source("s.py", "f('\udcff')\n", "python").calls
+
+    assert site.callee == "f"
+    assert site.arguments.startswith("'") and site.arguments.endswith("'")
+    assert "\ufffd" in site.arguments
+
+
 def test_same_input_gives_equal_index() -> None:
     for name in (
         "sample.py",
@@ -434,6 +467,26 @@ def test_identical_content_at_two_paths_is_parsed_once(
     )
     cached = IndexCache(tmp_path).get(source[3], "python", "elsewhere.py")
     assert cached == replace(result["sample.py"], path="elsewhere.py")
+
+
+def test_parsing_in_worker_processes_gives_what_parsing_here_gives(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    names = ["sample.py", "sample.js", "sample.ts", "sample.tsx", "sample.go"]
+    names += ["sample.java", "broken.py"]
+    sources = sources_from_fixtures(*names)
+    # Identical content at a second path is parsed once.
+    sources.append(("copy/sample.py", *sources[0][1:]))
+    sources.append(("unicode.py", "def f():\n    g('äß', h( x ))\n", "python", "u"))
+    monkeypatch.setattr(index_module, "PARALLEL_PARSE_THRESHOLD", 1)
+    monkeypatch.setattr(index_module, "_available_cpus", lambda: 2)
+
+    result = index_files(sources)
+
+    assert result == {
+        path: index_source(path, text, language, content_hash)
+        for path, text, language, content_hash in sorted(sources)
+    }
 
 
 def test_corrupt_cache_entry_is_ignored_and_rewritten(tmp_path: Path) -> None:
