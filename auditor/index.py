@@ -1209,7 +1209,7 @@ def _update_pack(
         if missing:
             cache._write_delta(name, delta)
         return
-    cache._write_pack(name, {key: _record_of(index) for key, index in found.items()})
+    cache._write_pack(name, {key: added[key] if key in added else _record_of(index) for key, index in found.items()})
 
 
 @contextmanager
