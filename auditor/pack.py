@@ -187,12 +187,14 @@ def relevance_scores(files: Sequence[PackInput], rules: Sequence[Rule], cache: D
     """
     patterns = [pattern for rule in rules for pattern in rule.relevance_patterns()]
     signature = "\n".join(f"{pattern.flags}:{pattern.pattern}" for pattern in patterns)
-    keyed = [entry for entry in files if cache is not None and entry.content_hash]
-    keys = [digest_of(f"relevance\0{signature}\0{entry.content_hash}") for entry in keyed]
-    known = dict(zip((entry.path for entry in keyed), cache.get_many(keys))) if cache is not None else {}
+    key_of = {
+        entry.path: digest_of(f"relevance\0{signature}\0{entry.content_hash}")
+        for entry in files
+        if cache is not None and entry.content_hash
+    }
+    known = dict(zip(key_of, cache.get_many(list(key_of.values())))) if cache is not None else {}
     scores: dict[str, int] = {}
     computed: dict[bytes, int] = {}
-    key_of = dict(zip((entry.path for entry in keyed), keys))
     for entry in files:
         score = known.get(entry.path)
         if score is None:
