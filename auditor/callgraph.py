@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import marshal
 import os
 import posixpath
 import sys
@@ -945,9 +944,17 @@ def graph_cache_key(indexes: Mapping[str, FileIndex]) -> str:
     content hash (an index is a function of its content and language, under one
     ``INDEX_VERSION``), the graph and index format versions, and the Python version (module
     resolution consults its standard-library module names)."""
-    files = tuple((path, indexes[path].language, indexes[path].content_hash) for path in sorted(indexes))
-    header = (GRAPH_VERSION, INDEX_VERSION, tuple(sys.version_info[:2]))
-    return hashlib.sha256(marshal.dumps((header, files))).hexdigest()
+    # Length-prefixed texts, not marshal: marshal's bytes depend on which equal strings are
+    # one object (it writes a repeated object as a back-reference), so equal indexes could
+    # get different keys.
+    digest = hashlib.sha256(repr((GRAPH_VERSION, INDEX_VERSION, tuple(sys.version_info[:2]))).encode())
+    for path in sorted(indexes):
+        index = indexes[path]
+        for text in (path, index.language, index.content_hash):
+            data = text.encode("utf-8", "surrogatepass")
+            digest.update(len(data).to_bytes(8, "big"))
+            digest.update(data)
+    return digest.hexdigest()
 
 
 class CallGraphCache:

@@ -6,8 +6,8 @@ One store is an append-only file of fixed-size records: a 16-byte BLAKE2b digest
 input, the value (unsigned 32-bit), and a CRC-32 of both. Each batch of new values is one
 ``write`` on a file opened with ``O_APPEND``, so processes sharing a store add whole records
 without a lock. A record whose CRC does not match (a torn write, a damaged disk block) and a
-partial record at the end are ignored on load: a damaged store costs recomputation, never a
-wrong value.
+partial record at the end are ignored on load, and the records after a torn one are found
+again wherever they start: a damaged store costs recomputation, never a wrong value.
 
 The store is loaded whole by every run, so its size is bounded by two generations: once the
 file passes ``max_bytes`` it becomes the previous generation (``.old``) and a fresh file
@@ -62,11 +62,24 @@ class DigestStore:
         except OSError as exc:
             logger.warning("digest store %s unreadable, starting empty: %s", path, exc)
             return values
-        usable = len(data) - len(data) % _RECORD.size
         crc32 = zlib.crc32
-        for key, value, check in _RECORD.iter_unpack(data[:usable]):
-            if crc32(key + value.to_bytes(4, "little")) == check:
-                values[key] = value
+        size = _RECORD.size
+        view = memoryview(data)
+        offset = 0
+        while len(data) - offset >= size:
+            usable = offset + (len(data) - offset) // size * size
+            damaged = None
+            for index, (key, value, check) in enumerate(_RECORD.iter_unpack(view[offset:usable])):
+                if crc32(key + value.to_bytes(4, "little")) == check:
+                    values[key] = value
+                else:
+                    damaged = offset + index * size
+                    break
+            if damaged is None:
+                break
+            # A write cut short (a full disk) shifts every record appended after it: look
+            # for the next intact record one byte on rather than dropping the rest.
+            offset = damaged + 1
         return values
 
     def __len__(self) -> int:

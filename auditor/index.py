@@ -733,11 +733,12 @@ _ENTRY_MAGIC = b"auditor-index-entry\n"
 _PACK_MAGIC = b"auditor-index-pack\n"
 
 MAX_PACKS = 16
+"""Most pack files one cache directory keeps; the least recently used are deleted first."""
+
 # A pack's delta (entries added since it was written whole) and its entries no longer used
 # may together reach this share of its size (at least PACK_DELTA_MIN) before a full rewrite.
 PACK_DELTA_SHARE = 0.125
 PACK_DELTA_MIN = 64
-"""Most pack files one cache directory keeps; the least recently used are deleted first."""
 
 PARALLEL_PARSE_THRESHOLD = 300
 """Parsing is spread over worker processes when more files than this need parsing."""
@@ -1266,6 +1267,7 @@ def index_files(
         pack_name = scan_pack_name(source[0] for source in pending)
     found: dict[_CacheKey, FileIndex] = {}
     misses: dict[_CacheKey, list[tuple[str, str, str, str]]] = {}
+    damaged: set[_CacheKey] = set()
     completed = 0
     with collection_paused():
         pack, stored = (
@@ -1282,7 +1284,10 @@ def index_files(
             if key not in found:
                 # Popping lets each record be freed once decoded, and leaves in the pack
                 # only the entries this scan did not use.
-                index = _decode_or_none(pack.pop(key, None), key, path)
+                record = pack.pop(key, None)
+                index = _decode_or_none(record, key, path)
+                if index is None and record is not None:
+                    damaged.add(key)  # stored but unusable: the pack must be repaired
                 if index is None and cache is not None:
                     index = _decode_or_none(cache._get_record(key, path), key, path)
                 if index is None:
@@ -1302,6 +1307,8 @@ def index_files(
             completed += 1
             progress(ProgressEvent(stage="index", completed=completed, total=total))
     if cache is not None and pack_name is not None:
+        if damaged:  # counted as missing, so that their records are written again
+            stored = replace(stored, keys=stored.keys - damaged)
         _update_pack(cache, pack_name, found, added, stored, unused=len(pack))
     results: dict[str, FileIndex] = {}
     for path, _, language, content_hash in pending:

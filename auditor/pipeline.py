@@ -72,7 +72,9 @@ def prepare_repository(
     if graph is None:
         if on_change is not None:
             on_change()
-        graph = CallGraph.build(indexes, cache=graph_cache)
+        graph = CallGraph.build(indexes)
+        if graph_cache is not None:
+            graph_cache.put(indexes, graph)
     return PreparedRepository(walk=walked, indexes=indexes, graph=graph, cache_dir=directory if use_cache else None)
 
 

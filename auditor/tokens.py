@@ -152,6 +152,19 @@ def render_chatml(messages: Sequence[Message], *, thinking: bool) -> str:
     return "".join(parts)
 
 
+def _fingerprint_of(tokenizer_json: bytes) -> str:
+    """SHA-256 of a ``tokenizer.json``'s bytes and the installed ``tokenizers`` version."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        library = version("tokenizers")
+    except PackageNotFoundError:
+        library = "unknown"
+    digest = hashlib.sha256(tokenizer_json)
+    digest.update(f"\0tokenizers {library}".encode())
+    return digest.hexdigest()
+
+
 class HFTokenizer:
     """A Hugging Face ``tokenizer.json`` with the checkpoint's chat template: exact counts."""
 
@@ -193,10 +206,18 @@ class HFTokenizer:
         from tokenizers import Tokenizer
 
         try:
-            self._loaded = Tokenizer.from_file(str(self._tokenizer_file))
+            data = self._tokenizer_file.read_bytes()
+            loaded = Tokenizer.from_buffer(data)
         except Exception as exc:
             self._load_error = TokenizerError(f"cannot load {self._tokenizer_file}: {exc}")
             self._load_error.__cause__ = exc
+            return
+        # Counts are cached under the fingerprint taken when the run began; a vocabulary
+        # replaced since (the load is lazy) must not count under it.
+        if self._fingerprint is not None and _fingerprint_of(data) != self._fingerprint:
+            self._load_error = TokenizerError(f"{self._tokenizer_file} changed during the run; run again")
+            return
+        self._loaded = loaded
 
     def preload(self) -> None:
         """Start loading the vocabulary in a background thread (``tokenizers`` releases the
@@ -212,18 +233,11 @@ class HFTokenizer:
         changes rendering, not counting; a library upgrade may change how a vocabulary
         splits text, so it starts afresh)."""
         if self._fingerprint is None:
-            from importlib.metadata import PackageNotFoundError, version
-
             try:
-                library = version("tokenizers")
-            except PackageNotFoundError:
-                library = "unknown"
-            try:
-                digest = hashlib.sha256(self._tokenizer_file.read_bytes())
+                data = self._tokenizer_file.read_bytes()
             except OSError as exc:
                 raise TokenizerError(f"cannot read {self._tokenizer_file}: {exc}") from exc
-            digest.update(f"\0tokenizers {library}".encode())
-            self._fingerprint = digest.hexdigest()
+            self._fingerprint = _fingerprint_of(data)
         return self._fingerprint
 
     def count(self, text: str) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import marshal
 import textwrap
 import zlib
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -196,3 +197,18 @@ def test_prepare_repository_reuses_the_graph_unless_caching_is_off(tmp_path: Pat
     (root / "shop" / "views.py").write_text("def checkout(request):\n    return request\n")
     with pytest.raises(AssertionError, match="rebuilt"):
         prepare_repository(root, cache_dir=cache_dir)
+
+
+def test_equal_indexes_get_one_key_whichever_strings_they_share() -> None:
+    # Two empty __init__.py files: indexed one by one their content hashes are two equal
+    # strings; from index_files (or a cache) they are one shared object. Same files, same key.
+    files = {"a/__init__.py": "", "b/__init__.py": "", "a/m.py": "def f():\n    return 1\n"}
+    separate = index_all(files)
+    shared = separate["a/__init__.py"].content_hash
+    sharing = {
+        path: replace(index, content_hash=shared) if index.content_hash == shared else index
+        for path, index in separate.items()
+    }
+    assert separate["b/__init__.py"].content_hash is not shared
+    assert sharing == separate
+    assert graph_cache_key(sharing) == graph_cache_key(separate)

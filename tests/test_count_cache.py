@@ -51,6 +51,7 @@ def test_a_fully_cached_run_never_loads_the_vocabulary(tiny_tokenizer_dir, tmp_p
         raise AssertionError("the vocabulary was loaded although every count was cached")
 
     monkeypatch.setattr(tokenizers.Tokenizer, "from_file", refuse)
+    monkeypatch.setattr(tokenizers.Tokenizer, "from_buffer", refuse)
     assert with_count_cache(_exact(tiny_tokenizer_dir), tmp_path).count_many(TEXTS) == expected
 
 
@@ -79,6 +80,35 @@ def test_a_damaged_store_costs_recounting_not_wrong_counts(tiny_tokenizer_dir, t
     data[16] ^= 0xFF  # corrupt the first record's value
     store.write_bytes(bytes(data) + b"\x01\x02\x03")  # and leave a torn record at the end
     assert with_count_cache(_exact(tiny_tokenizer_dir), tmp_path).count_many(TEXTS) == exact
+
+
+def test_a_vocabulary_replaced_during_the_run_never_counts_under_the_old_fingerprint(tiny_tokenizer_dir, tmp_path):
+    import json
+
+    directory = tmp_path / "tok"
+    shutil.copytree(tiny_tokenizer_dir, directory)
+    cache = tmp_path / "cache"
+    cached = with_count_cache(_exact(directory), cache)  # fingerprint taken; the vocabulary loads lazily
+    data = json.loads((directory / "tokenizer.json").read_text())
+    data["model"]["merges"] = []  # another vocabulary at the same path, before the first count
+    (directory / "tokenizer.json").write_text(json.dumps(data))
+    with pytest.raises(TokenizerError, match="changed during the run"):
+        cached.count_many(TEXTS)
+    assert not any(path.stat().st_size for path in cache.rglob("*.bin"))  # nothing stored under the old one
+    shutil.copy(tiny_tokenizer_dir / "tokenizer.json", directory / "tokenizer.json")
+    assert with_count_cache(_exact(directory), cache).count_many(TEXTS) == _exact(tiny_tokenizer_dir).count_many(TEXTS)
+
+
+def test_records_appended_after_a_write_cut_short_are_still_found(tmp_path):
+    path = tmp_path / "s.bin"
+    DigestStore(path).put_many({digest_of("before"): 1})
+    with path.open("ab") as handle:
+        handle.write(b"\x00" * 10)  # a write cut short by a full disk: later records start mid-record
+    DigestStore(path).put_many({digest_of(f"after {i}"): i for i in range(5)})
+    reopened = DigestStore(path)
+    assert reopened.get(digest_of("before")) == 1
+    assert [reopened.get(digest_of(f"after {i}")) for i in range(5)] == list(range(5))
+    assert len(reopened) == 6
 
 
 def test_store_round_trip_and_unwritable_directory(tmp_path):

@@ -867,3 +867,26 @@ def test_collection_paused_leaves_what_it_made_in_the_oldest_generation() -> Non
     oldest = {id(value) for value in gc.get_objects(generation=2)}
     assert id(kept) in oldest
     assert all(id(value) in oldest for value in kept)
+
+
+def test_a_malformed_pack_record_is_written_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sources = sources_from_fixtures("sample.py", "sample.go")
+    cache = IndexCache(tmp_path)
+    expected = index_files(sources, cache=cache, pack_name="repo")
+    path, _, language, content_hash = sources[0]
+    good = index_module._record_of(expected[path])
+    pack = index_module._unseal(
+        index_module._PACK_MAGIC, cache.pack_path("repo").read_bytes()
+    )
+    assert isinstance(pack, dict)
+    pack[(content_hash, language)] = (*good[:4], (("callee",),), *good[5:])
+    sealed = index_module._seal(index_module._PACK_MAGIC, pack)
+    cache.pack_path("repo").write_bytes(b"".join(sealed))
+    assert index_files(sources, cache=cache, pack_name="repo") == expected
+
+    # The bad record was replaced: the pack alone serves the scan again.
+    remove_entry_files(cache)
+    forbid_parsing(monkeypatch)
+    assert index_files(sources, cache=cache, pack_name="repo") == expected
