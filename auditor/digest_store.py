@@ -12,8 +12,10 @@ again wherever they start: a damaged store costs recomputation, never a wrong va
 The store is loaded whole by every run, so its size is bounded by two generations: once the
 file passes ``max_bytes`` it becomes the previous generation (``.old``) and a fresh file
 starts. A value found only in the previous generation is copied into the current one, so
-what is still in use survives the next turn and everything else is dropped with it. Every
-I/O failure degrades to "not cached" and is logged; the store never fails the run that uses it.
+what is still in use survives the next turn and everything else is dropped with it. Stores
+kept one per repository in a directory are bounded too (``MAX_STORES``, least recently used
+first out). Every I/O failure degrades to "not cached" and is logged; the store never fails
+the run that uses it.
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ logger = logging.getLogger(__name__)
 _RECORD = struct.Struct("<16sII")
 DEFAULT_MAX_BYTES = 2 * 1024 * 1024
 """One generation's size (about 87,000 values): loading two takes a few tens of ms."""
+MAX_STORES = 64
+"""Stores kept side by side in one directory (one per repository): creating one more removes
+the least recently used beyond this many."""
 
 
 def digest_of(text: str) -> bytes:
@@ -51,6 +56,12 @@ class DigestStore:
         self._max_bytes = max_bytes
         self._values = self._load(path)
         self._previous = self._load(self.previous_path)
+        self._exists = bool(self._values) or path.exists()
+        if self._exists:
+            try:
+                os.utime(path)  # in use: pruning keeps the most recently used stores
+            except OSError:
+                pass
 
     @staticmethod
     def _load(path: Path) -> dict[bytes, int]:
@@ -129,3 +140,21 @@ class DigestStore:
                 self._previous, self._values = self._values, {}
         except OSError as exc:
             logger.warning("digest store %s not written: %s", self.path, exc)
+            return
+        if not self._exists:
+            self._exists = True
+            self._prune_siblings()
+
+    def _prune_siblings(self) -> None:
+        """Remove the least recently used stores of this directory beyond ``MAX_STORES``."""
+        aged: list[tuple[float, str, Path]] = []
+        for sibling in self.path.parent.glob("*.bin"):
+            try:
+                aged.append((sibling.stat().st_mtime, sibling.name, sibling))
+            except OSError:
+                continue  # removed meanwhile by another process
+        aged.sort(reverse=True)
+        for _, _, stale in aged[MAX_STORES:]:
+            if stale != self.path:
+                stale.unlink(missing_ok=True)
+                stale.with_name(stale.name + ".old").unlink(missing_ok=True)

@@ -735,6 +735,11 @@ _PACK_MAGIC = b"auditor-index-pack\n"
 MAX_PACKS = 16
 """Most pack files one cache directory keeps; the least recently used are deleted first."""
 
+MAX_ENTRIES = 200_000
+"""Most entry files one cache directory keeps (~1-3 GB at most); when a pack is written whole
+and there are more, the oldest are deleted down to 80% of this (their files sit in packs
+too, so deleting one costs at most a parse)."""
+
 # A pack's delta (entries added since it was written whole) and its entries no longer used
 # may together reach this share of its size (at least PACK_DELTA_MIN) before a full rewrite.
 PACK_DELTA_SHARE = 0.125
@@ -1096,6 +1101,29 @@ class IndexCache:
             if stale != target:
                 stale.unlink(missing_ok=True)
                 stale.with_suffix(".delta").unlink(missing_ok=True)
+        self._prune_entries()
+
+    def _prune_entries(self) -> None:
+        """Delete the oldest entry files when there are more than ``MAX_ENTRIES``."""
+        entries: list[os.DirEntry[str]] = []
+        try:
+            shards = [shard for shard in os.scandir(self.directory) if shard.is_dir() and len(shard.name) == 2]
+            for shard in shards:
+                entries.extend(entry for entry in os.scandir(shard.path) if entry.name.endswith(".index"))
+        except OSError as error:
+            logger.debug("cannot list index cache entries: %s", error)
+            return
+        if len(entries) <= MAX_ENTRIES:
+            return
+        aged: list[tuple[float, str]] = []
+        for entry in entries:
+            try:
+                aged.append((entry.stat().st_mtime, entry.path))
+            except OSError:
+                continue  # removed meanwhile by another process
+        aged.sort()
+        for _, path in aged[: len(aged) - MAX_ENTRIES * 4 // 5]:
+            Path(path).unlink(missing_ok=True)
 
 
 def default_cache_dir() -> Path:

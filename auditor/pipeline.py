@@ -33,6 +33,7 @@ class PreparedRepository:
     indexes: Mapping[str, FileIndex]
     graph: CallGraph
     cache_dir: Path | None = None  # the index cache in use; None when caching is off
+    cache_scope: str = ""  # the name this tree's caches are kept under (its root by default)
 
     @property
     def texts(self) -> dict[str, str]:
@@ -48,6 +49,7 @@ def prepare_repository(
     use_cache: bool = True,
     progress: ProgressCallback = no_progress,
     on_change: Callable[[], None] | None = None,
+    cache_scope: str | None = None,
 ) -> PreparedRepository:
     """Walk ``root``, index every file in a supported language and build the call graph.
 
@@ -60,12 +62,17 @@ def prepare_repository(
     the last run, or caching is off), before that work starts: a caller uses it to begin
     what a change implies in the background, such as loading a tokenizer's vocabulary to
     count the changed text.
+
+    ``cache_scope`` names the tree's caches (index pack, relevance scores); by default its
+    root path. A caller that walks a temporary copy of a repository (review's worktrees)
+    passes a stable name so that the next run finds them again.
     """
     walked = walk(root, walk_options, progress)
     directory = cache_dir or default_cache_dir()
     cache = IndexCache(directory) if use_cache else None
     sources = [(f.path, f.text, f.language, f.content_hash) for f in walked.files if f.language]
-    indexes = index_files(sources, cache=cache, progress=progress, pack_name=str(walked.root))
+    scope = cache_scope or str(walked.root)
+    indexes = index_files(sources, cache=cache, progress=progress, pack_name=scope)
     progress(ProgressEvent(stage="graph", message=f"call graph over {len(indexes)} indexed files"))
     graph_cache = CallGraphCache(directory) if use_cache else None
     graph = graph_cache.get(indexes) if graph_cache is not None else None
@@ -75,7 +82,9 @@ def prepare_repository(
         graph = CallGraph.build(indexes)
         if graph_cache is not None:
             graph_cache.put(indexes, graph)
-    return PreparedRepository(walk=walked, indexes=indexes, graph=graph, cache_dir=directory if use_cache else None)
+    return PreparedRepository(
+        walk=walked, indexes=indexes, graph=graph, cache_dir=directory if use_cache else None, cache_scope=scope
+    )
 
 
 def top_level_symbols(index: FileIndex) -> tuple[str, ...]:
@@ -111,7 +120,7 @@ def pack_prepared(
     files = [PackInput(entry.path, entry.text, entry.language, entry.content_hash) for entry in prepared.walk.files]
     relevance_cache = None
     if prepared.cache_dir is not None:
-        scope = digest_of(str(prepared.walk.root)).hex()
+        scope = digest_of(prepared.cache_scope or str(prepared.walk.root)).hex()
         relevance_cache = DigestStore(prepared.cache_dir / f"relevance-v{RELEVANCE_CACHE_VERSION}" / f"{scope}.bin")
     return pack(
         files,

@@ -118,13 +118,17 @@ def run_review(config: ReviewConfig, progress: ProgressCallback = no_progress, *
             message=f"{len(diff.changed)} changed file(s), {len(diff.deleted)} deleted, {len(diff.renames)} renamed",
         )
     )
+    # The head and base trees may be temporary worktrees: their caches are kept under the
+    # repository's own name. Every cache is keyed by content, so the trees share what they
+    # have in common (all but the change) and the next review finds it again.
+    scope = config.scan.cache_scope or str(root)
     with _tree_at(root, diff.head if config.head is not None else None) as head_root:
-        head = _scan_tree(replace(config.scan, root=head_root), progress, scan, diff)
+        head = _scan_tree(replace(config.scan, root=head_root, cache_scope=scope), progress, scan, diff)
     base_fingerprints: frozenset[str] = frozenset()
     if config.compare_base:
         with _tree_at(root, diff.base) as base_root:
             progress(ProgressEvent(stage="review", message=f"scanning the base {diff.base[:12]} for existing findings"))
-            base = _scan_tree(replace(config.scan, root=base_root), progress, scan)
+            base = _scan_tree(replace(config.scan, root=base_root, cache_scope=scope), progress, scan)
         base_fingerprints = base_fingerprints_after_renames(base.result.findings, base.texts, diff.renames)
 
     spans = changed_functions(diff, head.indexes)
@@ -198,7 +202,9 @@ def run_review(config: ReviewConfig, progress: ProgressCallback = no_progress, *
 def _scan_tree(config: ScanConfig, progress: ProgressCallback, scan: ScanFunction, diff: Diff | None = None) -> _Tree:
     """Walk and index one tree, then scan it; with a diff, the pack carries the changed files
     and their call-graph neighbours first."""
-    prepared = prepare_repository(config.root, config.walk, use_cache=config.use_cache, progress=progress)
+    prepared = prepare_repository(
+        config.root, config.walk, use_cache=config.use_cache, progress=progress, cache_scope=config.cache_scope
+    )
     if diff is not None:
         config = replace(config, pack=replace(config.pack, seed_paths=review_seed_paths(diff, prepared.graph)))
     result = scan(config, progress, prepared=prepared)

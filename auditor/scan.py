@@ -58,6 +58,14 @@ class ScanConfig:
     probes: int = DEFAULT_CANARIES
     recall_threshold: float = DEFAULT_RECALL_THRESHOLD
     baseline: Path | None = None
+    # The name this tree's caches are kept under (default: its resolved root); review gives
+    # its temporary worktrees stable names so that the next review finds them again.
+    cache_scope: str | None = None
+
+    @property
+    def scope(self) -> str:
+        """The effective cache scope."""
+        return self.cache_scope or str(self.root.resolve())
 
 
 def selected_rules(specs: tuple[str, ...]) -> tuple[Rule, ...]:
@@ -132,11 +140,11 @@ def plan_scan(
     if engine != "static":
         tokenizer = load_tokenizer(config.tokenizer)  # the vocabulary itself loads when first needed
         if config.use_cache:
-            tokenizer = with_count_cache(tokenizer, scope=str(config.root.resolve()))
+            tokenizer = with_count_cache(tokenizer, scope=config.scope)
     if prepared is None:
         prepared = prepare_repository(
             config.root, config.walk, use_cache=config.use_cache, progress=progress,
-            on_change=tokenizer.preload if tokenizer is not None else None,
+            on_change=tokenizer.preload if tokenizer is not None else None, cache_scope=config.cache_scope,
         )
     static_findings: list[Finding] = []
     if config.static or engine == "static":

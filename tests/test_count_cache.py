@@ -235,3 +235,17 @@ def test_count_caches_are_kept_per_repository(tiny_tokenizer_dir, tmp_path):
     assert one.count_many(TEXTS) == exact
     assert two.count_many(TEXTS[:2]) == exact[:2]
     assert len(list(tmp_path.rglob("*.bin"))) == 2
+
+
+def test_least_recently_used_stores_are_removed(tmp_path, monkeypatch):
+    import os
+
+    import auditor.digest_store as digest_store
+
+    monkeypatch.setattr(digest_store, "MAX_STORES", 2)
+    for age, name in enumerate(("old", "used", "newer")):
+        DigestStore(tmp_path / f"{name}.bin").put_many({digest_of(name): 1})
+        os.utime(tmp_path / f"{name}.bin", (1_000_000 + age, 1_000_000 + age))
+    DigestStore(tmp_path / "used.bin")  # opening marks it used
+    DigestStore(tmp_path / "new.bin").put_many({digest_of("new"): 1})  # a new store prunes the rest
+    assert sorted(path.name for path in tmp_path.glob("*.bin")) == ["new.bin", "used.bin"]

@@ -890,3 +890,15 @@ def test_a_malformed_pack_record_is_written_again(
     remove_entry_files(cache)
     forbid_parsing(monkeypatch)
     assert index_files(sources, cache=cache, pack_name="repo") == expected
+
+
+def test_entry_files_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(index_module, "MAX_ENTRIES", 5)
+    cache = IndexCache(tmp_path)
+    sources = []
+    for i in range(12):
+        text = f"def f{i}():\n    return {i}\n"
+        sources.append((f"m{i}.py", text, "python", index_module.content_hash_of(text)))
+    expected = index_files(sources, cache=cache, pack_name="repo")  # written whole: prunes
+    assert len(list(cache.directory.rglob("*.index"))) == 4
+    assert index_files(sources, cache=cache, pack_name="repo") == expected  # the pack still serves all

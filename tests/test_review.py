@@ -406,3 +406,22 @@ def test_cli_prints_warnings_with_brackets_verbatim(tmp_path: Path):
     outcome = CliRunner().invoke(_cli(), ["review", str(root), "--base", base, "--engine", "static", "--rule", TX])
     assert outcome.exit_code == 0, outcome.output
     assert "ignore comment names no rule (write auditor: ignore[rule-id] reason)" in " ".join(outcome.stderr.split())
+
+
+def test_a_repeated_review_reuses_the_caches_of_its_temporary_worktrees(repo, monkeypatch, tmp_path: Path):
+    import auditor.index as index_module
+
+    first = static_review(repo["root"], repo["base"], head=repo["touch"])
+    parsed: list[str] = []
+    real_index_source = index_module.index_source
+
+    def counting(path: str, *args: object):
+        parsed.append(path)
+        return real_index_source(path, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(index_module, "index_source", counting)
+    second = static_review(repo["root"], repo["base"], head=repo["touch"])
+    assert parsed == []  # head and base worktrees are new directories, their caches are not
+    assert [f.fingerprint for f in second.result.findings] == [f.fingerprint for f in first.result.findings]
+    packs = list((tmp_path / "cache" / "index").rglob("*.pack"))
+    assert len(packs) == 1  # one pack for the repository, not one per temporary worktree
