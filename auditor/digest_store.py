@@ -57,6 +57,7 @@ class DigestStore:
         self._values = self._load(path)
         self._previous = self._load(self.previous_path)
         self._exists = bool(self._values) or path.exists()
+        self._unwritable = False  # after one failed write, values stay in memory and are not retried
         if self._exists:
             try:
                 os.utime(path)  # in use: pruning keeps the most recently used stores
@@ -125,7 +126,7 @@ class DigestStore:
                 continue
             self._values[key] = value
             records += _record(key, value)
-        if not records:
+        if not records or self._unwritable:
             return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -139,7 +140,8 @@ class DigestStore:
                 os.replace(self.path, self.previous_path)
                 self._previous, self._values = self._values, {}
         except OSError as exc:
-            logger.warning("digest store %s not written: %s", self.path, exc)
+            logger.warning("digest store %s not written (values kept for this run only): %s", self.path, exc)
+            self._unwritable = True
             return
         if not self._exists:
             self._exists = True

@@ -1000,6 +1000,7 @@ class IndexCache:
 
     def __init__(self, directory: Path) -> None:
         self.directory = Path(directory) / f"v{INDEX_VERSION}"
+        self._entries_unwritable = False  # after one failed entry write, stop trying (and warning)
 
     def entry_path(self, content_hash: str, language: str) -> Path:
         """Where the entry for this content and language is stored."""
@@ -1035,8 +1036,11 @@ class IndexCache:
             return None
 
     def _put_record(self, record: _Record) -> None:
+        if self._entries_unwritable:
+            return
         target = self.entry_path(record[1], record[0])
-        _write_atomically(target, _seal(_ENTRY_MAGIC, record))
+        if not _write_atomically(target, _seal(_ENTRY_MAGIC, record)):
+            self._entries_unwritable = True
 
     def delta_path(self, name: str) -> Path:
         """Where the records added to the pack of ``name`` since it was last written whole are kept."""

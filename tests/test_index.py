@@ -902,3 +902,16 @@ def test_entry_files_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     expected = index_files(sources, cache=cache, pack_name="repo")  # written whole: prunes
     assert len(list(cache.directory.rglob("*.index"))) == 4
     assert index_files(sources, cache=cache, pack_name="repo") == expected  # the pack still serves all
+
+
+def test_an_unwritable_cache_warns_once_not_per_file(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    blocked = tmp_path / "not-a-directory"
+    blocked.write_text("")
+    sources = []
+    for i in range(20):
+        text = f"def f{i}():\n    return {i}\n"
+        sources.append((f"m{i}.py", text, "python", index_module.content_hash_of(text)))
+    with caplog.at_level("WARNING", logger="auditor.index"):
+        result = index_files(sources, cache=IndexCache(blocked), pack_name="repo")
+    assert sorted(result) == sorted(path for path, *_ in sources)
+    assert 1 <= len(caplog.records) <= 2  # one for the entries, at most one for the pack
