@@ -39,15 +39,8 @@ from itertools import chain
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from auditor.index import (
-    INDEX_VERSION,
-    Definition,
-    FileIndex,
-    _seal,
-    _unseal,
-    _write_atomically,
-    collection_paused,
-)
+from auditor.cache_files import prune_least_recent, seal, unseal, write_atomically
+from auditor.index import INDEX_VERSION, Definition, FileIndex, collection_paused
 
 GRAPH_VERSION = 1
 """Version of the graph cache format and of the resolution rules; part of the cache key.
@@ -980,7 +973,7 @@ class CallGraphCache:
         target = self.graph_path(key)
         try:
             with collection_paused():
-                stored = _unseal(_GRAPH_MAGIC, target.read_bytes())
+                stored = unseal(_GRAPH_MAGIC, target.read_bytes())
                 rows = _checked_rows(stored, key, indexes)
                 graph = CallGraph(indexes, rows) if rows is not None else None
         except FileNotFoundError:
@@ -1001,18 +994,9 @@ class CallGraphCache:
         """Store ``graph`` as the graph of ``indexes``, then delete graphs beyond ``MAX_GRAPHS``."""
         key = graph_cache_key(indexes)
         target = self.graph_path(key)
-        if not _write_atomically(target, _seal(_GRAPH_MAGIC, (key, graph._rows))):
+        if not write_atomically(target, seal(_GRAPH_MAGIC, (key, graph._rows))):
             return
-        aged: list[tuple[float, str, Path]] = []
-        for stored in self.directory.glob("*.graph"):
-            try:
-                aged.append((stored.stat().st_mtime, stored.name, stored))
-            except OSError:
-                continue  # removed meanwhile by another process
-        aged.sort(reverse=True)
-        for _, _, stale in aged[MAX_GRAPHS:]:
-            if stale != target:
-                stale.unlink(missing_ok=True)
+        prune_least_recent(self.directory, "*.graph", MAX_GRAPHS, spare=target)
 
 
 def _checked_rows(stored: object, key: str, indexes: Mapping[str, FileIndex]) -> _FileRows | None:

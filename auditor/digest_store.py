@@ -28,6 +28,8 @@ import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+from auditor.cache_files import prune_least_recent
+
 logger = logging.getLogger(__name__)
 
 _RECORD = struct.Struct("<16sII")
@@ -149,14 +151,7 @@ class DigestStore:
 
     def _prune_siblings(self) -> None:
         """Remove the least recently used stores of this directory beyond ``MAX_STORES``."""
-        aged: list[tuple[float, str, Path]] = []
-        for sibling in self.path.parent.glob("*.bin"):
-            try:
-                aged.append((sibling.stat().st_mtime, sibling.name, sibling))
-            except OSError:
-                continue  # removed meanwhile by another process
-        aged.sort(reverse=True)
-        for _, _, stale in aged[MAX_STORES:]:
-            if stale != self.path:
-                stale.unlink(missing_ok=True)
-                stale.with_name(stale.name + ".old").unlink(missing_ok=True)
+        prune_least_recent(
+            self.path.parent, "*.bin", MAX_STORES, spare=self.path,
+            companions=lambda store: (store.with_name(store.name + ".old"),),
+        )

@@ -27,8 +27,6 @@ import multiprocessing
 import os
 import pickle
 import re
-import tempfile
-import zlib
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -43,6 +41,7 @@ from typing import Any
 
 from tree_sitter import Node, QueryCursor
 
+from auditor.cache_files import prune_least_recent, seal, unseal, write_atomically
 from auditor.languages.grammars import (
     UnsupportedLanguageError,
     parser_for,
@@ -933,48 +932,6 @@ def _record_matches(record: object, key: _CacheKey) -> bool:
     )
 
 
-def _seal(
-    magic: bytes, value: _Record | dict[_CacheKey, _Record]
-) -> tuple[bytes, bytes]:
-    """A header (``magic`` and a CRC-32 of the marshalled ``value``) and the marshalled
-    value, to be written one after the other (not joined: a pack can be large)."""
-    payload = marshal.dumps(value)
-    return magic + zlib.crc32(payload).to_bytes(4, "big"), payload
-
-
-def _unseal(magic: bytes, data: bytes) -> object:
-    """The value ``_seal`` stored; raises ValueError/EOFError/TypeError if ``data`` is not one."""
-    header = len(magic) + 4
-    if len(data) < header or not data.startswith(magic):
-        raise ValueError("not an auditor index cache file")
-    payload = memoryview(data)[header:]
-    if zlib.crc32(payload) != int.from_bytes(data[len(magic) : header], "big"):
-        raise ValueError("checksum mismatch")
-    return marshal.loads(payload)
-
-
-def _write_atomically(target: Path, chunks: Iterable[bytes]) -> bool:
-    """Replace ``target`` by the concatenated ``chunks`` in one rename; False (logged)
-    when that fails."""
-    temporary: str | None = None
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        descriptor, temporary = tempfile.mkstemp(
-            dir=target.parent, prefix=".tmp-", suffix=target.suffix
-        )
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.writelines(chunks)
-        os.replace(temporary, target)
-        temporary = None
-        return True
-    except OSError as error:
-        logger.warning("could not write index cache file %s: %s", target, error)
-        return False
-    finally:
-        if temporary is not None:
-            Path(temporary).unlink(missing_ok=True)
-
-
 @dataclass(frozen=True)
 class StoredPack:
     """What a scan's pack held when read: every key, the keys from its delta file, and the
@@ -1026,7 +983,7 @@ class IndexCache:
     def _get_record(self, key: _CacheKey, path: str) -> object:
         """The stored record for ``key`` (not yet checked), or None."""
         try:
-            return _unseal(_ENTRY_MAGIC, self.entry_path(*key).read_bytes())
+            return unseal(_ENTRY_MAGIC, self.entry_path(*key).read_bytes())
         except FileNotFoundError:
             return None
         except (OSError, ValueError, EOFError, TypeError) as error:
@@ -1039,7 +996,7 @@ class IndexCache:
         if self._entries_unwritable:
             return
         target = self.entry_path(record[1], record[0])
-        if not _write_atomically(target, _seal(_ENTRY_MAGIC, record)):
+        if not write_atomically(target, seal(_ENTRY_MAGIC, record)):
             self._entries_unwritable = True
 
     def delta_path(self, name: str) -> Path:
@@ -1048,7 +1005,7 @@ class IndexCache:
 
     def _read_sealed_dict(self, target: Path) -> dict[_CacheKey, _Record]:
         try:
-            records = _unseal(_PACK_MAGIC, target.read_bytes())
+            records = unseal(_PACK_MAGIC, target.read_bytes())
         except FileNotFoundError:
             return {}
         except (OSError, ValueError, EOFError, TypeError) as error:
@@ -1079,7 +1036,7 @@ class IndexCache:
 
     def _write_delta(self, name: str, records: Mapping[_CacheKey, _Record]) -> None:
         """Replace the delta of a scan's pack by ``records`` (the pack itself is kept)."""
-        _write_atomically(self.delta_path(name), _seal(_PACK_MAGIC, dict(sorted(records.items()))))
+        write_atomically(self.delta_path(name), seal(_PACK_MAGIC, dict(sorted(records.items()))))
 
     def _write_pack(self, name: str, records: Mapping[_CacheKey, _Record]) -> None:
         """Replace a scan's pack by ``records``, then delete packs beyond ``MAX_PACKS``."""
@@ -1091,20 +1048,12 @@ class IndexCache:
             )
             for key in sorted(records)
         }
-        if not _write_atomically(target, _seal(_PACK_MAGIC, ordered)):
+        if not write_atomically(target, seal(_PACK_MAGIC, ordered)):
             return
         self.delta_path(name).unlink(missing_ok=True)
-        aged: list[tuple[float, str, Path]] = []
-        for pack in target.parent.glob("*.pack"):
-            try:
-                aged.append((pack.stat().st_mtime, pack.name, pack))
-            except OSError:
-                continue  # removed meanwhile by another process
-        aged.sort(reverse=True)
-        for _, _, stale in aged[MAX_PACKS:]:
-            if stale != target:
-                stale.unlink(missing_ok=True)
-                stale.with_suffix(".delta").unlink(missing_ok=True)
+        prune_least_recent(
+            target.parent, "*.pack", MAX_PACKS, spare=target, companions=lambda pack: (pack.with_suffix(".delta"),)
+        )
         self._prune_entries()
 
     def _prune_entries(self) -> None:

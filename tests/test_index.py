@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import auditor.index as index_module
+from auditor.cache_files import seal, unseal
 from auditor.index import (
     QUERY_NAMES,
     CallSite,
@@ -828,7 +829,7 @@ def test_malformed_pack_records_are_ignored_and_reparsed(
     remove_entry_files(cache)
     record = (*index_module._record_of(expected["sample.py"])[:4], (("callee",),))
     record += index_module._record_of(expected["sample.py"])[5:]
-    pack = index_module._seal(index_module._PACK_MAGIC, {(source[3], "python"): record})
+    pack = seal(index_module._PACK_MAGIC, {(source[3], "python"): record})
     cache.pack_path(scan_pack_name(["sample.py"])).write_bytes(b"".join(pack))
     parsed = count_parsing(monkeypatch)
 
@@ -877,12 +878,12 @@ def test_a_malformed_pack_record_is_written_again(
     expected = index_files(sources, cache=cache, pack_name="repo")
     path, _, language, content_hash = sources[0]
     good = index_module._record_of(expected[path])
-    pack = index_module._unseal(
+    pack = unseal(
         index_module._PACK_MAGIC, cache.pack_path("repo").read_bytes()
     )
     assert isinstance(pack, dict)
     pack[(content_hash, language)] = (*good[:4], (("callee",),), *good[5:])
-    sealed = index_module._seal(index_module._PACK_MAGIC, pack)
+    sealed = seal(index_module._PACK_MAGIC, pack)
     cache.pack_path("repo").write_bytes(b"".join(sealed))
     assert index_files(sources, cache=cache, pack_name="repo") == expected
 
