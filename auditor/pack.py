@@ -10,7 +10,8 @@ Ranking: files matching a rule's relevance patterns come first (most matches fir
 their call-graph neighbours; these *candidates* are carried in full, split across windows
 when needed so each appears in full at least once, ordered so callers sit next to callees.
 Every window carries the same repository map; remaining space holds skeletons of the next
-files by rank. Token counts: a cheap byte estimate screens items, exact counts are made only
+files by rank, and what room is still left turns those skeletons back into full text, in
+rank order (so a repository that fits one window is carried whole). Token counts: a cheap byte estimate screens items, exact counts are made only
 for what is placed, and each finished window is re-counted whole and corrected at the edge.
 """
 
@@ -46,6 +47,10 @@ FILL_TOLERANCE = 0.005
 SCREEN_SLACK = 4
 # Gap filling gives up after this many consecutive filler items that do not fit.
 MAX_FILLER_MISSES = 256
+# Upgrading filler skeletons to full text gives up after this many that do not fit, and
+# passes over texts longer than this many characters per token of room without counting.
+MAX_UPGRADE_MISSES = 16
+MAX_CHARS_PER_TOKEN = 8
 
 
 @dataclass(frozen=True)
@@ -503,6 +508,7 @@ def pack(
         placed = _fill(queue, content_budget, counter, expand)
         space = content_budget - sum(counter.counts(placed))
         extra = _fill_gap(fillers.items({item.path for item in placed}), space, counter, content_budget)
+        extra = _upgrade_skeletons(extra, space - sum(counter.counts(extra)), by_path, chunk_budget, counter)
         if queue and not placed:
             raise PackError(f"{_describe(queue[0])} cannot fit an empty window")
         window, kept_candidates = _finish_window(builder, index, placed, extra, counter, options, queue)
@@ -638,6 +644,36 @@ def _fill_gap(items: Iterator[_Item], space: int, counter: _Counter, budget: int
         else:
             misses += 1
     return placed
+
+
+def _upgrade_skeletons(
+    extra: list[_Item], space: int, by_path: Mapping[str, PackInput], chunk_budget: int, counter: _Counter
+) -> list[_Item]:
+    """Replace filler skeletons by their files' full text, in rank order, while the room
+    left in the window allows: a repository that fits is carried whole, and a spare
+    window's room goes to the code around its files (bodies show the calls a chain follows)."""
+    upgraded = list(extra)
+    misses = 0
+    for position, item in enumerate(extra):
+        if space <= 0 or misses >= MAX_UPGRADE_MISSES:
+            break
+        if item.tier != "skeleton":
+            continue
+        room = space + counter.counts([item])[0]
+        # Code runs well under MAX_CHARS_PER_TOKEN characters per token: a longer text
+        # cannot fit, and is passed over without rendering or counting it.
+        if len(by_path[item.path].text) > room * MAX_CHARS_PER_TOKEN:
+            misses += 1
+            continue
+        full = _full_items(by_path[item.path], False, chunk_budget, counter, item.order)
+        growth = counter.counts(full)[0] - room + space if len(full) == 1 else space + 1
+        if growth <= space:
+            upgraded[position] = full[0]
+            space -= growth
+            misses = 0
+        else:
+            misses += 1
+    return upgraded
 
 
 def _finish_window(

@@ -83,24 +83,42 @@ def test_full_windows_use_at_least_98_percent_of_the_budget(tokenizer):
         assert window.prompt_tokens >= 0.98 * options.prompt_budget, window.index
 
 
+UTIL_BODY_LINES = 1_500
+UTIL = "def fmt(x):\n" + "    x = x + 1\n" * UTIL_BODY_LINES + "    return str(x)\n"
+
+
 def test_relevant_files_rank_first_and_rest_become_filler(tokenizer):
     repo = [
         PackInput("app/views.py", "def pay(request):\n    order.save()\n", "python"),
-        PackInput("app/util.py", "def fmt(x):\n    return str(x)\n", "python"),
+        PackInput("app/util.py", UTIL, "python"),
         PackInput("app/helpers.py", "def helper():\n    return fmt(1)\n", "python"),
     ]
     neighbors = {"app/views.py": ["app/helpers.py"], "app/helpers.py": ["app/views.py", "app/util.py"]}
     candidates, rest = rank_files(repo, [RULE], lambda p: neighbors.get(p, []), neighbor_depth=1)
     assert candidates == ["app/views.py", "app/helpers.py"]
     assert rest == ["app/util.py"]
+    body = (2, UTIL_BODY_LINES + 2)
     result = pack(repo, repository="demo", rules=[RULE], tokenizer=tokenizer, options=_options(6_000),
-                  neighbors=lambda p: neighbors.get(p, []), skeleton_of=lambda p: ((2, 2),))
+                  neighbors=lambda p: neighbors.get(p, []), skeleton_of=lambda p: (body,) if p == "app/util.py" else None)
     tiers = {(f.path, f.tier) for f in result.windows[0].files}
     assert ("app/views.py", "full") in tiers and ("app/helpers.py", "full") in tiers
+    # util.py in full would not fit the window: its skeleton does.
     assert ("app/util.py", "skeleton") in tiers
     prompt = result.windows[0].prompt
-    assert "…|lines 2-2 elided" in prompt
-    assert "1|def fmt(x):" in prompt and "return str(x)" not in prompt
+    assert f"…|lines 2-{UTIL_BODY_LINES + 2} elided" in prompt
+    assert "1|def fmt(x):" in prompt and "x = x + 1" not in prompt
+
+
+def test_filler_files_are_carried_in_full_when_the_window_has_room(tokenizer):
+    repo = [
+        PackInput("app/views.py", "def pay(request):\n    order.save()\n", "python"),
+        PackInput("commands/close.py", "def handle():\n    pay(None)\n", "python"),
+    ]
+    result = pack(repo, repository="demo", rules=[RULE], tokenizer=tokenizer, options=_options(6_000),
+                  skeleton_of=lambda p: ((2, 2),))
+    assert [(f.path, f.tier) for f in result.windows[0].files] == [("app/views.py", "full"), ("commands/close.py", "full")]
+    assert "2|    pay(None)" in result.windows[0].prompt
+    assert result.windows[0].prompt_tokens == tokenizer.count(result.windows[0].prompt)
 
 
 def test_a_file_larger_than_a_window_is_split_into_line_ranges(tokenizer):

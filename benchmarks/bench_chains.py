@@ -1,0 +1,56 @@
+"""Pack quality benchmark: are the call chains a finding needs packed together?
+
+A model can only trace a bug it sees whole: the entry point, every call on the way and the
+sink, in full text, in one window. The static pass's tx-outside-transaction findings give a
+set of real chains (entry point -> ... -> write); this script packs the same repository the
+way `auditor scan` does and reports how many of those chains have every file in full text
+within a single window.
+
+    python benchmarks/bench_chains.py REPO --tokenizer DIR [--neighbor-depth N]
+
+Not a timed benchmark: it measures what the packer puts together, for comparing packing
+strategies on a real repository (e.g. saleor).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from auditor.pack import PackOptions
+from auditor.pipeline import pack_prepared, prepare_repository
+from auditor.rules import load_rules
+from auditor.static import analyze_tx_outside_transaction
+from auditor.tokens import TokenizerRequest, load_tokenizer, with_count_cache
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("repo", type=Path)
+    parser.add_argument("--tokenizer", required=True, help="tokenizer dir for exact counts (e.g. the stand-in)")
+    parser.add_argument("--neighbor-depth", type=int, default=PackOptions().neighbor_depth)
+    args = parser.parse_args()
+
+    rules = load_rules(["tx-outside-transaction"])
+    root = args.repo.resolve()
+    tokenizer = with_count_cache(load_tokenizer(TokenizerRequest(tokenizer=args.tokenizer)), scope=str(root))
+    prepared = prepare_repository(root, on_change=tokenizer.preload)
+    findings = analyze_tx_outside_transaction(prepared.indexes, prepared.texts, rules[0], prepared.graph).findings
+    packed = pack_prepared(prepared, rules=rules, tokenizer=tokenizer, options=PackOptions(neighbor_depth=args.neighbor_depth))
+
+    in_full = [{f.path for f in window.files if f.tier == "full"} for window in packed.windows]
+    anywhere = set().union(*in_full) if in_full else set()
+    chains = [{step.path for step in finding.chain} | {finding.path} for finding in findings]
+    together = sum(1 for chain in chains if any(chain <= window for window in in_full))
+    somewhere = sum(1 for chain in chains if chain <= anywhere)
+    lengths = [len(chain) for chain in chains]
+    print(f"windows: {len(packed.windows)}")
+    print(f"chains (static tx-outside-transaction findings): {len(chains)}, files per chain: "
+          f"{min(lengths, default=0)}-{max(lengths, default=0)}")
+    print(f"every file of the chain in full in one window: {together} ({together / max(len(chains), 1):.0%})")
+    print(f"every file of the chain in full in some window: {somewhere} ({somewhere / max(len(chains), 1):.0%})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
