@@ -176,6 +176,7 @@ class HFTokenizer:
         self._loaded: Tokenizer | None = None
         self._loading: threading.Thread | None = None
         self._load_error: TokenizerError | None = None
+        self._lock = threading.Lock()  # one load, whichever thread asks first
         self._fingerprint: str | None = None
         config = _read_json(directory / "tokenizer_config.json")
         template_source = _chat_template_source(directory, config)
@@ -191,15 +192,14 @@ class HFTokenizer:
     def _tokenizer(self) -> Tokenizer:
         """The vocabulary, loaded on first use: a run whose counts all come from the count
         cache never pays its load time (~0.3 s) or memory (~100 MB for 131K ids)."""
-        if self._loading is not None:
-            self._loading.join()
-            self._loading = None
+        loading = self._loading
+        if loading is not None:
+            loading.join()
+        with self._lock:
+            if self._loaded is None and self._load_error is None:
+                self._load()
         if self._load_error is not None:
             raise self._load_error
-        if self._loaded is None:
-            self._load()
-            if self._load_error is not None:
-                raise self._load_error
         return self._loaded  # type: ignore[return-value]
 
     def _load(self) -> None:
@@ -223,9 +223,15 @@ class HFTokenizer:
         """Start loading the vocabulary in a background thread (``tokenizers`` releases the
         GIL while it parses), for a caller that knows counting is coming and has other work
         to do meanwhile. The next count waits for it; a load error surfaces there."""
-        if self._loaded is None and self._loading is None and self._load_error is None:
-            self._loading = threading.Thread(target=self._load, name="auditor-tokenizer-load", daemon=True)
-            self._loading.start()
+        with self._lock:
+            if self._loaded is None and self._loading is None and self._load_error is None:
+                self._loading = threading.Thread(target=self._load_once, name="auditor-tokenizer-load", daemon=True)
+                self._loading.start()
+
+    def _load_once(self) -> None:
+        with self._lock:
+            if self._loaded is None and self._load_error is None:
+                self._load()
 
     def fingerprint(self) -> str:
         """SHA-256 of ``tokenizer.json`` and the ``tokenizers`` library version: counts made

@@ -249,3 +249,29 @@ def test_least_recently_used_stores_are_removed(tmp_path, monkeypatch):
     DigestStore(tmp_path / "used.bin")  # opening marks it used
     DigestStore(tmp_path / "new.bin").put_many({digest_of("new"): 1})  # a new store prunes the rest
     assert sorted(path.name for path in tmp_path.glob("*.bin")) == ["new.bin", "used.bin"]
+
+
+def test_threads_counting_at_once_load_the_vocabulary_once(tiny_tokenizer_dir, monkeypatch):
+    import threading
+
+    import tokenizers
+
+    expected = _exact(tiny_tokenizer_dir).count_many(TEXTS)
+    real_from_buffer = tokenizers.Tokenizer.from_buffer
+    loads: list[int] = []
+
+    def counting_from_buffer(data):
+        loads.append(1)
+        return real_from_buffer(data)
+
+    monkeypatch.setattr(tokenizers.Tokenizer, "from_buffer", counting_from_buffer)
+    tokenizer = _exact(tiny_tokenizer_dir)
+    tokenizer.preload()
+    results: list[list[int]] = []
+    threads = [threading.Thread(target=lambda: results.append(tokenizer.count_many(TEXTS))) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == [expected] * 4
+    assert loads == [1]
