@@ -139,7 +139,10 @@ class DigestStore:
             finally:
                 os.close(descriptor)
             if size > self._max_bytes:
-                os.replace(self.path, self.previous_path)
+                try:
+                    os.replace(self.path, self.previous_path)
+                except FileNotFoundError:
+                    pass  # another process turned the generation over first
                 self._previous, self._values = self._values, {}
         except OSError as exc:
             logger.warning("digest store %s not written (values kept for this run only): %s", self.path, exc)

@@ -275,3 +275,24 @@ def test_threads_counting_at_once_load_the_vocabulary_once(tiny_tokenizer_dir, m
         thread.join()
     assert results == [expected] * 4
     assert loads == [1]
+
+
+def test_a_generation_turned_over_by_another_process_is_not_a_write_failure(tmp_path, monkeypatch, caplog):
+    import os
+
+    import auditor.digest_store as digest_store
+
+    store = DigestStore(tmp_path / "s.bin", max_bytes=24)
+    real_replace = os.replace
+
+    def raced(source, target):
+        real_replace(source, target)  # the other process got there first...
+        real_replace(source, target)  # ...so this one finds nothing to move
+
+    monkeypatch.setattr(digest_store.os, "replace", raced)
+    with caplog.at_level("WARNING", logger="auditor.digest_store"):
+        store.put_many({digest_of("a"): 1, digest_of("b"): 2})
+    monkeypatch.setattr(digest_store.os, "replace", real_replace)
+    assert not caplog.records
+    store.put_many({digest_of("c"): 3})  # still written
+    assert DigestStore(tmp_path / "s.bin", max_bytes=24).get(digest_of("c")) == 3
