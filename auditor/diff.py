@@ -143,12 +143,19 @@ def compute_diff(root: Path, base: str, head: str | None = None) -> Diff:
     patch = run_git(root, ["diff", *_DIFF_OPTIONS, "-U0", *revisions, "--"])
     entries = _parse_name_status(names)
     hunks = _parse_hunks(patch)
-    if len(hunks) != len(entries):
+    # A type change (file <-> symlink) is one name-status entry but two patches: the old
+    # side deleted, then the new side created; the second one holds the new-side lines.
+    type_changes = sum(1 for status, _, _ in entries if status == "T")
+    split_type_changes = type_changes > 0 and len(hunks) == len(entries) + type_changes
+    if len(hunks) != len(entries) and not split_type_changes:
         raise GitError(f"git diff listed {len(entries)} files but produced {len(hunks)} patches")
-    files = [
-        ChangedFile(path=path, old_path=old_path, status=status, hunks=file_hunks)
-        for (status, old_path, path), file_hunks in zip(entries, hunks)
-    ]
+    files: list[ChangedFile] = []
+    position = 0
+    for status, old_path, path in entries:
+        if status == "T" and split_type_changes:
+            position += 1
+        files.append(ChangedFile(path=path, old_path=old_path, status=status, hunks=hunks[position]))
+        position += 1
     return Diff(
         base=base_commit,
         head=revisions[1] if head is not None else f"working tree at {resolve_revision(root, 'HEAD')[:12]}",

@@ -207,13 +207,17 @@ def parse_answer(text: str) -> ParsedAnswer:
     if not answer.strip():
         return ParsedAnswer(claims=(), probes=(), complete=False, salvaged=0, errors=("empty answer",))
 
-    document, saw_object = _find_answer_object(answer)
+    document, saw_object, others = _find_answer_object(answer)
     if document is None:
         lenient = _TRAILING_COMMA.sub(r"\1", answer)
         if lenient != answer:
-            document, _ = _find_answer_object(lenient)
+            document, _, others = _find_answer_object(lenient)
     if document is not None:
         claims, probes, problems = _read_document(document)
+        if others:
+            # Only the first object is the answer (docs/answer-contract.md); say what was not read.
+            ignored = f"answer holds {others + 1} different JSON objects with 'findings' or 'probes'; only the first was read"
+            problems = (ignored, *problems)
         return ParsedAnswer(claims=claims, probes=probes, complete=True, salvaged=0, errors=problems)
 
     raw_findings, findings_closed = _salvage_array(answer, "findings")
@@ -242,23 +246,30 @@ def parse_answer(text: str) -> ParsedAnswer:
     )
 
 
-def _find_answer_object(text: str) -> tuple[dict[str, Any] | None, bool]:
-    """The first JSON object in ``text`` holding a contract key, and whether any JSON object was seen."""
+def _find_answer_object(text: str) -> tuple[dict[str, Any] | None, bool, int]:
+    """The first JSON object in ``text`` holding a contract key, whether any JSON object was
+    seen, and how many later contract objects differ from the first (and so were not read)."""
     saw_object = False
+    first: dict[str, Any] | None = None
+    others = 0
     position = text.find("{")
     while position != -1:
         try:
             value, end = _DECODER.raw_decode(text, position)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
+            # RecursionError: nesting deeper than the decoder allows (a degenerate answer).
             position = text.find("{", position + 1)
             continue
         if isinstance(value, dict):
             saw_object = True
             if any(key in value for key in _ANSWER_KEYS):
-                return value, True
-        # A decoded object without contract keys is skipped whole, nested objects included.
+                if first is None:
+                    first = value
+                elif value != first:
+                    others += 1
+        # A decoded object is skipped whole, nested objects included.
         position = text.find("{", end)
-    return None, saw_object
+    return first, saw_object, others
 
 
 def _salvage_array(text: str, key: str) -> tuple[list[Any] | None, bool]:
@@ -280,7 +291,7 @@ def _salvage_array(text: str, key: str) -> tuple[list[Any] | None, bool]:
             return items, True
         try:
             value, position = _DECODER.raw_decode(text, position)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             return items, False
         items.append(value)
 
@@ -500,8 +511,9 @@ _FUNCTION_SEPARATORS = re.compile(r"::|#|->")
 
 
 def normalise_path(path: str) -> str:
-    """A claimed path in the packed form: forward slashes, no leading './' or '/'."""
-    cleaned = path.strip().replace("\\", "/")
+    """A claimed path in the packed form: forward slashes, no leading './' or '/', and no
+    word joiners (the packer breaks control-token text in paths with them)."""
+    cleaned = path.strip().replace("\\", "/").replace("\u2060", "")
     while cleaned.startswith("./"):
         cleaned = cleaned[2:]
     return cleaned.lstrip("/")

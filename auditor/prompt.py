@@ -9,6 +9,7 @@ Rendering is a pure function of its inputs: same files, same bytes.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from itertools import chain, repeat
 from typing import Iterable, Sequence
@@ -59,6 +60,26 @@ def split_lines(text: str) -> list[str]:
     return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
+# Chat-template control tokens (ChatML turn markers, thinking tags, BOS/EOS, [INST] and tool
+# markers, reserved <SPECIAL_n>) written in a file or a path are read by the tokenizer as the
+# real tokens: a file could end the user turn and forge a system or assistant turn. A WORD
+# JOINER after the opening bracket leaves the text readable and makes it ordinary text.
+_CONTROL_TOKEN = re.compile(
+    r"<(?=\|[^\s<>|]{0,64}\|>|/?(?:think|s|unk)>|SPECIAL_\d+>)"
+    r"|\[(?=/?(?:INST|TOOL_CALLS|TOOL_RESULTS|AVAILABLE_TOOLS)\])"
+)
+WORD_JOINER = "\u2060"
+
+
+def neutralise_control_tokens(text: str) -> str:
+    """``text`` with every chat-template control token broken by a word joiner after its
+    opening bracket, so no repository text tokenizes as a turn marker; other text unchanged."""
+    # Cheap pre-checks first: most source files hold no "<" at all.
+    if "<" not in text and "INST]" not in text and "TOOL" not in text:
+        return text
+    return _CONTROL_TOKEN.sub("\\g<0>" + WORD_JOINER, text)
+
+
 def _header(path: str, view: str, start: int, end: int, total: int) -> str:
     return f"<<<FILE path={json.dumps(path, ensure_ascii=False)} view={view} lines={start}-{end}/{total}>>>\n"
 
@@ -86,7 +107,7 @@ def render_full_block(path: str, lines: Sequence[str], start: int = 1, end: int 
     """A file (or the line range ``start..end`` of it) with numbered lines between delimiters."""
     total = len(lines)
     end = total if end is None else end
-    return _header(path, "full", start, end, total) + _numbered(lines, start, end) + _footer(path)
+    return neutralise_control_tokens(_header(path, "full", start, end, total) + _numbered(lines, start, end) + _footer(path))
 
 
 def render_skeleton_block(path: str, lines: Sequence[str], elisions: Iterable[tuple[int, int]]) -> str:
@@ -102,7 +123,7 @@ def render_skeleton_block(path: str, lines: Sequence[str], elisions: Iterable[tu
     if number <= total:
         out.append(_numbered(lines, number, total))
     out.append(_footer(path))
-    return "".join(out)
+    return neutralise_control_tokens("".join(out))
 
 
 @dataclass(frozen=True)
@@ -135,7 +156,7 @@ def render_map(entries: Sequence[MapEntry], detail: int) -> str:
     if detail >= 2 and len(entries) > keep:
         rest = _directory_counts(entries[keep:], depth=2, suffix=" more")
         text = f"{text}\n{rest}" if text else rest
-    return text + ("\n" if text else "")
+    return neutralise_control_tokens(text + ("\n" if text else ""))
 
 
 def _directory_counts(entries: Sequence[MapEntry], depth: int, suffix: str = "") -> str:
@@ -144,7 +165,9 @@ def _directory_counts(entries: Sequence[MapEntry], depth: int, suffix: str = "")
         parts = entry.path.split("/")
         directory = "/".join(parts[:depth]) + "/" if len(parts) > depth else "./"
         counts[directory] = counts.get(directory, 0) + 1
-    return "".join(f"{directory} ({count}{suffix} files)\n" for directory, count in sorted(counts.items()))
+    return neutralise_control_tokens(
+        "".join(f"{directory} ({count}{suffix} files)\n" for directory, count in sorted(counts.items()))
+    )
 
 
 def render_task(rules: Sequence[Rule], probe_questions: str = "") -> str:

@@ -10,7 +10,7 @@ setting) and the request's exact content: its messages, ``max_tokens``, ``thinki
 ``json_schema``. The request id is not part of the key (a window may move from index 3 to
 index 2 when an earlier window shrinks) and a hit is answered under the current id.
 Only finished answers are stored: a completion with an ``error`` or finish reason
-"error"/"abort" is always retried. Writes are atomic (temporary file + ``os.replace``); an
+"error", "abort", "length" (cut off by the token budget) or "repetition" is always retried. Writes are atomic (temporary file + ``os.replace``); an
 unreadable or malformed entry counts as a miss and is overwritten by the fresh answer.
 Bypassing the cache (``--no-cache``) is the caller's choice: do not wrap the engine.
 """
@@ -31,10 +31,11 @@ from auditor.engine.base import ChatRequest, Completion, Engine, error_completio
 from auditor.index import default_cache_dir
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
 
-RESULT_CACHE_VERSION = 1
-"""Version of the entry format and key material; part of the directory name."""
+RESULT_CACHE_VERSION = 2
+"""Version of the entry format, key material and how answers are split from reasoning
+(2: an unclosed trace is no answer); part of the directory name."""
 
-_UNCACHED_FINISH_REASONS = frozenset({"error", "abort"})
+_UNCACHED_FINISH_REASONS = frozenset({"error", "abort", "length", "repetition"})
 _COMPLETION_FIELDS = (
     "text",
     "reasoning",
@@ -150,7 +151,7 @@ def _completion_from_entry(entry: Any, key: str, request_id: str) -> Completion:
 
 
 def cacheable(completion: Completion) -> bool:
-    """Whether a completion is a finished answer worth keeping (no error, not aborted)."""
+    """Whether a completion is a finished answer worth keeping (no error, not aborted or cut off)."""
     return completion.error is None and completion.finish_reason not in _UNCACHED_FINISH_REASONS
 
 

@@ -123,13 +123,19 @@ def run_review(config: ReviewConfig, progress: ProgressCallback = no_progress, *
     # have in common (all but the change) and the next review finds it again.
     scope = config.scan.cache_scope or str(root)
     with _tree_at(root, diff.head if config.head is not None else None) as head_root:
+        if not head_root.is_dir():
+            raise GitError(f"{config.scan.root} does not exist at the head revision {diff.head[:12]}")
         head = _scan_tree(replace(config.scan, root=head_root, cache_scope=scope), progress, scan, diff)
     base_fingerprints: frozenset[str] = frozenset()
     if config.compare_base:
         with _tree_at(root, diff.base) as base_root:
-            progress(ProgressEvent(stage="review", message=f"scanning the base {diff.base[:12]} for existing findings"))
-            base = _scan_tree(replace(config.scan, root=base_root, cache_scope=scope), progress, scan)
-        base_fingerprints = base_fingerprints_after_renames(base.result.findings, base.texts, diff.renames)
+            # A directory the change adds has no base: nothing in it existed before.
+            if base_root.is_dir():
+                progress(ProgressEvent(stage="review", message=f"scanning the base {diff.base[:12]} for existing findings"))
+                base = _scan_tree(replace(config.scan, root=base_root, cache_scope=scope), progress, scan)
+                base_fingerprints = base_fingerprints_after_renames(base.result.findings, base.texts, diff.renames)
+            else:
+                progress(ProgressEvent(stage="review", message=f"the base {diff.base[:12]} has no {config.scan.root}: every finding is new"))
 
     spans = changed_functions(diff, head.indexes)
     touched: list[tuple[Finding, ChangeTouch]] = []

@@ -97,7 +97,7 @@ def test_cli_exit_code_for_a_recall_degraded_scan(tiny_tokenizer_dir, tmp_path):
     for name, cutoff, expected in (("good", 1.1, ExitCode.OK), ("bad", 0.3, ExitCode.RECALL_DEGRADED)):
         completions = _answer(plan, correct_below=cutoff)
         recording.write_text("".join(
-            json.dumps({"request_id": c.request_id, "text": c.text, "finish_reason": "stop"}) + "\n" for c in completions
+            json.dumps({"request_id": c.request_id, "text": "</think>" + c.text, "finish_reason": "stop"}) + "\n" for c in completions
         ))
         result = CliRunner().invoke(app, [
             "scan", str(FIXTURE), "--rule", RULE, "--engine", "replay", "--replay", str(recording),

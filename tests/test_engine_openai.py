@@ -59,6 +59,7 @@ class ChatServer:
     bodies: list[dict[str, Any]] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
     models: list[str] = field(default_factory=lambda: ["served-model"])
+    roots: dict[str, str] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     base_url: str = ""
 
@@ -92,7 +93,13 @@ def _handler(server_state: ChatServer) -> type[BaseHTTPRequestHandler]:
             if self.path == "/v1/models":
                 self._send(
                     200,
-                    {"object": "list", "data": [{"id": m, "object": "model"} for m in server_state.models]},
+                    {
+                        "object": "list",
+                        "data": [
+                            {"id": m, "object": "model", **({"root": server_state.roots[m]} if m in server_state.roots else {})}
+                            for m in server_state.models
+                        ],
+                    },
                 )
             else:
                 self._send(404, {"error": {"message": "not found"}})
@@ -318,3 +325,16 @@ def test_answer_without_choices_is_an_error_completion(server: ChatServer) -> No
     [completion] = engine_for(server).generate([request()])
     assert completion.finish_reason == "error"
     assert "without choices" in (completion.error or "")
+
+
+def test_identity_names_the_checkpoint_behind_the_served_name(server: ChatServer) -> None:
+    # `vllm serve /ckpt/BF16 --served-model-name model` and the FP8 checkpoint under the same
+    # name answer differently: cached results of one must never answer for the other.
+    server.models = ["model"]
+    server.roots = {"model": "/ckpt/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16"}
+    bf16 = engine_for(server, model="model").identity()
+    server.roots = {"model": "/ckpt/NVIDIA-Nemotron-3-Nano-30B-A3B-FP8"}
+    fp8 = engine_for(server, model="model").identity()
+    discovered = engine_for(server).identity()
+    assert bf16 != fp8 and fp8 == discovered
+    assert '"checkpoint": "/ckpt/NVIDIA-Nemotron-3-Nano-30B-A3B-FP8"' in fp8

@@ -69,9 +69,9 @@ def test_jsonl_matched_by_request_id(tmp_path: Path) -> None:
 def test_records_without_id_answer_in_order(tmp_path: Path) -> None:
     recording = write_jsonl(
         tmp_path / "run.jsonl",
-        {"text": "one"},
-        {"request_id": "named", "text": "named answer"},
-        {"text": "two"},
+        {"text": "</think>one"},
+        {"request_id": "named", "text": "</think>named answer"},
+        {"text": "</think>two"},
     )
     engine = replay(recording)
     completions = engine.generate([request("x"), request("named"), request("y"), request("z")])
@@ -94,7 +94,7 @@ def test_directory_with_text_files_and_jsonl(tmp_path: Path) -> None:
     (tmp_path / "window-0.txt").write_text('reading orders.py\n</think>\n{"findings": []}')
     (tmp_path / "window-1.txt").write_text("a trace cut off by the budget")
     (tmp_path / "window-1.json").write_text(json.dumps({"finish_reason": "length", "completion_tokens": 512}))
-    write_jsonl(tmp_path / "more.jsonl", {"request_id": "window-2", "text": "from jsonl"})
+    write_jsonl(tmp_path / "more.jsonl", {"request_id": "window-2", "text": "t</think>from jsonl"})
     (tmp_path / "notes.md").write_text("ignored")
     first, second, third = replay(tmp_path).generate(
         [request("window-0"), request("window-1"), request("window-2")]
@@ -112,6 +112,14 @@ def test_directory_with_text_files_and_jsonl(tmp_path: Path) -> None:
     )
     assert second.completion_tokens == 512
     assert third.text == "from jsonl"
+
+
+def test_finished_raw_text_without_close_tag_is_an_unclosed_trace_when_thinking(tmp_path: Path) -> None:
+    # The model stopped without closing its trace: a draft in it must not pass as the answer.
+    draft = 'maybe {"findings": [{"rule": "x"}]} then check views.py'
+    recording = write_jsonl(tmp_path / "run.jsonl", {"request_id": "w", "text": draft, "finish_reason": "stop"})
+    [completion] = replay(recording).generate([request("w")])
+    assert (completion.reasoning, completion.text) == (draft, "")
 
 
 def test_raw_text_without_thinking_is_the_answer(tmp_path: Path) -> None:
@@ -225,7 +233,7 @@ def test_undecodable_recordings_are_usage_errors(tmp_path: Path) -> None:
 
 
 def test_created_through_the_registry(tmp_path: Path) -> None:
-    path = write_jsonl(tmp_path / "r.jsonl", {"request_id": "w", "text": "hello"})
+    path = write_jsonl(tmp_path / "r.jsonl", {"request_id": "w", "text": "</think>hello"})
     engine = create_engine("replay", EngineSettings(replay_path=str(path)))
     assert engine.generate([request("w")])[0].text == "hello"
 

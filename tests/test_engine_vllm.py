@@ -345,3 +345,30 @@ def test_real_vllm_generates_on_a_gpu() -> None:
     assert on_time.finish_reason in ("stop", "length")
     assert on_time.completion_tokens > 0 and on_time.prompt_tokens > 0
     assert over.finish_reason == "error"
+
+
+def test_a_model_that_fails_to_load_is_engine_unavailable(
+    fake_vllm: FakeVllm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # vLLM raises plain exceptions (OSError for an unknown checkpoint, ValueError for a bad
+    # config, CUDA out of memory): they must not escape as a traceback (exit 1 reads as
+    # "findings"), but as EngineUnavailable (exit 4).
+    def refuse(**kwargs: Any) -> None:
+        raise OSError("nvidia/nope is not a local folder and is not a valid model identifier")
+
+    monkeypatch.setattr(sys.modules["vllm"], "LLM", refuse)
+    engine = VllmEngine(EngineSettings(model="nvidia/nope"))
+    with pytest.raises(EngineUnavailable, match="could not load nvidia/nope.*not a valid model identifier"):
+        engine.generate([request("window-0")])
+
+
+def test_an_unclosed_trace_is_no_answer(fake_vllm: FakeVllm, monkeypatch: pytest.MonkeyPatch) -> None:
+    engine = VllmEngine(EngineSettings())
+    draft = 'thinking: {"findings": [{"rule": "x"}]} maybe'
+    output = SimpleNamespace(
+        prompt_token_ids=[1, 2], num_cached_tokens=0,
+        outputs=[SimpleNamespace(text=draft, token_ids=[1], finish_reason="stop")],
+    )
+    monkeypatch.setattr(engine, "_load", lambda: SimpleNamespace(chat=lambda *a, **k: [output]))
+    [completion] = engine.generate([request("window-0")])
+    assert (completion.reasoning, completion.text, completion.finish_reason) == (draft, "", "stop")

@@ -213,6 +213,23 @@ def test_parse_garbage_reports_no_json():
     assert other.errors == ("JSON in answer has no 'findings' or 'probes' key",)
 
 
+def test_parse_degenerate_deep_nesting_is_an_incomplete_answer_not_a_crash():
+    # A model stuck in a repetition loop can emit brackets far past the decoder's depth limit.
+    for text in ('{"findings":' + "[" * 100_000, '{"findings":[' + '{"a":' * 5_000, '{"a":' * 5_000):
+        parsed = parse_answer(text)
+        assert not parsed.complete and parsed.claims == () and parsed.errors
+
+
+def test_parse_reports_a_second_different_answer_object_it_did_not_read():
+    other = dict(FINDING, sink={"path": "app/orders.py", "line": 7, "function": "save_order"})
+    text = 'The format is {"findings": [], "probes": []}.\nMy answer:\n' + answer_json([other])
+    parsed = parse_answer(text)
+    assert parsed.claims == ()  # the first contract object is the answer, as documented
+    assert parsed.errors == ("answer holds 2 different JSON objects with 'findings' or 'probes'; only the first was read",)
+    # The same object repeated is not a problem.
+    assert parse_answer(answer_json([FINDING]) + "\nAgain:\n" + answer_json([FINDING])).errors == ()
+
+
 def test_parse_reports_invalid_findings_without_dropping_them_silently():
     no_sink = {k: v for k, v in FINDING.items() if k != "sink"}
     bad_line = dict(FINDING, sink={"path": "app/orders.py", "line": "somewhere", "function": "f"})
@@ -474,3 +491,13 @@ def test_new_rules_have_relevance_patterns_that_find_their_code(rules):
     }
     for rule_id, sample in samples.items():
         assert rules[rule_id].relevance_regex().search(sample), rule_id
+
+
+def test_a_path_copied_from_the_prompt_matches_the_repository_path():
+    from auditor.findings import normalise_path
+    from auditor.prompt import neutralise_control_tokens
+
+    path = "templates/<s>/page.py"
+    shown = neutralise_control_tokens(path)
+    assert shown != path  # the prompt breaks the control-token text ...
+    assert normalise_path("./" + shown) == path  # ... and a claim citing it still names the file

@@ -13,7 +13,7 @@ from auditor.engine.replay import ReplayEngine, ReplayRecord
 from auditor.pack import PackOptions
 from auditor.pipeline import pack_prepared, prepare_repository
 from auditor.progress import ProgressCallback, no_progress
-from auditor.result_cache import CachingEngine, default_result_cache_dir, request_key
+from auditor.result_cache import RESULT_CACHE_VERSION, CachingEngine, default_result_cache_dir, request_key
 from auditor.rules import builtin_rules
 from auditor.tokens import TokenizerRequest, load_tokenizer
 
@@ -175,6 +175,24 @@ def test_failed_completions_are_not_cached(tmp_path: Path):
     assert second.error is None and len(engine.calls) == 2
 
 
+@pytest.mark.parametrize("finish_reason", ["length", "repetition", "abort"])
+def test_cut_off_answers_are_not_cached(tmp_path: Path, finish_reason: str):
+    # A truncated answer is an incomplete window: a re-run must ask the engine again,
+    # never replay the failure from the cache.
+    class CutOff(ScriptedEngine):
+        def generate(self, requests, progress=no_progress):  # type: ignore[no-untyped-def]
+            self.calls.append([request.id for request in requests])
+            return [Completion(r.id, '{"findings": [', "t", finish_reason, 10, 100) for r in requests]
+
+    engine = CutOff()
+    cached = CachingEngine(engine, tmp_path)
+    request = ChatRequest("w", (ChatMessage("user", "audit this"),), 10, 100)
+    cached.generate([request])
+    [again] = cached.generate([request])
+    assert again.finish_reason == finish_reason and len(engine.calls) == 2
+    assert cached.last_stats.hits == 0
+
+
 def test_default_directory_sits_next_to_the_index_cache(monkeypatch, tmp_path: Path):
     monkeypatch.setenv("AUDITOR_CACHE_DIR", str(tmp_path))
-    assert default_result_cache_dir() == tmp_path / "results" / "v1"
+    assert default_result_cache_dir() == tmp_path / "results" / f"v{RESULT_CACHE_VERSION}"

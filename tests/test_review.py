@@ -289,6 +289,38 @@ def test_deleted_lines_touch_the_function_around_them(tmp_path: Path):
     assert changed.touches_span(1, 3) and not changed.touches_span(6, 7) and not changed.touches_line(2)
 
 
+def test_a_file_turned_into_a_symlink_is_one_type_change_not_a_failed_diff(tmp_path: Path):
+    # git prints a type change as two patches (old side deleted, new side created).
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q")
+    write(root, "a.py", "def f():\n    return 1\n")
+    write(root, "b.py", "X = 1\n")
+    write(root, "c.py", "Y = 1\n")
+    base = commit(root, "base")
+    (root / "b.py").unlink()
+    (root / "b.py").symlink_to("a.py")
+    write(root, "c.py", "Y = 2\n")
+    head = commit(root, "head")
+    files = {changed.path: changed for changed in compute_diff(root, base, head).files}
+    assert sorted(files) == ["b.py", "c.py"]
+    assert files["b.py"].status == "T" and files["b.py"].hunks == (Hunk(1, 1),)
+    assert files["c.py"].status == "M" and files["c.py"].hunks == (Hunk(1, 1),)
+
+
+def test_reviewing_a_directory_the_change_adds_reports_its_findings_as_new(tmp_path: Path):
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q")
+    write(root, "top.py", "X = 1\n")
+    base = commit(root, "base")
+    write(root, "newpkg/views.py", "from flask import Flask\napp = Flask(__name__)\n\n\n@app.route('/x')\ndef view():\n    Order.objects.create(total=1)\n")
+    head = commit(root, "head")
+    for revision in (head, None):
+        review = static_review(root / "newpkg", base, revision).result.review
+        assert [(finding.path, finding.status) for finding in review.findings] == [("views.py", "new")]
+
+
 def test_unknown_revision_is_a_git_error(repo):
     with pytest.raises(GitError, match="failed"):
         compute_diff(repo["root"], "no-such-branch")

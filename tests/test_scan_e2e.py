@@ -319,8 +319,8 @@ def test_server_split_jsonl_recording_with_hallucinated_file(replay):
 @pytest.mark.parametrize(
     ("case", "extra", "code"),
     [
-        ("clean_json", (), ExitCode.OK),
-        ("clean_json", ("--error",), ExitCode.FINDINGS),
+        ("clean_json", ("--no-thinking",), ExitCode.OK),
+        ("clean_json", ("--no-thinking", "--error"), ExitCode.FINDINGS),
         ("hallucinated_file", ("--error",), ExitCode.FINDINGS),
         ("truncated", (), ExitCode.INCOMPLETE),
         ("truncated", ("--error",), ExitCode.INCOMPLETE),
@@ -333,12 +333,26 @@ def test_exit_codes(replay, case, extra, code):
 
 def test_error_flag_without_findings_exits_zero(tiny_tokenizer_dir, tmp_path):
     recording = tmp_path / "nothing.jsonl"
-    recording.write_text(json.dumps({"request_id": "window-0", "text": '{"findings": [], "probes": []}'}) + "\n")
+    recording.write_text(json.dumps({"request_id": "window-0", "text": '</think>{"findings": [], "probes": []}'}) + "\n")
     scan = run_scan_cli(
         FIXTURES / "django_shop", "--tokenizer", str(tiny_tokenizer_dir), "--no-static", "--error", recording=recording
     )
     assert scan.report["findings"] == [] and scan.report["complete"] is True
     assert scan.exit_code == ExitCode.OK
+
+
+def test_trace_never_closed_is_an_incomplete_window_not_findings(tiny_tokenizer_dir, tmp_path):
+    # Thinking on, the model stopped without </think>: the draft JSON inside the trace
+    # must not become findings, and the scan must not pass as clean.
+    trace = (RECORDED / "django_shop" / "trace_answer" / "window-0.txt").read_text().replace("</think>", "Draft:")
+    recording = tmp_path / "unclosed.jsonl"
+    recording.write_text(json.dumps({"request_id": "window-0", "text": trace, "finish_reason": "stop"}) + "\n")
+    scan = run_scan_cli(
+        FIXTURES / "django_shop", "--tokenizer", str(tiny_tokenizer_dir), "--no-static", recording=recording
+    )
+    assert scan.exit_code == ExitCode.INCOMPLETE
+    assert scan.report["findings"] == []
+    assert scan.window["error"] == "empty answer after reasoning"
 
 
 def test_missing_recording_for_a_window_is_an_incomplete_scan(tiny_tokenizer_dir, tmp_path):

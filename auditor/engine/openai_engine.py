@@ -37,7 +37,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
 from auditor.engine.base import ChatRequest, Completion, EngineSettings, error_completion
-from auditor.engine.reasoning import split_output
+from auditor.engine.reasoning import THINK_CLOSE, split_output, split_reasoning
 from auditor.errors import EngineUnavailable, UsageError
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
 
@@ -100,13 +100,21 @@ class OpenAIEngine:
         self.api_key = settings.api_key or os.environ.get(API_KEY_ENV)
         self.backoff_s = backoff_s
         self._model: str | None = None
+        self._checkpoint: str | None = None
 
     def identity(self) -> str:
-        """Served model and sampling settings as canonical JSON (probes the server if no model is set)."""
+        """Served model, the checkpoint behind it and sampling settings as canonical JSON.
+
+        Probes the server. ``checkpoint`` is the model listing's ``root`` (vLLM names the
+        weights it serves there), so two servers that serve different weights under one
+        ``--served-model-name`` never share cached results.
+        """
+        model = self.model()
         return json.dumps(
             {
                 "engine": self.name,
-                "model": self.model(),
+                "model": model,
+                "checkpoint": self._checkpoint,
                 "temperature": self.settings.temperature,
                 "top_p": self.settings.top_p,
                 "seed": self.settings.seed,
@@ -144,14 +152,16 @@ class OpenAIEngine:
             raise EngineUnavailable(
                 f"the server at {self.base_url} refused to list its models: {exc}"
             ) from exc
+        models = listing.get("data")
+        entries = [_object(entry) for entry in models] if isinstance(models, list) else []
+        for entry in entries:
+            model_id = entry.get("id")
+            if isinstance(model_id, str) and model_id and model_id == (self.settings.model or model_id):
+                root = entry.get("root")
+                self._checkpoint = root if isinstance(root, str) and root else None
+                return model_id
         if self.settings.model:
             return self.settings.model
-        models = listing.get("data")
-        if isinstance(models, list):
-            for entry in models:
-                model_id = _object(entry).get("id")
-                if isinstance(model_id, str) and model_id:
-                    return model_id
         raise EngineUnavailable(
             f"the server at {self.base_url} lists no model; pass --model with the served name"
         )
@@ -319,8 +329,12 @@ def _completion(request: ChatRequest, payload: dict[str, Any]) -> Completion:
     split_trace = _text(message.get("reasoning")) or _text(message.get("reasoning_content"))
     if split_trace:
         reasoning, answer = split_trace.strip(), content.strip()
-    else:
+    elif finish_reason == "length" or THINK_CLOSE in content:
         reasoning, answer = split_output(content, thinking=request.thinking, finish_reason=finish_reason)
+    else:
+        # A server running a reasoning parser sends an empty trace and the answer alone
+        # when the model closed its trace at once; an unclosed trace arrives in ``reasoning``.
+        reasoning, answer = split_reasoning(content)
     usage = _object(payload.get("usage"))
     prompt_tokens = _int_or_none(usage.get("prompt_tokens"))
     return Completion(

@@ -31,11 +31,13 @@ def split_reasoning(text: str) -> tuple[str, str]:
 def split_output(text: str, *, thinking: bool, finish_reason: str) -> tuple[str, str]:
     """Return ``(reasoning, answer)`` for an output generated with ``thinking`` on or off.
 
-    Like ``split_reasoning``, except that an output cut off by the token budget
-    (``finish_reason == "length"``) while thinking was on and before any ``</think>`` is
-    all reasoning: the generation prompt opened the trace, so nothing in it is an answer,
-    and treating a half-written trace as the answer would let drafts pass as findings.
+    Like ``split_reasoning``, except that a raw output generated with thinking on that
+    holds no ``</think>`` is all reasoning, however it ended (cut off by the token budget,
+    or stopped before closing the trace): the generation prompt opened the trace, so
+    nothing in it is an answer, and treating an unclosed trace as the answer would let
+    drafts pass as findings. This is how the model's own reasoning parser (``nemotron_v3``,
+    DeepSeek-R1 style) splits such an output. ``finish_reason`` is kept for callers.
     """
-    if thinking and finish_reason == "length" and THINK_CLOSE not in text:
+    if thinking and THINK_CLOSE not in text:
         return text.strip().removeprefix(THINK_OPEN).strip(), ""
     return split_reasoning(text)

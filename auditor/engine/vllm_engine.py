@@ -185,14 +185,21 @@ class VllmEngine:
         )
 
     def _load(self) -> Any:
-        """The ``vllm.LLM``, built on first use (this takes minutes for a 30B checkpoint)."""
+        """The ``vllm.LLM``, built on first use (this takes minutes for a 30B checkpoint).
+
+        Raises ``EngineUnavailable`` when vLLM cannot build it (unknown checkpoint, bad
+        configuration, out of GPU memory): vLLM raises many plain exception types.
+        """
         if self._llm is None:
             if self.settings.max_model_len > DECLARED_CONTEXT:
                 os.environ.setdefault(LONG_CONTEXT_ENV, "1")
-            vllm = importlib.import_module("vllm")
             kwargs = llm_kwargs(self.settings)
             logger.info("loading %s with vLLM (%s)", kwargs["model"], kwargs)
-            self._llm = vllm.LLM(**kwargs)
+            try:
+                vllm = importlib.import_module("vllm")
+                self._llm = vllm.LLM(**kwargs)
+            except Exception as exc:  # noqa: BLE001 - vLLM and torch fail to load with many exception types
+                raise EngineUnavailable(f"vLLM could not load {kwargs['model']}: {exc}") from exc
         return self._llm
 
     def _prompt_tokens(self, llm: Any, request: ChatRequest) -> int:

@@ -23,6 +23,7 @@ from auditor.report.model import (
     ReviewedFinding,
     ReviewSummary,
     ScanResult,
+    names_its_window,
     recall_line,
     revision_label,
     severity_summary,
@@ -35,12 +36,26 @@ _MAX_LISTED_FILES = 50
 _BACKTICK_RUNS = re.compile("`+")
 
 
+# CommonMark line endings. Model text keeps its lines only inside ``_quoted``; everywhere
+# else a line break could start a heading, list or code fence that swallows the report.
+_LINE_BREAKS = re.compile(r"\r\n|\r|\n")
+
+
 def _escape(text: str) -> str:
-    return html.escape(text, quote=False)
+    """Text for one line of the comment: HTML escaped, line breaks turned into spaces."""
+    return html.escape(_LINE_BREAKS.sub(" ", text), quote=False)
+
+
+def _quoted(text: str) -> list[str]:
+    """Multi-line model text as a block quote: an unclosed code fence, a heading or a list in
+    it ends with the quote instead of running over the rest of the comment."""
+    lines = _LINE_BREAKS.split(html.escape(text.strip("\r\n"), quote=False))
+    return [f"> {line}" if line.strip() else ">" for line in lines]
 
 
 def _code(text: str) -> str:
     """Inline code that survives backticks inside the text."""
+    text = _LINE_BREAKS.sub(" ", text)
     longest = max((len(run) for run in _BACKTICK_RUNS.findall(text)), default=0)
     fence = "`" * (longest + 1)
     padding = " " if text.startswith("`") or text.endswith("`") else ""
@@ -75,7 +90,7 @@ def _finding_block(finding: Finding, link_base: str, reviewed: ReviewedFinding |
     lines.append(f"Sink: {_link(finding.path, finding.line, link_base)} in {_code(finding.function)}")
     lines.append("")
     if finding.explanation:
-        lines += [_escape(finding.explanation), ""]
+        lines += [*_quoted(finding.explanation), ""]
     if finding.chain:
         lines.append("Call chain:")
         lines.append("")
@@ -188,7 +203,7 @@ def render_markdown(result: ScanResult, link_base: str | None = None, marker: st
         lines.append("**Errors**")
         lines.append("")
         for error in result.errors:
-            where = f" (window {error.window})" if error.window is not None else ""
+            where = f" (window {error.window})" if error.window is not None and not names_its_window(error) else ""
             lines.append(f"- {_code(error.kind)}{where}: {_escape(error.message)}")
         lines.append("")
 

@@ -244,6 +244,19 @@ def severity_summary(result: ScanResult) -> str:
     return f"{total} {noun} (" + ", ".join(f"{count} {severity}" for severity, count in counts) + ")"
 
 
+def names_its_window(error: ScanError) -> bool:
+    """Whether the error's message already starts with its window ("window 3: ..."), so a
+    report need not say the window twice."""
+    return error.window is not None and re.match(rf"window {error.window}\b", error.message) is not None
+
+
+def error_text(error: ScanError) -> str:
+    """The error's message, led by "window N: " when it concerns a window and does not say so."""
+    if error.window is None or names_its_window(error):
+        return error.message
+    return f"window {error.window}: {error.message}"
+
+
 def window_problem(window: WindowOutcome) -> str:
     """Why a window is incomplete, in one line."""
     if window.error:

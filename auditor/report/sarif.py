@@ -16,7 +16,7 @@ from typing import Final, Literal, NotRequired, TypedDict
 from urllib.parse import quote
 
 from auditor.findings import Finding
-from auditor.report.model import ReviewedFinding, ScanResult, SuppressedFinding, window_problem
+from auditor.report.model import ReviewedFinding, ScanResult, SuppressedFinding, error_text, window_problem
 from auditor.rules import Rule
 
 SARIF_SCHEMA_URI: Final = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
@@ -380,7 +380,7 @@ def _notifications(result: ScanResult) -> list[Notification]:
                 {"level": "error", "message": {"text": window_problem(window)}, "descriptor": {"id": "auditor/incomplete-window"}}
             )
     for error in result.errors:
-        text = error.message if error.window is None else f"window {error.window}: {error.message}"
+        text = error_text(error)
         if error.kind == "incomplete-window" and "INCOMPLETE" not in text:
             text = f"INCOMPLETE {text}"
         notes.append({"level": "error", "message": {"text": text}, "descriptor": {"id": f"auditor/{error.kind}"}})

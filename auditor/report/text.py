@@ -8,6 +8,7 @@ come first, marked INCOMPLETE.
 from __future__ import annotations
 
 import io
+import re
 from itertools import groupby
 from operator import attrgetter
 
@@ -20,6 +21,7 @@ from auditor.findings import SEVERITY_ORDER, Finding
 from auditor.report.model import (
     ReviewedFinding,
     ScanResult,
+    error_text,
     recall_line,
     revision_label,
     severity_summary,
@@ -28,6 +30,14 @@ from auditor.report.model import (
 )
 
 DEFAULT_WIDTH = 100
+
+# Control characters other than newline and tab (C0, DEL, C1). Model answers and repository
+# text reach this report; an escape sequence in them must not drive the user's terminal.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _visible_control(match: re.Match[str]) -> str:
+    return f"\\x{ord(match.group()):02x}"
 
 
 def chain_path(finding: Finding) -> str:
@@ -77,8 +87,7 @@ def _problems(result: ScanResult) -> list[RenderableType]:
     if result.errors:
         parts.append(Text(f"Errors ({len(result.errors)}):", style="bold red"))
         for error in result.errors:
-            where = f" window {error.window}:" if error.window is not None else ""
-            parts.append(Padding(Text(f"[{error.kind}]{where} {error.message}", style="red"), (0, 0, 0, 2)))
+            parts.append(Padding(Text(f"[{error.kind}] {error_text(error)}", style="red"), (0, 0, 0, 2)))
     return parts
 
 
@@ -172,4 +181,5 @@ def render_text(result: ScanResult, width: int = DEFAULT_WIDTH) -> str:
     output = console.file
     assert isinstance(output, io.StringIO)
     # Rich pads padded blocks to the full width; trailing spaces only make diffs noisy.
-    return "".join(line.rstrip() + "\n" for line in output.getvalue().splitlines())
+    text = "".join(line.rstrip() + "\n" for line in output.getvalue().splitlines())
+    return _CONTROL.sub(_visible_control, text)
