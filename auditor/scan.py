@@ -329,19 +329,23 @@ def _read_completions(
         )
         parsed = replace(parsed, claims=claims)
         problem = None
+        problem_is_parse = False
         if completion.error:
             problem = f"engine error: {completion.error}"
             errors.append(ScanError("engine", problem, window.index))
         elif completion.finish_reason == "length":
             problem = "answer cut off (finish_reason length): raise --output-tokens"
+        elif completion.finish_reason and completion.finish_reason != "stop":
+            problem = f"answer did not finish (finish_reason {completion.finish_reason})"
         elif not completion.text.strip():
             problem = "empty answer after reasoning"
         elif not parsed.complete:
             problem = "; ".join(parsed.errors) or "answer is not the JSON contract"
+            problem_is_parse = True
         if problem and not completion.error:
             errors.append(ScanError("incomplete-window", f"window {window.index}: {problem}", window.index))
-        for message in parsed.errors:
-            if parsed.complete:
+        if not problem_is_parse:  # else they already make up the problem above
+            for message in parsed.errors:
                 errors.append(ScanError("parse", f"window {window.index}: {message}", window.index))
         recall = _window_recall(canaries)
         if recall is not None and recall.degraded and problem is None:

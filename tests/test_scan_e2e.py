@@ -181,7 +181,8 @@ def test_truncated_answer_is_incomplete_and_salvages_the_complete_finding(replay
     assert scan.report["complete"] is False
     assert scan.window["complete"] is False and scan.window["finish_reason"] == "length"
     assert "finish_reason length" in scan.window["error"]
-    assert [e["kind"] for e in scan.report["errors"]] == ["incomplete-window"]
+    assert [e["kind"] for e in scan.report["errors"]] == ["incomplete-window", "parse"]
+    assert "salvaged" in scan.report["errors"][1]["message"]  # how much of the cut answer was kept
     assert "incomplete" in scan.stderr
     # The first finding was written out in full before the cut and is kept; the second is not.
     assert scan.finding("shop/services/profiles.py", "add_address")["found_by"] == list(BOTH)
@@ -353,6 +354,19 @@ def test_trace_never_closed_is_an_incomplete_window_not_findings(tiny_tokenizer_
     assert scan.exit_code == ExitCode.INCOMPLETE
     assert scan.report["findings"] == []
     assert scan.window["error"] == "empty answer after reasoning"
+
+
+@pytest.mark.parametrize("finish_reason", ["abort", "content_filter"])
+def test_an_answer_that_did_not_finish_is_incomplete_even_when_it_parses(tiny_tokenizer_dir, tmp_path, finish_reason):
+    recording = tmp_path / "unfinished.jsonl"
+    answer = '</think>{"findings": [], "probes": []}'
+    recording.write_text(json.dumps({"request_id": "window-0", "text": answer, "finish_reason": finish_reason}) + "\n")
+    scan = run_scan_cli(
+        FIXTURES / "django_shop", "--tokenizer", str(tiny_tokenizer_dir), "--no-static", recording=recording
+    )
+    assert scan.exit_code == ExitCode.INCOMPLETE  # an empty findings list from a stopped answer is not "clean"
+    assert scan.window["complete"] is False
+    assert f"finish_reason {finish_reason}" in scan.window["error"]
 
 
 def test_missing_recording_for_a_window_is_an_incomplete_scan(tiny_tokenizer_dir, tmp_path):
