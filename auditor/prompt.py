@@ -81,11 +81,12 @@ def neutralise_control_tokens(text: str) -> str:
 
 
 def _header(path: str, view: str, start: int, end: int, total: int) -> str:
-    return f"<<<FILE path={json.dumps(path, ensure_ascii=False)} view={view} lines={start}-{end}/{total}>>>\n"
+    shown = json.dumps(neutralise_control_tokens(path), ensure_ascii=False)
+    return f"<<<FILE path={shown} view={view} lines={start}-{end}/{total}>>>\n"
 
 
 def _footer(path: str) -> str:
-    return f"<<<END FILE {json.dumps(path, ensure_ascii=False)}>>>\n"
+    return f"<<<END FILE {json.dumps(neutralise_control_tokens(path), ensure_ascii=False)}>>>\n"
 
 
 # Line-number prefixes ("12|") made once and shared: numbering a 59 MB repository joins
@@ -107,13 +108,15 @@ def render_full_block(path: str, lines: Sequence[str], start: int = 1, end: int 
     """A file (or the line range ``start..end`` of it) with numbered lines between delimiters."""
     total = len(lines)
     end = total if end is None else end
-    return neutralise_control_tokens(_header(path, "full", start, end, total) + _numbered(lines, start, end) + _footer(path))
+    # The delimiters hold "<" themselves: only the path and the lines need neutralising.
+    body = neutralise_control_tokens(_numbered(lines, start, end))
+    return _header(path, "full", start, end, total) + body + _footer(path)
 
 
 def render_skeleton_block(path: str, lines: Sequence[str], elisions: Iterable[tuple[int, int]]) -> str:
     """A file with the given inclusive line ranges replaced by one elision marker each."""
     total = len(lines)
-    out: list[str] = [_header(path, "skeleton", 1, total, total)]
+    out: list[str] = []
     number = 1
     for start, end in sorted(elisions):
         if number < start:
@@ -122,8 +125,8 @@ def render_skeleton_block(path: str, lines: Sequence[str], elisions: Iterable[tu
         number = end + 1
     if number <= total:
         out.append(_numbered(lines, number, total))
-    out.append(_footer(path))
-    return neutralise_control_tokens("".join(out))
+    body = neutralise_control_tokens("".join(out))
+    return _header(path, "skeleton", 1, total, total) + body + _footer(path)
 
 
 @dataclass(frozen=True)
