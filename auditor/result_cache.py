@@ -194,11 +194,17 @@ class CachingEngine:
         )
         if missing:
             fresh = self.engine.generate([requests[index] for index in missing], progress)
-            for position, index in enumerate(missing):
-                if position >= len(fresh):
+            # Matched by request id, not position: an engine (a plugin) that answers out of
+            # order or skips a request must not get an answer stored under another request.
+            by_id: dict[str, Completion] = {}
+            for completion in fresh:
+                by_id.setdefault(completion.request_id, completion)
+            for index in missing:
+                completion = by_id.get(requests[index].id)
+                if completion is None:
                     answers[index] = error_completion(requests[index], f"engine {self.name} returned no completion")
                     continue
-                answers[index] = fresh[position]
-                if cacheable(fresh[position]):
-                    self.cache.put(keys[index], fresh[position])
+                answers[index] = completion
+                if cacheable(completion):
+                    self.cache.put(keys[index], completion)
         return [answer if answer is not None else error_completion(request, "no completion") for answer, request in zip(answers, requests)]

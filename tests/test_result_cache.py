@@ -196,3 +196,19 @@ def test_cut_off_answers_are_not_cached(tmp_path: Path, finish_reason: str):
 def test_default_directory_sits_next_to_the_index_cache(monkeypatch, tmp_path: Path):
     monkeypatch.setenv("AUDITOR_CACHE_DIR", str(tmp_path))
     assert default_result_cache_dir() == tmp_path / "results" / f"v{RESULT_CACHE_VERSION}"
+
+
+def test_answers_returned_out_of_order_are_stored_under_their_own_requests(tmp_path: Path):
+    class Reversing(ScriptedEngine):
+        def generate(self, requests, progress=no_progress):
+            return [
+                Completion(request.id, json.dumps({"findings": [], "probes": [], "for": request.id}), "", "stop", 1, 1)
+                for request in reversed(requests)
+            ][:-1]  # answers backwards and drops the first request's answer
+
+    requests = [ChatRequest(f"window-{i}", (ChatMessage("user", f"audit {i}"),), 10, 100) for i in range(3)]
+    answers = CachingEngine(Reversing(), tmp_path).generate(requests)
+    assert [json.loads(a.text)["for"] for a in answers[1:]] == ["window-1", "window-2"]
+    assert answers[0].error and "no completion" in answers[0].error
+    again = CachingEngine(ScriptedEngine(fail=True), tmp_path).generate(requests)  # hits come from the cache
+    assert [json.loads(a.text)["for"] for a in again[1:]] == ["window-1", "window-2"]
