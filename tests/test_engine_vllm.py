@@ -295,6 +295,20 @@ def test_unknown_prompt_length_is_counted_with_the_model_tokenizer(fake_vllm: Fa
     assert fake_vllm.chats == []
 
 
+def test_a_prompt_the_model_tokenizer_cannot_count_is_an_error_completion(
+    fake_vllm: FakeVllm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken_template(self, conversation, **kwargs):  # type: ignore[no-untyped-def]
+        raise ValueError("chat template error: unknown role")
+
+    monkeypatch.setattr(FakeTokenizer, "apply_chat_template", broken_template)
+    unknown = ChatRequest(id="unknown", messages=(ChatMessage("user", "x"),), prompt_tokens=0, max_tokens=10)
+    known = ChatRequest(id="known", messages=(ChatMessage("user", "x"),), prompt_tokens=5, max_tokens=10)
+    first, second = VllmEngine(EngineSettings()).generate([unknown, known])
+    assert first.finish_reason == "error" and "cannot count the prompt" in (first.error or "")
+    assert second.request_id == "known" and second.error is None  # the rest of the batch still runs
+
+
 def test_a_failed_batch_becomes_error_completions(fake_vllm: FakeVllm) -> None:
     fake_vllm.fail_when_thinking = True
     thinking, plain = VllmEngine(EngineSettings()).generate(

@@ -219,7 +219,10 @@ class VllmEngine:
         """Why ``request`` must not be submitted (it would abort the batch), or None."""
         if request.max_tokens < 1:
             return f"completion budget of {request.max_tokens} tokens: nothing to generate"
-        prompt_tokens = self._prompt_tokens(llm, request)
+        try:
+            prompt_tokens = self._prompt_tokens(llm, request)
+        except Exception as exc:  # noqa: BLE001 - a checkpoint's template or tokenizer can fail in many ways
+            return f"cannot count the prompt with the model's tokenizer: {exc}"
         limit = self.settings.max_model_len
         if prompt_tokens + request.max_tokens > limit:
             return (
