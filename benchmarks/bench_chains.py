@@ -17,11 +17,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from auditor.pack import PackOptions
-from auditor.pipeline import pack_prepared, prepare_repository
-from auditor.rules import load_rules
-from auditor.static import analyze_tx_outside_transaction
-from auditor.tokens import TokenizerRequest, load_tokenizer, with_count_cache
+from auditor.pack.packer import PackOptions
+from auditor.runs.prepare import pack_prepared, prepare_repository
+from auditor.rules.loader import load_rules
+from auditor.analysis.tx_outside_transaction import analyze_tx_outside_transaction
+from auditor.tokens.tokenizer import TokenizerRequest, load_tokenizer, with_count_cache
 
 
 def main() -> int:

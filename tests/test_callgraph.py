@@ -8,17 +8,17 @@ import time
 
 import pytest
 
-from auditor.callgraph import (
+from auditor.analysis.callgraph import (
     MAIN_FUNCTION,
     CallGraph,
     Edge,
     FunctionRef,
     python_module_name,
 )
-from auditor.entrypoints import find_entry_points, split_arguments
-from auditor.index import FileIndex, index_source
+from auditor.analysis.entrypoints import find_entry_points, split_arguments
+from auditor.index.extract import FileIndex, index_source
 from auditor.languages import language_for_path
-from auditor.rules import load_rule
+from auditor.rules.loader import load_rule
 
 
 def build(files: dict[str, str]) -> tuple[dict[str, FileIndex], dict[str, str], CallGraph]:

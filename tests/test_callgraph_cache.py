@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from auditor import callgraph
-from auditor.callgraph import CallGraph, CallGraphCache, FunctionRef, graph_cache_key
-from auditor.index import FileIndex, index_source
+from auditor.analysis import callgraph
+from auditor.analysis.callgraph import CallGraph, CallGraphCache, FunctionRef, graph_cache_key
+from auditor.index.extract import FileIndex, index_source
 from auditor.languages import language_for_path
-from auditor.pipeline import prepare_repository
+from auditor.runs.prepare import prepare_repository
 
 FILES = {
     "shop/__init__.py": "from .billing import charge as charge_card\n",

@@ -7,12 +7,12 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from auditor.cli import app
+from auditor.cli.app import app
 from auditor.engine.base import Completion
 from auditor.errors import ExitCode
-from auditor.pack import PackOptions
-from auditor.scan import ScanConfig, finish_scan, plan_scan
-from auditor.tokens import TokenizerRequest
+from auditor.pack.packer import PackOptions
+from auditor.runs.scan import ScanConfig, finish_scan, plan_scan
+from auditor.tokens.tokenizer import TokenizerRequest
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "django_shop"
 RULE = "tx-outside-transaction"

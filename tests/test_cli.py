@@ -10,10 +10,10 @@ import pytest
 from typer.testing import CliRunner
 
 from auditor import __version__
-from auditor.cli import app
+from auditor.cli.app import app
 from auditor.errors import ExitCode
-from auditor.rules import builtin_rules
-from auditor.tokens import TokenizerRequest, load_tokenizer
+from auditor.rules.loader import builtin_rules
+from auditor.tokens.tokenizer import TokenizerRequest, load_tokenizer
 
 from .conftest import REPO_ROOT
 

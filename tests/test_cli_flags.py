@@ -15,13 +15,13 @@ from typer.core import TyperOption
 from typer.main import get_command
 from typer.testing import CliRunner
 
-from auditor import many, review
-from auditor.cli import app
+from auditor.runs import many, review
+from auditor.cli.app import app
 from auditor.engine.base import EngineSettings
-from auditor.many import ManyConfig
-from auditor.pack import DEFAULT_MAX_MODEL_LEN, DEFAULT_OUTPUT_TOKENS, PackOptions
-from auditor.review import ReviewConfig
-from auditor.walk import WalkOptions
+from auditor.runs.many import ManyConfig
+from auditor.pack.packer import DEFAULT_MAX_MODEL_LEN, DEFAULT_OUTPUT_TOKENS, PackOptions
+from auditor.runs.review import ReviewConfig
+from auditor.walk.walker import WalkOptions
 
 COMMANDS = ("pack", "scan", "review", "scan-many")
 ENGINE_COMMANDS = ("scan", "review", "scan-many")
@@ -116,7 +116,7 @@ def test_engine_flag_defaults_are_the_engines_own():
         found = options(command)
         for flag, field in ENGINE_FIELDS.items():
             assert found[flag].default == getattr(engine_defaults, field), (command, flag)
-    # The activation estimate in auditor.plan assumes chunks of at most 8192 tokens.
+    # The activation estimate in auditor.planning.plan assumes chunks of at most 8192 tokens.
     assert options("review")["max_num_batched_tokens"].default == 8_192
 
 

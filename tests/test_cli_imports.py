@@ -17,15 +17,15 @@ from typing import Any
 import pytest
 from typer.main import get_command
 
-from auditor.cli import app
+from auditor.cli.app import app
 
 # Modules that only scan-like commands, plan/doctor or probe need: neither building the CLI
 # nor packing may import them.
 NOT_FOR_PACK = (
-    "auditor.canary",
-    "auditor.commands.options",
-    "auditor.diff",
-    "auditor.doctor",
+    "auditor.recall.canaries",
+    "auditor.cli.options",
+    "auditor.runs.diff",
+    "auditor.planning.doctor",
     # auditor.engine.base (EngineSettings, the flags' defaults) is a light leaf; the
     # registry and the engines are not.
     "auditor.engine.openai_engine",
@@ -33,19 +33,23 @@ NOT_FOR_PACK = (
     "auditor.engine.registry",
     "auditor.engine.replay",
     "auditor.engine.vllm_engine",
-    "auditor.findings",
-    "auditor.injection",
-    "auditor.many",
-    "auditor.many_ray",
-    "auditor.plan",
-    "auditor.probe",
-    "auditor.probe_grid",
-    "auditor.report",
-    "auditor.result_cache",
-    "auditor.review",
-    "auditor.scan",
-    "auditor.static",
-    "auditor.suppress",
+    "auditor.findings.model",
+    "auditor.findings.injection",
+    "auditor.runs.many",
+    "auditor.runs.many_ray",
+    "auditor.planning.plan",
+    "auditor.recall.needles",
+    "auditor.recall.grid",
+    "auditor.report.model",
+    "auditor.report.text",
+    "auditor.report.json_report",
+    "auditor.report.sarif",
+    "auditor.report.markdown",
+    "auditor.engine.result_cache",
+    "auditor.runs.review",
+    "auditor.runs.scan",
+    "auditor.analysis.tx_outside_transaction",
+    "auditor.findings.suppress",
     "ray",
     "vllm",
     "torch",
@@ -59,14 +63,14 @@ NOT_FOR_PACK = (
 # engine flags' defaults).
 CLI_SHELL = {
     "auditor",
+    "auditor.cli.app",
     "auditor.cli",
-    "auditor.commands",
-    "auditor.commands.flags",
-    "auditor.commands.many",
-    "auditor.commands.output",
-    "auditor.commands.plan",
-    "auditor.commands.probe",
-    "auditor.commands.review",
+    "auditor.cli.flags",
+    "auditor.cli.many",
+    "auditor.cli.output",
+    "auditor.cli.plan",
+    "auditor.cli.probe",
+    "auditor.cli.review",
     "auditor.engine",
     "auditor.engine.base",
     "auditor.errors",
@@ -93,7 +97,7 @@ def test_building_every_command_imports_only_the_cli_shell() -> None:
     report = _imported_after(
         "import json, sys\n"
         "from typer.main import get_command\n"
-        "from auditor.cli import app\n"
+        "from auditor.cli.app import app\n"
         "group = get_command(app)\n"
         "params = {name: sorted(p.name for p in command.params) for name, command in group.commands.items()}\n"
         "print(json.dumps({'modules': sorted(sys.modules), 'commands': sorted(params)}))\n"
@@ -118,7 +122,7 @@ def test_pack_run_imports_only_what_packing_uses(tmp_path: Path, tiny_tokenizer_
             "--format", output_format, "--output", str(out)]
     report = _imported_after(
         "import json, sys\n"
-        "from auditor.cli import app\n"
+        "from auditor.cli.app import app\n"
         "try:\n"
         f"    app({argv!r}, prog_name='auditor')\n"
         "except SystemExit as exit:\n"
@@ -130,7 +134,7 @@ def test_pack_run_imports_only_what_packing_uses(tmp_path: Path, tiny_tokenizer_
     modules = report["modules"]
     assert isinstance(modules, list)
     assert _offenders(modules) == []
-    assert {"auditor.pack", "auditor.pipeline", "auditor.tokens", "auditor.walk"} <= set(modules)
+    assert {"auditor.pack.packer", "auditor.runs.prepare", "auditor.tokens.tokenizer", "auditor.walk.walker"} <= set(modules)
 
 
 def _defaults(command: str) -> dict[str, object]:
@@ -139,7 +143,7 @@ def _defaults(command: str) -> dict[str, object]:
 
 
 def test_restated_canary_defaults_match_auditor_canary() -> None:
-    from auditor.canary import DEFAULT_CANARIES, DEFAULT_RECALL_THRESHOLD
+    from auditor.recall.canaries import DEFAULT_CANARIES, DEFAULT_RECALL_THRESHOLD
 
     for command in ("scan", "review"):
         defaults = _defaults(command)
@@ -148,8 +152,8 @@ def test_restated_canary_defaults_match_auditor_canary() -> None:
 
 
 def test_restated_plan_defaults_and_precisions_match_auditor_plan() -> None:
-    from auditor.commands.plan import WeightPrecision
-    from auditor.plan import (
+    from auditor.cli.plan import WeightPrecision
+    from auditor.planning.plan import (
         DEFAULT_DEVICE_PROFILE,
         DEFAULT_GPU_MEMORY_UTILIZATION,
         DEFAULT_MAX_NUM_SEQS,

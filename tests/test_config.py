@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from auditor.cli import app
-from auditor.config import load_project_config
+from auditor.cli.app import app
+from auditor.cli.config import load_project_config
 from auditor.errors import ExitCode, UsageError
 
 SHOP = Path(__file__).resolve().parent.parent / "fixtures" / "django_shop"

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from auditor.digest_store import DigestStore, digest_of
+from auditor.storage.digests import DigestStore, digest_of
 from auditor.errors import TokenizerError
-from auditor.pack import PackInput, PackOptions, pack, relevance_scores
-from auditor.rules import builtin_rules
-from auditor.tokens import (
+from auditor.pack.packer import PackInput, PackOptions, pack, relevance_scores
+from auditor.rules.loader import builtin_rules
+from auditor.tokens.tokenizer import (
     CachedCountTokenizer,
     TokenizerRequest,
     load_tokenizer,
@@ -191,7 +191,7 @@ def test_preloading_in_the_background_gives_the_same_counts(tiny_tokenizer_dir, 
 
 
 def test_prepare_signals_a_change_before_resolving_the_graph(tmp_path):
-    from auditor.pipeline import prepare_repository
+    from auditor.runs.prepare import prepare_repository
 
     repo = tmp_path / "repo"
     repo.mkdir()
@@ -240,7 +240,7 @@ def test_count_caches_are_kept_per_repository(tiny_tokenizer_dir, tmp_path):
 def test_least_recently_used_stores_are_removed(tmp_path, monkeypatch):
     import os
 
-    import auditor.digest_store as digest_store
+    import auditor.storage.digests as digest_store
 
     monkeypatch.setattr(digest_store, "MAX_STORES", 2)
     for age, name in enumerate(("old", "used", "newer")):
@@ -280,7 +280,7 @@ def test_threads_counting_at_once_load_the_vocabulary_once(tiny_tokenizer_dir, m
 def test_a_generation_turned_over_by_another_process_is_not_a_write_failure(tmp_path, monkeypatch, caplog):
     import os
 
-    import auditor.digest_store as digest_store
+    import auditor.storage.digests as digest_store
 
     store = DigestStore(tmp_path / "s.bin", max_bytes=24)
     real_replace = os.replace
@@ -290,7 +290,7 @@ def test_a_generation_turned_over_by_another_process_is_not_a_write_failure(tmp_
         real_replace(source, target)  # ...so this one finds nothing to move
 
     monkeypatch.setattr(digest_store.os, "replace", raced)
-    with caplog.at_level("WARNING", logger="auditor.digest_store"):
+    with caplog.at_level("WARNING", logger="auditor.storage.digests"):
         store.put_many({digest_of("a"): 1, digest_of("b"): 2})
     monkeypatch.setattr(digest_store.os, "replace", real_replace)
     assert not caplog.records

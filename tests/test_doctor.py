@@ -12,8 +12,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from auditor.commands.plan import doctor_command, plan_command
-from auditor.doctor import choose_engine, parse_nvidia_smi, run_doctor
+from auditor.cli.plan import doctor_command, plan_command
+from auditor.planning.doctor import choose_engine, parse_nvidia_smi, run_doctor
 
 from .conftest import VLLM_LLM_KWARGS
 

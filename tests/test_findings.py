@@ -1,4 +1,4 @@
-"""Answer parsing, grounding, fingerprints and merging (auditor.findings), and the
+"""Answer parsing, grounding, fingerprints and merging (auditor.findings.model), and the
 built-in call-chain rules the grounding relies on."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from dataclasses import replace
 import jsonschema
 import pytest
 
-from auditor.findings import (
+from auditor.findings.model import (
     ANSWER_SCHEMA,
     UNCONFIRMED_CHAIN_NOTE,
     VIRTUAL_FILE_REASON,
@@ -30,7 +30,7 @@ from auditor.findings import (
     parse_answer,
     same_function,
 )
-from auditor.rules import builtin_rules
+from auditor.rules.loader import builtin_rules
 
 RULE = "tx-outside-transaction"
 
@@ -494,8 +494,8 @@ def test_new_rules_have_relevance_patterns_that_find_their_code(rules):
 
 
 def test_a_path_copied_from_the_prompt_matches_the_repository_path():
-    from auditor.findings import normalise_path
-    from auditor.prompt import neutralise_control_tokens
+    from auditor.findings.model import normalise_path
+    from auditor.pack.prompt import neutralise_control_tokens
 
     path = "templates/<s>/page.py"
     shown = neutralise_control_tokens(path)

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import auditor.index as index_module
-from auditor.cache_files import seal, unseal
-from auditor.index import (
+import auditor.index.extract as index_module
+from auditor.storage.sealed import seal, unseal
+from auditor.index.extract import (
     QUERY_NAMES,
     CallSite,
     ContextBlock,
@@ -912,7 +912,7 @@ def test_an_unwritable_cache_warns_once_not_per_file(tmp_path: Path, caplog: pyt
     for i in range(20):
         text = f"def f{i}():\n    return {i}\n"
         sources.append((f"m{i}.py", text, "python", index_module.content_hash_of(text)))
-    with caplog.at_level("WARNING", logger="auditor.index"):
+    with caplog.at_level("WARNING", logger="auditor.index.extract"):
         result = index_files(sources, cache=IndexCache(blocked), pack_name="repo")
     assert sorted(result) == sorted(path for path, *_ in sources)
     assert 1 <= len(caplog.records) <= 2  # one for the entries, at most one for the pack

@@ -1,8 +1,8 @@
-"""Flagging repository text that tries to instruct an AI reviewer (auditor.injection)."""
+"""Flagging repository text that tries to instruct an AI reviewer (auditor.findings.injection)."""
 
 from __future__ import annotations
 
-from auditor.injection import InjectionFlag, detect_injections
+from auditor.findings.injection import InjectionFlag, detect_injections
 
 PLANTED = """import os
 

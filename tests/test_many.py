@@ -14,8 +14,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from auditor import many
-from auditor.commands.many import scan_many_command
+from auditor.runs import many
+from auditor.cli.many import scan_many_command
 from auditor.engine import registry
 from auditor.engine.base import (
     ChatRequest,
@@ -24,7 +24,7 @@ from auditor.engine.base import (
     error_completion,
 )
 from auditor.errors import EngineUnavailable, UsageError
-from auditor.many import (
+from auditor.runs.many import (
     RAY_MISSING_NOTICE,
     EndpointPoolEngine,
     ManyConfig,
@@ -35,8 +35,8 @@ from auditor.many import (
 )
 from auditor.progress import ProgressEvent
 from auditor.report import render
-from auditor.scan import ScanConfig, run_scan
-from auditor.tokens import TokenizerRequest
+from auditor.runs.scan import ScanConfig, run_scan
+from auditor.tokens.tokenizer import TokenizerRequest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ("django_shop", "flask_ledger", "go_inventory")

@@ -9,9 +9,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from auditor.errors import PackError
-from auditor.pack import PackInput, PackOptions, pack, rank_files
-from auditor.rules import builtin_rules
-from auditor.tokens import TokenizerRequest, load_tokenizer
+from auditor.pack.packer import PackInput, PackOptions, pack, rank_files
+from auditor.rules.loader import builtin_rules
+from auditor.tokens.tokenizer import TokenizerRequest, load_tokenizer
 
 RULE = builtin_rules()["tx-outside-transaction"]
 
@@ -135,8 +135,8 @@ def test_a_file_larger_than_a_window_is_split_into_line_ranges(tokenizer):
 def test_a_line_longer_than_a_window_is_cut_and_reported_as_truncated(tokenizer, tmp_path):
     from rich.console import Console
 
-    from auditor.manifest import pack_manifest, pack_tables
-    from auditor.walk import WalkResult
+    from auditor.report.manifest import pack_manifest, pack_tables
+    from auditor.walk.walker import WalkResult
 
     minified_like = "DATA = [" + ",".join(str(i * 7919 % 100_003) for i in range(20_000)) + "]\n"
     repo = [PackInput("big.py", minified_like, "python"), PackInput("small.py", "x = 1\n", "python")]

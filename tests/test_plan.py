@@ -10,9 +10,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from auditor.commands.plan import doctor_command, plan_command
+from auditor.cli.plan import doctor_command, plan_command
 from auditor.errors import ExitCode, UsageError
-from auditor.plan import (
+from auditor.planning.plan import (
     ACTIVATION_RESERVE_BYTES,
     GIB,
     PlanError,

@@ -1,4 +1,4 @@
-"""Recall-probe needles, placement and exact scoring (auditor.probe)."""
+"""Recall-probe needles, placement and exact scoring (auditor.recall.needles)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import re
 import pytest
 
 from auditor.errors import UsageError
-from auditor.findings import ProbeAnswer
+from auditor.findings.model import ProbeAnswer
 from auditor.languages.grammars import parser_for
-from auditor.probe import (
+from auditor.recall.needles import (
     KINDS,
     LANGUAGES,
     SECRET_LOOKING,
@@ -32,7 +32,7 @@ from auditor.probe import (
     summarize,
     wilson_interval,
 )
-from auditor.prompt import split_lines
+from auditor.pack.prompt import split_lines
 
 
 def planted_texts(needle: Needle) -> list[str]:

@@ -1,5 +1,5 @@
 """The `auditor probe` grid: sizing cells with a real tokenizer, batching to an engine,
-scoring, and the JSON and PNG outputs (auditor.probe_grid, auditor.commands.probe)."""
+scoring, and the JSON and PNG outputs (auditor.recall.grid, auditor.cli.probe)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 from auditor.engine.base import ChatRequest, Completion, error_completion
 from auditor.engine.replay import ReplayEngine, ReplayRecord
 from auditor.errors import UsageError
-from auditor.probe import Needle, needle_blocks
-from auditor.probe_grid import (
+from auditor.recall.needles import Needle, needle_blocks
+from auditor.recall.grid import (
     Cell,
     GridOptions,
     HaystackFile,
@@ -31,7 +31,7 @@ from auditor.probe_grid import (
     write_outputs,
 )
 from auditor.progress import ProgressEvent, no_progress
-from auditor.tokens import HFTokenizer, TokenizerRequest, load_tokenizer
+from auditor.tokens.tokenizer import HFTokenizer, TokenizerRequest, load_tokenizer
 
 OUTPUT_TOKENS = 256
 LENGTHS = (4096, 8192)
@@ -126,7 +126,7 @@ def test_load_haystack_prefixes_paths_of_several_sources(tmp_path: Path) -> None
 
 def test_default_haystack_includes_auditors_own_files() -> None:
     sources = default_haystack_sources()
-    assert any((source / "probe_grid.py").is_file() for source in sources)
+    assert any((source / "recall" / "grid.py").is_file() for source in sources)
 
 
 # --------------------------------------------------------------------------------------
@@ -303,7 +303,7 @@ def test_engine_errors_count_as_abstentions_and_are_recorded(haystack, tokenizer
 
 
 def test_probe_command_writes_the_outputs(tmp_path: Path, tiny_tokenizer_dir: Path, tokenizer: HFTokenizer) -> None:
-    from auditor.commands.probe import probe_command
+    from auditor.cli.probe import probe_command
 
     repository = write_repository(tmp_path / "repo")
     options = GridOptions(lengths=(8192,), depths=(0.0, 1.0), needles_per_cell=2, output_tokens=OUTPUT_TOKENS)
@@ -332,7 +332,7 @@ def test_probe_command_writes_the_outputs(tmp_path: Path, tiny_tokenizer_dir: Pa
 
 
 def test_missing_matplotlib_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    from auditor.probe_grid import ProbeDependencyError, require_matplotlib
+    from auditor.recall.grid import ProbeDependencyError, require_matplotlib
 
     monkeypatch.setitem(__import__("sys").modules, "matplotlib", None)
     with pytest.raises(ProbeDependencyError, match=r"pip install 'auditor\[probe\]'"):

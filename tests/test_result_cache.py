@@ -10,12 +10,12 @@ import pytest
 
 from auditor.engine.base import ChatMessage, ChatRequest, Completion, Engine, error_completion
 from auditor.engine.replay import ReplayEngine, ReplayRecord
-from auditor.pack import PackOptions
-from auditor.pipeline import pack_prepared, prepare_repository
+from auditor.pack.packer import PackOptions
+from auditor.runs.prepare import pack_prepared, prepare_repository
 from auditor.progress import ProgressCallback, no_progress
-from auditor.result_cache import RESULT_CACHE_VERSION, CachingEngine, default_result_cache_dir, request_key
-from auditor.rules import builtin_rules
-from auditor.tokens import TokenizerRequest, load_tokenizer
+from auditor.engine.result_cache import RESULT_CACHE_VERSION, CachingEngine, default_result_cache_dir, request_key
+from auditor.rules.loader import builtin_rules
+from auditor.tokens.tokenizer import TokenizerRequest, load_tokenizer
 
 RULE = builtin_rules()["tx-outside-transaction"]
 ANSWER = json.dumps({"findings": [], "probes": []})

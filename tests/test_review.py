@@ -12,15 +12,15 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from auditor.cli import _exit_on_error
-from auditor.commands.review import review_command
-from auditor.diff import GitError, Hunk, compute_diff
-from auditor.findings import fingerprint
+from auditor.cli.app import _exit_on_error
+from auditor.cli.review import review_command
+from auditor.runs.diff import GitError, Hunk, compute_diff
+from auditor.findings.model import fingerprint
 from auditor.report import render
 from auditor.report.markdown import REVIEW_MARKER
 from auditor.report.model import Coverage
-from auditor.review import ReviewConfig, change_coverage, run_review
-from auditor.scan import ScanConfig
+from auditor.runs.review import ReviewConfig, change_coverage, run_review
+from auditor.runs.scan import ScanConfig
 
 TX = "tx-outside-transaction"
 
@@ -222,7 +222,7 @@ def test_ignore_comments_suppress_and_misspelt_rules_warn(repo):
 
 
 def test_baseline_suppresses_a_new_finding(repo, tmp_path: Path):
-    from auditor.suppress import write_baseline
+    from auditor.findings.suppress import write_baseline
 
     first = static_review(repo["root"], repo["base"]).result
     invoice = next(f for f in first.findings if f.function == "save_invoice")
@@ -257,7 +257,7 @@ def test_coverage_lists_changed_files_and_their_call_graph_neighbours(repo):
 def test_coverage_tiers_follow_the_pack(repo):
     root = repo["root"]
     diff = compute_diff(root, repo["base"])
-    from auditor.pipeline import prepare_repository
+    from auditor.runs.prepare import prepare_repository
 
     prepared = prepare_repository(root, use_cache=False)
     coverage = Coverage(full=("app/views.py",), skeleton=("app/util.py",), omitted=("app/store.py",))
@@ -441,7 +441,7 @@ def test_cli_prints_warnings_with_brackets_verbatim(tmp_path: Path):
 
 
 def test_a_repeated_review_reuses_the_caches_of_its_temporary_worktrees(repo, monkeypatch, tmp_path: Path):
-    import auditor.index as index_module
+    import auditor.index.extract as index_module
 
     first = static_review(repo["root"], repo["base"], head=repo["touch"])
     parsed: list[str] = []

@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from auditor.cli import app
+from auditor.cli.app import app
 from auditor.engine.vllm_engine import vllm_unavailable_reason
 from auditor.errors import ExitCode
-from auditor.rules import builtin_rules
+from auditor.rules.loader import builtin_rules
 
 from .conftest import REPO_ROOT, SHARED
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from auditor.index import Definition, index_source
+from auditor.index.extract import Definition, index_source
 from auditor.languages import language_for_path
-from auditor.skeleton import Elision, Skeleton, build_skeleton, kept_line_count
+from auditor.pack.skeleton import Elision, Skeleton, build_skeleton, kept_line_count
 
 DATA = Path(__file__).parent / "data" / "lang"
 

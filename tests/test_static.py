@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from auditor.callgraph import CallGraph
-from auditor.findings import Finding, fingerprint
-from auditor.index import FileIndex, index_source
+from auditor.analysis.callgraph import CallGraph
+from auditor.findings.model import Finding, fingerprint
+from auditor.index.extract import FileIndex, index_source
 from auditor.languages import language_for_path
-from auditor.rules import Rule, load_rule
-from auditor.static import FOUND_BY, StaticResult, analyze_tx_outside_transaction
+from auditor.rules.loader import Rule, load_rule
+from auditor.analysis.tx_outside_transaction import FOUND_BY, StaticResult, analyze_tx_outside_transaction
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 EXPECTED = FIXTURES / "expected"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from auditor.findings import ChainStep, Finding, fingerprint
-from auditor.suppress import (
+from auditor.findings.model import ChainStep, Finding, fingerprint
+from auditor.findings.suppress import (
     BaselineError,
     apply_suppressions,
     find_ignore_comments,

@@ -6,7 +6,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from auditor.errors import TokenizerError
-from auditor.tokens import EstimateTokenizer, Message, TokenizerRequest, load_tokenizer, render_chatml
+from auditor.tokens.tokenizer import EstimateTokenizer, Message, TokenizerRequest, load_tokenizer, render_chatml
 
 MESSAGES = (
     Message("system", "You audit code."),
@@ -81,7 +81,7 @@ def test_no_tokenizer_falls_back_to_a_labelled_overestimate(tiny_tokenizer_dir, 
 
 
 def test_estimate_overcounts_the_standin_vocabulary_on_code(standin_tokenizer_dir):
-    from auditor.prompt import render_full_block, split_lines
+    from auditor.pack.prompt import render_full_block, split_lines
     from tests.conftest import REPO_ROOT
 
     exact = load_tokenizer(TokenizerRequest(tokenizer=str(standin_tokenizer_dir)))

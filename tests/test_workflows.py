@@ -11,7 +11,7 @@ import pytest
 import typer
 import yaml
 
-from auditor.commands.review import review_command
+from auditor.cli.review import review_command
 from auditor.report.markdown import REVIEW_MARKER
 
 WORKFLOWS = Path(__file__).resolve().parent.parent / "docs" / "workflows"

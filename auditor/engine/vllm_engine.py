@@ -81,12 +81,12 @@ def vllm_unavailable_reason() -> str | None:
 
 
 if TYPE_CHECKING:
-    from auditor.plan import Precision
+    from auditor.planning.plan import Precision
 
 
 def checkpoint_precision(model: str) -> "Precision":
     """Weight precision of ``model`` (a local checkpoint's config.json, else its -FP8/-NVFP4/-BF16 suffix)."""
-    from auditor.plan import Precision, detect_precision
+    from auditor.planning.plan import Precision, detect_precision
 
     config: dict[str, Any] = {}
     config_path = Path(model) / "config.json"
@@ -103,7 +103,7 @@ def checkpoint_precision(model: str) -> "Precision":
 
 def resolve_kv_cache_dtype(settings: EngineSettings) -> str:
     """The KV cache dtype: the setting if given, else "fp8" for FP8/NVFP4 checkpoints, else "auto"."""
-    from auditor.plan import default_kv_cache_dtype
+    from auditor.planning.plan import default_kv_cache_dtype
 
     if settings.kv_cache_dtype:
         return settings.kv_cache_dtype
@@ -113,7 +113,7 @@ def resolve_kv_cache_dtype(settings: EngineSettings) -> str:
 def llm_kwargs(settings: EngineSettings) -> dict[str, Any]:
     """Keyword arguments for ``vllm.LLM``: the plan's ``recommended_engine_args`` for these
     settings (one source for ``auditor doctor`` and the engine), with prefix caching as set."""
-    from auditor.plan import recommended_engine_args
+    from auditor.planning.plan import recommended_engine_args
 
     model = settings.model or DEFAULT_MODEL
     args = recommended_engine_args(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from auditor.findings import ChainStep, Claim, ClaimedStep, Finding
+from auditor.findings.model import ChainStep, Claim, ClaimedStep, Finding
 from auditor.report.model import ReviewSummary, ScanResult, WindowOutcome
 
 JSON_REPORT_VERSION = 1

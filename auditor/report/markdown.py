@@ -18,7 +18,7 @@ from __future__ import annotations
 import html
 import re
 
-from auditor.findings import ChainStep, Finding
+from auditor.findings.model import ChainStep, Finding
 from auditor.report.model import (
     ReviewedFinding,
     ReviewSummary,

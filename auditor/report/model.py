@@ -10,10 +10,10 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from auditor.findings import SEVERITY_ORDER, Finding, Rejected
-from auditor.injection import InjectionFlag
-from auditor.rules import SEVERITIES, Rule
-from auditor.suppress import SuppressedFinding
+from auditor.findings.model import SEVERITY_ORDER, Finding, Rejected
+from auditor.findings.injection import InjectionFlag
+from auditor.rules.loader import SEVERITIES, Rule
+from auditor.findings.suppress import SuppressedFinding
 
 __all__ = [
     "Coverage",

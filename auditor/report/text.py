@@ -17,7 +17,7 @@ from rich.padding import Padding
 from rich.rule import Rule as Divider
 from rich.text import Text
 
-from auditor.findings import SEVERITY_ORDER, Finding
+from auditor.findings.model import SEVERITY_ORDER, Finding
 from auditor.report.model import (
     ReviewedFinding,
     ScanResult,

@@ -1,0 +1,384 @@
+"""Entry points: the functions outside code calls into (HTTP handlers, CLI commands,
+background tasks, message consumers, ``__main__`` blocks).
+
+Inputs: the index (``FileIndex`` per path), the :class:`~auditor.analysis.callgraph.CallGraph`, an
+optional rule (its ``entry_points`` decorator patterns add to the built-in ones) and,
+optionally, file texts (used only to read a function's first parameter name).
+Output: a sorted tuple of :class:`EntryPoint`, one per function.
+
+Recognised, for Python: Django function views (a views module's public functions whose
+first parameter is ``request``), class-based views and DRF views/viewsets (HTTP-method and
+viewset-action methods, ``@action`` methods), graphene mutations (``mutate``/``perform_mutation`` of
+``*Mutation`` subclasses), URLconf targets of ``path()``/``re_path()``/
+``url()``, Flask/FastAPI route decorators, Celery/RQ/Huey/Dramatiq tasks, Django management
+commands (``Command.handle``), click/typer commands, and ``__main__`` blocks (as the
+pseudo-function ``<main>``). Elsewhere: Express routes (``app.get('/x', handler)``), Go
+``http.HandleFunc``-style registrations and ``func main``, Spring ``@...Mapping`` methods,
+``@Scheduled`` jobs and ``@...Listener`` consumers.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import posixpath
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+
+from auditor.analysis.callgraph import MAIN_FUNCTION, CallGraph, FunctionRef, strip_arguments
+from auditor.index.extract import Definition, FileIndex
+from auditor.rules.loader import Rule
+
+KINDS = ("http", "cli", "task", "consumer", "main")
+
+_HTTP_VERBS = ("get", "post", "put", "patch", "delete", "head", "options")
+_ROUTE_DECORATORS = tuple(f"*.{verb}" for verb in _HTTP_VERBS) + ("*.route", "*.api_route", "*.websocket")
+_TASK_DECORATORS = (
+    "shared_task", "task", "*.task", "job", "*.job", "periodic_task", "*.periodic_task", "db_task",
+    "*.db_task", "db_periodic_task", "*.db_periodic_task", "actor", "dramatiq.actor", "*.scheduled_job",
+)  # fmt: skip
+_CLI_DECORATORS = ("click.command", "click.group", "*.command", "*.group", "*.callback")
+_CONSUMER_DECORATORS = ("*.agent", "*.subscriber", "*.consumer", "*.on_message")
+_MOCK_DECORATORS = ("mock.*", "*.mock.*", "patch.*", "mocker.*")
+_DRF_DECORATORS = ("api_view", "*.api_view", "action", "*.action")
+_SPRING_HTTP = ("GetMapping", "PostMapping", "PutMapping", "PatchMapping", "DeleteMapping", "RequestMapping")
+_SPRING_TASK = ("Scheduled",)
+_SPRING_CONSUMER = ("*Listener", "*.*Listener")
+
+_VIEW_BASE = re.compile(r"(^|\.)(\w*View|\w*ViewSet|\w*APIView|ViewSetMixin)$")
+_VIEW_METHODS = (
+    *_HTTP_VERBS, "create", "list", "retrieve", "update", "partial_update", "destroy",
+    "perform_create", "perform_update", "perform_destroy", "form_valid",
+)  # fmt: skip
+_MUTATION_BASE = re.compile(r"(^|\.)\w*Mutation$")
+_MUTATION_METHODS = ("mutate", "perform_mutation", "mutate_and_get_payload")
+_URLCONF_CALLS = frozenset({"path", "re_path", "url"})
+_GO_REGISTRATIONS = ("*.HandleFunc", "HandleFunc", "*.Handle", "*.HandlerFunc")
+_GO_ROUTER_VERBS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "Get", "Post", "Put", "Patch", "Delete", "Any"})
+_EXPRESS_VERBS = frozenset({"get", "post", "put", "patch", "delete", "all"})
+_REFERENCE = re.compile(r"^[A-Za-z_$][\w$]*(\.[A-Za-z_$][\w$]*)*$")
+_STRING = re.compile(r"^[rRbBuUfF]*(\"|'|`)(.*?)\1", re.DOTALL)
+
+
+@dataclass(frozen=True, order=True)
+class EntryPoint:
+    """A function reachable from outside the program, with what kind and how it was seen."""
+
+    ref: FunctionRef
+    kind: str
+    detail: str
+
+
+def split_arguments(arguments: str) -> list[str]:
+    """Split an argument-list text at top-level commas (brackets and strings respected)."""
+    parts: list[str] = []
+    depth = 0
+    quote = ""
+    current: list[str] = []
+    escaped = False
+    for char in arguments:
+        if quote:
+            current.append(char)
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == quote:
+                quote = ""
+            continue
+        if char in "\"'`":
+            quote = char
+        elif char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+        elif char == "," and depth == 0:
+            parts.append("".join(current).strip())
+            current = []
+            continue
+        current.append(char)
+    tail = "".join(current).strip()
+    if tail:
+        parts.append(tail)
+    return parts
+
+
+def _string_value(argument: str) -> str | None:
+    match = _STRING.match(argument.strip())
+    return match.group(2) if match else None
+
+
+def _first_string(arguments: str) -> str:
+    for argument in split_arguments(arguments):
+        value = _string_value(argument)
+        if value is not None:
+            return value
+    return ""
+
+
+def _decorator_arguments(decorator: str) -> str:
+    start = decorator.find("(")
+    return decorator[start + 1 : decorator.rfind(")")] if start >= 0 else ""
+
+
+def compile_patterns(patterns: tuple[str, ...]) -> re.Pattern[str] | None:
+    """One regex matching any of the fnmatch ``patterns`` (case-sensitive), or None if empty."""
+    if not patterns:
+        return None
+    return re.compile("|".join(f"(?:{fnmatch.translate(pattern)})" for pattern in patterns))
+
+
+@lru_cache(maxsize=256)
+def _compiled(patterns: tuple[str, ...]) -> re.Pattern[str] | None:
+    return compile_patterns(patterns)
+
+
+def _matches(name: str, patterns: tuple[str, ...]) -> bool:
+    compiled = _compiled(patterns)
+    return compiled is not None and compiled.match(name) is not None
+
+
+def _classify_decorator(decorator: str, language: str, rule_patterns: tuple[str, ...]) -> tuple[str, str] | None:
+    """The (kind, detail) a decorator/annotation makes of the function it decorates."""
+    name = strip_arguments(decorator)
+    arguments = _decorator_arguments(decorator)
+    if language == "java":
+        short = name.split(".")[-1]
+        if short in _SPRING_HTTP:
+            route = _first_string(arguments)
+            return "http", f"spring @{short}" + (f" '{route}'" if route else "")
+        if short in _SPRING_TASK:
+            return "task", f"spring @{short}"
+        if _matches(short, _SPRING_CONSUMER):
+            return "consumer", f"spring @{short}"
+        return None
+    if language != "python" or _matches(name, _MOCK_DECORATORS):
+        return None
+    if _matches(name, _DRF_DECORATORS):
+        return "http", f"drf @{name}"
+    if _matches(name, _ROUTE_DECORATORS) and "." in name:
+        verb = name.rsplit(".", 1)[1]
+        route = _first_string(arguments)
+        if verb == "route":
+            return "http", f"flask route '{route}'"
+        return "http", f"route {verb.upper()} '{route}'"
+    if _matches(name, _TASK_DECORATORS):
+        return "task", "celery task" if "task" in name else f"background job @{name}"
+    if _matches(name, _CLI_DECORATORS):
+        return "cli", f"cli command @{name}"
+    if _matches(name, _CONSUMER_DECORATORS):
+        return "consumer", f"message consumer @{name}"
+    if _matches(name, rule_patterns):
+        if "task" in name or "job" in name:
+            return "task", f"task @{name}"
+        if "command" in name:
+            return "cli", f"cli command @{name}"
+        return "http", f"entry point @{name}"
+    return None
+
+
+_TEST_DIRECTORIES = frozenset({"test", "tests", "testing", "__tests__", "spec", "specs"})
+_TEST_FILE = re.compile(r"^(test_.*\.py|.*_tests?\.py|conftest\.py|.*_test\.go|.*\.(test|spec)\.[cm]?[jt]sx?|.*Tests?\.java)$")
+
+
+def is_test_path(path: str) -> bool:
+    """True for test code (test directories, ``test_*.py``, ``*_test.go``, ``*.spec.ts``...):
+    tests call production code but are not how production is entered."""
+    *directories, name = path.split("/")
+    return bool(_TEST_FILE.match(name)) or any(directory in _TEST_DIRECTORIES for directory in directories)
+
+
+def _is_views_module(path: str) -> bool:
+    base = posixpath.basename(path)
+    return base in ("views.py", "api.py") or base.endswith("_views.py") or "/views/" in f"/{path}"
+
+
+def _first_parameter(definition: Definition, text: str | None) -> str | None:
+    """The first parameter name of a function, read from its signature lines."""
+    if text is None:
+        return None
+    lines = text.split("\n")[definition.start_line - 1 : max(definition.body_start_line, definition.start_line + 1)]
+    signature = "\n".join(lines)
+    match = re.search(rf"def\s+{re.escape(definition.name)}\s*\(\s*\*?\s*(\w*)", signature)
+    return match.group(1) if match else None
+
+
+def _derives_from(
+    graph: CallGraph, ref: FunctionRef, definition: Definition, pattern: re.Pattern[str], seen: frozenset[FunctionRef] = frozenset()
+) -> bool:
+    """True when a class names a base matching ``pattern``, directly or through repository bases."""
+    if any(pattern.search(strip_arguments(base)) for base in definition.bases if "=" not in base):
+        return True
+    for base_ref in graph.base_classes(ref):
+        base = graph.definition(base_ref)
+        if base is not None and base_ref not in seen and _derives_from(graph, base_ref, base, pattern, seen | {ref}):
+            return True
+    return False
+
+
+def _view_methods(graph: CallGraph, class_ref: FunctionRef, names: tuple[str, ...] = _VIEW_METHODS) -> list[FunctionRef]:
+    """The methods ``names`` of a class, looked up through its repository bases."""
+    methods: list[FunctionRef] = []
+    for name in names:
+        member = graph.class_member(class_ref, name)
+        if member is not None and member not in methods:
+            methods.append(member)
+    return methods
+
+
+class _Collector:
+    """Accumulates entry points, keeping the first (most specific) one per function."""
+
+    def __init__(self) -> None:
+        self.found: dict[FunctionRef, EntryPoint] = {}
+
+    def add(self, ref: FunctionRef, kind: str, detail: str) -> None:
+        self.found.setdefault(ref, EntryPoint(ref, kind, detail))
+
+
+def find_entry_points(
+    indexes: Mapping[str, FileIndex],
+    graph: CallGraph,
+    rule: Rule | None = None,
+    texts: Mapping[str, str] | None = None,
+) -> tuple[EntryPoint, ...]:
+    """Every entry point of the indexed files, one per function, sorted by reference.
+
+    Decorator-based detection comes first; then URLconf/router registrations; then
+    module-convention detection (Django views modules, management commands, ``main``).
+    Test files (see :func:`is_test_path`) define no entry points.
+    """
+    rule_patterns = rule.entry_points if rule is not None else ()
+    collector = _Collector()
+    production = [path for path in sorted(indexes) if not is_test_path(path)]
+    for path in production:
+        index = indexes[path]
+        for definition in index.definitions:
+            ref = FunctionRef(path, definition.qualname)
+            if definition.kind in ("function", "method"):
+                for decorator in definition.decorators:
+                    classified = _classify_decorator(decorator, index.language, rule_patterns)
+                    if classified is not None:
+                        collector.add(ref, *classified)
+                        break
+    for path in production:
+        index = indexes[path]
+        if index.language == "python":
+            _python_registrations(path, index, graph, collector)
+        elif index.language == "go":
+            _go_registrations(path, index, graph, collector)
+        elif index.language in ("javascript", "typescript", "tsx"):
+            _express_registrations(path, index, graph, collector)
+    for path in production:
+        index = indexes[path]
+        text = texts.get(path) if texts is not None else None
+        if index.language == "python":
+            _python_conventions(path, index, graph, text, collector)
+        elif index.language == "go":
+            main = next((d for d in index.definitions if d.qualname == "main" and d.kind == "function"), None)
+            if main is not None and posixpath.basename(path) != "main_test.go":
+                collector.add(FunctionRef(path, "main"), "main", "go func main")
+        if index.main_block is not None:
+            collector.add(FunctionRef(path, MAIN_FUNCTION), "main", "__main__ block")
+    return tuple(sorted(collector.found.values()))
+
+
+def _python_registrations(path: str, index: FileIndex, graph: CallGraph, collector: _Collector) -> None:
+    """URLconf targets: ``path("route", views.handler)`` and ``Class.as_view()``."""
+    for call in index.calls:
+        if call.enclosing is not None or call.callee.split(".")[-1] not in _URLCONF_CALLS:
+            continue
+        arguments = split_arguments(call.arguments)
+        route = _string_value(arguments[0]) if arguments else None
+        target = next((arg.split("=", 1)[1].strip() for arg in arguments if arg.startswith("view=")), None)
+        if target is None and len(arguments) >= 2 and "=" not in arguments[1].split("(")[0]:
+            target = arguments[1]
+        if target is None or target.startswith("include("):
+            continue
+        detail = f"django urlconf '{route}'" if route is not None else "django urlconf"
+        if ".as_view(" in target or target.endswith(".as_view"):
+            class_ref = graph.resolve(path, target.split(".as_view", 1)[0])
+            if class_ref is not None:
+                for method in _view_methods(graph, class_ref):
+                    collector.add(method, "http", detail)
+            continue
+        if not _REFERENCE.match(target):
+            continue
+        ref = graph.resolve(path, target)
+        definition = graph.definition(ref) if ref is not None else None
+        if ref is not None and definition is not None:
+            if definition.kind == "class":
+                for method in _view_methods(graph, ref):
+                    collector.add(method, "http", detail)
+            else:
+                collector.add(ref, "http", detail)
+
+
+def _python_conventions(path: str, index: FileIndex, graph: CallGraph, text: str | None, collector: _Collector) -> None:
+    """Django views modules, class-based views and management commands."""
+    in_commands = "management/commands/" in f"/{path}"
+    views_module = _is_views_module(path)
+    for definition in index.definitions:
+        ref = FunctionRef(path, definition.qualname)
+        if definition.kind == "class":
+            if in_commands and definition.qualname == "Command":
+                handle = graph.class_member(ref, "handle")
+                if handle is not None:
+                    collector.add(handle, "cli", "django management command")
+            elif _derives_from(graph, ref, definition, _VIEW_BASE):
+                for method in _view_methods(graph, ref):
+                    collector.add(method, "http", "django class-based view")
+            elif _derives_from(graph, ref, definition, _MUTATION_BASE):
+                for method in _view_methods(graph, ref, _MUTATION_METHODS):
+                    collector.add(method, "http", "graphql mutation")
+            continue
+        if not views_module or definition.parent is not None or definition.name.startswith("_"):
+            continue
+        first = _first_parameter(definition, text)
+        if first == "request" or (first is None and text is None and not graph.callers(ref)):
+            collector.add(ref, "http", "django view")
+
+
+def _go_registrations(path: str, index: FileIndex, graph: CallGraph, collector: _Collector) -> None:
+    """``http.HandleFunc("/x", handler)``, ``mux.Handle``, and gin/echo/chi verb routes."""
+    for call in index.calls:
+        is_verb = call.name in _GO_ROUTER_VERBS and "." in call.callee
+        if not (_matches(call.callee, _GO_REGISTRATIONS) or is_verb):
+            continue
+        arguments = split_arguments(call.arguments)
+        if len(arguments) < 2:
+            continue
+        route = _string_value(arguments[0])
+        if route is None:
+            continue
+        handler = arguments[-1]
+        if handler.startswith("http.HandlerFunc(") and handler.endswith(")"):
+            handler = handler[len("http.HandlerFunc(") : -1]
+        if not _REFERENCE.match(handler):
+            continue
+        ref = graph.resolve(path, handler)
+        definition = graph.definition(ref) if ref is not None else None
+        if ref is not None and definition is not None and definition.kind != "class":
+            verb = f"{call.name} " if is_verb else ""
+            collector.add(ref, "http", f"go {verb}handler '{route}'")
+
+
+def _express_registrations(path: str, index: FileIndex, graph: CallGraph, collector: _Collector) -> None:
+    """``app.get('/x', auth, handler)`` and ``router.post(...)`` with named handlers."""
+    for call in index.calls:
+        if call.name not in _EXPRESS_VERBS or "." not in call.callee:
+            continue
+        arguments = split_arguments(call.arguments)
+        if len(arguments) < 2:
+            continue
+        route = _string_value(arguments[0])
+        if route is None or not route.startswith("/"):
+            continue
+        handler = arguments[-1]
+        if not _REFERENCE.match(handler):
+            continue
+        ref = graph.resolve(path, handler)
+        definition = graph.definition(ref) if ref is not None else None
+        if ref is not None and definition is not None and definition.kind != "class":
+            collector.add(ref, "http", f"express {call.name.upper()} '{route}'")

@@ -1,0 +1,172 @@
+"""Rules: Markdown files with YAML front matter that tell the model, the packer and the
+static pass what to look for.
+
+A rule file looks like::
+
+    ---
+    id: tx-outside-transaction
+    title: Database writes outside a transaction
+    severity: high
+    languages: [python, go, java, javascript, typescript]
+    description: One-paragraph summary (SARIF shortDescription/fullDescription).
+    relevance:          # regexes over file text; matching files rank first when packing
+      - '\\.save\\('
+    sinks:              # callee patterns (fnmatch over the call's attribute chain)
+      - '*.objects.create'
+    boundaries:         # callee / decorator / context-manager patterns opening a transaction
+      - 'transaction.atomic'
+    sql_write: '(?i)\\b(insert|update|delete)\\b'   # optional: SQL text that counts as a write
+    ---
+    Instruction body for the model (Markdown).
+
+Built-in rules ship as package data in ``auditor/rules/builtin/``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import yaml
+
+from auditor.errors import RuleError
+
+SEVERITIES = ("critical", "high", "medium", "low", "info")
+_RULE_ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A parsed rule file."""
+
+    id: str
+    title: str
+    severity: str
+    languages: tuple[str, ...]
+    description: str
+    body: str
+    source: str
+    relevance: tuple[str, ...] = ()
+    sinks: tuple[str, ...] = ()
+    boundaries: tuple[str, ...] = ()
+    entry_points: tuple[str, ...] = ()
+    sql_write: str | None = None
+
+    def relevance_patterns(self) -> tuple[re.Pattern[str], ...]:
+        """The relevance patterns, compiled (each is searched on its own: patterns that start
+        with a literal are scanned much faster than one big alternation)."""
+        return tuple(re.compile(pattern) for pattern in self.relevance)
+
+    def relevance_regex(self) -> re.Pattern[str] | None:
+        """One compiled alternation of the relevance patterns, or None when there are none."""
+        if not self.relevance:
+            return None
+        return re.compile("|".join(f"(?:{pattern})" for pattern in self.relevance))
+
+
+def parse_rule(text: str, source: str) -> Rule:
+    """Parse a rule file's text. Raises RuleError naming the file and the field at fault."""
+    if not text.startswith("---"):
+        raise RuleError(f"{source}: a rule file must start with a '---' YAML front matter block")
+    parts = text.split("\n---", 1)
+    if len(parts) != 2:
+        raise RuleError(f"{source}: the front matter block is not closed with '---'")
+    header, body = parts[0][3:], parts[1].lstrip("-").lstrip("\n")
+    try:
+        meta = yaml.safe_load(header) or {}
+    except yaml.YAMLError as exc:
+        raise RuleError(f"{source}: front matter is not valid YAML: {exc}") from exc
+    if not isinstance(meta, dict):
+        raise RuleError(f"{source}: front matter must be a mapping")
+
+    def text_field(name: str, required: bool = True) -> str:
+        value = meta.get(name)
+        if value is None:
+            if required:
+                raise RuleError(f"{source}: missing required field '{name}'")
+            return ""
+        if not isinstance(value, str) or not value.strip():
+            raise RuleError(f"{source}: field '{name}' must be a non-empty string")
+        return value.strip()
+
+    def list_field(name: str) -> tuple[str, ...]:
+        value = meta.get(name, [])
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            raise RuleError(f"{source}: field '{name}' must be a list of strings")
+        return tuple(value)
+
+    rule_id = text_field("id")
+    if not _RULE_ID.match(rule_id):
+        raise RuleError(f"{source}: rule id '{rule_id}' must be lowercase letters, digits and '-'")
+    severity = text_field("severity").lower()
+    if severity not in SEVERITIES:
+        raise RuleError(f"{source}: severity '{severity}' is not one of {', '.join(SEVERITIES)}")
+    relevance = list_field("relevance")
+    for pattern in relevance:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise RuleError(f"{source}: relevance pattern {pattern!r} is not a valid regex: {exc}") from exc
+    try:
+        re.compile("|".join(f"(?:{pattern})" for pattern in relevance))
+    except re.error as exc:
+        raise RuleError(f"{source}: relevance patterns cannot be combined (use scoped flags like '(?i:...)'): {exc}") from exc
+    sql_write = text_field("sql_write", required=False) or None
+    if sql_write:
+        try:
+            re.compile(sql_write)
+        except re.error as exc:
+            raise RuleError(f"{source}: sql_write {sql_write!r} is not a valid regex: {exc}") from exc
+    if not body.strip():
+        raise RuleError(f"{source}: the rule has no instruction body after the front matter")
+    return Rule(
+        id=rule_id,
+        title=text_field("title"),
+        severity=severity,
+        languages=list_field("languages"),
+        description=text_field("description"),
+        body=body.strip() + "\n",
+        source=source,
+        relevance=relevance,
+        sinks=list_field("sinks"),
+        boundaries=list_field("boundaries"),
+        entry_points=list_field("entry_points"),
+        sql_write=sql_write,
+    )
+
+
+def builtin_rules() -> dict[str, Rule]:
+    """All rules shipped with auditor, by id."""
+    rules: dict[str, Rule] = {}
+    for entry in sorted(resources.files("auditor.rules").joinpath("builtin").iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".md"):
+            rule = parse_rule(entry.read_text(encoding="utf-8"), f"builtin:{entry.name}")
+            rules[rule.id] = rule
+    return rules
+
+
+def load_rule(spec: str) -> Rule:
+    """Load a rule by built-in id or by path to a rule file."""
+    candidate = Path(spec)
+    if candidate.suffix == ".md" or candidate.exists():
+        try:
+            text = candidate.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise RuleError(f"cannot read rule file {spec}: {exc.strerror or exc}") from exc
+        return parse_rule(text, str(candidate))
+    rules = builtin_rules()
+    if spec not in rules:
+        known = ", ".join(sorted(rules))
+        raise RuleError(f"unknown rule '{spec}'. Built-in rules: {known}; or pass a path to a rule file")
+    return rules[spec]
+
+
+def load_rules(specs: list[str] | tuple[str, ...]) -> tuple[Rule, ...]:
+    """Load several rules, keeping the first of any duplicate ids, in the order given."""
+    seen: dict[str, Rule] = {}
+    for spec in specs:
+        rule = load_rule(spec)
+        seen.setdefault(rule.id, rule)
+    return tuple(seen.values())

@@ -1,0 +1,136 @@
+"""Pipeline glue: run walk -> index -> call graph -> pack for a command.
+
+Each stage keeps its own module and typed entry point; this module only wires them in
+order and carries their outputs forward (``PreparedRepository``) so later stages (static
+analysis, grounding) reuse the same index and graph instead of recomputing them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Mapping
+
+from auditor.analysis.callgraph import CallGraph, CallGraphCache
+from auditor.storage.digests import DigestStore, digest_of
+from auditor.index.extract import FileIndex, IndexCache, default_cache_dir, index_files
+from auditor.pack.packer import PackInput, PackOptions, PackResult, pack
+from auditor.progress import ProgressCallback, ProgressEvent, no_progress
+from auditor.rules.loader import Rule
+from auditor.pack.skeleton import build_skeleton
+from auditor.tokens.tokenizer import PromptTokenizer
+from auditor.walk.walker import WalkOptions, WalkResult, walk
+
+RELEVANCE_CACHE_VERSION = 1
+"""Version of the relevance-score cache's key material; part of its file name."""
+
+
+@dataclass(frozen=True)
+class PreparedRepository:
+    """A walked repository with its index and call graph."""
+
+    walk: WalkResult
+    indexes: Mapping[str, FileIndex]
+    graph: CallGraph
+    cache_dir: Path | None = None  # the index cache in use; None when caching is off
+    cache_scope: str = ""  # the name this tree's caches are kept under (its root by default)
+
+    @property
+    def texts(self) -> dict[str, str]:
+        """Path -> text of every walked file."""
+        return {entry.path: entry.text for entry in self.walk.files}
+
+
+def prepare_repository(
+    root: Path,
+    walk_options: WalkOptions = WalkOptions(),
+    *,
+    cache_dir: Path | None = None,
+    use_cache: bool = True,
+    progress: ProgressCallback = no_progress,
+    on_change: Callable[[], None] | None = None,
+    cache_scope: str | None = None,
+) -> PreparedRepository:
+    """Walk ``root``, index every file in a supported language and build the call graph.
+
+    With ``use_cache``, indexes are cached by content and the call graph by the set of
+    indexed files (paths and contents), both under ``cache_dir`` (default:
+    ``default_cache_dir()``), so an unchanged repository loads its graph instead of
+    resolving it again; ``pack_prepared`` keeps relevance scores there too.
+
+    ``on_change`` is called when the graph must be resolved anew (the files changed since
+    the last run, or caching is off), before that work starts: a caller uses it to begin
+    what a change implies in the background, such as loading a tokenizer's vocabulary to
+    count the changed text.
+
+    ``cache_scope`` names the tree's caches (index pack, relevance scores); by default its
+    root path. A caller that walks a temporary copy of a repository (review's worktrees)
+    passes a stable name so that the next run finds them again.
+    """
+    walked = walk(root, walk_options, progress)
+    directory = cache_dir or default_cache_dir()
+    cache = IndexCache(directory) if use_cache else None
+    sources = [(f.path, f.text, f.language, f.content_hash) for f in walked.files if f.language]
+    scope = cache_scope or str(walked.root)
+    indexes = index_files(sources, cache=cache, progress=progress, pack_name=scope)
+    progress(ProgressEvent(stage="graph", message=f"call graph over {len(indexes)} indexed files"))
+    graph_cache = CallGraphCache(directory) if use_cache else None
+    graph = graph_cache.get(indexes) if graph_cache is not None else None
+    if graph is None:
+        if on_change is not None:
+            on_change()
+        graph = CallGraph.build(indexes)
+        if graph_cache is not None:
+            graph_cache.put(indexes, graph)
+    return PreparedRepository(
+        walk=walked, indexes=indexes, graph=graph, cache_dir=directory if use_cache else None, cache_scope=scope
+    )
+
+
+def top_level_symbols(index: FileIndex) -> tuple[str, ...]:
+    """Names of a file's module-level definitions, in source order (for the repository map)."""
+    return tuple(definition.name for definition in index.definitions if definition.parent is None)
+
+
+def pack_prepared(
+    prepared: PreparedRepository,
+    *,
+    rules: tuple[Rule, ...],
+    tokenizer: PromptTokenizer,
+    options: PackOptions,
+    progress: ProgressCallback = no_progress,
+) -> PackResult:
+    """Pack a prepared repository: skeletons and map symbols from the index, neighbours from the graph."""
+    indexes = prepared.indexes
+    texts = {entry.path: entry.text for entry in prepared.walk.files}
+
+    def skeleton_of(path: str) -> tuple[tuple[int, int], ...] | None:
+        index = indexes.get(path)
+        if index is None:
+            return None
+        skeleton = build_skeleton(texts[path], index)
+        if skeleton is None or not skeleton.elisions:
+            return None
+        return tuple((elision.start_line, elision.end_line) for elision in skeleton.elisions)
+
+    def symbols_of(path: str) -> tuple[str, ...]:
+        index = indexes.get(path)
+        return top_level_symbols(index) if index else ()
+
+    files = [PackInput(entry.path, entry.text, entry.language, entry.content_hash) for entry in prepared.walk.files]
+    relevance_cache = None
+    if prepared.cache_dir is not None:
+        scope = digest_of(prepared.cache_scope or str(prepared.walk.root)).hex()
+        relevance_cache = DigestStore(prepared.cache_dir / f"relevance-v{RELEVANCE_CACHE_VERSION}" / f"{scope}.bin")
+    return pack(
+        files,
+        repository=prepared.walk.root.name,
+        rules=rules,
+        tokenizer=tokenizer,
+        options=options,
+        skeleton_of=skeleton_of,
+        symbols_of=symbols_of,
+        neighbors=prepared.graph.file_neighbors,
+        progress=progress,
+        relevance_cache=relevance_cache,
+    )

@@ -1,0 +1,443 @@
+"""Scan: the audit run — pack the repository, ask the engine, ground the answers, merge
+with the static pass, and assemble a ``ScanResult`` for the reporters.
+
+Inputs: a frozen ``ScanConfig``. Output: ``ScanResult``. Every failure that leaves part of
+the repository unread (an incomplete window, an engine error) is recorded in the result,
+never dropped: the CLI turns it into an exit code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+from auditor import __version__
+from auditor.analysis.callgraph import CallGraph
+from auditor.recall.canaries import DEFAULT_CANARIES, DEFAULT_RECALL_THRESHOLD, CanaryPlan, CanaryReport, plant_canaries, read_canaries
+from auditor.engine.base import ChatMessage, ChatRequest, Completion, Engine, EngineSettings
+from auditor.engine.registry import create_engine, resolve_auto
+from auditor.errors import AuditorError
+from auditor.findings.model import Claim, Finding, Rejected, RepositoryView, answer_schema_json, ground_answer, merge_findings, parse_answer
+from auditor.index.extract import FileIndex
+from auditor.findings.injection import detect_injections
+from auditor.pack.packer import PackOptions, PackResult, Window
+from auditor.planning.plan import estimate_time
+from auditor.runs.prepare import PreparedRepository, pack_prepared, prepare_repository
+from auditor.progress import ProgressCallback, ProgressEvent, no_progress
+from auditor.recall.needles import cites_probe
+from auditor.report.model import Coverage, ScanError, ScanResult, WindowOutcome, WindowRecall
+from auditor.engine.result_cache import CachingEngine, default_result_cache_dir
+from auditor.rules.loader import Rule, builtin_rules, load_rules
+from auditor.analysis.tx_outside_transaction import StaticResult, analyze_tx_outside_transaction
+from auditor.findings.suppress import SuppressedFinding, apply_suppressions, read_baseline
+from auditor.tokens.tokenizer import PromptTokenizer, TokenizerInfo, TokenizerRequest, load_tokenizer, with_count_cache
+from auditor.walk.walker import WalkOptions
+
+STATIC_TOKENIZER_SOURCE = "none (static pass)"
+
+# Rules with a static analysis, by id. Rules without one need a model.
+STATIC_ANALYSES: dict[str, Callable[[Mapping[str, FileIndex], Mapping[str, str], Rule, CallGraph], StaticResult]] = {
+    "tx-outside-transaction": analyze_tx_outside_transaction,
+}
+
+
+@dataclass(frozen=True)
+class ScanConfig:
+    """Everything one scan needs, resolved from flags and configuration."""
+
+    root: Path
+    rules: tuple[str, ...] = ()
+    engine: str = "auto"
+    engine_settings: EngineSettings = field(default_factory=EngineSettings)
+    tokenizer: TokenizerRequest = field(default_factory=TokenizerRequest)
+    pack: PackOptions = field(default_factory=PackOptions)
+    walk: WalkOptions = field(default_factory=WalkOptions)
+    use_cache: bool = True
+    static: bool = True
+    probes: int = DEFAULT_CANARIES
+    recall_threshold: float = DEFAULT_RECALL_THRESHOLD
+    baseline: Path | None = None
+    # The name this tree's caches are kept under (default: its resolved root); review gives
+    # its temporary worktrees stable names so that the next review finds them again.
+    cache_scope: str | None = None
+
+    @property
+    def scope(self) -> str:
+        """The effective cache scope."""
+        return self.cache_scope or str(self.root.resolve())
+
+
+def selected_rules(specs: tuple[str, ...]) -> tuple[Rule, ...]:
+    """The rules named by ``--rule``; all built-in rules when none is named."""
+    return load_rules(specs) if specs else tuple(builtin_rules().values())
+
+
+class IndexLocator:
+    """FunctionLocator over the tree-sitter index: which function holds a line, and where a function is."""
+
+    def __init__(self, indexes: Mapping[str, FileIndex]):
+        self._indexes = indexes
+
+    def enclosing_function(self, path: str, line: int) -> str | None:
+        index = self._indexes.get(path)
+        definition = index.enclosing_definition(line) if index else None
+        return definition.qualname if definition else None
+
+    def function_lines(self, path: str, function: str) -> tuple[int, int] | None:
+        index = self._indexes.get(path)
+        if index is None:
+            return None
+        exact = [d for d in index.definitions if d.qualname == function and d.kind != "class"]
+        named = exact or [d for d in index.definitions if d.name == function.rsplit(".", 1)[-1] and d.kind != "class"]
+        if len(named) != 1:
+            return None
+        return named[0].start_line, named[0].end_line
+
+
+@dataclass(frozen=True)
+class ScanPlan:
+    """A repository ready for generation: everything ``finish_scan`` needs besides the
+    completions. ``packed`` is None and ``requests`` empty when no model runs (static)."""
+
+    config: ScanConfig
+    engine: str
+    rules: tuple[Rule, ...]
+    prepared: PreparedRepository
+    static_findings: tuple[Finding, ...]
+    notices: tuple[str, ...]
+    packed: PackResult | None = None
+    planted: tuple[tuple[Window, CanaryPlan], ...] = ()
+    requests: tuple[ChatRequest, ...] = ()
+    tokenizer: TokenizerInfo | None = None
+
+
+def resolve_engine(config: ScanConfig) -> tuple[str, tuple[str, ...]]:
+    """The engine name the scan will use (``auto`` resolved) and the notice saying why."""
+    if config.engine != "auto":
+        return config.engine, ()
+    name, reason = resolve_auto(config.engine_settings)
+    return name, (f"engine auto -> {name}: {reason}",)
+
+
+def plan_scan(
+    config: ScanConfig,
+    engine: str,
+    *,
+    request_prefix: str = "",
+    notices: tuple[str, ...] = (),
+    prepared: PreparedRepository | None = None,
+    progress: ProgressCallback = no_progress,
+) -> ScanPlan:
+    """Walk, index, run the static pass, pack, and plant canaries: the requests for ``engine``.
+
+    Request ids are ``<request_prefix>window-<i>``. ``prepared`` reuses a walked and indexed
+    repository.
+    """
+    rules = selected_rules(config.rules)
+    notes = list(notices)
+    tokenizer: PromptTokenizer | None = None
+    if engine != "static":
+        tokenizer = load_tokenizer(config.tokenizer)  # the vocabulary itself loads when first needed
+        if config.use_cache:
+            tokenizer = with_count_cache(tokenizer, scope=config.scope)
+    if prepared is None:
+        prepared = prepare_repository(
+            config.root, config.walk, use_cache=config.use_cache, progress=progress,
+            on_change=tokenizer.preload if tokenizer is not None else None, cache_scope=config.cache_scope,
+        )
+    static_findings: list[Finding] = []
+    if config.static or engine == "static":
+        for rule in rules:
+            analysis = STATIC_ANALYSES.get(rule.id)
+            if analysis is None:
+                if engine == "static":
+                    notes.append(f"rule {rule.id} has no static analysis: it needs a model engine (not run)")
+                continue
+            progress(ProgressEvent(stage="static", message=f"static pass for {rule.id}"))
+            static_findings.extend(analysis(prepared.indexes, prepared.texts, rule, prepared.graph).findings)
+    if engine == "static":
+        notes.append("no model ran: findings come from the static pass only")
+        return ScanPlan(config, engine, rules, prepared, tuple(static_findings), tuple(notes))
+
+    assert tokenizer is not None  # loaded above for every engine but "static"
+    if not tokenizer.info.exact:
+        notes.append(tokenizer.info.describe())
+    packed = pack_prepared(prepared, rules=rules, tokenizer=tokenizer, options=config.pack, progress=progress)
+    truncated = sorted({f.path for window in packed.windows for f in window.files if f.truncated})
+    if truncated:
+        notes.append(f"a line longer than a window was cut in {len(truncated)} file(s): {', '.join(truncated[:10])}")
+    if not any(window.files for window in packed.windows):
+        notes.append("the repository has no files to audit: no request was sent to the model")
+        return ScanPlan(config, engine, rules, prepared, tuple(static_findings), tuple(notes), packed, (), (), tokenizer.info)
+    planted = tuple(
+        plant_canaries(packed, window, tokenizer, config.probes, config.engine_settings.seed) for window in packed.windows
+    )
+    if config.probes and any(not plan.needles for _, plan in planted):
+        notes.append("some windows had no room for recall canaries: their recall is not measured")
+    schema = answer_schema_json([rule.id for rule in rules])
+    requests = tuple(
+        ChatRequest(
+            id=f"{request_prefix}window-{window.index}",
+            messages=tuple(ChatMessage(m.role, m.content) for m in window.messages),
+            prompt_tokens=window.prompt_tokens,
+            max_tokens=config.pack.output_tokens,
+            thinking=config.pack.thinking,
+            json_schema=schema,
+        )
+        for window, _ in planted
+    )
+    progress(ProgressEvent(stage="engine", message=_time_estimate(packed, config.pack.output_tokens, engine)))
+    return ScanPlan(config, engine, rules, prepared, tuple(static_findings), tuple(notes), packed, planted,
+                    requests, tokenizer.info)
+
+
+def finish_scan(plan: ScanPlan, completions: Sequence[Completion]) -> ScanResult:
+    """Parse, ground and score the completions (one per request, in order), merge with the
+    static pass, apply suppressions and the baseline: the scan's result."""
+    config, prepared, rules = plan.config, plan.prepared, plan.rules
+    texts = prepared.texts
+    baseline = read_baseline(config.baseline) if config.baseline else None
+
+    def finish(findings: tuple[Finding, ...], **fields: object) -> ScanResult:
+        known = set(builtin_rules()) | {rule.id for rule in rules}
+        suppression = apply_suppressions(findings, texts, known, baseline)
+        return _result(config, prepared, rules, findings=suppression.kept, suppressed=suppression.suppressed,
+                       warnings=suppression.warnings, notices=plan.notices, **fields)  # type: ignore[arg-type]
+
+    if plan.packed is None or plan.tokenizer is None:
+        indexed = prepared.indexes
+        return finish(
+            merge_findings([plan.static_findings]),
+            engine="static", model=None, tokenizer_source=STATIC_TOKENIZER_SOURCE, tokenizer_exact=False,
+            coverage=Coverage(full=tuple(sorted(indexed)), skeleton=(), omitted=tuple(sorted(set(texts) - set(indexed)))),
+        )
+    if len(completions) != len(plan.requests):
+        raise ValueError(f"{len(completions)} completions for {len(plan.requests)} requests")
+    repository = RepositoryView(
+        files={path: texts[path] for path in _carried(plan.packed)},
+        locator=IndexLocator(prepared.indexes),
+        edges=prepared.graph,
+        virtual_paths=frozenset(path for _, canaries in plan.planted for needle in canaries.needles for path in needle.paths),
+    )
+    rules_by_id = {rule.id: rule for rule in rules}
+    windows, errors, model_findings, rejected = _read_completions(
+        list(plan.planted), list(completions), repository, rules_by_id, config.recall_threshold
+    )
+    return finish(
+        merge_findings([model_findings, plan.static_findings]),
+        engine=plan.engine, model=config.engine_settings.model,
+        tokenizer_source=plan.tokenizer.source, tokenizer_exact=plan.tokenizer.exact,
+        rejected=tuple(rejected), windows=tuple(windows), errors=tuple(errors),
+        coverage=_coverage(plan.packed, texts),
+        prompt_tokens_sent=sum(c.prompt_tokens or r.prompt_tokens for c, r in zip(completions, plan.requests)),
+    )
+
+
+def run_scan(
+    config: ScanConfig,
+    progress: ProgressCallback = no_progress,
+    *,
+    engine: Engine | None = None,
+    prepared: PreparedRepository | None = None,
+) -> ScanResult:
+    """Run one scan: plan, generate, finish. Raises AuditorError subclasses only for setup
+    failures (bad rule, engine unavailable); every later failure is recorded in the result.
+
+    ``engine`` reuses an engine already started (review scans head and base with one model);
+    ``prepared`` reuses a walked and indexed repository.
+    """
+    if engine is not None:
+        name, notices = engine.name, ()
+    else:
+        name, notices = resolve_engine(config)
+        engine = None if name == "static" else create_engine(name, config.engine_settings)
+    if engine is not None and config.use_cache and not isinstance(engine, CachingEngine):
+        engine = CachingEngine(engine, default_result_cache_dir())
+    plan = plan_scan(config, name, notices=notices, prepared=prepared, progress=progress)
+    completions = engine.generate(list(plan.requests), progress) if engine is not None and plan.requests else []
+    return finish_scan(plan, completions)
+
+
+def failed_result(config: ScanConfig, error: AuditorError) -> ScanResult:
+    """The result of a scan that could not run (bad rule, engine unavailable, bad input):
+    no findings, the error recorded as kind "fatal", so every report format shows it."""
+    return ScanResult(
+        tool_version=__version__,
+        root=config.root.name or str(config.root),
+        engine=config.engine,
+        model=config.engine_settings.model,
+        tokenizer_source="none (the scan did not run)",
+        tokenizer_exact=False,
+        rules=(),
+        findings=(),
+        rejected=(),
+        windows=(),
+        errors=(ScanError("fatal", str(error)),),
+        notices=(),
+        coverage=Coverage(full=(), skeleton=(), omitted=()),
+        injection_flags=(),
+        prompt_tokens_sent=0,
+    )
+
+
+def _time_estimate(packed: PackResult, output_tokens: int, engine_name: str) -> str:
+    """A notice before a long prefill: windows, tokens, and the time a DGX Spark would take."""
+    estimates = [estimate_time(window.prompt_tokens, output_tokens) for window in packed.windows]
+    prompt_tokens = sum(window.prompt_tokens for window in packed.windows)
+    ttft = sum(estimate.ttft_s for estimate in estimates)
+    total = sum(estimate.total_s for estimate in estimates)
+    return (
+        f"{len(estimates)} window(s), {prompt_tokens:,} prompt tokens to {engine_name}; on a "
+        f"{estimates[0].profile if estimates else 'reference'} profile: prefill ~{ttft:.0f} s, "
+        f"at most ~{total:.0f} s with a full {output_tokens:,}-token answer per window"
+    )
+
+
+def _carried(packed: PackResult) -> set[str]:
+    return {f.path for window in packed.windows for f in window.files}
+
+
+def _coverage(packed: PackResult, texts: Mapping[str, str]) -> Coverage:
+    full = {f.path for w in packed.windows for f in w.files if f.tier == "full"}
+    skeleton = {f.path for w in packed.windows for f in w.files if f.tier == "skeleton"} - full
+    omitted = set(texts) - full - skeleton
+    return Coverage(full=tuple(sorted(full)), skeleton=tuple(sorted(skeleton)), omitted=tuple(sorted(omitted)))
+
+
+def _read_completions(
+    planted: list[tuple[Window, CanaryPlan]],
+    completions: list[Completion],
+    repository: RepositoryView,
+    rules: Mapping[str, Rule],
+    recall_threshold: float,
+) -> tuple[list[WindowOutcome], list[ScanError], list[Finding], list[Rejected]]:
+    """Parse and ground each window's answer, score its canaries; record incomplete and
+    recall-degraded windows as errors."""
+    windows: list[WindowOutcome] = []
+    errors: list[ScanError] = []
+    findings: list[Finding] = []
+    rejected: list[Rejected] = []
+    for (window, plan), completion in zip(planted, completions):
+        parsed = parse_answer(completion.text)
+        canaries = read_canaries(plan, parsed.probes, recall_threshold)
+        claims = tuple(claim for claim in parsed.claims if not _cites_canary(claim, plan))
+        rejected.extend(
+            Rejected("cites a recall-probe identifier", claim, window.index)
+            for claim in parsed.claims
+            if _cites_canary(claim, plan)
+        )
+        parsed = replace(parsed, claims=claims)
+        problem = None
+        problem_is_parse = False
+        if completion.error:
+            problem = f"engine error: {completion.error}"
+            errors.append(ScanError("engine", problem, window.index))
+        elif completion.finish_reason == "length":
+            problem = "answer cut off (finish_reason length): raise --output-tokens"
+        elif completion.finish_reason and completion.finish_reason != "stop":
+            problem = f"answer did not finish (finish_reason {completion.finish_reason})"
+        elif not completion.text.strip():
+            problem = "empty answer after reasoning"
+        elif not parsed.complete:
+            problem = "; ".join(parsed.errors) or "answer is not the JSON contract"
+            problem_is_parse = True
+        if problem and not completion.error:
+            errors.append(ScanError("incomplete-window", f"window {window.index}: {problem}", window.index))
+        if not problem_is_parse:  # else they already make up the problem above
+            for message in parsed.errors:
+                errors.append(ScanError("parse", f"window {window.index}: {message}", window.index))
+        recall = _window_recall(canaries)
+        if recall is not None and recall.degraded and problem is None:
+            errors.append(ScanError(
+                "recall-degraded",
+                f"window {window.index}: recall {recall.recall:.0%} on {recall.planted} canaries is below "
+                f"{recall_threshold:.0%}; missed at depths {', '.join(f'{d:.0%}' for d, _, _ in recall.missed)}",
+                window.index,
+            ))
+        window_findings, window_rejected = ground_answer(parsed, repository, rules, window.index)
+        findings.extend(window_findings)
+        rejected.extend(window_rejected)
+        windows.append(
+            WindowOutcome(
+                index=window.index,
+                prompt_tokens=completion.prompt_tokens or window.prompt_tokens,
+                completion_tokens=completion.completion_tokens,
+                finish_reason=completion.finish_reason,
+                complete=problem is None,
+                files_full=tuple(sorted({f.path for f in window.files if f.tier == "full"})),
+                files_skeleton=tuple(sorted({f.path for f in window.files if f.tier == "skeleton"})),
+                reasoning=completion.reasoning,
+                cached_prompt_tokens=completion.cached_prompt_tokens,
+                error=problem,
+                recall=recall,
+            )
+        )
+    return windows, errors, findings, rejected
+
+
+def _cites_canary(claim: Claim, plan: CanaryPlan) -> bool:
+    """Whether a claim names a canary's virtual file or identifiers at its sink or on its chain."""
+    if not plan.needles:
+        return False
+    steps = (claim.sink, *claim.chain)
+    return any(cites_probe(step.path, step.function, plan.needles) for step in steps)
+
+
+def _window_recall(report: CanaryReport | None) -> WindowRecall | None:
+    if report is None:
+        return None
+    summary = report.summary
+    return WindowRecall(
+        planted=summary.total,
+        correct=summary.correct,
+        abstained=summary.abstained,
+        wrong=summary.wrong,
+        recall=summary.recall or 0.0,
+        degraded=summary.degraded,
+        missed=report.missed,
+    )
+
+
+def _result(
+    config: ScanConfig,
+    prepared: PreparedRepository,
+    rules: tuple[Rule, ...],
+    *,
+    engine: str,
+    model: str | None,
+    tokenizer_source: str,
+    tokenizer_exact: bool,
+    findings: tuple[Finding, ...],
+    notices: tuple[str, ...],
+    coverage: Coverage,
+    rejected: tuple[Rejected, ...] = (),
+    windows: tuple[WindowOutcome, ...] = (),
+    errors: tuple[ScanError, ...] = (),
+    prompt_tokens_sent: int = 0,
+    suppressed: tuple[SuppressedFinding, ...] = (),
+    warnings: tuple[str, ...] = (),
+) -> ScanResult:
+    """Assemble the result; files a model was shown are checked for injected instructions."""
+    # Planted instructions matter where a model read the text: flag the files it was shown.
+    shown = set(coverage.full) | set(coverage.skeleton) if windows else set()
+    injection_flags = detect_injections({p: t for p, t in prepared.texts.items() if p in shown})
+    return ScanResult(
+        tool_version=__version__,
+        root=config.root.name or str(config.root),
+        engine=engine,
+        model=model,
+        tokenizer_source=tokenizer_source,
+        tokenizer_exact=tokenizer_exact,
+        rules=rules,
+        findings=findings,
+        rejected=rejected,
+        windows=windows,
+        errors=errors,
+        notices=notices,
+        coverage=coverage,
+        injection_flags=injection_flags,
+        prompt_tokens_sent=prompt_tokens_sent,
+        suppressed=suppressed,
+        warnings=warnings,
+    )
