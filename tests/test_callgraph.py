@@ -16,7 +16,8 @@ from auditor.analysis.callgraph import (
     python_module_name,
 )
 from auditor.analysis.entrypoints import find_entry_points, split_arguments
-from auditor.index.extract import FileIndex, index_source
+from auditor.index.extract import index_source
+from auditor.index.model import FileIndex
 from auditor.languages import language_for_path
 from auditor.rules.loader import load_rule
 

@@ -12,8 +12,14 @@ from pathlib import Path
 import pytest
 
 from auditor.analysis import callgraph
-from auditor.analysis.callgraph import CallGraph, CallGraphCache, FunctionRef, graph_cache_key
-from auditor.index.extract import FileIndex, index_source
+from auditor.analysis.callgraph import (
+    CallGraph,
+    CallGraphCache,
+    FunctionRef,
+    graph_cache_key,
+)
+from auditor.index.extract import index_source
+from auditor.index.model import FileIndex
 from auditor.languages import language_for_path
 from auditor.runs.prepare import prepare_repository
 

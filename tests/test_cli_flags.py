@@ -15,11 +15,16 @@ from typer.core import TyperOption
 from typer.main import get_command
 from typer.testing import CliRunner
 
-from auditor.runs import many, review
 from auditor.cli.app import app
 from auditor.engine.base import EngineSettings
-from auditor.runs.many import ManyConfig
-from auditor.pack.packer import DEFAULT_MAX_MODEL_LEN, DEFAULT_OUTPUT_TOKENS, PackOptions
+from auditor.pack.packer import (
+    DEFAULT_MAX_MODEL_LEN,
+    DEFAULT_OUTPUT_TOKENS,
+    PackOptions,
+)
+from auditor.runs import review
+from auditor.runs.many import runner as many
+from auditor.runs.many.stages import ManyConfig
 from auditor.runs.review import ReviewConfig
 from auditor.walk.walker import WalkOptions
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from auditor.storage.digests import DigestStore, digest_of
 from auditor.errors import TokenizerError
 from auditor.pack.packer import PackInput, PackOptions, pack, relevance_scores
 from auditor.rules.loader import builtin_rules
+from auditor.storage.digests import DigestStore, digest_of
 from auditor.tokens.tokenizer import (
     CachedCountTokenizer,
     TokenizerRequest,

@@ -7,8 +7,19 @@ from pathlib import Path
 
 import pytest
 
-from auditor.engine import ChatMessage, ChatRequest, Completion, EngineSettings, create_engine
-from auditor.engine.replay import ReplayEngine, ReplayRecord, load_recording, write_recording
+from auditor.engine import (
+    ChatMessage,
+    ChatRequest,
+    Completion,
+    EngineSettings,
+    create_engine,
+)
+from auditor.engine.replay import (
+    ReplayEngine,
+    ReplayRecord,
+    load_recording,
+    write_recording,
+)
 from auditor.errors import UsageError
 
 

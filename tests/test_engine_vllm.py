@@ -15,7 +15,12 @@ from typing import Any
 import pytest
 
 from auditor.engine import ChatMessage, ChatRequest, EngineSettings, vllm_engine
-from auditor.engine.vllm_engine import VllmEngine, llm_kwargs, resolve_kv_cache_dtype, sampling_kwargs
+from auditor.engine.vllm_engine import (
+    VllmEngine,
+    llm_kwargs,
+    resolve_kv_cache_dtype,
+    sampling_kwargs,
+)
 from auditor.errors import EngineUnavailable
 
 

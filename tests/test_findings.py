@@ -10,25 +10,29 @@ from dataclasses import replace
 import jsonschema
 import pytest
 
-from auditor.findings.model import (
+from auditor.findings.answer import (
     ANSWER_SCHEMA,
+    answer_schema,
+    answer_schema_json,
+    parse_answer,
+)
+from auditor.findings.grounding import (
     UNCONFIRMED_CHAIN_NOTE,
     VIRTUAL_FILE_REASON,
+    RepositoryView,
+    ground_answer,
+    ground_claim,
+    is_sink_line,
+    same_function,
+)
+from auditor.findings.merge import merge_findings
+from auditor.findings.model import (
     ChainStep,
     Claim,
     ClaimedStep,
     Finding,
     Rejected,
-    RepositoryView,
-    answer_schema,
-    answer_schema_json,
     fingerprint,
-    ground_answer,
-    ground_claim,
-    is_sink_line,
-    merge_findings,
-    parse_answer,
-    same_function,
 )
 from auditor.rules.loader import builtin_rules
 
@@ -494,7 +498,7 @@ def test_new_rules_have_relevance_patterns_that_find_their_code(rules):
 
 
 def test_a_path_copied_from_the_prompt_matches_the_repository_path():
-    from auditor.findings.model import normalise_path
+    from auditor.findings.grounding import normalise_path
     from auditor.pack.prompt import neutralise_control_tokens
 
     path = "templates/<s>/page.py"

@@ -10,22 +10,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import auditor.index.extract as index_module
-from auditor.storage.sealed import seal, unseal
-from auditor.index.extract import (
-    QUERY_NAMES,
-    CallSite,
-    ContextBlock,
-    Definition,
-    FileIndex,
-    Import,
-    IndexCache,
-    collection_paused,
-    default_cache_dir,
-    index_files,
-    index_source,
-    scan_pack_name,
-)
+from auditor.index import cache as index_cache
+from auditor.index import extract as index_extract
+from auditor.index import indexer as index_indexer
+from auditor.index import model as index_model
+from auditor.index.cache import IndexCache, default_cache_dir, scan_pack_name
+from auditor.index.extract import QUERY_NAMES, index_source
+from auditor.index.indexer import collection_paused, index_files
+from auditor.index.model import CallSite, ContextBlock, Definition, FileIndex, Import
 from auditor.languages import language_for_path
 from auditor.languages.grammars import (
     GRAMMARS,
@@ -35,6 +27,7 @@ from auditor.languages.grammars import (
     query_for,
 )
 from auditor.progress import ProgressEvent
+from auditor.storage.sealed import seal, unseal
 
 DATA = Path(__file__).parent / "data" / "lang"
 
@@ -332,7 +325,7 @@ def test_long_arguments_are_whitespace_normalised_and_truncated() -> None:
 
     (site,) = index_source("long.py", text, "python").calls
 
-    assert len(site.arguments) == index_module.TEXT_LIMIT
+    assert len(site.arguments) == index_model.TEXT_LIMIT
     assert site.arguments.startswith("argument_0, argument_1, argument_2")
 
 
@@ -425,7 +418,7 @@ def sources_from_fixtures(*names: str) -> list[tuple[str, str, str, str]]:
         text = (DATA / name).read_text(encoding="utf-8")
         language = language_for_path(name)
         assert language is not None
-        sources.append((name, text, language, index_module.content_hash_of(text)))
+        sources.append((name, text, language, index_model.content_hash_of(text)))
     return sources
 
 
@@ -438,7 +431,7 @@ def test_second_run_reads_everything_from_the_cache(
     def no_parsing(*args: object, **kwargs: object) -> FileIndex:
         raise AssertionError("parsed a file that was cached")
 
-    monkeypatch.setattr(index_module, "index_source", no_parsing)
+    monkeypatch.setattr(index_indexer, "index_source", no_parsing)
     events: list[ProgressEvent] = []
     second = index_files(sources, cache=IndexCache(tmp_path), progress=events.append)
 
@@ -453,13 +446,13 @@ def test_identical_content_at_two_paths_is_parsed_once(
     (source,) = sources_from_fixtures("sample.py")
     copies = [source, ("copy/sample.py", *source[1:])]
     parsed: list[str] = []
-    real_index_source = index_module.index_source
+    real_index_source = index_extract.index_source
 
     def counting(path: str, *args: object) -> FileIndex:
         parsed.append(path)
         return real_index_source(path, *args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(index_module, "index_source", counting)
+    monkeypatch.setattr(index_indexer, "index_source", counting)
     result = index_files(copies, cache=IndexCache(tmp_path))
 
     assert len(parsed) == 1
@@ -479,8 +472,8 @@ def test_parsing_in_worker_processes_gives_what_parsing_here_gives(
     # Identical content at a second path is parsed once.
     sources.append(("copy/sample.py", *sources[0][1:]))
     sources.append(("unicode.py", "def f():\n    g('äß', h( x ))\n", "python", "u"))
-    monkeypatch.setattr(index_module, "PARALLEL_PARSE_THRESHOLD", 1)
-    monkeypatch.setattr(index_module, "_available_cpus", lambda: 2)
+    monkeypatch.setattr(index_indexer, "PARALLEL_PARSE_THRESHOLD", 1)
+    monkeypatch.setattr(index_indexer, "_available_cpus", lambda: 2)
 
     result = index_files(sources)
 
@@ -511,7 +504,7 @@ def test_cache_is_separated_by_index_version(
     index_files([source], cache=IndexCache(tmp_path))
     assert IndexCache(tmp_path).get(source[3], "java", "sample.java") is not None
 
-    monkeypatch.setattr(index_module, "INDEX_VERSION", index_module.INDEX_VERSION + 1)
+    monkeypatch.setattr(index_cache, "INDEX_VERSION", index_model.INDEX_VERSION + 1)
     newer = IndexCache(tmp_path)
 
     assert newer.directory != tmp_path / "v1"
@@ -558,18 +551,18 @@ def forbid_parsing(monkeypatch: pytest.MonkeyPatch) -> None:
     def no_parsing(*args: object, **kwargs: object) -> FileIndex:
         raise AssertionError("parsed a file that was cached")
 
-    monkeypatch.setattr(index_module, "index_source", no_parsing)
+    monkeypatch.setattr(index_indexer, "index_source", no_parsing)
 
 
 def count_parsing(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     parsed: list[str] = []
-    real_index_source = index_module.index_source
+    real_index_source = index_extract.index_source
 
     def counting(path: str, *args: object) -> FileIndex:
         parsed.append(path)
         return real_index_source(path, *args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(index_module, "index_source", counting)
+    monkeypatch.setattr(index_indexer, "index_source", counting)
     return parsed
 
 
@@ -607,7 +600,7 @@ def test_pack_entries_are_checked_against_current_content(
     path, text, language, _ = sources[0]
     edited_text = text + "\ndef added():\n    return 1\n"
     edited = [
-        (path, edited_text, language, index_module.content_hash_of(edited_text)),
+        (path, edited_text, language, index_model.content_hash_of(edited_text)),
         sources[1],
     ]
     parsed = count_parsing(monkeypatch)
@@ -630,7 +623,7 @@ def test_pack_entries_are_checked_against_current_content(
 def _edited(source: tuple[str, str, str, str], serial: int) -> tuple[str, str, str, str]:
     path, text, language, _ = source
     text = text + f"\ndef added_{serial}():\n    return {serial}\n"
-    return (path, text, language, index_module.content_hash_of(text))
+    return (path, text, language, index_model.content_hash_of(text))
 
 
 def test_an_edit_goes_to_the_delta_and_the_pack_is_compacted_later(
@@ -642,8 +635,8 @@ def test_an_edit_goes_to_the_delta_and_the_pack_is_compacted_later(
     index_files(sources, cache=cache, pack_name=name)
     pack_file = cache.pack_path(name)
     whole = pack_file.read_bytes()
-    monkeypatch.setattr(index_module, "PACK_DELTA_MIN", 2)
-    monkeypatch.setattr(index_module, "PACK_DELTA_SHARE", 0.0)
+    monkeypatch.setattr(index_indexer, "PACK_DELTA_MIN", 2)
+    monkeypatch.setattr(index_indexer, "PACK_DELTA_SHARE", 0.0)
 
     # One edit: the pack file is left as it is, the new entry goes to the delta.
     first = index_files([_edited(sources[0], 1), *sources[1:]], cache=cache, pack_name=name)
@@ -717,7 +710,7 @@ def test_pack_is_chosen_by_name(
 def test_least_recently_used_packs_are_deleted_beyond_the_limit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(index_module, "MAX_PACKS", 2)
+    monkeypatch.setattr(index_cache, "MAX_PACKS", 2)
     sources = sources_from_fixtures("sample.go")
     cache = IndexCache(tmp_path)
     for name in ("first", "second", "third"):
@@ -749,12 +742,12 @@ def test_many_misses_are_parsed_by_worker_processes_with_identical_results(
         )
     ]
     sources = [
-        (path, text, language, index_module.content_hash_of(text))
+        (path, text, language, index_model.content_hash_of(text))
         for path, text, language, _ in sources
     ]
     serial = index_files(sources)
-    monkeypatch.setattr(index_module, "PARALLEL_PARSE_THRESHOLD", 1)
-    monkeypatch.setattr(index_module, "_available_cpus", lambda: 2)
+    monkeypatch.setattr(index_indexer, "PARALLEL_PARSE_THRESHOLD", 1)
+    monkeypatch.setattr(index_indexer, "_available_cpus", lambda: 2)
     forbid_parsing(monkeypatch)  # in this process; spawned workers import their own
     events: list[ProgressEvent] = []
 
@@ -827,9 +820,9 @@ def test_malformed_pack_records_are_ignored_and_reparsed(
     cache = IndexCache(tmp_path)
     expected = index_files([source], cache=cache)
     remove_entry_files(cache)
-    record = (*index_module._record_of(expected["sample.py"])[:4], (("callee",),))
-    record += index_module._record_of(expected["sample.py"])[5:]
-    pack = seal(index_module._PACK_MAGIC, {(source[3], "python"): record})
+    record = (*index_cache._record_of(expected["sample.py"])[:4], (("callee",),))
+    record += index_cache._record_of(expected["sample.py"])[5:]
+    pack = seal(index_cache._PACK_MAGIC, {(source[3], "python"): record})
     cache.pack_path(scan_pack_name(["sample.py"])).write_bytes(b"".join(pack))
     parsed = count_parsing(monkeypatch)
 
@@ -845,7 +838,7 @@ def test_a_pack_stores_each_distinct_string_once(tmp_path: Path) -> None:
         "b.py": "from django.db import transaction\n\ndef g():\n    transaction.atomic()\n",
     }
     sources = [
-        (path, text, "python", index_module.content_hash_of(text))
+        (path, text, "python", index_model.content_hash_of(text))
         for path, text in texts.items()
     ]
     cache = IndexCache(tmp_path)
@@ -877,13 +870,13 @@ def test_a_malformed_pack_record_is_written_again(
     cache = IndexCache(tmp_path)
     expected = index_files(sources, cache=cache, pack_name="repo")
     path, _, language, content_hash = sources[0]
-    good = index_module._record_of(expected[path])
+    good = index_cache._record_of(expected[path])
     pack = unseal(
-        index_module._PACK_MAGIC, cache.pack_path("repo").read_bytes()
+        index_cache._PACK_MAGIC, cache.pack_path("repo").read_bytes()
     )
     assert isinstance(pack, dict)
     pack[(content_hash, language)] = (*good[:4], (("callee",),), *good[5:])
-    sealed = seal(index_module._PACK_MAGIC, pack)
+    sealed = seal(index_cache._PACK_MAGIC, pack)
     cache.pack_path("repo").write_bytes(b"".join(sealed))
     assert index_files(sources, cache=cache, pack_name="repo") == expected
 
@@ -894,12 +887,12 @@ def test_a_malformed_pack_record_is_written_again(
 
 
 def test_entry_files_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(index_module, "MAX_ENTRIES", 5)
+    monkeypatch.setattr(index_cache, "MAX_ENTRIES", 5)
     cache = IndexCache(tmp_path)
     sources = []
     for i in range(12):
         text = f"def f{i}():\n    return {i}\n"
-        sources.append((f"m{i}.py", text, "python", index_module.content_hash_of(text)))
+        sources.append((f"m{i}.py", text, "python", index_model.content_hash_of(text)))
     expected = index_files(sources, cache=cache, pack_name="repo")  # written whole: prunes
     assert len(list(cache.directory.rglob("*.index"))) == 4
     assert index_files(sources, cache=cache, pack_name="repo") == expected  # the pack still serves all
@@ -911,8 +904,8 @@ def test_an_unwritable_cache_warns_once_not_per_file(tmp_path: Path, caplog: pyt
     sources = []
     for i in range(20):
         text = f"def f{i}():\n    return {i}\n"
-        sources.append((f"m{i}.py", text, "python", index_module.content_hash_of(text)))
-    with caplog.at_level("WARNING", logger="auditor.index.extract"):
+        sources.append((f"m{i}.py", text, "python", index_model.content_hash_of(text)))
+    with caplog.at_level("WARNING", logger="auditor.index.indexer"):
         result = index_files(sources, cache=IndexCache(blocked), pack_name="repo")
     assert sorted(result) == sorted(path for path, *_ in sources)
     assert 1 <= len(caplog.records) <= 2  # one for the entries, at most one for the pack

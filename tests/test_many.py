@@ -14,7 +14,6 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from auditor.runs import many
 from auditor.cli.many import scan_many_command
 from auditor.engine import registry
 from auditor.engine.base import (
@@ -24,17 +23,14 @@ from auditor.engine.base import (
     error_completion,
 )
 from auditor.errors import EngineUnavailable, UsageError
-from auditor.runs.many import (
-    RAY_MISSING_NOTICE,
-    EndpointPoolEngine,
-    ManyConfig,
-    RunState,
-    parse_target_line,
-    parse_targets,
-    run_many,
-)
 from auditor.progress import ProgressEvent
 from auditor.report import render
+from auditor.runs.many import runner as many_runner
+from auditor.runs.many.pool import EndpointPoolEngine
+from auditor.runs.many.runner import RAY_MISSING_NOTICE, run_many
+from auditor.runs.many.stages import ManyConfig
+from auditor.runs.many.state import RunState, WorkItem
+from auditor.runs.many.targets import parse_target_line, parse_targets
 from auditor.runs.scan import ScanConfig, run_scan
 from auditor.tokens.tokenizer import TokenizerRequest
 
@@ -177,7 +173,7 @@ def test_a_local_path_with_a_revision_is_cloned() -> None:
 
 
 def test_sequential_scan_many_equals_three_single_scans(tmp_path: Path, tiny_tokenizer_dir: Path, monkeypatch) -> None:
-    monkeypatch.setattr(many, "ray_available", lambda: False)
+    monkeypatch.setattr(many_runner, "ray_available", lambda: False)
     repos = copy_fixtures(tmp_path)
     expected = expected_single_reports(tmp_path, repos, tiny_tokenizer_dir)
     events: list[ProgressEvent] = []
@@ -274,7 +270,7 @@ def test_a_missing_repository_fails_alone_and_is_done_on_the_next_run(tmp_path: 
 
 def test_state_file_forgets_a_window_that_failed_after_it_was_done(tmp_path: Path) -> None:
     state = RunState(tmp_path / "state.jsonl")
-    item = many.WorkItem("svc", 0, "tx-outside-transaction", "ab" * 32)
+    item = WorkItem("svc", 0, "tx-outside-transaction", "ab" * 32)
     request = ChatRequest("svc/window-0", (), 10, 20)
     state.record(item, Completion("svc/window-0", "{}", "", "stop", 10, 3))
     assert RunState(tmp_path / "state.jsonl").done(item, request).text == "{}"
@@ -286,8 +282,8 @@ def test_state_file_forgets_a_window_that_failed_after_it_was_done(tmp_path: Pat
 
 def test_state_file_cut_mid_line_by_an_interruption_still_resumes(tmp_path: Path) -> None:
     path = tmp_path / "state.jsonl"
-    first = many.WorkItem("svc", 0, "tx-outside-transaction", "ab" * 32)
-    second = many.WorkItem("svc", 1, "tx-outside-transaction", "cd" * 32)
+    first = WorkItem("svc", 0, "tx-outside-transaction", "ab" * 32)
+    second = WorkItem("svc", 1, "tx-outside-transaction", "cd" * 32)
     RunState(path).record(first, Completion("svc/window-0", "{}", "trace \u2192 sink", "stop", 10, 3))
     whole = path.read_bytes()
     # The interrupted run had started appending the same line again: cut inside the arrow's UTF-8 bytes.
@@ -309,7 +305,7 @@ def git(*args: str, cwd: Path) -> str:
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 def test_git_targets_are_cloned_shallowly_at_their_revision(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(many, "ray_available", lambda: False)
+    monkeypatch.setattr(many_runner, "ray_available", lambda: False)
     source = copy_fixtures(tmp_path, ("go_inventory",)) / "go_inventory"
     git("init", "-q", cwd=source)
     git("add", ".", cwd=source)
@@ -380,7 +376,7 @@ def test_endpoint_pool_moves_a_dead_endpoints_share_to_the_live_ones() -> None:
 
 
 def test_command_writes_the_run_and_exits_5_when_a_repository_failed(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(many, "ray_available", lambda: False)
+    monkeypatch.setattr(many_runner, "ray_available", lambda: False)
     app = typer.Typer()
     app.command()(scan_many_command)
     repos = copy_fixtures(tmp_path, ("flask_ledger",))

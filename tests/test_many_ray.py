@@ -17,8 +17,14 @@ import pytest
 from auditor.engine import vllm_engine
 from auditor.engine.base import ChatMessage, ChatRequest, EngineSettings
 from auditor.errors import EngineUnavailable
-from auditor.runs.many import ManyConfig, completion_from_json, request_to_json, run_many
-from auditor.runs.many_ray import GenerationActor, GenerationOptions, generation_resources
+from auditor.runs.many.ray_cluster import (
+    GenerationActor,
+    GenerationOptions,
+    generation_resources,
+)
+from auditor.runs.many.runner import run_many
+from auditor.runs.many.stages import ManyConfig
+from auditor.runs.many.state import completion_from_json, request_to_json
 from auditor.runs.scan import ScanConfig
 from tests.test_many import (
     FIXTURES,
@@ -184,7 +190,7 @@ def test_ray_run_records_a_failed_repository_and_finishes_the_others(local_ray, 
 
 
 def test_auto_engine_on_a_cluster_with_gpus_is_vllm(tmp_path: Path) -> None:
-    from auditor.runs.many_ray import resolve_engine_on_cluster
+    from auditor.runs.many.ray_cluster import resolve_engine_on_cluster
 
     config = ManyConfig(targets=tmp_path, out=tmp_path)
     assert resolve_engine_on_cluster(config, {"CPU": 64.0, "GPU": 8.0})[0] == "vllm"
@@ -193,7 +199,7 @@ def test_auto_engine_on_a_cluster_with_gpus_is_vllm(tmp_path: Path) -> None:
 
 
 def test_an_actor_that_cannot_start_its_engine_fails_the_run_cleanly(local_ray, tmp_path: Path, tiny_tokenizer_dir: Path) -> None:
-    from auditor.runs.many_ray import PipelineError
+    from auditor.runs.many.ray_cluster import PipelineError
 
     repos = copy_fixtures(tmp_path, ("go_inventory",))
     config = ManyConfig(targets=repos, out=tmp_path / "run", scan=template(tiny_tokenizer_dir), backend="ray")

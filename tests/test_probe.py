@@ -10,6 +10,7 @@ import pytest
 from auditor.errors import UsageError
 from auditor.findings.model import ProbeAnswer
 from auditor.languages.grammars import parser_for
+from auditor.pack.prompt import split_lines
 from auditor.recall.needles import (
     KINDS,
     LANGUAGES,
@@ -32,7 +33,6 @@ from auditor.recall.needles import (
     summarize,
     wilson_interval,
 )
-from auditor.pack.prompt import split_lines
 
 
 def planted_texts(needle: Needle) -> list[str]:

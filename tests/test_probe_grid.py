@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from auditor.engine.base import ChatRequest, Completion, error_completion
 from auditor.engine.replay import ReplayEngine, ReplayRecord
 from auditor.errors import UsageError
-from auditor.recall.needles import Needle, needle_blocks
+from auditor.progress import ProgressEvent, no_progress
 from auditor.recall.grid import (
     Cell,
     GridOptions,
@@ -30,7 +30,7 @@ from auditor.recall.grid import (
     run_grid,
     write_outputs,
 )
-from auditor.progress import ProgressEvent, no_progress
+from auditor.recall.needles import Needle, needle_blocks
 from auditor.tokens.tokenizer import HFTokenizer, TokenizerRequest, load_tokenizer
 
 OUTPUT_TOKENS = 256

@@ -11,10 +11,23 @@ from pathlib import Path
 import pytest
 
 from auditor.errors import UsageError
-from auditor.findings.model import ChainStep, Claim, ClaimedStep, Finding, Rejected, fingerprint
+from auditor.findings.model import (
+    ChainStep,
+    Claim,
+    ClaimedStep,
+    Finding,
+    Rejected,
+    fingerprint,
+)
 from auditor.report import REPORTERS, render
 from auditor.report.markdown import render_markdown
-from auditor.report.model import Coverage, InjectionFlag, ScanError, ScanResult, WindowOutcome
+from auditor.report.model import (
+    Coverage,
+    InjectionFlag,
+    ScanError,
+    ScanResult,
+    WindowOutcome,
+)
 from auditor.report.sarif import render_sarif
 from auditor.report.text import render_text
 from auditor.rules.loader import builtin_rules

@@ -8,13 +8,24 @@ from pathlib import Path
 
 import pytest
 
-from auditor.engine.base import ChatMessage, ChatRequest, Completion, Engine, error_completion
+from auditor.engine.base import (
+    ChatMessage,
+    ChatRequest,
+    Completion,
+    Engine,
+    error_completion,
+)
 from auditor.engine.replay import ReplayEngine, ReplayRecord
+from auditor.engine.result_cache import (
+    RESULT_CACHE_VERSION,
+    CachingEngine,
+    default_result_cache_dir,
+    request_key,
+)
 from auditor.pack.packer import PackOptions
-from auditor.runs.prepare import pack_prepared, prepare_repository
 from auditor.progress import ProgressCallback, no_progress
-from auditor.engine.result_cache import RESULT_CACHE_VERSION, CachingEngine, default_result_cache_dir, request_key
 from auditor.rules.loader import builtin_rules
+from auditor.runs.prepare import pack_prepared, prepare_repository
 from auditor.tokens.tokenizer import TokenizerRequest, load_tokenizer
 
 RULE = builtin_rules()["tx-outside-transaction"]

@@ -14,11 +14,11 @@ from typer.testing import CliRunner
 
 from auditor.cli.app import _exit_on_error
 from auditor.cli.review import review_command
-from auditor.runs.diff import GitError, Hunk, compute_diff
 from auditor.findings.model import fingerprint
 from auditor.report import render
 from auditor.report.markdown import REVIEW_MARKER
 from auditor.report.model import Coverage
+from auditor.runs.diff import GitError, Hunk, compute_diff
 from auditor.runs.review import ReviewConfig, change_coverage, run_review
 from auditor.runs.scan import ScanConfig
 
@@ -441,7 +441,7 @@ def test_cli_prints_warnings_with_brackets_verbatim(tmp_path: Path):
 
 
 def test_a_repeated_review_reuses_the_caches_of_its_temporary_worktrees(repo, monkeypatch, tmp_path: Path):
-    import auditor.index.extract as index_module
+    import auditor.index.indexer as index_module
 
     first = static_review(repo["root"], repo["base"], head=repo["touch"])
     parsed: list[str] = []

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from auditor.index.extract import Definition, index_source
+from auditor.index.extract import index_source
+from auditor.index.model import Definition
 from auditor.languages import language_for_path
 from auditor.pack.skeleton import Elision, Skeleton, build_skeleton, kept_line_count
 

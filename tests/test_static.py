@@ -10,11 +10,16 @@ from pathlib import Path
 import pytest
 
 from auditor.analysis.callgraph import CallGraph
+from auditor.analysis.tx_outside_transaction import (
+    FOUND_BY,
+    StaticResult,
+    analyze_tx_outside_transaction,
+)
 from auditor.findings.model import Finding, fingerprint
-from auditor.index.extract import FileIndex, index_source
+from auditor.index.extract import index_source
+from auditor.index.model import FileIndex
 from auditor.languages import language_for_path
 from auditor.rules.loader import Rule, load_rule
-from auditor.analysis.tx_outside_transaction import FOUND_BY, StaticResult, analyze_tx_outside_transaction
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 EXPECTED = FIXTURES / "expected"

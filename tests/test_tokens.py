@@ -6,7 +6,13 @@ import pytest
 from transformers import AutoTokenizer
 
 from auditor.errors import TokenizerError
-from auditor.tokens.tokenizer import EstimateTokenizer, Message, TokenizerRequest, load_tokenizer, render_chatml
+from auditor.tokens.tokenizer import (
+    EstimateTokenizer,
+    Message,
+    TokenizerRequest,
+    load_tokenizer,
+    render_chatml,
+)
 
 MESSAGES = (
     Message("system", "You audit code."),

@@ -14,10 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from auditor.walk import walker as walk_module
 from auditor.errors import UsageError
 from auditor.languages import language_for_path
 from auditor.progress import ProgressEvent
+from auditor.walk import walker as walk_module
 from auditor.walk.walker import (
     FileEntry,
     SkippedFile,

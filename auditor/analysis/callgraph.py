@@ -1,6 +1,6 @@
 """Call graph: resolve the index's call sites to the definitions they reach.
 
-Inputs: ``FileIndex`` objects from :mod:`auditor.index.extract`, keyed by repository path.
+Inputs: ``FileIndex`` objects from :mod:`auditor.index`, keyed by repository path.
 Outputs: a :class:`CallGraph` of :class:`Edge` objects between :class:`FunctionRef` nodes,
 with queries for callers, callees, paths between two functions, connected components of
 files (the packer groups windows by them) and edge plausibility (grounding model chains).
@@ -39,8 +39,9 @@ from itertools import chain
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from auditor.index.indexer import collection_paused
+from auditor.index.model import INDEX_VERSION, Definition, FileIndex
 from auditor.storage.sealed import prune_least_recent, seal, unseal, write_atomically
-from auditor.index.extract import INDEX_VERSION, Definition, FileIndex, collection_paused
 
 GRAPH_VERSION = 1
 """Version of the graph cache format and of the resolution rules; part of the cache key.

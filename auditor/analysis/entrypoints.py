@@ -26,8 +26,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
-from auditor.analysis.callgraph import MAIN_FUNCTION, CallGraph, FunctionRef, strip_arguments
-from auditor.index.extract import Definition, FileIndex
+from auditor.analysis.callgraph import (
+    MAIN_FUNCTION,
+    CallGraph,
+    FunctionRef,
+    strip_arguments,
+)
+from auditor.index.model import Definition, FileIndex
 from auditor.rules.loader import Rule
 
 KINDS = ("http", "cli", "task", "consumer", "main")

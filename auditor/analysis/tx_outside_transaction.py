@@ -42,10 +42,22 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property, partial
 
-from auditor.analysis.callgraph import MAIN_FUNCTION, MODULE_FUNCTION, CallGraph, Edge, FunctionRef, strip_arguments
-from auditor.analysis.entrypoints import EntryPoint, compile_patterns, find_entry_points, split_arguments
+from auditor.analysis.callgraph import (
+    MAIN_FUNCTION,
+    MODULE_FUNCTION,
+    CallGraph,
+    Edge,
+    FunctionRef,
+    strip_arguments,
+)
+from auditor.analysis.entrypoints import (
+    EntryPoint,
+    compile_patterns,
+    find_entry_points,
+    split_arguments,
+)
 from auditor.findings.model import SEVERITY_ORDER, ChainStep, Finding, fingerprint
-from auditor.index.extract import CallSite, FileIndex
+from auditor.index.model import CallSite, FileIndex
 from auditor.rules.loader import Rule
 
 FOUND_BY = ("static",)

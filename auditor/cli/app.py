@@ -112,7 +112,13 @@ class RichProgress:
     """Renders ProgressEvents as rich progress bars (one per stage) and notices on stderr."""
 
     def __init__(self, console: Console):
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
 
         self._console = console
         self._progress = Progress(
@@ -225,11 +231,15 @@ def pack(
     no_cache: NoCacheOption = False,
 ) -> None:
     """Pack a repository into exact-token windows for the model and report what went where."""
-    from auditor.report.manifest import manifest_json, pack_tables
     from auditor.pack.packer import DEFAULT_PROBE_RESERVE_TOKENS, PackOptions
-    from auditor.runs.prepare import pack_prepared, prepare_repository
+    from auditor.report.manifest import manifest_json, pack_tables
     from auditor.rules.loader import load_rules
-    from auditor.tokens.tokenizer import TokenizerRequest, load_tokenizer, with_count_cache
+    from auditor.runs.prepare import pack_prepared, prepare_repository
+    from auditor.tokens.tokenizer import (
+        TokenizerRequest,
+        load_tokenizer,
+        with_count_cache,
+    )
     from auditor.walk.walker import WalkOptions
 
     if format not in ("text", "json", "prompt"):
@@ -364,9 +374,9 @@ def list_rules() -> None:
     Console().print(table)
 
 
+from auditor.cli.many import scan_many_command  # noqa: E402
 from auditor.cli.plan import doctor_command, plan_command  # noqa: E402  (registered below)
 from auditor.cli.probe import probe_command  # noqa: E402
-from auditor.cli.many import scan_many_command  # noqa: E402
 from auditor.cli.review import review_command  # noqa: E402
 
 app.command("plan")(_exit_on_error(plan_command))

@@ -62,7 +62,7 @@ from auditor.errors import ExitCode, UsageError
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from auditor.runs.many import ManyResult
+    from auditor.runs.many.outcomes import ManyResult
 
 BACKENDS = ("auto", "ray", "sequential")
 
@@ -109,8 +109,9 @@ def scan_many_command(
 
     from auditor.cli.app import progress_for, stderr
     from auditor.cli.options import scan_config_from_flags
-    from auditor.runs.many import ManyConfig, run_many
     from auditor.progress import ProgressEvent
+    from auditor.runs.many.runner import run_many
+    from auditor.runs.many.stages import ManyConfig
 
     if backend not in BACKENDS:
         raise UsageError(f"--backend must be one of {', '.join(BACKENDS)}, not {backend!r}")

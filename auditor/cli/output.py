@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 from auditor.errors import UsageError

@@ -36,7 +36,12 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
-from auditor.engine.base import ChatRequest, Completion, EngineSettings, error_completion
+from auditor.engine.base import (
+    ChatRequest,
+    Completion,
+    EngineSettings,
+    error_completion,
+)
 from auditor.engine.reasoning import THINK_CLOSE, split_output, split_reasoning
 from auditor.errors import EngineUnavailable, UsageError
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress

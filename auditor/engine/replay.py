@@ -38,7 +38,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from auditor.engine.base import ChatRequest, Completion, EngineSettings, error_completion
+from auditor.engine.base import (
+    ChatRequest,
+    Completion,
+    EngineSettings,
+    error_completion,
+)
 from auditor.engine.reasoning import split_output
 from auditor.errors import UsageError
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from auditor.engine.base import ChatRequest, Completion, Engine, error_completion
-from auditor.index.extract import default_cache_dir
+from auditor.index.cache import default_cache_dir
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
 
 RESULT_CACHE_VERSION = 2

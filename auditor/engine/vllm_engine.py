@@ -11,8 +11,6 @@ whole batch: such a request gets an error completion and is never submitted.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import importlib
 import importlib.util
 import json
@@ -23,9 +21,14 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from auditor.engine.base import ChatRequest, Completion, EngineSettings, error_completion
+from auditor.engine.base import (
+    ChatRequest,
+    Completion,
+    EngineSettings,
+    error_completion,
+)
 from auditor.engine.reasoning import split_output
 from auditor.errors import EngineUnavailable
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress

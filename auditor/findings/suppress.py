@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from auditor.errors import AuditorError
-from auditor.findings.model import Finding, file_lines
+from auditor.findings.grounding import file_lines
+from auditor.findings.model import Finding
 
 BASELINE_REASON = "baseline"
 

@@ -1,0 +1,13 @@
+"""Index stage: what each source file defines, calls, imports and opens as a context.
+
+Input: ``(path, text, language, content_hash)`` for every file the walk kept. Output: one
+``FileIndex`` per path (definitions with qualified names and spans, call sites with callee
+chains and their enclosing function, ``with``/try-with-resources blocks, imports, and a few
+Python module-level facts), used by packing (skeletons), grounding and entry-point detection.
+
+- ``model``: the value objects and the line/hash conventions.
+- ``extract``: tree-sitter extraction, driven by the query files in ``auditor/languages``
+  (no per-language branches here).
+- ``cache``: the persistent, content-addressed index cache.
+- ``indexer``: ``index_files``, cache first, misses parsed by worker processes.
+"""

@@ -12,158 +12,37 @@ directory versioned by ``INDEX_VERSION``, both as one file per entry and as one 
 per scan (so that repeating a scan reads a single file); many cache misses are parsed by
 worker processes.
 
-Line numbers are 1-based and count ``"\\n"``-terminated lines, as tree-sitter does: a form
-feed or other Unicode line separator does not start a new line (use ``text.split("\\n")``,
+Line numbers are 1-based and count ``"\n"``-terminated lines, as tree-sitter does: a form
+feed or other Unicode line separator does not start a new line (use ``text.split("\n")``,
 not ``str.splitlines``, to map them back to text).
 """
 
 from __future__ import annotations
 
-import gc
-import hashlib
-import logging
-import marshal
-import multiprocessing
-import os
-import pickle
-import re
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
-from contextlib import contextmanager
-from dataclasses import dataclass, fields, make_dataclass, replace
+from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import cache
-from itertools import starmap
-from operator import attrgetter, itemgetter
-from pathlib import Path
-from typing import Any
+from operator import itemgetter
 
 from tree_sitter import Node, QueryCursor
 
-from auditor.storage.sealed import prune_least_recent, seal, unseal, write_atomically
+from auditor.index.cache import _file_index_from_record, _Record
+from auditor.index.model import (
+    _AROUND_MEMBER_ACCESS,
+    _QUOTES,
+    FUNCTION_KINDS,
+    TEXT_LIMIT,
+    FileIndex,
+    content_hash_of,
+    count_lines,
+    normalise_whitespace,
+)
 from auditor.languages.grammars import (
     UnsupportedLanguageError,
     parser_for,
     query_bundle,
 )
-from auditor.progress import ProgressCallback, ProgressEvent, no_progress
-
-INDEX_VERSION = 2
-"""Version of the index format and extraction rules; part of the cache key. Bump it when
-either changes so that stale cache entries are never read."""
-
-TEXT_LIMIT = 300
-"""Longest callee, argument or context-expression text kept, in characters."""
-
-FUNCTION_KINDS: tuple[str, ...] = ("function", "method")
-
-logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class Definition:
-    """A function, method or class definition.
-
-    ``start_line`` includes decorators/annotations. Lines ``body_start_line..end_line`` are
-    the part a skeleton may elide (the body after the signature and, in Python, after the
-    docstring); ``body_start_line == end_line + 1`` when nothing is elidable.
-    """
-
-    name: str
-    qualname: str
-    kind: str
-    start_line: int
-    end_line: int
-    body_start_line: int
-    decorators: tuple[str, ...]
-    bases: tuple[str, ...]
-    parent: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class CallSite:
-    """A call as written: ``callee`` with argument lists of chained calls dropped
-    (``Order.objects.filter(x=1).update`` -> ``Order.objects.filter.update``)."""
-
-    callee: str
-    name: str
-    line: int
-    enclosing: str | None
-    arguments: str
-
-
-@dataclass(frozen=True, slots=True)
-class ContextBlock:
-    """One item of a Python ``with`` statement or one Java try-with-resources resource."""
-
-    expression: str
-    start_line: int
-    end_line: int
-    enclosing: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class Import:
-    """One imported module or symbol (``name`` is None for whole-module imports)."""
-
-    module: str
-    name: str | None
-    alias: str | None
-    line: int
-
-
-@dataclass(frozen=True, slots=True)
-class FileIndex:
-    """Everything the later stages need to know about one source file's structure."""
-
-    path: str
-    language: str
-    content_hash: str
-    line_count: int
-    definitions: tuple[Definition, ...]
-    calls: tuple[CallSite, ...]
-    context_blocks: tuple[ContextBlock, ...]
-    imports: tuple[Import, ...]
-    main_block: tuple[int, int] | None
-    string_assignments: tuple[tuple[str, int], ...]
-    has_errors: bool
-
-    def enclosing_definition(
-        self, line: int, kinds: tuple[str, ...] = FUNCTION_KINDS
-    ) -> Definition | None:
-        """Innermost definition of one of ``kinds`` whose span contains ``line``."""
-        innermost: Definition | None = None
-        for definition in self.definitions:
-            if definition.start_line > line:
-                break
-            if (
-                definition.kind in kinds
-                and line <= definition.end_line
-                and (innermost is None or definition.end_line <= innermost.end_line)
-            ):
-                innermost = definition
-        return innermost
-
-
-# --------------------------------------------------------------------------- text helpers
-
-_AFTER_OPENING = re.compile(r"([(\[{]) ")
-_BEFORE_CLOSING = re.compile(r" ([)\]}])")
-_AROUND_MEMBER_ACCESS = re.compile(r" ?(\??\.) ?")
-_QUOTES = "\"'`"
-
-
-def normalise_whitespace(text: str) -> str:
-    """Collapse whitespace runs to one space and drop spaces just inside brackets."""
-    if " " not in text and text.isprintable():
-        return text  # the common case: nothing to normalise
-    text = " ".join(text.split())
-    if "( " in text or "[ " in text or "{ " in text:
-        text = _AFTER_OPENING.sub(r"\1", text)
-    if " )" in text or " ]" in text or " }" in text:
-        text = _BEFORE_CLOSING.sub(r"\1", text)
-    return text
 
 
 def _normalise_callee(text: str) -> str:
@@ -255,13 +134,6 @@ def _last_line(node: Node) -> int:
     return end_row + 1
 
 
-def count_lines(text: str) -> int:
-    """Number of lines in ``text`` ("\\n"-separated; a final newline ends the last line)."""
-    if not text:
-        return 0
-    return text.count("\n") + (0 if text.endswith("\n") else 1)
-
-
 QUERY_NAMES: tuple[str, ...] = (
     "definitions",
     "calls",
@@ -271,6 +143,7 @@ QUERY_NAMES: tuple[str, ...] = (
     "assignments",
 )
 """The query files (``auditor/languages/{language}-{name}.scm``) the index runs."""
+
 
 _Match = tuple[int, dict[str, list[Node]]]  # (pattern index in the bundle, captures)
 
@@ -298,20 +171,23 @@ def _run_queries(language: str, root: Node) -> tuple[list[_Match], ...]:
     return grouped
 
 
-# --------------------------------------------------------------------------- extraction
-#
-# Extraction builds records (the tuples ``_record_of`` makes of a FileIndex) directly:
-# worker processes send them back as they are, and ``index_source`` builds its FileIndex
-# from them.
-
 _DefinitionRecord = tuple[
     str, str, str, int, int, int, tuple[str, ...], tuple[str, ...], str | None
 ]
+
+
 _CallRecord = tuple[str, str, int, str | None, str]
+
+
 _ContextBlockRecord = tuple[str, int, int, str | None]
+
+
 _ImportRecord = tuple[str, str | None, str | None, int]
 
+
 _by_line_and_qualname = itemgetter(3, 1)
+
+
 _by_line_and_callee = itemgetter(2, 0)
 
 
@@ -672,11 +548,6 @@ def _extract_string_assignments(
     return sorted(assignments, key=lambda item: (item[1], item[0]))
 
 
-def content_hash_of(text: str) -> str:
-    """SHA-256 (hex) of the UTF-8 encoding of ``text``: the default content hash."""
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-
-
 def _source_record(
     text: str, language: str, content_hash: str | None = None
 ) -> _Record:
@@ -722,577 +593,3 @@ def index_source(
     for a language without a grammar.
     """
     return _file_index_from_record(_source_record(text, language, content_hash), path)
-
-
-# --------------------------------------------------------------------------- cache
-
-_SAFE_KEY = re.compile(r"[A-Za-z0-9_.-]{1,128}")
-
-_ENTRY_MAGIC = b"auditor-index-entry\n"
-_PACK_MAGIC = b"auditor-index-pack\n"
-
-MAX_PACKS = 16
-"""Most pack files one cache directory keeps; the least recently used are deleted first."""
-
-MAX_ENTRIES = 200_000
-"""Most entry files one cache directory keeps (~1-3 GB at most); when a pack is written whole
-and there are more, the oldest are deleted down to 80% of this (their files sit in packs
-too, so deleting one costs at most a parse)."""
-
-# A pack's delta (entries added since it was written whole) and its entries no longer used
-# may together reach this share of its size (at least PACK_DELTA_MIN) before a full rewrite.
-PACK_DELTA_SHARE = 0.125
-PACK_DELTA_MIN = 64
-
-PARALLEL_PARSE_THRESHOLD = 300
-"""Parsing is spread over worker processes when more files than this need parsing."""
-
-MAX_PARSE_WORKERS = 4
-"""Most worker processes used for parsing (fewer when fewer CPUs are available)."""
-
-_CacheKey = tuple[str, str]  # (content hash, language)
-_Record = tuple[Any, ...]
-"""A FileIndex without its path, as nested tuples of its fields in declaration order (the
-form stored on disk with marshal and sent back by parsing workers)."""
-
-_definition_fields = attrgetter(*(item.name for item in fields(Definition)))
-_call_fields = attrgetter(*(item.name for item in fields(CallSite)))
-_context_block_fields = attrgetter(*(item.name for item in fields(ContextBlock)))
-_import_fields = attrgetter(*(item.name for item in fields(Import)))
-
-
-def _record_of(index: FileIndex) -> _Record:
-    return (
-        index.language,
-        index.content_hash,
-        index.line_count,
-        tuple(map(_definition_fields, index.definitions)),
-        tuple(map(_call_fields, index.calls)),
-        tuple(map(_context_block_fields, index.context_blocks)),
-        tuple(map(_import_fields, index.imports)),
-        index.main_block,
-        index.string_assignments,
-        index.has_errors,
-    )
-
-
-def _builder(cls: type) -> Any:
-    """A constructor equivalent to ``cls(*values)`` for a frozen, slotted dataclass, about
-    three times faster.
-
-    A frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``; the
-    builder is a mutable twin with the same slots (plain, fast attribute stores) whose
-    instance is then re-labelled as ``cls``. Python allows that ``__class__`` assignment
-    only between identical layouts and raises TypeError otherwise, so a twin that drifted
-    from ``cls`` fails loudly rather than building a wrong object.
-    """
-
-    def relabel(self: Any) -> None:
-        self.__class__ = cls
-
-    return make_dataclass(
-        f"_{cls.__name__}Builder",
-        [(item.name, item.type) for item in fields(cls)],
-        namespace={"__post_init__": relabel},
-        slots=True,
-        eq=False,
-        repr=False,
-    )
-
-
-# Decoding a cached scan builds hundreds of thousands of these, so they are built this way.
-_build_definition = _builder(Definition)
-_build_call = _builder(CallSite)
-_build_context_block = _builder(ContextBlock)
-_build_import = _builder(Import)
-_build_file_index = _builder(FileIndex)
-
-
-def _file_index_from_record(record: _Record, path: str) -> FileIndex:
-    """Rebuild a FileIndex from its record; raises TypeError/ValueError if malformed."""
-    (
-        language,
-        content_hash,
-        line_count,
-        definitions,
-        calls,
-        context_blocks,
-        imports,
-        main_block,
-        string_assignments,
-        has_errors,
-    ) = record
-    return _build_file_index(  # type: ignore[no-any-return]
-        path,
-        language,
-        content_hash,
-        line_count,
-        tuple(starmap(_build_definition, definitions)),
-        tuple(starmap(_build_call, calls)),
-        tuple(starmap(_build_context_block, context_blocks)),
-        tuple(starmap(_build_import, imports)),
-        main_block,
-        string_assignments,
-        has_errors,
-    )
-
-
-def _shared_strings(record: _Record, shared: dict[str, str]) -> _Record:
-    """``record`` with equal strings replaced by one object (the first met, kept in
-    ``shared``), so that marshal stores each distinct string once and loading it creates
-    one object per distinct string. The record's value is unchanged."""
-    intern = shared.setdefault
-
-    def optional(text: str | None) -> str | None:
-        return None if text is None else intern(text, text)
-
-    (
-        language,
-        content_hash,
-        line_count,
-        definitions,
-        calls,
-        context_blocks,
-        imports,
-        main_block,
-        string_assignments,
-        has_errors,
-    ) = record
-    return (
-        intern(language, language),
-        content_hash,
-        line_count,
-        tuple(
-            [
-                (
-                    intern(name, name),
-                    intern(qualname, qualname),
-                    intern(kind, kind),
-                    start_line,
-                    end_line,
-                    body_start_line,
-                    tuple([intern(text, text) for text in decorators]),
-                    tuple([intern(text, text) for text in bases]),
-                    optional(parent),
-                )
-                for (
-                    name,
-                    qualname,
-                    kind,
-                    start_line,
-                    end_line,
-                    body_start_line,
-                    decorators,
-                    bases,
-                    parent,
-                ) in definitions
-            ]
-        ),
-        tuple(
-            [
-                (
-                    intern(callee, callee),
-                    intern(name, name),
-                    line,
-                    optional(enclosing),
-                    intern(arguments, arguments),
-                )
-                for callee, name, line, enclosing, arguments in calls
-            ]
-        ),
-        tuple(
-            [
-                (
-                    intern(expression, expression),
-                    start_line,
-                    end_line,
-                    optional(enclosing),
-                )
-                for expression, start_line, end_line, enclosing in context_blocks
-            ]
-        ),
-        tuple(
-            [
-                (intern(module, module), optional(name), optional(alias), line)
-                for module, name, alias, line in imports
-            ]
-        ),
-        main_block,
-        tuple([(intern(name, name), line) for name, line in string_assignments]),
-        has_errors,
-    )
-
-
-def _record_matches(record: object, key: _CacheKey) -> bool:
-    return (
-        isinstance(record, tuple)
-        and len(record) > 2
-        and record[1] == key[0]
-        and record[0] == key[1]
-    )
-
-
-@dataclass(frozen=True)
-class StoredPack:
-    """What a scan's pack held when read: every key, the keys from its delta file, and the
-    size of the pack file proper (0: no pack yet)."""
-
-    keys: frozenset[_CacheKey]
-    delta_keys: frozenset[_CacheKey]
-    base_size: int
-
-
-class IndexCache:
-    """On-disk cache of FileIndex entries keyed by content hash and language.
-
-    Everything lives under ``directory / f"v{INDEX_VERSION}"``: one entry file per content
-    and language, and in ``packs/`` one pack file per scan name holding every entry that
-    scan used last time, so that repeating a scan reads one file instead of thousands
-    (plus a small delta file with entries added since the pack was last written whole).
-    Files are marshalled tuples behind a magic header and a checksum, written atomically;
-    an unreadable, corrupt or mismatched entry or pack counts as a miss (and is replaced by
-    the next write). Failing to write is logged and otherwise ignored: the cache only saves
-    time.
-    """
-
-    def __init__(self, directory: Path) -> None:
-        self.directory = Path(directory) / f"v{INDEX_VERSION}"
-        self._entries_unwritable = False  # after one failed entry write, stop trying (and warning)
-
-    def entry_path(self, content_hash: str, language: str) -> Path:
-        """Where the entry for this content and language is stored."""
-        key = f"{content_hash}-{language}"
-        if not _SAFE_KEY.fullmatch(key):
-            key = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
-        return self.directory / key[:2] / f"{key}.index"
-
-    def pack_path(self, name: str) -> Path:
-        """Where the pack file of the scan called ``name`` is stored."""
-        digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()
-        return self.directory / "packs" / f"{digest[:32]}.pack"
-
-    def get(self, content_hash: str, language: str, path: str) -> FileIndex | None:
-        """The cached index for this content, re-pointed at ``path``; None on a miss."""
-        key = (content_hash, language)
-        return _decode_or_none(self._get_record(key, path), key, path)
-
-    def put(self, index: FileIndex) -> None:
-        """Store ``index`` (replacing any entry for the same content and language)."""
-        self._put_record(_record_of(index))
-
-    def _get_record(self, key: _CacheKey, path: str) -> object:
-        """The stored record for ``key`` (not yet checked), or None."""
-        try:
-            return unseal(_ENTRY_MAGIC, self.entry_path(*key).read_bytes())
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError, EOFError, TypeError) as error:
-            logger.debug(
-                "ignoring unreadable index cache entry for %s: %s", path, error
-            )
-            return None
-
-    def _put_record(self, record: _Record) -> None:
-        if self._entries_unwritable:
-            return
-        target = self.entry_path(record[1], record[0])
-        if not write_atomically(target, seal(_ENTRY_MAGIC, record)):
-            self._entries_unwritable = True
-
-    def delta_path(self, name: str) -> Path:
-        """Where the records added to the pack of ``name`` since it was last written whole are kept."""
-        return self.pack_path(name).with_suffix(".delta")
-
-    def _read_sealed_dict(self, target: Path) -> dict[_CacheKey, _Record]:
-        try:
-            records = unseal(_PACK_MAGIC, target.read_bytes())
-        except FileNotFoundError:
-            return {}
-        except (OSError, ValueError, EOFError, TypeError) as error:
-            logger.debug("ignoring unreadable index pack %s: %s", target, error)
-            return {}
-        if not isinstance(records, dict):
-            logger.debug("ignoring malformed index pack %s", target)
-            return {}
-        return records
-
-    def _read_pack(self, name: str) -> tuple[dict[_CacheKey, _Record], StoredPack]:
-        """The records of a scan's pack and its delta (empty when missing or unreadable),
-        and what was stored where; marks the pack used.
-
-        Records are keyed by content, so any pack and any delta combine correctly, even
-        when written by different processes."""
-        target = self.pack_path(name)
-        records = self._read_sealed_dict(target)
-        base_size = len(records)
-        delta = self._read_sealed_dict(self.delta_path(name))
-        records.update(delta)
-        if base_size:
-            try:
-                os.utime(target)  # pruning keeps the most recently used packs
-            except OSError:
-                pass
-        return records, StoredPack(frozenset(records), frozenset(delta), base_size)
-
-    def _write_delta(self, name: str, records: Mapping[_CacheKey, _Record]) -> None:
-        """Replace the delta of a scan's pack by ``records`` (the pack itself is kept)."""
-        write_atomically(self.delta_path(name), seal(_PACK_MAGIC, dict(sorted(records.items()))))
-
-    def _write_pack(self, name: str, records: Mapping[_CacheKey, _Record]) -> None:
-        """Replace a scan's pack by ``records``, then delete packs beyond ``MAX_PACKS``."""
-        target = self.pack_path(name)
-        shared: dict[str, str] = {}
-        ordered = {
-            (key[0], shared.setdefault(key[1], key[1])): _shared_strings(
-                records[key], shared
-            )
-            for key in sorted(records)
-        }
-        if not write_atomically(target, seal(_PACK_MAGIC, ordered)):
-            return
-        self.delta_path(name).unlink(missing_ok=True)
-        prune_least_recent(
-            target.parent, "*.pack", MAX_PACKS, spare=target, companions=lambda pack: (pack.with_suffix(".delta"),)
-        )
-        self._prune_entries()
-
-    def _prune_entries(self) -> None:
-        """Delete the oldest entry files when there are more than ``MAX_ENTRIES``."""
-        entries: list[os.DirEntry[str]] = []
-        try:
-            shards = [shard for shard in os.scandir(self.directory) if shard.is_dir() and len(shard.name) == 2]
-            for shard in shards:
-                entries.extend(entry for entry in os.scandir(shard.path) if entry.name.endswith(".index"))
-        except OSError as error:
-            logger.debug("cannot list index cache entries: %s", error)
-            return
-        if len(entries) <= MAX_ENTRIES:
-            return
-        aged: list[tuple[float, str]] = []
-        for entry in entries:
-            try:
-                aged.append((entry.stat().st_mtime, entry.path))
-            except OSError:
-                continue  # removed meanwhile by another process
-        aged.sort()
-        for _, path in aged[: len(aged) - MAX_ENTRIES * 4 // 5]:
-            Path(path).unlink(missing_ok=True)
-
-
-def default_cache_dir() -> Path:
-    """``$AUDITOR_CACHE_DIR/index``, else ``$XDG_CACHE_HOME/auditor/index``, else
-    ``~/.cache/auditor/index``."""
-    configured = os.environ.get("AUDITOR_CACHE_DIR")
-    if configured:
-        return Path(configured) / "index"
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg) if xdg else Path.home() / ".cache"
-    return base / "auditor" / "index"
-
-
-def scan_pack_name(paths: Iterable[str]) -> str:
-    """The default pack name of a scan of ``paths``: the set of their directories cut to
-    two levels, so that a scan of the same tree finds its pack again after files inside it
-    are added, removed or edited (a pack is checked entry by entry, so sharing a name with
-    another tree only costs time)."""
-    directories = {"/".join(path.split("/")[:-1][:2]) for path in paths}
-    return "\n".join(sorted(directories))
-
-
-def _available_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on every platform
-        return os.cpu_count() or 1
-
-
-def _index_chunk(sources: list[tuple[str, str, str]]) -> bytes:
-    """Worker-process entry point: the records of ``(text, language, content_hash)``
-    sources, marshalled (module level, so that a spawned process can import it).
-
-    Marshal rather than the pool's pickle: records are plain tuples, which marshal writes
-    about four times faster. The collector is paused: records hold no cycles."""
-    with collection_paused():
-        return marshal.dumps([_source_record(*source) for source in sources])
-
-
-def _parse_records(
-    sources: list[tuple[str, str, str, str]],
-) -> Iterator[tuple[FileIndex, _Record]]:
-    """Index each source, yielding results in the order of ``sources``.
-
-    More than ``PARALLEL_PARSE_THRESHOLD`` sources are parsed by a pool of spawned worker
-    processes; if the pool cannot run here, the rest is parsed in this process.
-    """
-    workers = min(MAX_PARSE_WORKERS, _available_cpus())
-    done = 0
-    if (
-        len(sources) > PARALLEL_PARSE_THRESHOLD
-        and workers > 1
-        and not multiprocessing.current_process().daemon  # daemons cannot have children
-    ):
-        size = max(8, -(-len(sources) // (workers * 16)))
-        starts = range(0, len(sources), size)
-        # Workers need no paths: they only get each source's text, language and hash.
-        chunks = [
-            [source[1:] for source in sources[start : start + size]] for start in starts
-        ]
-        try:
-            with ProcessPoolExecutor(
-                max_workers=workers, mp_context=multiprocessing.get_context("spawn")
-            ) as executor:
-                for start, payload in zip(starts, executor.map(_index_chunk, chunks)):
-                    # The collector would re-scan every index decoded so far, over and
-                    # over; it is paused while decoding (never across a yield).
-                    with collection_paused():
-                        records = marshal.loads(payload)
-                        indexes = [
-                            _file_index_from_record(record, source[0])
-                            for source, record in zip(
-                                sources[start : start + size], records, strict=True
-                            )
-                        ]
-                    for index, record in zip(indexes, records):
-                        yield index, record
-                        done += 1
-        except (OSError, BrokenProcessPool, pickle.PicklingError) as error:
-            logger.warning(
-                "parallel parsing failed, parsing in this process: %s", error
-            )
-    for path, text, language, content_hash in sources[done:]:
-        index = index_source(path, text, language, content_hash)
-        yield index, _record_of(index)
-
-
-def _update_pack(
-    cache: IndexCache,
-    name: str,
-    found: Mapping[_CacheKey, FileIndex],
-    added: Mapping[_CacheKey, _Record],
-    stored: StoredPack,
-    unused: int,
-) -> None:
-    """Make the pack of ``name`` hold every entry in ``found`` (the entries this call used).
-
-    Entries the pack lacked go to its small delta file, so an edit does not rewrite the
-    whole pack (~0.5 s on a 4,000-file repository). The pack is rewritten whole, and the
-    delta dropped, when there is no pack yet or when the delta plus the entries no longer
-    used (old versions of edited files, deleted files) pass ``PACK_DELTA_SHARE`` of it.
-    """
-    missing = [key for key in found if key not in stored.keys]
-    if not missing and unused == 0:
-        return  # the pack already holds exactly what was used
-    delta = {key: added[key] if key in added else _record_of(found[key]) for key in missing}
-    for key in stored.delta_keys:
-        if key in found:
-            delta[key] = _record_of(found[key])
-    limit = max(PACK_DELTA_MIN, int(len(found) * PACK_DELTA_SHARE))
-    if stored.base_size and len(delta) + unused <= limit:
-        if missing:
-            cache._write_delta(name, delta)
-        return
-    cache._write_pack(name, {key: added[key] if key in added else _record_of(index) for key, index in found.items()})
-
-
-@contextmanager
-def collection_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector inside the block (restoring its previous state).
-
-    For code that allocates hundreds of thousands of objects it keeps, such as decoding
-    indexes or building the call graph: collections there would only re-scan live objects.
-    On leaving the block, every object the collector tracks is moved to its oldest
-    generation (``gc.freeze`` then ``gc.unfreeze``), so that the next young collection does
-    not scan them all either; they stay collectable, by the next full collection.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.freeze()
-            gc.unfreeze()
-            gc.enable()
-
-
-def _decode_or_none(record: object, key: _CacheKey, path: str) -> FileIndex | None:
-    """The FileIndex of a cached record for ``key``; None if absent, mismatched or malformed."""
-    if record is None or not _record_matches(record, key):
-        return None
-    try:
-        return _file_index_from_record(record, path)  # type: ignore[arg-type]
-    except (TypeError, ValueError) as error:
-        logger.debug("ignoring malformed index cache record for %s: %s", path, error)
-        return None
-
-
-def index_files(
-    sources: Iterable[tuple[str, str, str, str]],
-    cache: IndexCache | None = None,
-    progress: ProgressCallback = no_progress,
-    *,
-    pack_name: str | None = None,
-) -> dict[str, FileIndex]:
-    """Index ``(path, text, language, content_hash)`` sources; returns path -> FileIndex.
-
-    Only cache misses are parsed (by worker processes when there are many), and identical
-    content (same hash and language) is parsed once. With a cache, entries are looked up in
-    the pack ``pack_name`` (default: ``scan_pack_name`` of the paths), then in the entry
-    files; afterwards the pack holds exactly the entries this call used. The result is
-    ordered by path and does not depend on where entries came from. Emits
-    ProgressEvent(stage="index") per file.
-    """
-    pending = sorted(sources, key=lambda source: source[0])
-    total = len(pending)
-    if cache is not None and pack_name is None:
-        pack_name = scan_pack_name(source[0] for source in pending)
-    found: dict[_CacheKey, FileIndex] = {}
-    misses: dict[_CacheKey, list[tuple[str, str, str, str]]] = {}
-    damaged: set[_CacheKey] = set()
-    completed = 0
-    with collection_paused():
-        pack, stored = (
-            cache._read_pack(pack_name)
-            if cache is not None and pack_name is not None
-            else ({}, StoredPack(frozenset(), frozenset(), 0))
-        )
-        for source in pending:
-            path, _, language, content_hash = source
-            key = (content_hash, language)
-            if key in misses:
-                misses[key].append(source)
-                continue
-            if key not in found:
-                # Popping lets each record be freed once decoded, and leaves in the pack
-                # only the entries this scan did not use.
-                record = pack.pop(key, None)
-                index = _decode_or_none(record, key, path)
-                if index is None and record is not None:
-                    damaged.add(key)  # stored but unusable: the pack must be repaired
-                if index is None and cache is not None:
-                    index = _decode_or_none(cache._get_record(key, path), key, path)
-                if index is None:
-                    misses[key] = [source]
-                    continue
-                found[key] = index
-            completed += 1
-            progress(ProgressEvent(stage="index", completed=completed, total=total))
-    added: dict[_CacheKey, _Record] = {}
-    for index, record in _parse_records([group[0] for group in misses.values()]):
-        key = (index.content_hash, index.language)
-        found[key] = index
-        added[key] = record
-        if cache is not None:
-            cache._put_record(record)
-        for _ in misses[key]:
-            completed += 1
-            progress(ProgressEvent(stage="index", completed=completed, total=total))
-    if cache is not None and pack_name is not None:
-        if damaged:  # counted as missing, so that their records are written again
-            stored = replace(stored, keys=stored.keys - damaged)
-        _update_pack(cache, pack_name, found, added, stored, unused=len(pack))
-    results: dict[str, FileIndex] = {}
-    for path, _, language, content_hash in pending:
-        index = found[(content_hash, language)]
-        results[path] = index if index.path == path else replace(index, path=path)
-    return results

@@ -22,11 +22,18 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
-from auditor.storage.digests import DigestStore, digest_of
 from auditor.errors import PackError, UsageError
+from auditor.pack.prompt import (
+    MapEntry,
+    build_messages,
+    render_full_block,
+    render_map,
+    render_skeleton_block,
+    split_lines,
+)
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
-from auditor.pack.prompt import MapEntry, build_messages, render_full_block, render_map, render_skeleton_block, split_lines
 from auditor.rules.loader import Rule
+from auditor.storage.digests import DigestStore, digest_of
 from auditor.tokens.tokenizer import Message, PromptTokenizer, TokenizerInfo
 
 DEFAULT_MAX_MODEL_LEN = 262_144

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from auditor.index.extract import FUNCTION_KINDS, FileIndex, count_lines
+from auditor.index.model import FUNCTION_KINDS, FileIndex, count_lines
 
 MIN_ELIDED_LINES = 2
 """Bodies shorter than this are kept: eliding one line saves nothing once marked."""

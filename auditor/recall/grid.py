@@ -27,7 +27,17 @@ from pathlib import Path
 import auditor
 from auditor.engine.base import ChatMessage, ChatRequest, Completion, Engine
 from auditor.errors import AuditorError, UsageError
-from auditor.findings.model import ProbeAnswer, answer_schema_json, parse_answer
+from auditor.findings.answer import answer_schema_json, parse_answer
+from auditor.findings.model import ProbeAnswer
+from auditor.pack.prompt import (
+    MapEntry,
+    build_messages,
+    render_full_block,
+    render_map,
+    render_task,
+    split_lines,
+)
+from auditor.progress import ProgressCallback, ProgressEvent, no_progress
 from auditor.recall.needles import (
     DEFAULT_KEEP,
     DEFAULT_THRESHOLD,
@@ -46,15 +56,6 @@ from auditor.recall.needles import (
     score,
     summarize,
     wilson_interval,
-)
-from auditor.progress import ProgressCallback, ProgressEvent, no_progress
-from auditor.pack.prompt import (
-    MapEntry,
-    build_messages,
-    render_full_block,
-    render_map,
-    render_task,
-    split_lines,
 )
 from auditor.tokens.tokenizer import Message, PromptTokenizer
 from auditor.walk.walker import WalkOptions, walk

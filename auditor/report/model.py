@@ -10,10 +10,10 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from auditor.findings.model import SEVERITY_ORDER, Finding, Rejected
 from auditor.findings.injection import InjectionFlag
-from auditor.rules.loader import SEVERITIES, Rule
+from auditor.findings.model import SEVERITY_ORDER, Finding, Rejected
 from auditor.findings.suppress import SuppressedFinding
+from auditor.rules.loader import SEVERITIES, Rule
 
 __all__ = [
     "Coverage",

@@ -16,7 +16,13 @@ from typing import Final, Literal, NotRequired, TypedDict
 from urllib.parse import quote
 
 from auditor.findings.model import Finding
-from auditor.report.model import ReviewedFinding, ScanResult, SuppressedFinding, error_text, window_problem
+from auditor.report.model import (
+    ReviewedFinding,
+    ScanResult,
+    SuppressedFinding,
+    error_text,
+    window_problem,
+)
 from auditor.rules.loader import Rule
 
 SARIF_SCHEMA_URI: Final = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"

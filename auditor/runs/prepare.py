@@ -12,12 +12,14 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from auditor.analysis.callgraph import CallGraph, CallGraphCache
-from auditor.storage.digests import DigestStore, digest_of
-from auditor.index.extract import FileIndex, IndexCache, default_cache_dir, index_files
+from auditor.index.cache import IndexCache, default_cache_dir
+from auditor.index.indexer import index_files
+from auditor.index.model import FileIndex
 from auditor.pack.packer import PackInput, PackOptions, PackResult, pack
+from auditor.pack.skeleton import build_skeleton
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
 from auditor.rules.loader import Rule
-from auditor.pack.skeleton import build_skeleton
+from auditor.storage.digests import DigestStore, digest_of
 from auditor.tokens.tokenizer import PromptTokenizer
 from auditor.walk.walker import WalkOptions, WalkResult, walk
 

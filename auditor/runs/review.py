@@ -33,16 +33,30 @@ from pathlib import Path
 from typing import Protocol
 
 from auditor.analysis.callgraph import CallGraph
-from auditor.runs.diff import Diff, GitError, Hunk, compute_diff, resolve_revision, run_git
-from auditor.findings.model import Finding, file_lines, fingerprint
-from auditor.index.extract import FileIndex
-from auditor.languages import language_for_path
-from auditor.runs.prepare import PreparedRepository, prepare_repository
-from auditor.progress import ProgressCallback, ProgressEvent, no_progress
-from auditor.report.model import Coverage, FileCoverage, ReviewedFinding, ReviewSummary, ScanResult
-from auditor.rules.loader import builtin_rules
-from auditor.runs.scan import ScanConfig, run_scan, selected_rules
+from auditor.findings.grounding import file_lines
+from auditor.findings.model import Finding, fingerprint
 from auditor.findings.suppress import apply_suppressions, read_baseline
+from auditor.index.model import FileIndex
+from auditor.languages import language_for_path
+from auditor.progress import ProgressCallback, ProgressEvent, no_progress
+from auditor.report.model import (
+    Coverage,
+    FileCoverage,
+    ReviewedFinding,
+    ReviewSummary,
+    ScanResult,
+)
+from auditor.rules.loader import builtin_rules
+from auditor.runs.diff import (
+    Diff,
+    GitError,
+    Hunk,
+    compute_diff,
+    resolve_revision,
+    run_git,
+)
+from auditor.runs.prepare import PreparedRepository, prepare_repository
+from auditor.runs.scan import ScanConfig, run_scan, selected_rules
 
 
 class ScanFunction(Protocol):

@@ -14,24 +14,59 @@ from typing import Callable, Mapping, Sequence
 
 from auditor import __version__
 from auditor.analysis.callgraph import CallGraph
-from auditor.recall.canaries import DEFAULT_CANARIES, DEFAULT_RECALL_THRESHOLD, CanaryPlan, CanaryReport, plant_canaries, read_canaries
-from auditor.engine.base import ChatMessage, ChatRequest, Completion, Engine, EngineSettings
+from auditor.analysis.tx_outside_transaction import (
+    StaticResult,
+    analyze_tx_outside_transaction,
+)
+from auditor.engine.base import (
+    ChatMessage,
+    ChatRequest,
+    Completion,
+    Engine,
+    EngineSettings,
+)
 from auditor.engine.registry import create_engine, resolve_auto
+from auditor.engine.result_cache import CachingEngine, default_result_cache_dir
 from auditor.errors import AuditorError
-from auditor.findings.model import Claim, Finding, Rejected, RepositoryView, answer_schema_json, ground_answer, merge_findings, parse_answer
-from auditor.index.extract import FileIndex
+from auditor.findings.answer import answer_schema_json, parse_answer
+from auditor.findings.grounding import RepositoryView, ground_answer
 from auditor.findings.injection import detect_injections
+from auditor.findings.merge import merge_findings
+from auditor.findings.model import Claim, Finding, Rejected
+from auditor.findings.suppress import (
+    SuppressedFinding,
+    apply_suppressions,
+    read_baseline,
+)
+from auditor.index.model import FileIndex
 from auditor.pack.packer import PackOptions, PackResult, Window
 from auditor.planning.plan import estimate_time
-from auditor.runs.prepare import PreparedRepository, pack_prepared, prepare_repository
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
+from auditor.recall.canaries import (
+    DEFAULT_CANARIES,
+    DEFAULT_RECALL_THRESHOLD,
+    CanaryPlan,
+    CanaryReport,
+    plant_canaries,
+    read_canaries,
+)
 from auditor.recall.needles import cites_probe
-from auditor.report.model import Coverage, ScanError, ScanResult, WindowOutcome, WindowRecall
-from auditor.engine.result_cache import CachingEngine, default_result_cache_dir
+from auditor.report.model import (
+    Coverage,
+    ScanError,
+    ScanResult,
+    WindowOutcome,
+    WindowRecall,
+)
 from auditor.rules.loader import Rule, builtin_rules, load_rules
-from auditor.analysis.tx_outside_transaction import StaticResult, analyze_tx_outside_transaction
-from auditor.findings.suppress import SuppressedFinding, apply_suppressions, read_baseline
-from auditor.tokens.tokenizer import PromptTokenizer, TokenizerInfo, TokenizerRequest, load_tokenizer, with_count_cache
+from auditor.runs.prepare import PreparedRepository, pack_prepared, prepare_repository
+from auditor.tokens.tokenizer import (
+    PromptTokenizer,
+    TokenizerInfo,
+    TokenizerRequest,
+    load_tokenizer,
+    with_count_cache,
+)
 from auditor.walk.walker import WalkOptions
 
 STATIC_TOKENIZER_SOURCE = "none (static pass)"

@@ -452,7 +452,7 @@ class CachedCountTokenizer:
 def default_count_cache_dir() -> Path:
     """The token-count cache next to the index cache (``~/.cache/auditor/counts`` or under
     ``$AUDITOR_CACHE_DIR`` / ``$XDG_CACHE_HOME`` when set)."""
-    from auditor.index.extract import default_cache_dir
+    from auditor.index.cache import default_cache_dir
 
     return default_cache_dir().parent / "counts"
 

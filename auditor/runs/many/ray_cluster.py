@@ -46,33 +46,36 @@ from auditor.engine.base import (
     error_completion,
 )
 from auditor.errors import AuditorError, EngineUnavailable
-from auditor.runs.many import (
-    STATE_FILE,
-    THROUGHPUT_INTERVAL_S,
-    ManyConfig,
+from auditor.progress import ProgressCallback, ProgressEvent, no_progress
+from auditor.runs.many.outcomes import (
     ManyResult,
     RepositoryOutcome,
-    RunState,
-    Target,
-    WorkItem,
-    build_engine,
-    completion_from_json,
-    completion_to_json,
-    engine_fingerprint,
     failed_outcome,
-    finish_repository,
-    plan_target,
     render_reports,
-    request_from_json,
-    request_to_json,
-    resolve_engine,
     succeeded_outcome,
-    throughput_message,
-    work_item,
     write_index,
     write_reports,
 )
-from auditor.progress import ProgressCallback, ProgressEvent, no_progress
+from auditor.runs.many.pool import build_engine, engine_fingerprint
+from auditor.runs.many.runner import resolve_engine
+from auditor.runs.many.stages import (
+    THROUGHPUT_INTERVAL_S,
+    ManyConfig,
+    finish_repository,
+    plan_target,
+    throughput_message,
+)
+from auditor.runs.many.state import (
+    STATE_FILE,
+    RunState,
+    WorkItem,
+    completion_from_json,
+    completion_to_json,
+    request_from_json,
+    request_to_json,
+    work_item,
+)
+from auditor.runs.many.targets import Target
 
 logger = logging.getLogger(__name__)
 

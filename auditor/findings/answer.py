@@ -1,0 +1,338 @@
+"""The answer contract: its JSON Schema (``ANSWER_SCHEMA``, ``answer_schema``) and
+``parse_answer``, which recovers claims, probe answers and every parse problem from a model
+answer (complete, truncated or malformed). The contract itself is documented in
+docs/answer-contract.md.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from auditor.findings.model import Claim, ClaimedStep, ProbeAnswer
+from auditor.rules.loader import SEVERITIES
+
+
+@dataclass(frozen=True)
+class ParsedAnswer:
+    """Everything recovered from one model answer.
+
+    ``complete`` is True only when a whole JSON object of the contract was found and
+    parsed. ``salvaged`` counts the complete findings recovered from a truncated or
+    malformed answer. ``errors`` lists every problem met, including findings that were
+    read but are invalid: nothing the model said is dropped without a trace here.
+    """
+
+    claims: tuple[Claim, ...]
+    probes: tuple[ProbeAnswer, ...]
+    complete: bool
+    salvaged: int
+    errors: tuple[str, ...]
+
+
+def answer_schema(rule_ids: Sequence[str] | None = None) -> dict[str, Any]:
+    """The JSON Schema of the answer contract, fresh on every call.
+
+    With ``rule_ids`` the ``rule`` field is restricted to those ids (useful as a
+    structured-output constraint when the selected rules are known).
+    """
+    step: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string"},
+            "line": {"type": "integer"},
+            "function": {"type": "string"},
+        },
+        "required": ["path", "line", "function"],
+        "additionalProperties": False,
+    }
+    rule: dict[str, Any] = {"type": "string"}
+    if rule_ids:
+        rule["enum"] = sorted(set(rule_ids))
+    finding: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "rule": rule,
+            "title": {"type": "string"},
+            "severity": {"type": "string", "enum": list(SEVERITIES)},
+            "sink": step,
+            "chain": {"type": "array", "items": step},
+            "explanation": {"type": "string"},
+        },
+        "required": ["rule", "title", "severity", "sink", "chain", "explanation"],
+        "additionalProperties": False,
+    }
+    probe: dict[str, Any] = {
+        "type": "object",
+        "properties": {"id": {"type": "string"}, "answer": {"type": "string"}},
+        "required": ["id", "answer"],
+        "additionalProperties": False,
+    }
+    return {
+        "type": "object",
+        "properties": {
+            "findings": {"type": "array", "items": finding},
+            "probes": {"type": "array", "items": probe},
+        },
+        "required": ["findings", "probes"],
+        "additionalProperties": False,
+    }
+
+
+# The contract's schema for every rule; pass ``answer_schema(rule_ids)`` to pin rule ids.
+ANSWER_SCHEMA: Final[dict[str, Any]] = answer_schema()
+
+
+def answer_schema_json(rule_ids: Sequence[str] | None = None) -> str:
+    """The answer schema as JSON text with sorted keys (stable across runs, cache-friendly)."""
+    return json.dumps(answer_schema(rule_ids), sort_keys=True, separators=(",", ":"))
+
+
+_DECODER = json.JSONDecoder()
+
+
+_THINK_END = "</think>"
+
+
+_TRAILING_COMMA = re.compile(r",(\s*[}\]])")
+
+
+_CODE_FENCE_END = re.compile(r"\s*`{3,}\s*$")
+
+
+_LINE_TEXT = re.compile(r"^\s*[Ll]?(\d+)\b")
+
+
+_ANSWER_KEYS = ("findings", "probes")
+
+
+def parse_answer(text: str) -> ParsedAnswer:
+    """Read the answer contract out of a model's answer text.
+
+    Tolerates a reasoning trace ending in ``</think>`` (only what follows is read), code
+    fences, prose before and after the JSON, trailing commas, and truncation: from a
+    cut-off answer every complete finding object is salvaged and ``complete`` is False.
+    Invalid findings are reported in ``errors`` rather than dropped.
+    """
+    answer = text.split(_THINK_END, 1)[1] if _THINK_END in text else text
+    if not answer.strip():
+        return ParsedAnswer(claims=(), probes=(), complete=False, salvaged=0, errors=("empty answer",))
+
+    document, saw_object, others = _find_answer_object(answer)
+    if document is None:
+        lenient = _TRAILING_COMMA.sub(r"\1", answer)
+        if lenient != answer:
+            document, _, others = _find_answer_object(lenient)
+    if document is not None:
+        claims, probes, problems = _read_document(document)
+        if others:
+            # Only the first object is the answer (docs/answer-contract.md); say what was not read.
+            ignored = f"answer holds {others + 1} different JSON objects with 'findings' or 'probes'; only the first was read"
+            problems = (ignored, *problems)
+        return ParsedAnswer(claims=claims, probes=probes, complete=True, salvaged=0, errors=problems)
+
+    raw_findings, findings_closed = _salvage_array(answer, "findings")
+    raw_probes, _ = _salvage_array(answer, "probes")
+    if raw_findings is None and raw_probes is None:
+        problem = (
+            "JSON in answer has no 'findings' or 'probes' key" if saw_object else "no JSON object in answer"
+        )
+        return ParsedAnswer(claims=(), probes=(), complete=False, salvaged=0, errors=(problem,))
+
+    errors: list[str] = []
+    claims = _read_claims(raw_findings or [], errors)
+    probes = _read_probes(raw_probes or [], errors)
+    truncated = not _CODE_FENCE_END.sub("", answer).rstrip().endswith("}")
+    how = "answer truncated" if truncated else "answer is not valid JSON"
+    if raw_findings is not None and not findings_closed:
+        summary = f"{how}: {len(claims)} complete findings salvaged"
+    else:
+        summary = f"{how}: {len(claims)} findings read before the break"
+    return ParsedAnswer(
+        claims=claims,
+        probes=probes,
+        complete=False,
+        salvaged=len(claims),
+        errors=(summary, *errors),
+    )
+
+
+def _find_answer_object(text: str) -> tuple[dict[str, Any] | None, bool, int]:
+    """The first JSON object in ``text`` holding a contract key, whether any JSON object was
+    seen, and how many later contract objects differ from the first (and so were not read)."""
+    saw_object = False
+    first: dict[str, Any] | None = None
+    others = 0
+    position = text.find("{")
+    while position != -1:
+        try:
+            value, end = _DECODER.raw_decode(text, position)
+        except (json.JSONDecodeError, RecursionError):
+            # RecursionError: nesting deeper than the decoder allows (a degenerate answer).
+            position = text.find("{", position + 1)
+            continue
+        if isinstance(value, dict):
+            saw_object = True
+            if any(key in value for key in _ANSWER_KEYS):
+                if first is None:
+                    first = value
+                elif value != first:
+                    others += 1
+        # A decoded object is skipped whole, nested objects included.
+        position = text.find("{", end)
+    return first, saw_object, others
+
+
+def _salvage_array(text: str, key: str) -> tuple[list[Any] | None, bool]:
+    """Decode the complete items of the array under ``"key": [`` in a broken answer.
+
+    Returns the items (None when the key is absent) and whether the array was closed.
+    """
+    match = re.search(rf'"{key}"\s*:\s*\[', text)
+    if match is None:
+        return None, False
+    items: list[Any] = []
+    position = match.end()
+    while True:
+        while position < len(text) and text[position] in " \t\r\n,":
+            position += 1
+        if position >= len(text):
+            return items, False
+        if text[position] == "]":
+            return items, True
+        try:
+            value, position = _DECODER.raw_decode(text, position)
+        except (json.JSONDecodeError, RecursionError):
+            return items, False
+        items.append(value)
+
+
+def _read_document(document: dict[str, Any]) -> tuple[tuple[Claim, ...], tuple[ProbeAnswer, ...], tuple[str, ...]]:
+    errors: list[str] = []
+    raw_findings = document.get("findings", [])
+    if raw_findings is None:
+        raw_findings = []
+    if not isinstance(raw_findings, list):
+        errors.append("'findings' is not a list")
+        raw_findings = []
+    raw_probes = document.get("probes", [])
+    if raw_probes is None:
+        raw_probes = []
+    if not isinstance(raw_probes, list):
+        errors.append("'probes' is not a list")
+        raw_probes = []
+    claims = _read_claims(raw_findings, errors)
+    probes = _read_probes(raw_probes, errors)
+    return claims, probes, tuple(errors)
+
+
+def _read_claims(raw_findings: list[Any], errors: list[str]) -> tuple[Claim, ...]:
+    claims: list[Claim] = []
+    for number, raw in enumerate(raw_findings, start=1):
+        claim = _claim_from(raw, f"finding {number}", errors)
+        if isinstance(claim, Claim):
+            claims.append(claim)
+        else:
+            errors.append(claim)
+    return tuple(claims)
+
+
+def _read_probes(raw_probes: list[Any], errors: list[str]) -> tuple[ProbeAnswer, ...]:
+    probes: list[ProbeAnswer] = []
+    for number, raw in enumerate(raw_probes, start=1):
+        if not isinstance(raw, dict):
+            errors.append(f"probe {number}: not an object")
+            continue
+        probe_id, answer = raw.get("id"), raw.get("answer")
+        if isinstance(probe_id, bool) or not isinstance(probe_id, (str, int)) or str(probe_id).strip() == "":
+            errors.append(f"probe {number}: 'id' is missing or not a string")
+            continue
+        if answer is None:
+            answer = ""
+        if isinstance(answer, (dict, list)):
+            answer = json.dumps(answer, sort_keys=True)
+        probes.append(ProbeAnswer(id=str(probe_id).strip(), answer=str(answer).strip()))
+    return tuple(probes)
+
+
+def _claim_from(raw: Any, where: str, errors: list[str]) -> Claim | str:
+    """A Claim, or an error message saying why ``raw`` is not one."""
+    if not isinstance(raw, dict):
+        return f"{where}: not an object"
+    rule = raw.get("rule")
+    if not isinstance(rule, str) or not rule.strip():
+        return f"{where}: 'rule' is missing or not a string"
+    texts: dict[str, str] = {}
+    for name in ("title", "severity", "explanation"):
+        value = raw.get(name)
+        if value is None:
+            value = ""
+        if not isinstance(value, str):
+            return f"{where}: '{name}' must be a string"
+        texts[name] = value.strip()
+    if "sink" not in raw or raw["sink"] is None:
+        return f"{where}: 'sink' is missing"
+    sink = _step_from(raw["sink"], f"{where}: sink")
+    if isinstance(sink, str):
+        return sink
+    raw_chain = raw.get("chain")
+    if raw_chain is None:
+        raw_chain = []
+    if not isinstance(raw_chain, list):
+        return f"{where}: 'chain' must be a list"
+    chain: list[ClaimedStep] = []
+    for number, raw_step in enumerate(raw_chain, start=1):
+        step = _step_from(raw_step, f"{where}: chain step {number}")
+        if isinstance(step, str):
+            errors.append(f"{step} (step left out of the chain)")
+        else:
+            chain.append(step)
+    return Claim(
+        rule=rule.strip(),
+        title=texts["title"],
+        severity=texts["severity"],
+        sink=sink,
+        chain=tuple(chain),
+        explanation=texts["explanation"],
+    )
+
+
+def _step_from(raw: Any, where: str) -> ClaimedStep | str:
+    """A ClaimedStep, or an error message saying why ``raw`` is not one."""
+    if not isinstance(raw, dict):
+        return f"{where} is not an object"
+    path = raw.get("path")
+    if not isinstance(path, str) or not path.strip():
+        return f"{where} has no path"
+    line = _line_number(raw.get("line"))
+    if isinstance(line, str):
+        return f"{where}: {line}"
+    function = raw.get("function")
+    if function is None:
+        function = ""
+    if not isinstance(function, str):
+        return f"{where}: 'function' must be a string"
+    return ClaimedStep(path=path.strip(), line=line, function=function.strip())
+
+
+def _line_number(value: Any) -> int | None | str:
+    """A line number from an int, an integral float or a numeric string ("42", "L42");
+    None when absent; an error message for anything else."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "'line' must be a number"
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        if not value.strip():
+            return None
+        match = _LINE_TEXT.match(value)
+        if match:
+            return int(match.group(1))
+    return f"'line' must be a number, got {value!r}"

@@ -1,0 +1,115 @@
+"""The scan-many stages shared by the sequential runner and the Ray pipeline: plan a
+repository (checkout, walk, index, pack into requests) and finish it (static pass, parse,
+ground, render), each through ``run_scan`` itself so each report is exactly `auditor
+scan`'s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Literal
+
+from auditor.engine.base import (
+    ChatRequest,
+    Completion,
+)
+from auditor.errors import UsageError
+from auditor.progress import ProgressCallback, no_progress
+from auditor.report.model import ScanResult
+from auditor.runs.many.checkout import Checkout, checkout_target
+from auditor.runs.many.outcomes import REPORT_FILES
+from auditor.runs.many.state import rule_set
+from auditor.runs.many.targets import Target
+from auditor.runs.scan import (
+    ScanConfig,
+    ScanPlan,
+    finish_scan,
+    plan_scan,
+)
+
+Backend = Literal["auto", "ray", "sequential"]
+
+
+THROUGHPUT_INTERVAL_S = 30.0
+
+
+@dataclass(frozen=True)
+class ManyConfig:
+    """One scan-many run.
+
+    ``scan`` is the template every repository is scanned with (its ``root`` is replaced).
+    ``endpoints`` are OpenAI-compatible base URLs for the ``openai`` engine, requests being
+    spread over them. ``batch_size`` is how many windows go to one engine call (one Ray
+    batch). ``workers`` is the size of the generation actor pool, ``gpus_per_worker`` each
+    actor's GPUs (default: the tensor-parallel size for vllm, 0 otherwise).
+    """
+
+    targets: Path
+    out: Path
+    scan: ScanConfig = field(default_factory=lambda: ScanConfig(root=Path(".")))
+    endpoints: tuple[str, ...] = ()
+    formats: tuple[str, ...] = ("json", "sarif", "markdown")
+    batch_size: int = 8
+    backend: Backend = "auto"
+    ray_address: str | None = None
+    workers: int = 1
+    gpus_per_worker: float | None = None
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.formats) - set(REPORT_FILES))
+        if unknown:
+            raise UsageError(f"unknown report format(s) {', '.join(unknown)}; known: {', '.join(sorted(REPORT_FILES))}")
+        if self.batch_size < 1:
+            raise UsageError("--batch-size must be at least 1")
+        if self.workers < 1:
+            raise UsageError("--workers must be at least 1")
+        if self.gpus_per_worker is not None and self.gpus_per_worker < 0:
+            raise UsageError("--gpus-per-worker must not be negative")
+
+
+@dataclass(frozen=True)
+class RepositoryPlan:
+    """A repository ready for generation: ``auditor.runs.scan``'s plan with request ids
+    ``<key>/window-<i>`` (none for the static engine), plus the rule-set key for resume."""
+
+    key: str
+    scan: ScanPlan
+    rule_set: str
+
+    @property
+    def requests(self) -> tuple[ChatRequest, ...]:
+        """The repository's requests, in window order."""
+        return self.scan.requests
+
+
+def plan_repository(
+    key: str,
+    config: ScanConfig,
+    engine: str,
+    notices: Sequence[str] = (),
+    progress: ProgressCallback = no_progress,
+) -> RepositoryPlan:
+    """Walk, index, statically analyse and pack ``config.root`` exactly as ``auditor scan``
+    does (``engine`` is a resolved name), with request ids prefixed by ``key``."""
+    plan = plan_scan(config, engine, request_prefix=f"{key}/", notices=tuple(notices), progress=progress)
+    return RepositoryPlan(key, plan, rule_set(plan.rules))
+
+
+def finish_repository(plan: RepositoryPlan, completions: Sequence[Completion]) -> ScanResult:
+    """The ``ScanResult`` ``auditor scan`` gives for this repository when the model answers
+    with ``completions`` (one per request, in order)."""
+    return finish_scan(plan.scan, completions)
+
+
+def throughput_message(done: int, total: int, completion_tokens: int, seconds: float) -> str:
+    """'12/40 windows generated, 1,234 completion tokens/s'."""
+    rate = completion_tokens / seconds if seconds > 0 else 0.0
+    return f"{done}/{total} windows generated, {rate:,.0f} completion tokens/s"
+
+
+def plan_target(target: Target, config: ManyConfig, engine: str, notices: Sequence[str]) -> tuple[RepositoryPlan, Checkout]:
+    """Check the target out and plan it; raises AuditorError/OSError for a failed repository."""
+    checkout = checkout_target(target, config.out / "checkouts")
+    return plan_repository(target.key, replace(config.scan, root=checkout.root), engine, notices), checkout
