@@ -19,6 +19,7 @@ class ExitCode(IntEnum):
     INCOMPLETE = 5
     RECALL_DEGRADED = 6
     USAGE = 64
+    INTERRUPTED = 130
 
 
 class AuditorError(Exception):

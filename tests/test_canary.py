@@ -8,11 +8,11 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from auditor.cli.app import app
-from auditor.engine.base import Completion
+from auditor.engine.base import Completion, EngineSettings
+from auditor.engine.opening import EngineChoice
 from auditor.errors import ExitCode
-from auditor.pack.packer import PackOptions
-from auditor.runs.scan import ScanConfig, finish_scan, plan_scan
-from auditor.tokens.tokenizer import TokenizerRequest
+from auditor.runs.config import ScanConfig, WindowOptions
+from auditor.runs.scan import finish_scan, plan_scan
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "django_shop"
 RULE = "tx-outside-transaction"
@@ -23,8 +23,9 @@ def _config(tokenizer_dir: Path, probes: int = 3) -> ScanConfig:
         root=FIXTURE,
         rules=(RULE,),
         engine="replay",
-        tokenizer=TokenizerRequest(tokenizer=str(tokenizer_dir)),
-        pack=PackOptions(max_model_len=65_536, output_tokens=4_096, probe_reserve_tokens=4_096),
+        engine_settings=EngineSettings(max_model_len=65_536),
+        tokenizer=str(tokenizer_dir),
+        window=WindowOptions(output_tokens=4_096, probe_reserve_tokens=4_096),
         static=False,
         probes=probes,
     )
@@ -44,7 +45,7 @@ def _answer(plan, correct_below: float) -> list[Completion]:
 
 def test_canaries_are_planted_inside_the_budget(tiny_tokenizer_dir):
     config = _config(tiny_tokenizer_dir)
-    plan = plan_scan(config, "replay")
+    plan = plan_scan(config, EngineChoice("replay"))
     window, canaries = plan.planted[0]
     assert len(canaries.needles) == 3
     assert window.prompt_tokens + config.pack.output_tokens <= config.pack.max_model_len
@@ -57,7 +58,7 @@ def test_canaries_are_planted_inside_the_budget(tiny_tokenizer_dir):
 
 
 def test_all_correct_answers_give_full_recall(tiny_tokenizer_dir):
-    plan = plan_scan(_config(tiny_tokenizer_dir), "replay")
+    plan = plan_scan(_config(tiny_tokenizer_dir), EngineChoice("replay"))
     result = finish_scan(plan, _answer(plan, correct_below=1.1))
     recall = result.windows[0].recall
     assert recall is not None and recall.recall == 1.0 and not recall.degraded
@@ -65,7 +66,7 @@ def test_all_correct_answers_give_full_recall(tiny_tokenizer_dir):
 
 
 def test_wrong_answers_deep_in_the_window_mark_it_recall_degraded(tiny_tokenizer_dir):
-    plan = plan_scan(_config(tiny_tokenizer_dir), "replay")
+    plan = plan_scan(_config(tiny_tokenizer_dir), EngineChoice("replay"))
     result = finish_scan(plan, _answer(plan, correct_below=0.3))
     recall = result.windows[0].recall
     assert recall is not None and recall.degraded
@@ -76,7 +77,7 @@ def test_wrong_answers_deep_in_the_window_mark_it_recall_degraded(tiny_tokenizer
 
 
 def test_a_claim_citing_a_canary_is_discarded_and_counted(tiny_tokenizer_dir):
-    plan = plan_scan(_config(tiny_tokenizer_dir), "replay")
+    plan = plan_scan(_config(tiny_tokenizer_dir), EngineChoice("replay"))
     _, canaries = plan.planted[0]
     needle_path = canaries.needles[0].paths[0]
     claim = {"rule": RULE, "title": "x", "severity": "high", "explanation": "x",
@@ -92,7 +93,7 @@ def test_a_claim_citing_a_canary_is_discarded_and_counted(tiny_tokenizer_dir):
 
 def test_cli_exit_code_for_a_recall_degraded_scan(tiny_tokenizer_dir, tmp_path):
     config = _config(tiny_tokenizer_dir)
-    plan = plan_scan(config, "replay")
+    plan = plan_scan(config, EngineChoice("replay"))
     recording = tmp_path / "answers.jsonl"
     for name, cutoff, expected in (("good", 1.1, ExitCode.OK), ("bad", 0.3, ExitCode.RECALL_DEGRADED)):
         completions = _answer(plan, correct_below=cutoff)
@@ -110,7 +111,7 @@ def test_cli_exit_code_for_a_recall_degraded_scan(tiny_tokenizer_dir, tmp_path):
 def test_text_and_markdown_show_each_windows_recall_and_where_it_missed(tiny_tokenizer_dir):
     from auditor.report import render
 
-    plan = plan_scan(_config(tiny_tokenizer_dir), "replay")
+    plan = plan_scan(_config(tiny_tokenizer_dir), EngineChoice("replay"))
     result = finish_scan(plan, _answer(plan, correct_below=0.3))
     for format in ("text", "markdown"):
         report = render(result, format)

@@ -1,11 +1,12 @@
-"""The flags pack, scan, review and scan-many share are one flag: the same spellings,
-limits, environment variable, default and help everywhere (bar the few whose help says
-something command-specific), defaults equal to the core's, and review's and scan-many's
-engine, walk and pack flags reach the configuration they run with."""
+"""The options pack, scan, review, scan-many and probe share are declared once
+(``auditor.cli.flags``): the same spellings, limits, environment variable, default, help and
+--help panel everywhere, defaults equal to the core's, each flag reaching exactly one field
+of the ScanConfig a command runs with, and parse errors as usage errors (exit 64)."""
 
 from __future__ import annotations
 
 import subprocess
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -32,14 +33,11 @@ COMMANDS = ("pack", "scan", "review", "scan-many")
 ENGINE_COMMANDS = ("scan", "review", "scan-many")
 TX = "tx-outside-transaction"
 NO_CACHE_HELP = "Do not read or write the caches (file index, call graph, token counts, relevance scores, model answers)."
-# Flags whose help differs on purpose, and the commands that word it their own way.
+# Command-specific options that share a spelling with another command's on purpose.
 OWN_HELP = {
-    "model": {"pack"},  # the tokenizer's source only; the engine commands also serve it
-    "replay": {"scan-many"},  # request ids name the repository
-    "markdown_output": {"review"},  # the pull-request comment
     "error": {"review"},  # new findings on the change only
     "format": {"pack"},  # pack shows windows, not a report
-    "output": {"pack"},
+    "output": {"pack", "scan-many"},
 }
 # Engine flags and the EngineSettings field each one sets.
 ENGINE_FIELDS = {
@@ -48,6 +46,7 @@ ENGINE_FIELDS = {
     "gpu_memory_utilization": "gpu_memory_utilization",
     "max_num_seqs": "max_num_seqs",
     "tensor_parallel_size": "tensor_parallel_size",
+    "prefix_caching": "enable_prefix_caching",
     "temperature": "temperature",
     "seed": "seed",
     "thinking_token_budget": "thinking_token_budget",
@@ -105,14 +104,70 @@ def test_the_engine_commands_share_every_engine_walk_and_pack_flag():
 @pytest.mark.parametrize("name", sorted(shared_names(COMMANDS)))
 def test_a_shared_flag_is_spelt_limited_and_defaulted_alike(name: str):
     having = {command: options(command)[name] for command in COMMANDS if name in options(command)}
-    described = {command: describe(option) for command, option in having.items()}
+    own = OWN_HELP.get(name, set())
+    described = {command: describe(option) for command, option in having.items() if command not in own}
     first = next(iter(described.values()))
     assert {command: d for command, d in described.items() if d != first} == {}, (name, first)
-
-    own = OWN_HELP.get(name, set())
     helps = {command: option.help for command, option in having.items() if command not in own}
     assert len(set(helps.values())) <= 1, (name, helps)
     assert all(option.help for option in having.values()), name
+
+
+def test_every_option_sits_in_a_help_panel_a_user_can_scan():
+    from auditor.cli.flags import CACHE_PANEL, ENGINE_PANEL, FILES_PANEL, OUTPUT_PANEL, WINDOW_PANEL
+
+    scan = options("scan")
+    assert scan["engine"].rich_help_panel == ENGINE_PANEL and scan["base_url"].rich_help_panel == ENGINE_PANEL
+    assert scan["max_model_len"].rich_help_panel == WINDOW_PANEL and scan["tokenizer"].rich_help_panel == WINDOW_PANEL
+    assert scan["exclude"].rich_help_panel == FILES_PANEL
+    assert scan["sarif_output"].rich_help_panel == OUTPUT_PANEL and scan["no_cache"].rich_help_panel == CACHE_PANEL
+    for command in (*COMMANDS, "probe"):
+        unpanelled = [name for name, option in options(command).items() if option.rich_help_panel is None]
+        assert unpanelled == [], command
+
+
+def test_each_flag_sets_exactly_one_config_field():
+    from dataclasses import fields
+
+    from auditor.cli.flags import ScanFlags
+    from auditor.cli.options import scan_config
+
+    changed = ScanFlags(
+        rule=("r",), include=("a/**",), exclude=("b/**",), max_file_bytes=7, static=False, baseline=Path("b.json"),
+        model="m", tokenizer="t", max_model_len=4096, output_tokens=512, thinking=False, max_windows=2,
+        engine="openai", base_url="http://h/v1", api_key="k", replay="r.jsonl", max_num_batched_tokens=256,
+        gpu_memory_utilization=0.5, max_num_seqs=2, tensor_parallel_size=2, prefix_caching=False, temperature=0.5,
+        seed=9, thinking_token_budget=64, timeout=5.0, retries=0, probes=1, recall_threshold=0.5, no_cache=True,
+    )
+    config = scan_config(Path("repo"), changed)
+    assert (config.rules, config.walk.include, config.walk.exclude, config.walk.max_file_bytes) == (("r",), ("a/**",), ("b/**",), 7)
+    assert (config.static, config.baseline, config.tokenizer, config.engine, config.use_cache) == (
+        False, Path("b.json"), "t", "openai", False)
+    assert (config.window.output_tokens, config.window.thinking, config.window.max_windows) == (512, False, 2)
+    assert (config.probes, config.recall_threshold) == (1, 0.5)
+    settings = config.engine_settings
+    for flag, field in ENGINE_FIELDS.items():
+        assert getattr(settings, field) == getattr(changed, flag), flag
+    assert (settings.model, settings.base_url, settings.api_key, settings.replay_path) == ("m", "http://h/v1", "k", "r.jsonl")
+    # The model and the window length live once, in the engine settings; the packer and the
+    # tokenizer read them from there.
+    assert config.pack.max_model_len == 4096 and config.tokenizer_request.model == "m"
+    assert "max_model_len" not in {f.name for f in fields(config.window)}
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["scan", ".", "--probes", "-1"], "--probes"),
+        (["scan", ".", "--max-model-len", "ten"], "--max-model-len"),
+        (["scan", ".", "--no-such-flag"], "--no-such-flag"),
+        (["pack"], "PATH"),
+    ],
+)
+def test_a_bad_flag_is_a_usage_error_naming_it(argv: list[str], says: str):
+    completed = subprocess.run([sys.executable, "-m", "auditor", *argv], capture_output=True, text=True, check=False)
+    assert completed.returncode == 64, completed.stderr
+    assert says.lower() in completed.stderr.lower()
 
 
 def test_engine_flag_defaults_are_the_engines_own():
@@ -235,7 +290,7 @@ def test_review_engine_walk_and_pack_flags_reach_the_scan(change, reviews):
     assert (settings.timeout_s, settings.retries, settings.tensor_parallel_size, settings.max_num_batched_tokens) == (
         42.0, 5, 2, 4096,
     )
-    assert config.scan.pack.max_windows == 3
+    assert config.scan.window.max_windows == 3
     assert config.scan.walk.max_file_bytes == 4096
 
 

@@ -23,9 +23,8 @@ from auditor.cli.app import app
 # nor packing may import them.
 NOT_FOR_PACK = (
     "auditor.recall.canaries",
-    "auditor.cli.options",
     "auditor.runs.diff",
-    "auditor.planning.doctor",
+    "auditor.runs.doctor",
     # auditor.engine.base (EngineSettings, the flags' defaults) is a light leaf; the
     # registry and the engines are not.
     "auditor.engine.openai_engine",
@@ -63,14 +62,17 @@ NOT_FOR_PACK = (
 # engine flags' defaults).
 CLI_SHELL = {
     "auditor",
-    "auditor.cli.app",
     "auditor.cli",
+    "auditor.cli.app",
+    "auditor.cli.console",
     "auditor.cli.flags",
     "auditor.cli.many",
     "auditor.cli.output",
+    "auditor.cli.pack",
     "auditor.cli.plan",
     "auditor.cli.probe",
     "auditor.cli.review",
+    "auditor.cli.scan",
     "auditor.engine",
     "auditor.engine.base",
     "auditor.errors",
@@ -145,6 +147,9 @@ def _defaults(command: str) -> dict[str, object]:
 def test_restated_canary_defaults_match_auditor_canary() -> None:
     from auditor.recall.canaries import DEFAULT_CANARIES, DEFAULT_RECALL_THRESHOLD
 
+    from auditor.runs import config
+
+    assert (config.DEFAULT_CANARIES, config.DEFAULT_RECALL_THRESHOLD) == (DEFAULT_CANARIES, DEFAULT_RECALL_THRESHOLD)
     for command in ("scan", "review"):
         defaults = _defaults(command)
         assert defaults["probes"] == DEFAULT_CANARIES, command

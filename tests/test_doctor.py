@@ -13,7 +13,7 @@ import typer
 from typer.testing import CliRunner
 
 from auditor.cli.plan import doctor_command, plan_command
-from auditor.planning.doctor import choose_engine, parse_nvidia_smi, run_doctor
+from auditor.runs.doctor import choose_engine, parse_nvidia_smi, run_doctor
 
 from .conftest import VLLM_LLM_KWARGS
 

@@ -16,12 +16,13 @@ from auditor.engine import (
     ChatRequest,
     Completion,
     Engine,
+    EngineChoice,
     EngineSettings,
     available_engines,
+    choose_engine,
     create_engine,
     register_engine,
     registry,
-    resolve_auto,
     split_output,
     split_reasoning,
     vllm_engine,
@@ -216,29 +217,29 @@ def test_builtin_openai_without_server_is_unavailable(
         create_engine("openai", EngineSettings())
 
 
-# --- resolve_auto ---------------------------------------------------------------------
+# --- choose_engine (auto) ---------------------------------------------------------------------
 
 
 def test_auto_without_vllm_or_server_is_static(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "vllm", None)  # vllm not importable, on any machine
     monkeypatch.delenv("AUDITOR_BASE_URL", raising=False)
-    name, reason = resolve_auto(EngineSettings())
-    assert name == "static"
-    assert reason == "no vllm installed and no AUDITOR_BASE_URL: running the static pass only (no model)"
+    choice = choose_engine("auto", EngineSettings())
+    assert choice.name == "static" and not choice.runs_model
+    assert choice.notice == "engine auto -> static: no vllm installed and no AUDITOR_BASE_URL: running the static pass only (no model)"
 
 
 def test_auto_with_base_url_env_is_openai(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "vllm", None)
     monkeypatch.setenv("AUDITOR_BASE_URL", "http://gpu-box:8000/v1")
-    name, reason = resolve_auto(EngineSettings())
-    assert name == "openai"
-    assert "http://gpu-box:8000/v1" in reason
+    choice = choose_engine("auto", EngineSettings())
+    assert choice.name == "openai"
+    assert "http://gpu-box:8000/v1" in (choice.notice or "")
 
 
 def test_auto_with_base_url_setting_is_openai(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "vllm", None)
     monkeypatch.delenv("AUDITOR_BASE_URL", raising=False)
-    assert resolve_auto(EngineSettings(base_url="http://h:1/v1"))[0] == "openai"
+    assert choose_engine("auto", EngineSettings(base_url="http://h:1/v1")).name == "openai"
 
 
 def test_auto_prefers_vllm_with_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -247,7 +248,7 @@ def test_auto_prefers_vllm_with_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "vllm", fake)
     monkeypatch.setattr(vllm_engine, "cuda_device_present", lambda: True)
     monkeypatch.setenv("AUDITOR_BASE_URL", "http://gpu-box:8000/v1")
-    assert resolve_auto(EngineSettings())[0] == "vllm"
+    assert choose_engine("auto", EngineSettings()).name == "vllm"
 
 
 def test_auto_with_vllm_but_no_gpu_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -255,6 +256,31 @@ def test_auto_with_vllm_but_no_gpu_says_so(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setitem(sys.modules, "vllm", fake)
     monkeypatch.setattr(vllm_engine, "cuda_device_present", lambda: False)
     monkeypatch.delenv("AUDITOR_BASE_URL", raising=False)
-    name, reason = resolve_auto(EngineSettings())
-    assert name == "static"
-    assert "no CUDA device" in reason
+    choice = choose_engine("auto", EngineSettings())
+    assert choice.name == "static"
+    assert "no CUDA device" in (choice.notice or "")
+
+
+def test_a_named_engine_is_taken_as_given_and_static_opens_no_model() -> None:
+    from auditor.engine.opening import NoModel, open_engine
+
+    assert choose_engine("replay", EngineSettings()) == EngineChoice("replay")
+    assert isinstance(open_engine(choose_engine("static", EngineSettings()), EngineSettings()), NoModel)
+
+
+def test_scan_many_context_decides_auto_before_this_machine() -> None:
+    assert choose_engine("auto", EngineSettings(), endpoints=("http://a/v1", "http://b/v1")).name == "openai"
+    assert choose_engine("auto", EngineSettings(), cluster_gpus=8.0).name == "vllm"
+    assert choose_engine("vllm", EngineSettings(), endpoints=("http://a/v1",)).name == "vllm"
+
+
+def test_several_endpoints_open_one_pool_behind_the_result_cache(tmp_path) -> None:
+    from auditor.engine.opening import open_engine
+    from auditor.engine.pool import EndpointPoolEngine
+    from auditor.engine.result_cache import CachingEngine
+
+    settings = EngineSettings(model="m")
+    opened = open_engine(EngineChoice("openai"), settings, endpoints=("http://a:1/v1", "http://b:1/v1"), cache_dir=tmp_path)
+    assert isinstance(opened, CachingEngine)
+    assert isinstance(open_engine(EngineChoice("openai"), settings, use_cache=False,
+                                  endpoints=("http://a:1/v1", "http://b:1/v1")), EndpointPoolEngine)

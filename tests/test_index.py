@@ -14,7 +14,7 @@ from auditor.index import cache as index_cache
 from auditor.index import extract as index_extract
 from auditor.index import indexer as index_indexer
 from auditor.index import model as index_model
-from auditor.index.cache import IndexCache, default_cache_dir, scan_pack_name
+from auditor.index.cache import IndexCache, scan_pack_name
 from auditor.index.extract import QUERY_NAMES, index_source
 from auditor.index.indexer import collection_paused, index_files
 from auditor.index.model import CallSite, ContextBlock, Definition, FileIndex, Import
@@ -27,6 +27,7 @@ from auditor.languages.grammars import (
     query_for,
 )
 from auditor.progress import ProgressEvent
+from auditor.storage.dirs import cache_dir
 from auditor.storage.sealed import seal, unseal
 
 DATA = Path(__file__).parent / "data" / "lang"
@@ -534,14 +535,14 @@ def test_default_cache_dir_prefers_auditor_then_xdg(
 ) -> None:
     monkeypatch.setenv("AUDITOR_CACHE_DIR", str(tmp_path / "mine"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert default_cache_dir() == tmp_path / "mine" / "index"
+    assert cache_dir("index") == tmp_path / "mine" / "index"
 
     monkeypatch.delenv("AUDITOR_CACHE_DIR")
-    assert default_cache_dir() == tmp_path / "xdg" / "auditor" / "index"
+    assert cache_dir("index") == tmp_path / "xdg" / "auditor" / "index"
 
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    assert default_cache_dir() == tmp_path / "home" / ".cache" / "auditor" / "index"
+    assert cache_dir("index") == tmp_path / "home" / ".cache" / "auditor" / "index"
 
 
 # --------------------------------------------------------------------------- packs

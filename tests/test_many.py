@@ -22,17 +22,17 @@ from auditor.engine.base import (
     EngineSettings,
     error_completion,
 )
+from auditor.engine.pool import EndpointPoolEngine
 from auditor.errors import EngineUnavailable, UsageError
 from auditor.progress import ProgressEvent
 from auditor.report import render
+from auditor.runs.config import ScanConfig
 from auditor.runs.many import runner as many_runner
-from auditor.runs.many.pool import EndpointPoolEngine
 from auditor.runs.many.runner import RAY_MISSING_NOTICE, run_many
 from auditor.runs.many.stages import ManyConfig
 from auditor.runs.many.state import RunState, WorkItem
 from auditor.runs.many.targets import parse_target_line, parse_targets
-from auditor.runs.scan import ScanConfig, run_scan
-from auditor.tokens.tokenizer import TokenizerRequest
+from auditor.runs.scan import run_scan
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ("django_shop", "flask_ledger", "go_inventory")
@@ -69,7 +69,7 @@ def template(tokenizer_dir: Path, engine: str = "replay", replay: Path | None = 
         root=Path("."),
         engine=engine,
         engine_settings=EngineSettings(replay_path=str(replay) if replay else None),
-        tokenizer=TokenizerRequest(tokenizer=str(tokenizer_dir)),
+        tokenizer=str(tokenizer_dir),
         use_cache=False,
     )
 
@@ -80,7 +80,7 @@ def single_scan_reports(repo: Path, tokenizer_dir: Path, recording: Path) -> dic
         root=repo,
         engine="replay",
         engine_settings=EngineSettings(replay_path=str(recording)),
-        tokenizer=TokenizerRequest(tokenizer=str(tokenizer_dir)),
+        tokenizer=str(tokenizer_dir),
         use_cache=False,
     )
     result = run_scan(config)

@@ -16,7 +16,9 @@ import pytest
 
 from auditor.engine import vllm_engine
 from auditor.engine.base import ChatMessage, ChatRequest, EngineSettings
+from auditor.engine.opening import EngineChoice
 from auditor.errors import EngineUnavailable
+from auditor.runs.config import ScanConfig
 from auditor.runs.many.ray_cluster import (
     GenerationActor,
     GenerationOptions,
@@ -25,7 +27,6 @@ from auditor.runs.many.ray_cluster import (
 from auditor.runs.many.runner import run_many
 from auditor.runs.many.stages import ManyConfig
 from auditor.runs.many.state import completion_from_json, request_to_json
-from auditor.runs.scan import ScanConfig
 from tests.test_many import (
     FIXTURES,
     copy_fixtures,
@@ -93,7 +94,7 @@ def fake_vllm(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
 
 def test_generation_actor_runs_one_llm_over_windows_of_several_repositories(fake_vllm: list[Any]) -> None:
     settings = EngineSettings(model="/models/NVIDIA-Nemotron-3-Nano-30B-A3B-FP8", max_model_len=4096, max_num_seqs=2)
-    actor = GenerationActor(GenerationOptions("vllm", settings))
+    actor = GenerationActor(GenerationOptions(EngineChoice("vllm"), settings))
     assert fake_vllm == [], "the model loads on the first batch, not when the actor starts"
     repository_row = {**window_row("api", 0, "x"), "kind": "repository", "request": "", "window": -1}
     batch = as_batch([window_row("api", 0, "first"), repository_row, window_row("web", 3, "second")])
@@ -112,7 +113,7 @@ def test_generation_actor_runs_one_llm_over_windows_of_several_repositories(fake
 def test_generation_actor_refuses_to_start_without_vllm_or_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(vllm_engine, "vllm_unavailable_reason", lambda: "no vllm installed")
     with pytest.raises(EngineUnavailable, match="no vllm installed"):
-        GenerationActor(GenerationOptions("vllm", EngineSettings()))
+        GenerationActor(GenerationOptions(EngineChoice("vllm"), EngineSettings()))
 
 
 def test_gpus_per_actor_follow_the_engine(tmp_path: Path) -> None:
@@ -120,9 +121,9 @@ def test_gpus_per_actor_follow_the_engine(tmp_path: Path) -> None:
         scan = ScanConfig(root=Path("."), engine=engine, engine_settings=EngineSettings(tensor_parallel_size=tp))
         return ManyConfig(targets=tmp_path, out=tmp_path, scan=scan, gpus_per_worker=gpus)
 
-    assert generation_resources(config("vllm", tp=2), "vllm") == 2.0
-    assert generation_resources(config("openai"), "openai") == 0.0
-    assert generation_resources(config("vllm", gpus=0.5), "vllm") == 0.5
+    assert generation_resources(config("vllm", tp=2), EngineChoice("vllm")) == 2.0
+    assert generation_resources(config("openai"), EngineChoice("openai")) == 0.0
+    assert generation_resources(config("vllm", gpus=0.5), EngineChoice("vllm")) == 0.5
 
 
 @pytest.mark.skipif(not os.environ.get("AUDITOR_TEST_MODEL"), reason="set AUDITOR_TEST_MODEL to a local checkpoint")
@@ -132,7 +133,7 @@ def test_generation_actor_on_a_real_gpu() -> None:
         pytest.skip("no CUDA device")
     settings = EngineSettings(model=os.environ["AUDITOR_TEST_MODEL"], max_model_len=8192, max_num_seqs=2,
                               gpu_memory_utilization=0.85)
-    actor = GenerationActor(GenerationOptions("vllm", settings))
+    actor = GenerationActor(GenerationOptions(EngineChoice("vllm"), settings))
     answered = actor(as_batch([window_row("api", 0, "Reply with {}"), window_row("web", 0, "Reply with {}")]))
     completions = [completion_from_json(text) for text in answered["completion"]]
     assert [c.request_id for c in completions] == ["api/window-0", "web/window-0"]
@@ -189,13 +190,11 @@ def test_ray_run_records_a_failed_repository_and_finishes_the_others(local_ray, 
     assert {(r["repository"], r["status"]) for r in state} == {("go_inventory", "done"), ("missing", "repository-failed")}
 
 
-def test_auto_engine_on_a_cluster_with_gpus_is_vllm(tmp_path: Path) -> None:
-    from auditor.runs.many.ray_cluster import resolve_engine_on_cluster
+def test_auto_engine_on_a_cluster_with_gpus_is_vllm() -> None:
+    from auditor.engine.opening import choose_engine
 
-    config = ManyConfig(targets=tmp_path, out=tmp_path)
-    assert resolve_engine_on_cluster(config, {"CPU": 64.0, "GPU": 8.0})[0] == "vllm"
-    with_endpoints = ManyConfig(targets=tmp_path, out=tmp_path, endpoints=("http://a:8000/v1",))
-    assert resolve_engine_on_cluster(with_endpoints, {"GPU": 8.0})[0] == "openai"
+    assert choose_engine("auto", EngineSettings(), cluster_gpus=8.0).name == "vllm"
+    assert choose_engine("auto", EngineSettings(), endpoints=("http://a:8000/v1",), cluster_gpus=8.0).name == "openai"
 
 
 def test_an_actor_that_cannot_start_its_engine_fails_the_run_cleanly(local_ray, tmp_path: Path, tiny_tokenizer_dir: Path) -> None:

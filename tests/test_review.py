@@ -12,15 +12,15 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from auditor.cli.app import _exit_on_error
+from auditor.cli.console import exit_on_error
 from auditor.cli.review import review_command
 from auditor.findings.model import fingerprint
 from auditor.report import render
 from auditor.report.markdown import REVIEW_MARKER
 from auditor.report.model import Coverage
+from auditor.runs.config import ScanConfig
 from auditor.runs.diff import GitError, Hunk, compute_diff
 from auditor.runs.review import ReviewConfig, change_coverage, run_review
-from auditor.runs.scan import ScanConfig
 
 TX = "tx-outside-transaction"
 
@@ -170,9 +170,9 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     return {"root": root, "base": base, "touch": touch, "head": head}
 
 
-def static_review(root: Path, base: str, head: str | None = None, **options: object):
-    config = ReviewConfig(scan=ScanConfig(root=root, engine="static", rules=(TX,)), base=base, head=head, **options)
-    return run_review(config)
+def static_review(root: Path, base: str, head: str | None = None, baseline: Path | None = None, **options: object):
+    scan = ScanConfig(root=root, engine="static", rules=(TX,), baseline=baseline)
+    return run_review(ReviewConfig(scan=scan, base=base, head=head, **options))
 
 
 def test_only_findings_on_the_diffs_chains_are_reported(repo):
@@ -321,8 +321,8 @@ def test_reviewing_a_directory_the_change_adds_reports_its_findings_as_new(tmp_p
         assert [(finding.path, finding.status) for finding in review.findings] == [("views.py", "new")]
 
 
-def test_unknown_revision_is_a_git_error(repo):
-    with pytest.raises(GitError, match="failed"):
+def test_unknown_revision_is_a_git_error_naming_it(repo):
+    with pytest.raises(GitError, match="unknown revision 'no-such-branch'"):
         compute_diff(repo["root"], "no-such-branch")
 
 
@@ -366,7 +366,7 @@ def test_sarif_of_a_review_is_valid_against_the_schema(repo):
 
 def _cli() -> typer.Typer:
     app = typer.Typer()
-    app.command("review")(_exit_on_error(review_command))
+    app.command("review")(exit_on_error(review_command))
     app.command("other")(lambda: None)  # keep "review" a named subcommand
     return app
 

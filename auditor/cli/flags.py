@@ -1,22 +1,25 @@
-"""The flags ``auditor pack``, ``scan``, ``review`` and ``scan-many`` share, each declared once.
+"""The options ``pack``, ``scan``, ``review``, ``scan-many`` and ``probe`` share, each declared once.
 
-Each flag is an ``Annotated`` alias holding its spellings, limits, environment variable and
-help; a command declares ``max_num_batched_tokens: MaxNumBatchedTokensOption =
-DEFAULT_MAX_NUM_BATCHED_TOKENS``. typer takes an ``Annotated`` option's default from the
-parameter, so the defaults are the constants below, taken from ``EngineSettings`` where the
-engine has one. tests/test_cli_flags.py checks that every command spells, limits and
-defaults a shared flag the same way.
+Every shared option is declared once below (spellings, limits, environment variable, help
+and its ``--help`` panel) and belongs to a group: files, window and packing, engine,
+recall, cache, output. A command takes the groups it needs with ``@shared_options(...)``
+and receives their values as one frozen ``ScanFlags`` record; ``auditor.cli.options``
+turns that record into the one ``ScanConfig`` every scan-like command runs with. So a flag
+has one spelling, one default and one meaning wherever it appears.
 
 Building the CLI imports this module, so besides the standard library it imports only
 typer and ``auditor.engine.base`` (a leaf of dataclasses). Defaults whose source would pull
 in a pipeline stage are restated here and compared with their source by
-tests/test_cli_flags.py and tests/test_cli_imports.py.
+tests/test_cli_imports.py.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, Callable, TypeVar
 
 import typer
 
@@ -24,16 +27,6 @@ from auditor.engine.base import EngineSettings
 
 _ENGINE_DEFAULTS = EngineSettings()
 
-DEFAULT_ENGINE = "auto"
-DEFAULT_MAX_MODEL_LEN = _ENGINE_DEFAULTS.max_model_len
-DEFAULT_MAX_NUM_BATCHED_TOKENS = _ENGINE_DEFAULTS.max_num_batched_tokens
-DEFAULT_GPU_MEMORY_UTILIZATION = _ENGINE_DEFAULTS.gpu_memory_utilization
-DEFAULT_MAX_NUM_SEQS = _ENGINE_DEFAULTS.max_num_seqs
-DEFAULT_TENSOR_PARALLEL_SIZE = _ENGINE_DEFAULTS.tensor_parallel_size
-DEFAULT_TEMPERATURE = _ENGINE_DEFAULTS.temperature
-DEFAULT_SEED = _ENGINE_DEFAULTS.seed
-DEFAULT_TIMEOUT_S = _ENGINE_DEFAULTS.timeout_s
-DEFAULT_RETRIES = _ENGINE_DEFAULTS.retries
 # Restated so that building the CLI imports neither auditor.pack.packer, auditor.walk.walker nor
 # auditor.recall.canaries: auditor.pack.packer.DEFAULT_OUTPUT_TOKENS, WalkOptions().max_file_bytes,
 # PackOptions().max_windows, auditor.recall.canaries.DEFAULT_CANARIES and DEFAULT_RECALL_THRESHOLD.
@@ -44,131 +37,178 @@ DEFAULT_PROBES = 3
 DEFAULT_RECALL_THRESHOLD = 0.8
 REPORT_FORMATS = ("text", "json", "sarif", "markdown")
 
-# --- what to audit ---------------------------------------------------------------------
+# --help panels, so a user without a GPU sees at once which options concern them.
+FILES_PANEL = "Files"
+WINDOW_PANEL = "Window and packing"
+ENGINE_PANEL = "Engine"
+RECALL_PANEL = "Recall canaries"
+OUTPUT_PANEL = "Output"
+CACHE_PANEL = "Cache"
 
-RuleOption = Annotated[list[str], typer.Option("--rule", "-r", help="Rule id or path to a rule file (repeatable).")]
-IncludeOption = Annotated[
-    list[str], typer.Option("--include", help="Only files matching this gitignore-style glob (repeatable).")
-]
-ExcludeOption = Annotated[
-    list[str], typer.Option("--exclude", help="Skip files matching this gitignore-style glob (repeatable).")
-]
-MaxFileBytesOption = Annotated[int, typer.Option("--max-file-bytes", min=1, help="Skip files larger than this many bytes.")]
-StaticOption = Annotated[
-    bool, typer.Option("--static/--no-static", help="Also run the static pass and merge its findings.")
-]
-NoCacheOption = Annotated[
-    bool,
-    typer.Option(
-        "--no-cache",
-        help="Do not read or write the caches (file index, call graph, token counts, relevance scores, model answers).",
-    ),
-]
 
-# --- packing ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ScanFlags:
+    """The values of the shared options a command was given (defaults for groups it lacks)."""
 
-MaxModelLenOption = Annotated[int, typer.Option("--max-model-len", min=1024, help="Model context window in tokens.")]
-OutputTokensOption = Annotated[
-    int, typer.Option("--output-tokens", min=1, help="Tokens reserved for the model's reasoning and answer.")
-]
-ThinkingOption = Annotated[bool, typer.Option("--thinking/--no-thinking", help="Render the prompt with reasoning on or off.")]
-MaxWindowsOption = Annotated[
-    int, typer.Option("--max-windows", min=0, help="Stop after this many windows per repository (0: no limit).")
-]
-TokenizerOption = Annotated[
-    str | None, typer.Option("--tokenizer", help="Tokenizer directory (tokenizer.json + chat template).")
-]
-# ``pack`` uses the model only to find its tokenizer; the engine commands also send it.
-ModelOption = Annotated[
-    str | None, typer.Option("--model", "-m", help="Checkpoint directory or Hugging Face id (local cache).")
-]
+    # files
+    rule: tuple[str, ...] = ()
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
+    static: bool = True
+    baseline: Path | None = None
+    # window and packing
+    model: str | None = None
+    tokenizer: str | None = None
+    max_model_len: int = _ENGINE_DEFAULTS.max_model_len
+    output_tokens: int = DEFAULT_OUTPUT_TOKENS
+    thinking: bool = True
+    max_windows: int = DEFAULT_MAX_WINDOWS
+    # engine
+    engine: str = "auto"
+    base_url: str | None = None
+    api_key: str | None = None
+    replay: str | None = None
+    max_num_batched_tokens: int = _ENGINE_DEFAULTS.max_num_batched_tokens
+    gpu_memory_utilization: float = _ENGINE_DEFAULTS.gpu_memory_utilization
+    max_num_seqs: int = _ENGINE_DEFAULTS.max_num_seqs
+    tensor_parallel_size: int = _ENGINE_DEFAULTS.tensor_parallel_size
+    prefix_caching: bool = _ENGINE_DEFAULTS.enable_prefix_caching
+    temperature: float = _ENGINE_DEFAULTS.temperature
+    seed: int = _ENGINE_DEFAULTS.seed
+    thinking_token_budget: int | None = _ENGINE_DEFAULTS.thinking_token_budget
+    timeout: float = _ENGINE_DEFAULTS.timeout_s
+    retries: int = _ENGINE_DEFAULTS.retries
+    # recall
+    probes: int = DEFAULT_PROBES
+    recall_threshold: float = DEFAULT_RECALL_THRESHOLD
+    # cache
+    no_cache: bool = False
+    # output
+    format: str = "text"
+    output: Path | None = None
+    json_output: Path | None = None
+    sarif_output: Path | None = None
+    markdown_output: Path | None = None
 
-# --- the engine ------------------------------------------------------------------------
+    def requested_outputs(self) -> dict[str, Path]:
+        """The extra report files asked for (``--json-output`` and the like), by format."""
+        wanted = {"json": self.json_output, "sarif": self.sarif_output, "markdown": self.markdown_output}
+        return {name: path for name, path in wanted.items() if path is not None}
 
-EngineOption = Annotated[
-    str, typer.Option("--engine", "-e", help="auto | vllm | openai | replay | static | a plugin's name.")
-]
-EngineModelOption = Annotated[
-    str | None,
-    typer.Option(
-        "--model", "-m",
-        help="Checkpoint directory or Hugging Face id (local cache); with --engine openai, the served model name.",
-    ),
-]
-BaseUrlOption = Annotated[
-    str | None,
-    typer.Option("--base-url", envvar="AUDITOR_BASE_URL", help="OpenAI-compatible server, e.g. http://host:8000/v1."),
-]
-ApiKeyOption = Annotated[
-    str | None, typer.Option("--api-key", envvar="AUDITOR_API_KEY", help="API key for the OpenAI-compatible server(s).")
-]
-ReplayOption = Annotated[
-    str | None,
-    typer.Option("--replay", help="Recorded completions (JSONL file or directory) for --engine replay."),
-]
-# scan-many's request ids name the repository.
-ManyReplayOption = Annotated[
-    str | None,
-    typer.Option("--replay", help="Recorded completions (JSONL file or directory) for --engine replay; ids <repo>/window-<i>."),
-]
-MaxNumBatchedTokensOption = Annotated[
-    int,
-    typer.Option("--max-num-batched-tokens", min=1, help="vLLM chunked-prefill chunk size (tokens per prefill step)."),
-]
-GpuMemoryUtilizationOption = Annotated[
-    float, typer.Option("--gpu-memory-utilization", min=0.05, max=1.0, help="Fraction of GPU memory vLLM may use.")
-]
-MaxNumSeqsOption = Annotated[int, typer.Option("--max-num-seqs", min=1, help="Sequences vLLM runs at once.")]
-TensorParallelSizeOption = Annotated[
-    int, typer.Option("--tensor-parallel-size", min=1, help="GPUs one vLLM engine spans (tensor parallelism).")
-]
-TemperatureOption = Annotated[float, typer.Option("--temperature", min=0.0, help="Sampling temperature (0: greedy).")]
-SeedOption = Annotated[int, typer.Option("--seed", help="Sampling seed.")]
-ThinkingTokenBudgetOption = Annotated[
-    int | None,
-    typer.Option("--thinking-token-budget", min=1, help="Cap on reasoning tokens per answer (default: no cap)."),
-]
-TimeoutOption = Annotated[
-    float,
-    typer.Option(
-        "--timeout", min=1.0,
-        help="Seconds per request to an OpenAI-compatible server (a 256K prefill takes minutes).",
-    ),
-]
-RetriesOption = Annotated[int, typer.Option("--retries", min=0, help="Extra attempts after a transient server error.")]
 
-# --- canaries and suppression ----------------------------------------------------------
+def _option(*spellings: str, panel: str, **settings: Any) -> Any:
+    return typer.Option(*spellings, rich_help_panel=panel, **settings)
 
-ProbesOption = Annotated[
-    int, typer.Option("--probes", min=0, max=8, help="Recall canaries planted per window (0 disables).")
-]
-RecallThresholdOption = Annotated[
-    float,
-    typer.Option(
-        "--recall-threshold", min=0.0, max=1.0, help="Canary recall below this marks a window recall-degraded."
-    ),
-]
-BaselineOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--baseline", help="Suppress the findings listed in this baseline file (auditor scan --write-baseline)."
-    ),
-]
 
-# --- reports ---------------------------------------------------------------------------
+# One row per shared option: (parameter name, annotation, group). The default is the
+# ScanFlags field's, so it is written once.
+_FILES = "files"
+_WINDOW = "window"
+_ENGINE = "engine"
+_RECALL = "recall"
+_CACHE = "cache"
+_OUTPUT = "output"
 
-ReportFormatOption = Annotated[str, typer.Option("--format", "-f", help=" | ".join(REPORT_FORMATS))]
-ReportOutputOption = Annotated[
-    Path | None, typer.Option("--output", "-o", help="Write the report here instead of stdout.")
-]
-JsonOutputOption = Annotated[Path | None, typer.Option("--json-output", help="Also write a JSON report here.")]
-SarifOutputOption = Annotated[Path | None, typer.Option("--sarif-output", help="Also write a SARIF report here.")]
-MarkdownOutputOption = Annotated[
-    Path | None, typer.Option("--markdown-output", help="Also write a Markdown report here.")
-]
-# In review the Markdown report is the pull-request comment.
-ReviewMarkdownOutputOption = Annotated[
-    Path | None, typer.Option("--markdown-output", help="Also write the PR comment (Markdown) here.")
-]
-ErrorOption = Annotated[bool, typer.Option("--error", help="Exit 1 when there are findings.")]
-ReviewErrorOption = Annotated[bool, typer.Option("--error", help="Exit 1 when there are new findings on the change.")]
+_SHARED: tuple[tuple[str, Any, str], ...] = (
+    ("rule", Annotated[list[str], _option("--rule", "-r", panel=FILES_PANEL, help="Rule id or path to a rule file (repeatable).")], _FILES),
+    ("include", Annotated[list[str], _option("--include", panel=FILES_PANEL, help="Only files matching this gitignore-style glob (repeatable).")], _FILES),
+    ("exclude", Annotated[list[str], _option("--exclude", panel=FILES_PANEL, help="Skip files matching this gitignore-style glob (repeatable).")], _FILES),
+    ("max_file_bytes", Annotated[int, _option("--max-file-bytes", min=1, panel=FILES_PANEL, help="Skip files larger than this many bytes.")], _FILES),
+    ("model", Annotated[str | None, _option("--model", "-m", panel=WINDOW_PANEL, help="Checkpoint directory or Hugging Face id (local cache): its tokenizer counts the window; engines load it (with --engine openai, the served model name).")], _WINDOW),
+    ("tokenizer", Annotated[str | None, _option("--tokenizer", panel=WINDOW_PANEL, help="Tokenizer directory (tokenizer.json + chat template).")], _WINDOW),
+    ("max_model_len", Annotated[int, _option("--max-model-len", min=1024, panel=WINDOW_PANEL, help="Model context window in tokens.")], _WINDOW),
+    ("output_tokens", Annotated[int, _option("--output-tokens", min=1, panel=WINDOW_PANEL, help="Tokens reserved for the model's reasoning and answer.")], _WINDOW),
+    ("thinking", Annotated[bool, _option("--thinking/--no-thinking", panel=WINDOW_PANEL, help="Render the prompt with reasoning on or off.")], _WINDOW),
+    ("max_windows", Annotated[int, _option("--max-windows", min=0, panel=WINDOW_PANEL, help="Send at most this many windows per repository (0: no limit); a capped scan is partial.")], _WINDOW),
+    ("engine", Annotated[str, _option("--engine", "-e", panel=ENGINE_PANEL, help="auto | vllm | openai | replay | static | a plugin's name.")], _ENGINE),
+    ("static", Annotated[bool, _option("--static/--no-static", panel=ENGINE_PANEL, help="Also run the static pass and merge its findings.")], _ENGINE),
+    ("base_url", Annotated[str | None, _option("--base-url", envvar="AUDITOR_BASE_URL", panel=ENGINE_PANEL, help="OpenAI-compatible server, e.g. http://host:8000/v1.")], _ENGINE),
+    ("api_key", Annotated[str | None, _option("--api-key", envvar="AUDITOR_API_KEY", panel=ENGINE_PANEL, help="API key for the OpenAI-compatible server(s).")], _ENGINE),
+    ("replay", Annotated[str | None, _option("--replay", panel=ENGINE_PANEL, help="Recorded completions (JSONL file or directory) for --engine replay.")], _ENGINE),
+    ("max_num_batched_tokens", Annotated[int, _option("--max-num-batched-tokens", min=1, panel=ENGINE_PANEL, help="vLLM chunked-prefill chunk size (tokens per prefill step).")], _ENGINE),
+    ("gpu_memory_utilization", Annotated[float, _option("--gpu-memory-utilization", min=0.05, max=1.0, panel=ENGINE_PANEL, help="Fraction of GPU memory vLLM may use.")], _ENGINE),
+    ("max_num_seqs", Annotated[int, _option("--max-num-seqs", min=1, panel=ENGINE_PANEL, help="Sequences vLLM runs at once.")], _ENGINE),
+    ("tensor_parallel_size", Annotated[int, _option("--tensor-parallel-size", min=1, panel=ENGINE_PANEL, help="GPUs one vLLM engine spans (tensor parallelism).")], _ENGINE),
+    ("prefix_caching", Annotated[bool, _option("--prefix-caching/--no-prefix-caching", panel=ENGINE_PANEL, help="vLLM prefix caching (results never depend on it; turn it off where the backend breaks it).")], _ENGINE),
+    ("temperature", Annotated[float, _option("--temperature", min=0.0, panel=ENGINE_PANEL, help="Sampling temperature (0: greedy).")], _ENGINE),
+    ("seed", Annotated[int, _option("--seed", panel=ENGINE_PANEL, help="Sampling seed.")], _ENGINE),
+    ("thinking_token_budget", Annotated[int | None, _option("--thinking-token-budget", min=1, panel=ENGINE_PANEL, help="Cap on reasoning tokens per answer (default: no cap).")], _ENGINE),
+    ("timeout", Annotated[float, _option("--timeout", min=1.0, panel=ENGINE_PANEL, help="Wall-clock seconds per request to an OpenAI-compatible server (a 256K prefill takes minutes).")], _ENGINE),
+    ("retries", Annotated[int, _option("--retries", min=0, panel=ENGINE_PANEL, help="Extra attempts after a transient server error.")], _ENGINE),
+    ("probes", Annotated[int, _option("--probes", min=0, max=8, panel=RECALL_PANEL, help="Recall canaries planted per window (0 disables).")], _RECALL),
+    ("recall_threshold", Annotated[float, _option("--recall-threshold", min=0.0, max=1.0, panel=RECALL_PANEL, help="Canary recall below this marks a window recall-degraded.")], _RECALL),
+    ("baseline", Annotated[Path | None, _option("--baseline", panel=OUTPUT_PANEL, help="Suppress the findings listed in this baseline file (auditor scan --write-baseline).")], _OUTPUT),
+    ("format", Annotated[str, _option("--format", "-f", panel=OUTPUT_PANEL, help=" | ".join(REPORT_FORMATS))], _OUTPUT),
+    ("output", Annotated[Path | None, _option("--output", "-o", panel=OUTPUT_PANEL, help="Write the report here instead of stdout.")], _OUTPUT),
+    ("json_output", Annotated[Path | None, _option("--json-output", panel=OUTPUT_PANEL, help="Also write a JSON report here.")], _OUTPUT),
+    ("sarif_output", Annotated[Path | None, _option("--sarif-output", panel=OUTPUT_PANEL, help="Also write a SARIF report here.")], _OUTPUT),
+    ("markdown_output", Annotated[Path | None, _option("--markdown-output", panel=OUTPUT_PANEL, help="Also write a Markdown report (in review: the PR comment) here.")], _OUTPUT),
+    ("no_cache", Annotated[bool, _option("--no-cache", panel=CACHE_PANEL, help="Do not read or write the caches (file index, call graph, token counts, relevance scores, model answers).")], _CACHE),
+)
+
+FILES = _FILES
+WINDOW = _WINDOW
+ENGINE = _ENGINE
+RECALL = _RECALL
+CACHE = _CACHE
+OUTPUT = _OUTPUT
+GROUPS = (FILES, WINDOW, ENGINE, RECALL, CACHE, OUTPUT)
+
+_DEFAULTS = {f.name: f.default for f in fields(ScanFlags)}
+
+F = TypeVar("F", bound=Callable[..., object])
+
+
+def shared_option_names(*groups: str) -> tuple[str, ...]:
+    """The parameter names of the shared options in ``groups``, in declaration order."""
+    unknown = set(groups) - set(GROUPS)
+    if unknown:
+        raise ValueError(f"unknown option groups: {sorted(unknown)}")
+    return tuple(name for name, _, group in _SHARED if group in groups)
+
+
+def shared_options(*groups: str, exclude: tuple[str, ...] = ()) -> Callable[[F], F]:
+    """Give a command the shared options of ``groups`` (less ``exclude``); it receives them as
+    ``flags: ScanFlags``. Its own parameters keep their place before the shared ones."""
+    names = [name for name in shared_option_names(*groups) if name not in exclude]
+
+    def decorate(command: F) -> F:
+        own = inspect.signature(command, eval_str=True)
+        if "flags" not in own.parameters:
+            raise TypeError(f"{command.__name__} must take a keyword-only 'flags' parameter")
+        kept = [p for p in own.parameters.values() if p.name != "flags"]
+        declared = {name: annotation for name, annotation, _ in _SHARED}
+        shared = [
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=_typer_default(name), annotation=declared[name])
+            for name in names
+        ]
+        # Arguments first, then the shared options (so --help shows their panels first),
+        # then the command's own options.
+        positional = [p for p in kept if p.kind is not inspect.Parameter.KEYWORD_ONLY]
+        keyword = [p for p in kept if p.kind is inspect.Parameter.KEYWORD_ONLY]
+        # typer sees keyword-only parameters with and without defaults alike.
+        parameters = positional + shared + keyword
+
+        @functools.wraps(command)
+        def wrapper(*args: object, **kwargs: object) -> object:
+            values = {name: kwargs.pop(name) for name in names if name in kwargs}
+            return command(*args, flags=_flags(values), **kwargs)
+
+        wrapper.__signature__ = own.replace(parameters=parameters)  # type: ignore[attr-defined]
+        wrapper.__annotations__ = {p.name: p.annotation for p in parameters}
+        del wrapper.__wrapped__  # typer must read the signature above, not the command's
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
+def _typer_default(name: str) -> Any:
+    """A list option's default is a list for typer; ScanFlags keeps tuples."""
+    default = _DEFAULTS[name]
+    return list(default) if isinstance(default, tuple) else default
+
+
+def _flags(values: dict[str, Any]) -> ScanFlags:
+    converted = {name: tuple(value) if isinstance(value, list) else value for name, value in values.items()}
+    return ScanFlags(**converted)

@@ -1,6 +1,5 @@
-"""The `auditor scan-many` command: a typer shell over ``auditor.runs.many.run_many``.
+"""The ``auditor scan-many`` command: many repositories in one resumable run.
 
-Registered by auditor/cli.py as ``app.command("scan-many")(_exit_on_error(scan_many_command))``.
 Builds a ``ManyConfig`` (a ``ScanConfig`` template plus the run's own options), runs it
 with a rich progress display on stderr (run notices such as "ray is not installed" are
 printed even when stderr is not a terminal), prints the summary table and exits 5 when a
@@ -14,49 +13,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from auditor.cli.flags import (
-    DEFAULT_ENGINE,
-    DEFAULT_GPU_MEMORY_UTILIZATION,
-    DEFAULT_MAX_FILE_BYTES,
-    DEFAULT_MAX_MODEL_LEN,
-    DEFAULT_MAX_NUM_BATCHED_TOKENS,
-    DEFAULT_MAX_NUM_SEQS,
-    DEFAULT_MAX_WINDOWS,
-    DEFAULT_OUTPUT_TOKENS,
-    DEFAULT_PROBES,
-    DEFAULT_RECALL_THRESHOLD,
-    DEFAULT_RETRIES,
-    DEFAULT_SEED,
-    DEFAULT_TEMPERATURE,
-    DEFAULT_TENSOR_PARALLEL_SIZE,
-    DEFAULT_TIMEOUT_S,
-    ApiKeyOption,
-    BaseUrlOption,
-    EngineModelOption,
-    EngineOption,
-    ErrorOption,
-    ExcludeOption,
-    GpuMemoryUtilizationOption,
-    IncludeOption,
-    ManyReplayOption,
-    MaxFileBytesOption,
-    MaxModelLenOption,
-    MaxNumBatchedTokensOption,
-    MaxNumSeqsOption,
-    MaxWindowsOption,
-    NoCacheOption,
-    OutputTokensOption,
-    RetriesOption,
-    RuleOption,
-    SeedOption,
-    StaticOption,
-    TemperatureOption,
-    TensorParallelSizeOption,
-    ThinkingOption,
-    ThinkingTokenBudgetOption,
-    TimeoutOption,
-    TokenizerOption,
-)
+from auditor.cli.console import progress_for, stderr
+from auditor.cli.flags import CACHE, ENGINE, FILES, OUTPUT_PANEL, WINDOW, ScanFlags, shared_options
 from auditor.errors import ExitCode, UsageError
 
 if TYPE_CHECKING:
@@ -65,68 +23,39 @@ if TYPE_CHECKING:
     from auditor.runs.many.outcomes import ManyResult
 
 BACKENDS = ("auto", "ray", "sequential")
+RUN_PANEL = "Run"
 
 
+@shared_options(FILES, WINDOW, ENGINE, CACHE)
 def scan_many_command(
     *,
     targets: Annotated[Path, typer.Argument(help="File of local paths or git URLs (url@rev or url#rev), one per line; or a directory of repositories.")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Run directory: reports, index, state (re-run to resume).")] = Path("auditor-runs"),
-    rule: RuleOption = [],
-    engine: EngineOption = DEFAULT_ENGINE,
-    model: EngineModelOption = None,
-    tokenizer: TokenizerOption = None,
-    endpoint: Annotated[list[str], typer.Option("--endpoint", help="A `vllm serve` base URL for --engine openai (repeatable).")] = [],
-    base_url: BaseUrlOption = None,
-    api_key: ApiKeyOption = None,
-    replay: ManyReplayOption = None,
-    ray_address: Annotated[str | None, typer.Option("--ray-address", help="auto | ray://host:10001 (default: a local Ray instance).")] = None,
-    backend: Annotated[str, typer.Option("--backend", help="auto (Ray when installed) | ray | sequential.")] = "auto",
-    workers: Annotated[int, typer.Option("--workers", min=1, help="Generation actors (one engine each).")] = 1,
-    gpus_per_worker: Annotated[float | None, typer.Option("--gpus-per-worker", min=0.0, help="GPUs per actor (default: tensor-parallel size for vllm).")] = None,
-    batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Windows per engine call.")] = 8,
-    max_model_len: MaxModelLenOption = DEFAULT_MAX_MODEL_LEN,
-    output_tokens: OutputTokensOption = DEFAULT_OUTPUT_TOKENS,
-    max_num_batched_tokens: MaxNumBatchedTokensOption = DEFAULT_MAX_NUM_BATCHED_TOKENS,
-    max_num_seqs: MaxNumSeqsOption = DEFAULT_MAX_NUM_SEQS,
-    tensor_parallel_size: TensorParallelSizeOption = DEFAULT_TENSOR_PARALLEL_SIZE,
-    gpu_memory_utilization: GpuMemoryUtilizationOption = DEFAULT_GPU_MEMORY_UTILIZATION,
-    temperature: TemperatureOption = DEFAULT_TEMPERATURE,
-    seed: SeedOption = DEFAULT_SEED,
-    thinking: ThinkingOption = True,
-    thinking_token_budget: ThinkingTokenBudgetOption = None,
-    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
-    retries: RetriesOption = DEFAULT_RETRIES,
-    include: IncludeOption = [],
-    exclude: ExcludeOption = [],
-    max_file_bytes: MaxFileBytesOption = DEFAULT_MAX_FILE_BYTES,
-    max_windows: MaxWindowsOption = DEFAULT_MAX_WINDOWS,
-    static: StaticOption = True,
-    no_cache: NoCacheOption = False,
-    error: ErrorOption = False,
+    out: Annotated[Path, typer.Option("--out", "-o", rich_help_panel=OUTPUT_PANEL, help="Run directory: reports, index, state (re-run to resume).")] = Path("auditor-runs"),
+    endpoint: Annotated[list[str], typer.Option("--endpoint", rich_help_panel=RUN_PANEL, help="A `vllm serve` base URL for --engine openai (repeatable).")] = [],
+    ray_address: Annotated[str | None, typer.Option("--ray-address", rich_help_panel=RUN_PANEL, help="auto | ray://host:10001 (default: a local Ray instance).")] = None,
+    backend: Annotated[str, typer.Option("--backend", rich_help_panel=RUN_PANEL, help="auto (Ray when installed) | ray | sequential.")] = "auto",
+    workers: Annotated[int, typer.Option("--workers", min=1, rich_help_panel=RUN_PANEL, help="Generation actors (one engine each).")] = 1,
+    gpus_per_worker: Annotated[float | None, typer.Option("--gpus-per-worker", min=0.0, rich_help_panel=RUN_PANEL, help="GPUs per actor (default: tensor-parallel size for vllm).")] = None,
+    batch_size: Annotated[int, typer.Option("--batch-size", min=1, rich_help_panel=RUN_PANEL, help="Windows per engine call.")] = 8,
+    error: Annotated[bool, typer.Option("--error", rich_help_panel=OUTPUT_PANEL, help="Exit 1 when there are findings.")] = False,
+    flags: ScanFlags,
 ) -> None:
-    """Audit many repositories in one resumable run, on Ray when it is installed."""
+    """Audit many repositories in one resumable run, on Ray when it is installed.
+
+    Replay recordings (--replay) name their windows <repo>/window-<i>.
+    """
     from rich.console import Console
 
-    from auditor.cli.app import progress_for, stderr
-    from auditor.cli.options import scan_config_from_flags
+    from auditor.cli.options import scan_config
     from auditor.progress import ProgressEvent
     from auditor.runs.many.runner import run_many
     from auditor.runs.many.stages import ManyConfig
 
     if backend not in BACKENDS:
         raise UsageError(f"--backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
-    # The per-repository scan is ``auditor scan``'s, root set per repository; the canaries
-    # keep their defaults (scan-many has no --probes).
-    template = scan_config_from_flags(
-        Path("."), rule=rule, engine=engine, model=model, tokenizer=tokenizer, base_url=base_url, api_key=api_key,
-        replay=replay, max_model_len=max_model_len, output_tokens=output_tokens,
-        max_num_batched_tokens=max_num_batched_tokens, gpu_memory_utilization=gpu_memory_utilization,
-        max_num_seqs=max_num_seqs, tensor_parallel_size=tensor_parallel_size, temperature=temperature, seed=seed,
-        thinking=thinking, thinking_token_budget=thinking_token_budget, timeout=timeout, retries=retries,
-        include=include, exclude=exclude, max_file_bytes=max_file_bytes, max_windows=max_windows, static=static,
-        no_cache=no_cache, probes=DEFAULT_PROBES, recall_threshold=DEFAULT_RECALL_THRESHOLD,
-    )
-    endpoints = tuple(endpoint) + ((base_url,) if base_url and base_url not in endpoint else ())
+    # The per-repository scan is ``auditor scan``'s, root set per repository.
+    template = scan_config(Path("."), flags)
+    endpoints = tuple(endpoint) + ((flags.base_url,) if flags.base_url and flags.base_url not in endpoint else ())
     config = ManyConfig(
         targets=targets, out=out, scan=template, endpoints=endpoints, batch_size=batch_size,
         backend=backend,  # type: ignore[arg-type]  # checked against BACKENDS above

@@ -1,69 +1,61 @@
-"""The scan configuration that ``scan``, ``review`` and ``scan-many`` build from the same flags, in one place."""
+"""The one mapping from the shared options (``ScanFlags``) to the core's frozen configuration:
+``engine_settings`` for anything that starts an engine, ``scan_config`` for every scan-like
+command (scan, review, scan-many). Each flag sets exactly one field."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from auditor.cli.flags import ScanFlags
 from auditor.engine.base import EngineSettings
-from auditor.pack.packer import DEFAULT_PROBE_RESERVE_TOKENS, PackOptions
-from auditor.runs.scan import ScanConfig
-from auditor.tokens.tokenizer import TokenizerRequest
+from auditor.runs.config import ScanConfig, WindowOptions
 from auditor.walk.walker import WalkOptions
 
-_ENGINE_DEFAULTS = EngineSettings()
+
+def engine_settings(flags: ScanFlags, *, max_model_len: int | None = None) -> EngineSettings:
+    """The engine's settings; ``max_model_len`` overrides the flag (probe sizes it to its grid)."""
+    return EngineSettings(
+        model=flags.model,
+        max_model_len=flags.max_model_len if max_model_len is None else max_model_len,
+        max_num_batched_tokens=flags.max_num_batched_tokens,
+        gpu_memory_utilization=flags.gpu_memory_utilization,
+        max_num_seqs=flags.max_num_seqs,
+        tensor_parallel_size=flags.tensor_parallel_size,
+        enable_prefix_caching=flags.prefix_caching,
+        temperature=flags.temperature,
+        seed=flags.seed,
+        thinking_token_budget=flags.thinking_token_budget,
+        base_url=flags.base_url,
+        api_key=flags.api_key,
+        replay_path=flags.replay,
+        timeout_s=flags.timeout,
+        retries=flags.retries,
+    )
 
 
-def scan_config_from_flags(
-    path: Path,
-    *,
-    rule: list[str],
-    engine: str,
-    model: str | None,
-    tokenizer: str | None,
-    base_url: str | None,
-    api_key: str | None,
-    replay: str | None,
-    max_model_len: int,
-    output_tokens: int,
-    max_num_batched_tokens: int,
-    gpu_memory_utilization: float,
-    max_num_seqs: int,
-    temperature: float,
-    seed: int,
-    thinking: bool,
-    thinking_token_budget: int | None,
-    include: list[str],
-    exclude: list[str],
-    static: bool,
-    no_cache: bool,
-    probes: int,
-    recall_threshold: float,
-    tensor_parallel_size: int = _ENGINE_DEFAULTS.tensor_parallel_size,
-    timeout: float = _ENGINE_DEFAULTS.timeout_s,
-    retries: int = _ENGINE_DEFAULTS.retries,
-    max_file_bytes: int = WalkOptions().max_file_bytes,
-    max_windows: int = 0,
-    baseline: Path | None = None,
-) -> ScanConfig:
-    """The frozen ScanConfig for a command's flags (the same mapping for every command)."""
+def window_options(flags: ScanFlags) -> WindowOptions:
+    """How windows are cut and rendered."""
+    return WindowOptions(output_tokens=flags.output_tokens, thinking=flags.thinking, max_windows=flags.max_windows)
+
+
+def walk_options(flags: ScanFlags) -> WalkOptions:
+    """Which files the walk keeps."""
+    return WalkOptions(include=flags.include, exclude=flags.exclude, max_file_bytes=flags.max_file_bytes)
+
+
+def scan_config(path: Path, flags: ScanFlags) -> ScanConfig:
+    """The frozen ScanConfig for a command's options (the same mapping for every command)."""
     return ScanConfig(
         root=path,
-        rules=tuple(rule),
-        engine=engine,
-        engine_settings=EngineSettings(
-            model=model, max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens,
-            gpu_memory_utilization=gpu_memory_utilization, max_num_seqs=max_num_seqs,
-            tensor_parallel_size=tensor_parallel_size, temperature=temperature, seed=seed,
-            thinking_token_budget=thinking_token_budget, base_url=base_url, api_key=api_key, replay_path=replay,
-            timeout_s=timeout, retries=retries,
-        ),
-        tokenizer=TokenizerRequest(tokenizer=tokenizer, model=model),
-        pack=PackOptions(max_model_len=max_model_len, output_tokens=output_tokens,
-                         probe_reserve_tokens=DEFAULT_PROBE_RESERVE_TOKENS, thinking=thinking, max_windows=max_windows),
-        walk=WalkOptions(include=tuple(include), exclude=tuple(exclude), max_file_bytes=max_file_bytes),
-        use_cache=not no_cache,
-        static=static,
-        probes=probes,
-        recall_threshold=recall_threshold,
-        baseline=baseline,
+        rules=flags.rule,
+        engine=flags.engine,
+        engine_settings=engine_settings(flags),
+        tokenizer=flags.tokenizer,
+        window=window_options(flags),
+        walk=walk_options(flags),
+        use_cache=not flags.no_cache,
+        static=flags.static,
+        probes=flags.probes,
+        recall_threshold=flags.recall_threshold,
+        baseline=flags.baseline,
     )

@@ -1,5 +1,5 @@
 """The `auditor plan` and `auditor doctor` commands: typer shells over auditor.planning.plan and
-auditor.planning.doctor that render rich tables (text) or sorted JSON.
+auditor.runs.doctor that render rich tables (text) or sorted JSON.
 
 Registered by auditor/cli.py as ``app.command("plan")(plan_command)`` and
 ``app.command("doctor")(doctor_command)``.
@@ -22,10 +22,10 @@ from auditor.errors import AuditorError, UsageError
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from auditor.planning.doctor import DoctorReport
     from auditor.planning.plan import MemoryPlan, TimeEstimate
+    from auditor.runs.doctor import DoctorReport
 
-DEFAULT_OUTPUT_TOKENS = 2048
+from auditor.cli.flags import DEFAULT_OUTPUT_TOKENS  # the answer reserve scan uses: one default
 
 # auditor.planning.plan's defaults, restated so that building the CLI (every command, ``auditor
 # pack`` included) does not import auditor.planning.plan; tests/test_cli_imports.py checks that
@@ -138,7 +138,7 @@ def doctor_command(
     output_format: Annotated[OutputFormat, typer.Option("--format", help="text or json.")] = OutputFormat.TEXT,
 ) -> None:
     """Report what this machine has for an audit and what auditor would run; never downloads."""
-    from auditor.planning.doctor import report_to_dict, run_doctor
+    from auditor.runs.doctor import report_to_dict, run_doctor
 
     report = run_doctor(model)
     if output_format is OutputFormat.JSON:

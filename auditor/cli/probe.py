@@ -12,41 +12,41 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
+from auditor.cli.console import print_notices, progress_for, stderr
+from auditor.cli.flags import ENGINE, OUTPUT_PANEL, WINDOW_PANEL, ScanFlags, shared_options
 from auditor.errors import UsageError
 
+GRID_PANEL = "Grid"
 DEFAULT_LENGTHS_TEXT = "8K,32K,64K,128K,200K,262144"
 DEFAULT_DEPTHS_TEXT = "0,10,20,30,40,50,60,70,80,90,100"
 
 
+@shared_options(ENGINE, exclude=("static", "seed"))
 def probe_command(
     *,
-    lengths: Annotated[str, typer.Option("--lengths", help="Context lengths in tokens, comma-separated; 8K = 8192.")] = DEFAULT_LENGTHS_TEXT,
-    depths: Annotated[str, typer.Option("--depths", help="Needle depths in percent, comma-separated.")] = DEFAULT_DEPTHS_TEXT,
-    needles_per_cell: Annotated[int, typer.Option("--needles-per-cell", min=1, max=12, help="Needles (and questions) per request.")] = 3,
+    lengths: Annotated[str, typer.Option("--lengths", rich_help_panel=GRID_PANEL, help="Context lengths in tokens, comma-separated; 8K = 8192.")] = DEFAULT_LENGTHS_TEXT,
+    depths: Annotated[str, typer.Option("--depths", rich_help_panel=GRID_PANEL, help="Needle depths in percent, comma-separated.")] = DEFAULT_DEPTHS_TEXT,
+    needles_per_cell: Annotated[int, typer.Option("--needles-per-cell", min=1, max=12, rich_help_panel=GRID_PANEL, help="Needles (and questions) per request.")] = 3,
     haystack: Annotated[
         list[Path] | None,
-        typer.Option("--haystack", help="Repository to use as haystack (repeatable; default: bundled fixture + auditor's own files)."),
+        typer.Option("--haystack", rich_help_panel=GRID_PANEL, help="Repository to use as haystack (repeatable; default: bundled fixture + auditor's own files)."),
     ] = None,
-    engine: Annotated[str, typer.Option("--engine", "-e", help="auto | vllm | openai | replay | a plugin's name.")] = "auto",
-    model: Annotated[str | None, typer.Option("--model", "-m", help="Checkpoint directory or Hugging Face id (local cache).")] = None,
-    tokenizer: Annotated[str | None, typer.Option("--tokenizer", help="Tokenizer directory (tokenizer.json + chat template).")] = None,
-    base_url: Annotated[str | None, typer.Option("--base-url", envvar="AUDITOR_BASE_URL", help="OpenAI-compatible server.")] = None,
-    api_key: Annotated[str | None, typer.Option("--api-key", envvar="AUDITOR_API_KEY", help="API key for --base-url.")] = None,
-    replay: Annotated[str | None, typer.Option("--replay", help="Recorded completions for --engine replay.")] = None,
-    output_tokens: Annotated[int, typer.Option("--output-tokens", min=16, help="Tokens reserved for each answer.")] = 1024,
-    thinking: Annotated[bool, typer.Option("--thinking/--no-thinking", help="Let the model reason before answering.")] = False,
-    max_num_seqs: Annotated[int, typer.Option("--max-num-seqs", min=1)] = 4,
-    gpu_memory_utilization: Annotated[float, typer.Option("--gpu-memory-utilization", min=0.05, max=1.0)] = 0.90,
-    seed: Annotated[int, typer.Option("--seed", help="Seed for needle names and values.")] = 0,
-    out: Annotated[Path, typer.Option("--out", "-o", help="Directory for cells.jsonl, summary.json and the PNGs.")] = Path("probe-results"),
+    model: Annotated[str | None, typer.Option("--model", "-m", rich_help_panel=WINDOW_PANEL, help="Checkpoint directory or Hugging Face id (local cache).")] = None,
+    tokenizer: Annotated[str | None, typer.Option("--tokenizer", rich_help_panel=WINDOW_PANEL, help="Tokenizer directory (tokenizer.json + chat template).")] = None,
+    output_tokens: Annotated[int, typer.Option("--output-tokens", min=16, rich_help_panel=WINDOW_PANEL, help="Tokens reserved for each answer.")] = 1024,
+    thinking: Annotated[bool, typer.Option("--thinking/--no-thinking", rich_help_panel=WINDOW_PANEL, help="Let the model reason before answering.")] = False,
+    seed: Annotated[int, typer.Option("--seed", rich_help_panel=GRID_PANEL, help="Seed for needle names and values.")] = 0,
+    out: Annotated[Path, typer.Option("--out", "-o", rich_help_panel=OUTPUT_PANEL, help="Directory for cells.jsonl, summary.json and the PNGs.")] = Path("probe-results"),
+    flags: ScanFlags,
 ) -> None:
     """Measure needle recall by depth and context length (a NIAH-style grid on real code)."""
+    from dataclasses import replace
+
     from rich.console import Console
     from rich.table import Table
 
-    from auditor.cli.app import progress_for, stderr
-    from auditor.engine.base import EngineSettings
-    from auditor.engine.registry import create_engine, resolve_auto
+    from auditor.cli.options import engine_settings
+    from auditor.engine.opening import choose_engine, open_engine
     from auditor.recall.grid import (
         GridOptions,
         default_haystack_sources,
@@ -69,16 +69,13 @@ def probe_command(
         thinking=thinking,
         seed=seed,
     )
-    settings = EngineSettings(
-        model=model, max_model_len=max(options.lengths), max_num_seqs=max_num_seqs,
-        gpu_memory_utilization=gpu_memory_utilization, base_url=base_url, api_key=api_key, replay_path=replay,
-    )
-    engine_name = engine
-    if engine_name == "auto":
-        engine_name, reason = resolve_auto(settings)
-        stderr.print(f"[dim]engine auto -> {engine_name}:[/] {escape(reason)}", highlight=False)
-    if engine_name == "static":
+    settings = engine_settings(replace(flags, model=model), max_model_len=max(options.lengths))
+    choice = choose_engine(flags.engine, settings)
+    print_notices(choice.notices)
+    if not choice.runs_model:
         raise UsageError("auditor probe needs a model: pass --engine vllm, --engine openai --base-url URL, or --engine replay")
+    # Needle recall is measured fresh: answers are never read from the result cache.
+    engine = open_engine(choice, settings, use_cache=False)
     sources = tuple(haystack or ()) or default_haystack_sources()
     loaded = load_tokenizer(TokenizerRequest(tokenizer=tokenizer, model=model))
     if not loaded.info.exact:
@@ -86,7 +83,7 @@ def probe_command(
     with progress_for(stderr.is_terminal) as report:
         files = load_haystack(sources, report)
         result = run_grid(
-            files, tokenizer=loaded, engine=create_engine(engine_name, settings), options=options,
+            files, tokenizer=loaded, engine=engine, options=options,
             haystack=tuple(str(source) for source in sources), progress=report,
         )
     written = write_outputs(result, out)

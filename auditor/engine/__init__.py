@@ -21,13 +21,13 @@ if TYPE_CHECKING:
         EngineSettings,
         error_completion,
     )
+    from auditor.engine.opening import EngineChoice, NoModel, choose_engine, open_engine
     from auditor.engine.reasoning import split_output, split_reasoning
     from auditor.engine.registry import (
         ENTRY_POINT_GROUP,
         available_engines,
         create_engine,
         register_engine,
-        resolve_auto,
     )
 
 _SUBMODULE_OF: dict[str, str] = {
@@ -43,7 +43,10 @@ _SUBMODULE_OF: dict[str, str] = {
     "available_engines": "registry",
     "create_engine": "registry",
     "register_engine": "registry",
-    "resolve_auto": "registry",
+    "choose_engine": "opening",
+    "open_engine": "opening",
+    "EngineChoice": "opening",
+    "NoModel": "opening",
 }
 
 __all__ = [
@@ -57,7 +60,10 @@ __all__ = [
     "create_engine",
     "error_completion",
     "register_engine",
-    "resolve_auto",
+    "choose_engine",
+    "open_engine",
+    "EngineChoice",
+    "NoModel",
     "split_output",
     "split_reasoning",
 ]

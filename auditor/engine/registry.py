@@ -10,13 +10,10 @@ Nothing is imported until an engine is created, so listing engines never imports
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable
 from importlib.metadata import EntryPoint, entry_points
 
 from auditor.engine.base import Engine, EngineSettings
-from auditor.engine.openai_engine import BASE_URL_ENV
-from auditor.engine.vllm_engine import vllm_unavailable_reason
 from auditor.errors import EngineUnavailable, UsageError
 
 logger = logging.getLogger(__name__)
@@ -87,23 +84,3 @@ def create_engine(name: str, settings: EngineSettings) -> Engine:
         except (ImportError, AttributeError) as exc:
             raise EngineUnavailable(f"engine {name!r} ({point.value}) could not be loaded: {exc}") from exc
     return factory(settings)
-
-
-def resolve_auto(settings: EngineSettings) -> tuple[str, str]:
-    """Pick the engine for ``--engine auto`` and say why.
-
-    Returns ``("vllm", reason)`` when vLLM is importable and a CUDA device is present,
-    else ``("openai", reason)`` when a base URL is configured (``settings.base_url`` or
-    ``AUDITOR_BASE_URL``), else ``("static", reason)``: no model will run. Imports
-    neither vLLM nor anything heavy unless vLLM is installed.
-    """
-    vllm_problem = vllm_unavailable_reason()
-    if vllm_problem is None:
-        return "vllm", "vllm is installed and a CUDA device is present: running the model in-process"
-    base_url = settings.base_url or os.environ.get(BASE_URL_ENV)
-    if base_url:
-        return "openai", f"{vllm_problem}: using the OpenAI-compatible server at {base_url}"
-    return (
-        "static",
-        f"{vllm_problem} and no {BASE_URL_ENV}: running the static pass only (no model)",
-    )

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from auditor.engine.base import ChatRequest, Completion, Engine, error_completion
-from auditor.index.cache import default_cache_dir
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
+from auditor.storage.dirs import cache_dir
 
 RESULT_CACHE_VERSION = 2
 """Version of the entry format, key material and how answers are split from reasoning
@@ -52,7 +52,7 @@ logger = logging.getLogger(__name__)
 def default_result_cache_dir() -> Path:
     """The results directory next to the index cache, e.g. ``~/.cache/auditor/results/v1``
     (``$AUDITOR_CACHE_DIR/results/v1`` or ``$XDG_CACHE_HOME/auditor/results/v1`` when set)."""
-    return default_cache_dir().parent / "results" / f"v{RESULT_CACHE_VERSION}"
+    return cache_dir("results") / f"v{RESULT_CACHE_VERSION}"
 
 
 def request_key(identity: str, request: ChatRequest) -> str:

@@ -402,17 +402,6 @@ class IndexCache:
             Path(path).unlink(missing_ok=True)
 
 
-def default_cache_dir() -> Path:
-    """``$AUDITOR_CACHE_DIR/index``, else ``$XDG_CACHE_HOME/auditor/index``, else
-    ``~/.cache/auditor/index``."""
-    configured = os.environ.get("AUDITOR_CACHE_DIR")
-    if configured:
-        return Path(configured) / "index"
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg) if xdg else Path.home() / ".cache"
-    return base / "auditor" / "index"
-
-
 def scan_pack_name(paths: Iterable[str]) -> str:
     """The default pack name of a scan of ``paths``: the set of their directories cut to
     two levels, so that a scan of the same tree finds its pack again after files inside it

@@ -1,7 +1,8 @@
 """Report stage: render a ``ScanResult`` as text, JSON, SARIF or Markdown.
 
 Input: a ``ScanResult`` (``auditor.report.model``). Output: the report as a string.
-Reporters are registered by format name in ``REPORTERS``; ``render`` picks one.
+Reporters are registered by format name in ``REPORTERS``; ``render`` picks one and hands it
+the ``ReportOptions`` (Markdown link base, SARIF category) each format reads what it needs from.
 
 Importing this package imports none of its submodules (``from auditor.report.model
 import ScanResult`` does not load the four reporters); the names below load on first use.
@@ -10,6 +11,7 @@ import ScanResult`` does not load the four reporters); the names below load on f
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Final, Literal
 
 from auditor.errors import UsageError
@@ -30,7 +32,19 @@ if TYPE_CHECKING:
     REPORTERS: dict[str, Reporter]
 
 Format = Literal["text", "json", "sarif", "markdown"]
-Reporter = Callable[["ScanResult"], str]
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """What a report may be asked beyond the result: ``link_base`` prefixes Markdown links
+    (e.g. https://github.com/o/r/blob/SHA/), ``sarif_category`` is SARIF's
+    ``automationDetails.id`` (GitHub's analysis category)."""
+
+    link_base: str | None = None
+    sarif_category: str | None = None
+
+
+Reporter = Callable[["ScanResult", ReportOptions], str]
 
 # Format name -> (submodule, function); REPORTERS is built from it on first use.
 _REPORTER_FUNCTIONS: Final[dict[str, tuple[str, str]]] = {
@@ -49,6 +63,7 @@ __all__ = [
     "Format",
     "InjectionFlag",
     "REPORTERS",
+    "ReportOptions",
     "Reporter",
     "ScanError",
     "ScanResult",
@@ -65,7 +80,13 @@ def _reporters() -> dict[str, Reporter]:
     """The format registry, built once (every reporter imported) and shared from then on."""
     registry = globals().get("REPORTERS")
     if registry is None:
-        registry = {name: __getattr__(function) for name, (_, function) in _REPORTER_FUNCTIONS.items()}
+        text, json_report, sarif, markdown = (__getattr__(function) for _, function in _REPORTER_FUNCTIONS.values())
+        registry = {
+            "text": lambda result, options: text(result),
+            "json": lambda result, options: json_report(result),
+            "sarif": lambda result, options: sarif(result, options.sarif_category),
+            "markdown": lambda result, options: markdown(result, options.link_base),
+        }
         globals()["REPORTERS"] = registry
     return registry
 
@@ -86,11 +107,11 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
 
 
-def render(result: ScanResult, format: str) -> str:
+def render(result: ScanResult, format: str, options: ReportOptions = ReportOptions()) -> str:
     """The report in the named format; an unknown name raises UsageError listing the known ones."""
     reporters = _reporters()
     reporter = reporters.get(format)
     if reporter is None:
         known = ", ".join(sorted(reporters))
         raise UsageError(f"unknown report format '{format}'. Known formats: {known}")
-    return reporter(result)
+    return reporter(result, options)

@@ -126,8 +126,39 @@ def resolve_revision(root: Path, revision: str) -> str:
     """The commit id ``revision`` names; ``GitError`` when it does not resolve."""
     if revision.startswith("-"):
         raise GitError(f"not a revision: {revision!r}")
-    output = run_git(root, ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{revision}^{{commit}}"])
+    try:
+        output = run_git(root, ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{revision}^{{commit}}"])
+    except GitError as error:
+        raise GitError(f"unknown revision {revision!r} in {root} (not a commit this repository has)") from error
     return output.decode("ascii").strip()
+
+
+_HOSTED_REMOTE = re.compile(
+    r"^(?:https://(?:[^@/]+@)?|ssh://git@|git@)(github\.com|gitlab\.com)[:/]([\w.-]+(?:/[\w.-]+)+?)(?:\.git)?/?$"
+)
+
+
+def infer_link_base(root: Path) -> str | None:
+    """``https://host/owner/repo/blob/COMMIT/<root's path in the repository>/`` when ``root``
+    is in a git work tree whose ``origin`` is on GitHub or GitLab; else None (links stay
+    relative). Markdown links then work in a pull-request comment."""
+    try:
+        top = Path(run_git(root, ["rev-parse", "--show-toplevel"]).decode("utf-8").strip())
+        commit = run_git(root, ["rev-parse", "HEAD"]).decode("ascii").strip()
+        remote = run_git(root, ["remote", "get-url", "origin"]).decode("utf-8").strip()
+    except (GitError, UnicodeDecodeError):
+        return None
+    match = _HOSTED_REMOTE.match(remote)
+    if match is None:
+        return None
+    host, project = match.groups()
+    try:
+        inside = root.resolve().relative_to(top.resolve()).as_posix()
+    except ValueError:
+        return None
+    blob = "blob" if host == "github.com" else "-/blob"
+    prefix = "" if inside == "." else f"{inside}/"
+    return f"https://{host}/{project}/{blob}/{commit}/{prefix}"
 
 
 def compute_diff(root: Path, base: str, head: str | None = None) -> Diff:

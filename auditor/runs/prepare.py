@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from auditor.analysis.callgraph import CallGraph, CallGraphCache
-from auditor.index.cache import IndexCache, default_cache_dir
+from auditor.index.cache import IndexCache
 from auditor.index.indexer import index_files
 from auditor.index.model import FileIndex
 from auditor.pack.packer import PackInput, PackOptions, PackResult, pack
@@ -20,6 +20,7 @@ from auditor.pack.skeleton import build_skeleton
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
 from auditor.rules.loader import Rule
 from auditor.storage.digests import DigestStore, digest_of
+from auditor.storage.dirs import cache_dir as store_dir
 from auditor.tokens.tokenizer import PromptTokenizer
 from auditor.walk.walker import WalkOptions, WalkResult, walk
 
@@ -57,7 +58,7 @@ def prepare_repository(
 
     With ``use_cache``, indexes are cached by content and the call graph by the set of
     indexed files (paths and contents), both under ``cache_dir`` (default:
-    ``default_cache_dir()``), so an unchanged repository loads its graph instead of
+    ``auditor.storage.dirs.cache_dir("index")``), so an unchanged repository loads its graph instead of
     resolving it again; ``pack_prepared`` keeps relevance scores there too.
 
     ``on_change`` is called when the graph must be resolved anew (the files changed since
@@ -70,7 +71,7 @@ def prepare_repository(
     passes a stable name so that the next run finds them again.
     """
     walked = walk(root, walk_options, progress)
-    directory = cache_dir or default_cache_dir()
+    directory = cache_dir or store_dir("index")
     cache = IndexCache(directory) if use_cache else None
     sources = [(f.path, f.text, f.language, f.content_hash) for f in walked.files if f.language]
     scope = cache_scope or str(walked.root)

@@ -35,7 +35,6 @@ from typing import Protocol
 from auditor.analysis.callgraph import CallGraph
 from auditor.findings.grounding import file_lines
 from auditor.findings.model import Finding, fingerprint
-from auditor.findings.suppress import apply_suppressions, read_baseline
 from auditor.index.model import FileIndex
 from auditor.languages import language_for_path
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
@@ -46,7 +45,7 @@ from auditor.report.model import (
     ReviewSummary,
     ScanResult,
 )
-from auditor.rules.loader import builtin_rules
+from auditor.runs.config import ScanConfig
 from auditor.runs.diff import (
     Diff,
     GitError,
@@ -56,7 +55,7 @@ from auditor.runs.diff import (
     run_git,
 )
 from auditor.runs.prepare import PreparedRepository, prepare_repository
-from auditor.runs.scan import ScanConfig, run_scan, selected_rules
+from auditor.runs.scan import run_scan
 
 
 class ScanFunction(Protocol):
@@ -71,16 +70,15 @@ class ScanFunction(Protocol):
 class ReviewConfig:
     """One review: scan settings (``scan.root`` is the directory to review, inside a git
     work tree), the base revision, the head revision (None: the working tree), whether
-    existing findings block (``include_existing``, ``--all``), whether to scan the base at
-    all, and suppression sources."""
+    existing findings block (``include_existing``, ``--all``) and whether to scan the base
+    at all. Suppressions (inline comments, ``scan.baseline``) apply once, in the head scan;
+    the base is scanned without the baseline so that every existing finding is known."""
 
     scan: ScanConfig
     base: str
     head: str | None = None
     include_existing: bool = False
     compare_base: bool = True
-    baseline: Path | None = None
-    inline_suppressions: bool = True
 
 
 @dataclass(frozen=True)
@@ -146,7 +144,7 @@ def run_review(config: ReviewConfig, progress: ProgressCallback = no_progress, *
             # A directory the change adds has no base: nothing in it existed before.
             if base_root.is_dir():
                 progress(ProgressEvent(stage="review", message=f"scanning the base {diff.base[:12]} for existing findings"))
-                base = _scan_tree(replace(config.scan, root=base_root, cache_scope=scope), progress, scan)
+                base = _scan_tree(replace(config.scan, root=base_root, cache_scope=scope, baseline=None), progress, scan)
                 base_fingerprints = base_fingerprints_after_renames(base.result.findings, base.texts, diff.renames)
             else:
                 progress(ProgressEvent(stage="review", message=f"the base {diff.base[:12]} has no {config.scan.root}: every finding is new"))
@@ -157,24 +155,16 @@ def run_review(config: ReviewConfig, progress: ProgressCallback = no_progress, *
         touch = locate_touch(finding, diff, spans)
         if touch is not None:
             touched.append((finding, touch))
-    # A scan that already applied suppressions reports them separately: keep those on the change.
-    suppressed_by_scan = tuple(item for item in head.result.suppressed if locate_touch(item.finding, diff, spans) is not None)
-
-    rule_ids = {rule.id for rule in selected_rules(config.scan.rules)} | set(builtin_rules())
-    baseline = read_baseline(config.baseline) if config.baseline is not None else None
-    texts = head.texts if config.inline_suppressions else {}
-    suppression = apply_suppressions([finding for finding, _ in touched], texts, rule_ids, baseline)
+    # The head scan applied the suppressions: keep those on the change.
+    suppressed = tuple(item for item in head.result.suppressed if locate_touch(item.finding, diff, spans) is not None)
     changed_paths = {changed.path for changed in diff.changed}
     # A pull-request comment talks about the change: warnings about other files stay out.
     warnings = sorted(
-        {
-            warning
-            for warning in (*head.result.warnings, *suppression.warnings)
-            if warning.split(":", 1)[0] in changed_paths or warning.split(":", 1)[0] not in head.texts
-        }
+        warning
+        for warning in head.result.warnings
+        if warning.split(":", 1)[0] in changed_paths or warning.split(":", 1)[0] not in head.texts
     )
 
-    kept = {finding.fingerprint for finding in suppression.kept}
     reviewed = tuple(
         ReviewedFinding(
             fingerprint=finding.fingerprint,
@@ -185,7 +175,6 @@ def run_review(config: ReviewConfig, progress: ProgressCallback = no_progress, *
             touched_by=touch.reason,
         )
         for finding, touch in sorted(touched, key=lambda pair: pair[0].sort_key())
-        if finding.fingerprint in kept
     )
     summary = ReviewSummary(
         base=diff.base,
@@ -194,7 +183,7 @@ def run_review(config: ReviewConfig, progress: ProgressCallback = no_progress, *
         deleted_files=diff.deleted,
         renamed=tuple(sorted((old, new) for new, old in diff.renames.items())),
         findings=reviewed,
-        outside_diff=len(head.result.findings) + len(head.result.suppressed) - len(touched) - len(suppressed_by_scan),
+        outside_diff=len(head.result.findings) + len(head.result.suppressed) - len(touched) - len(suppressed),
         coverage=change_coverage(diff, head.result.coverage, head.graph, head.texts),
         base_compared=config.compare_base,
         existing_blocking=config.include_existing,
@@ -205,13 +194,8 @@ def run_review(config: ReviewConfig, progress: ProgressCallback = no_progress, *
     result = replace(
         head.result,
         root=config.scan.root.resolve().name or str(config.scan.root),
-        findings=suppression.kept,
-        suppressed=tuple(
-            sorted(
-                (*suppressed_by_scan, *suppression.suppressed),
-                key=lambda item: (item.finding.sort_key(), item.source, item.location),
-            )
-        ),
+        findings=tuple(finding for finding, _ in touched),
+        suppressed=suppressed,
         warnings=tuple(warnings),
         notices=notices,
         review=summary,
@@ -226,7 +210,7 @@ def _scan_tree(config: ScanConfig, progress: ProgressCallback, scan: ScanFunctio
         config.root, config.walk, use_cache=config.use_cache, progress=progress, cache_scope=config.cache_scope
     )
     if diff is not None:
-        config = replace(config, pack=replace(config.pack, seed_paths=review_seed_paths(diff, prepared.graph)))
+        config = replace(config, window=replace(config.window, seed_paths=review_seed_paths(diff, prepared.graph)))
     result = scan(config, progress, prepared=prepared)
     return _Tree(result=result, indexes=prepared.indexes, graph=prepared.graph, texts=prepared.texts)
 

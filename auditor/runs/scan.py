@@ -8,24 +8,18 @@ never dropped: the CLI turns it into an exit code.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Mapping, Sequence
 
 from auditor import __version__
-from auditor.analysis.callgraph import CallGraph
-from auditor.analysis.tx_outside_transaction import (
-    StaticResult,
-    analyze_tx_outside_transaction,
-)
+from auditor.analysis.registry import static_analysis_for
 from auditor.engine.base import (
     ChatMessage,
     ChatRequest,
     Completion,
     Engine,
-    EngineSettings,
 )
-from auditor.engine.registry import create_engine, resolve_auto
+from auditor.engine.opening import EngineChoice, NoModel, choose_engine, open_engine
 from auditor.engine.result_cache import CachingEngine, default_result_cache_dir
 from auditor.errors import AuditorError
 from auditor.findings.answer import answer_schema_json, parse_answer
@@ -34,17 +28,17 @@ from auditor.findings.injection import detect_injections
 from auditor.findings.merge import merge_findings
 from auditor.findings.model import Claim, Finding, Rejected
 from auditor.findings.suppress import (
-    SuppressedFinding,
     apply_suppressions,
     read_baseline,
 )
-from auditor.index.model import FileIndex
-from auditor.pack.packer import PackOptions, PackResult, Window
+from auditor.index.locator import IndexLocator
+from auditor.pack.packer import (
+    PackResult,
+    Window,
+)
 from auditor.planning.plan import estimate_time
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
 from auditor.recall.canaries import (
-    DEFAULT_CANARIES,
-    DEFAULT_RECALL_THRESHOLD,
     CanaryPlan,
     CanaryReport,
     plant_canaries,
@@ -59,75 +53,20 @@ from auditor.report.model import (
     WindowRecall,
 )
 from auditor.rules.loader import Rule, builtin_rules, load_rules
+from auditor.runs.config import ScanConfig
 from auditor.runs.prepare import PreparedRepository, pack_prepared, prepare_repository
 from auditor.tokens.tokenizer import (
     PromptTokenizer,
     TokenizerInfo,
-    TokenizerRequest,
     load_tokenizer,
     with_count_cache,
 )
-from auditor.walk.walker import WalkOptions
 
 STATIC_TOKENIZER_SOURCE = "none (static pass)"
-
-# Rules with a static analysis, by id. Rules without one need a model.
-STATIC_ANALYSES: dict[str, Callable[[Mapping[str, FileIndex], Mapping[str, str], Rule, CallGraph], StaticResult]] = {
-    "tx-outside-transaction": analyze_tx_outside_transaction,
-}
-
-
-@dataclass(frozen=True)
-class ScanConfig:
-    """Everything one scan needs, resolved from flags and configuration."""
-
-    root: Path
-    rules: tuple[str, ...] = ()
-    engine: str = "auto"
-    engine_settings: EngineSettings = field(default_factory=EngineSettings)
-    tokenizer: TokenizerRequest = field(default_factory=TokenizerRequest)
-    pack: PackOptions = field(default_factory=PackOptions)
-    walk: WalkOptions = field(default_factory=WalkOptions)
-    use_cache: bool = True
-    static: bool = True
-    probes: int = DEFAULT_CANARIES
-    recall_threshold: float = DEFAULT_RECALL_THRESHOLD
-    baseline: Path | None = None
-    # The name this tree's caches are kept under (default: its resolved root); review gives
-    # its temporary worktrees stable names so that the next review finds them again.
-    cache_scope: str | None = None
-
-    @property
-    def scope(self) -> str:
-        """The effective cache scope."""
-        return self.cache_scope or str(self.root.resolve())
-
 
 def selected_rules(specs: tuple[str, ...]) -> tuple[Rule, ...]:
     """The rules named by ``--rule``; all built-in rules when none is named."""
     return load_rules(specs) if specs else tuple(builtin_rules().values())
-
-
-class IndexLocator:
-    """FunctionLocator over the tree-sitter index: which function holds a line, and where a function is."""
-
-    def __init__(self, indexes: Mapping[str, FileIndex]):
-        self._indexes = indexes
-
-    def enclosing_function(self, path: str, line: int) -> str | None:
-        index = self._indexes.get(path)
-        definition = index.enclosing_definition(line) if index else None
-        return definition.qualname if definition else None
-
-    def function_lines(self, path: str, function: str) -> tuple[int, int] | None:
-        index = self._indexes.get(path)
-        if index is None:
-            return None
-        exact = [d for d in index.definitions if d.qualname == function and d.kind != "class"]
-        named = exact or [d for d in index.definitions if d.name == function.rsplit(".", 1)[-1] and d.kind != "class"]
-        if len(named) != 1:
-            return None
-        return named[0].start_line, named[0].end_line
 
 
 @dataclass(frozen=True)
@@ -136,7 +75,7 @@ class ScanPlan:
     completions. ``packed`` is None and ``requests`` empty when no model runs (static)."""
 
     config: ScanConfig
-    engine: str
+    engine: EngineChoice
     rules: tuple[Rule, ...]
     prepared: PreparedRepository
     static_findings: tuple[Finding, ...]
@@ -147,20 +86,11 @@ class ScanPlan:
     tokenizer: TokenizerInfo | None = None
 
 
-def resolve_engine(config: ScanConfig) -> tuple[str, tuple[str, ...]]:
-    """The engine name the scan will use (``auto`` resolved) and the notice saying why."""
-    if config.engine != "auto":
-        return config.engine, ()
-    name, reason = resolve_auto(config.engine_settings)
-    return name, (f"engine auto -> {name}: {reason}",)
-
-
 def plan_scan(
     config: ScanConfig,
-    engine: str,
+    engine: EngineChoice,
     *,
     request_prefix: str = "",
-    notices: tuple[str, ...] = (),
     prepared: PreparedRepository | None = None,
     progress: ProgressCallback = no_progress,
 ) -> ScanPlan:
@@ -170,10 +100,10 @@ def plan_scan(
     repository.
     """
     rules = selected_rules(config.rules)
-    notes = list(notices)
+    notes = list(engine.notices)
     tokenizer: PromptTokenizer | None = None
-    if engine != "static":
-        tokenizer = load_tokenizer(config.tokenizer)  # the vocabulary itself loads when first needed
+    if engine.runs_model:
+        tokenizer = load_tokenizer(config.tokenizer_request)  # the vocabulary itself loads when first needed
         if config.use_cache:
             tokenizer = with_count_cache(tokenizer, scope=config.scope)
     if prepared is None:
@@ -182,20 +112,20 @@ def plan_scan(
             on_change=tokenizer.preload if tokenizer is not None else None, cache_scope=config.cache_scope,
         )
     static_findings: list[Finding] = []
-    if config.static or engine == "static":
+    if config.static or not engine.runs_model:
         for rule in rules:
-            analysis = STATIC_ANALYSES.get(rule.id)
+            analysis = static_analysis_for(rule.id)
             if analysis is None:
-                if engine == "static":
+                if not engine.runs_model:
                     notes.append(f"rule {rule.id} has no static analysis: it needs a model engine (not run)")
                 continue
             progress(ProgressEvent(stage="static", message=f"static pass for {rule.id}"))
             static_findings.extend(analysis(prepared.indexes, prepared.texts, rule, prepared.graph).findings)
-    if engine == "static":
+    if not engine.runs_model:
         notes.append("no model ran: findings come from the static pass only")
         return ScanPlan(config, engine, rules, prepared, tuple(static_findings), tuple(notes))
 
-    assert tokenizer is not None  # loaded above for every engine but "static"
+    assert tokenizer is not None  # loaded above for every engine that runs a model
     if not tokenizer.info.exact:
         notes.append(tokenizer.info.describe())
     packed = pack_prepared(prepared, rules=rules, tokenizer=tokenizer, options=config.pack, progress=progress)
@@ -216,15 +146,27 @@ def plan_scan(
             id=f"{request_prefix}window-{window.index}",
             messages=tuple(ChatMessage(m.role, m.content) for m in window.messages),
             prompt_tokens=window.prompt_tokens,
-            max_tokens=config.pack.output_tokens,
-            thinking=config.pack.thinking,
+            max_tokens=config.window.output_tokens,
+            thinking=config.window.thinking,
             json_schema=schema,
         )
         for window, _ in planted
     )
-    progress(ProgressEvent(stage="engine", message=_time_estimate(packed, config.pack.output_tokens, engine)))
+    progress(ProgressEvent(stage="engine", message=_time_estimate(packed, config.window.output_tokens, engine.name)))
     return ScanPlan(config, engine, rules, prepared, tuple(static_findings), tuple(notes), packed, planted,
                     requests, tokenizer.info)
+
+
+@dataclass(frozen=True)
+class ModelRun:
+    """What the model's answers gave: one outcome per window, the errors met, grounded
+    findings and rejected claims, and the tokens sent. Empty for the static pass."""
+
+    windows: tuple[WindowOutcome, ...] = ()
+    errors: tuple[ScanError, ...] = ()
+    findings: tuple[Finding, ...] = ()
+    rejected: tuple[Rejected, ...] = ()
+    prompt_tokens_sent: int = 0
 
 
 def finish_scan(plan: ScanPlan, completions: Sequence[Completion]) -> ScanResult:
@@ -232,39 +174,61 @@ def finish_scan(plan: ScanPlan, completions: Sequence[Completion]) -> ScanResult
     static pass, apply suppressions and the baseline: the scan's result."""
     config, prepared, rules = plan.config, plan.prepared, plan.rules
     texts = prepared.texts
-    baseline = read_baseline(config.baseline) if config.baseline else None
-
-    def finish(findings: tuple[Finding, ...], **fields: object) -> ScanResult:
-        known = set(builtin_rules()) | {rule.id for rule in rules}
-        suppression = apply_suppressions(findings, texts, known, baseline)
-        return _result(config, prepared, rules, findings=suppression.kept, suppressed=suppression.suppressed,
-                       warnings=suppression.warnings, notices=plan.notices, **fields)  # type: ignore[arg-type]
-
     if plan.packed is None or plan.tokenizer is None:
-        indexed = prepared.indexes
-        return finish(
-            merge_findings([plan.static_findings]),
-            engine="static", model=None, tokenizer_source=STATIC_TOKENIZER_SOURCE, tokenizer_exact=False,
-            coverage=Coverage(full=tuple(sorted(indexed)), skeleton=(), omitted=tuple(sorted(set(texts) - set(indexed)))),
-        )
+        run = ModelRun()
+        coverage = Coverage(full=tuple(sorted(prepared.indexes)), skeleton=(),
+                            omitted=tuple(sorted(set(texts) - set(prepared.indexes))))
+        engine, model, tokenizer_source, tokenizer_exact = "static", None, STATIC_TOKENIZER_SOURCE, False
+    else:
+        run = _model_run(plan, completions)
+        coverage = _coverage(plan.packed, texts)
+        engine, model = plan.engine.name, config.engine_settings.model
+        tokenizer_source, tokenizer_exact = plan.tokenizer.source, plan.tokenizer.exact
+    known = set(builtin_rules()) | {rule.id for rule in rules}
+    baseline = read_baseline(config.baseline) if config.baseline else None
+    suppression = apply_suppressions(merge_findings([run.findings, plan.static_findings]), texts, known, baseline)
+    # Planted instructions matter where a model read the text: flag the files it was shown.
+    shown = set(coverage.full) | set(coverage.skeleton) if run.windows else set()
+    return ScanResult(
+        tool_version=__version__,
+        root=config.root.name or str(config.root),
+        engine=engine,
+        model=model,
+        tokenizer_source=tokenizer_source,
+        tokenizer_exact=tokenizer_exact,
+        rules=rules,
+        findings=suppression.kept,
+        rejected=run.rejected,
+        windows=run.windows,
+        errors=run.errors,
+        notices=plan.notices,
+        coverage=coverage,
+        injection_flags=detect_injections({p: t for p, t in texts.items() if p in shown}),
+        prompt_tokens_sent=run.prompt_tokens_sent,
+        suppressed=suppression.suppressed,
+        warnings=suppression.warnings,
+    )
+
+
+def _model_run(plan: ScanPlan, completions: Sequence[Completion]) -> ModelRun:
+    """Read the model's completions against the packed repository."""
+    assert plan.packed is not None
     if len(completions) != len(plan.requests):
         raise ValueError(f"{len(completions)} completions for {len(plan.requests)} requests")
+    prepared = plan.prepared
+    texts = prepared.texts
     repository = RepositoryView(
         files={path: texts[path] for path in _carried(plan.packed)},
         locator=IndexLocator(prepared.indexes),
         edges=prepared.graph,
         virtual_paths=frozenset(path for _, canaries in plan.planted for needle in canaries.needles for path in needle.paths),
     )
-    rules_by_id = {rule.id: rule for rule in rules}
-    windows, errors, model_findings, rejected = _read_completions(
-        list(plan.planted), list(completions), repository, rules_by_id, config.recall_threshold
+    rules_by_id = {rule.id: rule for rule in plan.rules}
+    windows, errors, findings, rejected = _read_completions(
+        list(plan.planted), list(completions), repository, rules_by_id, plan.config.recall_threshold
     )
-    return finish(
-        merge_findings([model_findings, plan.static_findings]),
-        engine=plan.engine, model=config.engine_settings.model,
-        tokenizer_source=plan.tokenizer.source, tokenizer_exact=plan.tokenizer.exact,
-        rejected=tuple(rejected), windows=tuple(windows), errors=tuple(errors),
-        coverage=_coverage(plan.packed, texts),
+    return ModelRun(
+        windows=tuple(windows), errors=tuple(errors), findings=tuple(findings), rejected=tuple(rejected),
         prompt_tokens_sent=sum(c.prompt_tokens or r.prompt_tokens for c, r in zip(completions, plan.requests)),
     )
 
@@ -282,15 +246,15 @@ def run_scan(
     ``engine`` reuses an engine already started (review scans head and base with one model);
     ``prepared`` reuses a walked and indexed repository.
     """
-    if engine is not None:
-        name, notices = engine.name, ()
+    if engine is None:
+        choice = choose_engine(config.engine, config.engine_settings)
+        opened = open_engine(choice, config.engine_settings, use_cache=config.use_cache)
     else:
-        name, notices = resolve_engine(config)
-        engine = None if name == "static" else create_engine(name, config.engine_settings)
-    if engine is not None and config.use_cache and not isinstance(engine, CachingEngine):
-        engine = CachingEngine(engine, default_result_cache_dir())
-    plan = plan_scan(config, name, notices=notices, prepared=prepared, progress=progress)
-    completions = engine.generate(list(plan.requests), progress) if engine is not None and plan.requests else []
+        choice = EngineChoice(engine.name)
+        opened = CachingEngine(engine, default_result_cache_dir()) if config.use_cache and not isinstance(
+            engine, CachingEngine) else engine
+    plan = plan_scan(config, choice, prepared=prepared, progress=progress)
+    completions = [] if isinstance(opened, NoModel) or not plan.requests else opened.generate(list(plan.requests), progress)
     return finish_scan(plan, completions)
 
 
@@ -431,48 +395,4 @@ def _window_recall(report: CanaryReport | None) -> WindowRecall | None:
         recall=summary.recall or 0.0,
         degraded=summary.degraded,
         missed=report.missed,
-    )
-
-
-def _result(
-    config: ScanConfig,
-    prepared: PreparedRepository,
-    rules: tuple[Rule, ...],
-    *,
-    engine: str,
-    model: str | None,
-    tokenizer_source: str,
-    tokenizer_exact: bool,
-    findings: tuple[Finding, ...],
-    notices: tuple[str, ...],
-    coverage: Coverage,
-    rejected: tuple[Rejected, ...] = (),
-    windows: tuple[WindowOutcome, ...] = (),
-    errors: tuple[ScanError, ...] = (),
-    prompt_tokens_sent: int = 0,
-    suppressed: tuple[SuppressedFinding, ...] = (),
-    warnings: tuple[str, ...] = (),
-) -> ScanResult:
-    """Assemble the result; files a model was shown are checked for injected instructions."""
-    # Planted instructions matter where a model read the text: flag the files it was shown.
-    shown = set(coverage.full) | set(coverage.skeleton) if windows else set()
-    injection_flags = detect_injections({p: t for p, t in prepared.texts.items() if p in shown})
-    return ScanResult(
-        tool_version=__version__,
-        root=config.root.name or str(config.root),
-        engine=engine,
-        model=model,
-        tokenizer_source=tokenizer_source,
-        tokenizer_exact=tokenizer_exact,
-        rules=rules,
-        findings=findings,
-        rejected=rejected,
-        windows=windows,
-        errors=errors,
-        notices=notices,
-        coverage=coverage,
-        injection_flags=injection_flags,
-        prompt_tokens_sent=prompt_tokens_sent,
-        suppressed=suppressed,
-        warnings=warnings,
     )

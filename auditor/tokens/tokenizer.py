@@ -452,9 +452,9 @@ class CachedCountTokenizer:
 def default_count_cache_dir() -> Path:
     """The token-count cache next to the index cache (``~/.cache/auditor/counts`` or under
     ``$AUDITOR_CACHE_DIR`` / ``$XDG_CACHE_HOME`` when set)."""
-    from auditor.index.cache import default_cache_dir
+    from auditor.storage.dirs import cache_dir
 
-    return default_cache_dir().parent / "counts"
+    return cache_dir("counts")
 
 
 def with_count_cache(

@@ -45,6 +45,7 @@ from auditor.engine.base import (
     EngineSettings,
     error_completion,
 )
+from auditor.engine.opening import EngineChoice, choose_engine, open_engine
 from auditor.errors import AuditorError, EngineUnavailable
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
 from auditor.runs.many.outcomes import (
@@ -56,8 +57,6 @@ from auditor.runs.many.outcomes import (
     write_index,
     write_reports,
 )
-from auditor.runs.many.pool import build_engine, engine_fingerprint
-from auditor.runs.many.runner import resolve_engine
 from auditor.runs.many.stages import (
     THROUGHPUT_INTERVAL_S,
     ManyConfig,
@@ -71,6 +70,7 @@ from auditor.runs.many.state import (
     WorkItem,
     completion_from_json,
     completion_to_json,
+    engine_fingerprint,
     request_from_json,
     request_to_json,
     work_item,
@@ -91,7 +91,7 @@ class PipelineError(AuditorError):
 class GenerationOptions:
     """What each generation actor builds its engine from."""
 
-    engine: str
+    engine: EngineChoice
     settings: EngineSettings
     endpoints: tuple[str, ...] = ()
     use_cache: bool = False
@@ -105,7 +105,7 @@ def _row(kind: str, repository: str, **values: Any) -> dict[str, Any]:
     return row
 
 
-def pack_rows(row: dict[str, Any], *, config: ManyConfig, engine: str, notices: tuple[str, ...],
+def pack_rows(row: dict[str, Any], *, config: ManyConfig, engine: EngineChoice,
               done: frozenset[str], fingerprint: str) -> list[dict[str, Any]]:
     """CPU stage: check out, walk, index and pack one target; write its plan to ``OUT/work``.
 
@@ -114,7 +114,7 @@ def pack_rows(row: dict[str, Any], *, config: ManyConfig, engine: str, notices: 
     """
     target = Target(key=row["key"], source=row["source"], revision=row["revision"] or None, is_git=bool(row["is_git"]))
     try:
-        plan, checkout = plan_target(target, config, engine, notices)
+        plan, checkout = plan_target(target, config, engine)
         path = plan_path(config.out, target.key)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(pickle.dumps((plan, checkout), protocol=pickle.HIGHEST_PROTOCOL))
@@ -156,7 +156,7 @@ class GenerationActor:
     def __init__(self, options: GenerationOptions) -> None:
         """Build the engine named by ``options``."""
         self.options = options
-        self.engine = build_engine(options.engine, options.settings, options.endpoints, options.use_cache)
+        self.engine = open_engine(options.engine, options.settings, use_cache=options.use_cache, endpoints=options.endpoints)
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, list[Any]]:
         """Fill ``completion`` for every window row of ``batch`` (a column -> values mapping)."""
@@ -172,12 +172,12 @@ class GenerationActor:
         return columns
 
 
-def generation_resources(config: ManyConfig, engine: str) -> float:
+def generation_resources(config: ManyConfig, engine: EngineChoice) -> float:
     """GPUs per generation actor: ``--gpus-per-worker``, else the tensor-parallel size for
     vllm and none for engines that run elsewhere (openai, replay)."""
     if config.gpus_per_worker is not None:
         return config.gpus_per_worker
-    return float(config.scan.engine_settings.tensor_parallel_size) if engine == "vllm" else 0.0
+    return float(config.scan.engine_settings.tensor_parallel_size) if engine.name == "vllm" else 0.0
 
 
 def finish_row(row: dict[str, Any], *, config: ManyConfig) -> dict[str, Any]:
@@ -211,39 +211,31 @@ def run_many_ray(config: ManyConfig, targets: Sequence[Target], progress: Progre
         ray.init(address=config.ray_address, include_dashboard=False, logging_level=logging.WARNING)
         started_here = True
     try:
-        engine, notices = resolve_engine_on_cluster(config, ray.cluster_resources())
-        for notice in notices:
+        engine = choose_engine(config.scan.engine, config.scan.engine_settings, endpoints=config.endpoints,
+                               cluster_gpus=ray.cluster_resources().get("GPU", 0.0))
+        for notice in engine.notices:
             progress(ProgressEvent(stage="scan-many", message=notice))
-        return _run(config, targets, engine, notices, progress)
+        return _run(config, targets, engine, progress)
     finally:
         if started_here:
             ray.shutdown()
-
-
-def resolve_engine_on_cluster(config: ManyConfig, resources: dict[str, float]) -> tuple[str, tuple[str, ...]]:
-    """``--engine auto`` for a Ray run: ``openai`` with endpoints, ``vllm`` when the cluster
-    has GPUs (the driver itself may have none), else what this machine would pick."""
-    if config.scan.engine == "auto" and not config.endpoints and resources.get("GPU", 0) > 0:
-        return "vllm", (f"engine auto -> vllm: the Ray cluster has {resources['GPU']:g} GPU(s)",)
-    return resolve_engine(config)
 
 
 def _target_row(target: Target) -> dict[str, Any]:
     return {"key": target.key, "source": target.source, "revision": target.revision or "", "is_git": target.is_git}
 
 
-def _run(config: ManyConfig, targets: Sequence[Target], engine: str, notices: tuple[str, ...],
-         progress: ProgressCallback) -> ManyResult:
+def _run(config: ManyConfig, targets: Sequence[Target], engine: EngineChoice, progress: ProgressCallback) -> ManyResult:
     import ray.data
 
     state = RunState(config.out / STATE_FILE)
-    fingerprint = engine_fingerprint(engine, config.scan.engine_settings)
+    fingerprint = engine_fingerprint(engine.name, config.scan.engine_settings)
     done = frozenset(item_token(item) for item in state.done_items())
     context = ray.data.DataContext.get_current()
     context.enable_progress_bars = False
-    pack = functools.partial(pack_rows, config=config, engine=engine, notices=notices, done=done, fingerprint=fingerprint)
+    pack = functools.partial(pack_rows, config=config, engine=engine, done=done, fingerprint=fingerprint)
     packed = ray.data.from_items([_target_row(t) for t in targets], override_num_blocks=len(targets)).flat_map(pack)
-    if engine != "static":
+    if engine.runs_model:
         from ray.data import ActorPoolStrategy
 
         options = GenerationOptions(engine, config.scan.engine_settings, config.endpoints, config.scan.use_cache)
@@ -306,9 +298,9 @@ def _run(config: ManyConfig, targets: Sequence[Target], engine: str, notices: tu
                 write_reports(config.out, key, json.loads(row["reports"]))
             plan_path(config.out, key).unlink(missing_ok=True)
             progress(ProgressEvent(stage="report", completed=number, total=len(finish_rows)))
-    many = ManyResult(out=config.out, backend="ray", engine=engine,
+    many = ManyResult(out=config.out, backend="ray", engine=engine.name,
                       repositories=tuple(outcomes[key] for key in sorted(outcomes)),
-                      windows_generated=generated, notices=notices)
+                      windows_generated=generated, notices=engine.notices)
     write_index(many)
     progress(ProgressEvent(stage="scan-many", message=many.summary()))
     return many

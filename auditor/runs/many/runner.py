@@ -24,7 +24,7 @@ from auditor.engine.base import (
     Engine,
     error_completion,
 )
-from auditor.engine.registry import resolve_auto
+from auditor.engine.opening import EngineChoice, NoModel, choose_engine, open_engine
 from auditor.errors import AuditorError, EngineUnavailable, UsageError
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
 from auditor.runs.many.checkout import Checkout
@@ -37,7 +37,6 @@ from auditor.runs.many.outcomes import (
     write_index,
     write_reports,
 )
-from auditor.runs.many.pool import build_engine, engine_fingerprint
 from auditor.runs.many.stages import (
     THROUGHPUT_INTERVAL_S,
     ManyConfig,
@@ -46,7 +45,7 @@ from auditor.runs.many.stages import (
     plan_target,
     throughput_message,
 )
-from auditor.runs.many.state import STATE_FILE, RunState, WorkItem, work_item
+from auditor.runs.many.state import STATE_FILE, RunState, WorkItem, engine_fingerprint, work_item
 from auditor.runs.many.targets import Target, parse_targets
 from auditor.runs.scan import (
     selected_rules,
@@ -59,17 +58,6 @@ RAY_MISSING_NOTICE = (
     "ray is not installed: running scan-many's stages sequentially in this process "
     "(install the extra with `pip install 'auditor[ray]'` to run them on a Ray cluster)"
 )
-
-
-def resolve_engine(config: ManyConfig) -> tuple[str, tuple[str, ...]]:
-    """The engine name to run and the notices saying how ``auto`` was resolved."""
-    name = config.scan.engine
-    if name != "auto":
-        return name, ()
-    if config.endpoints:
-        return "openai", (f"engine auto -> openai: {len(config.endpoints)} endpoint(s) given",)
-    resolved, reason = resolve_auto(config.scan.engine_settings)
-    return resolved, (f"engine auto -> {resolved}: {reason}",)
 
 
 def ray_available() -> bool:
@@ -97,29 +85,27 @@ def run_many(config: ManyConfig, progress: ProgressCallback = no_progress) -> Ma
         return run_many_ray(config, targets, progress)
     if config.backend == "auto":
         progress(ProgressEvent(stage="scan-many", message=RAY_MISSING_NOTICE))
-    engine, notices = resolve_engine(config)
-    for notice in notices:
+    choice = choose_engine(config.scan.engine, config.scan.engine_settings, endpoints=config.endpoints)
+    for notice in choice.notices:
         progress(ProgressEvent(stage="scan-many", message=notice))
-    return run_many_sequential(config, targets, engine, notices, progress)
+    return run_many_sequential(config, targets, choice, progress)
 
 
 def run_many_sequential(
     config: ManyConfig,
     targets: Sequence[Target],
-    engine_name: str,
-    notices: Sequence[str] = (),
+    choice: EngineChoice,
     progress: ProgressCallback = no_progress,
 ) -> ManyResult:
     """The scan-many stages one after another in this process (same outputs as on Ray)."""
     state = RunState(config.out / STATE_FILE)
-    engine = None if engine_name == "static" else build_engine(
-        engine_name, config.scan.engine_settings, config.endpoints, config.scan.use_cache)
-    fingerprint = engine_fingerprint(engine_name, config.scan.engine_settings)
+    engine = open_engine(choice, config.scan.engine_settings, use_cache=config.scan.use_cache, endpoints=config.endpoints)
+    fingerprint = engine_fingerprint(choice.name, config.scan.engine_settings)
     plans: dict[str, tuple[RepositoryPlan, Checkout]] = {}
     outcomes: dict[str, RepositoryOutcome] = {}
     for number, target in enumerate(targets, start=1):
         try:
-            plans[target.key] = plan_target(target, config, engine_name, notices)
+            plans[target.key] = plan_target(target, config, choice)
         except (AuditorError, OSError) as exc:
             logger.warning("repository %s failed: %s", target.key, exc)
             state.record_repository_failure(target.key, str(exc))
@@ -153,16 +139,16 @@ def run_many_sequential(
         else:
             outcomes[key] = succeeded_outcome(by_key[key], checkout.commit, result, reused, reports)
         progress(ProgressEvent(stage="report", completed=number, total=len(plans)))
-    many = ManyResult(out=config.out, backend="sequential", engine=engine_name,
+    many = ManyResult(out=config.out, backend="sequential", engine=choice.name,
                       repositories=tuple(outcomes[key] for key in sorted(outcomes)),
-                      windows_generated=generated, notices=tuple(notices))
+                      windows_generated=generated, notices=choice.notices)
     write_index(many)
     progress(ProgressEvent(stage="scan-many", message=many.summary()))
     return many
 
 
 def _generate_sequential(
-    engine: Engine | None,
+    engine: Engine | NoModel,
     pending: Sequence[tuple[str, int, WorkItem, ChatRequest]],
     answers: dict[str, dict[int, Completion]],
     state: RunState,
@@ -172,7 +158,7 @@ def _generate_sequential(
     """Send the pending windows of all repositories in batches; record each answer."""
     if not pending:
         return 0
-    if engine is None:
+    if isinstance(engine, NoModel):
         raise UsageError("windows to generate but no model engine")  # plans of the static engine have no requests
     started, tokens, last_message = time.monotonic(), 0, time.monotonic()
     for start in range(0, len(pending), batch_size):

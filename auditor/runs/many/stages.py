@@ -15,15 +15,16 @@ from auditor.engine.base import (
     ChatRequest,
     Completion,
 )
+from auditor.engine.opening import EngineChoice
 from auditor.errors import UsageError
 from auditor.progress import ProgressCallback, no_progress
 from auditor.report.model import ScanResult
+from auditor.runs.config import ScanConfig
 from auditor.runs.many.checkout import Checkout, checkout_target
 from auditor.runs.many.outcomes import REPORT_FILES
 from auditor.runs.many.state import rule_set
 from auditor.runs.many.targets import Target
 from auditor.runs.scan import (
-    ScanConfig,
     ScanPlan,
     finish_scan,
     plan_scan,
@@ -87,13 +88,12 @@ class RepositoryPlan:
 def plan_repository(
     key: str,
     config: ScanConfig,
-    engine: str,
-    notices: Sequence[str] = (),
+    engine: EngineChoice,
     progress: ProgressCallback = no_progress,
 ) -> RepositoryPlan:
     """Walk, index, statically analyse and pack ``config.root`` exactly as ``auditor scan``
-    does (``engine`` is a resolved name), with request ids prefixed by ``key``."""
-    plan = plan_scan(config, engine, request_prefix=f"{key}/", notices=tuple(notices), progress=progress)
+    does for ``engine``, with request ids prefixed by ``key``."""
+    plan = plan_scan(config, engine, request_prefix=f"{key}/", progress=progress)
     return RepositoryPlan(key, plan, rule_set(plan.rules))
 
 
@@ -109,7 +109,7 @@ def throughput_message(done: int, total: int, completion_tokens: int, seconds: f
     return f"{done}/{total} windows generated, {rate:,.0f} completion tokens/s"
 
 
-def plan_target(target: Target, config: ManyConfig, engine: str, notices: Sequence[str]) -> tuple[RepositoryPlan, Checkout]:
+def plan_target(target: Target, config: ManyConfig, engine: EngineChoice) -> tuple[RepositoryPlan, Checkout]:
     """Check the target out and plan it; raises AuditorError/OSError for a failed repository."""
     checkout = checkout_target(target, config.out / "checkouts")
-    return plan_repository(target.key, replace(config.scan, root=checkout.root), engine, notices), checkout
+    return plan_repository(target.key, replace(config.scan, root=checkout.root), engine), checkout

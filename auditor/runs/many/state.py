@@ -16,6 +16,7 @@ from auditor.engine.base import (
     ChatMessage,
     ChatRequest,
     Completion,
+    EngineSettings,
 )
 from auditor.engine.result_cache import cacheable, request_key
 from auditor.rules.loader import Rule
@@ -127,3 +128,24 @@ class RunState:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.path.open("a", encoding="utf-8") as handle:
             handle.write(json.dumps(record, sort_keys=True, ensure_ascii=False) + "\n")
+
+
+def engine_fingerprint(engine: str, settings: EngineSettings) -> str:
+    """The engine name and every setting that changes its outputs, as canonical JSON.
+
+    Computed without creating the engine (the driver of a Ray run may have no GPU), so it
+    names the recording file for replay rather than digesting it.
+    """
+    return json.dumps(
+        {
+            "engine": engine,
+            "model": settings.model,
+            "kv_cache_dtype": settings.kv_cache_dtype,
+            "temperature": settings.temperature,
+            "top_p": settings.top_p,
+            "seed": settings.seed,
+            "thinking_token_budget": settings.thinking_token_budget,
+            "replay_path": settings.replay_path,
+        },
+        sort_keys=True,
+    )

@@ -1,47 +1,14 @@
-"""Engines for scan-many: one engine per run (``build_engine``), an endpoint pool that spreads
-requests over several OpenAI-compatible servers, and the fingerprint of the settings that
-change an engine's output (part of every state record's prompt hash).
-"""
+"""The endpoint pool: the ``openai`` engine over several ``vllm serve`` endpoints, so one run
+can spread its windows over many servers."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 
-from auditor.engine.base import (
-    ChatRequest,
-    Completion,
-    Engine,
-    EngineSettings,
-    error_completion,
-)
-from auditor.engine.registry import create_engine
-from auditor.engine.result_cache import CachingEngine
+from auditor.engine.base import ChatRequest, Completion, Engine, error_completion
 from auditor.errors import EngineUnavailable, UsageError
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
-
-
-def engine_fingerprint(engine: str, settings: EngineSettings) -> str:
-    """The engine name and every setting that changes its outputs, as canonical JSON.
-
-    Computed without creating the engine (the driver of a Ray run may have no GPU), so it
-    names the recording file for replay rather than digesting it.
-    """
-    return json.dumps(
-        {
-            "engine": engine,
-            "model": settings.model,
-            "kv_cache_dtype": settings.kv_cache_dtype,
-            "temperature": settings.temperature,
-            "top_p": settings.top_p,
-            "seed": settings.seed,
-            "thinking_token_budget": settings.thinking_token_budget,
-            "replay_path": settings.replay_path,
-        },
-        sort_keys=True,
-    )
 
 
 class EndpointPoolEngine:
@@ -98,14 +65,3 @@ class EndpointPoolEngine:
         for index in pending:
             results[index] = error_completion(requests[index], "no endpoint is reachable: " + "; ".join(problems))
         return [results[index] for index in range(len(requests))]
-
-
-def build_engine(name: str, settings: EngineSettings, endpoints: Sequence[str] = (), use_cache: bool = False) -> Engine:
-    """The engine to generate with: ``name`` from the registry, the endpoint pool for
-    ``openai`` with endpoints, wrapped in the shared result cache when ``use_cache``."""
-    if name == "openai" and endpoints:
-        engines = [create_engine("openai", replace(settings, base_url=url)) for url in endpoints]
-        engine: Engine = engines[0] if len(engines) == 1 else EndpointPoolEngine(engines)
-    else:
-        engine = create_engine(name, settings)
-    return CachingEngine(engine) if use_cache else engine

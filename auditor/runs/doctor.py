@@ -46,7 +46,8 @@ KNOWN_MODEL_IDS = (
 """Checkpoints doctor looks for in the local Hugging Face cache when no --model is given."""
 
 TOKENIZER_FILES = ("special_tokens_map.json", "tokenizer.json", "tokenizer.model", "tokenizer_config.json")
-BASE_URL_VARIABLE = "AUDITOR_BASE_URL"
+from auditor.engine.opening import BASE_URL_ENV as BASE_URL_VARIABLE  # noqa: E402
+
 _NVIDIA_SMI_TIMEOUT_S = 20
 _WINDOW_ROUNDING = 1024
 
@@ -178,14 +179,17 @@ def run_doctor(
 
 
 def choose_engine(*, vllm_importable: bool, cuda_available: bool, base_url: str | None) -> EngineChoice:
-    """The ``auto`` rule: vllm when it imports and CUDA is usable; else openai when
-    AUDITOR_BASE_URL is set; else static analysis only."""
-    if vllm_importable and cuda_available:
-        return EngineChoice("vllm", "vllm imports and a CUDA GPU is available")
-    missing = "vllm is not importable" if not vllm_importable else "no CUDA GPU is available"
-    if base_url:
-        return EngineChoice("openai", f"{missing}; {BASE_URL_VARIABLE} is set ({base_url})")
-    return EngineChoice("static", f"{missing} and {BASE_URL_VARIABLE} is not set: static analysis only")
+    """What ``--engine auto`` picks on this machine: the engine stage's own rule
+    (``auditor.engine.opening.auto_rule``), asked with what doctor found."""
+    from auditor.engine.opening import auto_rule
+
+    problem = None
+    if not vllm_importable:
+        problem = "vllm is not importable"
+    elif not cuda_available:
+        problem = "no CUDA GPU is available"
+    engine, reason = auto_rule(vllm_problem=problem, base_url=base_url)
+    return EngineChoice(engine, reason)
 
 
 def _version(distribution: str) -> str | None:

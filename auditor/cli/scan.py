@@ -1,0 +1,89 @@
+"""The ``auditor scan`` command: audit a repository and write its reports."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from auditor.cli.console import print_notices, progress_for, stderr
+from auditor.cli.flags import (
+    CACHE,
+    ENGINE,
+    FILES,
+    OUTPUT,
+    OUTPUT_PANEL,
+    RECALL,
+    REPORT_FORMATS,
+    WINDOW,
+    ScanFlags,
+    shared_options,
+)
+from auditor.cli.output import exit_for, write_output
+from auditor.errors import AuditorError, UsageError
+
+LinkBaseOption = Annotated[
+    Optional[str],
+    typer.Option("--link-base", rich_help_panel=OUTPUT_PANEL,
+                 help="Prefix for Markdown links, e.g. https://github.com/o/r/blob/SHA/ (default: from the git remote and commit when it is a GitHub remote)."),
+]
+
+
+@shared_options(FILES, WINDOW, ENGINE, RECALL, CACHE, OUTPUT)
+def scan_command(
+    path: Annotated[Path, typer.Argument(help="Repository (or subdirectory) to audit.")],
+    *,
+    error: Annotated[bool, typer.Option("--error", rich_help_panel=OUTPUT_PANEL, help="Exit 1 when there are findings.")] = False,
+    write_baseline: Annotated[Optional[Path], typer.Option("--write-baseline", rich_help_panel=OUTPUT_PANEL, help="Write this scan's findings as a baseline file.")] = None,
+    link_base: LinkBaseOption = None,
+    flags: ScanFlags,
+) -> None:
+    """Audit a repository for the selected rules (all built-in rules by default)."""
+    from auditor.cli.options import scan_config
+    from auditor.report import ReportOptions, render
+    from auditor.runs.diff import infer_link_base
+    from auditor.runs.scan import failed_result, run_scan
+
+    if flags.format not in REPORT_FORMATS:
+        raise UsageError(f"--format must be one of {', '.join(REPORT_FORMATS)}, not {flags.format!r}")
+    config = scan_config(path, flags)
+    options = ReportOptions(link_base=link_base if link_base is not None else infer_link_base(path))
+    try:
+        with progress_for(flags.format == "text" and stderr.is_terminal) as report:
+            result = run_scan(config, report)
+    except AuditorError as failure:
+        # CI uploads the SARIF/JSON even when the scan could not run: write the error there.
+        failed = failed_result(config, failure)
+        for extra_format, extra_path in flags.requested_outputs().items():
+            write_output(render(failed, extra_format, options), extra_path)
+        if flags.output is not None:
+            write_output(render(failed, flags.format, options), flags.output)
+        raise
+    if write_baseline is not None:
+        from auditor.findings.suppress import write_baseline as save_baseline
+
+        kept_by_baseline = [s.finding for s in result.suppressed if s.source == "baseline"]
+        written = save_baseline(write_baseline, [*result.findings, *kept_by_baseline])
+        stderr.print(f"baseline: {len(written.entries)} finding(s) written to {write_baseline}", highlight=False, markup=False)
+    print_notices(result.notices)
+    for extra_format, extra_path in flags.requested_outputs().items():
+        write_output(render(result, extra_format, options), extra_path)
+    write_output(render(result, flags.format, options), flags.output)
+    exit_for(result, blocking=len(result.findings), error=error, console=stderr)
+
+
+def rules_command() -> None:
+    """List the built-in rules."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from auditor.rules.loader import builtin_rules
+
+    table = Table(title="Built-in rules")
+    table.add_column("id", no_wrap=True)
+    for column in ("severity", "languages", "title"):
+        table.add_column(column)
+    for rule in builtin_rules().values():
+        table.add_row(rule.id, rule.severity, ", ".join(rule.languages), rule.title)
+    Console().print(table)

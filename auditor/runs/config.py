@@ -1,0 +1,74 @@
+"""The configuration of one scan: a frozen ``ScanConfig`` that every scan-like command (scan,
+pack, review, scan-many) builds from the same options, and the stage options derived from
+it. Light on purpose: ``auditor pack`` builds one without importing the scan run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from auditor.engine.base import EngineSettings
+from auditor.pack.packer import DEFAULT_OUTPUT_TOKENS, DEFAULT_PROBE_RESERVE_TOKENS, PackOptions
+from auditor.tokens.tokenizer import TokenizerRequest
+from auditor.walk.walker import WalkOptions
+
+# auditor.recall.canaries' defaults, restated so that building a config does not import the
+# recall stage; tests/test_cli_imports.py checks that they still agree.
+DEFAULT_CANARIES = 3
+DEFAULT_RECALL_THRESHOLD = 0.8
+
+
+@dataclass(frozen=True)
+class WindowOptions:
+    """How windows are cut and rendered (the window length itself is the model's, in
+    ``EngineSettings.max_model_len``). ``seed_paths`` are carried first, in this order (a
+    review's changed files)."""
+
+    output_tokens: int = DEFAULT_OUTPUT_TOKENS
+    probe_reserve_tokens: int = DEFAULT_PROBE_RESERVE_TOKENS
+    thinking: bool = True
+    max_windows: int = 0
+    seed_paths: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ScanConfig:
+    """Everything one scan needs, resolved from flags and configuration; each value lives in
+    exactly one field (the model and its window length in ``engine_settings``, which the
+    tokenizer and the packer read from there)."""
+
+    root: Path
+    rules: tuple[str, ...] = ()
+    engine: str = "auto"
+    engine_settings: EngineSettings = field(default_factory=EngineSettings)
+    tokenizer: str | None = None  # an explicit tokenizer directory; else the model's
+    window: WindowOptions = field(default_factory=WindowOptions)
+    walk: WalkOptions = field(default_factory=WalkOptions)
+    use_cache: bool = True
+    static: bool = True
+    probes: int = DEFAULT_CANARIES
+    recall_threshold: float = DEFAULT_RECALL_THRESHOLD
+    baseline: Path | None = None
+    # The name this tree's caches are kept under (default: its resolved root); review gives
+    # its temporary worktrees stable names so that the next review finds them again.
+    cache_scope: str | None = None
+
+    @property
+    def scope(self) -> str:
+        """The effective cache scope."""
+        return self.cache_scope or str(self.root.resolve())
+
+    @property
+    def pack(self) -> PackOptions:
+        """The packer's options for this scan."""
+        window = self.window
+        return PackOptions(
+            max_model_len=self.engine_settings.max_model_len, output_tokens=window.output_tokens,
+            probe_reserve_tokens=window.probe_reserve_tokens, thinking=window.thinking,
+            max_windows=window.max_windows, seed_paths=window.seed_paths,
+        )
+
+    @property
+    def tokenizer_request(self) -> TokenizerRequest:
+        """Which tokenizer counts this scan's windows: ``tokenizer``, else the model's."""
+        return TokenizerRequest(tokenizer=self.tokenizer, model=self.engine_settings.model)
