@@ -28,6 +28,7 @@ from auditor.runs.many import runner as many
 from auditor.runs.many.stages import ManyConfig
 from auditor.runs.review import ReviewConfig
 from auditor.walk.walker import WalkOptions
+from tests.support import git
 
 COMMANDS = ("pack", "scan", "review", "scan-many")
 ENGINE_COMMANDS = ("scan", "review", "scan-many")
@@ -197,11 +198,6 @@ def test_no_cache_says_which_caches_everywhere():
 # --- the new flags reach the configuration ---------------------------------------------
 
 
-def git(repo: Path, *args: str) -> None:
-    subprocess.run(
-        ["git", "-c", "user.name=Test", "-c", "user.email=test@example.com", "-c", "init.defaultBranch=main", *args],
-        cwd=repo, check=True, capture_output=True, text=True,
-    )
 
 
 STORE = textwrap.dedent(

@@ -146,7 +146,6 @@ def _defaults(command: str) -> dict[str, object]:
 
 def test_restated_canary_defaults_match_auditor_canary() -> None:
     from auditor.recall.canaries import DEFAULT_CANARIES, DEFAULT_RECALL_THRESHOLD
-
     from auditor.runs import config
 
     assert (config.DEFAULT_CANARIES, config.DEFAULT_RECALL_THRESHOLD) == (DEFAULT_CANARIES, DEFAULT_RECALL_THRESHOLD)

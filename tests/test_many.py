@@ -33,6 +33,7 @@ from auditor.runs.many.stages import ManyConfig
 from auditor.runs.many.state import RunState, WorkItem
 from auditor.runs.many.targets import parse_target_line, parse_targets
 from auditor.runs.scan import run_scan
+from tests.support import Failure, MockEngine
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ("django_shop", "flask_ledger", "go_inventory")
@@ -195,33 +196,19 @@ def test_sequential_scan_many_equals_three_single_scans(tmp_path: Path, tiny_tok
     assert result.windows_generated == 3 and result.failures == 0
 
 
-@dataclass
-class FlakyEngine:
-    """Answers from a fixed table; fails every request of the repositories in ``failing``."""
+def flaky_engine(texts: dict[str, str], failing: set[str]) -> MockEngine:
+    """Answers from a fixed table by repository; fails every request of the repositories in ``failing``."""
 
-    texts: dict[str, str]
-    failing: set[str]
-    history: list[str] = field(default_factory=list)
-    name: str = "flaky"
+    def reply(request: ChatRequest) -> str:
+        key = request.id.split("/", 1)[0]
+        return Failure("GPU worker lost") if key in failing else texts[key].split("</think>")[-1]
 
-    def identity(self) -> str:
-        return "flaky"
-
-    def generate(self, requests: Sequence[ChatRequest], progress=None) -> list[Completion]:
-        completions = []
-        for request in requests:
-            self.history.append(request.id)
-            key = request.id.split("/", 1)[0]
-            if key in self.failing:
-                completions.append(error_completion(request, "GPU worker lost"))
-            else:
-                completions.append(Completion(request.id, self.texts[key].split("</think>")[-1], "", "stop",
-                                              request.prompt_tokens, 7))
-        return completions
+    return MockEngine(reply, name="flaky", identity="flaky")
 
 
 def test_resume_redoes_only_the_window_that_failed(tmp_path: Path, tiny_tokenizer_dir: Path, monkeypatch) -> None:
-    engine = FlakyEngine(texts=answers(), failing={"flask_ledger"})
+    failing = {"flask_ledger"}
+    engine = flaky_engine(answers(), failing)
     monkeypatch.setitem(registry._registered, "flaky", lambda settings: engine)
     repos = copy_fixtures(tmp_path)
     out = tmp_path / "run"
@@ -233,21 +220,21 @@ def test_resume_redoes_only_the_window_that_failed(tmp_path: Path, tiny_tokenize
     assert "GPU worker lost" in index(out)["repositories"][1]["error"]
     before = {name: many_reports(out, name) for name in FIXTURES}
 
-    engine.failing.clear()
+    failing.clear()  # the GPU worker is back
     engine.history.clear()
     second = run_many(config)
-    assert engine.history == ["flask_ledger/window-0"]
+    assert [request.id for request in engine.history] == ["flask_ledger/window-0"]
     assert {r.key: r.status for r in second.repositories} == dict.fromkeys(FIXTURES, "ok")
     assert (second.windows_generated, second.windows_reused) == (1, 2)
     for name in ("django_shop", "go_inventory"):
         assert many_reports(out, name) == before[name]
 
     engine.history.clear()
-    assert run_many(config).windows_generated == 0 and engine.history == []
+    assert run_many(config).windows_generated == 0 and not engine.history
 
 
 def test_a_missing_repository_fails_alone_and_is_done_on_the_next_run(tmp_path: Path, tiny_tokenizer_dir: Path, monkeypatch) -> None:
-    engine = FlakyEngine(texts=answers(), failing=set())
+    engine = flaky_engine(answers(), set())
     monkeypatch.setitem(registry._registered, "flaky", lambda settings: engine)
     repos = copy_fixtures(tmp_path, ("django_shop", "go_inventory"))
     spec = tmp_path / "targets.txt"
@@ -264,7 +251,7 @@ def test_a_missing_repository_fails_alone_and_is_done_on_the_next_run(tmp_path: 
     shutil.copytree(REPO_ROOT / "fixtures" / "flask_ledger", repos / "flask_ledger")
     engine.history.clear()
     second = run_many(config)
-    assert engine.history == ["flask_ledger/window-0"]
+    assert [request.id for request in engine.history] == ["flask_ledger/window-0"]
     assert second.failures == 0 and (out / "repos" / "flask_ledger" / "report.sarif").is_file()
 
 

@@ -13,10 +13,10 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from auditor.engine.base import ChatRequest, Completion, error_completion
+from auditor.engine.base import ChatRequest
 from auditor.engine.replay import ReplayEngine, ReplayRecord
 from auditor.errors import UsageError
-from auditor.progress import ProgressEvent, no_progress
+from auditor.progress import ProgressEvent
 from auditor.recall.grid import (
     Cell,
     GridOptions,
@@ -32,6 +32,7 @@ from auditor.recall.grid import (
 )
 from auditor.recall.needles import Needle, needle_blocks
 from auditor.tokens.tokenizer import HFTokenizer, TokenizerRequest, load_tokenizer
+from tests.support import MockEngine
 
 OUTPUT_TOKENS = 256
 LENGTHS = (4096, 8192)
@@ -73,27 +74,14 @@ def cells(haystack: tuple[HaystackFile, ...], tokenizer: HFTokenizer, options: G
     return build_cells(haystack, tokenizer, options)
 
 
-class ScriptedEngine:
-    """Answers each probe question listed in a request through ``answer(probe_id, request)``; counts calls."""
+def answering(answer: Callable[[str, ChatRequest], str]) -> MockEngine:
+    """A mock engine answering each probe question listed in a request through ``answer(probe_id, request)``."""
 
-    name = "scripted"
+    def reply(request: ChatRequest) -> str:
+        ids = re.findall(r"^- (p\d+): ", request.messages[-1].content, flags=re.MULTILINE)
+        return json.dumps({"findings": [], "probes": [{"id": i, "answer": answer(i, request)} for i in ids]})
 
-    def __init__(self, answer: Callable[[str, ChatRequest], str]):
-        self._answer = answer
-        self.calls: list[int] = []
-
-    def identity(self) -> str:
-        return "scripted:test"
-
-    def generate(self, requests: Sequence[ChatRequest], progress=no_progress) -> list[Completion]:
-        self.calls.append(len(requests))
-        completions = []
-        for request in requests:
-            ids = re.findall(r"^- (p\d+): ", request.messages[-1].content, flags=re.MULTILINE)
-            probes = [{"id": probe_id, "answer": self._answer(probe_id, request)} for probe_id in ids]
-            text = json.dumps({"findings": [], "probes": probes})
-            completions.append(Completion(request.id, text, "", "stop", request.prompt_tokens, 20))
-        return completions
+    return MockEngine(reply, completion_tokens=20)
 
 
 # --------------------------------------------------------------------------------------
@@ -257,7 +245,7 @@ def needles_by_probe(cells: Sequence[Cell]) -> dict[tuple[str, str], Needle]:
 
 def test_all_cells_go_to_the_engine_in_one_generate_call(haystack, tokenizer, options, cells) -> None:
     needles = needles_by_probe(cells)
-    engine = ScriptedEngine(lambda probe_id, request: needles[(request.id, probe_id)].expected)
+    engine = answering(lambda probe_id, request: needles[(request.id, probe_id)].expected)
     result = run_grid(haystack, tokenizer=tokenizer, engine=engine, options=options)
     assert engine.calls == [len(cells)]
     assert all(entry.recall.recall == 1.0 for entry in result.by_length)
@@ -278,7 +266,7 @@ def test_dishonest_answerers_score_zero(name: str, haystack, tokenizer, options,
         "random numbers": lambda probe_id, request: str(rng.randrange(1_000_000, 10_000_000)),
         "a distractor": lambda probe_id, request: needles[(request.id, probe_id)].distractors[-1],
     }
-    result = run_grid(haystack, tokenizer=tokenizer, engine=ScriptedEngine(answerers[name]), options=options)
+    result = run_grid(haystack, tokenizer=tokenizer, engine=answering(answerers[name]), options=options)
     for entry in result.by_length:
         assert entry.recall.correct == 0 and entry.recall.recall == 0.0
         assert entry.recall.weighted_score == -1.0
@@ -286,11 +274,7 @@ def test_dishonest_answerers_score_zero(name: str, haystack, tokenizer, options,
 
 
 def test_engine_errors_count_as_abstentions_and_are_recorded(haystack, tokenizer, options, tmp_path: Path) -> None:
-    class FailingEngine(ScriptedEngine):
-        def generate(self, requests, progress=no_progress):
-            return [error_completion(request, "server went away") for request in requests]
-
-    result = run_grid(haystack, tokenizer=tokenizer, engine=FailingEngine(lambda *_: ""), options=options)
+    result = run_grid(haystack, tokenizer=tokenizer, engine=MockEngine(fail="server went away"), options=options)
     assert all(outcome.outcome == "abstained" for cell in result.cells for outcome in cell.outcomes)
     assert all(cell.error == "server went away" for cell in result.cells)
     write_outputs(result, tmp_path)

@@ -4,7 +4,6 @@ chains are reported, pre-existing ones are "existing", renames keep fingerprints
 from __future__ import annotations
 
 import json
-import subprocess
 import textwrap
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from auditor.report.model import Coverage
 from auditor.runs.config import ScanConfig
 from auditor.runs.diff import GitError, Hunk, compute_diff
 from auditor.runs.review import ReviewConfig, change_coverage, run_review
+from tests.support import git
 
 TX = "tx-outside-transaction"
 
@@ -115,12 +115,6 @@ def save_audit(entry):
 '''
 
 
-def git(repo: Path, *args: str) -> str:
-    completed = subprocess.run(
-        ["git", "-c", "user.name=Test", "-c", "user.email=test@example.com", "-c", "init.defaultBranch=main", *args],
-        cwd=repo, check=True, capture_output=True, text=True,
-    )
-    return completed.stdout.strip()
 
 
 def write(repo: Path, path: str, text: str) -> None:

@@ -38,7 +38,6 @@ from typing import Final, TypeVar
 from auditor.errors import AuditorError, UsageError
 from auditor.findings.model import ProbeAnswer
 from auditor.pack.prompt import render_full_block, split_lines
-from auditor.tokens.tokenizer import PromptTokenizer
 
 KINDS: Final = ("constant", "two-hop", "described-function")
 LANGUAGES: Final = ("python", "javascript", "typescript", "go", "java")
@@ -672,17 +671,6 @@ def questions_text(needles: Sequence[Needle]) -> str:
     )
     return intro + "".join(f"- {needle.id}: {needle.question}\n" for needle in needles)
 
-
-def probe_tokens(needles: Sequence[Needle], tokenizer: PromptTokenizer) -> int:
-    """Tokens the needles' blocks and their questions add to a prompt (for the window budget)."""
-    texts = [block for needle in needles for block in needle_blocks(needle)]
-    texts.append("\n### Recall questions\n\n" + questions_text(needles))
-    return sum(tokenizer.count_many(texts))
-
-
-# --------------------------------------------------------------------------------------
-# Scoring.
-# --------------------------------------------------------------------------------------
 
 _DIGIT_GROUPING = re.compile(r"(?<=\d)[,_ '\u00a0\u2009\u202f](?=\d)")
 _NUMBER = re.compile(r"\d+")
