@@ -5,6 +5,7 @@ of the ScanConfig a command runs with, and parse errors as usage errors (exit 64
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -294,8 +295,10 @@ def test_review_max_file_bytes_skips_large_files(change, reviews):
     root, base = change
     common = ["review", str(root), "--base", base, "--engine", "static", "--rule", TX, "--error"]
     assert CliRunner().invoke(app, common).exit_code == 1  # the new write is found
-    skipped = CliRunner().invoke(app, [*common, "--max-file-bytes", "16"])
-    assert skipped.exit_code == 0, skipped.output  # store.py is over 16 bytes: not read
+    skipped = CliRunner().invoke(app, [*common, "--max-file-bytes", "16", "-f", "json"])
+    # store.py is over 16 bytes: not read, so the review cannot pass
+    assert skipped.exit_code == 5, skipped.output
+    assert any("app/store.py was not audited" in error["message"] for error in json.loads(skipped.stdout)["errors"])
 
 
 def test_review_takes_the_new_flags_from_auditor_toml(change, reviews, tmp_path: Path, monkeypatch):

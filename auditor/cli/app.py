@@ -72,6 +72,7 @@ def main_callback(
     }
     try:
         project = load_project_config(Path.cwd(), commands)
+        _check_config_values(ctx, project)
     except AuditorError as error:
         print_error(error)
         raise typer.Exit(int(error.exit_code)) from None
@@ -83,6 +84,27 @@ def main_callback(
     logging.basicConfig(
         level=logging.WARNING, format="%(message)s", handlers=[RichHandler(console=stderr, show_time=False, show_path=False)]
     )
+
+
+def _check_config_values(ctx: typer.Context, project: object) -> None:
+    """Convert every value the configuration file sets the way its option would, so a bad
+    value is a usage error naming the file and the key, not the flag."""
+    from auditor.errors import UsageError
+
+    source = getattr(project, "source", None)
+    for name, values in getattr(project, "defaults", {}).items():
+        command = ctx.command.commands[name]  # type: ignore[attr-defined]
+        params = {param.name: param for param in command.params}
+        probe = type(ctx)(command, info_name=name, parent=ctx)
+        for key, value in values.items():
+            items = value if isinstance(value, list) else [value]
+            if any(isinstance(item, (dict, list)) for item in items):
+                raise UsageError(f"{source}: {key.replace('_', '-')} takes a value or a list of values, not {value!r}")
+            try:
+                params[key].process_value(probe, value)
+            except Exception as exc:  # noqa: BLE001 - typer reports bad values through several exception types
+                message = getattr(exc, "message", None) or str(exc)
+                raise UsageError(f"{source}: {key.replace('_', '-')} = {value!r} is not valid for '{name}': {message}") from None
 
 
 from auditor.cli.many import scan_many_command  # noqa: E402

@@ -45,9 +45,12 @@ def find_config(start: Path) -> tuple[Path, dict[str, Any]] | None:
             return candidate, _read(candidate)
         pyproject = directory / "pyproject.toml"
         if pyproject.is_file():
-            table = _read(pyproject).get("tool", {}).get("auditor")
+            tools = _read(pyproject).get("tool", {})
+            table = tools.get("auditor") if isinstance(tools, dict) else None
             if isinstance(table, dict):
                 return pyproject, table
+            if table is not None:
+                raise UsageError(f"{pyproject}: [tool.auditor] must be a table of options, not {type(table).__name__}")
     return None
 
 

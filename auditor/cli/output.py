@@ -33,7 +33,8 @@ def exit_for(result: "ScanResult", *, blocking: int, error: bool, console: "Cons
     """End a scan-like command with the documented exit code, saying why on ``console``.
 
     Incomplete (5) comes first — unread code must never pass as clean — then recall
-    degraded (6), then findings with ``--error`` (1). Returns normally for exit 0.
+    degraded (6); with ``--error``, partial coverage (files not audited, windows capped,
+    nothing selected) is incomplete too (5), then findings (1). Returns normally for exit 0.
     """
     import typer
 
@@ -46,5 +47,10 @@ def exit_for(result: "ScanResult", *, blocking: int, error: bool, console: "Cons
         console.print("[bold yellow]recall degraded:[/] the model missed canaries planted in the window; see the report",
                       highlight=False)
         raise typer.Exit(int(ExitCode.RECALL_DEGRADED))
+    if result.partial:
+        console.print(f"[bold yellow]{what} coverage partial:[/] part of the repository was not audited; see the report",
+                      highlight=False)
+        if error:
+            raise typer.Exit(int(ExitCode.INCOMPLETE))
     if error and blocking:
         raise typer.Exit(int(ExitCode.FINDINGS))

@@ -151,6 +151,11 @@ def report_dict(result: ScanResult) -> dict[str, Any]:
             "full": sorted(result.coverage.full),
             "skeleton": sorted(result.coverage.skeleton),
             "omitted": sorted(result.coverage.omitted),
+            "not_audited": [
+                {"path": item.path, "reason": item.reason, "detail": item.detail, "source": item.source}
+                for item in result.coverage.not_audited
+            ],
+            "partial": result.partial,
         },
         "injection_flags": [
             {"path": flag.path, "line": flag.line, "text": flag.text}

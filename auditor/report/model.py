@@ -19,6 +19,7 @@ __all__ = [
     "Coverage",
     "FileCoverage",
     "InjectionFlag",
+    "NotAudited",
     "ReviewSummary",
     "ReviewedFinding",
     "ScanError",
@@ -30,6 +31,9 @@ __all__ = [
 
 # Error kinds that mean the scan did not read everything it was asked to.
 INCOMPLETE_ERROR_KINDS = frozenset({"engine", "incomplete-window", "fatal"})
+# Error kinds that mean part of the repository was not audited at all: the coverage is
+# partial, and a scan with ``--error`` does not pass.
+PARTIAL_ERROR_KINDS = frozenset({"not-audited", "windows-capped", "nothing-audited"})
 
 
 @dataclass(frozen=True)
@@ -81,12 +85,26 @@ class ScanError:
 
 
 @dataclass(frozen=True)
+class NotAudited:
+    """A file the walk found but no stage audited, and why (``reason`` is the walk's skip
+    reason, e.g. "too-large"). ``source`` is True for a file in a language a selected rule
+    covers: leaving one out makes the scan's coverage partial."""
+
+    path: str
+    reason: str
+    detail: str = ""
+    source: bool = False
+
+
+@dataclass(frozen=True)
 class Coverage:
-    """Which files the model saw in full, as skeletons only, or not at all."""
+    """Which files the model saw in full, as skeletons only, or not at all; and the files
+    found but not audited, with why."""
 
     full: tuple[str, ...]
     skeleton: tuple[str, ...]
     omitted: tuple[str, ...]
+    not_audited: tuple[NotAudited, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -187,6 +205,12 @@ class ScanResult:
         return all(window.complete for window in self.windows) and not any(
             error.kind in INCOMPLETE_ERROR_KINDS for error in self.errors
         )
+
+    @property
+    def partial(self) -> bool:
+        """True when part of the repository was not audited (a skipped source file, windows
+        cut by ``--max-windows``, nothing selected): never a clean pass under ``--error``."""
+        return any(error.kind in PARTIAL_ERROR_KINDS for error in self.errors)
 
     @property
     def recall_degraded(self) -> bool:

@@ -117,7 +117,8 @@ def render_text(result: ScanResult, width: int = DEFAULT_WIDTH) -> str:
     console.print(
         Text(
             f"Coverage: {len(coverage.full)} files in full, {len(coverage.skeleton)} as skeleton, "
-            f"{len(coverage.omitted)} omitted"
+            f"{len(coverage.omitted)} omitted, {len(coverage.not_audited)} not audited"
+            + (" — PARTIAL: part of the repository was not audited" if result.partial else "")
         )
     )
     for window in sorted(result.windows, key=lambda window: window.index):

@@ -24,6 +24,7 @@ Built-in rules ship as package data in ``auditor/rules/builtin/``.
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 from importlib import resources
@@ -155,18 +156,34 @@ def load_rule(spec: str) -> Rule:
             text = candidate.read_text(encoding="utf-8")
         except OSError as exc:
             raise RuleError(f"cannot read rule file {spec}: {exc.strerror or exc}") from exc
-        return parse_rule(text, str(candidate))
+        except UnicodeDecodeError as exc:
+            raise RuleError(f"rule file {spec} is not UTF-8 text (byte {exc.start}: {exc.reason})") from exc
+        rule = parse_rule(text, str(candidate))
+        builtin = builtin_rules().get(rule.id)
+        if builtin is not None:
+            raise RuleError(
+                f"{spec}: rule id '{rule.id}' is already the built-in rule's ({builtin.source}); give the rule its own id"
+            )
+        return rule
     rules = builtin_rules()
     if spec not in rules:
         known = ", ".join(sorted(rules))
-        raise RuleError(f"unknown rule '{spec}'. Built-in rules: {known}; or pass a path to a rule file")
+        close = difflib.get_close_matches(spec, list(rules), n=1, cutoff=0.6)
+        hint = f" Did you mean '{close[0]}'?" if close else ""
+        raise RuleError(f"unknown rule '{spec}'.{hint} Built-in rules: {known}; or pass a path to a rule file")
     return rules[spec]
 
 
 def load_rules(specs: list[str] | tuple[str, ...]) -> tuple[Rule, ...]:
-    """Load several rules, keeping the first of any duplicate ids, in the order given."""
+    """Load several rules in the order given. Naming one rule twice is harmless; two
+    different rules with one id (a custom rule reusing a built-in's or another file's id)
+    are an error, since one would silently shadow the other."""
     seen: dict[str, Rule] = {}
     for spec in specs:
         rule = load_rule(spec)
-        seen.setdefault(rule.id, rule)
+        earlier = seen.get(rule.id)
+        if earlier is None:
+            seen[rule.id] = rule
+        elif earlier != rule:
+            raise RuleError(f"two rules share the id '{rule.id}': {earlier.source} and {rule.source}")
     return tuple(seen.values())

@@ -8,6 +8,7 @@ never dropped: the CLI turns it into an exit code.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
@@ -32,6 +33,7 @@ from auditor.findings.suppress import (
     read_baseline,
 )
 from auditor.index.locator import IndexLocator
+from auditor.languages import language_for_path
 from auditor.pack.packer import (
     PackResult,
     Window,
@@ -47,6 +49,7 @@ from auditor.recall.canaries import (
 from auditor.recall.needles import cites_probe
 from auditor.report.model import (
     Coverage,
+    NotAudited,
     ScanError,
     ScanResult,
     WindowOutcome,
@@ -184,6 +187,9 @@ def finish_scan(plan: ScanPlan, completions: Sequence[Completion]) -> ScanResult
         coverage = _coverage(plan.packed, texts)
         engine, model = plan.engine.name, config.engine_settings.model
         tokenizer_source, tokenizer_exact = plan.tokenizer.source, plan.tokenizer.exact
+    not_audited = _not_audited(prepared, rules)
+    coverage = replace(coverage, not_audited=not_audited)
+    gaps = _coverage_gaps(not_audited, plan, coverage)
     known = set(builtin_rules()) | {rule.id for rule in rules}
     baseline = read_baseline(config.baseline) if config.baseline else None
     suppression = apply_suppressions(merge_findings([run.findings, plan.static_findings]), texts, known, baseline)
@@ -200,14 +206,64 @@ def finish_scan(plan: ScanPlan, completions: Sequence[Completion]) -> ScanResult
         findings=suppression.kept,
         rejected=run.rejected,
         windows=run.windows,
-        errors=run.errors,
-        notices=plan.notices,
+        errors=(*gaps, *run.errors),
+        notices=(*plan.notices, *_skip_summary(not_audited)),
         coverage=coverage,
         injection_flags=detect_injections({p: t for p, t in texts.items() if p in shown}),
         prompt_tokens_sent=run.prompt_tokens_sent,
         suppressed=suppression.suppressed,
         warnings=suppression.warnings,
     )
+
+
+# Skip reasons that leave a file the user meant to audit unread (as opposed to the defaults
+# and the user's own --exclude/--include/.auditorignore, which are listed but deliberate).
+_UNREAD_REASONS = frozenset({"too-large", "non-utf8", "unreadable", "vanished", "binary", "parse-budget", "not-a-file"})
+_LISTED_IN_NOTICES = 10
+
+
+def _not_audited(prepared: PreparedRepository, rules: Sequence[Rule]) -> tuple[NotAudited, ...]:
+    """Every file the walk left out, marked ``source`` when it is unread code a rule covers."""
+    covered = {language for rule in rules for language in rule.languages}
+    items = []
+    for skipped in prepared.walk.skipped:
+        reason = getattr(skipped.reason, "value", str(skipped.reason))
+        language = language_for_path(skipped.path)
+        source = reason in _UNREAD_REASONS and language is not None and language in covered
+        items.append(NotAudited(skipped.path, reason, skipped.detail, source))
+    return tuple(sorted(items, key=lambda item: (not item.source, item.path, item.reason)))
+
+
+def _coverage_gaps(not_audited: Sequence[NotAudited], plan: ScanPlan, coverage: Coverage) -> tuple[ScanError, ...]:
+    """The parts of the repository the scan did not audit, as errors every report shows."""
+    gaps = [
+        ScanError("not-audited", f"{item.path} was not audited ({item.reason}{': ' + item.detail if item.detail else ''})")
+        for item in not_audited
+        if item.source
+    ]
+    if plan.packed is not None:
+        capped = [omitted.path for omitted in plan.packed.omitted if omitted.reason.startswith("over --max-windows")]
+        if capped:
+            gaps.append(ScanError(
+                "windows-capped",
+                f"--max-windows {plan.config.window.max_windows} left {len(capped)} file(s) out of every window: "
+                f"the model did not read them ({', '.join(sorted(capped)[:5])}{', ...' if len(capped) > 5 else ''})",
+            ))
+    if not coverage.full and not coverage.skeleton:
+        gaps.append(ScanError("nothing-audited", "no file was audited: the walk, --include/--exclude or the rules selected nothing"))
+    return tuple(gaps)
+
+
+def _skip_summary(not_audited: Sequence[NotAudited]) -> tuple[str, ...]:
+    """One notice naming the files left out by default or by the user's own exclusions."""
+    deliberate = [item for item in not_audited if not item.source]
+    if not deliberate:
+        return ()
+    counts = Counter(item.reason for item in deliberate)
+    named = ", ".join(f"{item.path} ({item.reason})" for item in deliberate[:_LISTED_IN_NOTICES])
+    more = f", and {len(deliberate) - _LISTED_IN_NOTICES} more" if len(deliberate) > _LISTED_IN_NOTICES else ""
+    reasons = ", ".join(f"{count} {reason}" for reason, count in sorted(counts.items()))
+    return (f"{len(deliberate)} file(s) not audited ({reasons}): {named}{more}",)
 
 
 def _model_run(plan: ScanPlan, completions: Sequence[Completion]) -> ModelRun:

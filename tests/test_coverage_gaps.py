@@ -1,0 +1,84 @@
+"""A scan never reads as clean when part of the repository went unaudited: skipped source
+files, windows cut by --max-windows and scans that selected nothing are listed in every
+report, make the coverage partial, and fail ``--error`` with exit 5."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from auditor.engine.base import EngineSettings
+from auditor.report import render
+from auditor.runs.config import ScanConfig, WindowOptions
+from auditor.runs.scan import run_scan
+from tests.support import MockEngine
+
+TX = "tx-outside-transaction"
+BUGGY = (
+    "from django.views import View\n\n\n"
+    "class Pay(View):\n"
+    "    def post(self, request):\n"
+    "        order = Order.objects.create(total=1)\n"
+    "        Payment.objects.create(order=order)\n"
+    "        return order\n"
+)
+
+
+def _auditor(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "auditor", *argv], capture_output=True, text=True, cwd=cwd, check=False)
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("AUDITOR_CACHE_DIR", str(tmp_path / "cache"))
+    root = tmp_path / "repo"
+    (root / "shop").mkdir(parents=True)
+    (root / "shop" / "small.py").write_text("def ok():\n    return 1\n", encoding="utf-8")
+    (root / "shop" / "views.py").write_text(BUGGY + "\n# padding\n" * 200, encoding="utf-8")
+    (root / "poetry.lock").write_text("[[package]]\n", encoding="utf-8")
+    return root
+
+
+def test_a_skipped_source_file_is_listed_everywhere_and_fails_error(repo: Path, tmp_path: Path) -> None:
+    completed = _auditor("scan", str(repo), "--engine", "static", "--rule", TX, "--max-file-bytes", "500",
+                         "--format", "json", "--error", "--sarif-output", str(tmp_path / "r.sarif"),
+                         "--markdown-output", str(tmp_path / "r.md"), cwd=tmp_path)
+    assert completed.returncode == 5, completed.stderr
+    report = json.loads(completed.stdout)
+    assert report["coverage"]["partial"] is True
+    assert {"path": "shop/views.py", "reason": "too-large", "source": True}.items() <= report["coverage"]["not_audited"][0].items()
+    assert any(e["kind"] == "not-audited" and "shop/views.py" in e["message"] for e in report["errors"])
+    assert any("poetry.lock (lockfile)" in notice for notice in report["notices"])
+    sarif = json.loads((tmp_path / "r.sarif").read_text())
+    notes = sarif["runs"][0]["invocations"][0]["toolExecutionNotifications"]
+    assert any("shop/views.py was not audited" in note["message"]["text"] for note in notes)
+    assert "shop/views.py was not audited" in (tmp_path / "r.md").read_text()
+    text = _auditor("scan", str(repo), "--engine", "static", "--rule", TX, "--max-file-bytes", "500", cwd=tmp_path)
+    assert text.returncode == 0  # without --error the scan reports, and says it is partial
+    assert "PARTIAL" in text.stdout and "coverage partial" in text.stderr
+
+
+def test_a_scan_that_selects_nothing_is_not_a_pass(repo: Path, tmp_path: Path) -> None:
+    completed = _auditor("scan", str(repo), "--engine", "static", "--rule", TX, "--include", "nothing/**",
+                         "--format", "json", "--error", cwd=tmp_path)
+    assert completed.returncode == 5, completed.stderr
+    assert any(e["kind"] == "nothing-audited" for e in json.loads(completed.stdout)["errors"])
+
+
+def test_max_windows_says_what_it_left_out(repo: Path, tiny_tokenizer_dir: Path) -> None:
+    for index in range(12):
+        (repo / "shop" / f"module_{index}.py").write_text(
+            "".join(f"def f{index}_{n}(order):\n    order.save()\n    return {n}\n" for n in range(40)), encoding="utf-8")
+    config = ScanConfig(root=repo, rules=(TX,), engine="mock", tokenizer=str(tiny_tokenizer_dir),
+                        engine_settings=EngineSettings(max_model_len=6_000), window=WindowOptions(output_tokens=512, max_windows=1),
+                        use_cache=False, probes=0)
+    result = run_scan(config, engine=MockEngine())
+    assert len(result.windows) == 1
+    [capped] = [error for error in result.errors if error.kind == "windows-capped"]
+    assert "--max-windows 1 left" in capped.message
+    assert result.partial and result.complete  # every window sent was answered, but not every file was sent
+    assert "--max-windows 1 left" in render(result, "text")
