@@ -16,7 +16,6 @@ from typing import Annotated, Optional
 import typer
 
 
-
 def _click_class(name: str) -> type[Exception]:
     """A base class of typer's parse errors by name (typer >= 0.29 bundles its own click)."""
     return next(base for base in typer.BadParameter.__mro__ if base.__name__ == name)

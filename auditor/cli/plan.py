@@ -87,40 +87,19 @@ def plan_command(
     output_format: Annotated[OutputFormat, typer.Option("--format", help="text or json.")] = OutputFormat.TEXT,
 ) -> None:
     """Plan GPU memory, the largest window that fits, time per window and vLLM arguments."""
-    from auditor.planning.plan import (
-        PlanRequest,
-        Precision,
-        engine_args_for_plan,
-        estimate_time,
-        load_checkpoint,
-        load_config_file,
-        load_device_profile,
-        plan_memory,
-        plan_to_dict,
-    )
+    from auditor.planning.plan import PlanRequest, Precision, plan_to_dict
 
+    request = PlanRequest(
+        max_model_len=max_model_len,
+        max_num_seqs=max_num_seqs,
+        kv_cache_dtype=None if kv_cache_dtype is None else kv_cache_dtype.value,
+        precision=None if precision is None else Precision(precision.value),
+        gpu_memory_gib=gpu_memory,
+        gpu_memory_utilization=gpu_memory_utilization,
+        params=params,
+    )
     try:
-        if model is not None and config is None:
-            checkpoint = load_checkpoint(model)
-        elif config is not None and model is None:
-            checkpoint = load_config_file(config)
-        else:
-            raise UsageError("pass exactly one of --model or --config")
-        request = PlanRequest(
-            max_model_len=max_model_len,
-            max_num_seqs=max_num_seqs,
-            kv_cache_dtype=None if kv_cache_dtype is None else kv_cache_dtype.value,
-            precision=None if precision is None else Precision(precision.value),
-            gpu_memory_gib=gpu_memory,
-            gpu_memory_utilization=gpu_memory_utilization,
-            params=params,
-        )
-        plan = plan_memory(checkpoint, request)
-        device_profile = load_device_profile(profile)
-        estimate = estimate_time(plan.max_model_len, output_tokens, device_profile)
-        engine_args = engine_args_for_plan(
-            plan, model=str(checkpoint.directory), gpu_memory_utilization=gpu_memory_utilization
-        )
+        plan, estimate, engine_args, device_profile = _plan(model, config, request, profile, output_tokens)
     except AuditorError as exc:
         _fail(exc)
     if output_format is OutputFormat.JSON:
@@ -128,6 +107,30 @@ def plan_command(
         typer.echo(json.dumps(payload, indent=2, sort_keys=True))
         return
     render_plan(Console(), plan, estimate, engine_args, measured_on=device_profile.model)
+
+
+def _plan(model: str | None, config: Path | None, request: Any, profile: str, output_tokens: int) -> tuple[Any, ...]:
+    """The memory plan, time estimate, engine arguments and device profile for one checkpoint."""
+    from auditor.planning.plan import (
+        engine_args_for_plan,
+        estimate_time,
+        load_checkpoint,
+        load_config_file,
+        load_device_profile,
+        plan_memory,
+    )
+
+    if model is not None and config is None:
+        checkpoint = load_checkpoint(model)
+    elif config is not None and model is None:
+        checkpoint = load_config_file(config)
+    else:
+        raise UsageError("pass exactly one of --model or --config")
+    plan = plan_memory(checkpoint, request)
+    device_profile = load_device_profile(profile)
+    estimate = estimate_time(plan.max_model_len, output_tokens, device_profile)
+    engine_args = engine_args_for_plan(plan, model=str(checkpoint.directory), gpu_memory_utilization=request.gpu_memory_utilization)
+    return plan, estimate, engine_args, device_profile
 
 
 def doctor_command(

@@ -7,7 +7,7 @@ Registered by auditor/cli.py as ``app.command("probe")(_exit_on_error(probe_comm
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -15,6 +15,9 @@ from rich.markup import escape
 from auditor.cli.console import print_notices, progress_for, stderr
 from auditor.cli.flags import ENGINE, OUTPUT_PANEL, WINDOW_PANEL, ScanFlags, shared_options
 from auditor.errors import UsageError
+
+if TYPE_CHECKING:
+    from auditor.recall.grid import GridResult
 
 GRID_PANEL = "Grid"
 DEFAULT_LENGTHS_TEXT = "8K,32K,64K,128K,200K,262144"
@@ -43,14 +46,12 @@ def probe_command(
     from dataclasses import replace
 
     from rich.console import Console
-    from rich.table import Table
 
     from auditor.cli.options import engine_settings
     from auditor.engine.opening import choose_engine, open_engine
     from auditor.recall.grid import (
         GridOptions,
         default_haystack_sources,
-        length_label,
         load_haystack,
         parse_depths,
         parse_lengths,
@@ -87,6 +88,17 @@ def probe_command(
             haystack=tuple(str(source) for source in sources), progress=report,
         )
     written = write_outputs(result, out)
+    render_grid(result, options.keep)
+    Console().print("wrote " + ", ".join(str(path) for path in written), highlight=False)
+
+
+def render_grid(result: GridResult, keep: float) -> None:
+    """The recall table by context length and the effective length, on stdout."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from auditor.recall.grid import length_label
+
     table = Table(title="Needle recall by context length")
     for column in ("length", "prompt tokens", "correct", "abstained", "wrong", "recall", "95% interval"):
         table.add_column(column)
@@ -100,5 +112,4 @@ def probe_command(
     console = Console()
     console.print(table)
     effective = "none (no recall at the shortest length)" if result.effective_length is None else length_label(result.effective_length)
-    console.print(f"effective length (>= {options.keep:.0%} of the shortest length's recall): {effective}", highlight=False)
-    console.print("wrote " + ", ".join(str(path) for path in written), highlight=False)
+    console.print(f"effective length (>= {keep:.0%} of the shortest length's recall): {effective}", highlight=False)
