@@ -134,7 +134,7 @@ def resolve_revision(root: Path, revision: str) -> str:
 
 
 _HOSTED_REMOTE = re.compile(
-    r"^(?:https://(?:[^@/]+@)?|ssh://git@|git@)(github\.com|gitlab\.com)[:/]([\w.-]+(?:/[\w.-]+)+?)(?:\.git)?/?$"
+    r"^(?:https://(?:[^@/]+@)?|ssh://git@|git@)(github\.com|gitlab\.com)[:/]([\w.-]+(?:/[\w.-]+)+)/?$"
 )
 
 
@@ -152,6 +152,7 @@ def infer_link_base(root: Path) -> str | None:
     if match is None:
         return None
     host, project = match.groups()
+    project = project.removesuffix(".git")
     try:
         inside = root.resolve().relative_to(top.resolve()).as_posix()
     except ValueError:
