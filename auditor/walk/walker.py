@@ -349,14 +349,23 @@ def _translate_bracket(glob: str, start: int) -> tuple[str, int]:
     return f"(?!/)[{members}]", index
 
 
-def _translate_glob(glob: str) -> str:
-    """Translate a git wildmatch pattern (with WM_PATHNAME) into an equivalent regex.
+_STAR = "[^/]*"
+_DIRECTORIES = "(?:.*/)?"
+_ANYTHING = ".*"
+_UNBOUNDED = (_STAR, _DIRECTORIES, _ANYTHING)
 
-    '*' and '?' never match '/'; '**' spans directories when it starts a segment and ends
-    the pattern or precedes '/'. git compares the literal prefix (everything before the first
-    special character) separately and hands wildmatch only the rest, so a '**' right after
-    that prefix also counts as starting a segment ('b**/a' matches 'b/x/a' and 'ba').
-    Raises :class:`_NeverMatches` when git's wildmatch would abort on the pattern.
+
+def _glob_atoms(glob: str) -> list[str]:
+    """Translate a git wildmatch pattern (with WM_PATHNAME) into regex atoms: each matches
+    one character, or is one of the unbounded ``_STAR`` ('*', never '/'), ``_DIRECTORIES``
+    ('**/': nothing or anything ending in '/') and ``_ANYTHING`` (a final '**').
+
+    '**' spans directories when it starts a segment and ends the pattern or precedes '/'.
+    git compares the literal prefix (everything before the first special character)
+    separately and hands wildmatch only the rest, so a '**' right after that prefix also
+    counts as starting a segment ('b**/a' matches 'b/x/a' and 'ba'). Consecutive '**/'
+    collapse into one, as they match the same paths. Raises :class:`_NeverMatches` when
+    git's wildmatch would abort on the pattern.
     """
     first_special = next((index for index, char in enumerate(glob) if char in "*?[\\"), -1)
     parts: list[str] = []
@@ -370,12 +379,15 @@ def _translate_glob(glob: str) -> str:
             at_segment_start = index in (0, first_special) or glob[index - 1] == "/"
             if end - index >= 2 and at_segment_start and (end == len(glob) or glob[end] == "/"):
                 if end == len(glob):
-                    parts.append(".*")
+                    atom = _ANYTHING
                 else:
-                    parts.append("(?:.*/)?")
+                    atom = _DIRECTORIES
                     end += 1
+                if parts and parts[-1] == _DIRECTORIES:
+                    parts.pop()  # '**/**/' is '**/', '**/**' is '**'
+                parts.append(atom)
             else:
-                parts.append("[^/]*")
+                parts.append(_STAR)
             index = end
         elif char == "?":
             parts.append("[^/]")
@@ -391,7 +403,83 @@ def _translate_glob(glob: str) -> str:
         else:
             parts.append(re.escape(char))
             index += 1
-    return "".join(parts)
+    return parts
+
+
+def _translate_glob(glob: str) -> str:
+    """The regex equivalent of a git wildmatch pattern (see :func:`_glob_atoms`)."""
+    return "".join(_glob_atoms(glob))
+
+
+class _GlobAutomaton:
+    """A wildmatch pattern matched by simulating its automaton: time proportional to the
+    subject's length times the pattern's, whatever the pattern (a backtracking regex takes
+    exponential time on '*a*a*a…b' or repeated '**/' shapes).
+
+    State ``i`` waits for atom ``i``; ``-i - 1`` is inside a ``_DIRECTORIES`` atom ``i``
+    after at least one character, which it may leave only after a '/'.
+    """
+
+    __slots__ = ("_atoms", "_singles", "_end")
+
+    def __init__(self, atoms: list[str]) -> None:
+        self._atoms = atoms
+        self._singles = [None if atom in _UNBOUNDED else re.compile(atom, re.DOTALL) for atom in atoms]
+        self._end = len(atoms)
+
+    def _closure(self, states: set[int]) -> set[int]:
+        pending = [state for state in states if state >= 0]
+        while pending:
+            state = pending.pop()
+            if state < self._end and self._atoms[state] in _UNBOUNDED and state + 1 not in states:
+                states.add(state + 1)
+                pending.append(state + 1)
+        return states
+
+    def fullmatch(self, subject: str) -> bool:
+        """Whether the whole of ``subject`` matches the pattern."""
+        atoms, singles, end = self._atoms, self._singles, self._end
+        states = self._closure({0})
+        for char in subject:
+            following: set[int] = set()
+            for state in states:
+                if state < 0:
+                    inside = -state - 1
+                    following.add(state)
+                    if char == "/":
+                        following.add(inside + 1)
+                    continue
+                if state == end:
+                    continue
+                atom = atoms[state]
+                if atom == _STAR:
+                    if char != "/":
+                        following.add(state)
+                elif atom == _ANYTHING:
+                    following.add(state)
+                elif atom == _DIRECTORIES:
+                    following.add(-state - 1)
+                    if char == "/":
+                        following.add(state + 1)
+                elif singles[state].fullmatch(char):  # type: ignore[union-attr]
+                    following.add(state + 1)
+            if not following:
+                return False
+            states = self._closure(following)
+        return end in states
+
+
+def _compile_glob(glob: str) -> re.Pattern[str] | _GlobAutomaton:
+    """A matcher for a wildmatch pattern, linear in the subject's length: a regex when it
+    has at most one unbounded atom that can backtrack (a final '**' never does), else an
+    automaton."""
+    atoms = _glob_atoms(glob)
+    backtracking = sum(1 for atom in atoms[:-1] if atom in _UNBOUNDED)
+    if atoms and atoms[-1] in (_STAR, _DIRECTORIES):
+        backtracking += 1
+    if backtracking <= 1:
+        return re.compile("".join(atoms), re.DOTALL)
+    return _GlobAutomaton(atoms)
 
 
 def _trim_trailing_spaces(line: str) -> str:
@@ -420,7 +508,7 @@ class _IgnorePattern:
 
     source: str
     text: str
-    regex: re.Pattern[str]
+    regex: re.Pattern[str] | _GlobAutomaton
     negated: bool
     directory_only: bool
     basename_only: bool
@@ -461,7 +549,7 @@ def _parse_ignore_line(source: str, line: str) -> _IgnorePattern | None:
     if body.startswith("/"):
         body = body[1:]
     try:
-        regex = re.compile(_translate_glob(body), re.DOTALL)
+        regex = _compile_glob(body)
     except (_NeverMatches, re.error):
         # git's wildmatch gives up on such a pattern: it never matches anything.
         return None
