@@ -169,7 +169,7 @@ def test_corrupt_entry_is_ignored_and_rewritten(tmp_path: Path):
 
     [answer] = cached.generate([request])
     assert answer.text == ANSWER and len(engine.calls) == 2
-    assert json.loads(entry.read_text(encoding="utf-8"))["completion"]["text"] == ANSWER
+    assert cached.cache.get(request_key(engine.identity(), request), "w").text == ANSWER
     cached.generate([request])
     assert len(engine.calls) == 2
     assert not [p for p in entry.parent.iterdir() if p.name.startswith(".tmp-")]  # no temporary files left
@@ -186,7 +186,7 @@ def test_failed_completions_are_not_cached(tmp_path: Path):
     assert second.error is None and len(engine.calls) == 2
 
 
-@pytest.mark.parametrize("finish_reason", ["length", "repetition", "abort"])
+@pytest.mark.parametrize("finish_reason", ["length", "repetition", "abort", "", "unknown", "content_filter"])
 def test_cut_off_answers_are_not_cached(tmp_path: Path, finish_reason: str):
     # A truncated answer is an incomplete window: a re-run must ask the engine again,
     # never replay the failure from the cache.
@@ -223,3 +223,69 @@ def test_answers_returned_out_of_order_are_stored_under_their_own_requests(tmp_p
     assert answers[0].error and "no completion" in answers[0].error
     again = CachingEngine(ScriptedEngine(fail=True), tmp_path).generate(requests)  # hits come from the cache
     assert [json.loads(a.text)["for"] for a in again[1:]] == ["window-1", "window-2"]
+
+
+class _Answering(ScriptedEngine):
+    """Answers every request with ``text``."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+
+    def generate(self, requests, progress=no_progress):  # type: ignore[no-untyped-def]
+        self.calls.append([request.id for request in requests])
+        return [Completion(r.id, self.text, "", "stop", 10, 100) for r in requests]
+
+
+@pytest.mark.parametrize("text", ["", "   \n"])
+def test_empty_answers_are_not_cached(tmp_path: Path, text: str):
+    engine = _Answering(text)
+    cached = CachingEngine(engine, tmp_path)
+    request = ChatRequest("w", (ChatMessage("user", "audit this"),), 10, 100)
+    cached.generate([request])
+    cached.generate([request])
+    assert len(engine.calls) == 2 and cached.last_stats.hits == 0
+
+
+def test_every_flipped_byte_of_an_entry_is_a_miss_never_a_changed_answer(tmp_path: Path):
+    # One flipped byte in an unsealed JSON entry could turn `"line": 12` into `"line": 13`:
+    # sealed entries make every single-byte change a miss, answered afresh.
+    engine = _Answering(json.dumps({"findings": [{"line": 12}], "probes": []}))
+    cached = CachingEngine(engine, tmp_path)
+    request = ChatRequest("w", (ChatMessage("user", "audit this"),), 10, 100)
+    cached.generate([request])
+    key = request_key(engine.identity(), request)
+    entry = cached.cache.entry_path(key)
+    original = entry.read_bytes()
+    for position in range(len(original)):
+        damaged = bytearray(original)
+        damaged[position] ^= 0x01
+        entry.write_bytes(bytes(damaged))
+        assert cached.cache.get(key, "w") is None, position
+    entry.write_bytes(original[: len(original) // 2])
+    assert cached.cache.get(key, "w") is None
+
+
+@pytest.mark.parametrize("kind", ["symlink", "fifo", "directory", "dev-zero"])
+def test_anything_but_a_regular_file_in_place_of_an_entry_is_a_miss(tmp_path: Path, kind: str):
+    import os
+
+    engine = ScriptedEngine()
+    cached = CachingEngine(engine, tmp_path / "cache")
+    request = ChatRequest("w", (ChatMessage("user", "audit this"),), 10, 100)
+    key = request_key(engine.identity(), request)
+    entry = cached.cache.entry_path(key)
+    entry.parent.mkdir(parents=True)
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not a cache entry", encoding="utf-8")
+    if kind == "symlink":
+        entry.symlink_to(outside)
+    elif kind == "fifo":
+        os.mkfifo(entry)
+    elif kind == "directory":
+        entry.mkdir()
+    else:
+        entry.symlink_to("/dev/zero")
+    [answer] = cached.generate([request])
+    assert answer.text == ANSWER and len(engine.calls) == 1
+    assert outside.read_text(encoding="utf-8") == "not a cache entry"

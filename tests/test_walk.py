@@ -395,23 +395,47 @@ def test_text_is_decoded_with_bom_stripped_and_newlines_kept(tmp_path: Path) -> 
     assert file.content_hash == hashlib.sha256(raw).hexdigest()
 
 
-def test_binaries_and_non_utf8_files_are_skipped_with_reasons(tmp_path: Path) -> None:
+def test_binaries_and_damaged_utf8_are_skipped_with_reasons(tmp_path: Path) -> None:
     write(tmp_path, "logo.png", b"\x89PNG\r\n\x1a\n\0\0")
     write(tmp_path, "blob", b"abc\0def")
-    write(tmp_path, "latin1.py", "caf\u00e9 = 1\n".encode("latin-1"))
-    write(tmp_path, "wide.txt", "hello".encode("utf-16"))
-    write(tmp_path, "late-bad.py", b"a" * 20000 + b"\xff\n")
+    write(tmp_path, "late-bad.py", "\u00e9".encode() + b"a" * 20000 + b"\xff\n")
+    write(tmp_path, "controls.txt", b"\xe9\x01\x02\x03")
+    write(tmp_path, "c1.txt", b"caf\x81")
 
     result = walk(tmp_path)
 
     assert reasons(result) == {
         "logo.png": SkipReason.BINARY,
         "blob": SkipReason.BINARY,
-        "latin1.py": SkipReason.NON_UTF8,
-        "wide.txt": SkipReason.NON_UTF8,
         "late-bad.py": SkipReason.NON_UTF8,
+        "controls.txt": SkipReason.NON_UTF8,
+        "c1.txt": SkipReason.NON_UTF8,
     }
     assert not result.files
+
+
+@pytest.mark.parametrize(
+    ("raw", "text", "encoding"),
+    [
+        ("caf\u00e9 = 1\n".encode("latin-1"), "caf\u00e9 = 1\n", "cp1252"),
+        ("price = '\u20ac5'\n".encode("cp1252"), "price = '\u20ac5'\n", "cp1252"),
+        ("def f():\n    return 1\n".encode("utf-16"), "def f():\n    return 1\n", "utf-16-le"),
+        (b"\xfe\xff" + "x = '\u00e9'\n".encode("utf-16-be"), "x = '\u00e9'\n", "utf-16-be"),
+        ("x = 1\n".encode("utf-32"), "x = 1\n", "utf-32-le"),
+        ("x = '\u00e9'\n".encode("utf-8"), "x = '\u00e9'\n", "utf-8"),
+    ],
+)
+def test_utf16_and_single_byte_source_is_decoded_with_the_encoding_noted(
+    tmp_path: Path, raw: bytes, text: str, encoding: str
+) -> None:
+    write(tmp_path, "module.py", raw)
+
+    result = walk(tmp_path)
+
+    assert not result.skipped
+    [entry] = result.files
+    assert (entry.text, entry.encoding, entry.size) == (text, encoding, len(raw))
+    assert entry.content_hash == hashlib.sha256(raw).hexdigest()
 
 
 def test_file_name_that_is_not_utf8_is_reported_with_escaped_bytes(tmp_path: Path) -> None:
@@ -499,9 +523,9 @@ READ_OUTCOMES: dict[str, tuple[SkipReason, str] | str] = {
     "bom.py": "y = 2\n",
     "double-bom.txt": "\ufeffz\n",
     "bom-then-bad.py": (SkipReason.NON_UTF8, "invalid UTF-8 at byte 2"),  # counted after the BOM
-    "bad.py": (SkipReason.NON_UTF8, "invalid UTF-8 at byte 2"),
-    "truncated-bom.txt": (SkipReason.NON_UTF8, "invalid UTF-8 at byte 0"),
-    "utf16.txt": (SkipReason.NON_UTF8, "UTF-16 text"),
+    "bad.py": "ab\u00ff\n",  # no UTF-8 sequence anywhere: Windows-1252 text
+    "truncated-bom.txt": "\u00ef\u00bb",
+    "utf16.txt": "hi",
     "nul.txt": (SkipReason.BINARY, "NUL byte in the first 8 KiB"),
     "late-nul.txt": "a" * 8192 + "\0",
     "at-limit.txt": "a" * 10_000,

@@ -41,7 +41,7 @@ from typing import Any, NamedTuple
 
 from auditor.index.indexer import collection_paused
 from auditor.index.model import INDEX_VERSION, Definition, FileIndex
-from auditor.storage.sealed import prune_least_recent, seal, unseal, write_atomically
+from auditor.storage.sealed import prune_least_recent, read_regular_file, seal, unseal, write_atomically
 
 GRAPH_VERSION = 1
 """Version of the graph cache format and of the resolution rules; part of the cache key.
@@ -974,7 +974,7 @@ class CallGraphCache:
         target = self.graph_path(key)
         try:
             with collection_paused():
-                stored = unseal(_GRAPH_MAGIC, target.read_bytes())
+                stored = unseal(_GRAPH_MAGIC, read_regular_file(target))
                 rows = _checked_rows(stored, key, indexes)
                 graph = CallGraph(indexes, rows) if rows is not None else None
         except FileNotFoundError:

@@ -9,9 +9,13 @@ The key is the SHA-256 of the engine's ``identity()`` (model and every output-ch
 setting) and the request's exact content: its messages, ``max_tokens``, ``thinking`` and
 ``json_schema``. The request id is not part of the key (a window may move from index 3 to
 index 2 when an earlier window shrinks) and a hit is answered under the current id.
-Only finished answers are stored: a completion with an ``error`` or finish reason
-"error", "abort", "length" (cut off by the token budget) or "repetition" is always retried. Writes are atomic (temporary file + ``os.replace``); an
-unreadable or malformed entry counts as a miss and is overwritten by the fresh answer.
+Only finished answers are stored: a completion without an ``error``, with finish reason
+"stop" and a non-empty answer. Anything else (an error, "abort", "length" (cut off by the
+token budget), "repetition", a missing or unknown reason, an empty answer) is always retried.
+Entries are sealed like every auditor cache file (``auditor.storage.sealed``: a magic header,
+a CRC-32, the marshalled fields) and written atomically; an entry whose checksum, key or
+fields do not match, or anything but a regular file in its place, counts as a miss and is
+overwritten by the fresh answer: one flipped byte never changes a replayed finding.
 Bypassing the cache (``--no-cache``) is the caller's choice: do not wrap the engine.
 """
 
@@ -20,8 +24,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -30,12 +32,16 @@ from typing import Any
 from auditor.engine.base import ChatRequest, Completion, Engine, error_completion
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
 from auditor.storage.dirs import cache_dir
+from auditor.storage.sealed import DamagedEntry, read_regular_file, seal, unseal, write_atomically
 
-RESULT_CACHE_VERSION = 2
+RESULT_CACHE_VERSION = 3
 """Version of the entry format, key material and how answers are split from reasoning
-(2: an unclosed trace is no answer); part of the directory name."""
+(2: an unclosed trace is no answer; 3: sealed entries); part of the directory name."""
 
-_UNCACHED_FINISH_REASONS = frozenset({"error", "abort", "length", "repetition"})
+_CACHED_FINISH_REASONS = frozenset({"stop"})
+_ENTRY_MAGIC = b"auditor-result-entry\n"
+MAX_RESULT_ENTRY_BYTES = 64 * 1024 * 1024
+"""Largest entry read back (an answer of a 262K-token window is well under 2 MB)."""
 _COMPLETION_FIELDS = (
     "text",
     "reasoning",
@@ -77,24 +83,24 @@ class CacheStats:
 
 
 class ResultCache:
-    """Completions on disk under ``directory``, one JSON file per key (``ab/abcdef….json``)."""
+    """Completions on disk under ``directory``, one sealed file per key (``ab/abcdef….entry``)."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = Path(directory)
 
     def entry_path(self, key: str) -> Path:
         """Where the entry for ``key`` is stored."""
-        return self.directory / key[:2] / f"{key}.json"
+        return self.directory / key[:2] / f"{key}.entry"
 
     def get(self, key: str, request_id: str) -> Completion | None:
         """The stored completion for ``key`` answered as ``request_id``; None on a miss or a bad entry."""
         path = self.entry_path(key)
         try:
-            entry = json.loads(path.read_text(encoding="utf-8"))
+            entry = unseal(_ENTRY_MAGIC, read_regular_file(path, MAX_RESULT_ENTRY_BYTES))
             return _completion_from_entry(entry, key, request_id)
         except FileNotFoundError:
             return None
-        except (OSError, ValueError, KeyError, TypeError) as error:
+        except (OSError, ValueError, EOFError, KeyError, TypeError, DamagedEntry) as error:
             logger.warning("ignoring unreadable result cache entry %s: %s", path, error)
             return None
 
@@ -102,24 +108,8 @@ class ResultCache:
         """Store ``completion`` under ``key`` atomically; a failed write is logged, not raised."""
         target = self.entry_path(key)
         record = {name: value for name, value in asdict(completion).items() if name in _COMPLETION_FIELDS}
-        payload = json.dumps(
-            {"version": RESULT_CACHE_VERSION, "key": key, "completion": record},
-            sort_keys=True,
-            ensure_ascii=False,
-        )
-        temporary: str | None = None
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            descriptor, temporary = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix=".json")
-            with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-                handle.write(payload)
-            os.replace(temporary, target)
-            temporary = None
-        except OSError as error:
-            logger.warning("could not write result cache entry %s: %s", target, error)
-        finally:
-            if temporary is not None:
-                Path(temporary).unlink(missing_ok=True)
+        entry = {"version": RESULT_CACHE_VERSION, "key": key, "completion": record}
+        write_atomically(target, seal(_ENTRY_MAGIC, entry))
 
 
 def _completion_from_entry(entry: Any, key: str, request_id: str) -> Completion:
@@ -151,8 +141,13 @@ def _completion_from_entry(entry: Any, key: str, request_id: str) -> Completion:
 
 
 def cacheable(completion: Completion) -> bool:
-    """Whether a completion is a finished answer worth keeping (no error, not aborted or cut off)."""
-    return completion.error is None and completion.finish_reason not in _UNCACHED_FINISH_REASONS
+    """Whether a completion is a finished answer worth keeping: no error, finish reason
+    "stop" (not aborted, cut off, missing or unknown) and a non-empty answer."""
+    return (
+        completion.error is None
+        and completion.finish_reason in _CACHED_FINISH_REASONS
+        and bool(completion.text.strip())
+    )
 
 
 class CachingEngine:

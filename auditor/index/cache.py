@@ -25,7 +25,7 @@ from auditor.index.model import (
     FileIndex,
     Import,
 )
-from auditor.storage.sealed import prune_least_recent, seal, unseal, write_atomically
+from auditor.storage.sealed import prune_least_recent, read_regular_file, seal, unseal, write_atomically
 
 _SAFE_KEY = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 
@@ -273,8 +273,8 @@ class IndexCache:
     scan used last time, so that repeating a scan reads one file instead of thousands
     (plus a small delta file with entries added since the pack was last written whole).
     Files are marshalled tuples behind a magic header and a checksum, written atomically;
-    an unreadable, corrupt or mismatched entry or pack counts as a miss (and is replaced by
-    the next write). Failing to write is logged and otherwise ignored: the cache only saves
+    an unreadable, corrupt or mismatched entry or pack, or anything but a regular file in its
+    place (a link, a pipe, a device), counts as a miss (and is replaced by the next write). Failing to write is logged and otherwise ignored: the cache only saves
     time.
     """
 
@@ -306,7 +306,7 @@ class IndexCache:
     def _get_record(self, key: _CacheKey, path: str) -> object:
         """The stored record for ``key`` (not yet checked), or None."""
         try:
-            return unseal(_ENTRY_MAGIC, self.entry_path(*key).read_bytes())
+            return unseal(_ENTRY_MAGIC, read_regular_file(self.entry_path(*key)))
         except FileNotFoundError:
             return None
         except (OSError, ValueError, EOFError, TypeError) as error:
@@ -328,7 +328,7 @@ class IndexCache:
 
     def _read_sealed_dict(self, target: Path) -> dict[_CacheKey, _Record]:
         try:
-            records = unseal(_PACK_MAGIC, target.read_bytes())
+            records = unseal(_PACK_MAGIC, read_regular_file(target))
         except FileNotFoundError:
             return {}
         except (OSError, ValueError, EOFError, TypeError) as error:
@@ -352,7 +352,7 @@ class IndexCache:
         records.update(delta)
         if base_size:
             try:
-                os.utime(target)  # pruning keeps the most recently used packs
+                os.utime(target, follow_symlinks=False)  # pruning keeps the most recently used packs
             except OSError:
                 pass
         return records, StoredPack(frozenset(records), frozenset(delta), base_size)

@@ -15,22 +15,37 @@ starts. A value found only in the previous generation is copied into the current
 what is still in use survives the next turn and everything else is dropped with it. Stores
 kept one per repository in a directory are bounded too (``MAX_STORES``, least recently used
 first out). Every I/O failure degrades to "not cached" and is logged; the store never fails
-the run that uses it.
+the run that uses it. Store files are opened only as regular files, never through a link
+(``O_NOFOLLOW``, also when appending), and read up to a bound: a link, a pipe or a device
+in a store's place is ignored and never written through.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import logging
 import os
+import stat
 import struct
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from auditor.storage.sealed import prune_least_recent
+from auditor.storage.sealed import (
+    DamagedEntry,
+    file_kind,
+    prune_least_recent,
+    read_regular_file,
+    writable_directory,
+)
 
 logger = logging.getLogger(__name__)
+
+_APPEND_FLAGS = (
+    os.O_WRONLY | os.O_APPEND | os.O_CREAT
+    | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+)
 
 _RECORD = struct.Struct("<16sII")
 DEFAULT_MAX_BYTES = 2 * 1024 * 1024
@@ -62,19 +77,22 @@ class DigestStore:
         self._unwritable = False  # after one failed write, values stay in memory and are not retried
         if self._exists:
             try:
-                os.utime(path)  # in use: pruning keeps the most recently used stores
+                os.utime(path, follow_symlinks=False)  # in use: pruning keeps the most recently used stores
             except OSError:
                 pass
 
-    @staticmethod
-    def _load(path: Path) -> dict[bytes, int]:
+    def _load(self, path: Path) -> dict[bytes, int]:
         values: dict[bytes, int] = {}
         try:
-            data = path.read_bytes()
+            # A generation passes max_bytes by at most one batch before it is turned over.
+            data = read_regular_file(path, self._max_bytes * 4 + 16 * 1024 * 1024)
         except FileNotFoundError:
             return values
         except OSError as exc:
             logger.warning("digest store %s unreadable, starting empty: %s", path, exc)
+            return values
+        except DamagedEntry as exc:
+            logger.warning("digest store %s ignored, starting empty: %s", path, exc)
             return values
         crc32 = zlib.crc32
         size = _RECORD.size
@@ -132,8 +150,13 @@ class DigestStore:
             return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            descriptor = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            if not writable_directory(self.path.parent):
+                raise OSError(errno.ELOOP, "the store's directory is a symbolic link")
+            descriptor = os.open(self.path, _APPEND_FLAGS, 0o644)
             try:
+                mode = os.fstat(descriptor).st_mode
+                if not stat.S_ISREG(mode):
+                    raise OSError(errno.EINVAL, f"{file_kind(mode)} in place of the store")
                 os.write(descriptor, bytes(records))
                 size = os.fstat(descriptor).st_size
             finally:

@@ -6,21 +6,106 @@
 - *Atomic* replacement: a temporary file in the target's directory renamed over it, so
   concurrent readers see the old file or the new one, never half of one.
 - *Bounded* directories: the least recently used files beyond a count are deleted.
+- *Regular files only*: a cache file is opened without following a symbolic link and read
+  only when it is a regular file no larger than its kind's limit. A link, a named pipe, a
+  device (``/dev/zero``), a socket or a directory in its place is a damaged entry
+  (:class:`DamagedEntry`, a ValueError), never a hang, an unbounded read or a write
+  through the link. Files are only ever written into a directory that is not itself a
+  link.
 
 Failing to write is logged and reported as False: a cache only ever saves time.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import marshal
 import os
+import stat
 import tempfile
 import zlib
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+MAX_ENTRY_BYTES = 256 * 1024 * 1024
+"""Largest cache file any store reads (a pack of a very large repository is tens of MB):
+anything larger is damaged, not read."""
+
+
+class DamagedEntry(ValueError):
+    """A cache file that is not a regular file of a plausible size (a link, a pipe, a
+    device, a directory, a file over its limit)."""
+
+
+def file_kind(mode: int) -> str:
+    """What a non-regular file is, in words."""
+    if stat.S_ISLNK(mode):
+        return "symbolic link"
+    if stat.S_ISDIR(mode):
+        return "directory"
+    if stat.S_ISFIFO(mode):
+        return "named pipe"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "device"
+    return "special file"
+
+
+def read_regular_file(path: Path, max_bytes: int = MAX_ENTRY_BYTES) -> bytes:
+    """The bytes of ``path`` when it is a regular file (not a link) of at most ``max_bytes``.
+
+    Raises FileNotFoundError when absent, :class:`DamagedEntry` for anything else in its
+    place (checked before opening, so a device is never opened, and again on the open
+    descriptor, so a swap in between is caught), OSError when unreadable.
+    """
+    status = os.lstat(path)
+    if not stat.S_ISREG(status.st_mode):
+        raise DamagedEntry(f"{file_kind(status.st_mode)} in place of a cache file")
+    if status.st_size > max_bytes:
+        raise DamagedEntry(f"{status.st_size:,} bytes > the {max_bytes:,}-byte limit")
+    try:
+        descriptor = os.open(path, os.O_RDONLY | _NOFOLLOW | _NONBLOCK | _CLOEXEC)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise DamagedEntry("symbolic link in place of a cache file") from error
+        raise
+    try:
+        status = os.fstat(descriptor)
+        if not stat.S_ISREG(status.st_mode):
+            raise DamagedEntry(f"{file_kind(status.st_mode)} in place of a cache file")
+        chunks: list[bytes] = []
+        remaining = max_bytes + 1
+        while remaining > 0:
+            chunk = os.read(descriptor, min(remaining, max(status.st_size + 1, 65536)))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            remaining -= len(chunk)
+    finally:
+        os.close(descriptor)
+    data = b"".join(chunks)
+    if len(data) > max_bytes:
+        raise DamagedEntry(f"grew past the {max_bytes:,}-byte limit while read")
+    return data
+
+
+def writable_directory(directory: Path) -> bool:
+    """Whether cache files may be created in ``directory``: it is not a symbolic link
+    (an entry's directory replaced by a link would send writes outside the cache)."""
+    try:
+        return not stat.S_ISLNK(os.lstat(directory).st_mode)
+    except FileNotFoundError:
+        return True  # created by the writer
+    except OSError:
+        return False
 
 
 def seal(magic: bytes, value: object) -> tuple[bytes, bytes]:
@@ -47,6 +132,8 @@ def write_atomically(target: Path, chunks: Iterable[bytes]) -> bool:
     temporary: str | None = None
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
+        if not writable_directory(target.parent):
+            raise OSError(errno.ELOOP, "the directory is a symbolic link")
         descriptor, temporary = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix=target.suffix)
         with os.fdopen(descriptor, "wb") as handle:
             handle.writelines(chunks)

@@ -13,7 +13,10 @@ directory). Gitignored paths are not candidates and are not reported, as git doe
 them. Every other exclusion is reported: ``.auditorignore`` files (gitignore syntax,
 nested), ``--include``/``--exclude`` globs, default exclusions for token sinks (lockfiles,
 minified bundles, vendored dependencies, generated code, binaries, oversized files) and
-files that cannot be read as UTF-8 text. A single bad file never stops the walk.
+files that cannot be read as text. Text is UTF-8 (BOM dropped); UTF-16 and UTF-32 with a
+BOM and single-byte Windows-1252/Latin-1 text are decoded too, with the encoding noted on
+the entry (``FileEntry.encoding``) so reports can say so. A single bad file never stops the
+walk.
 """
 
 from __future__ import annotations
@@ -47,6 +50,21 @@ _PROGRESS_EVERY = 200
 # Content sniffing looks for a NUL byte in this many leading bytes (git uses the same size).
 _BINARY_PROBE_BYTES = 8192
 _UTF8_BOM = b"\xef\xbb\xbf"
+# Longest first: a UTF-32-LE BOM starts with the UTF-16-LE one.
+_WIDE_BOMS = (
+    (b"\xff\xfe\x00\x00", "utf-32-le"),
+    (b"\x00\x00\xfe\xff", "utf-32-be"),
+    (b"\xff\xfe", "utf-16-le"),
+    (b"\xfe\xff", "utf-16-be"),
+)
+# A well-formed UTF-8 multi-byte sequence: a file holding one is UTF-8 with damage, not
+# single-byte text (Latin-1 text practically never pairs a lead byte with continuations).
+_UTF8_MULTIBYTE = re.compile(
+    rb"[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2}|[\xf0-\xf4][\x80-\xbf]{3}"
+)
+# C0 controls no text file holds (tab, newline, vertical tab, form feed, carriage return
+# and escape excepted): their presence rules out single-byte text.
+_NON_TEXT_CONTROLS = re.compile("[\x00-\x08\x0e-\x1a\x1c-\x1f\x7f]")
 _GITIGNORE = ".gitignore"
 _AUDITORIGNORE = ".auditorignore"
 # Never block on a named pipe, never follow a link where git would not (absent off POSIX).
@@ -77,13 +95,23 @@ class SkipReason(str, Enum):
 
 @dataclass(frozen=True)
 class FileEntry:
-    """One audited file: its root-relative '/'-separated path and its decoded text."""
+    """One audited file: its root-relative '/'-separated path and its decoded text.
+
+    ``encoding`` is the codec the text was decoded with: ``UTF8`` for nearly every file,
+    else one of ``DECODED_ENCODINGS`` (``content_hash`` and ``size`` are of the bytes on disk).
+    """
 
     path: str
     size: int
     language: str | None
     text: str
     content_hash: str
+    encoding: str = "utf-8"
+
+
+UTF8 = "utf-8"
+DECODED_ENCODINGS = ("utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be", "cp1252")
+"""The encodings besides UTF-8 a file can be decoded from (noted on its ``FileEntry``)."""
 
 
 @dataclass(frozen=True)
@@ -349,14 +377,23 @@ def _translate_bracket(glob: str, start: int) -> tuple[str, int]:
     return f"(?!/)[{members}]", index
 
 
-def _translate_glob(glob: str) -> str:
-    """Translate a git wildmatch pattern (with WM_PATHNAME) into an equivalent regex.
+_STAR = "[^/]*"
+_DIRECTORIES = "(?:.*/)?"
+_ANYTHING = ".*"
+_UNBOUNDED = (_STAR, _DIRECTORIES, _ANYTHING)
 
-    '*' and '?' never match '/'; '**' spans directories when it starts a segment and ends
-    the pattern or precedes '/'. git compares the literal prefix (everything before the first
-    special character) separately and hands wildmatch only the rest, so a '**' right after
-    that prefix also counts as starting a segment ('b**/a' matches 'b/x/a' and 'ba').
-    Raises :class:`_NeverMatches` when git's wildmatch would abort on the pattern.
+
+def _glob_atoms(glob: str) -> list[str]:
+    """Translate a git wildmatch pattern (with WM_PATHNAME) into regex atoms: each matches
+    one character, or is one of the unbounded ``_STAR`` ('*', never '/'), ``_DIRECTORIES``
+    ('**/': nothing or anything ending in '/') and ``_ANYTHING`` (a final '**').
+
+    '**' spans directories when it starts a segment and ends the pattern or precedes '/'.
+    git compares the literal prefix (everything before the first special character)
+    separately and hands wildmatch only the rest, so a '**' right after that prefix also
+    counts as starting a segment ('b**/a' matches 'b/x/a' and 'ba'). Consecutive '**/'
+    collapse into one, as they match the same paths. Raises :class:`_NeverMatches` when
+    git's wildmatch would abort on the pattern.
     """
     first_special = next((index for index, char in enumerate(glob) if char in "*?[\\"), -1)
     parts: list[str] = []
@@ -370,12 +407,15 @@ def _translate_glob(glob: str) -> str:
             at_segment_start = index in (0, first_special) or glob[index - 1] == "/"
             if end - index >= 2 and at_segment_start and (end == len(glob) or glob[end] == "/"):
                 if end == len(glob):
-                    parts.append(".*")
+                    atom = _ANYTHING
                 else:
-                    parts.append("(?:.*/)?")
+                    atom = _DIRECTORIES
                     end += 1
+                if parts and parts[-1] == _DIRECTORIES:
+                    parts.pop()  # '**/**/' is '**/', '**/**' is '**'
+                parts.append(atom)
             else:
-                parts.append("[^/]*")
+                parts.append(_STAR)
             index = end
         elif char == "?":
             parts.append("[^/]")
@@ -391,7 +431,83 @@ def _translate_glob(glob: str) -> str:
         else:
             parts.append(re.escape(char))
             index += 1
-    return "".join(parts)
+    return parts
+
+
+def _translate_glob(glob: str) -> str:
+    """The regex equivalent of a git wildmatch pattern (see :func:`_glob_atoms`)."""
+    return "".join(_glob_atoms(glob))
+
+
+class _GlobAutomaton:
+    """A wildmatch pattern matched by simulating its automaton: time proportional to the
+    subject's length times the pattern's, whatever the pattern (a backtracking regex takes
+    exponential time on '*a*a*a…b' or repeated '**/' shapes).
+
+    State ``i`` waits for atom ``i``; ``-i - 1`` is inside a ``_DIRECTORIES`` atom ``i``
+    after at least one character, which it may leave only after a '/'.
+    """
+
+    __slots__ = ("_atoms", "_singles", "_end")
+
+    def __init__(self, atoms: list[str]) -> None:
+        self._atoms = atoms
+        self._singles = [None if atom in _UNBOUNDED else re.compile(atom, re.DOTALL) for atom in atoms]
+        self._end = len(atoms)
+
+    def _closure(self, states: set[int]) -> set[int]:
+        pending = [state for state in states if state >= 0]
+        while pending:
+            state = pending.pop()
+            if state < self._end and self._atoms[state] in _UNBOUNDED and state + 1 not in states:
+                states.add(state + 1)
+                pending.append(state + 1)
+        return states
+
+    def fullmatch(self, subject: str) -> bool:
+        """Whether the whole of ``subject`` matches the pattern."""
+        atoms, singles, end = self._atoms, self._singles, self._end
+        states = self._closure({0})
+        for char in subject:
+            following: set[int] = set()
+            for state in states:
+                if state < 0:
+                    inside = -state - 1
+                    following.add(state)
+                    if char == "/":
+                        following.add(inside + 1)
+                    continue
+                if state == end:
+                    continue
+                atom = atoms[state]
+                if atom == _STAR:
+                    if char != "/":
+                        following.add(state)
+                elif atom == _ANYTHING:
+                    following.add(state)
+                elif atom == _DIRECTORIES:
+                    following.add(-state - 1)
+                    if char == "/":
+                        following.add(state + 1)
+                elif singles[state].fullmatch(char):  # type: ignore[union-attr]
+                    following.add(state + 1)
+            if not following:
+                return False
+            states = self._closure(following)
+        return end in states
+
+
+def _compile_glob(glob: str) -> re.Pattern[str] | _GlobAutomaton:
+    """A matcher for a wildmatch pattern, linear in the subject's length: a regex when it
+    has at most one unbounded atom that can backtrack (a final '**' never does), else an
+    automaton."""
+    atoms = _glob_atoms(glob)
+    backtracking = sum(1 for atom in atoms[:-1] if atom in _UNBOUNDED)
+    if atoms and atoms[-1] in (_STAR, _DIRECTORIES):
+        backtracking += 1
+    if backtracking <= 1:
+        return re.compile("".join(atoms), re.DOTALL)
+    return _GlobAutomaton(atoms)
 
 
 def _trim_trailing_spaces(line: str) -> str:
@@ -420,7 +536,7 @@ class _IgnorePattern:
 
     source: str
     text: str
-    regex: re.Pattern[str]
+    regex: re.Pattern[str] | _GlobAutomaton
     negated: bool
     directory_only: bool
     basename_only: bool
@@ -461,7 +577,7 @@ def _parse_ignore_line(source: str, line: str) -> _IgnorePattern | None:
     if body.startswith("/"):
         body = body[1:]
     try:
-        regex = re.compile(_translate_glob(body), re.DOTALL)
+        regex = _compile_glob(body)
     except (_NeverMatches, re.error):
         # git's wildmatch gives up on such a pattern: it never matches anything.
         return None
@@ -885,17 +1001,10 @@ class _Classifier:
             return SkippedFile(path, SkipReason.UNREADABLE, error.strerror or str(error))
 
     def _decode(self, path: str, raw: bytes) -> FileEntry | SkippedFile:
-        if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
-            return SkippedFile(path, SkipReason.NON_UTF8, "UTF-16 text")
-        if raw.find(b"\0", 0, _BINARY_PROBE_BYTES) >= 0:
-            return SkippedFile(path, SkipReason.BINARY, "NUL byte in the first 8 KiB")
-        try:
-            # The whole file is decoded: a prefix could cut a multibyte character in two.
-            # One leading BOM is dropped (as the "utf-8-sig" codec does, error offsets
-            # then count from after it).
-            text = raw[3:].decode("utf-8") if raw.startswith(_UTF8_BOM) else raw.decode("utf-8")
-        except UnicodeDecodeError as error:
-            return SkippedFile(path, SkipReason.NON_UTF8, f"invalid UTF-8 at byte {error.start:,}")
+        decoded = _decode_text(raw)
+        if isinstance(decoded, tuple) and isinstance(decoded[0], SkipReason):
+            return SkippedFile(path, decoded[0], decoded[1])
+        text, encoding = decoded
         if self._options.default_excludes:
             excluded = _content_exclusion(path, text)
             if excluded is not None:
@@ -906,6 +1015,7 @@ class _Classifier:
             language=self._language(path),
             text=text,
             content_hash=hashlib.sha256(raw).hexdigest(),
+            encoding=encoding,
         )
 
     def _language(self, path: str) -> str | None:
@@ -914,6 +1024,35 @@ class _Classifier:
         if suffix not in self._languages:
             self._languages[suffix] = language_for_path(path)
         return self._languages[suffix]
+
+
+def _decode_text(raw: bytes) -> tuple[str, str] | tuple[SkipReason, str]:
+    """(text, encoding) of a file's bytes, or (skip reason, detail) when it is not text."""
+    for bom, encoding in _WIDE_BOMS:
+        if raw.startswith(bom):
+            try:
+                return raw[len(bom) :].decode(encoding), encoding
+            except UnicodeDecodeError as error:
+                return SkipReason.NON_UTF8, f"invalid {encoding.upper()} at byte {error.start + len(bom):,}"
+    if raw.find(b"\0", 0, _BINARY_PROBE_BYTES) >= 0:
+        return SkipReason.BINARY, "NUL byte in the first 8 KiB"
+    has_bom = raw.startswith(_UTF8_BOM)
+    try:
+        # The whole file is decoded: a prefix could cut a multibyte character in two.
+        # One leading BOM is dropped (as the "utf-8-sig" codec does, error offsets
+        # then count from after it).
+        return (raw[3:].decode("utf-8") if has_bom else raw.decode("utf-8")), UTF8
+    except UnicodeDecodeError as error:
+        invalid = SkipReason.NON_UTF8, f"invalid UTF-8 at byte {error.start:,}"
+    if has_bom or _UTF8_MULTIBYTE.search(raw):
+        return invalid  # UTF-8 with a damaged byte: decoding it otherwise would garble the rest
+    try:
+        text = raw.decode("cp1252")
+    except UnicodeDecodeError:
+        return invalid  # a byte cp1252 leaves undefined (a Latin-1 C1 control): not text
+    if _NON_TEXT_CONTROLS.search(text):
+        return SkipReason.NON_UTF8, "not UTF-8, and control characters rule out single-byte text"
+    return text, "cp1252"
 
 
 def _read_up_to(descriptor: int, limit: int, expected_size: int) -> bytes:
