@@ -31,6 +31,7 @@ from auditor.errors import AuditorError
 from auditor.findings.answer import answer_schema_json, parse_answer
 from auditor.findings.grounding import RepositoryView, ground_answer
 from auditor.findings.injection import detect_injections
+from auditor.findings.judge import candidate_chains, judge_windows
 from auditor.findings.merge import merge_findings
 from auditor.findings.model import Claim, Finding, Rejected
 from auditor.findings.suppress import (
@@ -198,7 +199,8 @@ def plan_scan(
     assert tokenizer is not None  # loaded above for every engine but "static"
     if not tokenizer.info.exact:
         notes.append(tokenizer.info.describe())
-    packed = pack_prepared(prepared, rules=rules, tokenizer=tokenizer, options=config.pack, progress=progress)
+    packed = pack_prepared(prepared, rules=rules, tokenizer=tokenizer, options=config.pack, progress=progress,
+                           chains_to_judge=candidate_chains(static_findings))
     truncated = sorted({f.path for window in packed.windows for f in window.files if f.truncated})
     if truncated:
         notes.append(f"a line longer than a window was cut in {len(truncated)} file(s): {', '.join(truncated[:10])}")
@@ -259,8 +261,10 @@ def finish_scan(plan: ScanPlan, completions: Sequence[Completion]) -> ScanResult
     windows, errors, model_findings, rejected = _read_completions(
         list(plan.planted), list(completions), repository, rules_by_id, config.recall_threshold
     )
+    judged = judge_windows(plan.static_findings, [w for w, _ in plan.planted], [c.text for c in completions], repository.files)
+    errors.extend(ScanError("verdict", f"window {p.window}: {p.message}", p.window) for p in judged.problems)
     return finish(
-        merge_findings([model_findings, plan.static_findings]),
+        merge_findings([model_findings, judged.findings]),
         engine=plan.engine, model=config.engine_settings.model,
         tokenizer_source=plan.tokenizer.source, tokenizer_exact=plan.tokenizer.exact,
         rejected=tuple(rejected), windows=tuple(windows), errors=tuple(errors),
