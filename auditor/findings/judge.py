@@ -31,13 +31,11 @@ class WindowVerdicts:
     window: int
     listed: tuple[CandidateChain, ...]
     verdicts: tuple[Verdict, ...]
-    # False for an answer cut short: its missing verdicts are not a problem of their own.
-    complete: bool = True
 
 
 @dataclass(frozen=True)
 class JudgeProblem:
-    """A verdict that was not applied, or a listed candidate left unjudged."""
+    """A verdict that was not applied, and why."""
 
     window: int
     message: str
@@ -79,7 +77,7 @@ def judge_static_findings(
     Not applied, each with a problem: a verdict on a candidate the window did not list, a
     second verdict on one candidate in one window, a refutation without a reason, and a
     refutation citing a line outside the packed files. A listed candidate the answer does
-    not judge is a problem too (it stays unjudged). Applied verdicts carry their window;
+    not judge stays unjudged (its ``verdict`` is None). Applied verdicts carry their window;
     ``files`` are the packed files' texts.
     """
     applied: dict[str, list[Verdict]] = {}
@@ -99,9 +97,6 @@ def judge_static_findings(
             applied.setdefault(candidate.key, []).append(
                 replace(verdict, candidate=candidate.id, path=path, window=window.window)
             )
-        unjudged = [candidate.id for candidate in window.listed if candidate.id not in judged]
-        if unjudged and window.complete:
-            problems.append(JudgeProblem(window.window, f"no verdict on listed candidate(s) {', '.join(unjudged)}: left unjudged"))
     findings = tuple(
         replace(finding, verdicts=(*finding.verdicts, *applied[finding.fingerprint]))
         if finding.fingerprint in applied else finding
@@ -147,10 +142,8 @@ def judge_windows(
     files: Mapping[str, str],
 ) -> JudgedFindings:
     """``judge_static_findings`` over the windows as sent (their ``candidates``) and their
-    answer texts, one per window. An incomplete answer's missing verdicts are not reported
-    (the window is already reported incomplete); its complete verdicts are applied."""
+    answer texts, one per window; a truncated answer's complete verdicts are applied."""
     sides: list[WindowVerdicts] = []
     for window, text in zip(windows, answers, strict=True):
-        parsed = parse_answer(text)
-        sides.append(WindowVerdicts(window.index, window.candidates, parsed.verdicts, parsed.complete))
+        sides.append(WindowVerdicts(window.index, window.candidates, parse_answer(text).verdicts))
     return judge_static_findings(static_findings, sides, files)

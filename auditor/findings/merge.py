@@ -16,8 +16,8 @@ def merge_findings(groups: Iterable[Iterable[Finding]]) -> tuple[Finding, ...]:
     ``found_by`` becomes the sorted union. The chain kept is the best confirmed one: a
     static chain (derived from the call graph) first, then the chain with more verified
     steps, then the longer one. The explanation and title come from a model finding when
-    there is one (static ones are generic), the severity is the most severe claimed, the
-    window the earliest. The result is sorted by ``Finding.sort_key``.
+    there is one that traced the kept chain (static ones are generic), the severity is the
+    most severe claimed, the window the earliest. The result is sorted by ``Finding.sort_key``.
 
     No chain is lost: ``chains`` holds every distinct entry chain (by its steps' paths and
     functions) reaching the sink, the kept one first, each with who traced it and that
@@ -49,11 +49,14 @@ def _merge_same(findings: list[Finding]) -> Finding:
     ranked = sorted(findings, key=_chain_rank)
     best = ranked[0]
     model_ranked = [finding for finding in ranked if "model" in finding.found_by and finding.explanation]
-    voice = model_ranked[0] if model_ranked else best
     found_by = tuple(sorted({source for finding in findings for source in finding.found_by}))
     severity = min((finding.severity for finding in findings), key=lambda value: (SEVERITY_ORDER.get(value, 9), value))
     windows = [finding.window for finding in findings if finding.window is not None]
     chains = merge_chains(ranked)
+    # The title and explanation speak for the kept chain: a model's only when it traced it.
+    primary = chains[0].route()
+    voices = [finding for finding in model_ranked if any(chain.route() == primary for chain in finding.entry_chains())]
+    voice = voices[0] if voices else best
     verdicts = tuple(sorted(
         {verdict for finding in findings for verdict in finding.verdicts},
         key=lambda v: (v.window if v.window is not None else -1, v.candidate, v.verdict, v.reason, v.path or "", v.line or 0),
@@ -62,7 +65,7 @@ def _merge_same(findings: list[Finding]) -> Finding:
         best,
         severity=severity,
         title=voice.title or best.title,
-        explanation=chains[0].explanation or voice.explanation or best.explanation,
+        explanation=chains[0].explanation or best.explanation,
         found_by=found_by,
         window=min(windows) if windows else None,
         chains=chains,

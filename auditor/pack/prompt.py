@@ -218,7 +218,9 @@ def render_candidates(candidates: Sequence[CandidateChain]) -> str:
     ]
     for candidate in candidates:
         route = " -> ".join(f"{path}:{line} {function}" for path, line, function in candidate.steps)
-        lines.append(f"- {candidate.id} [{candidate.rule}] {route}; sink {candidate.sink_path}:{candidate.sink_line}\n")
+        last_path = candidate.steps[-1][0] if candidate.steps else None
+        sink = f"line {candidate.sink_line}" if last_path == candidate.sink_path else f"{candidate.sink_path}:{candidate.sink_line}"
+        lines.append(f"- {candidate.id} [{candidate.rule}] {route}; sink {sink}\n")
     return neutralise_control_tokens("".join(lines))
 
 
