@@ -12,7 +12,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from auditor.findings.answer import ANSWER_SCHEMA, parse_answer
+from auditor.findings.answer import ANSWER_SCHEMA, answer_schema_json, parse_answer
 from auditor.findings.judge import (
     WindowVerdicts,
     candidate_chains,
@@ -392,3 +392,16 @@ def test_text_and_markdown_show_other_chains_and_disputes():
 
 def test_an_unmerged_finding_reports_its_one_chain():
     assert ORDERS.entry_chains() == (FindingChain(ORDERS.chain, ("static",), ORDERS.explanation),)
+
+
+def test_a_window_listing_candidates_requires_verdicts_on_exactly_those_ids():
+    schema = json.loads(answer_schema_json([TX], ["S2", "S1"]))
+    validator = jsonschema.Draft202012Validator(schema)
+
+    assert "verdicts" in schema["required"]
+    validator.validate({"findings": [], "probes": [], "verdicts": [{"candidate": "S1", "verdict": "confirmed", "reason": ""}]})
+    for broken in ({"findings": [], "probes": []},
+                   {"findings": [], "probes": [], "verdicts": [{"candidate": "S7", "verdict": "confirmed", "reason": ""}]}):
+        with pytest.raises(jsonschema.ValidationError):
+            validator.validate(broken)
+    assert answer_schema_json([TX], []) == answer_schema_json([TX])

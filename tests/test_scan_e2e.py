@@ -327,7 +327,7 @@ def test_the_prompt_lists_the_static_candidates_the_window_carries(tiny_tokenize
         "sink line 7\n"
     ) in user
     assert plan.requests[0].prompt_tokens == load_tokenizer(config.tokenizer).count(window.prompt)
-    assert '"verdicts"' in plan.requests[0].json_schema
+    assert json.loads(plan.requests[0].json_schema)["required"] == ["findings", "probes", "verdicts"]
 
 
 def test_judge_verdicts_confirm_refute_and_problems_are_reported(replay):

@@ -51,11 +51,13 @@ def verdict_schema() -> dict[str, Any]:
     }
 
 
-def answer_schema(rule_ids: Sequence[str] | None = None) -> dict[str, Any]:
+def answer_schema(rule_ids: Sequence[str] | None = None, candidate_ids: Sequence[str] | None = None) -> dict[str, Any]:
     """The JSON Schema of the answer contract, fresh on every call.
 
     With ``rule_ids`` the ``rule`` field is restricted to those ids (useful as a
-    structured-output constraint when the selected rules are known).
+    structured-output constraint when the selected rules are known). With
+    ``candidate_ids`` (the static candidates a window lists) ``verdicts`` is required and
+    its ``candidate`` restricted to those ids; without, ``verdicts`` is optional.
     """
     step: dict[str, Any] = {
         "type": "object",
@@ -89,14 +91,19 @@ def answer_schema(rule_ids: Sequence[str] | None = None) -> dict[str, Any]:
         "required": ["id", "answer"],
         "additionalProperties": False,
     }
+    verdict = verdict_schema()
+    required = ["findings", "probes"]
+    if candidate_ids:
+        verdict["properties"]["candidate"]["enum"] = sorted(set(candidate_ids))
+        required.append("verdicts")
     return {
         "type": "object",
         "properties": {
             "findings": {"type": "array", "items": finding},
             "probes": {"type": "array", "items": probe},
-            "verdicts": {"type": "array", "items": verdict_schema()},
+            "verdicts": {"type": "array", "items": verdict},
         },
-        "required": ["findings", "probes"],
+        "required": required,
         "additionalProperties": False,
     }
 
@@ -105,9 +112,9 @@ def answer_schema(rule_ids: Sequence[str] | None = None) -> dict[str, Any]:
 ANSWER_SCHEMA: Final[dict[str, Any]] = answer_schema()
 
 
-def answer_schema_json(rule_ids: Sequence[str] | None = None) -> str:
+def answer_schema_json(rule_ids: Sequence[str] | None = None, candidate_ids: Sequence[str] | None = None) -> str:
     """The answer schema as JSON text with sorted keys (stable across runs, cache-friendly)."""
-    return json.dumps(answer_schema(rule_ids), sort_keys=True, separators=(",", ":"))
+    return json.dumps(answer_schema(rule_ids, candidate_ids), sort_keys=True, separators=(",", ":"))
 
 
 _DECODER = json.JSONDecoder()

@@ -212,7 +212,7 @@ def plan_scan(
     )
     if config.probes and any(not plan.needles for _, plan in planted):
         notes.append("some windows had no room for recall canaries: their recall is not measured")
-    schema = answer_schema_json([rule.id for rule in rules])
+    rule_ids = [rule.id for rule in rules]
     requests = tuple(
         ChatRequest(
             id=f"{request_prefix}window-{window.index}",
@@ -220,7 +220,7 @@ def plan_scan(
             prompt_tokens=window.prompt_tokens,
             max_tokens=config.pack.output_tokens,
             thinking=config.pack.thinking,
-            json_schema=schema,
+            json_schema=answer_schema_json(rule_ids, [candidate.id for candidate in window.candidates]),
         )
         for window, _ in planted
     )
