@@ -385,9 +385,10 @@ def test_text_and_markdown_show_other_chains_and_disputes():
     assert "also reached (model): app/api.py:9 mobile_checkout -> app/orders.py:4 save_order" in text
     assert "mobile_checkout posts four writes" in text
     assert "disputed: the model refuted S2 (app/tasks.py:1): nightly runs inside atomic" in text
+    assert "restock — Database write outside a transaction in restock [disputed]" in text
     markdown = render_markdown(result)
     assert "Also reached (found by model):" in markdown and "mobile_checkout posts four writes" in markdown
-    assert "**Disputed**: the model refuted `S2`" in markdown
+    assert "**Disputed**: the model refuted `S2`" in markdown and "in <code>restock</code> · <i>disputed</i></summary>" in markdown
 
 
 def test_an_unmerged_finding_reports_its_one_chain():

@@ -80,6 +80,8 @@ def _finding_block(finding: Finding, link_base: str, reviewed: ReviewedFinding |
         f"<b>{finding.severity.upper()}</b> {_escape(finding.rule)}: {_escape(finding.title)} — "
         f"<code>{_escape(step_location(shown[0], shown[1]))}</code> in <code>{_escape(shown[2])}</code>"
     )
+    if finding.disputed:
+        summary += " · <i>disputed</i>"
     lines = ["<details>", f"<summary>{summary}</summary>", ""]
     if reviewed is not None:
         lines.append(

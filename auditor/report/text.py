@@ -56,6 +56,8 @@ def _finding(finding: Finding, reviewed: ReviewedFinding | None = None) -> Rende
         head.append(f"[{reviewed.status}] ")
     head.append(f"{step_location(finding.path, finding.line)} {finding.function}", style="bold")
     head.append(f" — {finding.title}")
+    if finding.disputed:
+        head.append(" [disputed]")
     body: list[RenderableType] = [head]
     if reviewed is not None:
         changed = f"changed: {step_location(reviewed.path, reviewed.line)} {reviewed.function} ({reviewed.touched_by})"
