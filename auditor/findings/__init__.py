@@ -9,7 +9,9 @@ Inputs: completion text (model) or static-analysis results; the packed repositor
 - ``model``: ``Finding``, ``ChainStep``, ``Claim``, ``Rejected`` and the fingerprint.
 - ``answer``: the answer contract's JSON Schema and ``parse_answer``.
 - ``grounding``: ``ground_claim``/``ground_answer`` against a ``RepositoryView``.
-- ``merge``: ``merge_findings``.
+- ``merge``: ``merge_findings`` (every distinct entry chain kept in ``chains``).
+- ``judge``: static candidates for the prompt (``candidate_chains``) and the model's
+  verdicts on them applied to the static findings (``judge_windows``).
 - ``suppress``: inline ``auditor: ignore[...]`` comments and baselines.
 - ``injection``: prompt-injection flags for packed files.
 """

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from auditor.findings.model import Claim, ClaimedStep, ProbeAnswer
+from auditor.findings.model import CONFIRMED, REFUTED, Claim, ClaimedStep, ProbeAnswer, Verdict
 from auditor.rules.loader import SEVERITIES
 
 
@@ -31,13 +31,33 @@ class ParsedAnswer:
     complete: bool
     salvaged: int
     errors: tuple[str, ...]
+    # Verdicts on the static candidates listed in the prompt (see ``read_verdicts``).
+    verdicts: tuple[Verdict, ...] = ()
 
 
-def answer_schema(rule_ids: Sequence[str] | None = None) -> dict[str, Any]:
+def verdict_schema() -> dict[str, Any]:
+    """The JSON Schema of one verdict on a static candidate (``verdicts[]``)."""
+    return {
+        "type": "object",
+        "properties": {
+            "candidate": {"type": "string"},
+            "verdict": {"type": "string", "enum": [CONFIRMED, REFUTED]},
+            "path": {"type": "string"},
+            "line": {"type": "integer"},
+            "reason": {"type": "string"},
+        },
+        "required": ["candidate", "verdict", "reason"],
+        "additionalProperties": False,
+    }
+
+
+def answer_schema(rule_ids: Sequence[str] | None = None, candidate_ids: Sequence[str] | None = None) -> dict[str, Any]:
     """The JSON Schema of the answer contract, fresh on every call.
 
     With ``rule_ids`` the ``rule`` field is restricted to those ids (useful as a
-    structured-output constraint when the selected rules are known).
+    structured-output constraint when the selected rules are known). With
+    ``candidate_ids`` (the static candidates a window lists) ``verdicts`` is required and
+    its ``candidate`` restricted to those ids; without, ``verdicts`` is optional.
     """
     step: dict[str, Any] = {
         "type": "object",
@@ -71,13 +91,19 @@ def answer_schema(rule_ids: Sequence[str] | None = None) -> dict[str, Any]:
         "required": ["id", "answer"],
         "additionalProperties": False,
     }
+    verdict = verdict_schema()
+    required = ["findings", "probes"]
+    if candidate_ids:
+        verdict["properties"]["candidate"]["enum"] = sorted(set(candidate_ids))
+        required.append("verdicts")
     return {
         "type": "object",
         "properties": {
             "findings": {"type": "array", "items": finding},
             "probes": {"type": "array", "items": probe},
+            "verdicts": {"type": "array", "items": verdict},
         },
-        "required": ["findings", "probes"],
+        "required": required,
         "additionalProperties": False,
     }
 
@@ -86,9 +112,9 @@ def answer_schema(rule_ids: Sequence[str] | None = None) -> dict[str, Any]:
 ANSWER_SCHEMA: Final[dict[str, Any]] = answer_schema()
 
 
-def answer_schema_json(rule_ids: Sequence[str] | None = None) -> str:
+def answer_schema_json(rule_ids: Sequence[str] | None = None, candidate_ids: Sequence[str] | None = None) -> str:
     """The answer schema as JSON text with sorted keys (stable across runs, cache-friendly)."""
-    return json.dumps(answer_schema(rule_ids), sort_keys=True, separators=(",", ":"))
+    return json.dumps(answer_schema(rule_ids, candidate_ids), sort_keys=True, separators=(",", ":"))
 
 
 _DECODER = json.JSONDecoder()
@@ -106,7 +132,7 @@ _CODE_FENCE_END = re.compile(r"\s*`{3,}\s*$")
 _LINE_TEXT = re.compile(r"^\s*[Ll]?(\d+)\b")
 
 
-_ANSWER_KEYS = ("findings", "probes")
+_ANSWER_KEYS = ("findings", "probes", "verdicts")
 
 
 def parse_answer(text: str) -> ParsedAnswer:
@@ -132,11 +158,15 @@ def parse_answer(text: str) -> ParsedAnswer:
             # Only the first object is the answer (docs/answer-contract.md); say what was not read.
             ignored = f"answer holds {others + 1} different JSON objects with 'findings' or 'probes'; only the first was read"
             problems = (ignored, *problems)
-        return ParsedAnswer(claims=claims, probes=probes, complete=True, salvaged=0, errors=problems)
+        verdict_errors: list[str] = []
+        verdicts = read_verdicts(document.get("verdicts"), verdict_errors)
+        return ParsedAnswer(claims=claims, probes=probes, complete=True, salvaged=0, errors=(*problems, *verdict_errors),
+                            verdicts=verdicts)
 
     raw_findings, findings_closed = _salvage_array(answer, "findings")
     raw_probes, _ = _salvage_array(answer, "probes")
-    if raw_findings is None and raw_probes is None:
+    raw_verdicts, _ = _salvage_array(answer, "verdicts")
+    if raw_findings is None and raw_probes is None and raw_verdicts is None:
         problem = (
             "JSON in answer has no 'findings' or 'probes' key" if saw_object else "no JSON object in answer"
         )
@@ -145,6 +175,7 @@ def parse_answer(text: str) -> ParsedAnswer:
     errors: list[str] = []
     claims = _read_claims(raw_findings or [], errors)
     probes = _read_probes(raw_probes or [], errors)
+    verdicts = read_verdicts(raw_verdicts, errors)
     truncated = not _CODE_FENCE_END.sub("", answer).rstrip().endswith("}")
     how = "answer truncated" if truncated else "answer is not valid JSON"
     if raw_findings is not None and not findings_closed:
@@ -157,6 +188,7 @@ def parse_answer(text: str) -> ParsedAnswer:
         complete=False,
         salvaged=len(claims),
         errors=(summary, *errors),
+        verdicts=verdicts,
     )
 
 
@@ -336,3 +368,64 @@ def _line_number(value: Any) -> int | None | str:
         if match:
             return int(match.group(1))
     return f"'line' must be a number, got {value!r}"
+
+
+# Words a model uses for the two verdicts, mapped to the contract's.
+_VERDICT_WORDS: Final[dict[str, str]] = {
+    "confirmed": CONFIRMED, "confirm": CONFIRMED, "true positive": CONFIRMED, "true_positive": CONFIRMED,
+    "refuted": REFUTED, "refute": REFUTED, "false positive": REFUTED, "false_positive": REFUTED,
+}
+
+
+def read_verdicts(raw_verdicts: Any, errors: list[str]) -> tuple[Verdict, ...]:
+    """The verdicts of an answer's ``verdicts`` array; shape problems go to ``errors``.
+
+    Only the shape is checked here (an object, a candidate id, a known verdict word, a line
+    number): whether the id was listed and a refutation gives its reason is the judge's
+    business (``auditor.findings.judge``), which knows the window.
+    """
+    if raw_verdicts is None:
+        return ()
+    if not isinstance(raw_verdicts, list):
+        errors.append("'verdicts' is not a list")
+        return ()
+    verdicts: list[Verdict] = []
+    for number, raw in enumerate(raw_verdicts, start=1):
+        verdict = _verdict_from(raw, f"verdict {number}")
+        if isinstance(verdict, Verdict):
+            verdicts.append(verdict)
+        else:
+            errors.append(verdict)
+    return tuple(verdicts)
+
+
+def _verdict_from(raw: Any, where: str) -> Verdict | str:
+    """A Verdict, or an error message saying why ``raw`` is not one."""
+    if not isinstance(raw, dict):
+        return f"{where}: not an object"
+    candidate = raw.get("candidate", raw.get("id"))
+    if isinstance(candidate, bool) or not isinstance(candidate, (str, int)) or not str(candidate).strip():
+        return f"{where}: 'candidate' is missing or not a string"
+    where = f"{where} ({str(candidate).strip()})"
+    word = raw.get("verdict")
+    verdict = _VERDICT_WORDS.get(word.strip().lower()) if isinstance(word, str) else None
+    if verdict is None:
+        return f"{where}: 'verdict' must be 'confirmed' or 'refuted', got {word!r}"
+    reason = raw.get("reason")
+    if reason is None:
+        reason = ""
+    if not isinstance(reason, str):
+        return f"{where}: 'reason' must be a string"
+    path = raw.get("path")
+    if path is not None and not isinstance(path, str):
+        return f"{where}: 'path' must be a string"
+    line = _line_number(raw.get("line"))
+    if isinstance(line, str):
+        return f"{where}: {line}"
+    return Verdict(
+        candidate=str(candidate).strip(),
+        verdict=verdict,
+        reason=reason.strip(),
+        path=(path.strip() or None) if path is not None else None,
+        line=line,
+    )

@@ -24,6 +24,37 @@ class ChainStep:
     note: str = ""
 
 
+CONFIRMED = "confirmed"
+REFUTED = "refuted"
+
+
+@dataclass(frozen=True)
+class FindingChain:
+    """One entry chain reaching a finding's sink: its steps, who traced it, and that
+    finder's explanation (a model's explanation stays with the model's chain)."""
+
+    steps: tuple[ChainStep, ...]
+    found_by: tuple[str, ...]
+    explanation: str = ""
+
+    def route(self) -> tuple[tuple[str, str], ...]:
+        """The chain's identity: (path, function) per step, lines aside."""
+        return tuple((step.path, step.function) for step in self.steps)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The model's judgement of one static candidate in one window: ``confirmed`` or
+    ``refuted``, the reason, and the location that proves it (for a refutation)."""
+
+    candidate: str
+    verdict: str
+    reason: str
+    path: str | None = None
+    line: int | None = None
+    window: int | None = None
+
+
 @dataclass(frozen=True)
 class Finding:
     """A grounded finding: the sink location, the chain that reaches it, and who found it."""
@@ -39,6 +70,28 @@ class Finding:
     found_by: tuple[str, ...]
     fingerprint: str
     window: int | None = None
+    # Every distinct entry chain reaching the sink, each with who traced it (set by
+    # ``merge_findings``; empty on an unmerged finding: ``entry_chains()`` then gives ``chain``).
+    chains: tuple[FindingChain, ...] = ()
+    # The model's verdicts on this finding as a static candidate, in window order.
+    verdicts: tuple[Verdict, ...] = ()
+
+    def entry_chains(self) -> tuple[FindingChain, ...]:
+        """Every distinct chain to the sink, the primary one (``chain``) first."""
+        return self.chains or (FindingChain(self.chain, self.found_by, self.explanation),)
+
+    @property
+    def verdict(self) -> str | None:
+        """How the model judged this static candidate: ``confirmed`` when a window confirmed
+        it, ``refuted`` when every verdict refuted it, None when it was never judged."""
+        if not self.verdicts:
+            return None
+        return CONFIRMED if any(v.verdict == CONFIRMED for v in self.verdicts) else REFUTED
+
+    @property
+    def disputed(self) -> bool:
+        """True when the model refuted this static candidate (it stays in the report)."""
+        return self.verdict == REFUTED
 
     def sort_key(self) -> tuple[object, ...]:
         """Deterministic report order: severity, rule, path, line, fingerprint."""

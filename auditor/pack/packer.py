@@ -24,6 +24,7 @@ from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 from auditor.errors import PackError, UsageError
 from auditor.pack.prompt import (
+    CandidateChain,
     MapEntry,
     build_messages,
     render_full_block,
@@ -119,6 +120,8 @@ class Window:
     blocks: tuple[str, ...]  # the rendered file blocks (canaries included), in prompt order
     frame: WindowFrame
     prompt_tokens: int
+    # The static candidates the frame lists for the model to judge (all their lines in full here).
+    candidates: tuple[CandidateChain, ...] = ()
 
     @property
     def messages(self) -> tuple[Message, ...]:
@@ -364,12 +367,13 @@ def render_frame(
     rules: Sequence[Rule],
     thinking: bool,
     probe_questions: str = "",
+    candidates: Sequence[CandidateChain] = (),
 ) -> WindowFrame:
     """The frame of window ``index``: messages and prompt split where the file blocks go,
     with the exact token counts of the prompt's two parts."""
     messages = build_messages(
         repository=repository, window_index=index, repo_map=repo_map, blocks=[_BLOCKS_SENTINEL], rules=rules,
-        probe_questions=probe_questions,
+        probe_questions=probe_questions, candidates=candidates,
     )
     rendered = tokenizer.render(messages, thinking=thinking)
     prompt_head, found, prompt_tail = rendered.partition(_BLOCKS_SENTINEL)
@@ -400,22 +404,40 @@ class _WindowBuilder:
     junction where two pieces meet (a merge across the seam), measured on the lines around it.
     """
 
-    def __init__(self, repository: str, repo_map: str, rules: Sequence[Rule], tokenizer: PromptTokenizer, thinking: bool):
+    def __init__(
+        self, repository: str, repo_map: str, rules: Sequence[Rule], tokenizer: PromptTokenizer, thinking: bool,
+        candidates: Sequence[CandidateChain] = (),
+    ):
         self.repository = repository
         self.repo_map = repo_map
         self.rules = tuple(rules)
         self.tokenizer = tokenizer
         self.thinking = thinking
-        self._frames: dict[int, WindowFrame] = {}
+        self.candidates = tuple(candidates)
+        self._frames: dict[tuple[int, tuple[str, ...]], WindowFrame] = {}
 
-    def frame(self, index: int) -> WindowFrame:
-        """The frame of window ``index`` (cached)."""
-        if index not in self._frames:
-            self._frames[index] = render_frame(
+    def frame(self, index: int, listed: Sequence[CandidateChain] = ()) -> WindowFrame:
+        """The frame of window ``index`` listing the candidates ``listed`` (cached)."""
+        key = (index, tuple(candidate.id for candidate in listed))
+        if key not in self._frames:
+            self._frames[key] = render_frame(
                 self.tokenizer, repository=self.repository, index=index, repo_map=self.repo_map,
-                rules=self.rules, thinking=self.thinking,
+                rules=self.rules, thinking=self.thinking, candidates=listed,
             )
-        return self._frames[index]
+        return self._frames[key]
+
+    def listed(self, items: Sequence[_Item]) -> tuple[CandidateChain, ...]:
+        """The candidates whose every cited line is in full text among ``items``, in order."""
+        if not self.candidates:
+            return ()
+        full: dict[str, list[tuple[int, int]]] = {}
+        for item in items:
+            if item.tier == "full":
+                full.setdefault(item.path, []).append((item.start, item.end))
+        return tuple(
+            candidate for candidate in self.candidates
+            if all(any(start <= line <= end for start, end in full.get(path, ())) for path, line in candidate.locations())
+        )
 
     def scaffold_tokens(self, index: int) -> int:
         frame = self.frame(index)
@@ -423,7 +445,8 @@ class _WindowBuilder:
 
     def count(self, index: int, items: Sequence[_Item], counter: _Counter) -> int:
         """Exact token count of the rendered window."""
-        return count_framed(self.tokenizer, self.frame(index), [item.text for item in items], counter.counts(items))
+        frame = self.frame(index, self.listed(items))
+        return count_framed(self.tokenizer, frame, [item.text for item in items], counter.counts(items))
 
 
 def count_framed(tokenizer: PromptTokenizer, frame: WindowFrame, blocks: Sequence[str], block_tokens: Sequence[int]) -> int:
@@ -467,6 +490,7 @@ def pack(
     neighbors: NeighborFn | None = None,
     progress: ProgressCallback = no_progress,
     relevance_cache: DigestStore | None = None,
+    chains_to_judge: Sequence[CandidateChain] = (),
 ) -> PackResult:
     """Pack files into windows within budget. See the module docstring for the strategy.
 
@@ -474,6 +498,8 @@ def pack(
     the file has no skeleton (unsupported language or a parse failure: it is then only
     packed in full). ``symbols_of(path)`` names a file's top-level symbols for the map.
     ``relevance_cache`` remembers relevance scores by content (see ``relevance_scores``).
+    ``chains_to_judge`` are static candidates for the model to judge: each window's frame lists those
+    whose lines it carries in full, counted in its ``prompt_tokens``.
     Raises PackError when the scaffold alone does not fit the budget.
     """
     if options.prompt_budget <= 0:
@@ -486,7 +512,7 @@ def pack(
     entries = [MapEntry(path, symbols_of(path) if symbols_of else ()) for path in candidates + rest]
     map_budget = min(options.map_tokens, max(options.prompt_budget // 4, 0))
     repo_map, map_detail = _choose_map(entries, tokenizer, map_budget)
-    builder = _WindowBuilder(repository, repo_map, rules, tokenizer, options.thinking)
+    builder = _WindowBuilder(repository, repo_map, rules, tokenizer, options.thinking, chains_to_judge)
     scaffold = builder.scaffold_tokens(0)
     content_budget = options.prompt_budget - scaffold
     if content_budget <= 0:
@@ -712,8 +738,9 @@ def _finish_window(
         PackedFile(item.path, item.tier, count, item.start, item.end, item.total, item.truncated)
         for item, count in zip(items, counts)
     )
+    listed = builder.listed(items)
     window = Window(
-        index=index, files=files, blocks=tuple(item.text for item in items), frame=builder.frame(index),
-        prompt_tokens=prompt_tokens,
+        index=index, files=files, blocks=tuple(item.text for item in items), frame=builder.frame(index, listed),
+        prompt_tokens=prompt_tokens, candidates=listed,
     )
     return window, sum(1 for item in items if item.candidate)

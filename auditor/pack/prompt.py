@@ -173,8 +173,60 @@ def _directory_counts(entries: Sequence[MapEntry], depth: int, suffix: str = "")
     )
 
 
-def render_task(rules: Sequence[Rule], probe_questions: str = "") -> str:
-    """The audit task: every selected rule, then the answer contract (and probe questions)."""
+@dataclass(frozen=True)
+class CandidateChain:
+    """A static candidate as the prompt lists it for the model to judge: its id, rule, the
+    chain's steps from the entry point to the sink's function as (path, line, function),
+    and the sink. ``key`` names the static finding it stands for (its fingerprint); it is
+    not rendered."""
+
+    id: str
+    rule: str
+    steps: tuple[tuple[str, int, str], ...]
+    sink_path: str
+    sink_line: int
+    key: str = ""
+
+    def locations(self) -> tuple[tuple[str, int], ...]:
+        """Every (path, line) the chain cites: a window must show them all in full to list it."""
+        return (*((path, line) for path, line, _ in self.steps), (self.sink_path, self.sink_line))
+
+
+VERDICT_EXAMPLE = [
+    {"candidate": "<candidate id>", "verdict": "confirmed", "reason": "<what in the code bears the chain out>"},
+    {
+        "candidate": "<candidate id>",
+        "verdict": "refuted",
+        "path": "<file of the line that proves it wrong>",
+        "line": 12,
+        "reason": "<why, e.g. the caller opens a transaction around the call at that line>",
+    },
+]
+
+
+def render_candidates(candidates: Sequence[CandidateChain]) -> str:
+    """The static candidates section of the task, one compact line per chain; empty text
+    for none. The packer renders the frame with this same text, so its count is exact."""
+    if not candidates:
+        return ""
+    lines = [
+        "\n### Static candidates\n\n"
+        "The static analysis suspects these chains (entry point -> ... -> sink). Judge each one from "
+        'the code shown: in "verdicts", "confirmed" when the code bears it out, or "refuted" with the '
+        "path and line that prove it wrong (for example an enclosing transaction the analysis "
+        'missed) and the reason. Report other problems under "findings" as usual.\n\n'
+    ]
+    for candidate in candidates:
+        route = " -> ".join(f"{path}:{line} {function}" for path, line, function in candidate.steps)
+        last_path = candidate.steps[-1][0] if candidate.steps else None
+        sink = f"line {candidate.sink_line}" if last_path == candidate.sink_path else f"{candidate.sink_path}:{candidate.sink_line}"
+        lines.append(f"- {candidate.id} [{candidate.rule}] {route}; sink {sink}\n")
+    return neutralise_control_tokens("".join(lines))
+
+
+def render_task(rules: Sequence[Rule], probe_questions: str = "", candidates: Sequence[CandidateChain] = ()) -> str:
+    """The audit task: every selected rule, the static candidates to judge (if any), then
+    the answer contract (and probe questions)."""
     parts = ["## Task\n"]
     if rules:
         parts.append("Audit the repository above for each of these rules.\n")
@@ -182,12 +234,14 @@ def render_task(rules: Sequence[Rule], probe_questions: str = "") -> str:
             parts.append(f"\n### Rule `{rule.id}`: {rule.title} (default severity: {rule.severity})\n\n{rule.body}")
     else:
         parts.append("Audit the repository above for correctness and security problems.\n")
+    parts.append(render_candidates(candidates))
     if probe_questions:
         parts.append(f"\n### Recall questions\n\n{probe_questions}")
+    example = {**ANSWER_EXAMPLE, "verdicts": VERDICT_EXAMPLE} if candidates else ANSWER_EXAMPLE
     parts.append(
         "\n## Answer format\n\nAfter your reasoning, answer with exactly one JSON object and nothing "
         "else, in this shape (chain runs from the entry point to the function containing the sink):\n"
-        + json.dumps(ANSWER_EXAMPLE, indent=1)
+        + json.dumps(example, indent=1)
         + "\n"
     )
     return "".join(parts)
@@ -201,10 +255,12 @@ def build_messages(
     blocks: Sequence[str],
     rules: Sequence[Rule],
     probe_questions: str = "",
+    candidates: Sequence[CandidateChain] = (),
 ) -> tuple[Message, ...]:
-    """The system and user turns of one window, blocks in the given order."""
+    """The system and user turns of one window, blocks in the given order; ``candidates``
+    are the static chains listed for the model to judge."""
     user = (
         f"# Repository: {repository} (window {window_index})\n\n{FORMAT_NOTE}\n\n"
-        f"## Repository map\n\n{repo_map}\n## Files\n\n" + "".join(blocks) + "\n" + render_task(rules, probe_questions)
+        f"## Repository map\n\n{repo_map}\n## Files\n\n" + "".join(blocks) + "\n" + render_task(rules, probe_questions, candidates)
     )
     return (Message("system", SYSTEM_PROMPT), Message("user", user))

@@ -80,6 +80,7 @@ def plant_canaries(
             rules=packed.rules,
             thinking=packed.options.thinking,
             probe_questions=questions_text(needles),
+            candidates=window.candidates,
         )
         planted = replace(window, blocks=insert_blocks(window.blocks, needles, positions), frame=frame)
         planted = replace(planted, prompt_tokens=tokenizer.count(planted.prompt))

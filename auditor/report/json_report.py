@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from auditor.findings.model import ChainStep, Claim, ClaimedStep, Finding
+from auditor.findings.model import ChainStep, Claim, ClaimedStep, Finding, FindingChain, Verdict
 from auditor.report.model import ReviewSummary, ScanResult, WindowOutcome
 
 JSON_REPORT_VERSION = 1
@@ -29,6 +29,29 @@ def finding_to_dict(finding: Finding) -> dict[str, Any]:
         "fingerprint": finding.fingerprint,
         "explanation": finding.explanation,
         "window": finding.window,
+        "chains": [_chain_to_dict(chain) for chain in finding.entry_chains()],
+        "verdict": finding.verdict,
+        "disputed": finding.disputed,
+        "verdicts": [_verdict_to_dict(verdict) for verdict in finding.verdicts],
+    }
+
+
+def _chain_to_dict(chain: FindingChain) -> dict[str, Any]:
+    return {
+        "steps": [_step_to_dict(step) for step in chain.steps],
+        "found_by": list(chain.found_by),
+        "explanation": chain.explanation,
+    }
+
+
+def _verdict_to_dict(verdict: Verdict) -> dict[str, Any]:
+    return {
+        "candidate": verdict.candidate,
+        "verdict": verdict.verdict,
+        "reason": verdict.reason,
+        "path": verdict.path,
+        "line": verdict.line,
+        "window": verdict.window,
     }
 
 

@@ -80,6 +80,8 @@ def _finding_block(finding: Finding, link_base: str, reviewed: ReviewedFinding |
         f"<b>{finding.severity.upper()}</b> {_escape(finding.rule)}: {_escape(finding.title)} — "
         f"<code>{_escape(step_location(shown[0], shown[1]))}</code> in <code>{_escape(shown[2])}</code>"
     )
+    if finding.disputed:
+        summary += " · <i>disputed</i>"
     lines = ["<details>", f"<summary>{summary}</summary>", ""]
     if reviewed is not None:
         lines.append(
@@ -96,7 +98,18 @@ def _finding_block(finding: Finding, link_base: str, reviewed: ReviewedFinding |
         lines.append("")
         lines += [_step_line(index, step, link_base) for index, step in enumerate(finding.chain)]
         lines.append("")
-    lines.append(f"Found by: {', '.join(finding.found_by)} · fingerprint {_code(finding.fingerprint)}")
+    for other in finding.entry_chains()[1:]:
+        lines += [f"Also reached (found by {', '.join(other.found_by)}):", ""]
+        lines += [_step_line(index, step, link_base) for index, step in enumerate(other.steps)]
+        lines.append("")
+        if other.explanation and other.explanation != finding.explanation:
+            lines += [*_quoted(other.explanation), ""]
+    if finding.disputed:
+        for verdict in finding.verdicts:
+            proof = f" ({_link(verdict.path, verdict.line, link_base)})" if verdict.path and verdict.line else ""
+            lines += [f"**Disputed**: the model refuted {_code(verdict.candidate)}{proof}: {_escape(verdict.reason)}", ""]
+    judged = f" · {finding.verdict} by model" if finding.verdict == "confirmed" else ""
+    lines.append(f"Found by: {', '.join(finding.found_by)}{judged} · fingerprint {_code(finding.fingerprint)}")
     lines += ["", "</details>", ""]
     return lines
 

@@ -15,7 +15,7 @@ from pathlib import PurePosixPath
 from typing import Final, Literal, NotRequired, TypedDict
 from urllib.parse import quote
 
-from auditor.findings.model import Finding
+from auditor.findings.model import ChainStep, Finding
 from auditor.report.model import (
     ReviewedFinding,
     ScanResult,
@@ -293,15 +293,22 @@ def _location(path: str, line: int, function: str | None = None, message: str | 
     return location
 
 
-def _code_flow(finding: Finding) -> CodeFlow | None:
-    if not finding.chain:
+def _code_flows(finding: Finding) -> list[CodeFlow]:
+    """One codeFlow per distinct entry chain reaching the sink, the primary chain first."""
+    flows = (_code_flow(finding, chain.steps) for chain in finding.entry_chains())
+    return [flow for flow in flows if flow is not None]
+
+
+def _code_flow(finding: Finding, chain: tuple[ChainStep, ...] | None = None) -> CodeFlow | None:
+    chain = finding.chain if chain is None else chain
+    if not chain:
         return None
     flow: list[ThreadFlowLocation] = []
-    for index, step in enumerate(finding.chain):
+    for index, step in enumerate(chain):
         if index == 0:
             text = f"entry point {step.function}"
         else:
-            text = f"{finding.chain[index - 1].function} calls {step.function}"
+            text = f"{chain[index - 1].function} calls {step.function}"
         if not step.verified:
             text += f" (unverified: {step.note})" if step.note else " (unverified)"
         flow.append(
@@ -311,7 +318,7 @@ def _code_flow(finding: Finding) -> CodeFlow | None:
                 "executionOrder": index + 1,
             }
         )
-    last = finding.chain[-1]
+    last = chain[-1]
     if (last.path, last.line) != (finding.path, finding.line):
         flow.append(
             {
@@ -320,7 +327,7 @@ def _code_flow(finding: Finding) -> CodeFlow | None:
                 "executionOrder": len(flow) + 1,
             }
         )
-    entry = finding.chain[0].function
+    entry = chain[0].function
     return {"message": {"text": f"{entry} reaches {finding.function}"}, "threadFlows": [{"locations": flow}]}
 
 
@@ -330,7 +337,18 @@ def _message(finding: Finding) -> str:
     text = f"{finding.title} ({finding.function} at {finding.path}:{finding.line}, {route})."
     if finding.explanation:
         text += f"\n\n{finding.explanation}"
+    text += _dispute_note(finding)
     return text
+
+
+def _dispute_note(finding: Finding) -> str:
+    """The model's refutation of a static candidate, for the message; empty when undisputed."""
+    if not finding.disputed:
+        return ""
+    reasons = "; ".join(
+        f"{v.reason}" + (f" ({v.path}:{v.line})" if v.path and v.line else "") for v in finding.verdicts
+    )
+    return f"\n\nDisputed: the model refuted this static candidate: {reasons}"
 
 
 def _result(
@@ -354,9 +372,12 @@ def _result(
             "chainVerified": all(step.verified for step in finding.chain),
         },
     }
-    flow = _code_flow(finding)
-    if flow is not None:
-        result["codeFlows"] = [flow]
+    if finding.verdict is not None:
+        result["properties"]["verdict"] = finding.verdict
+        result["properties"]["disputed"] = finding.disputed
+    flows = _code_flows(finding)
+    if flows:
+        result["codeFlows"] = flows
     if reviewed is not None:
         # GitHub shows a pull-request alert only on a changed line: the primary location is
         # the changed line on the chain, and the sink stays in the code flow and related locations.

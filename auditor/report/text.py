@@ -17,7 +17,7 @@ from rich.padding import Padding
 from rich.rule import Rule as Divider
 from rich.text import Text
 
-from auditor.findings.model import SEVERITY_ORDER, Finding
+from auditor.findings.model import SEVERITY_ORDER, ChainStep, Finding
 from auditor.report.model import (
     ReviewedFinding,
     ScanResult,
@@ -40,10 +40,11 @@ def _visible_control(match: re.Match[str]) -> str:
     return f"\\x{ord(match.group()):02x}"
 
 
-def chain_path(finding: Finding) -> str:
-    """The chain as one line: 'a.py:10 view -> b.py:40 save_order' (unverified steps marked '[unverified]')."""
+def chain_path(finding: Finding, steps: tuple[ChainStep, ...] | None = None) -> str:
+    """The chain (or ``steps``, another chain of the finding) as one line:
+    'a.py:10 view -> b.py:40 save_order' (unverified steps marked '[unverified]')."""
     parts = []
-    for step in finding.chain:
+    for step in finding.chain if steps is None else steps:
         part = f"{step_location(step.path, step.line)} {step.function}"
         parts.append(part if step.verified else f"{part} [unverified]")
     return " -> ".join(parts)
@@ -55,6 +56,8 @@ def _finding(finding: Finding, reviewed: ReviewedFinding | None = None) -> Rende
         head.append(f"[{reviewed.status}] ")
     head.append(f"{step_location(finding.path, finding.line)} {finding.function}", style="bold")
     head.append(f" — {finding.title}")
+    if finding.disputed:
+        head.append(" [disputed]")
     body: list[RenderableType] = [head]
     if reviewed is not None:
         changed = f"changed: {step_location(reviewed.path, reviewed.line)} {reviewed.function} ({reviewed.touched_by})"
@@ -66,8 +69,17 @@ def _finding(finding: Finding, reviewed: ReviewedFinding | None = None) -> Rende
             body.append(Padding(Text(f"note: {note}", style="dim"), (0, 0, 0, 2)))
     if finding.explanation:
         body.append(Padding(Text(finding.explanation), (0, 0, 0, 2)))
+    for other in finding.entry_chains()[1:]:
+        body.append(Padding(Text(f"also reached ({', '.join(other.found_by)}): {chain_path(finding, other.steps)}"), (0, 0, 0, 2)))
+        if other.explanation and other.explanation != finding.explanation:
+            body.append(Padding(Text(other.explanation), (0, 0, 0, 4)))
+    if finding.disputed:
+        for verdict in finding.verdicts:
+            proof = f" ({step_location(verdict.path, verdict.line)})" if verdict.path and verdict.line else ""
+            body.append(Padding(Text(f"disputed: the model refuted {verdict.candidate}{proof}: {verdict.reason}"), (0, 0, 0, 2)))
+    judged = f" · {finding.verdict} by model" if finding.verdict == "confirmed" else ""
     body.append(
-        Padding(Text(f"found by {', '.join(finding.found_by)} · fingerprint {finding.fingerprint[:16]}", style="dim"), (0, 0, 0, 2))
+        Padding(Text(f"found by {', '.join(finding.found_by)}{judged} · fingerprint {finding.fingerprint[:16]}", style="dim"), (0, 0, 0, 2))
     )
     return Group(*body)
 

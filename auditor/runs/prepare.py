@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
 from auditor.analysis.callgraph import CallGraph, CallGraphCache
 from auditor.index.cache import IndexCache
 from auditor.index.indexer import index_files
 from auditor.index.model import FileIndex
 from auditor.pack.packer import PackInput, PackOptions, PackResult, pack
+from auditor.pack.prompt import CandidateChain
 from auditor.pack.skeleton import build_skeleton
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
 from auditor.rules.loader import Rule
@@ -102,8 +103,10 @@ def pack_prepared(
     tokenizer: PromptTokenizer,
     options: PackOptions,
     progress: ProgressCallback = no_progress,
+    chains_to_judge: Sequence[CandidateChain] = (),
 ) -> PackResult:
-    """Pack a prepared repository: skeletons and map symbols from the index, neighbours from the graph."""
+    """Pack a prepared repository: skeletons and map symbols from the index, neighbours from the graph;
+    ``chains_to_judge`` (static candidates) are listed in the windows that carry them."""
     indexes = prepared.indexes
     texts = {entry.path: entry.text for entry in prepared.walk.files}
 
@@ -136,4 +139,5 @@ def pack_prepared(
         neighbors=prepared.graph.file_neighbors,
         progress=progress,
         relevance_cache=relevance_cache,
+        chains_to_judge=chains_to_judge,
     )

@@ -26,6 +26,7 @@ from auditor.errors import AuditorError
 from auditor.findings.answer import answer_schema_json, parse_answer
 from auditor.findings.grounding import RepositoryView, ground_answer
 from auditor.findings.injection import detect_injections
+from auditor.findings.judge import candidate_chains, judge_windows
 from auditor.findings.merge import merge_findings
 from auditor.findings.model import Claim, Finding, Rejected
 from auditor.findings.suppress import (
@@ -131,7 +132,8 @@ def plan_scan(
     assert tokenizer is not None  # loaded above for every engine that runs a model
     if not tokenizer.info.exact:
         notes.append(tokenizer.info.describe())
-    packed = pack_prepared(prepared, rules=rules, tokenizer=tokenizer, options=config.pack, progress=progress)
+    packed = pack_prepared(prepared, rules=rules, tokenizer=tokenizer, options=config.pack, progress=progress,
+                           chains_to_judge=candidate_chains(static_findings))
     truncated = sorted({f.path for window in packed.windows for f in window.files if f.truncated})
     if truncated:
         notes.append(f"a line longer than a window was cut in {len(truncated)} file(s): {', '.join(truncated[:10])}")
@@ -143,7 +145,7 @@ def plan_scan(
     )
     if config.probes and any(not plan.needles for _, plan in planted):
         notes.append("some windows had no room for recall canaries: their recall is not measured")
-    schema = answer_schema_json([rule.id for rule in rules])
+    rule_ids = [rule.id for rule in rules]
     requests = tuple(
         ChatRequest(
             id=f"{request_prefix}window-{window.index}",
@@ -151,7 +153,7 @@ def plan_scan(
             prompt_tokens=window.prompt_tokens,
             max_tokens=config.window.output_tokens,
             thinking=config.window.thinking,
-            json_schema=schema,
+            json_schema=answer_schema_json(rule_ids, [candidate.id for candidate in window.candidates]),
         )
         for window, _ in planted
     )
@@ -163,13 +165,15 @@ def plan_scan(
 @dataclass(frozen=True)
 class ModelRun:
     """What the model's answers gave: one outcome per window, the errors met, grounded
-    findings and rejected claims, and the tokens sent. Empty for the static pass."""
+    findings and rejected claims, the tokens sent, and the static findings as the model
+    judged them. For the static pass: the static findings alone."""
 
     windows: tuple[WindowOutcome, ...] = ()
     errors: tuple[ScanError, ...] = ()
     findings: tuple[Finding, ...] = ()
     rejected: tuple[Rejected, ...] = ()
     prompt_tokens_sent: int = 0
+    static_findings: tuple[Finding, ...] = ()  # the static pass's, with the model's verdicts
 
 
 def finish_scan(plan: ScanPlan, completions: Sequence[Completion]) -> ScanResult:
@@ -178,7 +182,7 @@ def finish_scan(plan: ScanPlan, completions: Sequence[Completion]) -> ScanResult
     config, prepared, rules = plan.config, plan.prepared, plan.rules
     texts = prepared.texts
     if plan.packed is None or plan.tokenizer is None:
-        run = ModelRun()
+        run = ModelRun(static_findings=plan.static_findings)
         coverage = Coverage(full=tuple(sorted(prepared.indexes)), skeleton=(),
                             omitted=tuple(sorted(set(texts) - set(prepared.indexes))))
         engine, model, tokenizer_source, tokenizer_exact = "static", None, STATIC_TOKENIZER_SOURCE, False
@@ -192,7 +196,7 @@ def finish_scan(plan: ScanPlan, completions: Sequence[Completion]) -> ScanResult
     gaps = _coverage_gaps(not_audited, plan, coverage)
     known = set(builtin_rules()) | {rule.id for rule in rules}
     baseline = read_baseline(config.baseline) if config.baseline else None
-    suppression = apply_suppressions(merge_findings([run.findings, plan.static_findings]), texts, known, baseline)
+    suppression = apply_suppressions(merge_findings([run.findings, run.static_findings]), texts, known, baseline)
     # Planted instructions matter where a model read the text: flag the files it was shown.
     shown = set(coverage.full) | set(coverage.skeleton) if run.windows else set()
     return ScanResult(
@@ -283,8 +287,12 @@ def _model_run(plan: ScanPlan, completions: Sequence[Completion]) -> ModelRun:
     windows, errors, findings, rejected = _read_completions(
         list(plan.planted), list(completions), repository, rules_by_id, plan.config.recall_threshold
     )
+    # The model judged the static candidates its windows listed: confirmed, or disputed with a reason.
+    judged = judge_windows(plan.static_findings, [w for w, _ in plan.planted], [c.text for c in completions], repository.files)
+    errors.extend(ScanError("verdict", f"window {p.window}: {p.message}", p.window) for p in judged.problems)
     return ModelRun(
         windows=tuple(windows), errors=tuple(errors), findings=tuple(findings), rejected=tuple(rejected),
+        static_findings=judged.findings,
         prompt_tokens_sent=sum(c.prompt_tokens or r.prompt_tokens for c, r in zip(completions, plan.requests)),
     )
 
