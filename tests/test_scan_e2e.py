@@ -19,12 +19,14 @@ import pytest
 from typer.testing import CliRunner
 
 from auditor.cli.app import app
+from auditor.engine.base import EngineSettings
+from auditor.engine.opening import EngineChoice
 from auditor.engine.vllm_engine import vllm_unavailable_reason
 from auditor.errors import ExitCode
-from auditor.pack.packer import PackOptions
 from auditor.rules.loader import builtin_rules
-from auditor.runs.scan import ScanConfig, plan_scan
-from auditor.tokens.tokenizer import TokenizerRequest, load_tokenizer
+from auditor.runs.config import ScanConfig, WindowOptions
+from auditor.runs.scan import plan_scan
+from auditor.tokens.tokenizer import load_tokenizer
 
 from .conftest import REPO_ROOT, SHARED
 
@@ -313,10 +315,11 @@ def test_flask_raw_insert_found_by_model_and_static_is_one_finding(replay):
 
 def test_the_prompt_lists_the_static_candidates_the_window_carries(tiny_tokenizer_dir):
     config = ScanConfig(
-        root=FIXTURES / "flask_ledger", rules=(RULE,), tokenizer=TokenizerRequest(tokenizer=str(tiny_tokenizer_dir)),
-        pack=PackOptions(max_model_len=65536, output_tokens=4096), probes=0, use_cache=False,
+        root=FIXTURES / "flask_ledger", rules=(RULE,), tokenizer=str(tiny_tokenizer_dir),
+        engine_settings=EngineSettings(max_model_len=65536), window=WindowOptions(output_tokens=4096),
+        probes=0, use_cache=False,
     )
-    plan = plan_scan(config, "replay")
+    plan = plan_scan(config, EngineChoice("replay"))
     (window, _), = plan.planted
     user = plan.requests[0].messages[1].content
 
@@ -326,7 +329,7 @@ def test_the_prompt_lists_the_static_candidates_the_window_carries(tiny_tokenize
         "accrue_all -> ledger/services/interest.py:27 accrue_for_account -> ledger/services/postings.py:7 post_entry; "
         "sink line 7\n"
     ) in user
-    assert plan.requests[0].prompt_tokens == load_tokenizer(config.tokenizer).count(window.prompt)
+    assert plan.requests[0].prompt_tokens == load_tokenizer(config.tokenizer_request).count(window.prompt)
     assert json.loads(plan.requests[0].json_schema)["required"] == ["findings", "probes", "verdicts"]
 
 
