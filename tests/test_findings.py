@@ -239,7 +239,8 @@ def test_parse_reports_invalid_findings_without_dropping_them_silently():
     bad_line = dict(FINDING, sink={"path": "app/orders.py", "line": "somewhere", "function": "f"})
     bad_step = dict(FINDING, chain=["app/views.py:5 checkout", {"path": "app/orders.py", "line": "L4", "function": "save_order"}])
     parsed = parse_answer(answer_json([no_sink, FINDING, bad_line, "oops", bad_step]))
-    assert parsed.complete
+    # Findings that cannot be read break the contract: the window is incomplete, not clean.
+    assert not parsed.complete
     assert len(parsed.claims) == 2
     assert parsed.claims[1].chain == (ClaimedStep("app/orders.py", 4, "save_order"),)
     assert parsed.errors == (
@@ -248,6 +249,37 @@ def test_parse_reports_invalid_findings_without_dropping_them_silently():
         "finding 4: not an object",
         "finding 5: chain step 1 is not an object (step left out of the chain)",
     )
+
+
+def test_a_malformed_chain_step_alone_keeps_the_answer_complete():
+    bad_step = dict(FINDING, chain=["app/views.py:5 checkout", {"path": "app/orders.py", "line": "L4", "function": "save_order"}])
+    parsed = parse_answer(answer_json([bad_step]))
+    assert parsed.complete and len(parsed.claims) == 1
+    assert parsed.errors == ("finding 1: chain step 1 is not an object (step left out of the chain)",)
+
+
+@pytest.mark.parametrize(
+    "text, error",
+    [
+        ('{"findings": {"a": 1}, "probes": []}', "'findings' is not a list"),
+        ('{"findings": [1, "two", null], "probes": []}', "finding 1: not an object"),
+        ('{"findings": [], "probes": "p-1"}', "'probes' is not a list"),
+        ('{"findings": [], "probes": [{"answer": "4417203"}]}', "probe 1: 'id' is missing or not a string"),
+    ],
+)
+def test_an_answer_that_breaks_the_contract_is_not_complete(text: str, error: str):
+    parsed = parse_answer(text)
+    assert not parsed.complete
+    assert error in parsed.errors
+
+
+def test_think_close_quoted_inside_the_answer_does_not_cut_it():
+    quoted = dict(FINDING, explanation="the model wrote </think> in a comment")
+    answer = answer_json([quoted])
+    for text in (answer, "a trace</think>" + answer, "<think>trace</think>\n" + answer):
+        parsed = parse_answer(text)
+        assert parsed.complete, text
+        assert parsed.claims[0].explanation == "the model wrote </think> in a comment"
 
 
 def test_parse_tolerates_trailing_commas_and_string_lines():
