@@ -169,10 +169,11 @@ def test_finding_shape_matches_the_answer_contract(rule: Rule):
     assert finding.fingerprint == fingerprint(rule.id, "ledger/services/postings.py", "post_entry", sink_text)
     assert all(step.verified for step in finding.chain)
     entry, *middle, last = finding.chain
-    assert (entry.path, entry.line) == ("ledger/cli.py", 10)  # the def line, after the decorators
+    # Each step's line is where it calls the next step; the last step's is the sink (issue 15).
+    assert (entry.path, entry.line) == ("ledger/cli.py", 11)  # accrue_all(rate), not the def line
     assert [step.line for step in middle] == [16, 27]  # the calls made at each step
     assert last.line == finding.line == 7
-    assert "line 7: db_session.add" in finding.explanation and "line 9: db_session.flush" in finding.explanation
+    assert "line 7: db_session.add(...)" in finding.explanation and "line 9: db_session.flush(...)" in finding.explanation
 
 
 # ------------------------------------------------------------------ boundary kinds
