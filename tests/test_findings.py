@@ -310,7 +310,7 @@ def test_grounded_claim_becomes_a_finding_with_a_verified_chain(rules):
     assert finding.found_by == ("model",)
     assert finding.chain == (
         ChainStep("app/views.py", 5, "checkout", True, ""),
-        ChainStep("app/orders.py", 4, "save_order", True, ""),
+        ChainStep("app/orders.py", 6, "save_order", True, ""),  # the last step's line is the sink
     )
     assert finding.fingerprint == fingerprint(RULE, "app/orders.py", "save_order", "    order.save()")
 
@@ -417,7 +417,7 @@ def test_sink_naming_the_class_grounds_in_the_method_that_holds_the_line(rules):
     finding = ground_claim(claim(sink=("app/orders.py", 14, "OrderService"), chain=chain), make_repo(), rules)
     assert isinstance(finding, Finding)
     assert (finding.line, finding.function) == (14, "OrderService.cancel")
-    assert finding.chain[-1] == ChainStep("app/orders.py", 13, "OrderService.cancel", False, finding.chain[-1].note)
+    assert finding.chain[-1] == ChainStep("app/orders.py", 14, "OrderService.cancel", False, finding.chain[-1].note)
     assert finding.fingerprint == fingerprint(RULE, "app/orders.py", "OrderService.cancel", "order.save()")
 
 
@@ -537,3 +537,22 @@ def test_a_path_copied_from_the_prompt_matches_the_repository_path():
     shown = neutralise_control_tokens(path)
     assert shown != path  # the prompt breaks the control-token text ...
     assert normalise_path("./" + shown) == path  # ... and a claim citing it still names the file
+
+
+def test_chain_lines_follow_the_rule_each_step_at_its_call_to_the_next_the_last_at_the_sink(rules):
+    """The model cites checkout's def line (4) and save_order's def line (4): grounding puts
+    checkout on its call to save_order (5) and save_order on the sink (6)."""
+    chain = (("app/views.py", 4, "checkout"), ("app/orders.py", 4, "save_order"))
+    finding = ground_claim(claim(chain=chain), make_repo(), rules)
+    assert isinstance(finding, Finding)
+    entry, last = finding.chain
+    assert (entry.line, entry.verified) == (5, True)
+    assert entry.note == "line moved from 4 to 5, where it calls save_order"
+    assert (last.line, last.function) == (finding.line, finding.function) == (6, "save_order")
+
+
+def test_a_step_whose_function_never_calls_the_next_keeps_the_models_line(rules):
+    chain = (("app/views.py", 10, "health"), ("app/orders.py", 4, "save_order"))
+    finding = ground_claim(claim(chain=chain), make_repo(), rules)
+    assert isinstance(finding, Finding)
+    assert finding.chain[0].line == 10 and not finding.chain[0].verified

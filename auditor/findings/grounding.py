@@ -379,8 +379,8 @@ def _ground_chain(
     if last_claimed is not None and normalise_path(last_claimed.path) == sink_path and (
         same_function(last_claimed.function, sink_function) or steps[-1].function == sink_function
     ):
-        line = steps[-1].line if steps[-1].located and steps[-1].function == sink_function else sink_line
-        steps[-1] = _Step(sink_path, line, sink_function, True, sink_notes)
+        # The last step's line is the sink (docs/answer-contract.md, "Chain lines").
+        steps[-1] = _Step(sink_path, sink_line, sink_function, True, sink_notes)
     else:
         if not claimed_chain:
             sink_notes = (*sink_notes, "no call chain given")
@@ -388,6 +388,7 @@ def _ground_chain(
             sink_notes = (*sink_notes, "the chain did not end at the sink's function; step added")
         steps.append(_Step(sink_path, sink_line, sink_function, True, sink_notes))
 
+    steps = [*(_at_call(steps[index], steps[index + 1], repo) for index in range(len(steps) - 1)), steps[-1]]
     edge_ok = [_edge_confirmed(steps[index], steps[index + 1], repo) for index in range(len(steps) - 1)]
     grounded: list[ChainStep] = []
     for index, step in enumerate(steps):
@@ -406,6 +407,31 @@ def _ground_chain(
         note = f"{last.note}; {UNCONFIRMED_CHAIN_NOTE}" if last.note else UNCONFIRMED_CHAIN_NOTE
         grounded[-1] = replace(last, note=note)
     return tuple(grounded)
+
+
+def _at_call(step: _Step, callee: _Step, repo: RepositoryView) -> _Step:
+    """``step`` on the line where its function calls ``callee`` (the chain-line rule: each
+    step's line is its call to the next step). The model's line is kept when it is such a
+    call or when none is found; otherwise the step moves to the nearest one, noted."""
+    if not step.located or repo.locator is None or callee.function in ("", MODULE_LEVEL):
+        return step
+    text = repo.files.get(step.path)
+    span = repo.locator.function_lines(step.path, step.function) if step.function != MODULE_LEVEL else None
+    if text is None or span is None:
+        return step
+    lines = file_lines(text)
+    name = re.split(r"[.:#]", callee.function)[-1]
+    calls = re.compile(rf"(?<![\w$]){re.escape(name)}\s*[(<]")
+    found = [
+        number
+        for number in range(max(span[0], 1), min(span[1], len(lines)) + 1)
+        if calls.search(lines[number - 1]) and same_function(step.function, repo.locator.enclosing_function(step.path, number))
+    ]
+    if not found or step.line in found:
+        return step
+    nearest = min(found, key=lambda number: (abs(number - step.line), number))
+    note = f"line moved from {step.line} to {nearest}, where it calls {callee.function}" if step.line else ""
+    return replace(step, line=nearest, notes=(*step.notes, note) if note else step.notes)
 
 
 def _edge_confirmed(caller: _Step, callee: _Step, repo: RepositoryView) -> tuple[bool, str]:
