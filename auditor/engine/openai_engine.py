@@ -193,9 +193,10 @@ def _guarded_opener(guard: _Guard) -> urllib.request.OpenerDirector:
 
 def _read_body(response: Any, guard: _Guard) -> bytes:
     """The response body, read in chunks against the deadline and ``MAX_RESPONSE_BYTES``."""
-    length = response.headers.get("Content-Length") if response.headers else None
-    if length is not None and length.strip().isdigit() and int(length) > MAX_RESPONSE_BYTES:
-        raise _Refused(f"the server's answer is {int(length):,} bytes, over the {MAX_RESPONSE_BYTES:,}-byte limit")
+    header = response.headers.get("Content-Length") if response.headers else None
+    length = int(header) if header is not None and header.strip().isdigit() else None
+    if length is not None and length > MAX_RESPONSE_BYTES:
+        raise _Refused(f"the server's answer is {length:,} bytes, over the {MAX_RESPONSE_BYTES:,}-byte limit")
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -203,7 +204,10 @@ def _read_body(response: Any, guard: _Guard) -> bytes:
         chunk = response.read1(_READ_CHUNK_BYTES)
         if not chunk:
             guard.check()  # a socket shut down by the watchdog reads as the end of the body
-            return b"".join(chunks)
+            body = b"".join(chunks)
+            if length is not None and len(body) < length:
+                raise http.client.IncompleteRead(body, length - len(body))
+            return body
         size += len(chunk)
         if size > MAX_RESPONSE_BYTES:
             raise _Refused(f"the server's answer is over the {MAX_RESPONSE_BYTES:,}-byte limit")

@@ -55,6 +55,11 @@ UNCONFIRMED_CHAIN_NOTE: Final = "no edge of this chain is confirmed by the call 
 MODULE_LEVEL: Final = "<module>"
 
 
+# The longest chain grounded (docs/answer-contract.md, "Output limits"); real call chains
+# are a few dozen steps, and each step costs a lookup in its file.
+MAX_CHAIN_STEPS: Final = 1_000
+
+
 @dataclass(frozen=True)
 class RepositoryView:
     """What grounding checks claims against: the packed files (path -> text, the set the
@@ -132,6 +137,12 @@ def file_lines(text: str) -> list[str]:
     if lines and lines[-1] == "":
         lines.pop()
     return [line.removesuffix("\r") for line in lines]
+
+
+@lru_cache(maxsize=64)
+def _lines_of(text: str) -> tuple[str, ...]:
+    """``file_lines`` of a packed file, computed once per text (chains revisit files)."""
+    return tuple(file_lines(text))
 
 
 def is_sink_line(line_text: str, rule: Rule) -> bool:
@@ -372,8 +383,17 @@ def _ground_chain(
     sink_note: str,
     repo: RepositoryView,
 ) -> tuple[ChainStep, ...]:
-    """Resolve each step, make the last step the sink's function, then check every edge."""
+    """Resolve each step, make the last step the sink's function, then check every edge.
+
+    A chain over ``MAX_CHAIN_STEPS`` keeps its first steps and its last; the step before
+    the cut notes how many were left out."""
+    left_out = len(claimed_chain) - MAX_CHAIN_STEPS
+    if left_out > 0:
+        claimed_chain = (*claimed_chain[: MAX_CHAIN_STEPS - 1], claimed_chain[-1])
     steps = [_resolve_step(step, repo) for step in claimed_chain]
+    if left_out > 0:
+        cut = steps[MAX_CHAIN_STEPS - 2]
+        steps[MAX_CHAIN_STEPS - 2] = replace(cut, notes=(*cut.notes, f"{left_out:,} chain steps left out (chains are capped at {MAX_CHAIN_STEPS:,} steps)"))
     sink_notes = (sink_note,) if sink_note else ()
     last_claimed = claimed_chain[-1] if claimed_chain else None
     if last_claimed is not None and normalise_path(last_claimed.path) == sink_path and (
@@ -419,7 +439,7 @@ def _at_call(step: _Step, callee: _Step, repo: RepositoryView) -> _Step:
     span = repo.locator.function_lines(step.path, step.function) if step.function != MODULE_LEVEL else None
     if text is None or span is None:
         return step
-    lines = file_lines(text)
+    lines = _lines_of(text)
     name = re.split(r"[.:#]", callee.function)[-1]
     calls = re.compile(rf"(?<![\w$]){re.escape(name)}\s*[(<]")
     found = [
@@ -454,7 +474,7 @@ def _resolve_step(step: ClaimedStep, repo: RepositoryView) -> _Step:
         return _Step(path, line, claimed, False, (f"path not in the packed repository: {step.path}",))
     if repo.locator is None:
         return _Step(path, line, claimed, False, ("no function index to locate the function",))
-    line_count = len(file_lines(text))
+    line_count = len(_lines_of(text))
     locator = repo.locator
     if step.line is not None and 1 <= step.line <= line_count:
         enclosing = locator.enclosing_function(path, step.line)
