@@ -507,23 +507,6 @@ class _Analysis:
             fingerprint=fingerprint(rule.id, ref.path, ref.qualname, facts.line_text(first.line)),
         )
 
-    def _definition_line(self, ref: FunctionRef) -> int:
-        """The line of a function's name in its signature (after decorators)."""
-        facts = self.facts.get(ref.path)
-        index = self.indexes.get(ref.path)
-        if ref.qualname == MAIN_FUNCTION and index is not None and index.main_block is not None:
-            return index.main_block[0]
-        definition = self.graph.definition(ref)
-        if definition is None:
-            return 1
-        if facts is not None:
-            pattern = re.compile(rf"\b{re.escape(definition.name)}\s*[(<\[]")
-            for line in range(definition.start_line, max(definition.body_start_line, definition.start_line + 1)):
-                text = facts.line_text(line).lstrip()
-                if not text.startswith("@") and pattern.search(text):
-                    return line
-        return definition.start_line
-
 
 def _non_database_call(call: CallSite) -> bool:
     """True for a sink-shaped call that writes no database row: a file storage or cache

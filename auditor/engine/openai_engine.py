@@ -175,6 +175,11 @@ def _guarded_opener(guard: _Guard) -> urllib.request.OpenerDirector:
 
                 self._create_connection = create_connection
 
+            def connect(self) -> None:
+                super().connect()
+                # HTTPS wraps the raw socket in a TLS one that takes over its descriptor.
+                guard.watch(self.sock)
+
         return Guarded
 
     http_class = connection_class(http.client.HTTPConnection)
