@@ -176,6 +176,17 @@ def test_finding_shape_matches_the_answer_contract(rule: Rule):
     assert "line 7: db_session.add(...)" in finding.explanation and "line 9: db_session.flush(...)" in finding.explanation
 
 
+def test_explanations_name_write_calls_as_written_and_entry_points_that_write_themselves(rule: Rule):
+    # Issue 15: "Product.objects.filter(...).update(...)", not "Product.objects.filter.update";
+    # an entry point writing in its own body does not "reach" itself "through 0 calls".
+    findings = reported(analyze_app("django_shop", rule))
+    address = findings[("shop/services/profiles.py", "add_address")]
+    assert "Address.objects.filter(...).update(...)" in address.explanation
+    own = findings[("shop/views.py", "update_profile")]
+    assert len(own.chain) == 1 and own.chain[0].line == own.line
+    assert "through 0 calls" not in own.explanation and "writes in its own body" in own.explanation
+
+
 # ------------------------------------------------------------------ boundary kinds
 
 
