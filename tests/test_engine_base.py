@@ -56,10 +56,11 @@ def test_unterminated_trace_has_empty_answer() -> None:
     )
 
 
-def test_last_close_tag_ends_the_trace() -> None:
-    reasoning, answer = split_reasoning("a </think> b </think> the answer")
-    assert reasoning == "a </think> b"
-    assert answer == "the answer"
+def test_first_close_tag_ends_the_trace() -> None:
+    # An answer may quote </think> (issue 15, item 6): the trace ends at its first close.
+    reasoning, answer = split_reasoning('a trace </think>{"findings": [{"explanation": "x </think> y"}]}')
+    assert reasoning == "a trace"
+    assert answer == '{"findings": [{"explanation": "x </think> y"}]}'
 
 
 def test_empty_answer_after_trace() -> None:

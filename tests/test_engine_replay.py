@@ -264,3 +264,20 @@ def test_enqueue_states_what_the_model_said() -> None:
     assert (first.reasoning, first.text) == ("t", "first")
     assert (second.text, second.finish_reason) == ("second", "length")
     assert engine.history == [request("a"), request("b", thinking=False)]
+
+
+def test_a_recording_nested_too_deeply_is_a_usage_error_not_a_traceback(tmp_path: Path) -> None:
+    recording = tmp_path / "deep.jsonl"
+    recording.write_text("[" * 100_000 + "]" * 100_000 + "\n", encoding="utf-8")
+    with pytest.raises(UsageError, match="nested too deeply"):
+        load_recording(recording)
+
+
+def test_an_answer_quoting_the_close_tag_replays_whole(tmp_path: Path) -> None:
+    answer = '{"findings": [], "probes": [{"id": "p", "answer": "</think>"}]}'
+    recording = tmp_path / "r.jsonl"
+    recording.write_text(json.dumps({"request_id": "window-0", "text": "trace</think>" + answer}) + "\n", encoding="utf-8")
+    engine = ReplayEngine(load_recording(recording))
+    [completion] = engine.generate([ChatRequest(id="window-0", messages=(), prompt_tokens=1, max_tokens=8)])
+    assert completion.reasoning == "trace"
+    assert completion.text == answer

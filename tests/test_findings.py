@@ -239,7 +239,8 @@ def test_parse_reports_invalid_findings_without_dropping_them_silently():
     bad_line = dict(FINDING, sink={"path": "app/orders.py", "line": "somewhere", "function": "f"})
     bad_step = dict(FINDING, chain=["app/views.py:5 checkout", {"path": "app/orders.py", "line": "L4", "function": "save_order"}])
     parsed = parse_answer(answer_json([no_sink, FINDING, bad_line, "oops", bad_step]))
-    assert parsed.complete
+    # Findings that cannot be read break the contract: the window is incomplete, not clean.
+    assert not parsed.complete
     assert len(parsed.claims) == 2
     assert parsed.claims[1].chain == (ClaimedStep("app/orders.py", 4, "save_order"),)
     assert parsed.errors == (
@@ -248,6 +249,37 @@ def test_parse_reports_invalid_findings_without_dropping_them_silently():
         "finding 4: not an object",
         "finding 5: chain step 1 is not an object (step left out of the chain)",
     )
+
+
+def test_a_malformed_chain_step_alone_keeps_the_answer_complete():
+    bad_step = dict(FINDING, chain=["app/views.py:5 checkout", {"path": "app/orders.py", "line": "L4", "function": "save_order"}])
+    parsed = parse_answer(answer_json([bad_step]))
+    assert parsed.complete and len(parsed.claims) == 1
+    assert parsed.errors == ("finding 1: chain step 1 is not an object (step left out of the chain)",)
+
+
+@pytest.mark.parametrize(
+    "text, error",
+    [
+        ('{"findings": {"a": 1}, "probes": []}', "'findings' is not a list"),
+        ('{"findings": [1, "two", null], "probes": []}', "finding 1: not an object"),
+        ('{"findings": [], "probes": "p-1"}', "'probes' is not a list"),
+        ('{"findings": [], "probes": [{"answer": "4417203"}]}', "probe 1: 'id' is missing or not a string"),
+    ],
+)
+def test_an_answer_that_breaks_the_contract_is_not_complete(text: str, error: str):
+    parsed = parse_answer(text)
+    assert not parsed.complete
+    assert error in parsed.errors
+
+
+def test_think_close_quoted_inside_the_answer_does_not_cut_it():
+    quoted = dict(FINDING, explanation="the model wrote </think> in a comment")
+    answer = answer_json([quoted])
+    for text in (answer, "a trace</think>" + answer, "<think>trace</think>\n" + answer):
+        parsed = parse_answer(text)
+        assert parsed.complete, text
+        assert parsed.claims[0].explanation == "the model wrote </think> in a comment"
 
 
 def test_parse_tolerates_trailing_commas_and_string_lines():
@@ -278,7 +310,7 @@ def test_grounded_claim_becomes_a_finding_with_a_verified_chain(rules):
     assert finding.found_by == ("model",)
     assert finding.chain == (
         ChainStep("app/views.py", 5, "checkout", True, ""),
-        ChainStep("app/orders.py", 4, "save_order", True, ""),
+        ChainStep("app/orders.py", 6, "save_order", True, ""),  # the last step's line is the sink
     )
     assert finding.fingerprint == fingerprint(RULE, "app/orders.py", "save_order", "    order.save()")
 
@@ -385,7 +417,7 @@ def test_sink_naming_the_class_grounds_in_the_method_that_holds_the_line(rules):
     finding = ground_claim(claim(sink=("app/orders.py", 14, "OrderService"), chain=chain), make_repo(), rules)
     assert isinstance(finding, Finding)
     assert (finding.line, finding.function) == (14, "OrderService.cancel")
-    assert finding.chain[-1] == ChainStep("app/orders.py", 13, "OrderService.cancel", False, finding.chain[-1].note)
+    assert finding.chain[-1] == ChainStep("app/orders.py", 14, "OrderService.cancel", False, finding.chain[-1].note)
     assert finding.fingerprint == fingerprint(RULE, "app/orders.py", "OrderService.cancel", "order.save()")
 
 
@@ -505,3 +537,22 @@ def test_a_path_copied_from_the_prompt_matches_the_repository_path():
     shown = neutralise_control_tokens(path)
     assert shown != path  # the prompt breaks the control-token text ...
     assert normalise_path("./" + shown) == path  # ... and a claim citing it still names the file
+
+
+def test_chain_lines_follow_the_rule_each_step_at_its_call_to_the_next_the_last_at_the_sink(rules):
+    """The model cites checkout's def line (4) and save_order's def line (4): grounding puts
+    checkout on its call to save_order (5) and save_order on the sink (6)."""
+    chain = (("app/views.py", 4, "checkout"), ("app/orders.py", 4, "save_order"))
+    finding = ground_claim(claim(chain=chain), make_repo(), rules)
+    assert isinstance(finding, Finding)
+    entry, last = finding.chain
+    assert (entry.line, entry.verified) == (5, True)
+    assert entry.note == "line moved from 4 to 5, where it calls save_order"
+    assert (last.line, last.function) == (finding.line, finding.function) == (6, "save_order")
+
+
+def test_a_step_whose_function_never_calls_the_next_keeps_the_models_line(rules):
+    chain = (("app/views.py", 10, "health"), ("app/orders.py", 4, "save_order"))
+    finding = ground_claim(claim(chain=chain), make_repo(), rules)
+    assert isinstance(finding, Finding)
+    assert finding.chain[0].line == 10 and not finding.chain[0].verified

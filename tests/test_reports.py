@@ -363,3 +363,58 @@ def test_markdown_stays_under_githubs_comment_limit_and_says_what_it_left_out(re
     assert len(text) < MAX_COMMENT_CHARS
     assert "more findings are not shown here" in text
     assert "app/m0.py" in text
+
+
+def test_text_and_markdown_show_bidi_controls_and_markdown_control_characters_as_escapes(result):
+    # U+202E reverses what follows on screen ("Trojan Source"); ESC/BEL/NUL drive terminals.
+    tricky = replace(result.findings[0], title="ok \u202efdp.exe", explanation="a\x1b[2Jb\x07c\x00d \u2066e\u2069")
+    poisoned = replace(result, findings=(tricky,))
+    for output in (render_text(poisoned), render_markdown(poisoned)):
+        assert not re.search("[\x00\x07\x1b\u202e\u2066\u2069]", output)
+        assert "\\u202e" in output and "\\x1b" in output
+    assert "\\x00d" in render_markdown(poisoned)
+
+
+def test_a_static_only_text_report_shows_no_model_run_numbers(result):
+    static = replace(result, engine="static", windows=(), rejected=(), errors=(), prompt_tokens_sent=0)
+    text = render_text(static)
+    assert "0 windows" not in text and "prompt tokens sent" not in text and "rejected claims" not in text
+    assert "static analysis only (no model run)" in text
+    markdown = render_markdown(static)
+    assert "prompt tokens sent" not in markdown and "rejected claims" not in markdown
+
+
+def test_sarif_thread_flow_steps_sit_at_their_calls_and_end_at_the_sink(result):
+    log = json.loads(render_sarif(result))
+    tx = next(r for r in log["runs"][0]["results"] if r["ruleId"] == TX)
+    locations = tx["codeFlows"][0]["threadFlows"][0]["locations"]
+    messages = [location["location"]["message"]["text"] for location in locations]
+    # checkout's step (views.py:10) is its call to save_order; the sink closes the flow.
+    assert messages[0] == "entry point checkout calls save_order"
+    assert messages[-1] == "sink in save_order: Order saved outside a transaction"
+    assert locations[-1]["location"]["physicalLocation"]["region"]["startLine"] == 42
+
+
+def test_long_chains_and_huge_texts_are_cut_to_the_documented_limits(result):
+    steps = tuple(ChainStep("app/views.py", n + 1, f"step_{n}", True) for n in range(12_000))
+    huge = replace(result.findings[0], chain=(*steps, ChainStep("app/orders.py", 42, "save_order", True)), explanation="y" * 50_000)
+    big = replace(result, findings=(huge,))
+    log = json.loads(render_sarif(big))
+    locations = log["runs"][0]["results"][0]["codeFlows"][0]["threadFlows"][0]["locations"]
+    assert len(locations) == 10_000
+    assert [location["executionOrder"] for location in locations] == list(range(1, 10_001))
+    assert locations[-1]["location"]["message"]["text"].startswith("sink in save_order")
+    assert "2,001 chain steps left out" in locations[-2]["location"]["message"]["text"]
+    reported = json.loads(render(big, "json"))["findings"][0]
+    assert reported["explanation"] == "y" * 20_000 + "… [truncated: 30,000 more characters]"
+    assert len(reported["chain"]) == 10_000
+
+
+def test_sarif_stays_under_githubs_upload_limit(result):
+    many = tuple(
+        replace(result.findings[0], fingerprint=f"{n:064x}", line=n + 1, explanation="z" * 19_000) for n in range(700)
+    )
+    sarif = render_sarif(replace(result, findings=many))
+    assert len(sarif.encode("utf-8")) <= 10 * 1024 * 1024
+    assert len(json.loads(sarif)["runs"][0]["results"]) == 700
+    assert "[truncated:" in sarif

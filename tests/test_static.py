@@ -169,10 +169,22 @@ def test_finding_shape_matches_the_answer_contract(rule: Rule):
     assert finding.fingerprint == fingerprint(rule.id, "ledger/services/postings.py", "post_entry", sink_text)
     assert all(step.verified for step in finding.chain)
     entry, *middle, last = finding.chain
-    assert (entry.path, entry.line) == ("ledger/cli.py", 10)  # the def line, after the decorators
+    # Each step's line is where it calls the next step; the last step's is the sink (issue 15).
+    assert (entry.path, entry.line) == ("ledger/cli.py", 11)  # accrue_all(rate), not the def line
     assert [step.line for step in middle] == [16, 27]  # the calls made at each step
     assert last.line == finding.line == 7
-    assert "line 7: db_session.add" in finding.explanation and "line 9: db_session.flush" in finding.explanation
+    assert "line 7: db_session.add(...)" in finding.explanation and "line 9: db_session.flush(...)" in finding.explanation
+
+
+def test_explanations_name_write_calls_as_written_and_entry_points_that_write_themselves(rule: Rule):
+    # Issue 15: "Product.objects.filter(...).update(...)", not "Product.objects.filter.update";
+    # an entry point writing in its own body does not "reach" itself "through 0 calls".
+    findings = reported(analyze_app("django_shop", rule))
+    address = findings[("shop/services/profiles.py", "add_address")]
+    assert "Address.objects.filter(...).update(...)" in address.explanation
+    own = findings[("shop/views.py", "update_profile")]
+    assert len(own.chain) == 1 and own.chain[0].line == own.line
+    assert "through 0 calls" not in own.explanation and "writes in its own body" in own.explanation
 
 
 # ------------------------------------------------------------------ boundary kinds

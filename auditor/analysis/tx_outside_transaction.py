@@ -469,22 +469,26 @@ class _Analysis:
                 line, note = first.line, ""
             else:
                 edge = trail[position]
-                line = self._definition_line(step) if position == 0 else edge.line
+                line = edge.line  # where this function calls the next step (docs/answer-contract.md)
                 note = f"calls {edge.callee.qualname} at line {edge.line}" + (" (resolved by name)" if edge.approximate else "")
             if position == 0:
                 note = f"entry point: {entry.detail}" + (f"; {note}" if note else "")
             chain.append(ChainStep(path=step.path, line=line, function=step.qualname, verified=True, note=note))
-        writes_text = "; ".join(f"line {call.line}: {call.callee}(...)" for call in writes)
+        writes_text = "; ".join(f"line {call.line}: {_call_text(call, facts.line_text(call.line))}" for call in writes)
         hops = len(trail)
         route = " -> ".join(f"{step.path}:{step.qualname}" for step in steps)
+        reach = (
+            f"reaches {ref.qualname} through {hops} call{'s' if hops != 1 else ''} ({route})"
+            if hops
+            else f"writes in its own body ({route})"
+        )
         title = (
             f"{count} database writes outside a transaction in {ref.qualname}"
             if count > 1
             else f"Database write outside a transaction in {ref.qualname}"
         )
         explanation = (
-            f"{entry.kind} entry point {entry.ref.qualname} ({entry.detail}) reaches {ref.qualname} "
-            f"through {hops} call{'s' if hops != 1 else ''} ({route}), and no transaction boundary "
+            f"{entry.kind} entry point {entry.ref.qualname} ({entry.detail}) {reach}, and no transaction boundary "
             f"(decorator, with-block or transaction handle) covers the path or the "
             f"write{'s' if count > 1 else ''}. Uncovered write{'s' if count > 1 else ''}: {writes_text}."
         )
@@ -502,23 +506,6 @@ class _Analysis:
             found_by=FOUND_BY,
             fingerprint=fingerprint(rule.id, ref.path, ref.qualname, facts.line_text(first.line)),
         )
-
-    def _definition_line(self, ref: FunctionRef) -> int:
-        """The line of a function's name in its signature (after decorators)."""
-        facts = self.facts.get(ref.path)
-        index = self.indexes.get(ref.path)
-        if ref.qualname == MAIN_FUNCTION and index is not None and index.main_block is not None:
-            return index.main_block[0]
-        definition = self.graph.definition(ref)
-        if definition is None:
-            return 1
-        if facts is not None:
-            pattern = re.compile(rf"\b{re.escape(definition.name)}\s*[(<\[]")
-            for line in range(definition.start_line, max(definition.body_start_line, definition.start_line + 1)):
-                text = facts.line_text(line).lstrip()
-                if not text.startswith("@") and pattern.search(text):
-                    return line
-        return definition.start_line
 
 
 def _non_database_call(call: CallSite) -> bool:
@@ -559,3 +546,73 @@ def analyze_tx_outside_transaction(
     findings, sinks, covered = analysis.run(entries)
     return StaticResult(findings=tuple(findings), entry_points=len(entries), sinks=sinks, covered_sinks=covered)
 
+
+def _call_text(call: CallSite, line_text: str) -> str:
+    """The call as a reader can search for it: ``Product.objects.filter(...).update(...)``
+    where the index keeps ``Product.objects.filter.update`` (argument lists dropped).
+
+    Walks the callee's dotted parts through the source line, writing each argument list as
+    ``(...)``; falls back to ``callee(...)`` when the line does not hold the call as written.
+    """
+    parts = call.callee.split(".")
+    start = line_text.find(parts[0])
+    while start != -1:
+        shown = _follow_parts(line_text, start, parts)
+        if shown is not None:
+            return shown
+        start = line_text.find(parts[0], start + 1)
+    return f"{call.callee}(...)"
+
+
+def _follow_parts(text: str, position: int, parts: list[str]) -> str | None:
+    shown: list[str] = []
+    for number, part in enumerate(parts):
+        if not text.startswith(part, position):
+            return None
+        shown.append(part)
+        position += len(part)
+        position = _skip_spaces(text, position)
+        if position < len(text) and text[position] == "(":
+            end = _closing_paren(text, position)
+            shown.append("(...)")
+            if end is None:  # the call runs on past this line: nothing more can be matched
+                return "".join(shown) + ("." + ".".join(parts[number + 1 :]) + "(...)" if number + 1 < len(parts) else "")
+            position = _skip_spaces(text, end + 1)
+        if number + 1 < len(parts):
+            if position >= len(text) or text[position] != ".":
+                return None
+            shown.append(".")
+            position = _skip_spaces(text, position + 1)
+    if not shown or shown[-1] != "(...)":
+        shown.append("(...)")
+    return "".join(shown)
+
+
+def _skip_spaces(text: str, position: int) -> int:
+    while position < len(text) and text[position] in " \t":
+        position += 1
+    return position
+
+
+def _closing_paren(text: str, position: int) -> int | None:
+    """The index of the ``)`` closing the ``(`` at ``position`` (strings skipped), or None."""
+    depth = 0
+    quote: str | None = None
+    index = position
+    while index < len(text):
+        char = text[index]
+        if quote is not None:
+            if char == "\\":
+                index += 1
+            elif char == quote:
+                quote = None
+        elif char in "'\"":
+            quote = char
+        elif char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+            if depth == 0:
+                return index
+        index += 1
+    return None

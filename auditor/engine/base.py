@@ -109,6 +109,22 @@ class Engine(Protocol):
         ...
 
 
+class EngineCancelled(KeyboardInterrupt):
+    """``generate`` was abandoned mid-batch (``cancel()`` or Ctrl-C): no completion is returned,
+    so nothing half-done reaches the result cache. A ``KeyboardInterrupt``, so a run stops
+    the way Ctrl-C stops it (exit 130 at the CLI boundary) and ``except Exception`` never
+    swallows it."""
+
+
+@runtime_checkable
+class CancellableEngine(Engine, Protocol):
+    """An engine whose requests in flight can be abandoned from another thread."""
+
+    def cancel(self) -> None:
+        """Abandon every request in flight now; ``generate`` then raises ``EngineCancelled``."""
+        ...
+
+
 def error_completion(request: ChatRequest, message: str) -> Completion:
     """A completion recording that ``request`` could not be completed, and why."""
     return Completion(

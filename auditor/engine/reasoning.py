@@ -14,12 +14,13 @@ THINK_CLOSE = "</think>"
 def split_reasoning(text: str) -> tuple[str, str]:
     """Return ``(reasoning, answer)`` from a raw output.
 
-    Text before the last ``</think>`` is the reasoning (a leading ``<think>`` removed),
-    text after it the answer. Without ``</think>``: a text that starts with ``<think>``
+    Text before the first ``</think>`` is the reasoning (a leading ``<think>`` removed),
+    text after it the answer: the trace ends at its first close, and an answer that quotes
+    ``</think>`` inside its JSON keeps it. Without ``</think>``: a text that starts with ``<think>``
     is an unterminated trace (answer ""), any other text is all answer. Both parts are
     stripped of surrounding whitespace.
     """
-    head, closed, answer = text.rpartition(THINK_CLOSE)
+    head, closed, answer = text.partition(THINK_CLOSE)
     if not closed:
         stripped = text.lstrip()
         if stripped.startswith(THINK_OPEN):

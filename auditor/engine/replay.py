@@ -109,6 +109,10 @@ def record_from_json(data: Any, where: str, request_id: str | None = None) -> Re
     )
 
 
+def _json_problem(exc: Exception) -> str:
+    return "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+
+
 def _read_text(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8")
@@ -124,8 +128,8 @@ def _read_jsonl(path: Path) -> list[ReplayRecord]:
         where = f"{path}:{number}"
         try:
             data = json.loads(line)
-        except ValueError as exc:
-            raise UsageError(f"{where}: not valid JSON: {exc}") from exc
+        except (ValueError, RecursionError) as exc:
+            raise UsageError(f"{where}: not valid JSON: {_json_problem(exc)}") from exc
         records.append(record_from_json(data, where))
     return records
 
@@ -136,8 +140,8 @@ def _read_text_record(path: Path, request_id: str) -> ReplayRecord:
     if metadata_path.is_file():
         try:
             metadata = json.loads(_read_text(metadata_path))
-        except ValueError as exc:
-            raise UsageError(f"{metadata_path}: not valid JSON: {exc}") from exc
+        except (ValueError, RecursionError) as exc:
+            raise UsageError(f"{metadata_path}: not valid JSON: {_json_problem(exc)}") from exc
         if not isinstance(metadata, dict):
             raise UsageError(f"{metadata_path}: metadata must be a JSON object")
     data = {key: value for key, value in metadata.items() if key not in ("text", "content", "reasoning")}

@@ -21,7 +21,8 @@ class ParsedAnswer:
     """Everything recovered from one model answer.
 
     ``complete`` is True only when a whole JSON object of the contract was found and
-    parsed. ``salvaged`` counts the complete findings recovered from a truncated or
+    parsed and every finding and probe in it could be read (a malformed chain step is
+    left out with an error and does not count against it). ``salvaged`` counts the complete findings recovered from a truncated or
     malformed answer. ``errors`` lists every problem met, including findings that were
     read but are invalid: nothing the model said is dropped without a trace here.
     """
@@ -138,12 +139,13 @@ _ANSWER_KEYS = ("findings", "probes", "verdicts")
 def parse_answer(text: str) -> ParsedAnswer:
     """Read the answer contract out of a model's answer text.
 
-    Tolerates a reasoning trace ending in ``</think>`` (only what follows is read), code
+    Tolerates a reasoning trace ending in ``</think>`` (only what follows its first
+    ``</think>`` outside a JSON object is read), code
     fences, prose before and after the JSON, trailing commas, and truncation: from a
     cut-off answer every complete finding object is salvaged and ``complete`` is False.
     Invalid findings are reported in ``errors`` rather than dropped.
     """
-    answer = text.split(_THINK_END, 1)[1] if _THINK_END in text else text
+    answer = _after_trace(text)
     if not answer.strip():
         return ParsedAnswer(claims=(), probes=(), complete=False, salvaged=0, errors=("empty answer",))
 
@@ -154,14 +156,18 @@ def parse_answer(text: str) -> ParsedAnswer:
             document, _, others = _find_answer_object(lenient)
     if document is not None:
         claims, probes, problems = _read_document(document)
+        # An object that breaks the contract (a finding or probe that cannot be read, a
+        # 'findings' that is not a list) may hide what the model meant: not a complete
+        # answer. A malformed chain step only shortens a finding that was read.
+        meets_contract = all(problem.endswith(_STEP_LEFT_OUT) for problem in problems)
         if others:
             # Only the first object is the answer (docs/answer-contract.md); say what was not read.
             ignored = f"answer holds {others + 1} different JSON objects with 'findings' or 'probes'; only the first was read"
             problems = (ignored, *problems)
         verdict_errors: list[str] = []
         verdicts = read_verdicts(document.get("verdicts"), verdict_errors)
-        return ParsedAnswer(claims=claims, probes=probes, complete=True, salvaged=0, errors=(*problems, *verdict_errors),
-                            verdicts=verdicts)
+        return ParsedAnswer(claims=claims, probes=probes, complete=meets_contract, salvaged=0,
+                            errors=(*problems, *verdict_errors), verdicts=verdicts)
 
     raw_findings, findings_closed = _salvage_array(answer, "findings")
     raw_probes, _ = _salvage_array(answer, "probes")
@@ -190,6 +196,36 @@ def parse_answer(text: str) -> ParsedAnswer:
         errors=(summary, *errors),
         verdicts=verdicts,
     )
+
+
+_STEP_LEFT_OUT = "(step left out of the chain)"
+
+
+def _after_trace(text: str) -> str:
+    """The text after the reasoning trace: after the first ``</think>`` that is not quoted
+    inside a JSON object starting before it (an answer may quote ``</think>``); the whole
+    text when there is no such close."""
+    position = text.find(_THINK_END)
+    while position != -1:
+        if not _inside_json_object(text, position):
+            return text[position + len(_THINK_END):]
+        position = text.find(_THINK_END, position + 1)
+    return text
+
+
+def _inside_json_object(text: str, position: int) -> bool:
+    """Whether ``position`` falls inside a JSON object that decodes from a ``{`` before it."""
+    start = text.find("{")
+    while -1 < start < position:
+        try:
+            _, end = _DECODER.raw_decode(text, start)
+        except (json.JSONDecodeError, RecursionError):
+            start = text.find("{", start + 1)
+            continue
+        if end > position:
+            return True
+        start = text.find("{", end)
+    return False
 
 
 def _find_answer_object(text: str) -> tuple[dict[str, Any] | None, bool, int]:
@@ -319,7 +355,7 @@ def _claim_from(raw: Any, where: str, errors: list[str]) -> Claim | str:
     for number, raw_step in enumerate(raw_chain, start=1):
         step = _step_from(raw_step, f"{where}: chain step {number}")
         if isinstance(step, str):
-            errors.append(f"{step} (step left out of the chain)")
+            errors.append(f"{step} {_STEP_LEFT_OUT}")
         else:
             chain.append(step)
     return Claim(

@@ -55,6 +55,11 @@ UNCONFIRMED_CHAIN_NOTE: Final = "no edge of this chain is confirmed by the call 
 MODULE_LEVEL: Final = "<module>"
 
 
+# The longest chain grounded (docs/answer-contract.md, "Output limits"); real call chains
+# are a few dozen steps, and each step costs a lookup in its file.
+MAX_CHAIN_STEPS: Final = 1_000
+
+
 @dataclass(frozen=True)
 class RepositoryView:
     """What grounding checks claims against: the packed files (path -> text, the set the
@@ -132,6 +137,12 @@ def file_lines(text: str) -> list[str]:
     if lines and lines[-1] == "":
         lines.pop()
     return [line.removesuffix("\r") for line in lines]
+
+
+@lru_cache(maxsize=64)
+def _lines_of(text: str) -> tuple[str, ...]:
+    """``file_lines`` of a packed file, computed once per text (chains revisit files)."""
+    return tuple(file_lines(text))
 
 
 def is_sink_line(line_text: str, rule: Rule) -> bool:
@@ -372,15 +383,24 @@ def _ground_chain(
     sink_note: str,
     repo: RepositoryView,
 ) -> tuple[ChainStep, ...]:
-    """Resolve each step, make the last step the sink's function, then check every edge."""
+    """Resolve each step, make the last step the sink's function, then check every edge.
+
+    A chain over ``MAX_CHAIN_STEPS`` keeps its first steps and its last; the step before
+    the cut notes how many were left out."""
+    left_out = len(claimed_chain) - MAX_CHAIN_STEPS
+    if left_out > 0:
+        claimed_chain = (*claimed_chain[: MAX_CHAIN_STEPS - 1], claimed_chain[-1])
     steps = [_resolve_step(step, repo) for step in claimed_chain]
+    if left_out > 0:
+        cut = steps[MAX_CHAIN_STEPS - 2]
+        steps[MAX_CHAIN_STEPS - 2] = replace(cut, notes=(*cut.notes, f"{left_out:,} chain steps left out (chains are capped at {MAX_CHAIN_STEPS:,} steps)"))
     sink_notes = (sink_note,) if sink_note else ()
     last_claimed = claimed_chain[-1] if claimed_chain else None
     if last_claimed is not None and normalise_path(last_claimed.path) == sink_path and (
         same_function(last_claimed.function, sink_function) or steps[-1].function == sink_function
     ):
-        line = steps[-1].line if steps[-1].located and steps[-1].function == sink_function else sink_line
-        steps[-1] = _Step(sink_path, line, sink_function, True, sink_notes)
+        # The last step's line is the sink (docs/answer-contract.md, "Chain lines").
+        steps[-1] = _Step(sink_path, sink_line, sink_function, True, sink_notes)
     else:
         if not claimed_chain:
             sink_notes = (*sink_notes, "no call chain given")
@@ -388,6 +408,7 @@ def _ground_chain(
             sink_notes = (*sink_notes, "the chain did not end at the sink's function; step added")
         steps.append(_Step(sink_path, sink_line, sink_function, True, sink_notes))
 
+    steps = [*(_at_call(steps[index], steps[index + 1], repo) for index in range(len(steps) - 1)), steps[-1]]
     edge_ok = [_edge_confirmed(steps[index], steps[index + 1], repo) for index in range(len(steps) - 1)]
     grounded: list[ChainStep] = []
     for index, step in enumerate(steps):
@@ -406,6 +427,31 @@ def _ground_chain(
         note = f"{last.note}; {UNCONFIRMED_CHAIN_NOTE}" if last.note else UNCONFIRMED_CHAIN_NOTE
         grounded[-1] = replace(last, note=note)
     return tuple(grounded)
+
+
+def _at_call(step: _Step, callee: _Step, repo: RepositoryView) -> _Step:
+    """``step`` on the line where its function calls ``callee`` (the chain-line rule: each
+    step's line is its call to the next step). The model's line is kept when it is such a
+    call or when none is found; otherwise the step moves to the nearest one, noted."""
+    if not step.located or repo.locator is None or callee.function in ("", MODULE_LEVEL):
+        return step
+    text = repo.files.get(step.path)
+    span = repo.locator.function_lines(step.path, step.function) if step.function != MODULE_LEVEL else None
+    if text is None or span is None:
+        return step
+    lines = _lines_of(text)
+    name = re.split(r"[.:#]", callee.function)[-1]
+    calls = re.compile(rf"(?<![\w$]){re.escape(name)}\s*[(<]")
+    found = [
+        number
+        for number in range(max(span[0], 1), min(span[1], len(lines)) + 1)
+        if calls.search(lines[number - 1]) and same_function(step.function, repo.locator.enclosing_function(step.path, number))
+    ]
+    if not found or step.line in found:
+        return step
+    nearest = min(found, key=lambda number: (abs(number - step.line), number))
+    note = f"line moved from {step.line} to {nearest}, where it calls {callee.function}" if step.line else ""
+    return replace(step, line=nearest, notes=(*step.notes, note) if note else step.notes)
 
 
 def _edge_confirmed(caller: _Step, callee: _Step, repo: RepositoryView) -> tuple[bool, str]:
@@ -428,7 +474,7 @@ def _resolve_step(step: ClaimedStep, repo: RepositoryView) -> _Step:
         return _Step(path, line, claimed, False, (f"path not in the packed repository: {step.path}",))
     if repo.locator is None:
         return _Step(path, line, claimed, False, ("no function index to locate the function",))
-    line_count = len(file_lines(text))
+    line_count = len(_lines_of(text))
     locator = repo.locator
     if step.line is not None and 1 <= step.line <= line_count:
         enclosing = locator.enclosing_function(path, step.line)

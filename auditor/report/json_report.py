@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from auditor.findings.model import ChainStep, Claim, ClaimedStep, Finding, FindingChain, Verdict
-from auditor.report.model import ReviewSummary, ScanResult, WindowOutcome
+from auditor.report.model import ReviewSummary, ScanResult, WindowOutcome, bounded_result
 
 JSON_REPORT_VERSION = 1
 
@@ -134,7 +134,9 @@ def review_to_dict(review: ReviewSummary) -> dict[str, Any]:
 
 
 def report_dict(result: ScanResult) -> dict[str, Any]:
-    """The JSON report as a dictionary (what ``render_json`` serialises)."""
+    """The JSON report as a dictionary (what ``render_json`` serialises), model text, traces
+    and chains within the output limits (``auditor.report.model.bounded_result``)."""
+    result = bounded_result(result)
     windows = sorted(result.windows, key=lambda window: window.index)
     return {
         "version": JSON_REPORT_VERSION,

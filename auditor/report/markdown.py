@@ -23,11 +23,13 @@ from auditor.report.model import (
     ReviewedFinding,
     ReviewSummary,
     ScanResult,
+    bounded_result,
     names_its_window,
     recall_line,
     revision_label,
     severity_summary,
     step_location,
+    visible_controls,
     window_problem,
 )
 
@@ -183,15 +185,19 @@ def render_markdown(result: ScanResult, link_base: str | None = None, marker: st
     """The Markdown report; chain links are ``{link_base}{path}#L{line}`` (relative without a base).
 
     ``marker`` (default: ``REVIEW_MARKER`` for a review result, none for a scan) is put on
-    the first line so a workflow can find and update one persistent comment.
+    the first line so a workflow can find and update one persistent comment. Control and
+    bidi characters from model or repository text are written as visible escapes.
     """
+    result = bounded_result(result)
     base = link_base or ""
     review = result.review
     incomplete = result.incomplete_windows
     if review is not None:
         headline = [_review_headline(review, len(result.suppressed))]
     else:
-        headline = [severity_summary(result), f"{len(result.rejected)} rejected claims"]
+        headline = [severity_summary(result)]
+        if result.windows or result.rejected:  # model-run counts mean nothing after a static-only scan
+            headline.append(f"{len(result.rejected)} rejected claims")
         if result.suppressed:
             headline.append(f"{len(result.suppressed)} suppressed")
     if incomplete:
@@ -298,5 +304,6 @@ def render_markdown(result: ScanResult, link_base: str | None = None, marker: st
         lines += [f"- {_escape(notice)}" for notice in result.notices]
         lines.append("")
 
-    lines.append(f"<sub>auditor {_escape(result.tool_version)} · {result.prompt_tokens_sent:,} prompt tokens sent</sub>")
-    return "\n".join(lines) + "\n"
+    sent = f"{result.prompt_tokens_sent:,} prompt tokens sent" if result.windows else "static analysis only (no model run)"
+    lines.append(f"<sub>auditor {_escape(result.tool_version)} · {sent}</sub>")
+    return visible_controls("\n".join(lines) + "\n")

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from auditor.findings.injection import InjectionFlag
-from auditor.findings.model import SEVERITY_ORDER, Finding, Rejected
+from auditor.findings.model import SEVERITY_ORDER, ChainStep, Claim, ClaimedStep, Finding, Rejected
 from auditor.findings.suppress import SuppressedFinding
 from auditor.rules.loader import SEVERITIES, Rule
 
@@ -317,3 +317,104 @@ _COMMIT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 def revision_label(revision: str) -> str:
     """A full commit id shortened to 12 characters; anything else (e.g. "working tree") as is."""
     return revision[:12] if _COMMIT_ID.fullmatch(revision) else revision
+
+
+# -- output bounds (docs/answer-contract.md, "Output limits") -------------------------------
+
+# SARIF viewers (GitHub code scanning) accept at most 10,000 thread-flow locations per result.
+MAX_CHAIN_STEPS = 10_000
+# Model-written prose (explanations, titles, notes, function names a claim cites, errors).
+MAX_TEXT_CHARS = 20_000
+MAX_TITLE_CHARS = 500
+# A reasoning trace in the JSON report (a 32,768-token trace is ~130,000 characters).
+MAX_REASONING_CHARS = 262_144
+
+
+def bounded_text(text: str, limit: int = MAX_TEXT_CHARS) -> str:
+    """``text`` cut to ``limit`` characters, with a marker saying how much was left out."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… [truncated: {len(text) - limit:,} more characters]"
+
+
+def bounded_chain(chain: tuple[ChainStep, ...], limit: int = MAX_CHAIN_STEPS) -> tuple[ChainStep, ...]:
+    """The chain's first ``limit - 1`` steps and its last (the sink's function); the last
+    kept step before the cut says how many steps were left out."""
+    steps = tuple(replace(step, function=bounded_text(step.function, MAX_TITLE_CHARS), note=bounded_text(step.note, MAX_TITLE_CHARS * 2)) for step in chain)
+    if len(steps) <= limit:
+        return steps
+    kept = list(steps[: limit - 1])
+    left_out = len(steps) - limit
+    marker = f"{left_out:,} chain steps left out (reports keep at most {limit:,})"
+    kept[-1] = replace(kept[-1], note=f"{kept[-1].note}; {marker}" if kept[-1].note else marker)
+    return (*kept, steps[-1])
+
+
+def _bounded_finding(finding: Finding, text_limit: int = MAX_TEXT_CHARS, chain_limit: int = MAX_CHAIN_STEPS) -> Finding:
+    return replace(
+        finding,
+        title=bounded_text(finding.title, MAX_TITLE_CHARS),
+        function=bounded_text(finding.function, MAX_TITLE_CHARS),
+        explanation=bounded_text(finding.explanation, text_limit),
+        chain=bounded_chain(finding.chain, chain_limit),
+    )
+
+
+def _bounded_step(step: ClaimedStep) -> ClaimedStep:
+    return replace(step, path=bounded_text(step.path, MAX_TITLE_CHARS), function=bounded_text(step.function, MAX_TITLE_CHARS))
+
+
+def _bounded_claim(claim: Claim) -> Claim:
+    chain = claim.chain if len(claim.chain) <= MAX_CHAIN_STEPS else (*claim.chain[: MAX_CHAIN_STEPS - 1], claim.chain[-1])
+    return replace(
+        claim,
+        rule=bounded_text(claim.rule, MAX_TITLE_CHARS),
+        title=bounded_text(claim.title, MAX_TITLE_CHARS),
+        severity=bounded_text(claim.severity, MAX_TITLE_CHARS),
+        explanation=bounded_text(claim.explanation),
+        sink=_bounded_step(claim.sink),
+        chain=tuple(_bounded_step(step) for step in chain),
+    )
+
+
+def bounded_result(
+    result: ScanResult, text_limit: int = MAX_TEXT_CHARS, chain_limit: int = MAX_CHAIN_STEPS
+) -> ScanResult:
+    """``result`` with every model-written text and chain cut to the output limits above
+    (explanations to ``text_limit``, chains to ``chain_limit`` steps), each cut marked:
+    what a report renders, so no report grows without bound."""
+    return replace(
+        result,
+        findings=tuple(_bounded_finding(finding, text_limit, chain_limit) for finding in result.findings),
+        rejected=tuple(
+            replace(item, reason=bounded_text(item.reason), claim=_bounded_claim(item.claim)) for item in result.rejected
+        ),
+        windows=tuple(
+            replace(
+                window,
+                reasoning=bounded_text(window.reasoning, MAX_REASONING_CHARS),
+                error=bounded_text(window.error) if window.error is not None else None,
+            )
+            for window in result.windows
+        ),
+        errors=tuple(replace(error, message=bounded_text(error.message)) for error in result.errors),
+        suppressed=tuple(
+            replace(item, finding=_bounded_finding(item.finding, text_limit, chain_limit)) for item in result.suppressed
+        ),
+    )
+
+
+# Terminal and Markdown output: C0 controls other than newline and tab, DEL, C1, and the
+# Unicode bidirectional controls (U+202E reverses what follows on screen, "Trojan Source").
+_UNSAFE_CHARACTERS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _visible(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def visible_controls(text: str) -> str:
+    """``text`` with control and bidi characters written as visible escapes (``\\x1b``,
+    ``\\u202e``): repository and model text must not drive a terminal or reorder a page."""
+    return _UNSAFE_CHARACTERS.sub(_visible, text)

@@ -17,9 +17,12 @@ from urllib.parse import quote
 
 from auditor.findings.model import ChainStep, Finding
 from auditor.report.model import (
+    MAX_CHAIN_STEPS,
+    MAX_TEXT_CHARS,
     ReviewedFinding,
     ScanResult,
     SuppressedFinding,
+    bounded_result,
     error_text,
     window_problem,
 )
@@ -300,33 +303,36 @@ def _code_flows(finding: Finding) -> list[CodeFlow]:
 
 
 def _code_flow(finding: Finding, chain: tuple[ChainStep, ...] | None = None) -> CodeFlow | None:
+    """One chain as a thread flow. Each step's location is where its function calls the
+    next step (docs/answer-contract.md, "Chain lines"), so the message names that call; the
+    last step's location is the sink. At most ``MAX_CHAIN_STEPS`` locations."""
     chain = finding.chain if chain is None else chain
     if not chain:
         return None
     flow: list[ThreadFlowLocation] = []
+    last_index = len(chain) - 1
     for index, step in enumerate(chain):
-        if index == 0:
-            text = f"entry point {step.function}"
+        if index < last_index:
+            text = f"{step.function} calls {chain[index + 1].function}"
+        elif (step.path, step.line) == (finding.path, finding.line):
+            text = f"sink in {step.function}: {finding.title}"
         else:
-            text = f"{chain[index - 1].function} calls {step.function}"
+            text = step.function
+        if index == 0:
+            text = f"entry point {text}" if index < last_index else f"entry point {step.function}; {text}"
         if not step.verified:
             text += f" (unverified: {step.note})" if step.note else " (unverified)"
-        flow.append(
-            {
-                "location": _location(step.path, step.line, step.function, text),
-                "kinds": ["call"],
-                "executionOrder": index + 1,
-            }
-        )
+        elif "chain steps left out" in step.note:
+            text += f" ({step.note})"
+        flow.append({"location": _location(step.path, step.line, step.function, text), "kinds": ["call"], "executionOrder": 0})
     last = chain[-1]
     if (last.path, last.line) != (finding.path, finding.line):
-        flow.append(
-            {
-                "location": _location(finding.path, finding.line, finding.function, f"sink in {finding.function}: {finding.title}"),
-                "kinds": ["call"],
-                "executionOrder": len(flow) + 1,
-            }
-        )
+        sink = _location(finding.path, finding.line, finding.function, f"sink in {finding.function}: {finding.title}")
+        flow.append({"location": sink, "kinds": ["call"], "executionOrder": 0})
+    if len(flow) > MAX_CHAIN_STEPS:
+        flow = [*flow[: MAX_CHAIN_STEPS - 1], flow[-1]]
+    for order, location in enumerate(flow, start=1):
+        location["executionOrder"] = order
     entry = chain[0].function
     return {"message": {"text": f"{entry} reaches {finding.function}"}, "threadFlows": [{"locations": flow}]}
 
@@ -438,7 +444,9 @@ def _notifications(result: ScanResult) -> list[Notification]:
 
 
 def sarif_log(result: ScanResult, category: str | None = None) -> SarifLog:
-    """The SARIF log as typed dictionaries (what ``render_sarif`` serialises)."""
+    """The SARIF log as typed dictionaries (what ``render_sarif`` serialises), model text and
+    chains within the output limits."""
+    result = bounded_result(result)
     rules = sorted(result.rules, key=lambda rule: rule.id)
     descriptors = [_descriptor(rule) for rule in rules]
     known = {rule.id for rule in rules}
@@ -506,6 +514,22 @@ def sarif_log(result: ScanResult, category: str | None = None) -> SarifLog:
     return {"$schema": SARIF_SCHEMA_URI, "version": SARIF_VERSION, "runs": [run]}
 
 
+# GitHub code scanning refuses an upload over 10 MB (gzip); staying under it uncompressed is safe.
+MAX_SARIF_BYTES = 10 * 1024 * 1024
+# Tighter (explanation characters, chain steps) limits tried in turn while the log is too big.
+_SHRINK_STEPS = ((MAX_TEXT_CHARS, MAX_CHAIN_STEPS), (2_000, 1_000), (200, 50))
+
+
 def render_sarif(result: ScanResult, category: str | None = None) -> str:
-    """The SARIF 2.1.0 report; ``category`` becomes ``automationDetails.id`` (GitHub's category)."""
-    return json.dumps(sarif_log(result, category), sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+    """The SARIF 2.1.0 report; ``category`` becomes ``automationDetails.id`` (GitHub's category).
+
+    A log over ``MAX_SARIF_BYTES`` is rendered again with shorter explanations and chains
+    (each cut marked), so it stays uploadable.
+    """
+    text = ""
+    for text_limit, chain_limit in _SHRINK_STEPS:
+        log = sarif_log(bounded_result(result, text_limit, chain_limit), category)
+        text = json.dumps(log, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+        if len(text.encode("utf-8")) <= MAX_SARIF_BYTES:
+            break
+    return text

@@ -8,7 +8,6 @@ come first, marked INCOMPLETE.
 from __future__ import annotations
 
 import io
-import re
 from itertools import groupby
 from operator import attrgetter
 
@@ -21,23 +20,17 @@ from auditor.findings.model import SEVERITY_ORDER, ChainStep, Finding
 from auditor.report.model import (
     ReviewedFinding,
     ScanResult,
+    bounded_result,
     error_text,
     recall_line,
     revision_label,
     severity_summary,
     step_location,
+    visible_controls,
     window_problem,
 )
 
 DEFAULT_WIDTH = 100
-
-# Control characters other than newline and tab (C0, DEL, C1). Model answers and repository
-# text reach this report; an escape sequence in them must not drive the user's terminal.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def _visible_control(match: re.Match[str]) -> str:
-    return f"\\x{ord(match.group()):02x}"
 
 
 def chain_path(finding: Finding, steps: tuple[ChainStep, ...] | None = None) -> str:
@@ -104,7 +97,12 @@ def _problems(result: ScanResult) -> list[RenderableType]:
 
 
 def render_text(result: ScanResult, width: int = DEFAULT_WIDTH) -> str:
-    """The terminal report as plain text at ``width`` columns."""
+    """The terminal report as plain text at ``width`` columns.
+
+    Model answers and repository text reach this report: control characters and bidi
+    controls in them are shown as escapes (``\\x1b``, ``\\u202e``), never passed through.
+    """
+    result = bounded_result(result)
     console = Console(
         file=io.StringIO(),
         width=width,
@@ -119,12 +117,14 @@ def render_text(result: ScanResult, width: int = DEFAULT_WIDTH) -> str:
     console.print(Text(f"auditor {result.tool_version} — {result.root} (engine {result.engine}{model})", style="bold"))
     for part in _problems(result):
         console.print(part)
-    console.print(
-        Text(
-            f"{severity_summary(result)} · {len(result.rejected)} rejected claims · "
-            f"{len(result.windows)} windows · {result.prompt_tokens_sent:,} prompt tokens sent"
+    if result.windows or result.rejected:
+        run = (
+            f"{len(result.rejected)} rejected claims · {len(result.windows)} windows · "
+            f"{result.prompt_tokens_sent:,} prompt tokens sent"
         )
-    )
+    else:
+        run = "static analysis only (no model run)"  # model-run counts would all read 0
+    console.print(Text(f"{severity_summary(result)} · {run}"))
     coverage = result.coverage
     console.print(
         Text(
@@ -195,4 +195,4 @@ def render_text(result: ScanResult, width: int = DEFAULT_WIDTH) -> str:
     assert isinstance(output, io.StringIO)
     # Rich pads padded blocks to the full width; trailing spaces only make diffs noisy.
     text = "".join(line.rstrip() + "\n" for line in output.getvalue().splitlines())
-    return _CONTROL.sub(_visible_control, text)
+    return visible_controls(text)
