@@ -325,7 +325,7 @@ def test_the_prompt_lists_the_static_candidates_the_window_carries(tiny_tokenize
 
     assert [candidate.id for candidate in window.candidates] == ["S1", "S2", "S3", "S4"]
     assert (
-        "- S3 [tx-outside-transaction] ledger/cli.py:10 accrue_interest_command -> ledger/services/interest.py:16 "
+        "- S3 [tx-outside-transaction] ledger/cli.py:11 accrue_interest_command -> ledger/services/interest.py:16 "
         "accrue_all -> ledger/services/interest.py:27 accrue_for_account -> ledger/services/postings.py:7 post_entry; "
         "sink line 7\n"
     ) in user

@@ -131,8 +131,8 @@ def main() -> None:
     option, a missing argument) exit 64 like every usage error, not click's 2."""
     try:
         code = app(standalone_mode=False)
-    except ClickAbort:
-        stderr.print("aborted", highlight=False)
+    except (ClickAbort, KeyboardInterrupt):
+        stderr.print("interrupted: stopped before the scan finished (nothing was reported)", highlight=False)
         raise SystemExit(int(ExitCode.INTERRUPTED)) from None
     except ClickUsageError as error:
         error.show()

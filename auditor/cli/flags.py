@@ -134,7 +134,7 @@ _SHARED: tuple[tuple[str, Any, str], ...] = (
     ("temperature", Annotated[float, _option("--temperature", min=0.0, panel=ENGINE_PANEL, help="Sampling temperature (0: greedy).")], _ENGINE),
     ("seed", Annotated[int, _option("--seed", panel=ENGINE_PANEL, help="Sampling seed.")], _ENGINE),
     ("thinking_token_budget", Annotated[int | None, _option("--thinking-token-budget", min=1, panel=ENGINE_PANEL, help="Cap on reasoning tokens per answer (default: no cap).")], _ENGINE),
-    ("timeout", Annotated[float, _option("--timeout", min=1.0, panel=ENGINE_PANEL, help="Wall-clock seconds per request to an OpenAI-compatible server (a 256K prefill takes minutes).")], _ENGINE),
+    ("timeout", Annotated[float, _option("--timeout", min=1.0, panel=ENGINE_PANEL, help="Wall-clock deadline in seconds for each request to an OpenAI-compatible server, retries included (a 256K prefill takes minutes).")], _ENGINE),
     ("retries", Annotated[int, _option("--retries", min=0, panel=ENGINE_PANEL, help="Extra attempts after a transient server error.")], _ENGINE),
     ("probes", Annotated[int, _option("--probes", min=0, max=8, panel=RECALL_PANEL, help="Recall canaries planted per window (0 disables).")], _RECALL),
     ("recall_threshold", Annotated[float, _option("--recall-threshold", min=0.0, max=1.0, panel=RECALL_PANEL, help="Canary recall below this marks a window recall-degraded.")], _RECALL),
