@@ -18,8 +18,10 @@ Scoring, per case:
   dotted name is the tail of the longer: ``Storage.createEntry`` ~ ``createEntry``, but
   ``Post.delete`` !~ ``Topic.delete``), or a finding whose sink is in that file at one of
   ``write_lines`` +/-2.
-* silent after fix: no finding in the fix's report matches the case's file and function (chain
-  step or sink). Sink lines are not used at the fix (lines move).
+* silent after fix: no finding in the fix's report has its sink in the case's function (file
+  and name as above). Findings whose chain only passes through the function on the way to
+  writes elsewhere are counted separately (``fix_chains_through_function``), not held against
+  the fix. Sink lines are not used at the fix (lines move).
 
 A scan that fails, times out or reports an incomplete result (exit 5/6, ``complete: false``)
 makes the affected cases ``error``; the others still run. Totals: recall on parents, the
@@ -36,6 +38,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -46,6 +49,10 @@ HERE = Path(__file__).resolve().parent
 CASES = HERE / "real_fixes" / "cases.json"
 RULE = "tx-outside-transaction"
 LINE_SLACK = 2
+# Media and archives: never read by the scan, and most of the export time in asset-heavy repos.
+SKIP_EXTENSIONS = frozenset(
+    "png jpg jpeg gif ico bmp webp tif tiff psd svgz woff woff2 ttf otf eot pdf zip gz tgz bz2 xz 7z jar war "
+    "mp3 mp4 m4a ogg wav webm mov avi flac so dll dylib exe bin class pyc mo".split())
 
 
 @dataclass
@@ -88,16 +95,29 @@ def export_tree(git_dir: Path, commit: str, dest: Path) -> str:
         mode, kind, sha = meta.split(b" ")
         if kind != b"blob" or mode == b"120000":
             continue
-        entries.append((sha.decode(), raw_path.decode("utf-8", errors="surrogateescape"), mode == b"100755"))
+        rel = raw_path.decode("utf-8", errors="surrogateescape")
+        if rel.rsplit(".", 1)[-1].lower() in SKIP_EXTENSIONS:
+            continue
+        entries.append((sha.decode(), rel, mode == b"100755"))
     batch = subprocess.Popen(["git", "--git-dir", str(git_dir), "cat-file", "--batch"],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert batch.stdin is not None and batch.stdout is not None
+
+    def feed() -> None:
+        try:
+            for sha, _, _ in entries:
+                batch.stdin.write(sha.encode() + b"\n")
+        except BrokenPipeError:
+            pass
+        finally:
+            batch.stdin.close()
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
     missing = 0
     root = dest.resolve()
     try:
         for sha, rel, executable in entries:
-            batch.stdin.write(sha.encode() + b"\n")
-            batch.stdin.flush()
             header = batch.stdout.readline().split()
             if len(header) < 3 or header[1] == b"missing":
                 missing += 1
@@ -112,7 +132,8 @@ def export_tree(git_dir: Path, commit: str, dest: Path) -> str:
             if executable:
                 target.chmod(0o755)
     finally:
-        batch.stdin.close()
+        batch.stdout.read()
+        writer.join()
         batch.wait()
     if not entries:
         return f"commit {commit[:10]} has no files"
@@ -183,6 +204,11 @@ def matches_function(finding: dict[str, Any], case: dict[str, Any]) -> bool:
                for s in steps(finding))
 
 
+def sink_in_function(finding: dict[str, Any], case: dict[str, Any]) -> bool:
+    """The finding's sink (the function holding the uncovered writes) is the case's function."""
+    return same_path(finding.get("path"), case["path"]) and names_match(case["function"], finding.get("function"))
+
+
 def matches_sink_line(finding: dict[str, Any], case: dict[str, Any]) -> bool:
     line = finding.get("line")
     return (same_path(finding.get("path"), case["path"]) and isinstance(line, int)
@@ -214,6 +240,7 @@ def score(case: dict[str, Any], parent: ScanOutcome, fix: ScanOutcome) -> dict[s
         return row
     hits = [f for f in parent.findings if matches_function(f, case) or matches_sink_line(f, case)]
     row["reported_at_parent"] = bool(hits)
+    row["parent_sink_in_function"] = any(sink_in_function(f, case) or matches_sink_line(f, case) for f in hits)
     row["parent_findings_in_file"] = sum(1 for f in parent.findings if in_file(f, case))
     row["parent_findings_total"] = len(parent.findings)
     if hits:
@@ -226,9 +253,10 @@ def score(case: dict[str, Any], parent: ScanOutcome, fix: ScanOutcome) -> dict[s
     if not fix.ok:
         row.update(status="error", error=f"fix: {fix.error}")
         return row
-    after = [f for f in fix.findings if matches_function(f, case)]
+    after = [f for f in fix.findings if sink_in_function(f, case)]
     row["silent_after_fix"] = not after
     row["fix_findings_for_function"] = len(after)
+    row["fix_chains_through_function"] = sum(1 for f in fix.findings if matches_function(f, case) and f not in after)
     if after:
         row["fix_match"] = {"sink": f"{after[0].get('path')}:{after[0].get('line')}", "function": after[0].get("function"),
                             "title": after[0].get("title")}
@@ -309,7 +337,7 @@ def main() -> int:
         if r["status"] == "error":
             print(f"{r['id']:34} {r['framework']:10} {'ERROR':7} {'':7} {'':5}  {r['function']}  ({r['error']})")
             continue
-        par = "found" if r["reported_at_parent"] else "MISS"
+        par = ("found" if r["parent_sink_in_function"] else "chain") if r["reported_at_parent"] else "MISS"
         fix = "silent" if r["silent_after_fix"] else "STILL"
         print(f"{r['id']:34} {r['framework']:10} {par:7} {fix:7} {r['parent_findings_in_file']:<5}  {r['function']}")
 
@@ -330,7 +358,10 @@ def main() -> int:
         "seconds": round(time.perf_counter() - started, 1),
     }
     print()
-    print(f"recall on parents:        {pct(len(found), len(ok))}")
+    strict = [r for r in found if r["parent_sink_in_function"]]
+    totals["reported_with_sink_in_function"] = len(strict)
+    print(f"recall on parents:        {pct(len(found), len(ok))}   (of which sink in the function itself: {len(strict)};"
+          f" 'chain' = only a chain through it)")
     print(f"silent after fix (all):   {pct(len(silent), len(ok))}")
     print(f"silent after fix (found): {pct(len(recognised), len(found))}   (reported at parent and silent at fix)")
     for fw, t in totals["by_framework"].items():
