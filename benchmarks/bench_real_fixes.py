@@ -2,7 +2,8 @@
 existing writes atomic (the buggy/fixed pair method).
 
     python benchmarks/bench_real_fixes.py --auditor .venv/bin/auditor \
-        [--mirrors /work/.mirror] [--cases ID,...] [--json OUT] [--timeout 300] [--keep DIR]
+        [--mirrors /work/.mirror] [--cases ID,...] [--json OUT] [--markdown OUT] [--timeout 300] [--keep DIR]
+    python benchmarks/bench_real_fixes.py --render OUT.json --markdown OUT.md   # no scans
 
 For every case in ``benchmarks/real_fixes/cases.json`` the parent and the fix trees are exported
 from the bare mirror ``MIRRORS/owner+name/repo`` (the layout ``fetch github:owner/name``
@@ -264,6 +265,64 @@ def score(case: dict[str, Any], parent: ScanOutcome, fix: ScanOutcome) -> dict[s
     return row
 
 
+def compute_totals(rows: list[dict[str, Any]], seconds: float = 0.0) -> dict[str, Any]:
+    """Totals over per-case rows (errors excluded from the rates)."""
+    ok = [r for r in rows if r["status"] == "ok"]
+    found = [r for r in ok if r["reported_at_parent"]]
+    silent = [r for r in ok if r["silent_after_fix"]]
+    recognised = [r for r in found if r["silent_after_fix"]]
+    return {
+        "cases": len(rows), "scored": len(ok), "errors": len(rows) - len(ok),
+        "reported_at_parent": len(found), "silent_after_fix": len(silent),
+        "reported_and_silent": len(recognised),
+        "reported_with_sink_in_function": sum(1 for r in found if r.get("parent_sink_in_function")),
+        "recall": round(len(found) / len(ok), 4) if ok else 0.0,
+        "silent_rate": round(len(silent) / len(ok), 4) if ok else 0.0,
+        "silent_rate_of_reported": round(len(recognised) / len(found), 4) if found else 0.0,
+        "by_framework": {fw: {"cases": n, "reported_at_parent": sum(1 for r in found if r["framework"] == fw),
+                              "reported_and_silent": sum(1 for r in recognised if r["framework"] == fw)}
+                         for fw, n in sorted(Counter(r["framework"] for r in ok).items())},
+        "seconds": round(seconds, 1),
+    }
+
+
+def render_markdown(totals: dict[str, Any], rows: list[dict[str, Any]], title: str) -> str:
+    """The results as Markdown: a table, the totals and the misses."""
+    out = [f"# {title}", "", "| id | framework | parent | fix | findings in file | function |", "| --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        if r["status"] == "error":
+            out.append(f"| {r['id']} | {r['framework']} | ERROR | | | `{r['function']}` ({r['error']}) |")
+            continue
+        par = ("found" if r.get("parent_sink_in_function") else "chain") if r["reported_at_parent"] else "**MISS**"
+        fix = "silent" if r["silent_after_fix"] else "**STILL**"
+        out.append(f"| {r['id']} | {r['framework']} | {par} | {fix} | {r['parent_findings_in_file']} | `{r['function']}` |")
+    t = totals
+    out += ["", "## Totals", "",
+            f"- cases: {t['cases']} (scored {t['scored']}, errors {t['errors']})",
+            f"- recall on parents: {pct(t['reported_at_parent'], t['scored'])}; sink in the function itself: "
+            f"{t.get('reported_with_sink_in_function', 0)}, only a chain through it ('chain'): "
+            f"{t['reported_at_parent'] - t.get('reported_with_sink_in_function', 0)}",
+            f"- silent after fix, all cases: {pct(t['silent_after_fix'], t['scored'])}",
+            f"- silent after fix, of those reported at the parent: {pct(t['reported_and_silent'], t['reported_at_parent'])}",
+            ""]
+    out += ["| framework | cases | reported at parent | reported and silent after fix |", "| --- | --- | --- | --- |"]
+    for fw, b in t["by_framework"].items():
+        out.append(f"| {fw} | {b['cases']} | {b['reported_at_parent']} | {b['reported_and_silent']} |")
+    misses = [r for r in rows if r["status"] == "ok" and not r["reported_at_parent"]]
+    if misses:
+        out += ["", "## Misses at the parent", ""]
+        for r in misses:
+            out.append(f"- {r['id']}: `{r['path']}` `{r['function']}` -- {r['parent_findings_in_file']} finding(s) "
+                       f"in the file; {r['miss_reason']}")
+    still = [r for r in rows if r["status"] == "ok" and not r["silent_after_fix"]]
+    if still:
+        out += ["", "## Still reported after the fix", ""]
+        for r in still:
+            m = r.get("fix_match", {})
+            out.append(f"- {r['id']}: `{m.get('function')}` sink `{m.get('sink')}`: {m.get('title')}")
+    return "\n".join(out) + "\n"
+
+
 def pct(n: int, d: int) -> str:
     return f"{n}/{d} ({100.0 * n / d:.0f}%)" if d else "0/0"
 
@@ -277,7 +336,23 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="write per-case results here")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per scan")
     parser.add_argument("--keep", type=Path, help="export trees under this directory and keep them")
+    parser.add_argument("--markdown", type=Path, help="write the table, totals and misses as Markdown here")
+    parser.add_argument("--render", type=Path, help="no scans: render the Markdown (--markdown) from an earlier --json")
     args = parser.parse_args()
+    if args.render:
+        data = json.loads(args.render.read_text(encoding="utf-8"))
+        # Only the cases still in the cases file (and --cases, when given) count.
+        known = {c["id"] for c in json.loads(args.cases_file.read_text(encoding="utf-8"))}
+        if args.cases:
+            known &= {c.strip() for c in args.cases.split(",")}
+        rows = [r for r in data["cases"] if r["id"] in known]
+        text = render_markdown(compute_totals(rows, data["totals"].get("seconds", 0.0)), rows,
+                               "Real-fix benchmark results")
+        if args.markdown:
+            args.markdown.write_text(text, encoding="utf-8")
+        else:
+            print(text, end="")
+        return 0
     if os.sep in args.auditor or (os.altsep and os.altsep in args.auditor):
         args.auditor = str(Path(args.auditor).resolve())
 
@@ -341,25 +416,13 @@ def main() -> int:
         fix = "silent" if r["silent_after_fix"] else "STILL"
         print(f"{r['id']:34} {r['framework']:10} {par:7} {fix:7} {r['parent_findings_in_file']:<5}  {r['function']}")
 
+    totals = compute_totals(rows, time.perf_counter() - started)
     ok = [r for r in rows if r["status"] == "ok"]
     found = [r for r in ok if r["reported_at_parent"]]
     silent = [r for r in ok if r["silent_after_fix"]]
     recognised = [r for r in found if r["silent_after_fix"]]
-    totals = {
-        "cases": len(rows), "scored": len(ok), "errors": len(rows) - len(ok),
-        "reported_at_parent": len(found), "silent_after_fix": len(silent),
-        "reported_and_silent": len(recognised),
-        "recall": round(len(found) / len(ok), 4) if ok else 0.0,
-        "silent_rate": round(len(silent) / len(ok), 4) if ok else 0.0,
-        "silent_rate_of_reported": round(len(recognised) / len(found), 4) if found else 0.0,
-        "by_framework": {fw: {"cases": n, "reported_at_parent": sum(1 for r in found if r["framework"] == fw),
-                              "reported_and_silent": sum(1 for r in recognised if r["framework"] == fw)}
-                         for fw, n in sorted(Counter(r["framework"] for r in ok).items())},
-        "seconds": round(time.perf_counter() - started, 1),
-    }
     print()
     strict = [r for r in found if r["parent_sink_in_function"]]
-    totals["reported_with_sink_in_function"] = len(strict)
     print(f"recall on parents:        {pct(len(found), len(ok))}   (of which sink in the function itself: {len(strict)};"
           f" 'chain' = only a chain through it)")
     print(f"silent after fix (all):   {pct(len(silent), len(ok))}")
@@ -384,6 +447,8 @@ def main() -> int:
     for r in rows:
         if r["status"] == "error":
             print(f"\nerror {r['id']}: {r['error']}")
+    if args.markdown:
+        args.markdown.write_text(render_markdown(totals, rows, "Real-fix benchmark results"), encoding="utf-8")
     if args.json:
         args.json.write_text(json.dumps({"totals": totals, "cases": rows}, indent=2, sort_keys=True) + "\n",
                              encoding="utf-8")
