@@ -1,0 +1,459 @@
+"""Real-fix benchmark for ``tx-outside-transaction``: historical upstream commits that made
+existing writes atomic (the buggy/fixed pair method).
+
+    python benchmarks/bench_real_fixes.py --auditor .venv/bin/auditor \
+        [--mirrors /work/.mirror] [--cases ID,...] [--json OUT] [--markdown OUT] [--timeout 300] [--keep DIR]
+    python benchmarks/bench_real_fixes.py --render OUT.json --markdown OUT.md   # no scans
+
+For every case in ``benchmarks/real_fixes/cases.json`` the parent and the fix trees are exported
+from the bare mirror ``MIRRORS/owner+name/repo`` (the layout ``fetch github:owner/name``
+creates; ``MIRRORS/owner+name`` itself is accepted too when it is a git directory) with
+``git archive COMMIT | tar -x`` and the whole tree is scanned once per distinct commit:
+
+    auditor scan TREE --rule tx-outside-transaction --engine static --format json --no-cache
+
+Scoring, per case:
+
+* reported at parent: some finding in the parent's report has a chain step (or the sink) in
+  the case's file whose function name matches the case's function (equal, or the shorter
+  dotted name is the tail of the longer: ``Storage.createEntry`` ~ ``createEntry``, but
+  ``Post.delete`` !~ ``Topic.delete``), or a finding whose sink is in that file at one of
+  ``write_lines`` +/-2.
+* silent after fix: no finding in the fix's report has its sink in the case's function (file
+  and name as above). Findings whose chain only passes through the function on the way to
+  writes elsewhere are counted separately (``fix_chains_through_function``), not held against
+  the fix. Sink lines are not used at the fix (lines move).
+
+A scan that fails, times out or reports an incomplete result (exit 5/6, ``complete: false``)
+makes the affected cases ``error``; the others still run. Totals: recall on parents, the
+silent-after-fix rate over all cases and over the cases reported at the parent (a fix that is
+"recognised"), and every miss with the number of findings in that file and a reason hint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+CASES = HERE / "real_fixes" / "cases.json"
+RULE = "tx-outside-transaction"
+LINE_SLACK = 2
+# Media and archives: never read by the scan, and most of the export time in asset-heavy repos.
+SKIP_EXTENSIONS = frozenset(
+    "png jpg jpeg gif ico bmp webp tif tiff psd svgz woff woff2 ttf otf eot pdf zip gz tgz bz2 xz 7z jar war "
+    "mp3 mp4 m4a ogg wav webm mov avi flac so dll dylib exe bin class pyc mo".split())
+
+
+@dataclass
+class ScanOutcome:
+    """One scan of one exported tree."""
+
+    ok: bool
+    findings: list[dict[str, Any]] = field(default_factory=list)
+    error: str = ""
+    seconds: float = 0.0
+    exit_code: int | None = None
+
+
+def mirror_dir(mirrors: Path, repo: str) -> Path | None:
+    """The bare git directory for ``owner/name`` under ``mirrors``, or None."""
+    base = mirrors / repo.replace("/", "+")
+    for candidate in (base / "repo", base, mirrors / repo.replace("/", "__"), mirrors / repo):
+        if (candidate / "HEAD").is_file() and (candidate / "objects").is_dir():
+            return candidate
+    return None
+
+
+def export_tree(git_dir: Path, commit: str, dest: Path) -> str:
+    """Write the tree of ``commit`` into ``dest``; return an error text or ''.
+
+    Uses ``git ls-tree`` + ``git cat-file --batch`` rather than ``git archive``: a fetched
+    snapshot lacks blobs of 4 MiB and more (and LFS content), which makes ``git archive`` fail
+    for the whole tree. Missing blobs, symlinks and submodules are skipped.
+    """
+    dest.mkdir(parents=True, exist_ok=True)
+    listing = subprocess.run(["git", "--git-dir", str(git_dir), "ls-tree", "-r", "-z", "--full-tree", commit],
+                             capture_output=True)
+    if listing.returncode != 0:
+        return f"git ls-tree {commit[:10]} failed: {listing.stderr.decode(errors='replace').strip()[:300]}"
+    entries = []
+    for record in listing.stdout.split(b"\0"):
+        if not record:
+            continue
+        meta, _, raw_path = record.partition(b"\t")
+        mode, kind, sha = meta.split(b" ")
+        if kind != b"blob" or mode == b"120000":
+            continue
+        rel = raw_path.decode("utf-8", errors="surrogateescape")
+        if rel.rsplit(".", 1)[-1].lower() in SKIP_EXTENSIONS:
+            continue
+        entries.append((sha.decode(), rel, mode == b"100755"))
+    batch = subprocess.Popen(["git", "--git-dir", str(git_dir), "cat-file", "--batch"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert batch.stdin is not None and batch.stdout is not None
+
+    def feed() -> None:
+        try:
+            for sha, _, _ in entries:
+                batch.stdin.write(sha.encode() + b"\n")
+        except BrokenPipeError:
+            pass
+        finally:
+            batch.stdin.close()
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    missing = 0
+    root = dest.resolve()
+    try:
+        for sha, rel, executable in entries:
+            header = batch.stdout.readline().split()
+            if len(header) < 3 or header[1] == b"missing":
+                missing += 1
+                continue
+            data = batch.stdout.read(int(header[2]))
+            batch.stdout.read(1)  # the newline after the object
+            target = (dest / rel)
+            if not str(target.resolve()).startswith(str(root)):
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+            if executable:
+                target.chmod(0o755)
+    finally:
+        batch.stdout.read()
+        writer.join()
+        batch.wait()
+    if not entries:
+        return f"commit {commit[:10]} has no files"
+    if missing == len(entries):
+        return f"no blob of {commit[:10]} is in the mirror"
+    return ""
+
+
+def run_scan(auditor: str, tree: Path, timeout: float, scratch: Path) -> ScanOutcome:
+    """Static scan of ``tree`` for the tx rule; parse the JSON report."""
+    report = scratch / f"report-{os.getpid()}-{time.monotonic_ns()}.json"
+    env = dict(os.environ, AUDITOR_CACHE_DIR=str(scratch / "cache"))
+    command = [auditor, "scan", str(tree), "--rule", RULE, "--engine", "static",
+               "--format", "json", "--output", str(report), "--no-cache"]
+    start = time.perf_counter()
+    try:
+        proc = subprocess.run(command, capture_output=True, timeout=timeout, env=env, cwd=str(tree))
+    except subprocess.TimeoutExpired:
+        return ScanOutcome(False, error=f"timeout after {timeout:.0f}s", seconds=time.perf_counter() - start)
+    seconds = time.perf_counter() - start
+    text = report.read_text(encoding="utf-8") if report.is_file() else proc.stdout.decode(errors="replace")
+    report.unlink(missing_ok=True)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        tail = proc.stderr.decode(errors="replace").strip()[-400:]
+        return ScanOutcome(False, error=f"exit {proc.returncode}, no JSON report: {tail}", seconds=seconds,
+                           exit_code=proc.returncode)
+    if proc.returncode not in (0, 1):
+        return ScanOutcome(False, findings=data.get("findings", []), seconds=seconds, exit_code=proc.returncode,
+                           error=f"exit {proc.returncode} (incomplete scan)")
+    if not data.get("complete", True):
+        return ScanOutcome(False, findings=data.get("findings", []), seconds=seconds, exit_code=proc.returncode,
+                           error="report says complete: false")
+    findings = [f for f in data.get("findings", []) if f.get("rule") == RULE]
+    return ScanOutcome(True, findings=findings, seconds=seconds, exit_code=proc.returncode)
+
+
+def names_match(case_name: str, found: str | None) -> bool:
+    """Equal, or the shorter dotted name is the tail of the longer (``Storage.createEntry`` ~
+    ``createEntry``; ``A.save`` !~ ``B.save``)."""
+    if not found:
+        return False
+    if case_name == found:
+        return True
+    a, b = case_name.split("."), found.split(".")
+    short, long_ = (a, b) if len(a) <= len(b) else (b, a)
+    return long_[-len(short):] == short
+
+
+def same_path(a: str | None, b: str) -> bool:
+    if not a:
+        return False
+    a = a.replace("\\", "/").lstrip("./")
+    b = b.replace("\\", "/").lstrip("./")
+    return a == b or a.endswith("/" + b) or b.endswith("/" + a)
+
+
+def steps(finding: dict[str, Any]) -> list[dict[str, Any]]:
+    """The chain steps plus the sink as a step."""
+    out = list(finding.get("chain") or [])
+    out.append({"path": finding.get("path"), "line": finding.get("line"), "function": finding.get("function")})
+    return out
+
+
+def matches_function(finding: dict[str, Any], case: dict[str, Any]) -> bool:
+    return any(same_path(s.get("path"), case["path"]) and names_match(case["function"], s.get("function"))
+               for s in steps(finding))
+
+
+def sink_in_function(finding: dict[str, Any], case: dict[str, Any]) -> bool:
+    """The finding's sink (the function holding the uncovered writes) is the case's function."""
+    return same_path(finding.get("path"), case["path"]) and names_match(case["function"], finding.get("function"))
+
+
+def matches_sink_line(finding: dict[str, Any], case: dict[str, Any]) -> bool:
+    line = finding.get("line")
+    return (same_path(finding.get("path"), case["path"]) and isinstance(line, int)
+            and any(abs(line - w) <= LINE_SLACK for w in case["write_lines"]))
+
+
+def in_file(finding: dict[str, Any], case: dict[str, Any]) -> bool:
+    return any(same_path(s.get("path"), case["path"]) for s in steps(finding))
+
+
+def miss_reason(case: dict[str, Any], parent: list[dict[str, Any]]) -> str:
+    """A hint for why the parent was not reported, from what the report does contain."""
+    file_findings = [f for f in parent if in_file(f, case)]
+    if not file_findings:
+        return "no finding touches the file"
+    near = [f for f in file_findings if same_path(f.get("path"), case["path"])
+            and isinstance(f.get("line"), int) and case["def_line"] - 5 <= f["line"] <= max(case["write_lines"]) + 5]
+    if near:
+        fn = sorted({str(f.get("function")) for f in near})
+        return f"findings near the function but named {fn}"
+    return f"{len(file_findings)} finding(s) in the file, none for this function"
+
+
+def score(case: dict[str, Any], parent: ScanOutcome, fix: ScanOutcome) -> dict[str, Any]:
+    row: dict[str, Any] = {"id": case["id"], "repo": case["repo"], "framework": case["framework"],
+                           "path": case["path"], "function": case["function"]}
+    if not parent.ok:
+        row.update(status="error", error=f"parent: {parent.error}")
+        return row
+    hits = [f for f in parent.findings if matches_function(f, case) or matches_sink_line(f, case)]
+    row["reported_at_parent"] = bool(hits)
+    row["parent_sink_in_function"] = any(sink_in_function(f, case) or matches_sink_line(f, case) for f in hits)
+    row["parent_findings_in_file"] = sum(1 for f in parent.findings if in_file(f, case))
+    row["parent_findings_total"] = len(parent.findings)
+    if hits:
+        best = hits[0]
+        row["parent_match"] = {"sink": f"{best.get('path')}:{best.get('line')}", "function": best.get("function"),
+                               "chain": [f"{s.get('function')}@{s.get('line')}" for s in best.get("chain") or []],
+                               "title": best.get("title")}
+    else:
+        row["miss_reason"] = miss_reason(case, parent.findings)
+    if not fix.ok:
+        row.update(status="error", error=f"fix: {fix.error}")
+        return row
+    after = [f for f in fix.findings if sink_in_function(f, case)]
+    row["silent_after_fix"] = not after
+    row["fix_findings_for_function"] = len(after)
+    row["fix_chains_through_function"] = sum(1 for f in fix.findings if matches_function(f, case) and f not in after)
+    if after:
+        row["fix_match"] = {"sink": f"{after[0].get('path')}:{after[0].get('line')}", "function": after[0].get("function"),
+                            "title": after[0].get("title")}
+    row["status"] = "ok"
+    return row
+
+
+def compute_totals(rows: list[dict[str, Any]], seconds: float = 0.0) -> dict[str, Any]:
+    """Totals over per-case rows (errors excluded from the rates)."""
+    ok = [r for r in rows if r["status"] == "ok"]
+    found = [r for r in ok if r["reported_at_parent"]]
+    silent = [r for r in ok if r["silent_after_fix"]]
+    recognised = [r for r in found if r["silent_after_fix"]]
+    return {
+        "cases": len(rows), "scored": len(ok), "errors": len(rows) - len(ok),
+        "reported_at_parent": len(found), "silent_after_fix": len(silent),
+        "reported_and_silent": len(recognised),
+        "reported_with_sink_in_function": sum(1 for r in found if r.get("parent_sink_in_function")),
+        "recall": round(len(found) / len(ok), 4) if ok else 0.0,
+        "silent_rate": round(len(silent) / len(ok), 4) if ok else 0.0,
+        "silent_rate_of_reported": round(len(recognised) / len(found), 4) if found else 0.0,
+        "by_framework": {fw: {"cases": n, "reported_at_parent": sum(1 for r in found if r["framework"] == fw),
+                              "reported_and_silent": sum(1 for r in recognised if r["framework"] == fw)}
+                         for fw, n in sorted(Counter(r["framework"] for r in ok).items())},
+        "seconds": round(seconds, 1),
+    }
+
+
+def render_markdown(totals: dict[str, Any], rows: list[dict[str, Any]], title: str) -> str:
+    """The results as Markdown: a table, the totals and the misses."""
+    out = [f"# {title}", "", "| id | framework | parent | fix | findings in file | function |", "| --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        if r["status"] == "error":
+            out.append(f"| {r['id']} | {r['framework']} | ERROR | | | `{r['function']}` ({r['error']}) |")
+            continue
+        par = ("found" if r.get("parent_sink_in_function") else "chain") if r["reported_at_parent"] else "**MISS**"
+        fix = "silent" if r["silent_after_fix"] else "**STILL**"
+        out.append(f"| {r['id']} | {r['framework']} | {par} | {fix} | {r['parent_findings_in_file']} | `{r['function']}` |")
+    t = totals
+    out += ["", "## Totals", "",
+            f"- cases: {t['cases']} (scored {t['scored']}, errors {t['errors']})",
+            f"- recall on parents: {pct(t['reported_at_parent'], t['scored'])}; sink in the function itself: "
+            f"{t.get('reported_with_sink_in_function', 0)}, only a chain through it ('chain'): "
+            f"{t['reported_at_parent'] - t.get('reported_with_sink_in_function', 0)}",
+            f"- silent after fix, all cases: {pct(t['silent_after_fix'], t['scored'])}",
+            f"- silent after fix, of those reported at the parent: {pct(t['reported_and_silent'], t['reported_at_parent'])}",
+            ""]
+    out += ["| framework | cases | reported at parent | reported and silent after fix |", "| --- | --- | --- | --- |"]
+    for fw, b in t["by_framework"].items():
+        out.append(f"| {fw} | {b['cases']} | {b['reported_at_parent']} | {b['reported_and_silent']} |")
+    misses = [r for r in rows if r["status"] == "ok" and not r["reported_at_parent"]]
+    if misses:
+        out += ["", "## Misses at the parent", ""]
+        for r in misses:
+            out.append(f"- {r['id']}: `{r['path']}` `{r['function']}` -- {r['parent_findings_in_file']} finding(s) "
+                       f"in the file; {r['miss_reason']}")
+    still = [r for r in rows if r["status"] == "ok" and not r["silent_after_fix"]]
+    if still:
+        out += ["", "## Still reported after the fix", ""]
+        for r in still:
+            m = r.get("fix_match", {})
+            out.append(f"- {r['id']}: `{m.get('function')}` sink `{m.get('sink')}`: {m.get('title')}")
+    return "\n".join(out) + "\n"
+
+
+def pct(n: int, d: int) -> str:
+    return f"{n}/{d} ({100.0 * n / d:.0f}%)" if d else "0/0"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--auditor", default=shutil.which("auditor") or "auditor", help="auditor executable")
+    parser.add_argument("--mirrors", type=Path, default=Path("/work/.mirror"), help="directory of fetched mirrors")
+    parser.add_argument("--cases", default="", help="comma-separated case ids (default: all)")
+    parser.add_argument("--cases-file", type=Path, default=CASES)
+    parser.add_argument("--json", type=Path, help="write per-case results here")
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per scan")
+    parser.add_argument("--keep", type=Path, help="export trees under this directory and keep them")
+    parser.add_argument("--markdown", type=Path, help="write the table, totals and misses as Markdown here")
+    parser.add_argument("--render", type=Path, help="no scans: render the Markdown (--markdown) from an earlier --json")
+    args = parser.parse_args()
+    if args.render:
+        data = json.loads(args.render.read_text(encoding="utf-8"))
+        # Only the cases still in the cases file (and --cases, when given) count.
+        known = {c["id"] for c in json.loads(args.cases_file.read_text(encoding="utf-8"))}
+        if args.cases:
+            known &= {c.strip() for c in args.cases.split(",")}
+        rows = [r for r in data["cases"] if r["id"] in known]
+        text = render_markdown(compute_totals(rows, data["totals"].get("seconds", 0.0)), rows,
+                               "Real-fix benchmark results")
+        if args.markdown:
+            args.markdown.write_text(text, encoding="utf-8")
+        else:
+            print(text, end="")
+        return 0
+    if os.sep in args.auditor or (os.altsep and os.altsep in args.auditor):
+        args.auditor = str(Path(args.auditor).resolve())
+
+    cases = json.loads(args.cases_file.read_text(encoding="utf-8"))
+    if args.cases:
+        wanted = {c.strip() for c in args.cases.split(",") if c.strip()}
+        unknown = wanted - {c["id"] for c in cases}
+        if unknown:
+            print(f"unknown case ids: {', '.join(sorted(unknown))}", file=sys.stderr)
+            return 2
+        cases = [c for c in cases if c["id"] in wanted]
+
+    scratch = Path(tempfile.mkdtemp(prefix="auditor-real-fixes-"))
+    trees_root = args.keep or (scratch / "trees")
+    scans: dict[tuple[str, str], ScanOutcome] = {}
+    started = time.perf_counter()
+
+    def scan_commit(repo: str, commit: str) -> ScanOutcome:
+        key = (repo, commit)
+        if key in scans:
+            return scans[key]
+        git_dir = mirror_dir(args.mirrors, repo)
+        if git_dir is None:
+            outcome = ScanOutcome(False, error=f"no mirror for {repo} under {args.mirrors} (fetch github:{repo})")
+        else:
+            tree = trees_root / repo.replace("/", "+") / commit[:12]
+            error = "" if (args.keep and tree.is_dir() and any(tree.iterdir())) else export_tree(git_dir, commit, tree)
+            if error:
+                outcome = ScanOutcome(False, error=error)
+            else:
+                try:
+                    outcome = run_scan(args.auditor, tree, args.timeout, scratch)
+                except Exception as exc:  # one broken scan must not stop the others
+                    outcome = ScanOutcome(False, error=f"{type(exc).__name__}: {exc}")
+                if not args.keep:
+                    shutil.rmtree(tree, ignore_errors=True)
+        scans[key] = outcome
+        state = "ok" if outcome.ok else f"ERROR {outcome.error}"
+        print(f"  scanned {repo}@{commit[:10]}: {len(outcome.findings)} findings, {outcome.seconds:.1f}s, {state}",
+              file=sys.stderr, flush=True)
+        return outcome
+
+    rows = []
+    for case in cases:
+        try:
+            parent = scan_commit(case["repo"], case["parent_commit"])
+            fix = scan_commit(case["repo"], case["fix_commit"])
+            rows.append(score(case, parent, fix))
+        except Exception as exc:
+            rows.append({"id": case["id"], "repo": case["repo"], "framework": case["framework"], "path": case["path"],
+                         "function": case["function"], "status": "error", "error": f"{type(exc).__name__}: {exc}"})
+    shutil.rmtree(scratch, ignore_errors=True)
+
+    # Table.
+    print(f"{'id':34} {'fw':10} {'parent':7} {'fix':7} {'file#':5}  function")
+    for r in rows:
+        if r["status"] == "error":
+            print(f"{r['id']:34} {r['framework']:10} {'ERROR':7} {'':7} {'':5}  {r['function']}  ({r['error']})")
+            continue
+        par = ("found" if r["parent_sink_in_function"] else "chain") if r["reported_at_parent"] else "MISS"
+        fix = "silent" if r["silent_after_fix"] else "STILL"
+        print(f"{r['id']:34} {r['framework']:10} {par:7} {fix:7} {r['parent_findings_in_file']:<5}  {r['function']}")
+
+    totals = compute_totals(rows, time.perf_counter() - started)
+    ok = [r for r in rows if r["status"] == "ok"]
+    found = [r for r in ok if r["reported_at_parent"]]
+    silent = [r for r in ok if r["silent_after_fix"]]
+    recognised = [r for r in found if r["silent_after_fix"]]
+    print()
+    strict = [r for r in found if r["parent_sink_in_function"]]
+    print(f"recall on parents:        {pct(len(found), len(ok))}   (of which sink in the function itself: {len(strict)};"
+          f" 'chain' = only a chain through it)")
+    print(f"silent after fix (all):   {pct(len(silent), len(ok))}")
+    print(f"silent after fix (found): {pct(len(recognised), len(found))}   (reported at parent and silent at fix)")
+    for fw, t in totals["by_framework"].items():
+        print(f"  {fw:10} recall {pct(t['reported_at_parent'], t['cases'])}, fixed-and-silent {t['reported_and_silent']}")
+    if len(ok) != len(rows):
+        print(f"errors: {len(rows) - len(ok)}")
+    print(f"time: {totals['seconds']}s for {len(scans)} scans")
+    misses = [r for r in ok if not r["reported_at_parent"]]
+    if misses:
+        print("\nmisses at parent:")
+        for r in misses:
+            print(f"  {r['id']}: {r['path']} {r['function']} -- {r['parent_findings_in_file']} finding(s) in file; "
+                  f"{r['miss_reason']}")
+    still = [r for r in ok if not r["silent_after_fix"]]
+    if still:
+        print("\nstill reported after fix:")
+        for r in still:
+            m = r.get("fix_match", {})
+            print(f"  {r['id']}: {m.get('function')} sink {m.get('sink')}")
+    for r in rows:
+        if r["status"] == "error":
+            print(f"\nerror {r['id']}: {r['error']}")
+    if args.markdown:
+        args.markdown.write_text(render_markdown(totals, rows, "Real-fix benchmark results"), encoding="utf-8")
+    if args.json:
+        args.json.write_text(json.dumps({"totals": totals, "cases": rows}, indent=2, sort_keys=True) + "\n",
+                             encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
