@@ -43,6 +43,7 @@ ENGINE_FIELDS = {
     "gpu_memory_utilization": "gpu_memory_utilization",
     "max_num_seqs": "max_num_seqs",
     "tensor_parallel_size": "tensor_parallel_size",
+    "prefix_caching": "enable_prefix_caching",
     "temperature": "temperature",
     "seed": "seed",
     "thinking_token_budget": "thinking_token_budget",
@@ -276,3 +277,21 @@ def test_scan_many_engine_and_walk_flags_reach_the_run(tmp_path: Path, monkeypat
     settings = config.scan.engine_settings
     assert (settings.timeout_s, settings.retries, settings.max_num_batched_tokens) == (42.0, 5, 4096)
     assert config.scan.walk.max_file_bytes == 4096
+
+
+def test_no_prefix_caching_reaches_the_engine_settings(change, monkeypatch):
+    from auditor import scan
+
+    seen: list[Any] = []
+    real = scan.run_scan
+
+    def recording(config: Any, *args: Any, **kwargs: Any):
+        seen.append(config)
+        return real(config, *args, **kwargs)
+
+    monkeypatch.setattr(scan, "run_scan", recording)
+    root, _ = change
+    for flags in ([], ["--no-prefix-caching"]):
+        outcome = CliRunner().invoke(app, ["scan", str(root), "--engine", "static", "--rule", TX, "-f", "json", *flags])
+        assert outcome.exit_code == 0, outcome.output
+    assert [config.engine_settings.enable_prefix_caching for config in seen] == [True, False]

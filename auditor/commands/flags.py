@@ -30,6 +30,7 @@ DEFAULT_MAX_NUM_BATCHED_TOKENS = _ENGINE_DEFAULTS.max_num_batched_tokens
 DEFAULT_GPU_MEMORY_UTILIZATION = _ENGINE_DEFAULTS.gpu_memory_utilization
 DEFAULT_MAX_NUM_SEQS = _ENGINE_DEFAULTS.max_num_seqs
 DEFAULT_TENSOR_PARALLEL_SIZE = _ENGINE_DEFAULTS.tensor_parallel_size
+DEFAULT_PREFIX_CACHING = _ENGINE_DEFAULTS.enable_prefix_caching
 DEFAULT_TEMPERATURE = _ENGINE_DEFAULTS.temperature
 DEFAULT_SEED = _ENGINE_DEFAULTS.seed
 DEFAULT_TIMEOUT_S = _ENGINE_DEFAULTS.timeout_s
@@ -121,6 +122,13 @@ GpuMemoryUtilizationOption = Annotated[
 MaxNumSeqsOption = Annotated[int, typer.Option("--max-num-seqs", min=1, help="Sequences vLLM runs at once.")]
 TensorParallelSizeOption = Annotated[
     int, typer.Option("--tensor-parallel-size", min=1, help="GPUs one vLLM engine spans (tensor parallelism).")
+]
+PrefixCachingOption = Annotated[
+    bool,
+    typer.Option(
+        "--prefix-caching/--no-prefix-caching",
+        help="vLLM prefix caching (off for backends where it breaks, e.g. NemotronH on vLLM's CPU backend).",
+    ),
 ]
 TemperatureOption = Annotated[float, typer.Option("--temperature", min=0.0, help="Sampling temperature (0: greedy).")]
 SeedOption = Annotated[int, typer.Option("--seed", help="Sampling seed.")]
