@@ -1,5 +1,13 @@
 """Tiny random-weight checkpoints built at test time (never downloaded).
 
+The weights are random except the output head, which gives every token the same logit but
+two ordinary ones (``a`` and ``b``, one above and one below the rest, by the sign of the
+last hidden state). So greedy decoding is deterministic where it matters: free text (a
+reasoning trace) is a run of ``a``/``b``, and under a JSON schema, where neither token is
+allowed, every token ties and the lowest allowed id wins, which spells the smallest valid
+answer (``{"findings":[],"probes":[]}``) one character at a time and then stops. Without
+this, random weights fill any JSON string until the budget runs out.
+
 ``build_tiny_nemotron_h``: NemotronH with a dense layer pattern (``M*M-``: Mamba-2,
 attention, Mamba-2, MLP; vLLM's CPU backend has no MoE kernel for ``E``), Nemotron's
 special-token layout (``<think>`` 12, ``</think>`` 13) and the Nemotron-shaped chat template
@@ -16,12 +24,22 @@ from tests.conftest import build_tiny_tokenizer
 MAX_POSITION_EMBEDDINGS = 8192
 
 
+STEERED_TOKENS = ("a", "b")
+
+
 def _save(model_config: object, directory: Path) -> Path:
     import torch
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(model_config)
+    tokenizer = AutoTokenizer.from_pretrained(str(directory))
+    head = model.get_output_embeddings().weight
+    with torch.no_grad():
+        head.zero_()
+        up, down = (tokenizer.convert_tokens_to_ids(token) for token in STEERED_TOKENS)
+        head[up] = 1.0
+        head[down] = -1.0
     model.to(torch.float32).save_pretrained(str(directory))
     return directory
 
