@@ -88,10 +88,11 @@ def shared_vllm_engine() -> Iterator[type]:
     SharedLlmEngine.shutdown_all()
 
 
-def run_cli(*args: str, tmp_path: Path) -> dict[str, Any]:
+def run_cli(*args: str, tmp_path: Path, exit_codes: tuple[int, ...] = (0,)) -> dict[str, Any]:
     """Run ``auditor ARGS --format json --output FILE`` in-process; the JSON it wrote.
 
-    The report goes to a file because vLLM logs to stdout in this process.
+    The report goes to a file because vLLM logs to stdout in this process. The exit code
+    must be one of ``exit_codes`` (auditor.errors.ExitCode).
     """
     from typer.testing import CliRunner
 
@@ -99,5 +100,5 @@ def run_cli(*args: str, tmp_path: Path) -> dict[str, Any]:
 
     output = tmp_path / f"report-{len(list(tmp_path.glob('report-*.json')))}.json"
     outcome = CliRunner().invoke(app, [*args, "--format", "json", "--output", str(output)])
-    assert outcome.exit_code in (0, 1), outcome.output
+    assert outcome.exit_code in exit_codes, outcome.output
     return json.loads(output.read_text(encoding="utf-8"))
