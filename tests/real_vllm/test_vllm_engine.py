@@ -173,3 +173,26 @@ def test_engine_auto_never_picks_the_cpu_build(
     )
     assert report["engine"] == "static"
     assert any("engine auto -> static" in notice and "CPU build" in notice for notice in report["notices"])
+
+
+def test_vllm_drops_the_special_think_close_from_the_text(
+    nemotron_h_dir: Path, shared_vllm_engine: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The defect the token-id split fixes, shown on the real engine: with the text split
+    # alone, a closed trace and its answer all land in `reasoning`.
+    from auditor.engine import vllm_engine
+
+    engine = engine_for(nemotron_h_dir, shared_vllm_engine, thinking_token_budget=4)
+    question = chat("q", "def save_order(order):\n    order.save()\n", thinking=True)
+    schema_request = ChatRequest(
+        id="q", messages=question.messages, prompt_tokens=0, max_tokens=OUTPUT_TOKENS, thinking=True,
+        json_schema='{"type":"object","properties":{"findings":{"type":"array","maxItems":0}},'
+        '"required":["findings"],"additionalProperties":false}',
+    )
+    [split] = engine.generate([schema_request])
+    assert split.finish_reason == "stop"
+    assert split.text == '{"findings":[]}' and split.reasoning
+    monkeypatch.setattr(vllm_engine, "raw_output_text", lambda text, *args: text)
+    [text_only] = engine.generate([schema_request])
+    assert "</think>" not in text_only.reasoning
+    assert (text_only.text, text_only.reasoning) == ("", f"{split.reasoning}{split.text}")
