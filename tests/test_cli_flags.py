@@ -43,7 +43,6 @@ ENGINE_FIELDS = {
     "gpu_memory_utilization": "gpu_memory_utilization",
     "max_num_seqs": "max_num_seqs",
     "tensor_parallel_size": "tensor_parallel_size",
-    "prefix_caching": "enable_prefix_caching",
     "temperature": "temperature",
     "seed": "seed",
     "thinking_token_budget": "thinking_token_budget",
@@ -94,7 +93,7 @@ def test_the_engine_commands_share_every_engine_walk_and_pack_flag():
     in_all = set.intersection(*(set(options(command)) for command in ENGINE_COMMANDS))
     assert set(ENGINE_FIELDS) | {
         "rule", "engine", "model", "tokenizer", "base_url", "api_key", "replay", "output_tokens", "thinking",
-        "include", "exclude", "max_file_bytes", "max_windows", "static", "no_cache", "error",
+        "include", "exclude", "max_file_bytes", "max_windows", "static", "no_cache", "error", "no_prefix_caching",
     } <= in_all
 
 

@@ -30,7 +30,6 @@ DEFAULT_MAX_NUM_BATCHED_TOKENS = _ENGINE_DEFAULTS.max_num_batched_tokens
 DEFAULT_GPU_MEMORY_UTILIZATION = _ENGINE_DEFAULTS.gpu_memory_utilization
 DEFAULT_MAX_NUM_SEQS = _ENGINE_DEFAULTS.max_num_seqs
 DEFAULT_TENSOR_PARALLEL_SIZE = _ENGINE_DEFAULTS.tensor_parallel_size
-DEFAULT_PREFIX_CACHING = _ENGINE_DEFAULTS.enable_prefix_caching
 DEFAULT_TEMPERATURE = _ENGINE_DEFAULTS.temperature
 DEFAULT_SEED = _ENGINE_DEFAULTS.seed
 DEFAULT_TIMEOUT_S = _ENGINE_DEFAULTS.timeout_s
@@ -123,11 +122,11 @@ MaxNumSeqsOption = Annotated[int, typer.Option("--max-num-seqs", min=1, help="Se
 TensorParallelSizeOption = Annotated[
     int, typer.Option("--tensor-parallel-size", min=1, help="GPUs one vLLM engine spans (tensor parallelism).")
 ]
-PrefixCachingOption = Annotated[
+NoPrefixCachingOption = Annotated[
     bool,
     typer.Option(
-        "--prefix-caching/--no-prefix-caching",
-        help="vLLM prefix caching (off for backends where it breaks, e.g. NemotronH on vLLM's CPU backend).",
+        "--no-prefix-caching",
+        help="Turn vLLM's prefix caching off (it breaks on some backends, e.g. NemotronH on vLLM's CPU build).",
     ),
 ]
 TemperatureOption = Annotated[float, typer.Option("--temperature", min=0.0, help="Sampling temperature (0: greedy).")]
