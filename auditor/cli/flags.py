@@ -73,7 +73,7 @@ class ScanFlags:
     gpu_memory_utilization: float = _ENGINE_DEFAULTS.gpu_memory_utilization
     max_num_seqs: int = _ENGINE_DEFAULTS.max_num_seqs
     tensor_parallel_size: int = _ENGINE_DEFAULTS.tensor_parallel_size
-    prefix_caching: bool = _ENGINE_DEFAULTS.enable_prefix_caching
+    no_prefix_caching: bool = not _ENGINE_DEFAULTS.enable_prefix_caching
     temperature: float = _ENGINE_DEFAULTS.temperature
     seed: int = _ENGINE_DEFAULTS.seed
     thinking_token_budget: int | None = _ENGINE_DEFAULTS.thinking_token_budget
@@ -130,7 +130,7 @@ _SHARED: tuple[tuple[str, Any, str], ...] = (
     ("gpu_memory_utilization", Annotated[float, _option("--gpu-memory-utilization", min=0.05, max=1.0, panel=ENGINE_PANEL, help="Fraction of GPU memory vLLM may use.")], _ENGINE),
     ("max_num_seqs", Annotated[int, _option("--max-num-seqs", min=1, panel=ENGINE_PANEL, help="Sequences vLLM runs at once.")], _ENGINE),
     ("tensor_parallel_size", Annotated[int, _option("--tensor-parallel-size", min=1, panel=ENGINE_PANEL, help="GPUs one vLLM engine spans (tensor parallelism).")], _ENGINE),
-    ("prefix_caching", Annotated[bool, _option("--prefix-caching/--no-prefix-caching", panel=ENGINE_PANEL, help="vLLM prefix caching (results never depend on it; turn it off where the backend breaks it).")], _ENGINE),
+    ("no_prefix_caching", Annotated[bool, _option("--no-prefix-caching", panel=ENGINE_PANEL, help="Turn vLLM's prefix caching off (results never depend on it; it breaks on some backends, e.g. NemotronH on vLLM's CPU build).")], _ENGINE),
     ("temperature", Annotated[float, _option("--temperature", min=0.0, panel=ENGINE_PANEL, help="Sampling temperature (0: greedy).")], _ENGINE),
     ("seed", Annotated[int, _option("--seed", panel=ENGINE_PANEL, help="Sampling seed.")], _ENGINE),
     ("thinking_token_budget", Annotated[int | None, _option("--thinking-token-budget", min=1, panel=ENGINE_PANEL, help="Cap on reasoning tokens per answer (default: no cap).")], _ENGINE),

@@ -70,7 +70,8 @@ class EngineSettings:
     ``auditor plan`` recommends: a 262K-token window prefills in 32 steps). ``kv_cache_dtype`` None means "decide from
     the checkpoint": "fp8" for FP8/NVFP4 checkpoints, "auto" for BF16. ``timeout_s`` is
     per HTTP request and generous because a 256K-token prefill takes minutes; ``retries``
-    counts extra attempts after a transient failure.
+    counts extra attempts after a transient failure. ``enforce_eager`` skips vLLM's graph
+    capture and compilation (a faster start for tests on a CPU build; slower generation).
     """
 
     model: str | None = None
@@ -80,6 +81,7 @@ class EngineSettings:
     max_num_seqs: int = 4
     tensor_parallel_size: int = 1
     enable_prefix_caching: bool = True
+    enforce_eager: bool = False
     kv_cache_dtype: str | None = None
     temperature: float = 0.0
     top_p: float = 1.0

