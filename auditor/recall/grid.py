@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import auditor
-from auditor.engine.base import ChatMessage, ChatRequest, Completion, Engine
+from auditor.engine.base import ChatRequest, Completion, Engine
 from auditor.errors import AuditorError, UsageError
 from auditor.findings.answer import answer_schema_json, parse_answer
 from auditor.findings.model import ProbeAnswer
@@ -472,7 +472,7 @@ def cell_requests(cells: Sequence[Cell], options: GridOptions) -> list[ChatReque
     return [
         ChatRequest(
             id=cell.id,
-            messages=tuple(ChatMessage(message.role, message.content) for message in cell.messages),
+            messages=tuple(cell.messages),
             prompt_tokens=cell.prompt_tokens,
             max_tokens=options.output_tokens,
             thinking=options.thinking,

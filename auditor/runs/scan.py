@@ -15,7 +15,6 @@ from typing import Mapping, Sequence
 from auditor import __version__
 from auditor.analysis.registry import static_analysis_for
 from auditor.engine.base import (
-    ChatMessage,
     ChatRequest,
     Completion,
     Engine,
@@ -149,7 +148,7 @@ def plan_scan(
     requests = tuple(
         ChatRequest(
             id=f"{request_prefix}window-{window.index}",
-            messages=tuple(ChatMessage(m.role, m.content) for m in window.messages),
+            messages=tuple(window.messages),
             prompt_tokens=window.prompt_tokens,
             max_tokens=config.window.output_tokens,
             thinking=config.window.thinking,

@@ -26,6 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from auditor.engine.base import ChatMessage
 from auditor.errors import TokenizerError
 
 if TYPE_CHECKING:
@@ -45,12 +46,8 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jin
 ESTIMATE_BYTES_PER_TOKEN = 2.0
 
 
-@dataclass(frozen=True)
-class Message:
-    """One chat turn."""
-
-    role: str
-    content: str
+# One chat turn is one type everywhere: the prompt the packer counts is the request the engine sends.
+Message = ChatMessage
 
 
 @dataclass(frozen=True)
