@@ -7,7 +7,7 @@ import json
 import shutil
 import subprocess
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
@@ -378,3 +378,20 @@ def test_command_writes_the_run_and_exits_5_when_a_repository_failed(tmp_path: P
     spec.write_text("repos/flask_ledger\n", encoding="utf-8")
     assert CliRunner().invoke(app, [str(spec), "--out", str(out), "--engine", "static", "--no-cache"]).exit_code == 0
     assert repos.is_dir()
+
+
+def test_a_repository_over_the_target_timeout_fails_alone(tmp_path: Path, tiny_tokenizer_dir: Path) -> None:
+    repos = tmp_path / "repos"
+    shutil.copytree(REPO_ROOT / "fixtures" / "go_inventory", repos / "go_inventory")
+    out = tmp_path / "run"
+    config = ManyConfig(targets=repos, out=out, scan=ScanConfig(root=Path("."), engine="static", use_cache=False),
+                        backend="sequential", target_timeout_s=0.01)
+    result = run_many(config)
+    [outcome] = result.repositories
+    assert outcome.status == "failed" and "--target-timeout" in (outcome.error or "")
+    # In its own process with time to spare, the repository plans exactly as in this one.
+    isolated = run_many(replace(config, out=tmp_path / "again", target_timeout_s=120))
+    inline = run_many(replace(config, out=tmp_path / "inline", target_timeout_s=0))
+    assert [(r.status, r.findings, r.windows) for r in isolated.repositories] == [
+        (r.status, r.findings, r.windows) for r in inline.repositories]
+    assert isolated.repositories[0].status == "ok"

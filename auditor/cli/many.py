@@ -37,6 +37,7 @@ def scan_many_command(
     workers: Annotated[int, typer.Option("--workers", min=1, rich_help_panel=RUN_PANEL, help="Generation actors (one engine each).")] = 1,
     gpus_per_worker: Annotated[float | None, typer.Option("--gpus-per-worker", min=0.0, rich_help_panel=RUN_PANEL, help="GPUs per actor (default: tensor-parallel size for vllm).")] = None,
     batch_size: Annotated[int, typer.Option("--batch-size", min=1, rich_help_panel=RUN_PANEL, help="Windows per engine call.")] = 8,
+    target_timeout: Annotated[float, typer.Option("--target-timeout", min=0.0, rich_help_panel=RUN_PANEL, help="Seconds one repository may take to check out, index and pack before it is failed and stopped (0: no limit).")] = 1800.0,
     error: Annotated[bool, typer.Option("--error", rich_help_panel=OUTPUT_PANEL, help="Exit 1 when there are findings.")] = False,
     flags: ScanFlags,
 ) -> None:
@@ -59,7 +60,7 @@ def scan_many_command(
     config = ManyConfig(
         targets=targets, out=out, scan=template, endpoints=endpoints, batch_size=batch_size,
         backend=backend,  # type: ignore[arg-type]  # checked against BACKENDS above
-        ray_address=ray_address, workers=workers, gpus_per_worker=gpus_per_worker,
+        ray_address=ray_address, workers=workers, gpus_per_worker=gpus_per_worker, target_timeout_s=target_timeout,
     )
     with progress_for(stderr.is_terminal) as report:
 

@@ -42,7 +42,7 @@ from auditor.runs.many.stages import (
     ManyConfig,
     RepositoryPlan,
     finish_repository,
-    plan_target,
+    plan_target_isolated,
     throughput_message,
 )
 from auditor.runs.many.state import STATE_FILE, RunState, WorkItem, engine_fingerprint, work_item
@@ -105,7 +105,7 @@ def run_many_sequential(
     outcomes: dict[str, RepositoryOutcome] = {}
     for number, target in enumerate(targets, start=1):
         try:
-            plans[target.key] = plan_target(target, config, choice)
+            plans[target.key] = plan_target_isolated(target, config, choice)
         except (AuditorError, OSError) as exc:
             logger.warning("repository %s failed: %s", target.key, exc)
             state.record_repository_failure(target.key, str(exc))

@@ -9,14 +9,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from auditor.engine.base import (
     ChatRequest,
     Completion,
 )
 from auditor.engine.opening import EngineChoice
-from auditor.errors import UsageError
+from auditor.errors import AuditorError, UsageError
 from auditor.progress import ProgressCallback, no_progress
 from auditor.report.model import ScanResult
 from auditor.runs.config import ScanConfig
@@ -57,6 +57,10 @@ class ManyConfig:
     ray_address: str | None = None
     workers: int = 1
     gpus_per_worker: float | None = None
+    # Seconds one repository may take to check out, walk, index, analyse and pack, in a
+    # process of its own (0: no limit, in this process). A repository over it is failed
+    # and stopped; the others go on. The CLI's default is 1800.
+    target_timeout_s: float = 0.0
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.formats) - set(REPORT_FILES))
@@ -66,6 +70,8 @@ class ManyConfig:
             raise UsageError("--batch-size must be at least 1")
         if self.workers < 1:
             raise UsageError("--workers must be at least 1")
+        if self.target_timeout_s < 0:
+            raise UsageError("--target-timeout must not be negative")
         if self.gpus_per_worker is not None and self.gpus_per_worker < 0:
             raise UsageError("--gpus-per-worker must not be negative")
 
@@ -113,3 +119,48 @@ def plan_target(target: Target, config: ManyConfig, engine: EngineChoice) -> tup
     """Check the target out and plan it; raises AuditorError/OSError for a failed repository."""
     checkout = checkout_target(target, config.out / "checkouts")
     return plan_repository(target.key, replace(config.scan, root=checkout.root), engine), checkout
+
+
+class TargetTimeout(AuditorError):
+    """A repository took longer than ``--target-timeout`` to plan."""
+
+
+def plan_target_isolated(target: Target, config: ManyConfig, engine: EngineChoice) -> tuple[RepositoryPlan, Checkout]:
+    """``plan_target`` in a child process that is killed past ``config.target_timeout_s``, so
+    one hostile repository (a pathological tree, a parser stuck on a file) cannot stall the
+    run. Raises TargetTimeout, or the error the child met (as an AuditorError)."""
+    if config.target_timeout_s <= 0:
+        return plan_target(target, config, engine)
+    import multiprocessing
+    import pickle
+
+    context = multiprocessing.get_context("spawn")
+    receiver, sender = context.Pipe(duplex=False)
+    child = context.Process(target=_plan_in_child, args=(sender, target, config, engine), daemon=True)
+    child.start()
+    sender.close()
+    try:
+        if not receiver.poll(config.target_timeout_s):
+            raise TargetTimeout(f"{target.key}: planning took longer than --target-timeout {config.target_timeout_s:g} s; stopped")
+        outcome, value = pickle.loads(receiver.recv_bytes())
+    except EOFError:
+        raise AuditorError(f"{target.key}: the planning process died (exit code {child.exitcode})") from None
+    finally:
+        receiver.close()
+        if child.is_alive():
+            child.kill()
+        child.join(5)
+    if outcome == "error":
+        raise AuditorError(value)
+    return value
+
+
+def _plan_in_child(sender: Any, target: Target, config: ManyConfig, engine: EngineChoice) -> None:
+    import pickle
+
+    try:
+        result: tuple[str, Any] = ("ok", plan_target(target, config, engine))
+    except (AuditorError, OSError) as exc:
+        result = ("error", str(exc) or type(exc).__name__)
+    sender.send_bytes(pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL))
+    sender.close()
