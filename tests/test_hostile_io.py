@@ -518,8 +518,8 @@ def test_index_workers_exit_when_the_parent_is_killed(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     parent = subprocess.Popen([sys.executable, str(driver)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    workers: set[int] = set()
     try:
-        workers: set[int] = set()
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and len(workers) < 3:  # 2 workers + the resource tracker
             time.sleep(0.2)
@@ -537,7 +537,9 @@ def test_index_workers_exit_when_the_parent_is_killed(tmp_path: Path) -> None:
     finally:
         if parent.poll() is None:
             parent.kill()
-        for pid in _children_of(parent.pid):
+        for pid in workers | _children_of(parent.pid):
+            if not _alive(pid):
+                continue
             try:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
