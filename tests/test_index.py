@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import time
 from dataclasses import fields, replace
 from pathlib import Path
 
@@ -899,3 +900,40 @@ def test_an_unwritable_cache_warns_once_not_per_file(tmp_path: Path, caplog: pyt
         result = index_files(sources, cache=IndexCache(blocked), pack_name="repo")
     assert sorted(result) == sorted(path for path, *_ in sources)
     assert 1 <= len(caplog.records) <= 2  # one for the entries, at most one for the pack
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "calls", "decorators"),
+    [
+        ("chain-8k.py", "x = a" + ".b()" * 8_000 + "\n", 8_000, 0),
+        ("chain-50k.py", "x = a" + ".b()" * 50_000 + "\n", None, 0),
+        ("decorators-50k.py", "@d\n" * 50_000 + "def f():\n    pass\n", 0, 50_000),
+    ],
+)
+def test_indexing_is_linear_in_the_file_size(name: str, text: str, calls: int | None, decorators: int) -> None:
+    # Issue 15: 8,000 chained calls took 7 s, 50,000 over 25 s (every call re-walked the
+    # argument lists of the chain), and 50,000 stacked decorators as long (a quadratic query).
+    started = time.monotonic()
+    index = index_extract.index_source(name, text, "python")
+    elapsed = time.monotonic() - started
+
+    assert elapsed < 4, f"{elapsed:.1f} s"
+    if calls is not None:
+        assert len(index.calls) == calls
+    assert all(len(call.callee) <= index_model.TEXT_LIMIT for call in index.calls)
+    if decorators:
+        [definition] = index.definitions
+        assert len(definition.decorators) == decorators and definition.start_line == 1
+
+
+def test_decorators_and_argument_lists_are_still_attached() -> None:
+    text = "@app.route('/x', methods=['POST'])\n@login_required\ndef view(request):\n    return save(request.order, force=True).done()\n"
+    index = index_extract.index_source("views.py", text, "python")
+    [definition] = index.definitions
+    assert definition.decorators == ("app.route('/x', methods=['POST'])", "login_required")
+    assert definition.start_line == 1
+    assert [(call.callee, call.arguments) for call in index.calls] == [
+        ("app.route", "'/x', methods=['POST']"),
+        ("save", "request.order, force=True"),
+        ("save.done", ""),
+    ]

@@ -204,3 +204,46 @@ def test_an_actor_that_cannot_start_its_engine_fails_the_run_cleanly(local_ray, 
     config = ManyConfig(targets=repos, out=tmp_path / "run", scan=template(tiny_tokenizer_dir), backend="ray")
     with pytest.raises(PipelineError, match="needs a recording"):
         run_many(config)
+
+
+def test_workers_import_the_installed_package_from_a_directory_holding_an_auditor_folder(tmp_path: Path) -> None:
+    # A Django app called `auditor` in the directory scan-many is started from: Ray puts
+    # that directory first on every worker's sys.path unless the job has a working_dir.
+    pytest.importorskip("ray")
+    import subprocess
+    import sys
+
+    start = tmp_path / "project"
+    (start / "auditor").mkdir(parents=True)
+    (start / "auditor" / "__init__.py").write_text("raise ImportError('the project app, not the tool')\n")
+    driver = tmp_path / "driver" / "run.py"
+    driver.parent.mkdir()
+    driver.write_text(
+        "import ray\n"
+        "from auditor.runs.many.ray_cluster import worker_runtime_env\n"
+        "with worker_runtime_env() as runtime_env:\n"
+        "    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, runtime_env=runtime_env)\n"
+        "@ray.remote\n"
+        "def imported():\n"
+        "    import auditor, auditor.runs.many.ray_cluster\n"
+        "    return auditor.__version__\n"
+        "print('worker imported auditor', ray.get(imported.remote(), timeout=120))\n"
+        "ray.shutdown()\n",
+        encoding="utf-8",
+    )
+    completed = subprocess.run(
+        [sys.executable, str(driver)], cwd=start, capture_output=True, text=True, timeout=240, check=False
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert "worker imported auditor" in completed.stdout
+
+
+def test_relative_paths_of_a_ray_run_are_made_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from auditor.runs.many.ray_cluster import with_absolute_paths
+
+    monkeypatch.chdir(tmp_path)
+    config = ManyConfig(targets=Path("targets.txt"), out=Path("run"))
+    absolute = with_absolute_paths(config)
+    assert absolute.targets == tmp_path / "targets.txt" and absolute.out == tmp_path / "run"
+    assert absolute.scan.root.is_absolute()
+    assert with_absolute_paths(absolute) == absolute

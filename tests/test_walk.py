@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -756,3 +757,30 @@ def test_progress_reports_the_walk_to_completion(tmp_path: Path) -> None:
     counts = [(event.completed, event.total) for event in events if event.message is None]
     assert counts == [(0, 450), (200, 450), (400, 450), (450, 450)]
     assert all(event.stage == "walk" for event in events)
+
+
+@pytest.mark.parametrize("repetitions", [10, 2_000])
+def test_repeated_double_star_patterns_match_in_linear_time(tmp_path: Path, repetitions: int) -> None:
+    # Issue 15: ten '**/' took ~58 s on one path (exponential backtracking); git collapses
+    # consecutive '**/' and takes 0.01 s.
+    deep = tmp_path.joinpath(*(["a"] * 30))
+    deep.mkdir(parents=True)
+    write(deep, "x.py", "x = 1\n")
+    write(tmp_path, "y.py", "y = 1\n")
+    write(tmp_path, ".gitignore", "**/" * repetitions + "x.py\n" + "**/" * repetitions + "b*/c*/d*/e\n")
+
+    started = time.monotonic()
+    result = walk(tmp_path)
+
+    assert time.monotonic() - started < 3
+    assert [entry.path for entry in result.files] == [".gitignore", "y.py"]
+
+
+def test_patterns_with_many_wildcards_match_like_git(tmp_path: Path) -> None:
+    for path in ("a/b/a.log", "a/x/b/c.log", "ab/b/c.txt", "b.log", "a/aab"):
+        write(tmp_path, path, "x\n")
+    write(tmp_path, ".gitignore", "a/**/b/*.log\n*a*a*b\n")
+
+    result = walk(tmp_path)
+
+    assert {entry.path for entry in result.files} == {".gitignore", "ab/b/c.txt", "b.log"}

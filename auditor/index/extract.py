@@ -19,6 +19,7 @@ not ``str.splitlines``, to map them back to text).
 
 from __future__ import annotations
 
+import time
 from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -62,11 +63,13 @@ class _SourceText:
     ASCII (byte offsets are then character offsets), as the text itself: slicing the text
     gives what decoding a byte slice would, without the decoding."""
 
-    __slots__ = ("ascii", "source")
+    __slots__ = ("ascii", "source", "_resumable")
 
     def __init__(self, text: str) -> None:
         self.source = text.encode("utf-8", "surrogatepass")
         self.ascii = text if text.isascii() else None
+        # start -> (end, next span index, cursor, bytes kept) of a without_spans text
+        self._resumable: dict[int, tuple[int, int, int, bytearray]] = {}
 
     def span(self, start: int, end: int) -> str:
         """The text of bytes ``start..end`` (undecodable bytes replaced)."""
@@ -99,21 +102,36 @@ class _SourceText:
         span_starts: Sequence[int],
     ) -> str:
         """The text of bytes ``start..end`` with every span (sorted; argument lists)
-        inside it removed."""
+        inside it removed, cut once more than ``_SHORT_SPAN`` bytes are kept (callees
+        are cut to ``TEXT_LIMIT`` characters)."""
         index = bisect_left(span_starts, start)
         if index == len(spans) or span_starts[index] >= end:
             return self.span(start, end)  # the common case: nothing inside to remove
-        pieces: list[bytes] = []
-        cursor = start
+        # Linear in the file, not in the square of a call chain's length: the callees of
+        # `a.b().b()…` all start at `a` and each extends the one before, so the text kept
+        # for a start is resumed rather than rebuilt; spans nested in a removed one are
+        # jumped over, and the text stops growing past what any callee keeps.
+        resumable = self._resumable.get(start)
+        if resumable is not None and resumable[0] <= end:
+            _, index, cursor, stored = resumable
+            kept = bytearray(stored)  # the stored state stays valid for its own range
+        else:
+            cursor, kept = start, bytearray()
         source = self.source
-        while index < len(spans) and spans[index][0] < end:
+        straddled = False
+        while index < len(spans) and spans[index][0] < end and len(kept) <= _SHORT_SPAN:
             span_start, span_end = spans[index]
             if span_start >= cursor and span_end <= end:
-                pieces.append(source[cursor:span_start])
+                kept += source[cursor : min(span_start, cursor + _SHORT_SPAN + 1 - len(kept))]
                 cursor = span_end
+                index = bisect_left(span_starts, span_end, index + 1)
+                continue
+            straddled = straddled or span_start >= cursor  # a longer range would remove it
             index += 1
-        pieces.append(source[cursor:end])
-        return b"".join(pieces).decode("utf-8", "replace")
+        if not straddled:
+            self._resumable[start] = (end, index, cursor, kept)
+        tail = source[cursor : min(end, cursor + _SHORT_SPAN + 1 - len(kept))] if len(kept) <= _SHORT_SPAN else b""
+        return (bytes(kept) + tail).decode("utf-8", "replace")
 
 
 def _unquote(text: str) -> str:
@@ -158,15 +176,35 @@ def _pattern_groups(language: str) -> tuple[int, ...]:
     return tuple(QUERY_NAMES.index(name) for name in bundle.pattern_names)
 
 
-def _run_queries(language: str, root: Node) -> tuple[list[_Match], ...]:
+MAX_QUERY_DEPTH = 60_000
+"""Deepest syntax-tree level a query match may start at. tree-sitter's query cursor keeps
+depths in 16 bits: past 65,535 levels (a chain of 33,000 calls) it slows to minutes, so
+matches nested deeper than this are not indexed."""
+
+
+class ParseBudgetExceeded(Exception):
+    """Indexing one file took longer than its budget (the message says how long)."""
+
+
+def _run_queries(
+    language: str, root: Node, deadline: float | None = None
+) -> tuple[list[_Match], ...]:
     """Run every index query over the tree in one pass; matches grouped by query, in the
-    order of ``QUERY_NAMES``."""
+    order of ``QUERY_NAMES``. Raises ParseBudgetExceeded once ``time.monotonic()`` passes
+    ``deadline`` by the time they return."""
     grouped: tuple[list[_Match], ...] = tuple([] for _ in QUERY_NAMES)
     bundle = query_bundle(language, QUERY_NAMES)
     if bundle is None:
         return grouped
     groups = _pattern_groups(language)
-    for match in QueryCursor(bundle.query).matches(root):
+    matches = QueryCursor(bundle.query)
+    matches.set_max_start_depth(MAX_QUERY_DEPTH)
+    found = matches.matches(root)
+    if deadline is not None and time.monotonic() > deadline:
+        # tree-sitter 0.26's progress callback crashes on query bundles with predicates,
+        # so the budget is checked when the queries return rather than while they run.
+        raise ParseBudgetExceeded("the index queries ran past the file's parse budget")
+    for match in found:
         grouped[groups[match[0]]].append(match)
     return grouped
 
@@ -252,7 +290,7 @@ def _collect_definition_parts(
     parts: dict[tuple[int, int], _DefinitionParts] = {}
     attributes: list[dict[str, list[Node]]] = []
     for _, captures in matches:
-        if "owner" in captures:
+        if "owner" in captures or "outer" in captures:
             attributes.append(captures)
             continue
         for capture_name, nodes in captures.items():
@@ -276,8 +314,19 @@ def _collect_definition_parts(
                 start_byte=key[0],
                 start_line=node.start_point.row + 1,
             )
+    # A wrapper (@outer) captured with its definition (@owner) stands for that definition
+    # in patterns that capture attributes of the wrapper only.
+    wrapped = {
+        captures["outer"][0].byte_range: captures["owner"][0].byte_range
+        for captures in attributes
+        if "owner" in captures and "outer" in captures
+    }
     for captures in attributes:
-        definition = parts.get(captures["owner"][0].byte_range)
+        if "owner" in captures:
+            owner = captures["owner"][0].byte_range
+        else:
+            owner = wrapped.get(captures["outer"][0].byte_range, (-1, -1))
+        definition = parts.get(owner)
         if definition is None:
             continue
         decorators = captures.get("decorator")
@@ -396,7 +445,13 @@ def _extract_calls(
     removed: list[tuple[int, int]] = []  # argument lists and @drop nodes
     for _, captures in matches:
         arguments = captures.get("args")
-        arguments_span = arguments[0].byte_range if arguments else None
+        if arguments:
+            arguments_span: tuple[int, int] | None = arguments[0].byte_range
+        else:
+            # A pattern may leave the argument list to the call's `arguments` field:
+            # capturing it in the query costs time quadratic in a call chain's length.
+            field = captures["call"][0].child_by_field_name("arguments")
+            arguments_span = field.byte_range if field is not None else None
         if arguments_span is not None:
             removed.append(arguments_span)
         drops = captures.get("drop")
@@ -437,7 +492,8 @@ def _extract_calls(
         if ascii_text is not None and (
             inner == len(removed_starts) or removed_starts[inner] >= callee_end
         ):
-            callee = ascii_text[callee_start:callee_end]
+            # Bounded: a callee is cut to TEXT_LIMIT characters below anyway.
+            callee = ascii_text[callee_start : min(callee_end, callee_start + _SHORT_SPAN)]
         else:
             callee = text.without_spans(
                 callee_start, callee_end, removed_spans, removed_starts
@@ -549,17 +605,21 @@ def _extract_string_assignments(
 
 
 def _source_record(
-    text: str, language: str, content_hash: str | None = None
+    text: str,
+    language: str,
+    content_hash: str | None = None,
+    budget_seconds: float | None = None,
 ) -> _Record:
     """The record (see ``_record_of``) of the index of one file's text; as
-    ``index_source``."""
+    ``index_source``. Raises ParseBudgetExceeded when ``budget_seconds`` run out first."""
+    deadline = None if budget_seconds is None else time.monotonic() + budget_seconds
     parser = parser_for(language)
     if parser is None:
         raise UnsupportedLanguageError(f"no grammar for language {language!r}")
     source_text = _SourceText(text)
     root = parser.parse(source_text.source).root_node
     definitions, calls, imports, contexts, main, assignments = _run_queries(
-        language, root
+        language, root, deadline
     )
     definition_records, function_spans = _extract_definitions(
         definitions, source_text, _definition_kinds(language)
@@ -584,12 +644,18 @@ def _source_record(
 
 
 def index_source(
-    path: str, text: str, language: str, content_hash: str | None = None
+    path: str,
+    text: str,
+    language: str,
+    content_hash: str | None = None,
+    budget_seconds: float | None = None,
 ) -> FileIndex:
     """Index one file's text.
 
     Never raises on bad source: a file with syntax errors gives ``has_errors=True`` and
     whatever tree-sitter's error recovery still exposes. Raises UnsupportedLanguageError
-    for a language without a grammar.
+    for a language without a grammar, ParseBudgetExceeded when ``budget_seconds`` run out.
     """
-    return _file_index_from_record(_source_record(text, language, content_hash), path)
+    return _file_index_from_record(
+        _source_record(text, language, content_hash, budget_seconds), path
+    )

@@ -1,7 +1,10 @@
 """Index the files a walk kept: cached entries first, then the misses parsed (by worker
 processes when there are many), and the scan's pack file brought up to date.
 
-Input: ``(path, text, language, content_hash)`` per file. Output: one ``FileIndex`` per path.
+Input: ``(path, text, language, content_hash)`` per file. Output: one ``FileIndex`` per path,
+and an ``IndexSkip`` per file whose indexing ran past its parse budget (never cached, so a
+larger budget indexes it next time). Worker processes exit on their own when the process
+that started them dies (even by SIGKILL): none is left running with parent pid 1.
 """
 
 from __future__ import annotations
@@ -12,11 +15,14 @@ import marshal
 import multiprocessing
 import os
 import pickle
+import threading
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from functools import partial
 
 from auditor.index.cache import (
     PACK_DELTA_MIN,
@@ -30,7 +36,7 @@ from auditor.index.cache import (
     _record_of,
     scan_pack_name,
 )
-from auditor.index.extract import _source_record, index_source
+from auditor.index.extract import ParseBudgetExceeded, _source_record, index_source
 from auditor.index.model import FileIndex
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
 
@@ -44,6 +50,44 @@ MAX_PARSE_WORKERS = 4
 """Most worker processes used for parsing (fewer when fewer CPUs are available)."""
 
 
+DEFAULT_PARSE_BUDGET_S = 30.0
+"""Seconds one file's indexing may take (a 1 MB file takes well under one) before it is
+skipped: one hostile file never stalls a scan."""
+
+PARENT_POLL_S = 0.5
+"""How often a worker checks that the process that started it is still alive."""
+
+
+@dataclass(frozen=True)
+class IndexSkip:
+    """A file that was not indexed: ``reason`` is a short code ("parse-budget"), ``detail``
+    the words a report shows."""
+
+    path: str
+    reason: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class IndexOutcome:
+    """Indexes by path, and the files that could not be indexed (sorted by path)."""
+
+    indexes: dict[str, FileIndex]
+    skipped: tuple[IndexSkip, ...]
+
+
+def _exit_with_parent(parent_pid: int) -> None:
+    """Worker-process initializer: end this process as soon as ``parent_pid`` is gone
+    (the worker is then re-parented, so its parent pid changes)."""
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(PARENT_POLL_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="auditor-parent-watch", daemon=True).start()
+
+
 def _available_cpus() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -51,20 +95,31 @@ def _available_cpus() -> int:
         return os.cpu_count() or 1
 
 
-def _index_chunk(sources: list[tuple[str, str, str]]) -> bytes:
+def _record_or_skip(text: str, language: str, content_hash: str, budget_s: float | None) -> _Record | str:
+    """The record of one source, or why it has none (a string, the skip's detail)."""
+    try:
+        return _source_record(text, language, content_hash, budget_s)
+    except ParseBudgetExceeded as error:
+        return f"{error} ({budget_s:g} s)"
+
+
+def _index_chunk(sources: list[tuple[str, str, str]], budget_s: float | None = None) -> bytes:
     """Worker-process entry point: the records of ``(text, language, content_hash)``
-    sources, marshalled (module level, so that a spawned process can import it).
+    sources (or a skip's detail), marshalled (module level, so that a spawned process can
+    import it).
 
     Marshal rather than the pool's pickle: records are plain tuples, which marshal writes
     about four times faster. The collector is paused: records hold no cycles."""
     with collection_paused():
-        return marshal.dumps([_source_record(*source) for source in sources])
+        return marshal.dumps([_record_or_skip(*source, budget_s) for source in sources])
 
 
 def _parse_records(
     sources: list[tuple[str, str, str, str]],
-) -> Iterator[tuple[FileIndex, _Record]]:
-    """Index each source, yielding results in the order of ``sources``.
+    budget_s: float | None = None,
+) -> Iterator[tuple[str, FileIndex, _Record] | tuple[str, None, str]]:
+    """Index each source, yielding (path, index, record) or (path, None, skip detail) in
+    the order of ``sources``.
 
     More than ``PARALLEL_PARSE_THRESHOLD`` sources are parsed by a pool of spawned worker
     processes; if the pool cannot run here, the rest is parsed in this process.
@@ -84,29 +139,39 @@ def _parse_records(
         ]
         try:
             with ProcessPoolExecutor(
-                max_workers=workers, mp_context=multiprocessing.get_context("spawn")
+                max_workers=workers,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_exit_with_parent,
+                initargs=(os.getpid(),),
             ) as executor:
-                for start, payload in zip(starts, executor.map(_index_chunk, chunks)):
+                work = partial(_index_chunk, budget_s=budget_s)
+                for start, payload in zip(starts, executor.map(work, chunks)):
                     # The collector would re-scan every index decoded so far, over and
                     # over; it is paused while decoding (never across a yield).
                     with collection_paused():
                         records = marshal.loads(payload)
-                        indexes = [
-                            _file_index_from_record(record, source[0])
+                        outcomes = [
+                            (source[0], None, record)
+                            if isinstance(record, str)
+                            else (source[0], _file_index_from_record(record, source[0]), record)
                             for source, record in zip(
                                 sources[start : start + size], records, strict=True
                             )
                         ]
-                    for index, record in zip(indexes, records):
-                        yield index, record
+                    for outcome in outcomes:
+                        yield outcome  # type: ignore[misc]
                         done += 1
         except (OSError, BrokenProcessPool, pickle.PicklingError) as error:
             logger.warning(
                 "parallel parsing failed, parsing in this process: %s", error
             )
     for path, text, language, content_hash in sources[done:]:
-        index = index_source(path, text, language, content_hash)
-        yield index, _record_of(index)
+        try:
+            index = index_source(path, text, language, content_hash, budget_s)
+        except ParseBudgetExceeded as error:
+            yield path, None, f"{error} ({budget_s:g} s)"
+            continue
+        yield path, index, _record_of(index)
 
 
 def _update_pack(
@@ -166,8 +231,26 @@ def index_files(
     progress: ProgressCallback = no_progress,
     *,
     pack_name: str | None = None,
+    parse_budget_s: float | None = DEFAULT_PARSE_BUDGET_S,
 ) -> dict[str, FileIndex]:
-    """Index ``(path, text, language, content_hash)`` sources; returns path -> FileIndex.
+    """Path -> FileIndex of ``index_sources`` (files skipped over budget are absent)."""
+    return index_sources(
+        sources, cache, progress, pack_name=pack_name, parse_budget_s=parse_budget_s
+    ).indexes
+
+
+def index_sources(
+    sources: Iterable[tuple[str, str, str, str]],
+    cache: IndexCache | None = None,
+    progress: ProgressCallback = no_progress,
+    *,
+    pack_name: str | None = None,
+    parse_budget_s: float | None = DEFAULT_PARSE_BUDGET_S,
+) -> IndexOutcome:
+    """Index ``(path, text, language, content_hash)`` sources.
+
+    A file whose indexing takes more than ``parse_budget_s`` seconds (None: no limit) is
+    skipped (``IndexOutcome.skipped``, reason "parse-budget") and not cached.
 
     Only cache misses are parsed (by worker processes when there are many), and identical
     content (same hash and language) is parsed once. With a cache, entries are looked up in
@@ -212,7 +295,16 @@ def index_files(
             completed += 1
             progress(ProgressEvent(stage="index", completed=completed, total=total))
     added: dict[_CacheKey, _Record] = {}
-    for index, record in _parse_records([group[0] for group in misses.values()]):
+    skipped: list[IndexSkip] = []
+    over_budget: set[_CacheKey] = set()
+    for path, index, record in _parse_records([group[0] for group in misses.values()], parse_budget_s):
+        if index is None:
+            source_key = next(key for key, group in misses.items() if group[0][0] == path)
+            over_budget.add(source_key)
+            skipped.extend(IndexSkip(source[0], "parse-budget", record) for source in misses[source_key])  # type: ignore[arg-type]
+            completed += len(misses[source_key])
+            progress(ProgressEvent(stage="index", completed=completed, total=total, message=f"{path}: not indexed, {record}"))
+            continue
         key = (index.content_hash, index.language)
         found[key] = index
         added[key] = record
@@ -227,6 +319,8 @@ def index_files(
         _update_pack(cache, pack_name, found, added, stored, unused=len(pack))
     results: dict[str, FileIndex] = {}
     for path, _, language, content_hash in pending:
+        if (content_hash, language) in over_budget:
+            continue
         index = found[(content_hash, language)]
         results[path] = index if index.path == path else replace(index, path=path)
-    return results
+    return IndexOutcome(results, tuple(sorted(skipped, key=lambda skip: skip.path)))

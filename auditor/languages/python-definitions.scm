@@ -7,10 +7,11 @@
   name: (identifier) @name
   body: (block) @body) @definition.class
 
-; Decorators, and the decorated span that starts at the first decorator.
+; Decorators, and the decorated span that starts at the first decorator. Decorators are
+; tied to their definition through the wrapper (@outer): a pattern naming both a decorator
+; and the `definition` field after it is quadratic in the number of stacked decorators.
 (decorated_definition
-  (decorator) @decorator
-  definition: (_) @owner)
+  (decorator) @decorator) @outer
 
 (decorated_definition
   definition: (_) @owner) @outer

@@ -152,6 +152,7 @@ class DigestStore:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             if not writable_directory(self.path.parent):
                 raise OSError(errno.ELOOP, "the store's directory is a symbolic link")
+            self._remove_damage()
             descriptor = os.open(self.path, _APPEND_FLAGS, 0o644)
             try:
                 mode = os.fstat(descriptor).st_mode
@@ -174,6 +175,17 @@ class DigestStore:
         if not self._exists:
             self._exists = True
             self._prune_siblings()
+
+    def _remove_damage(self) -> None:
+        """Remove a link, pipe, socket or device found in the store's place (removing a
+        link never touches its target), so that a fresh store replaces it."""
+        try:
+            mode = os.lstat(self.path).st_mode
+        except FileNotFoundError:
+            return
+        if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+            logger.warning("digest store %s: replacing a %s found in its place", self.path, file_kind(mode))
+            os.unlink(self.path)
 
     def _prune_siblings(self) -> None:
         """Remove the least recently used stores of this directory beyond ``MAX_STORES``."""

@@ -22,19 +22,27 @@ admission check (one over-long prompt aborts vLLM's whole batch) and its reasoni
 
 Plans travel between the pack and finish stages as files under ``OUT/work`` (a pickle of
 ``RepositoryPlan`` written by this run), so on a multi-node cluster ``--out`` must be on
-storage every node mounts. Ray retries lost tasks and restarts lost actors (Ray Data's
+storage every node mounts. Ray workers run in an empty working directory
+(``runtime_env["working_dir"]``) so that they import the installed auditor whatever the
+directory the run was started from: by default Ray puts the driver's current directory
+first on every worker's ``sys.path``, and a folder named ``auditor`` there (a Django app, a
+checkout) would shadow the package. Relative paths in the configuration are made absolute
+first. Ray retries lost tasks and restarts lost actors (Ray Data's
 defaults: ``max_restarts=-1``, ``max_task_retries=-1``); answers already recorded in the
 state are not asked for again on a re-run.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import logging
 import pickle
+import tempfile
 import time
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -207,8 +215,15 @@ def run_many_ray(config: ManyConfig, targets: Sequence[Target], progress: Progre
     import ray
 
     started_here = False
+    config = with_absolute_paths(config)
     if not ray.is_initialized():
-        ray.init(address=config.ray_address, include_dashboard=False, logging_level=logging.WARNING)
+        with worker_runtime_env() as runtime_env:
+            ray.init(
+                address=config.ray_address,
+                include_dashboard=False,
+                logging_level=logging.WARNING,
+                runtime_env=runtime_env,
+            )
         started_here = True
     try:
         engine = choose_engine(config.scan.engine, config.scan.engine_settings, endpoints=config.endpoints,
@@ -219,6 +234,36 @@ def run_many_ray(config: ManyConfig, targets: Sequence[Target], progress: Progre
     finally:
         if started_here:
             ray.shutdown()
+
+
+@contextmanager
+def worker_runtime_env() -> Iterator[dict[str, Any]]:
+    """The runtime environment ``ray.init`` gets: an empty working directory (uploaded at
+    init, so it may go once init returns). With a working directory Ray adds neither the
+    driver's current directory nor its script's directory to the workers' ``sys.path``."""
+    with tempfile.TemporaryDirectory(prefix="auditor-ray-workdir-") as empty:
+        yield {"working_dir": empty}
+
+
+def with_absolute_paths(value: Any) -> Any:
+    """``value`` (a dataclass, nested ones included) with every relative Path field (alone
+    or in a tuple) made absolute against the current directory, which workers do not share."""
+    if not dataclasses.is_dataclass(value) or isinstance(value, type):
+        return value
+    changes: dict[str, Any] = {}
+    for item in dataclasses.fields(value):
+        if not item.init:
+            continue
+        current = getattr(value, item.name)
+        if isinstance(current, Path):
+            updated: Any = current if current.is_absolute() else current.absolute()
+        elif isinstance(current, tuple) and any(isinstance(part, Path) for part in current):
+            updated = tuple(part.absolute() if isinstance(part, Path) else part for part in current)
+        else:
+            updated = with_absolute_paths(current)
+        if updated is not current:
+            changes[item.name] = updated
+    return replace(value, **changes) if changes else value
 
 
 def _target_row(target: Target) -> dict[str, Any]:
