@@ -82,3 +82,22 @@ def test_max_windows_says_what_it_left_out(repo: Path, tiny_tokenizer_dir: Path)
     assert "--max-windows 1 left" in capped.message
     assert result.partial and result.complete  # every window sent was answered, but not every file was sent
     assert "--max-windows 1 left" in render(result, "text")
+
+
+def test_a_file_decoded_from_latin1_is_audited_and_the_report_says_so(repo: Path, tmp_path: Path) -> None:
+    (repo / "shop" / "legacy.py").write_bytes(("# caf\xe9\n" + BUGGY).encode("cp1252"))
+    completed = _auditor("scan", str(repo), "--engine", "static", "--rule", TX, "--format", "json", cwd=tmp_path)
+    report = json.loads(completed.stdout)
+    assert any(f["path"] == "shop/legacy.py" for f in report["findings"])
+    assert any("shop/legacy.py (cp1252)" in notice for notice in report["notices"])
+
+
+def test_an_index_over_its_parse_budget_is_not_audited(repo: Path) -> None:
+    from auditor.runs.prepare import prepare_repository
+
+    prepared = prepare_repository(repo, use_cache=False, parse_budget_s=1e-9)
+    assert {skip.path for skip in prepared.index_skipped} >= {"shop/small.py"}
+    config = ScanConfig(root=repo, rules=(TX,), engine="static", use_cache=False, parse_budget_s=1e-9)
+    result = run_scan(config)
+    assert result.partial
+    assert any(error.kind == "not-audited" and "parse-budget" in error.message for error in result.errors)

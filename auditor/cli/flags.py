@@ -32,6 +32,7 @@ _ENGINE_DEFAULTS = EngineSettings()
 # PackOptions().max_windows, auditor.recall.canaries.DEFAULT_CANARIES and DEFAULT_RECALL_THRESHOLD.
 DEFAULT_OUTPUT_TOKENS = 32_768
 DEFAULT_MAX_FILE_BYTES = 1_000_000
+DEFAULT_PARSE_BUDGET_S = 30.0
 DEFAULT_MAX_WINDOWS = 0
 DEFAULT_PROBES = 3
 DEFAULT_RECALL_THRESHOLD = 0.8
@@ -55,6 +56,7 @@ class ScanFlags:
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
+    parse_budget: float = DEFAULT_PARSE_BUDGET_S
     static: bool = True
     baseline: Path | None = None
     # window and packing
@@ -115,6 +117,7 @@ _SHARED: tuple[tuple[str, Any, str], ...] = (
     ("include", Annotated[list[str], _option("--include", panel=FILES_PANEL, help="Only files matching this gitignore-style glob (repeatable).")], _FILES),
     ("exclude", Annotated[list[str], _option("--exclude", panel=FILES_PANEL, help="Skip files matching this gitignore-style glob (repeatable).")], _FILES),
     ("max_file_bytes", Annotated[int, _option("--max-file-bytes", min=1, panel=FILES_PANEL, help="Skip files larger than this many bytes.")], _FILES),
+    ("parse_budget", Annotated[float, _option("--parse-budget", min=0.0, panel=FILES_PANEL, help="Seconds one file's indexing may take before it is skipped and listed as not audited (0: no limit).")], _FILES),
     ("model", Annotated[str | None, _option("--model", "-m", panel=WINDOW_PANEL, help="Checkpoint directory or Hugging Face id (local cache): its tokenizer counts the window; engines load it (with --engine openai, the served model name).")], _WINDOW),
     ("tokenizer", Annotated[str | None, _option("--tokenizer", panel=WINDOW_PANEL, help="Tokenizer directory (tokenizer.json + chat template).")], _WINDOW),
     ("max_model_len", Annotated[int, _option("--max-model-len", min=1024, panel=WINDOW_PANEL, help="Model context window in tokens.")], _WINDOW),

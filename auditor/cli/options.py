@@ -53,6 +53,7 @@ def scan_config(path: Path, flags: ScanFlags) -> ScanConfig:
         tokenizer=flags.tokenizer,
         window=window_options(flags),
         walk=walk_options(flags),
+        parse_budget_s=flags.parse_budget or None,
         use_cache=not flags.no_cache,
         static=flags.static,
         probes=flags.probes,

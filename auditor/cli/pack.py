@@ -51,7 +51,8 @@ def pack_command(
             print_notices([loaded.info.describe()], label="warning")
         if config.use_cache:
             loaded = with_count_cache(loaded, scope=config.scope)
-        prepared = prepare_repository(path, config.walk, use_cache=config.use_cache, progress=report, on_change=loaded.preload)
+        prepared = prepare_repository(path, config.walk, use_cache=config.use_cache, progress=report, on_change=loaded.preload,
+                                      parse_budget_s=config.parse_budget_s)
         result = pack_prepared(prepared, rules=rules, tokenizer=loaded, options=config.pack, progress=report)
     if format == "json":
         write_output(manifest_json(result, prepared.walk), output)

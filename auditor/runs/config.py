@@ -44,6 +44,7 @@ class ScanConfig:
     tokenizer: str | None = None  # an explicit tokenizer directory; else the model's
     window: WindowOptions = field(default_factory=WindowOptions)
     walk: WalkOptions = field(default_factory=WalkOptions)
+    parse_budget_s: float | None = 30.0  # seconds one file's indexing may take (None: no limit)
     use_cache: bool = True
     static: bool = True
     probes: int = DEFAULT_CANARIES

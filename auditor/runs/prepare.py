@@ -13,7 +13,7 @@ from typing import Callable, Mapping, Sequence
 
 from auditor.analysis.callgraph import CallGraph, CallGraphCache
 from auditor.index.cache import IndexCache
-from auditor.index.indexer import index_files
+from auditor.index.indexer import DEFAULT_PARSE_BUDGET_S, IndexSkip, index_sources
 from auditor.index.model import FileIndex
 from auditor.pack.packer import PackInput, PackOptions, PackResult, pack
 from auditor.pack.prompt import CandidateChain
@@ -38,6 +38,7 @@ class PreparedRepository:
     graph: CallGraph
     cache_dir: Path | None = None  # the index cache in use; None when caching is off
     cache_scope: str = ""  # the name this tree's caches are kept under (its root by default)
+    index_skipped: tuple[IndexSkip, ...] = ()  # files the index gave up on (parse budget)
 
     @property
     def texts(self) -> dict[str, str]:
@@ -54,8 +55,11 @@ def prepare_repository(
     progress: ProgressCallback = no_progress,
     on_change: Callable[[], None] | None = None,
     cache_scope: str | None = None,
+    parse_budget_s: float | None = DEFAULT_PARSE_BUDGET_S,
 ) -> PreparedRepository:
     """Walk ``root``, index every file in a supported language and build the call graph.
+    A file whose indexing takes over ``parse_budget_s`` seconds is left out and listed in
+    ``index_skipped``.
 
     With ``use_cache``, indexes are cached by content and the call graph by the set of
     indexed files (paths and contents), both under ``cache_dir`` (default:
@@ -76,7 +80,8 @@ def prepare_repository(
     cache = IndexCache(directory) if use_cache else None
     sources = [(f.path, f.text, f.language, f.content_hash) for f in walked.files if f.language]
     scope = cache_scope or str(walked.root)
-    indexes = index_files(sources, cache=cache, progress=progress, pack_name=scope)
+    outcome = index_sources(sources, cache=cache, progress=progress, pack_name=scope, parse_budget_s=parse_budget_s)
+    indexes = outcome.indexes
     progress(ProgressEvent(stage="graph", message=f"call graph over {len(indexes)} indexed files"))
     graph_cache = CallGraphCache(directory) if use_cache else None
     graph = graph_cache.get(indexes) if graph_cache is not None else None
@@ -87,7 +92,8 @@ def prepare_repository(
         if graph_cache is not None:
             graph_cache.put(indexes, graph)
     return PreparedRepository(
-        walk=walked, indexes=indexes, graph=graph, cache_dir=directory if use_cache else None, cache_scope=scope
+        walk=walked, indexes=indexes, graph=graph, cache_dir=directory if use_cache else None, cache_scope=scope,
+        index_skipped=outcome.skipped,
     )
 
 

@@ -207,7 +207,8 @@ def _scan_tree(config: ScanConfig, progress: ProgressCallback, scan: ScanFunctio
     """Walk and index one tree, then scan it; with a diff, the pack carries the changed files
     and their call-graph neighbours first."""
     prepared = prepare_repository(
-        config.root, config.walk, use_cache=config.use_cache, progress=progress, cache_scope=config.cache_scope
+        config.root, config.walk, use_cache=config.use_cache, progress=progress, cache_scope=config.cache_scope,
+        parse_budget_s=config.parse_budget_s,
     )
     if diff is not None:
         config = replace(config, window=replace(config.window, seed_paths=review_seed_paths(diff, prepared.graph)))

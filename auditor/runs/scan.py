@@ -113,6 +113,7 @@ def plan_scan(
         prepared = prepare_repository(
             config.root, config.walk, use_cache=config.use_cache, progress=progress,
             on_change=tokenizer.preload if tokenizer is not None else None, cache_scope=config.cache_scope,
+            parse_budget_s=config.parse_budget_s,
         )
     static_findings: list[Finding] = []
     if config.static or not engine.runs_model:
@@ -210,7 +211,7 @@ def finish_scan(plan: ScanPlan, completions: Sequence[Completion]) -> ScanResult
         rejected=run.rejected,
         windows=run.windows,
         errors=(*gaps, *run.errors),
-        notices=(*plan.notices, *_skip_summary(not_audited)),
+        notices=(*plan.notices, *_skip_summary(not_audited), *_decoded_summary(prepared)),
         coverage=coverage,
         injection_flags=detect_injections({p: t for p, t in texts.items() if p in shown}),
         prompt_tokens_sent=run.prompt_tokens_sent,
@@ -229,7 +230,7 @@ def _not_audited(prepared: PreparedRepository, rules: Sequence[Rule]) -> tuple[N
     """Every file the walk left out, marked ``source`` when it is unread code a rule covers."""
     covered = {language for rule in rules for language in rule.languages}
     items = []
-    for skipped in prepared.walk.skipped:
+    for skipped in (*prepared.walk.skipped, *prepared.index_skipped):
         reason = getattr(skipped.reason, "value", str(skipped.reason))
         language = language_for_path(skipped.path)
         source = reason in _UNREAD_REASONS and language is not None and language in covered
@@ -267,6 +268,16 @@ def _skip_summary(not_audited: Sequence[NotAudited]) -> tuple[str, ...]:
     more = f", and {len(deliberate) - _LISTED_IN_NOTICES} more" if len(deliberate) > _LISTED_IN_NOTICES else ""
     reasons = ", ".join(f"{count} {reason}" for reason, count in sorted(counts.items()))
     return (f"{len(deliberate)} file(s) not audited ({reasons}): {named}{more}",)
+
+
+def _decoded_summary(prepared: PreparedRepository) -> tuple[str, ...]:
+    """One notice naming the files read in an encoding other than UTF-8."""
+    decoded = sorted((entry.path, entry.encoding) for entry in prepared.walk.files if entry.encoding not in ("utf-8", ""))
+    if not decoded:
+        return ()
+    named = ", ".join(f"{path} ({encoding})" for path, encoding in decoded[:_LISTED_IN_NOTICES])
+    more = f", and {len(decoded) - _LISTED_IN_NOTICES} more" if len(decoded) > _LISTED_IN_NOTICES else ""
+    return (f"{len(decoded)} file(s) decoded from another encoding than UTF-8: {named}{more}",)
 
 
 def _model_run(plan: ScanPlan, completions: Sequence[Completion]) -> ModelRun:
