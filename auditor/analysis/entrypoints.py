@@ -58,6 +58,9 @@ _VIEW_METHODS = (
 )  # fmt: skip
 _MUTATION_BASE = re.compile(r"(^|\.)\w*Mutation$")
 _MUTATION_METHODS = ("mutate", "perform_mutation", "mutate_and_get_payload")
+_WIZARD_BASE = re.compile(r"(^|\.)\w*WizardView$")
+_ADMIN_BASE = re.compile(r"(^|\.)(\w*ModelAdmin|\w*InlineAdmin|StackedInline|TabularInline)$")
+_ADMIN_METHODS = ("save_model", "delete_model", "save_formset", "save_related", "delete_queryset")
 _URLCONF_CALLS = frozenset({"path", "re_path", "url"})
 _GO_REGISTRATIONS = ("*.HandleFunc", "HandleFunc", "*.Handle", "*.HandlerFunc")
 _GO_ROUTER_VERBS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "Get", "Post", "Put", "Patch", "Delete", "Any"})
@@ -247,16 +250,22 @@ def find_entry_points(
     graph: CallGraph,
     rule: Rule | None = None,
     texts: Mapping[str, str] | None = None,
+    *,
+    include_tests: bool = False,
 ) -> tuple[EntryPoint, ...]:
     """Every entry point of the indexed files, one per function, sorted by reference.
 
-    Decorator-based detection comes first; then URLconf/router registrations; then
-    module-convention detection (Django views modules, management commands, ``main``).
-    Test files (see :func:`is_test_path`) define no entry points.
+    Decorator-based detection comes first (task decorators include module-level aliases
+    such as ``my_task = shared_task`` and repository functions that apply a task
+    decorator); then URLconf/router registrations; then module-convention detection
+    (Django views modules, management commands, form-wizard ``done``, admin hooks,
+    ``main``). Test files (see :func:`is_test_path`) define no entry points unless
+    ``include_tests``.
     """
     rule_patterns = rule.entry_points if rule is not None else ()
     collector = _Collector()
-    production = [path for path in sorted(indexes) if not is_test_path(path)]
+    production = [path for path in sorted(indexes) if include_tests or not is_test_path(path)]
+    task_aliases = _task_decorator_aliases(indexes, graph, texts, production)
     for path in production:
         index = indexes[path]
         for definition in index.definitions:
@@ -264,6 +273,8 @@ def find_entry_points(
             if definition.kind in ("function", "method"):
                 for decorator in definition.decorators:
                     classified = _classify_decorator(decorator, index.language, rule_patterns)
+                    if classified is None and index.language == "python" and _alias_task(path, decorator, task_aliases, graph):
+                        classified = ("task", f"task @{strip_arguments(decorator)}")
                     if classified is not None:
                         collector.add(ref, *classified)
                         break
@@ -287,6 +298,49 @@ def find_entry_points(
         if index.main_block is not None:
             collector.add(FunctionRef(path, MAIN_FUNCTION), "main", "__main__ block")
     return tuple(sorted(collector.found.values()))
+
+
+_ALIAS_ASSIGNMENT = re.compile(r"(?m)^([A-Za-z_]\w*)\s*=\s*([A-Za-z_][\w.]*)\s*(?:\(.*\))?\s*$")
+
+
+def _task_decorator_aliases(
+    indexes: Mapping[str, FileIndex], graph: CallGraph, texts: Mapping[str, str] | None, paths: list[str]
+) -> tuple[frozenset[tuple[str, str]], frozenset[FunctionRef]]:
+    """Module-level names bound to a task decorator (``my_task = shared_task``, by
+    (path, name)), and repository functions whose body applies one (a project's own
+    ``@task`` wrapper around ``shared_task``)."""
+    aliases: set[tuple[str, str]] = set()
+    wrappers: set[FunctionRef] = set()
+    for path in paths:
+        index = indexes[path]
+        if index.language != "python":
+            continue
+        text = texts.get(path) if texts is not None else None
+        if text is not None and ("task" in text or "actor" in text):
+            for name, value in _ALIAS_ASSIGNMENT.findall(text):
+                if _matches(value, _TASK_DECORATORS):
+                    aliases.add((path, name))
+        for call in index.calls:
+            if call.enclosing is not None and _matches(strip_arguments(call.callee), _TASK_DECORATORS) and call.name != "delay":
+                definition = graph.definition(FunctionRef(path, call.enclosing))
+                if definition is not None and definition.parent is None:
+                    wrappers.add(FunctionRef(path, call.enclosing))
+    return frozenset(aliases), frozenset(wrappers)
+
+
+def _alias_task(
+    path: str, decorator: str, aliases: tuple[frozenset[tuple[str, str]], frozenset[FunctionRef]], graph: CallGraph
+) -> bool:
+    names, wrappers = aliases
+    name = strip_arguments(decorator)
+    if (path, name) in names:
+        return True
+    if not names and not wrappers:
+        return False
+    target = graph.resolve(path, name)
+    if target is None:
+        return False
+    return target in wrappers or (target.path, target.qualname) in names
 
 
 def _python_registrations(path: str, index: FileIndex, graph: CallGraph, collector: _Collector) -> None:
@@ -331,12 +385,18 @@ def _python_conventions(path: str, index: FileIndex, graph: CallGraph, text: str
                 handle = graph.class_member(ref, "handle")
                 if handle is not None:
                     collector.add(handle, "cli", "django management command")
+            elif _derives_from(graph, ref, definition, _WIZARD_BASE):
+                for method in _view_methods(graph, ref, (*_VIEW_METHODS, "done")):
+                    collector.add(method, "http", "django form wizard")
             elif _derives_from(graph, ref, definition, _VIEW_BASE):
                 for method in _view_methods(graph, ref):
                     collector.add(method, "http", "django class-based view")
             elif _derives_from(graph, ref, definition, _MUTATION_BASE):
                 for method in _view_methods(graph, ref, _MUTATION_METHODS):
                     collector.add(method, "http", "graphql mutation")
+            elif _derives_from(graph, ref, definition, _ADMIN_BASE):
+                for method in _view_methods(graph, ref, _ADMIN_METHODS):
+                    collector.add(method, "http", "django admin hook")
             continue
         if not views_module or definition.parent is not None or definition.name.startswith("_"):
             continue
