@@ -96,7 +96,7 @@ def test_every_planted_bug_is_found_with_its_chain(app: str, rule: Rule):
         assert finding.severity == case["severity"], finding.title
         if case["severity"] == "critical":
             assert finding.title.startswith(f"{case['writes']} database writes")
-        elif case["severity"] == "high" and case["writes"] > 1:
+        elif case["severity"] == "high" and case["writes"] > 1 and case["depth"]:
             assert finding.title.startswith(f"{case['writes']} commits on one path")
 
 
@@ -104,9 +104,9 @@ def test_every_planted_bug_is_found_with_its_chain(app: str, rule: Rule):
 def test_default_options_hide_single_autocommit_writes(app: str, rule: Rule):
     everything = analyze_app(app, rule)
     default = analyze_app(app, rule, TxOptions())
-    low = [finding for finding in everything.findings if finding.severity == "low"]
-    assert list(default.findings) == [finding for finding in everything.findings if finding.severity != "low"]
-    assert default.hidden_findings == len(low)
+    below = [finding for finding in everything.findings if finding.severity in ("medium", "low")]
+    assert list(default.findings) == [finding for finding in everything.findings if finding not in below]
+    assert default.hidden_findings == len(below)
 
 
 @pytest.mark.parametrize("app", APPS)
@@ -165,9 +165,10 @@ def test_output_is_stable_across_runs_and_input_order(rule: Rule):
 
 def test_counters_on_the_django_fixture(rule: Rule):
     result = analyze_app("django_shop", rule)
-    # views, the CBV's two methods, the task, the management command and manage.py's main block
-    assert result.entry_points == 13
-    assert result.sinks == 23
+    # views, the CBVs' methods, the tasks (one through an alias), the management command and
+    # manage.py's main block
+    assert result.entry_points == 16
+    assert result.sinks == 29
     # create_order (3) and reserve_stock (2) under @atomic, capture_payment (2) and refund_payment (2) in
     # with-blocks, and touch_profile's two writes, reached only through a call passing save=False
     assert result.covered_sinks == 11

@@ -95,7 +95,12 @@ _DEV_DATA_COMMAND = re.compile(r"(?:^|/)management/commands/(?:populate\w*|seed\
 _FIXTURE_DIRECTORIES = frozenset({"fixtures", "fixture", "testdata", "test_data", "examples", "example"})
 _SELF_RECEIVERS = frozenset({"self", "cls", "this"})
 _MAX_DEPTH = 60
-_DB_EFFECTS = (Effect.WRITE, Effect.REPOSITORY, Effect.COMMIT)
+_DB_EFFECTS = (Effect.WRITE, Effect.AUDIT, Effect.REPOSITORY, Effect.COMMIT)
+# Bookkeeping: records of what happened and derived data a later run rebuilds. A failure
+# between the real write and one of these loses a log line or leaves an index stale.
+_BOOKKEEPING_FUNCTION = re.compile(r"(?i)(_events?$|^events?_|search_(vector|document|index)|mark_\w*dirty|_audit|^audit|_log$|^log_)")
+_BOOKKEEPING_WRITE = re.compile(r"(?:^|\.)(?:\w*Event|\w*Log|\w*History|events)\.")
+_ENQUEUE = frozenset({"delay", "apply_async"})
 
 
 class InvalidSeverityError(UsageError):
@@ -111,7 +116,7 @@ class TxOptions:
     (``populatedb``, ``seed_*``...) as entry points too.
     """
 
-    min_severity: str = "medium"
+    min_severity: str = "high"
     include_tests: bool = False
 
     def __post_init__(self) -> None:
@@ -244,11 +249,17 @@ class _FileFacts:
             classification = _classify(call, sink_context if is_sink else context)
             if classification is None or classification.effect is None:
                 continue
-            if classification.effect is Effect.SIDE_EFFECT and any(
+            effect = classification.effect
+            if effect is Effect.WRITE and _BOOKKEEPING_WRITE.search(strip_arguments(call.callee)):
+                effect = Effect.AUDIT
+            if effect is Effect.SIDE_EFFECT and call.name in _ENQUEUE and call.enclosing is not None:
+                if strip_arguments(call.callee).rsplit(".", 2)[-2] == call.enclosing.rsplit(".", 1)[-1]:
+                    continue  # a task re-enqueueing itself for its next batch
+            if effect is Effect.SIDE_EFFECT and any(
                 region.enclosing == call.enclosing and region.start_line <= call.line <= region.end_line for region in on_commit
             ):
                 continue
-            self.sites.setdefault(_ref_for(path, index, call), []).append(_Site(call, classification.effect, classification.reason))
+            self.sites.setdefault(_ref_for(path, index, call), []).append(_Site(call, effect, classification.reason))
 
     def add_wrapped_regions(self, is_boundary: Callable[[str], bool]) -> int:
         """Add ``with`` blocks whose expression ``is_boundary`` accepts beyond the rule's own
@@ -424,6 +435,8 @@ class _Analysis:
         self._callees: dict[FunctionRef, tuple[Edge, ...]] = {}
         self._paths: dict[tuple[FunctionRef, frozenset[str]], tuple[_Step, ...]] = {}
         self._active: set[tuple[FunctionRef, frozenset[str]]] = set()
+        self._dispatch_into: dict[FunctionRef, list[Edge]] | None = None
+        self._entry_refs: frozenset[FunctionRef] = frozenset()
 
     # -- boundaries on functions ---------------------------------------------------------
 
@@ -544,10 +557,15 @@ class _Analysis:
         events: dict[int, list[_Step]] = defaultdict(list)
         exact_calls = {(edge.line, edge.callee.qualname.rsplit(".", 1)[-1]) for edge in self.graph.callees(ref) if not edge.approximate}
         if facts is not None:
+            saved: set[str] = set()
             for site in facts.sites.get(ref, ()):
                 call = site.call
                 if (call.line, call.name) in exact_calls or facts.covered(enclosing, call.line, call.callee, call.arguments):
                     continue
+                if call.name == "save" and site.effect is Effect.WRITE:
+                    if call.callee in saved:
+                        continue  # the same row saved again: one row's state, not a second row
+                    saved.add(call.callee)
                 events[call.line].append(_Step(call.line, f"{call.callee}(...)", (site.effect,)))
         by_line: dict[int, list[Edge]] = defaultdict(list)
         for edge in self.callees(ref):
@@ -560,6 +578,8 @@ class _Analysis:
                     continue
                 steps = self.path_of(edge.callee, _false_keywords(call), depth + 1)
                 effects = tuple(effect for step in steps for effect in step.effects)
+                if _BOOKKEEPING_FUNCTION.search(edge.callee.qualname.rsplit(".", 1)[-1]):
+                    effects = tuple(Effect.AUDIT if effect is Effect.WRITE else effect for effect in effects)
                 if effects and (best is None or len(effects) > len(best.effects)):
                     best = _Step(line, f"calls {edge.callee.qualname}", effects, edge.callee, edge.approximate)
             if best is not None:
@@ -596,6 +616,7 @@ class _Analysis:
 
     def run(self, entries: tuple[EntryPoint, ...]) -> tuple[list[Finding], int, int, int, int]:
         reached: dict[FunctionRef, tuple[EntryPoint, tuple[Edge, ...]]] = {}
+        self._entry_refs = frozenset(entry.ref for entry in entries)
         queue: deque[FunctionRef] = deque()
         for entry in entries:
             if entry.ref not in reached and not self._entry_covered(entry):
@@ -626,18 +647,45 @@ class _Analysis:
                 covered_count += len(sites) - len(uncovered)
                 if ref not in reached and ref in reachable_any:
                     covered_count += len(uncovered)
+        candidates: dict[FunctionRef, str] = {}
         for ref in sorted(reached):
-            steps = self.path_of(ref)
-            severity = _severity(steps)
-            if severity is None:
+            severity = _severity(self.path_of(ref))
+            if severity is not None:
+                candidates[ref] = severity
+        for ref, severity in candidates.items():
+            if self._folded(ref, candidates, reached):
                 continue
             if SEVERITY_ORDER[severity] > threshold:
                 hidden += 1
                 continue
             entry, trail = reached[ref]
-            findings.append(self._finding(ref, entry, trail, steps, severity))
+            findings.append(self._finding(ref, entry, trail, self.path_of(ref), severity))
         findings.sort(key=Finding.sort_key)
         return findings, total, covered_count, self._unresolved(reached), hidden
+
+    def _folded(self, ref: FunctionRef, candidates: Mapping[FunctionRef, str], reached: Mapping[FunctionRef, object]) -> bool:
+        """Whether every uncovered call into ``ref`` comes from a reported function whose
+        own sequence runs through that call: the finding then sits at the callers, where
+        one transaction would cover both (an entry point is never folded)."""
+        callers = [edge for edge in self.graph.callers(ref) if edge.caller in reached]
+        callers += [edge for edge in self._dispatch_callers(ref) if edge.caller in reached]
+        if not callers or ref in self._entry_refs or any(edge.caller == ref for edge in callers):
+            return False
+        for edge in callers:
+            if self._edge_blocked(edge, self._call_for(edge)):
+                continue
+            if edge.caller not in candidates:
+                return False
+            if not any(step.callee == ref and step.line == edge.line for step in self.path_of(edge.caller)):
+                return False
+        return True
+
+    def _dispatch_callers(self, ref: FunctionRef) -> list[Edge]:
+        if self._dispatch_into is None:
+            self._dispatch_into = defaultdict(list)
+            for edge in sorted(self.dispatch.kinds):
+                self._dispatch_into[edge.callee].append(edge)
+        return self._dispatch_into.get(ref, [])
 
     def _reachable_ignoring_boundaries(self, entries: tuple[EntryPoint, ...]) -> set[FunctionRef]:
         seen = {entry.ref for entry in entries}
@@ -734,14 +782,18 @@ def _severity(steps: tuple[_Step, ...]) -> str | None:
     """The severity of a function's path, or None when it is no finding (see the module)."""
     effects = [effect for step in steps for effect in step.effects]
     writes = effects.count(Effect.WRITE)
+    bookkeeping = effects.count(Effect.AUDIT)
     commits = effects.count(Effect.COMMIT) + effects.count(Effect.REPOSITORY)
-    side_effects = effects.count(Effect.SIDE_EFFECT)
+    first_write = next((position for position, effect in enumerate(effects) if effect in _DB_EFFECTS), len(effects))
+    side_effects = effects[first_write:].count(Effect.SIDE_EFFECT)  # only those after a write
     if len(steps) == 1:
-        return "low" if steps[0].callee is None and effects == [Effect.WRITE] else None
+        return "low" if steps[0].callee is None and effects in ([Effect.WRITE], [Effect.AUDIT]) else None
     if writes >= 2 or (writes and (commits or side_effects)):
         return "critical"
     if commits >= 2 or (commits and side_effects):
         return "high"
+    if writes + bookkeeping >= 2 or (bookkeeping and (commits or side_effects)):
+        return "medium"
     return None
 
 

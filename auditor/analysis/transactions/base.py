@@ -4,7 +4,9 @@ A model looks at one call site (with its file's context) and says what the call 
 the database's transaction state: an autocommit ``WRITE`` (the row is committed on its
 own), a ``COMMIT`` that ends an open transaction (SQLAlchemy's ``session.commit()``), a
 ``REPOSITORY`` call that runs in a transaction of its own (Spring Data), an irreversible
-``SIDE_EFFECT`` outside the database (mail, HTTP, enqueueing, storage), or nothing
+``SIDE_EFFECT`` outside the database (mail, HTTP, enqueueing, storage), an ``AUDIT``
+write of bookkeeping that can be rebuilt or is only a record (event rows, search
+vectors, "dirty" flags; the analysis marks these from the model or function name), or nothing
 (``None``: a write inside an already open transaction such as ``session.add``, or a call
 that only looks like a write). Models are consulted in order; the first that claims a
 call decides.
@@ -23,6 +25,7 @@ class Effect(str, Enum):
     """What a call does to transaction state."""
 
     WRITE = "write"
+    AUDIT = "bookkeeping write"
     COMMIT = "commit"
     REPOSITORY = "repository"
     SIDE_EFFECT = "side effect"
