@@ -91,7 +91,7 @@ _FALSE_KEYWORD = re.compile(r"^([A-Za-z_]\w*)\s*=\s*(False|None|0|false|nil)$")
 _WRAPPER_DEPTH = 4
 _DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 _LANGUAGE_FAMILY = {"tsx": "typescript"}
-_DEV_DATA_COMMAND = re.compile(r"(?:^|/)management/commands/(?:populate\w*|seed\w*|\w*fake\w*|\w*demo\w*|\w*sample\w*|load_?\w*data)\.py$")
+_DEV_DATA_COMMAND = re.compile(r"(?:^|/)management/commands/(?:populate\w*|seed\w*|clear\w*|\w*fake\w*|\w*demo\w*|\w*sample\w*|load_?\w*data)\.py$")
 _FIXTURE_DIRECTORIES = frozenset({"fixtures", "fixture", "testdata", "test_data", "examples", "example"})
 _SELF_RECEIVERS = frozenset({"self", "cls", "this"})
 _MAX_DEPTH = 60

@@ -205,11 +205,14 @@ class _Walk(Generic[Event]):
         handlers = [child for child in node.named_children if child.type in _HANDLERS]
         final = [child for child in node.named_children if child.type == "finally_clause"]
         through, ended = self.sequence(body)
+        # A handler runs after part of the body: count the body's effects before it.
+        before = through if through is not None else (ended or ())
         handled: Path | None = ()
         for handler in handlers:
             passing, ending = self.walk(handler)
             handled = self.heavier(handled, passing)
-            ended = self.heavier(ended, ending)
+            if ending is not None:
+                ended = self.heavier(ended, before + ending)
         if through is not None:
             through = through + (handled or ())
         if final:
