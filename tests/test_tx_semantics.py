@@ -336,3 +336,28 @@ def test_unresolved_calls_stay_visible_as_a_count(rule: Rule):
 def test_an_unknown_min_severity_is_a_usage_error():
     with pytest.raises(InvalidSeverityError, match="unknown severity 'severe'"):
         TxOptions(min_severity="severe")
+
+
+def test_a_sequence_of_deletes_alone_is_a_cleanup_of_medium_severity(rule: Rule):
+    files = {
+        "shop/tasks.py": """
+            from celery import shared_task
+
+            from .models import Line, Reservation
+
+            @shared_task
+            def purge_expired():
+                Reservation.objects.filter(expired=True).delete()
+                Line.objects.filter(orphan=True).delete()
+
+            @shared_task
+            def purge_and_count():
+                Reservation.objects.filter(expired=True).delete()
+                Line.objects.create(cart=None)
+            """,
+        "shop/models.py": "class Line:\n    pass\n\nclass Reservation:\n    pass\n",
+    }
+    found = reported(analyze_source(files, rule))
+    assert found[("shop/tasks.py", "purge_expired")].severity == "medium"
+    assert found[("shop/tasks.py", "purge_and_count")].severity == "critical"
+    assert ("shop/tasks.py", "purge_expired") not in reported(analyze_source(files, rule, TxOptions()))

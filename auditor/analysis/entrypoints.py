@@ -24,7 +24,7 @@ import posixpath
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 
 from auditor.analysis.callgraph import (
     MAIN_FUNCTION,
@@ -43,6 +43,7 @@ _TASK_DECORATORS = (
     "shared_task", "task", "*.task", "job", "*.job", "periodic_task", "*.periodic_task", "db_task",
     "*.db_task", "db_periodic_task", "*.db_periodic_task", "actor", "dramatiq.actor", "*.scheduled_job",
 )  # fmt: skip
+_TASK_NAMES = frozenset(pattern.rsplit(".", 1)[-1] for pattern in _TASK_DECORATORS)
 _CLI_DECORATORS = ("click.command", "click.group", "*.command", "*.group", "*.callback")
 _CONSUMER_DECORATORS = ("*.agent", "*.subscriber", "*.consumer", "*.on_message")
 _MOCK_DECORATORS = ("mock.*", "*.mock.*", "patch.*", "mocker.*")
@@ -213,16 +214,28 @@ def _first_parameter(definition: Definition, text: str | None) -> str | None:
 
 
 def _derives_from(
-    graph: CallGraph, ref: FunctionRef, definition: Definition, pattern: re.Pattern[str], seen: frozenset[FunctionRef] = frozenset()
+    graph: CallGraph,
+    ref: FunctionRef,
+    definition: Definition,
+    pattern: re.Pattern[str],
+    seen: frozenset[FunctionRef] = frozenset(),
+    memo: dict[tuple[FunctionRef, str], bool] | None = None,
 ) -> bool:
-    """True when a class names a base matching ``pattern``, directly or through repository bases."""
-    if any(pattern.search(strip_arguments(base)) for base in definition.bases if "=" not in base):
-        return True
-    for base_ref in graph.base_classes(ref):
-        base = graph.definition(base_ref)
-        if base is not None and base_ref not in seen and _derives_from(graph, base_ref, base, pattern, seen | {ref}):
-            return True
-    return False
+    """True when a class names a base matching ``pattern``, directly or through repository
+    bases (``memo``, when given, keeps answers per class and pattern for one caller)."""
+    key = (ref, pattern.pattern)
+    if memo is not None and key in memo:
+        return memo[key]
+    found = any(pattern.search(strip_arguments(base)) for base in definition.bases if "=" not in base)
+    if not found:
+        for base_ref in graph.base_classes(ref):
+            base = graph.definition(base_ref)
+            if base is not None and base_ref not in seen and _derives_from(graph, base_ref, base, pattern, seen | {ref}, memo):
+                found = True
+                break
+    if memo is not None and not seen:
+        memo[key] = found
+    return found
 
 
 def _view_methods(graph: CallGraph, class_ref: FunctionRef, names: tuple[str, ...] = _VIEW_METHODS) -> list[FunctionRef]:
@@ -321,7 +334,9 @@ def _task_decorator_aliases(
                 if _matches(value, _TASK_DECORATORS):
                     aliases.add((path, name))
         for call in index.calls:
-            if call.enclosing is not None and _matches(strip_arguments(call.callee), _TASK_DECORATORS) and call.name != "delay":
+            if call.name not in _TASK_NAMES or call.enclosing is None:
+                continue
+            if _matches(strip_arguments(call.callee), _TASK_DECORATORS):
                 definition = graph.definition(FunctionRef(path, call.enclosing))
                 if definition is not None and definition.parent is None:
                     wrappers.add(FunctionRef(path, call.enclosing))
@@ -377,6 +392,8 @@ def _python_registrations(path: str, index: FileIndex, graph: CallGraph, collect
 def _python_conventions(path: str, index: FileIndex, graph: CallGraph, text: str | None, collector: _Collector) -> None:
     """Django views modules, class-based views and management commands."""
     in_commands = "management/commands/" in f"/{path}"
+    memo: dict[tuple[FunctionRef, str], bool] = {}
+    derives = partial(_derives_from, memo=memo)
     views_module = _is_views_module(path)
     for definition in index.definitions:
         ref = FunctionRef(path, definition.qualname)
@@ -385,16 +402,16 @@ def _python_conventions(path: str, index: FileIndex, graph: CallGraph, text: str
                 handle = graph.class_member(ref, "handle")
                 if handle is not None:
                     collector.add(handle, "cli", "django management command")
-            elif _derives_from(graph, ref, definition, _WIZARD_BASE):
+            elif derives(graph, ref, definition, _WIZARD_BASE):
                 for method in _view_methods(graph, ref, (*_VIEW_METHODS, "done")):
                     collector.add(method, "http", "django form wizard")
-            elif _derives_from(graph, ref, definition, _VIEW_BASE):
+            elif derives(graph, ref, definition, _VIEW_BASE):
                 for method in _view_methods(graph, ref):
                     collector.add(method, "http", "django class-based view")
-            elif _derives_from(graph, ref, definition, _MUTATION_BASE):
+            elif derives(graph, ref, definition, _MUTATION_BASE):
                 for method in _view_methods(graph, ref, _MUTATION_METHODS):
                     collector.add(method, "http", "graphql mutation")
-            elif _derives_from(graph, ref, definition, _ADMIN_BASE):
+            elif derives(graph, ref, definition, _ADMIN_BASE):
                 for method in _view_methods(graph, ref, _ADMIN_METHODS):
                     collector.add(method, "http", "django admin hook")
             continue

@@ -28,7 +28,9 @@ Inputs: the index (``FileIndex`` per path), the file texts, the rule (its ``sink
    commit, repository call or irreversible side effect, on one path. ``high``: several
    commits or repository transactions on one path, or a commit followed by an
    irreversible side effect (partial state of lower impact: each piece is consistent on
-   its own). ``low``: a single autocommit write. Findings below ``min_severity`` are
+   its own). ``medium``: one real write with only bookkeeping writes (event rows, search
+   vectors) around it, or a sequence made only of deletes (a cleanup a retry finishes).
+   ``low``: a single autocommit write. Findings below ``min_severity`` are
    counted, not returned.
 
 Suppression comments are not interpreted here; that is the findings stage's job.
@@ -37,6 +39,7 @@ Suppression comments are not interpreted here; that is the findings stage's job.
 from __future__ import annotations
 
 import re
+import textwrap
 from collections import defaultdict, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -95,12 +98,13 @@ _DEV_DATA_COMMAND = re.compile(r"(?:^|/)management/commands/(?:populate\w*|seed\
 _FIXTURE_DIRECTORIES = frozenset({"fixtures", "fixture", "testdata", "test_data", "examples", "example"})
 _SELF_RECEIVERS = frozenset({"self", "cls", "this"})
 _MAX_DEPTH = 60
-_DB_EFFECTS = (Effect.WRITE, Effect.AUDIT, Effect.REPOSITORY, Effect.COMMIT)
+_DB_EFFECTS = (Effect.WRITE, Effect.DELETE, Effect.AUDIT, Effect.REPOSITORY, Effect.COMMIT)
 # Bookkeeping: records of what happened and derived data a later run rebuilds. A failure
 # between the real write and one of these loses a log line or leaves an index stale.
 _BOOKKEEPING_FUNCTION = re.compile(r"(?i)(_events?$|^events?_|search_(vector|document|index)|mark_\w*dirty|_audit|^audit|_log$|^log_)")
 _BOOKKEEPING_WRITE = re.compile(r"(?:^|\.)(?:\w*Event|\w*Log|\w*History|events)\.")
 _ENQUEUE = frozenset({"delay", "apply_async"})
+_DELETES = frozenset({"delete", "delete_node"})
 
 
 class InvalidSeverityError(UsageError):
@@ -211,6 +215,21 @@ class _RulePatterns:
 
 
 _MODEL_NAMES = frozenset().union(*(model.names for model in MODELS))
+# Names shared with sets, dicts and lists: a call that is not a rule sink only matters when
+# its receiver is a related manager (``order.tags.add``) or a variable (``qs.update``).
+_CONTAINER_NAMES = frozenset({"add", "set", "remove", "clear", "update", "create"})
+
+
+def _worth_classifying(call: CallSite, related_managers: frozenset[str]) -> bool:
+    if call.name not in _MODEL_NAMES:
+        return False
+    if call.name not in _CONTAINER_NAMES:
+        return True
+    receiver = call.callee[: -len(call.name) - 1] if call.callee.endswith("." + call.name) else ""
+    if not receiver:
+        return False
+    attribute = receiver.rsplit(".", 1)[-1]
+    return "." not in receiver or attribute in related_managers or attribute.endswith("_set")
 
 
 class _FileFacts:
@@ -244,7 +263,7 @@ class _FileFacts:
         self.sites: dict[FunctionRef, list[_Site]] = {}
         for call in index.calls:
             is_sink = patterns.sinks.matches(call.callee, call.name) or self._writes_sql(call, sql_write)
-            if not is_sink and call.name not in _MODEL_NAMES:
+            if not is_sink and not _worth_classifying(call, related_managers):
                 continue
             classification = _classify(call, sink_context if is_sink else context)
             if classification is None or classification.effect is None:
@@ -252,6 +271,8 @@ class _FileFacts:
             effect = classification.effect
             if effect is Effect.WRITE and _BOOKKEEPING_WRITE.search(strip_arguments(call.callee)):
                 effect = Effect.AUDIT
+            elif effect is Effect.WRITE and call.name in _DELETES:
+                effect = Effect.DELETE
             if effect is Effect.SIDE_EFFECT and call.name in _ENQUEUE and call.enclosing is not None:
                 if strip_arguments(call.callee).rsplit(".", 2)[-2] == call.enclosing.rsplit(".", 1)[-1]:
                     continue  # a task re-enqueueing itself for its next batch
@@ -588,18 +609,37 @@ class _Analysis:
             return ()
         if sum(len(steps) for steps in events.values()) == 1:
             return tuple(events[next(iter(events))])
-        return tuple(paths.heaviest_path(self._body(ref, facts), facts.source if facts else b"", events, _weight, off))
+        body, source, offset = self._body(ref, facts)
+        shifted = {line - offset: steps for line, steps in events.items()}
+        return tuple(paths.heaviest_path(body, source, shifted, _weight, off))
 
-    def _body(self, ref: FunctionRef, facts: _FileFacts | None) -> Node | None:
-        if facts is None or facts.tree is None:
-            return None
+    def _body(self, ref: FunctionRef, facts: _FileFacts | None) -> tuple[Node | None, bytes, int]:
+        """The function's body node, the source it was parsed from and the number of lines
+        before that source. A Python function is parsed on its own (dedented): most files
+        are far longer than the functions that need their branches."""
+        if facts is None:
+            return None, b"", 0
         if ref.qualname == MAIN_FUNCTION and facts.index.main_block is not None:
-            start, end = facts.index.main_block
-            return next((node for node in facts.tree.named_children if paths.first_line(node) == start), None)
+            if facts.tree is None:
+                return None, b"", 0
+            start, _ = facts.index.main_block
+            node = next((node for node in facts.tree.named_children if paths.first_line(node) == start), None)
+            return (node.child_by_field_name("consequence") if node is not None else None), facts.source, 0
         definition = self.graph.definition(ref)
         if definition is None:
-            return None
-        return paths.function_body(facts.tree, definition.start_line, definition.end_line)
+            return None, b"", 0
+        if facts.index.language == "python":
+            parser = parser_for("python")
+            text = textwrap.dedent("\n".join(facts.lines[definition.start_line - 1 : definition.end_line]))
+            source = text.encode("utf-8", "surrogatepass")
+            if parser is None:
+                return None, b"", 0
+            root = parser.parse(source).root_node
+            offset = definition.start_line - 1
+            return paths.function_body(root, 1, definition.end_line - offset), source, offset
+        if facts.tree is None:
+            return None, b"", 0
+        return paths.function_body(facts.tree, definition.start_line, definition.end_line), facts.source, 0
 
     def _switched_off(self, edge: Edge, call: CallSite | None) -> bool:
         """A call whose constant false keyword arguments leave the callee no effect."""
@@ -700,21 +740,32 @@ class _Analysis:
     def _unresolved(self, reached: Mapping[FunctionRef, object]) -> int:
         """Calls in reached functions through ``self``/``cls``/``this`` or a bare name that
         resolve to nothing in the repository (imports and builtins excluded)."""
+        by_function: dict[str, dict[str, list[CallSite]]] = {}
+        imported_names: dict[str, set[str]] = {}
         count = 0
-        for ref in reached:
+        for ref in sorted(reached):
             index = self.indexes.get(ref.path)
             if index is None or ref.qualname in (MAIN_FUNCTION, MODULE_FUNCTION):
                 continue
+            if ref.path not in by_function:
+                table: dict[str, list[CallSite]] = defaultdict(list)
+                for call in index.calls:
+                    if call.enclosing is not None:
+                        table[call.enclosing].append(call)
+                by_function[ref.path] = table
+                imported_names[ref.path] = {record.alias or record.name or record.module.split(".")[0] for record in index.imports}
+            calls = by_function[ref.path].get(ref.qualname, ())
+            if not calls:
+                continue
             resolved = {edge.line for edge in self.callees(ref)}
-            imported = {record.alias or record.name or record.module.split(".")[0] for record in index.imports}
-            for (enclosing, line), calls in self._calls_at(ref.path).items():
-                if enclosing != ref.qualname or line in resolved:
+            imported = imported_names[ref.path]
+            for call in calls:
+                if call.line in resolved:
                     continue
-                for call in calls:
-                    parts = strip_arguments(call.callee).split(".")
-                    bare = len(parts) == 1 and parts[0] not in _PYTHON_BUILTINS and parts[0] not in imported
-                    if bare or (len(parts) == 2 and parts[0] in _SELF_RECEIVERS):
-                        count += 1
+                parts = call.callee.split(".")
+                bare = len(parts) == 1 and parts[0] not in _PYTHON_BUILTINS and parts[0] not in imported
+                if bare or (len(parts) == 2 and parts[0] in _SELF_RECEIVERS):
+                    count += 1
         return count
 
     # -- findings ------------------------------------------------------------------------
@@ -781,13 +832,16 @@ class _Analysis:
 def _severity(steps: tuple[_Step, ...]) -> str | None:
     """The severity of a function's path, or None when it is no finding (see the module)."""
     effects = [effect for step in steps for effect in step.effects]
-    writes = effects.count(Effect.WRITE)
+    deletes = effects.count(Effect.DELETE)
+    writes = effects.count(Effect.WRITE) + deletes
     bookkeeping = effects.count(Effect.AUDIT)
     commits = effects.count(Effect.COMMIT) + effects.count(Effect.REPOSITORY)
     first_write = next((position for position, effect in enumerate(effects) if effect in _DB_EFFECTS), len(effects))
     side_effects = effects[first_write:].count(Effect.SIDE_EFFECT)  # only those after a write
     if len(steps) == 1:
-        return "low" if steps[0].callee is None and effects in ([Effect.WRITE], [Effect.AUDIT]) else None
+        return "low" if steps[0].callee is None and len(effects) == 1 and effects[0] in _DB_EFFECTS[:3] else None
+    if deletes == writes and not commits and not side_effects and writes + bookkeeping >= 2:
+        return "medium"  # only deletes: a retry finishes the cleanup
     if writes >= 2 or (writes and (commits or side_effects)):
         return "critical"
     if commits >= 2 or (commits and side_effects):

@@ -4,7 +4,8 @@ A model looks at one call site (with its file's context) and says what the call 
 the database's transaction state: an autocommit ``WRITE`` (the row is committed on its
 own), a ``COMMIT`` that ends an open transaction (SQLAlchemy's ``session.commit()``), a
 ``REPOSITORY`` call that runs in a transaction of its own (Spring Data), an irreversible
-``SIDE_EFFECT`` outside the database (mail, HTTP, enqueueing, storage), an ``AUDIT``
+``SIDE_EFFECT`` outside the database (mail, HTTP, enqueueing, storage), a ``DELETE`` (an autocommit write
+that removes rows: a sequence of deletes alone is a cleanup a retry finishes), an ``AUDIT``
 write of bookkeeping that can be rebuilt or is only a record (event rows, search
 vectors, "dirty" flags; the analysis marks these from the model or function name), or nothing
 (``None``: a write inside an already open transaction such as ``session.add``, or a call
@@ -25,6 +26,7 @@ class Effect(str, Enum):
     """What a call does to transaction state."""
 
     WRITE = "write"
+    DELETE = "delete"
     AUDIT = "bookkeeping write"
     COMMIT = "commit"
     REPOSITORY = "repository"

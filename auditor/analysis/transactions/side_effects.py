@@ -46,6 +46,8 @@ class SideEffectModel:
     )
 
     def classify(self, call: CallSite, context: CallContext) -> Classification | None:
+        if call.name not in self.names:
+            return None
         stripped = strip_arguments(call.callee)
         receiver = stripped.rsplit(".", 1)[0] if "." in stripped else ""
         if receiver and _CACHE_RECEIVER.search(receiver):
