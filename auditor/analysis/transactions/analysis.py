@@ -120,7 +120,7 @@ class TxOptions:
     (``populatedb``, ``seed_*``...) as entry points too.
     """
 
-    min_severity: str = "high"
+    min_severity: str = "low"
     include_tests: bool = False
 
     def __post_init__(self) -> None:
