@@ -218,24 +218,33 @@ def _derives_from(
     ref: FunctionRef,
     definition: Definition,
     pattern: re.Pattern[str],
-    seen: frozenset[FunctionRef] = frozenset(),
-    memo: dict[tuple[FunctionRef, str], bool] | None = None,
+    memo: dict[FunctionRef, frozenset[str]] | None = None,
 ) -> bool:
     """True when a class names a base matching ``pattern``, directly or through repository
-    bases (``memo``, when given, keeps answers per class and pattern for one caller)."""
-    key = (ref, pattern.pattern)
-    if memo is not None and key in memo:
-        return memo[key]
-    found = any(pattern.search(strip_arguments(base)) for base in definition.bases if "=" not in base)
-    if not found:
-        for base_ref in graph.base_classes(ref):
-            base = graph.definition(base_ref)
-            if base is not None and base_ref not in seen and _derives_from(graph, base_ref, base, pattern, seen | {ref}, memo):
-                found = True
-                break
-    if memo is not None and not seen:
-        memo[key] = found
-    return found
+    bases (``memo``, when given, keeps each class's base names for one caller)."""
+    return any(pattern.search(name) for name in _base_names(graph, ref, definition, memo if memo is not None else {}))
+
+
+def _base_names(
+    graph: CallGraph,
+    ref: FunctionRef,
+    definition: Definition,
+    memo: dict[FunctionRef, frozenset[str]],
+    seen: frozenset[FunctionRef] = frozenset(),
+) -> frozenset[str]:
+    """The base-class names a class writes, and those of its repository bases, transitively."""
+    found = memo.get(ref)
+    if found is not None:
+        return found
+    names = {strip_arguments(base) for base in definition.bases if "=" not in base}
+    for base_ref in graph.base_classes(ref):
+        base = graph.definition(base_ref)
+        if base is not None and base_ref not in seen and base_ref != ref:
+            names |= _base_names(graph, base_ref, base, memo, seen | {ref})
+    result = frozenset(names)
+    if not seen:
+        memo[ref] = result
+    return result
 
 
 def _view_methods(graph: CallGraph, class_ref: FunctionRef, names: tuple[str, ...] = _VIEW_METHODS) -> list[FunctionRef]:
@@ -299,11 +308,12 @@ def find_entry_points(
             _go_registrations(path, index, graph, collector)
         elif index.language in ("javascript", "typescript", "tsx"):
             _express_registrations(path, index, graph, collector)
+    derived: dict[FunctionRef, frozenset[str]] = {}  # base-class names, shared by every file
     for path in production:
         index = indexes[path]
         text = texts.get(path) if texts is not None else None
         if index.language == "python":
-            _python_conventions(path, index, graph, text, collector)
+            _python_conventions(path, index, graph, text, collector, derived)
         elif index.language == "go":
             main = next((d for d in index.definitions if d.qualname == "main" and d.kind == "function"), None)
             if main is not None and posixpath.basename(path) != "main_test.go":
@@ -389,10 +399,16 @@ def _python_registrations(path: str, index: FileIndex, graph: CallGraph, collect
                 collector.add(ref, "http", detail)
 
 
-def _python_conventions(path: str, index: FileIndex, graph: CallGraph, text: str | None, collector: _Collector) -> None:
+def _python_conventions(
+    path: str,
+    index: FileIndex,
+    graph: CallGraph,
+    text: str | None,
+    collector: _Collector,
+    memo: dict[FunctionRef, frozenset[str]],
+) -> None:
     """Django views modules, class-based views and management commands."""
     in_commands = "management/commands/" in f"/{path}"
-    memo: dict[tuple[FunctionRef, str], bool] = {}
     derives = partial(_derives_from, memo=memo)
     views_module = _is_views_module(path)
     for definition in index.definitions:

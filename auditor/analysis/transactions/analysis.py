@@ -90,6 +90,7 @@ _ON_COMMIT = compile_patterns(("on_commit", "*.on_commit"))
 _ASSIGNED_NAME = re.compile(r"^\s*(?:(?:var|let|const|final)\s+)?(?:[\w.<>\[\]]+\s+)?([A-Za-z_]\w*)\s*(?:,\s*\w+\s*)*(?::=|=)(?!=)")
 _STRING_START = re.compile(r"""^\s*[rRbBuUfF]{0,2}("{3}|'{3}|"|'|`)""")
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+_MAYBE_FALSE = re.compile(r"=\s*(?:False|None|0|false|nil)\b")
 _FALSE_KEYWORD = re.compile(r"^([A-Za-z_]\w*)\s*=\s*(False|None|0|false|nil)$")
 _WRAPPER_DEPTH = 4
 _DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
@@ -243,6 +244,7 @@ class _FileFacts:
         patterns: _RulePatterns,
         sql_write: re.Pattern[str] | None,
         related_managers: frozenset[str],
+        verdicts: dict[tuple[object, ...], Classification | None],
     ) -> None:
         self.path = path
         self.index = index
@@ -265,7 +267,7 @@ class _FileFacts:
             is_sink = patterns.sinks.matches(call.callee, call.name) or self._writes_sql(call, sql_write)
             if not is_sink and not _worth_classifying(call, related_managers):
                 continue
-            classification = _classify(call, sink_context if is_sink else context)
+            classification = _classify(call, sink_context if is_sink else context, verdicts)
             if classification is None or classification.effect is None:
                 continue
             effect = classification.effect
@@ -410,7 +412,21 @@ class _FileFacts:
         return False
 
 
-def _classify(call: CallSite, context: CallContext) -> Classification | None:
+def _classify(call: CallSite, context: CallContext, memo: dict[tuple[object, ...], Classification | None]) -> Classification | None:
+    """The first model's verdict on a call. Verdicts are kept by call text (``memo``)
+    except for the one that reads earlier lines (a queryset variable's ``update``/``delete``)."""
+    key: tuple[object, ...] | None = None
+    if not (call.name in ("update", "delete") and call.callee.count(".") == 1):
+        key = (context.index.language, context.is_rule_sink, call.callee, call.name, call.arguments)
+        if key in memo:
+            return memo[key]
+    found = _first_verdict(call, context)
+    if key is not None:
+        memo[key] = found
+    return found
+
+
+def _first_verdict(call: CallSite, context: CallContext) -> Classification | None:
     for model in MODELS:
         classification = model.classify(call, context)
         if classification is not None:
@@ -434,12 +450,13 @@ class _Analysis:
         self.patterns = _RulePatterns(_PatternSet(rule.sinks), _PatternSet(rule.boundaries), _PatternSet(_NON_ATOMIC))
         self._calls_by_line: dict[str, dict[tuple[str | None, int], list[CallSite]]] = {}
         related = django.related_managers(texts)
+        verdicts: dict[tuple[object, ...], Classification | None] = {}
         self.facts: dict[str, _FileFacts] = {}
         for path in sorted(indexes):
             index = indexes[path]
             if languages and _LANGUAGE_FAMILY.get(index.language, index.language) not in languages:
                 continue
-            self.facts[path] = _FileFacts(path, index, texts.get(path, ""), self.patterns, sql_write, related)
+            self.facts[path] = _FileFacts(path, index, texts.get(path, ""), self.patterns, sql_write, related, verdicts)
         self._wrappers: dict[tuple[str, str], bool] = {}
         # Wrappers can wrap wrappers (saleor: transaction_with_commit_on_errors ->
         # traced_atomic_transaction -> transaction.atomic): widen until nothing changes.
@@ -457,6 +474,7 @@ class _Analysis:
         self._paths: dict[tuple[FunctionRef, frozenset[str]], tuple[_Step, ...]] = {}
         self._active: set[tuple[FunctionRef, frozenset[str]]] = set()
         self._dispatch_into: dict[FunctionRef, list[Edge]] | None = None
+        self._blocked: dict[Edge, bool] = {}
         self._entry_refs: frozenset[FunctionRef] = frozenset()
 
     # -- boundaries on functions ---------------------------------------------------------
@@ -503,6 +521,12 @@ class _Analysis:
         return False
 
     def _edge_blocked(self, edge: Edge, call: CallSite | None) -> bool:
+        blocked = self._blocked.get(edge)
+        if blocked is None:
+            blocked = self._blocked[edge] = self._compute_blocked(edge, call)
+        return blocked
+
+    def _compute_blocked(self, edge: Edge, call: CallSite | None) -> bool:
         facts = self.facts.get(edge.caller.path)
         enclosing = _enclosing_of(edge.caller)
         callee, arguments = (call.callee, call.arguments) if call is not None else ("", "")
@@ -888,7 +912,7 @@ def _effects_note(step: _Step) -> str:
 
 def _false_keywords(call: CallSite | None) -> frozenset[str]:
     """Keyword parameters a call passes as a false constant (``save=False``)."""
-    if call is None or "=" not in call.arguments:
+    if call is None or "=" not in call.arguments or not _MAYBE_FALSE.search(call.arguments):
         return frozenset()
     names = set()
     for argument in split_arguments(call.arguments):

@@ -33,7 +33,7 @@ class SqlAlchemyModel:
     names = _IN_TRANSACTION | {"commit"}
 
     def classify(self, call: CallSite, context: CallContext) -> Classification | None:
-        if call.name not in self.names or context.index.language != "python":
+        if call.name not in self.names or "ession." not in call.callee or context.index.language != "python":
             return None
         stripped = strip_arguments(call.callee)
         if "." not in stripped:
