@@ -291,15 +291,17 @@ def test_flask_trace_answer_grounds_model_findings_and_keeps_a_model_only_claim(
     scan = replay("flask_ledger", "trace_answer")
 
     assert scan.exit_code == ExitCode.OK
-    assert scan.finding("ledger/services/accounts.py", "open_account")["found_by"] == list(BOTH)
+    # SQLAlchemy: add/flush then one commit is one transaction, so the static pass (issue 13)
+    # no longer agrees with the model on open_account and post_entry.
+    assert scan.finding("ledger/services/accounts.py", "open_account")["found_by"] == ["model"]
     post_entry = scan.finding("ledger/services/postings.py", "post_entry")
-    assert post_entry["found_by"] == list(BOTH)
+    assert post_entry["found_by"] == ["model"]
     assert chain_of(post_entry)[0] == ("ledger/cli.py", "accrue_interest_command")
     # The model flagged apply_transfer, which create_transfer covers with db_session.begin():
     # grounding confirms the code exists, the static pass does not agree, and found_by says so.
     assert scan.finding("ledger/services/transfers.py", "apply_transfer")["found_by"] == ["model"]
-    # The static pass alone found _archive_account.
-    assert scan.finding("ledger/services/accounts.py", "_archive_account")["found_by"] == ["static"]
+    # The static pass alone found the payout route's multi-commit sequence.
+    assert scan.finding("ledger/routes/accounts.py", "payout")["found_by"] == ["static"]
 
 
 def test_flask_raw_insert_found_by_model_and_static_is_one_finding(replay):
@@ -396,7 +398,7 @@ def test_server_split_jsonl_recording_with_hallucinated_file(replay):
 
     assert scan.exit_code == ExitCode.OK
     assert scan.window["reasoning"].startswith("close_account route calls")
-    assert scan.finding("ledger/services/accounts.py", "_archive_account")["found_by"] == list(BOTH)
+    assert scan.finding("ledger/services/accounts.py", "_archive_account")["found_by"] == ["model"]
     assert scan.rejected() == [("ledger/services/audit.py", "path not in the packed repository: ledger/services/audit.py")]
 
 

@@ -24,7 +24,7 @@ import posixpath
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 
 from auditor.analysis.callgraph import (
     MAIN_FUNCTION,
@@ -43,6 +43,7 @@ _TASK_DECORATORS = (
     "shared_task", "task", "*.task", "job", "*.job", "periodic_task", "*.periodic_task", "db_task",
     "*.db_task", "db_periodic_task", "*.db_periodic_task", "actor", "dramatiq.actor", "*.scheduled_job",
 )  # fmt: skip
+_TASK_NAMES = frozenset(pattern.rsplit(".", 1)[-1] for pattern in _TASK_DECORATORS)
 _CLI_DECORATORS = ("click.command", "click.group", "*.command", "*.group", "*.callback")
 _CONSUMER_DECORATORS = ("*.agent", "*.subscriber", "*.consumer", "*.on_message")
 _MOCK_DECORATORS = ("mock.*", "*.mock.*", "patch.*", "mocker.*")
@@ -58,6 +59,9 @@ _VIEW_METHODS = (
 )  # fmt: skip
 _MUTATION_BASE = re.compile(r"(^|\.)\w*Mutation$")
 _MUTATION_METHODS = ("mutate", "perform_mutation", "mutate_and_get_payload")
+_WIZARD_BASE = re.compile(r"(^|\.)\w*WizardView$")
+_ADMIN_BASE = re.compile(r"(^|\.)(\w*ModelAdmin|\w*InlineAdmin|StackedInline|TabularInline)$")
+_ADMIN_METHODS = ("save_model", "delete_model", "save_formset", "save_related", "delete_queryset")
 _URLCONF_CALLS = frozenset({"path", "re_path", "url"})
 _GO_REGISTRATIONS = ("*.HandleFunc", "HandleFunc", "*.Handle", "*.HandlerFunc")
 _GO_ROUTER_VERBS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "Get", "Post", "Put", "Patch", "Delete", "Any"})
@@ -210,16 +214,37 @@ def _first_parameter(definition: Definition, text: str | None) -> str | None:
 
 
 def _derives_from(
-    graph: CallGraph, ref: FunctionRef, definition: Definition, pattern: re.Pattern[str], seen: frozenset[FunctionRef] = frozenset()
+    graph: CallGraph,
+    ref: FunctionRef,
+    definition: Definition,
+    pattern: re.Pattern[str],
+    memo: dict[FunctionRef, frozenset[str]] | None = None,
 ) -> bool:
-    """True when a class names a base matching ``pattern``, directly or through repository bases."""
-    if any(pattern.search(strip_arguments(base)) for base in definition.bases if "=" not in base):
-        return True
+    """True when a class names a base matching ``pattern``, directly or through repository
+    bases (``memo``, when given, keeps each class's base names for one caller)."""
+    return any(pattern.search(name) for name in _base_names(graph, ref, definition, memo if memo is not None else {}))
+
+
+def _base_names(
+    graph: CallGraph,
+    ref: FunctionRef,
+    definition: Definition,
+    memo: dict[FunctionRef, frozenset[str]],
+    seen: frozenset[FunctionRef] = frozenset(),
+) -> frozenset[str]:
+    """The base-class names a class writes, and those of its repository bases, transitively."""
+    found = memo.get(ref)
+    if found is not None:
+        return found
+    names = {strip_arguments(base) for base in definition.bases if "=" not in base}
     for base_ref in graph.base_classes(ref):
         base = graph.definition(base_ref)
-        if base is not None and base_ref not in seen and _derives_from(graph, base_ref, base, pattern, seen | {ref}):
-            return True
-    return False
+        if base is not None and base_ref not in seen and base_ref != ref:
+            names |= _base_names(graph, base_ref, base, memo, seen | {ref})
+    result = frozenset(names)
+    if not seen:
+        memo[ref] = result
+    return result
 
 
 def _view_methods(graph: CallGraph, class_ref: FunctionRef, names: tuple[str, ...] = _VIEW_METHODS) -> list[FunctionRef]:
@@ -247,16 +272,22 @@ def find_entry_points(
     graph: CallGraph,
     rule: Rule | None = None,
     texts: Mapping[str, str] | None = None,
+    *,
+    include_tests: bool = False,
 ) -> tuple[EntryPoint, ...]:
     """Every entry point of the indexed files, one per function, sorted by reference.
 
-    Decorator-based detection comes first; then URLconf/router registrations; then
-    module-convention detection (Django views modules, management commands, ``main``).
-    Test files (see :func:`is_test_path`) define no entry points.
+    Decorator-based detection comes first (task decorators include module-level aliases
+    such as ``my_task = shared_task`` and repository functions that apply a task
+    decorator); then URLconf/router registrations; then module-convention detection
+    (Django views modules, management commands, form-wizard ``done``, admin hooks,
+    ``main``). Test files (see :func:`is_test_path`) define no entry points unless
+    ``include_tests``.
     """
     rule_patterns = rule.entry_points if rule is not None else ()
     collector = _Collector()
-    production = [path for path in sorted(indexes) if not is_test_path(path)]
+    production = [path for path in sorted(indexes) if include_tests or not is_test_path(path)]
+    task_aliases = _task_decorator_aliases(indexes, graph, texts, production)
     for path in production:
         index = indexes[path]
         for definition in index.definitions:
@@ -264,6 +295,8 @@ def find_entry_points(
             if definition.kind in ("function", "method"):
                 for decorator in definition.decorators:
                     classified = _classify_decorator(decorator, index.language, rule_patterns)
+                    if classified is None and index.language == "python" and _alias_task(path, decorator, task_aliases, graph):
+                        classified = ("task", f"task @{strip_arguments(decorator)}")
                     if classified is not None:
                         collector.add(ref, *classified)
                         break
@@ -275,11 +308,12 @@ def find_entry_points(
             _go_registrations(path, index, graph, collector)
         elif index.language in ("javascript", "typescript", "tsx"):
             _express_registrations(path, index, graph, collector)
+    derived: dict[FunctionRef, frozenset[str]] = {}  # base-class names, shared by every file
     for path in production:
         index = indexes[path]
         text = texts.get(path) if texts is not None else None
         if index.language == "python":
-            _python_conventions(path, index, graph, text, collector)
+            _python_conventions(path, index, graph, text, collector, derived)
         elif index.language == "go":
             main = next((d for d in index.definitions if d.qualname == "main" and d.kind == "function"), None)
             if main is not None and posixpath.basename(path) != "main_test.go":
@@ -287,6 +321,51 @@ def find_entry_points(
         if index.main_block is not None:
             collector.add(FunctionRef(path, MAIN_FUNCTION), "main", "__main__ block")
     return tuple(sorted(collector.found.values()))
+
+
+_ALIAS_ASSIGNMENT = re.compile(r"(?m)^([A-Za-z_]\w*)\s*=\s*([A-Za-z_][\w.]*)\s*(?:\(.*\))?\s*$")
+
+
+def _task_decorator_aliases(
+    indexes: Mapping[str, FileIndex], graph: CallGraph, texts: Mapping[str, str] | None, paths: list[str]
+) -> tuple[frozenset[tuple[str, str]], frozenset[FunctionRef]]:
+    """Module-level names bound to a task decorator (``my_task = shared_task``, by
+    (path, name)), and repository functions whose body applies one (a project's own
+    ``@task`` wrapper around ``shared_task``)."""
+    aliases: set[tuple[str, str]] = set()
+    wrappers: set[FunctionRef] = set()
+    for path in paths:
+        index = indexes[path]
+        if index.language != "python":
+            continue
+        text = texts.get(path) if texts is not None else None
+        if text is not None and ("task" in text or "actor" in text):
+            for name, value in _ALIAS_ASSIGNMENT.findall(text):
+                if _matches(value, _TASK_DECORATORS):
+                    aliases.add((path, name))
+        for call in index.calls:
+            if call.name not in _TASK_NAMES or call.enclosing is None:
+                continue
+            if _matches(strip_arguments(call.callee), _TASK_DECORATORS):
+                definition = graph.definition(FunctionRef(path, call.enclosing))
+                if definition is not None and definition.parent is None:
+                    wrappers.add(FunctionRef(path, call.enclosing))
+    return frozenset(aliases), frozenset(wrappers)
+
+
+def _alias_task(
+    path: str, decorator: str, aliases: tuple[frozenset[tuple[str, str]], frozenset[FunctionRef]], graph: CallGraph
+) -> bool:
+    names, wrappers = aliases
+    name = strip_arguments(decorator)
+    if (path, name) in names:
+        return True
+    if not names and not wrappers:
+        return False
+    target = graph.resolve(path, name)
+    if target is None:
+        return False
+    return target in wrappers or (target.path, target.qualname) in names
 
 
 def _python_registrations(path: str, index: FileIndex, graph: CallGraph, collector: _Collector) -> None:
@@ -320,9 +399,17 @@ def _python_registrations(path: str, index: FileIndex, graph: CallGraph, collect
                 collector.add(ref, "http", detail)
 
 
-def _python_conventions(path: str, index: FileIndex, graph: CallGraph, text: str | None, collector: _Collector) -> None:
+def _python_conventions(
+    path: str,
+    index: FileIndex,
+    graph: CallGraph,
+    text: str | None,
+    collector: _Collector,
+    memo: dict[FunctionRef, frozenset[str]],
+) -> None:
     """Django views modules, class-based views and management commands."""
     in_commands = "management/commands/" in f"/{path}"
+    derives = partial(_derives_from, memo=memo)
     views_module = _is_views_module(path)
     for definition in index.definitions:
         ref = FunctionRef(path, definition.qualname)
@@ -331,12 +418,18 @@ def _python_conventions(path: str, index: FileIndex, graph: CallGraph, text: str
                 handle = graph.class_member(ref, "handle")
                 if handle is not None:
                     collector.add(handle, "cli", "django management command")
-            elif _derives_from(graph, ref, definition, _VIEW_BASE):
+            elif derives(graph, ref, definition, _WIZARD_BASE):
+                for method in _view_methods(graph, ref, (*_VIEW_METHODS, "done")):
+                    collector.add(method, "http", "django form wizard")
+            elif derives(graph, ref, definition, _VIEW_BASE):
                 for method in _view_methods(graph, ref):
                     collector.add(method, "http", "django class-based view")
-            elif _derives_from(graph, ref, definition, _MUTATION_BASE):
+            elif derives(graph, ref, definition, _MUTATION_BASE):
                 for method in _view_methods(graph, ref, _MUTATION_METHODS):
                     collector.add(method, "http", "graphql mutation")
+            elif derives(graph, ref, definition, _ADMIN_BASE):
+                for method in _view_methods(graph, ref, _ADMIN_METHODS):
+                    collector.add(method, "http", "django admin hook")
             continue
         if not views_module or definition.parent is not None or definition.name.startswith("_"):
             continue

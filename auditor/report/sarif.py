@@ -42,6 +42,10 @@ SEVERITY_LEVEL: Final[dict[str, Level]] = {
     "low": "note",
     "info": "note",
 }
+# Correctness rules (not vulnerabilities) carry no security-severity: GitHub would show them
+# as "High" security alerts. Their level says how bad the partial state is instead.
+CORRECTNESS_RULES: Final[frozenset[str]] = frozenset({"tx-outside-transaction"})
+CORRECTNESS_LEVEL: Final[dict[str, Level]] = {"critical": "error"}
 # GitHub buckets security-severity: >= 9.0 critical, 7.0-8.9 high, 4.0-6.9 medium, 0.1-3.9 low.
 SECURITY_SEVERITY: Final[dict[str, str]] = {"critical": "9.5", "high": "8.0", "medium": "5.5", "low": "3.0"}
 
@@ -248,13 +252,24 @@ def primary_location_line_hash(finding: Finding, occurrence: int) -> str:
     return f"{finding.fingerprint[:16]}:{occurrence}"
 
 
+def _level(rule_id: str, severity: str) -> Level:
+    """A result's SARIF level: by severity; a correctness rule's is error only when critical."""
+    if rule_id in CORRECTNESS_RULES:
+        return CORRECTNESS_LEVEL.get(severity, "warning")
+    return SEVERITY_LEVEL.get(severity, "warning")
+
+
 def _rule_name(rule_id: str) -> str:
     return "".join(part.capitalize() for part in rule_id.split("-") if part)
 
 
 def _descriptor(rule: Rule) -> ReportingDescriptor:
-    properties: dict[str, object] = {"tags": ["security", *sorted(set(rule.languages))], "precision": "medium"}
-    if rule.severity in SECURITY_SEVERITY:
+    correctness = rule.id in CORRECTNESS_RULES
+    properties: dict[str, object] = {
+        "tags": ["correctness" if correctness else "security", *sorted(set(rule.languages))],
+        "precision": "medium",
+    }
+    if rule.severity in SECURITY_SEVERITY and not correctness:
         properties["security-severity"] = SECURITY_SEVERITY[rule.severity]
     return {
         "id": rule.id,
@@ -262,7 +277,7 @@ def _descriptor(rule: Rule) -> ReportingDescriptor:
         "shortDescription": {"text": rule.title},
         "fullDescription": {"text": rule.description},
         "help": {"text": rule.body, "markdown": rule.body},
-        "defaultConfiguration": {"level": SEVERITY_LEVEL.get(rule.severity, "warning")},
+        "defaultConfiguration": {"level": _level(rule.id, rule.severity)},
         "properties": properties,
     }
 
@@ -367,7 +382,7 @@ def _result(
     result: Result = {
         "ruleId": finding.rule,
         "ruleIndex": rule_index,
-        "level": SEVERITY_LEVEL.get(finding.severity, "warning"),
+        "level": _level(finding.rule, finding.severity),
         "message": {"text": _message(finding)},
         "locations": [_location(finding.path, finding.line, finding.function)],
         "partialFingerprints": {"primaryLocationLineHash": primary_location_line_hash(finding, occurrence)},

@@ -1,0 +1,1028 @@
+"""The static tx-outside-transaction analysis: sequences of database effects that an entry
+point reaches with no transaction boundary around them.
+
+Inputs: the index (``FileIndex`` per path), the file texts, the rule (its ``sinks``,
+``boundaries`` and ``sql_write`` patterns), optionally a prebuilt call graph, and
+:class:`TxOptions`. Output: a :class:`StaticResult` of grounded findings
+(``found_by=("static",)``) and counters.
+
+1. **Effects.** Every call that matches the rule's sinks (or runs write SQL), and every call
+   a framework model knows, is classified by the first model that claims it (see
+   :mod:`.base`; models in :data:`MODELS`): an autocommit write, a commit, a repository call
+   that is its own transaction, an irreversible side effect, or nothing. Effects a
+   boundary covers in their own function (a ``with atomic()`` block, a ``tx`` handle, a
+   callback) are covered; side effects inside ``transaction.on_commit(...)`` run after the
+   commit and are dropped.
+2. **Reachability.** Breadth-first from the entry points (tests, fixtures and dev-data
+   commands excluded unless ``include_tests``) over the call graph plus approximate
+   dispatch edges (:mod:`.dispatch`), never through a boundary: a boundary-decorated
+   callee (Spring: unless self-invoked), a call inside a boundary, an entry point Django
+   wraps in ``ATOMIC_REQUESTS``; and never through a call whose constant arguments switch
+   off every effect of the callee.
+3. **Sequences.** Each function's events are its uncovered effects and its unblocked calls
+   into functions with effects (the callee's heaviest path counted at the call site). The
+   heaviest feasible path through the function (:mod:`.paths`) is its sequence. A
+   function is reported where the sequence is formed: two or more events on its path; a
+   helper with one write folds into the caller that sequences it.
+4. **Severity.** ``critical``: two or more autocommit writes, or an autocommit write and a
+   commit, repository call or irreversible side effect, on one path. ``high``: several
+   commits or repository transactions on one path, or a commit followed by an
+   irreversible side effect (partial state of lower impact: each piece is consistent on
+   its own). ``medium``: one real write with only bookkeeping writes (event rows, search
+   vectors) around it, or a sequence made only of deletes (a cleanup a retry finishes).
+   ``low``: a single autocommit write. Findings below ``min_severity`` are
+   counted, not returned.
+
+Suppression comments are not interpreted here; that is the findings stage's job.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from collections import defaultdict, deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import cached_property, partial
+
+from tree_sitter import Node
+
+from auditor.analysis.callgraph import (
+    _PYTHON_BUILTINS,
+    MAIN_FUNCTION,
+    MODULE_FUNCTION,
+    CallGraph,
+    Edge,
+    FunctionRef,
+    strip_arguments,
+)
+from auditor.analysis.entrypoints import (
+    EntryPoint,
+    compile_patterns,
+    find_entry_points,
+    is_test_path,
+    split_arguments,
+)
+from auditor.analysis.transactions import django, paths
+from auditor.analysis.transactions.base import CallContext, Classification, Effect, TransactionModel
+from auditor.analysis.transactions.dispatch import Dispatch
+from auditor.analysis.transactions.generic import GenericModel
+from auditor.analysis.transactions.go_sql import GoSqlModel
+from auditor.analysis.transactions.side_effects import SideEffectModel
+from auditor.analysis.transactions.spring import SpringModel
+from auditor.analysis.transactions.sqlalchemy import SqlAlchemyModel
+from auditor.errors import UsageError
+from auditor.findings.model import SEVERITY_ORDER, ChainStep, Finding, fingerprint
+from auditor.index.model import CallSite, FileIndex
+from auditor.languages.grammars import parser_for
+from auditor.rules.loader import Rule
+
+FOUND_BY = ("static",)
+
+MODELS: tuple[TransactionModel, ...] = (
+    SideEffectModel(), SqlAlchemyModel(), django.DjangoModel(), SpringModel(), GoSqlModel(), GenericModel()
+)  # fmt: skip
+"""The transaction models, in the order they are asked about a call."""
+
+_EXECUTE_NAMES = frozenset({"execute", "executemany", "executescript", "exec_driver_sql", "query", "raw", "run", "exec"})
+_NON_ATOMIC = ("transaction.non_atomic_requests", "non_atomic_requests")
+_ON_COMMIT = compile_patterns(("on_commit", "*.on_commit"))
+_ASSIGNED_NAME = re.compile(r"^\s*(?:(?:var|let|const|final)\s+)?(?:[\w.<>\[\]]+\s+)?([A-Za-z_]\w*)\s*(?:,\s*\w+\s*)*(?::=|=)(?!=)")
+_STRING_START = re.compile(r"""^\s*[rRbBuUfF]{0,2}("{3}|'{3}|"|'|`)""")
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+_MAYBE_FALSE = re.compile(r"=\s*(?:False|None|0|false|nil)\b")
+_FALSE_KEYWORD = re.compile(r"^([A-Za-z_]\w*)\s*=\s*(False|None|0|false|nil)$")
+_WRAPPER_DEPTH = 4
+_DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+_LANGUAGE_FAMILY = {"tsx": "typescript"}
+_DEV_DATA_COMMAND = re.compile(r"(?:^|/)management/commands/(?:populate\w*|seed\w*|clear\w*|\w*fake\w*|\w*demo\w*|\w*sample\w*|load_?\w*data)\.py$")
+_FIXTURE_DIRECTORIES = frozenset({"fixtures", "fixture", "testdata", "test_data", "examples", "example"})
+_SELF_RECEIVERS = frozenset({"self", "cls", "this"})
+_MAX_DEPTH = 60
+_DB_EFFECTS = (Effect.WRITE, Effect.DELETE, Effect.AUDIT, Effect.REPOSITORY, Effect.COMMIT)
+# Bookkeeping: records of what happened and derived data a later run rebuilds. A failure
+# between the real write and one of these loses a log line or leaves an index stale.
+_BOOKKEEPING_FUNCTION = re.compile(r"(?i)(_events?$|^events?_|search_(vector|document|index)|mark_\w*dirty|_audit|^audit|_log$|^log_)")
+_BOOKKEEPING_WRITE = re.compile(r"(?:^|\.)(?:\w*Event|\w*Log|\w*History|events)\.")
+_ENQUEUE = frozenset({"delay", "apply_async"})
+_DELETES = frozenset({"delete", "delete_node"})
+
+
+class InvalidSeverityError(UsageError):
+    """A ``min_severity`` that is not a known severity."""
+
+
+@dataclass(frozen=True)
+class TxOptions:
+    """Choices for one run of the analysis.
+
+    ``min_severity``: the lowest severity returned (``"low"`` shows single autocommit
+    writes); ``include_tests``: treat test code, fixtures and dev-data management commands
+    (``populatedb``, ``seed_*``...) as entry points too.
+    """
+
+    min_severity: str = "low"
+    include_tests: bool = False
+
+    def __post_init__(self) -> None:
+        if self.min_severity not in SEVERITY_ORDER:
+            known = ", ".join(sorted(SEVERITY_ORDER, key=SEVERITY_ORDER.__getitem__))
+            raise InvalidSeverityError(f"unknown severity {self.min_severity!r} (known: {known})")
+
+
+@dataclass(frozen=True)
+class StaticResult:
+    """Findings of the static pass and what it looked at.
+
+    ``sinks`` counts every database effect found in the rule's languages; ``covered_sinks``
+    those a boundary covers (inside a boundary in their own function, or in a function
+    every entry-point path reaches only through a boundary). ``unresolved_calls`` counts
+    calls in entry-reachable functions the graph could not resolve (``self.x()``/bare
+    names with no repository target): a missed chain may run through one of them.
+    ``hidden_findings`` counts findings below ``min_severity``.
+    """
+
+    findings: tuple[Finding, ...]
+    entry_points: int
+    sinks: int
+    covered_sinks: int
+    unresolved_calls: int = 0
+    hidden_findings: int = 0
+
+
+@dataclass(frozen=True)
+class _Region:
+    """Lines of one function covered by a boundary, and the transaction variable if any."""
+
+    enclosing: str | None
+    start_line: int
+    end_line: int
+    variable: str | None
+
+
+@dataclass(frozen=True)
+class _Site:
+    """One classified effect at a call site."""
+
+    call: CallSite
+    effect: Effect
+    reason: str
+
+
+@dataclass(frozen=True)
+class _Step:
+    """One event on a function's path: a direct effect, or a call whose callee's heaviest
+    path has ``effects``."""
+
+    line: int
+    text: str
+    effects: tuple[Effect, ...]
+    callee: FunctionRef | None = None
+    approximate: bool = False
+
+
+def _weight(step: _Step) -> int:
+    return len(step.effects)
+
+
+class _PatternSet:
+    """Compiled fnmatch patterns over callee/decorator text, with a cheap pre-check on the
+    last name (most calls in a repository cannot match any pattern)."""
+
+    def __init__(self, patterns: tuple[str, ...]) -> None:
+        self.regex = compile_patterns(patterns)
+        last_names = [pattern.rsplit(".", 1)[-1] for pattern in patterns]
+        self.names = frozenset(last_names)
+        self.any_name = any(char in name for name in last_names for char in "*?[")
+
+    def matches(self, text: str, name: str | None = None) -> bool:
+        """True when ``text`` with argument lists dropped matches a pattern; ``name`` is the
+        call's last name when known."""
+        if self.regex is None:
+            return False
+        if name is not None and not self.any_name and name not in self.names:
+            return False
+        stripped = strip_arguments(text)
+        return bool(stripped) and self.regex.match(stripped) is not None
+
+
+@dataclass(frozen=True)
+class _RulePatterns:
+    """A rule's sink, boundary and non-atomic-request patterns, compiled once."""
+
+    sinks: _PatternSet
+    boundaries: _PatternSet
+    non_atomic: _PatternSet
+
+
+_MODEL_NAMES = frozenset().union(*(model.names for model in MODELS))
+# Names shared with sets, dicts and lists: a call that is not a rule sink only matters when
+# its receiver is a related manager (``order.tags.add``) or a variable (``qs.update``).
+_CONTAINER_NAMES = frozenset({"add", "set", "remove", "clear", "update", "create"})
+
+
+def _worth_classifying(call: CallSite, related_managers: frozenset[str]) -> bool:
+    if call.name not in _MODEL_NAMES:
+        return False
+    if call.name not in _CONTAINER_NAMES:
+        return True
+    receiver = call.callee[: -len(call.name) - 1] if call.callee.endswith("." + call.name) else ""
+    if not receiver:
+        return False
+    attribute = receiver.rsplit(".", 1)[-1]
+    return "." not in receiver or attribute in related_managers or attribute.endswith("_set")
+
+
+class _FileFacts:
+    """Per-file effects and boundary regions, computed once."""
+
+    def __init__(
+        self,
+        path: str,
+        index: FileIndex,
+        text: str,
+        patterns: _RulePatterns,
+        sql_write: re.Pattern[str] | None,
+        related_managers: frozenset[str],
+        verdicts: dict[tuple[object, ...], Classification | None],
+    ) -> None:
+        self.path = path
+        self.index = index
+        self.text = text
+        self.regions: list[_Region] = []
+        for block in index.context_blocks:
+            if patterns.boundaries.matches(block.expression):
+                self.regions.append(_Region(block.enclosing, block.start_line, block.end_line, None))
+        block_lines = {(block.start_line, block.enclosing) for block in index.context_blocks}
+        on_commit: list[_Region] = []
+        for call in index.calls:
+            if patterns.boundaries.matches(call.callee, call.name) and (call.line, call.enclosing) not in block_lines:
+                self.regions.append(self._call_region(call))
+            elif call.name == "on_commit" and _ON_COMMIT is not None and _ON_COMMIT.match(strip_arguments(call.callee)):
+                on_commit.append(self._extent(call))
+        context = CallContext(path, index, tuple(self.lines), False, related_managers)
+        sink_context = CallContext(path, index, context.lines, True, related_managers)
+        self.sites: dict[FunctionRef, list[_Site]] = {}
+        for call in index.calls:
+            is_sink = patterns.sinks.matches(call.callee, call.name) or self._writes_sql(call, sql_write)
+            if not is_sink and not _worth_classifying(call, related_managers):
+                continue
+            classification = _classify(call, sink_context if is_sink else context, verdicts)
+            if classification is None or classification.effect is None:
+                continue
+            effect = classification.effect
+            if effect is Effect.WRITE and _BOOKKEEPING_WRITE.search(strip_arguments(call.callee)):
+                effect = Effect.AUDIT
+            elif effect is Effect.WRITE and call.name in _DELETES:
+                effect = Effect.DELETE
+            if effect is Effect.SIDE_EFFECT and call.name in _ENQUEUE and call.enclosing is not None:
+                if strip_arguments(call.callee).rsplit(".", 2)[-2] == call.enclosing.rsplit(".", 1)[-1]:
+                    continue  # a task re-enqueueing itself for its next batch
+            if effect is Effect.SIDE_EFFECT and any(
+                region.enclosing == call.enclosing and region.start_line <= call.line <= region.end_line for region in on_commit
+            ):
+                continue
+            self.sites.setdefault(_ref_for(path, index, call), []).append(_Site(call, effect, classification.reason))
+
+    def add_wrapped_regions(self, is_boundary: Callable[[str], bool]) -> int:
+        """Add ``with`` blocks whose expression ``is_boundary`` accepts beyond the rule's own
+        patterns (a repository function wrapping a transaction); returns how many."""
+        known = {(region.start_line, region.end_line, region.enclosing) for region in self.regions}
+        added = 0
+        for block in self.index.context_blocks:
+            key = (block.start_line, block.end_line, block.enclosing)
+            if key not in known and is_boundary(block.expression):
+                self.regions.append(_Region(block.enclosing, block.start_line, block.end_line, None))
+                known.add(key)
+                added += 1
+        return added
+
+    @cached_property
+    def lines(self) -> list[str]:
+        return self.text.split("\n")
+
+    @cached_property
+    def source(self) -> bytes:
+        return self.text.encode("utf-8", "surrogatepass")
+
+    @cached_property
+    def tree(self) -> Node | None:
+        parser = parser_for(self.index.language)
+        return parser.parse(self.source).root_node if parser is not None else None
+
+    def line_text(self, line: int) -> str:
+        return self.lines[line - 1] if 0 < line <= len(self.lines) else ""
+
+    def _extent(self, call: CallSite) -> _Region:
+        line_text = self.line_text(call.line)
+        position = line_text.find(call.name + "(")
+        end_line = self._closing_line(call.line, position + len(call.name)) if position >= 0 else call.line
+        return _Region(call.enclosing, call.line, end_line, None)
+
+    def _call_region(self, call: CallSite) -> _Region:
+        """A boundary opened by a plain call: a callback's extent, or a transaction variable."""
+        extent = self._extent(call)
+        if extent.end_line > call.line:
+            return extent
+        assigned = _ASSIGNED_NAME.match(self.line_text(call.line))
+        variable = assigned.group(1) if assigned else None
+        scope_end = self._scope_end(call.enclosing)
+        return _Region(call.enclosing, call.line + 1, scope_end, variable) if variable else _Region(call.enclosing, call.line, call.line, None)
+
+    def _closing_line(self, line: int, column: int) -> int:
+        """The line holding the parenthesis that closes the one at ``line``:``column``."""
+        depth = 0
+        quote = ""
+        for number in range(line, min(line + 400, len(self.lines)) + 1):
+            text = self.line_text(number)
+            start = column if number == line else 0
+            index = start
+            while index < len(text):
+                char = text[index]
+                if quote:
+                    if char == "\\":
+                        index += 1
+                    elif char == quote:
+                        quote = ""
+                elif char in "\"'`":
+                    quote = char
+                elif char == "#" and self.index.language == "python":
+                    break
+                elif char in "([{":
+                    depth += 1
+                elif char in ")]}":
+                    depth -= 1
+                    if depth == 0:
+                        return number
+                index += 1
+            if quote != "`":
+                quote = ""
+        return line
+
+    def _scope_end(self, enclosing: str | None) -> int:
+        for definition in self.index.definitions:
+            if definition.qualname == enclosing:
+                return definition.end_line
+        return len(self.lines)
+
+    def _writes_sql(self, call: CallSite, sql_write: re.Pattern[str] | None) -> bool:
+        if sql_write is None or call.name not in _EXECUTE_NAMES:
+            return False
+        statement = self._sql_text(call)
+        return statement is not None and bool(sql_write.search(statement))
+
+    def _sql_text(self, call: CallSite) -> str | None:
+        """The SQL an execute-like call runs: its first string literal, or a named string's."""
+        for argument in split_arguments(call.arguments):
+            literal = _STRING_START.match(argument)
+            if literal:
+                return argument[literal.end() :]
+        for name in _IDENTIFIER.findall(call.arguments):
+            value = self._named_string(name, call.line)
+            if value is not None:
+                return value
+        return None
+
+    def _named_string(self, name: str, before_line: int) -> str | None:
+        """The start of the string literal last assigned to ``name`` earlier in the same
+        function, or by a module-level string assignment."""
+        assignment = re.compile(rf"^\s*{re.escape(name)}\s*(?::[^=]+)?=\s*")
+        scope = self.index.enclosing_definition(before_line)
+        first_line = scope.start_line if scope is not None else before_line
+        candidates = [number for number in range(before_line - 1, first_line - 1, -1) if assignment.match(self.line_text(number))]
+        candidates += [line for found, line in self.index.string_assignments if found == name]
+        for number in candidates:
+            rest = assignment.sub("", self.line_text(number), count=1)
+            rest = "\n".join([rest, *self.lines[number : number + 5]])
+            literal = _STRING_START.match(rest)
+            if literal:
+                return rest[literal.end() :]
+        return None
+
+    def covered(self, enclosing: str | None, line: int, callee: str = "", arguments: str = "") -> bool:
+        """True when a boundary in function ``enclosing`` covers the call at ``line``."""
+        receiver = callee.split(".")[0] if "." in callee else ""
+        for region in self.regions:
+            if region.enclosing != enclosing or not region.start_line <= line <= region.end_line:
+                continue
+            if region.variable is None:
+                return True
+            if receiver == region.variable or re.search(rf"\b{re.escape(region.variable)}\b", arguments):
+                return True
+        return False
+
+
+def _classify(call: CallSite, context: CallContext, memo: dict[tuple[object, ...], Classification | None]) -> Classification | None:
+    """The first model's verdict on a call. Verdicts are kept by call text (``memo``)
+    except for the one that reads earlier lines (a queryset variable's ``update``/``delete``)."""
+    key: tuple[object, ...] | None = None
+    if not (call.name in ("update", "delete") and call.callee.count(".") == 1):
+        key = (context.index.language, context.is_rule_sink, call.callee, call.name, call.arguments)
+        if key in memo:
+            return memo[key]
+    found = _first_verdict(call, context)
+    if key is not None:
+        memo[key] = found
+    return found
+
+
+def _first_verdict(call: CallSite, context: CallContext) -> Classification | None:
+    for model in MODELS:
+        classification = model.classify(call, context)
+        if classification is not None:
+            return classification
+    return None
+
+
+class _Analysis:
+    """One run of the analysis over a repository."""
+
+    def __init__(
+        self, indexes: Mapping[str, FileIndex], texts: Mapping[str, str], rule: Rule, graph: CallGraph, options: TxOptions
+    ) -> None:
+        self.indexes = indexes
+        self.texts = texts
+        self.rule = rule
+        self.graph = graph
+        self.options = options
+        sql_write = re.compile(rule.sql_write) if rule.sql_write else None
+        languages = {_LANGUAGE_FAMILY.get(language, language) for language in rule.languages}
+        self.patterns = _RulePatterns(_PatternSet(rule.sinks), _PatternSet(rule.boundaries), _PatternSet(_NON_ATOMIC))
+        self._calls_by_line: dict[str, dict[tuple[str | None, int], list[CallSite]]] = {}
+        related = django.related_managers(texts)
+        verdicts: dict[tuple[object, ...], Classification | None] = {}
+        self.facts: dict[str, _FileFacts] = {}
+        for path in sorted(indexes):
+            index = indexes[path]
+            if languages and _LANGUAGE_FAMILY.get(index.language, index.language) not in languages:
+                continue
+            self.facts[path] = _FileFacts(path, index, texts.get(path, ""), self.patterns, sql_write, related, verdicts)
+        self._wrappers: dict[tuple[str, str], bool] = {}
+        # Wrappers can wrap wrappers (saleor: transaction_with_commit_on_errors ->
+        # traced_atomic_transaction -> transaction.atomic): widen until nothing changes.
+        for _ in range(_WRAPPER_DEPTH):
+            self._wrappers.clear()
+            added = 0
+            for path in sorted(self.facts):
+                added += self.facts[path].add_wrapped_regions(partial(self._is_boundary, path))
+            if not added:
+                break
+        self._wrappers.clear()
+        self.atomic_requests = django.atomic_requests(indexes, texts)
+        self.dispatch = Dispatch(indexes, graph)
+        self._callees: dict[FunctionRef, tuple[Edge, ...]] = {}
+        self._paths: dict[tuple[FunctionRef, frozenset[str]], tuple[_Step, ...]] = {}
+        self._active: set[tuple[FunctionRef, frozenset[str]]] = set()
+        self._dispatch_into: dict[FunctionRef, list[Edge]] | None = None
+        self._blocked: dict[Edge, bool] = {}
+        self._entry_refs: frozenset[FunctionRef] = frozenset()
+
+    # -- boundaries on functions ---------------------------------------------------------
+
+    def _decorators(self, ref: FunctionRef) -> tuple[str, ...]:
+        definition = self.graph.definition(ref)
+        if definition is None:
+            return ()
+        decorators = definition.decorators
+        if definition.parent is not None:
+            owner = self.graph.definition(FunctionRef(ref.path, definition.parent))
+            if owner is not None and owner.kind == "class":
+                decorators = (*decorators, *owner.decorators)
+        return decorators
+
+    def _decorated_boundary(self, ref: FunctionRef) -> bool:
+        return any(self._is_boundary(ref.path, decorator) for decorator in self._decorators(ref))
+
+    def _is_boundary(self, path: str, expression: str) -> bool:
+        """Whether a decorator or ``with`` expression written in ``path`` opens a transaction:
+        it matches the rule's boundaries, or it names a repository function that itself
+        opens one (a wrapper such as ``@traced_atomic`` around ``transaction.atomic``)."""
+        if self.patterns.non_atomic.matches(expression):
+            return False
+        if self.patterns.boundaries.matches(expression):
+            return True
+        key = (path, strip_arguments(expression))
+        if key not in self._wrappers:
+            self._wrappers[key] = self._opens_transaction(self.graph.resolve(path, key[1]) if _DOTTED.match(key[1]) else None)
+        return self._wrappers[key]
+
+    def _opens_transaction(self, target: FunctionRef | None) -> bool:
+        facts = self.facts.get(target.path) if target is not None else None
+        if target is None or facts is None:
+            return False
+        return any(region.enclosing == target.qualname for region in facts.regions)
+
+    def _entry_covered(self, entry: EntryPoint) -> bool:
+        if self._decorated_boundary(entry.ref):
+            return True
+        django_view = entry.kind == "http" and entry.detail.startswith(("django", "drf"))
+        if django_view and self.atomic_requests:
+            return not any(self.patterns.non_atomic.matches(decorator) for decorator in self._decorators(entry.ref))
+        return False
+
+    def _edge_blocked(self, edge: Edge, call: CallSite | None) -> bool:
+        blocked = self._blocked.get(edge)
+        if blocked is None:
+            blocked = self._blocked[edge] = self._compute_blocked(edge, call)
+        return blocked
+
+    def _compute_blocked(self, edge: Edge, call: CallSite | None) -> bool:
+        facts = self.facts.get(edge.caller.path)
+        enclosing = _enclosing_of(edge.caller)
+        callee, arguments = (call.callee, call.arguments) if call is not None else ("", "")
+        if facts is not None and facts.covered(enclosing, edge.line, callee, arguments):
+            return True
+        if not self._decorated_boundary(edge.callee):
+            return False
+        index = self.indexes.get(edge.callee.path)
+        if index is not None and index.language == "java" and self._self_invocation(edge, call):
+            return False
+        return True
+
+    def _self_invocation(self, edge: Edge, call: CallSite | None) -> bool:
+        """A call from a method to another method of the same class through ``this`` or bare."""
+        if edge.caller.path != edge.callee.path or call is None:
+            return False
+        caller = self.graph.definition(edge.caller)
+        callee = self.graph.definition(edge.callee)
+        if caller is None or callee is None or caller.parent is None or caller.parent != callee.parent:
+            return False
+        return "." not in call.callee or call.callee.startswith("this.")
+
+    # -- graph ---------------------------------------------------------------------------
+
+    def callees(self, ref: FunctionRef) -> tuple[Edge, ...]:
+        """Graph edges out of ``ref`` plus dispatch edges, the graph's first."""
+        found = self._callees.get(ref)
+        if found is None:
+            graph_edges = self.graph.callees(ref)
+            known = {(edge.callee, edge.line) for edge in graph_edges}
+            extra = tuple(edge for edge in self.dispatch.edges(ref) if (edge.callee, edge.line) not in known)
+            found = self._callees[ref] = graph_edges + extra
+        return found
+
+    def _call_for(self, edge: Edge) -> CallSite | None:
+        """The call site behind an edge (same caller and line, preferring the callee's name)."""
+        candidates = self._calls_at(edge.caller.path).get((_enclosing_of(edge.caller), edge.line), [])
+        short = edge.callee.qualname.split(".")[-1]
+        return next((call for call in candidates if call.name == short), candidates[0] if candidates else None)
+
+    def _calls_at(self, path: str) -> dict[tuple[str | None, int], list[CallSite]]:
+        by_line = self._calls_by_line.get(path)
+        if by_line is None:
+            by_line = {}
+            index = self.indexes.get(path)
+            for call in index.calls if index is not None else ():
+                by_line.setdefault((call.enclosing, call.line), []).append(call)
+            self._calls_by_line[path] = by_line
+        return by_line
+
+    # -- sequences -----------------------------------------------------------------------
+
+    def path_of(self, ref: FunctionRef, off: frozenset[str] = frozenset(), depth: int = 0) -> tuple[_Step, ...]:
+        """The heaviest feasible sequence of uncovered effects through ``ref`` (callees'
+        effects counted at their call sites), with the parameters ``off`` false."""
+        key = (ref, off)
+        cached = self._paths.get(key)
+        if cached is not None:
+            return cached
+        if key in self._active or depth > _MAX_DEPTH:
+            return ()  # recursion: the cycle adds nothing new
+        self._active.add(key)
+        try:
+            result = self._compute_path(ref, off, depth)
+        finally:
+            self._active.discard(key)
+        self._paths[key] = result
+        return result
+
+    def _compute_path(self, ref: FunctionRef, off: frozenset[str], depth: int) -> tuple[_Step, ...]:
+        facts = self.facts.get(ref.path)
+        enclosing = _enclosing_of(ref)
+        events: dict[int, list[_Step]] = defaultdict(list)
+        exact_calls = {(edge.line, edge.callee.qualname.rsplit(".", 1)[-1]) for edge in self.graph.callees(ref) if not edge.approximate}
+        if facts is not None:
+            saved: set[str] = set()
+            for site in facts.sites.get(ref, ()):
+                call = site.call
+                if (call.line, call.name) in exact_calls or facts.covered(enclosing, call.line, call.callee, call.arguments):
+                    continue
+                if call.name == "save" and site.effect is Effect.WRITE:
+                    if call.callee in saved:
+                        continue  # the same row saved again: one row's state, not a second row
+                    saved.add(call.callee)
+                events[call.line].append(_Step(call.line, _call_text(call, facts.line_text(call.line)), (site.effect,)))
+        by_line: dict[int, list[Edge]] = defaultdict(list)
+        for edge in self.callees(ref):
+            by_line[edge.line].append(edge)
+        for line, edges in sorted(by_line.items()):
+            best: _Step | None = None
+            for edge in edges:
+                call = self._call_for(edge)
+                if self._edge_blocked(edge, call):
+                    continue
+                steps = self.path_of(edge.callee, _false_keywords(call), depth + 1)
+                effects = tuple(effect for step in steps for effect in step.effects)
+                if _BOOKKEEPING_FUNCTION.search(edge.callee.qualname.rsplit(".", 1)[-1]):
+                    effects = tuple(Effect.AUDIT if effect is Effect.WRITE else effect for effect in effects)
+                if effects and (best is None or len(effects) > len(best.effects)):
+                    best = _Step(line, f"calls {edge.callee.qualname}", effects, edge.callee, edge.approximate)
+            if best is not None:
+                events[line].append(best)
+        if not events:
+            return ()
+        if sum(len(steps) for steps in events.values()) == 1:
+            return tuple(events[next(iter(events))])
+        body, source, offset = self._body(ref, facts)
+        shifted = {line - offset: steps for line, steps in events.items()}
+        return tuple(paths.heaviest_path(body, source, shifted, _weight, off))
+
+    def _body(self, ref: FunctionRef, facts: _FileFacts | None) -> tuple[Node | None, bytes, int]:
+        """The function's body node, the source it was parsed from and the number of lines
+        before that source. A Python function is parsed on its own (dedented): most files
+        are far longer than the functions that need their branches."""
+        if facts is None:
+            return None, b"", 0
+        if ref.qualname == MAIN_FUNCTION and facts.index.main_block is not None:
+            if facts.tree is None:
+                return None, b"", 0
+            start, _ = facts.index.main_block
+            node = next((node for node in facts.tree.named_children if paths.first_line(node) == start), None)
+            return (node.child_by_field_name("consequence") if node is not None else None), facts.source, 0
+        definition = self.graph.definition(ref)
+        if definition is None:
+            return None, b"", 0
+        if facts.index.language == "python":
+            parser = parser_for("python")
+            text = textwrap.dedent("\n".join(facts.lines[definition.start_line - 1 : definition.end_line]))
+            source = text.encode("utf-8", "surrogatepass")
+            if parser is None:
+                return None, b"", 0
+            root = parser.parse(source).root_node
+            offset = definition.start_line - 1
+            return paths.function_body(root, 1, definition.end_line - offset), source, offset
+        if facts.tree is None:
+            return None, b"", 0
+        return paths.function_body(facts.tree, definition.start_line, definition.end_line), facts.source, 0
+
+    def _switched_off(self, edge: Edge, call: CallSite | None) -> bool:
+        """A call whose constant false keyword arguments leave the callee no effect."""
+        off = _false_keywords(call)
+        return bool(off) and not self.path_of(edge.callee, off) and bool(self.path_of(edge.callee))
+
+    # -- search --------------------------------------------------------------------------
+
+    def entries(self) -> tuple[EntryPoint, ...]:
+        found = find_entry_points(self.indexes, self.graph, self.rule, self.texts, include_tests=self.options.include_tests)
+        if self.options.include_tests:
+            return found
+        return tuple(entry for entry in found if not _dev_or_fixture_path(entry.ref.path))
+
+    def run(self, entries: tuple[EntryPoint, ...]) -> tuple[list[Finding], int, int, int, int]:
+        reached: dict[FunctionRef, tuple[EntryPoint, tuple[Edge, ...]]] = {}
+        self._entry_refs = frozenset(entry.ref for entry in entries)
+        queue: deque[FunctionRef] = deque()
+        for entry in entries:
+            if entry.ref not in reached and not self._entry_covered(entry):
+                reached[entry.ref] = (entry, ())
+                queue.append(entry.ref)
+        while queue:
+            node = queue.popleft()
+            entry, trail = reached[node]
+            for edge in self.callees(node):
+                if edge.callee in reached:
+                    continue
+                call = self._call_for(edge)
+                if not self._edge_blocked(edge, call) and not self._switched_off(edge, call):
+                    reached[edge.callee] = (entry, (*trail, edge))
+                    queue.append(edge.callee)
+        reachable_any = self._reachable_ignoring_boundaries(entries)
+
+        findings: list[Finding] = []
+        hidden = total = covered_count = 0
+        threshold = SEVERITY_ORDER[self.options.min_severity]
+        for path in sorted(self.facts):
+            facts = self.facts[path]
+            for ref in sorted(facts.sites):
+                enclosing = _enclosing_of(ref)
+                sites = [site for site in facts.sites[ref] if site.effect in _DB_EFFECTS]
+                uncovered = [site for site in sites if not facts.covered(enclosing, site.call.line, site.call.callee, site.call.arguments)]
+                total += len(sites)
+                covered_count += len(sites) - len(uncovered)
+                if ref not in reached and ref in reachable_any:
+                    covered_count += len(uncovered)
+        candidates: dict[FunctionRef, str] = {}
+        for ref in sorted(reached):
+            severity = _severity(self.path_of(ref))
+            if severity is not None:
+                candidates[ref] = severity
+        for ref, severity in candidates.items():
+            if self._folded(ref, candidates, reached):
+                continue
+            if SEVERITY_ORDER[severity] > threshold:
+                hidden += 1
+                continue
+            entry, trail = reached[ref]
+            findings.append(self._finding(ref, entry, trail, self.path_of(ref), severity))
+        findings.sort(key=Finding.sort_key)
+        return findings, total, covered_count, self._unresolved(reached), hidden
+
+    def _folded(self, ref: FunctionRef, candidates: Mapping[FunctionRef, str], reached: Mapping[FunctionRef, object]) -> bool:
+        """Whether every uncovered call into ``ref`` comes from a reported function whose
+        own sequence runs through that call: the finding then sits at the callers, where
+        one transaction would cover both (an entry point is never folded)."""
+        callers = [edge for edge in self.graph.callers(ref) if edge.caller in reached]
+        callers += [edge for edge in self._dispatch_callers(ref) if edge.caller in reached]
+        if not callers or ref in self._entry_refs or any(edge.caller == ref for edge in callers):
+            return False
+        for edge in callers:
+            if self._edge_blocked(edge, self._call_for(edge)):
+                continue
+            if edge.caller not in candidates:
+                return False
+            if not any(step.callee == ref and step.line == edge.line for step in self.path_of(edge.caller)):
+                return False
+        return True
+
+    def _dispatch_callers(self, ref: FunctionRef) -> list[Edge]:
+        if self._dispatch_into is None:
+            self._dispatch_into = defaultdict(list)
+            for edge in sorted(self.dispatch.kinds):
+                self._dispatch_into[edge.callee].append(edge)
+        return self._dispatch_into.get(ref, [])
+
+    def _reachable_ignoring_boundaries(self, entries: tuple[EntryPoint, ...]) -> set[FunctionRef]:
+        seen = {entry.ref for entry in entries}
+        queue = deque(sorted(seen))
+        while queue:
+            for edge in self.callees(queue.popleft()):
+                if edge.callee not in seen:
+                    seen.add(edge.callee)
+                    queue.append(edge.callee)
+        return seen
+
+    def _unresolved(self, reached: Mapping[FunctionRef, object]) -> int:
+        """Calls in reached functions through ``self``/``cls``/``this`` or a bare name that
+        resolve to nothing in the repository (imports and builtins excluded)."""
+        by_function: dict[str, dict[str, list[CallSite]]] = {}
+        imported_names: dict[str, set[str]] = {}
+        count = 0
+        for ref in sorted(reached):
+            index = self.indexes.get(ref.path)
+            if index is None or ref.qualname in (MAIN_FUNCTION, MODULE_FUNCTION):
+                continue
+            if ref.path not in by_function:
+                table: dict[str, list[CallSite]] = defaultdict(list)
+                for call in index.calls:
+                    if call.enclosing is not None:
+                        table[call.enclosing].append(call)
+                by_function[ref.path] = table
+                imported_names[ref.path] = {record.alias or record.name or record.module.split(".")[0] for record in index.imports}
+            calls = by_function[ref.path].get(ref.qualname, ())
+            if not calls:
+                continue
+            resolved = {edge.line for edge in self.callees(ref)}
+            imported = imported_names[ref.path]
+            for call in calls:
+                if call.line in resolved:
+                    continue
+                parts = call.callee.split(".")
+                bare = len(parts) == 1 and parts[0] not in _PYTHON_BUILTINS and parts[0] not in imported
+                if bare or (len(parts) == 2 and parts[0] in _SELF_RECEIVERS):
+                    count += 1
+        return count
+
+    # -- findings ------------------------------------------------------------------------
+
+    def _finding(self, ref: FunctionRef, entry: EntryPoint, trail: tuple[Edge, ...], steps: tuple[_Step, ...], severity: str) -> Finding:
+        rule = self.rule
+        facts = self.facts[ref.path]
+        first = steps[0]
+        effects = [effect for step in steps for effect in step.effects]
+        chain: list[ChainStep] = []
+        hops = [entry.ref, *(edge.callee for edge in trail)]
+        for position, hop in enumerate(hops):
+            if position == len(hops) - 1:
+                line, note = first.line, ""
+            else:
+                edge = trail[position]
+                line = edge.line  # where this function calls the next step (docs/answer-contract.md)
+                how = self.dispatch.kinds.get(edge, "resolved by name") if edge.approximate else ""
+                note = f"calls {edge.callee.qualname} at line {edge.line}" + (f" ({how})" if how else "")
+            if position == 0:
+                note = f"entry point: {entry.detail}" + (f"; {note}" if note else "")
+            chain.append(ChainStep(path=hop.path, line=line, function=hop.qualname, verified=True, note=note))
+        steps_text = "; ".join(f"line {step.line}: {step.text}" + _effects_note(step) for step in steps)
+        route = " -> ".join(f"{hop.path}:{hop.qualname}" for hop in hops)
+        title = _title(ref, effects)
+        reach = (
+            f"reaches {ref.qualname} through {len(trail)} call{'s' if len(trail) != 1 else ''} ({route})"
+            if trail
+            else f"writes in its own body ({route})"
+        )
+        explanation = (
+            f"{entry.kind} entry point {entry.ref.qualname} ({entry.detail}) {reach}, and no transaction boundary "
+            f"(decorator, with-block or transaction handle) covers the path. On one path: {steps_text}."
+        )
+        if len(steps) > 1:
+            explanation += _consequence(effects)
+        return Finding(
+            rule=rule.id,
+            severity=severity,
+            title=title,
+            path=ref.path,
+            line=first.line,
+            function=ref.qualname,
+            chain=tuple(chain),
+            explanation=explanation,
+            found_by=FOUND_BY,
+            fingerprint=fingerprint(rule.id, ref.path, ref.qualname, facts.line_text(first.line)),
+        )
+
+
+def _severity(steps: tuple[_Step, ...]) -> str | None:
+    """The severity of a function's path, or None when it is no finding (see the module)."""
+    effects = [effect for step in steps for effect in step.effects]
+    deletes = effects.count(Effect.DELETE)
+    writes = effects.count(Effect.WRITE) + deletes
+    bookkeeping = effects.count(Effect.AUDIT)
+    commits = effects.count(Effect.COMMIT) + effects.count(Effect.REPOSITORY)
+    first_write = next((position for position, effect in enumerate(effects) if effect in _DB_EFFECTS), len(effects))
+    side_effects = effects[first_write:].count(Effect.SIDE_EFFECT)  # only those after a write
+    if len(steps) == 1:
+        return "low" if steps[0].callee is None and len(effects) == 1 and effects[0] in _DB_EFFECTS[:3] else None
+    if deletes == writes and not commits and not side_effects and writes + bookkeeping >= 2:
+        return "medium"  # only deletes: a retry finishes the cleanup
+    if writes >= 2 or (writes and (commits or side_effects)):
+        return "critical"
+    if commits >= 2 or (commits and side_effects):
+        return "high"
+    if writes + bookkeeping >= 2 or (bookkeeping and (commits or side_effects)):
+        return "medium"
+    return None
+
+
+def _title(ref: FunctionRef, effects: list[Effect]) -> str:
+    writes = sum(effect in _DB_EFFECTS for effect in effects)
+    side_effects = effects.count(Effect.SIDE_EFFECT)
+    commits = effects.count(Effect.COMMIT) + effects.count(Effect.REPOSITORY)
+    if writes == 1 and not side_effects:
+        return f"Database write outside a transaction in {ref.qualname}"
+    if commits == writes == 1:
+        text = f"A commit and then an irreversible side effect in {ref.qualname}"
+    elif commits == writes:
+        noun = "commits" if Effect.COMMIT in effects else "separately committed repository writes"
+        text = f"{writes} {noun} on one path in {ref.qualname}"
+    elif writes == 1:
+        text = f"Database write outside a transaction in {ref.qualname}"
+    else:
+        text = f"{writes} database writes outside a transaction in {ref.qualname}"
+    if side_effects and not text.startswith("A commit"):
+        text += f", with {side_effects} irreversible side effect{'s' if side_effects > 1 else ''}"
+    return text
+
+
+def _consequence(effects: list[Effect]) -> str:
+    if Effect.WRITE in effects:
+        return " Each write commits on its own: a failure between them leaves partial state."
+    if Effect.SIDE_EFFECT in effects:
+        return " What is committed stays when the side effect after it fails, and the side effect cannot be undone."
+    return " Each commit stands on its own: a failure after the first leaves it in place."
+
+
+def _effects_note(step: _Step) -> str:
+    if step.callee is None:
+        return f" ({step.effects[0].value})"
+    counts = {effect: step.effects.count(effect) for effect in step.effects}
+    return " (" + ", ".join(f"{count} {effect.value}{'s' if count > 1 else ''}" for effect, count in counts.items()) + ")"
+
+
+def _false_keywords(call: CallSite | None) -> frozenset[str]:
+    """Keyword parameters a call passes as a false constant (``save=False``)."""
+    if call is None or "=" not in call.arguments or not _MAYBE_FALSE.search(call.arguments):
+        return frozenset()
+    names = set()
+    for argument in split_arguments(call.arguments):
+        match = _FALSE_KEYWORD.match(argument)
+        if match:
+            names.add(match.group(1))
+    return frozenset(names)
+
+
+def _dev_or_fixture_path(path: str) -> bool:
+    """Code that is not how production is entered: tests, fixtures, dev-data commands."""
+    directories = path.split("/")[:-1]
+    return is_test_path(path) or bool(_DEV_DATA_COMMAND.search(path)) or any(part in _FIXTURE_DIRECTORIES for part in directories)
+
+
+def _enclosing_of(ref: FunctionRef) -> str | None:
+    return None if ref.qualname in (MAIN_FUNCTION, MODULE_FUNCTION) else ref.qualname
+
+
+def _ref_for(path: str, index: FileIndex, call: CallSite) -> FunctionRef:
+    """The graph node a call belongs to (a function, ``<main>`` or ``<module>``)."""
+    if call.enclosing is not None:
+        return FunctionRef(path, call.enclosing)
+    if index.main_block is not None and index.main_block[0] <= call.line <= index.main_block[1]:
+        return FunctionRef(path, MAIN_FUNCTION)
+    return FunctionRef(path, MODULE_FUNCTION)
+
+
+def analyze_tx_outside_transaction(
+    indexes: Mapping[str, FileIndex],
+    texts: Mapping[str, str],
+    rule: Rule,
+    graph: CallGraph | None = None,
+    options: TxOptions | None = None,
+) -> StaticResult:
+    """Find sequences of database effects that an entry point reaches outside any
+    transaction (see the module docstring for what counts and how severe it is).
+
+    One finding per function that sequences the effects, carrying the shortest uncovered
+    chain from an entry point; findings are sorted by ``Finding.sort_key``. The result is
+    deterministic for the same inputs.
+    """
+    graph = graph if graph is not None else CallGraph.build(indexes)
+    options = options if options is not None else TxOptions()
+    analysis = _Analysis(indexes, texts, rule, graph, options)
+    entries = analysis.entries()
+    findings, sinks, covered, unresolved, hidden = analysis.run(entries)
+    return StaticResult(
+        findings=tuple(findings),
+        entry_points=len(entries),
+        sinks=sinks,
+        covered_sinks=covered,
+        unresolved_calls=unresolved,
+        hidden_findings=hidden,
+    )
+
+
+def _call_text(call: CallSite, line_text: str) -> str:
+    """The call as a reader can search for it: ``Product.objects.filter(...).update(...)``
+    where the index keeps ``Product.objects.filter.update`` (argument lists dropped).
+
+    Walks the callee's dotted parts through the source line, writing each argument list as
+    ``(...)``; falls back to ``callee(...)`` when the line does not hold the call as written.
+    """
+    parts = call.callee.split(".")
+    start = line_text.find(parts[0])
+    while start != -1:
+        shown = _follow_parts(line_text, start, parts)
+        if shown is not None:
+            return shown
+        start = line_text.find(parts[0], start + 1)
+    return f"{call.callee}(...)"
+
+
+def _follow_parts(text: str, position: int, parts: list[str]) -> str | None:
+    shown: list[str] = []
+    for number, part in enumerate(parts):
+        if not text.startswith(part, position):
+            return None
+        shown.append(part)
+        position += len(part)
+        position = _skip_spaces(text, position)
+        if position < len(text) and text[position] == "(":
+            end = _closing_paren(text, position)
+            shown.append("(...)")
+            if end is None:  # the call runs on past this line: nothing more can be matched
+                return "".join(shown) + ("." + ".".join(parts[number + 1 :]) + "(...)" if number + 1 < len(parts) else "")
+            position = _skip_spaces(text, end + 1)
+        if number + 1 < len(parts):
+            if position >= len(text) or text[position] != ".":
+                return None
+            shown.append(".")
+            position = _skip_spaces(text, position + 1)
+    if not shown or shown[-1] != "(...)":
+        shown.append("(...)")
+    return "".join(shown)
+
+
+def _skip_spaces(text: str, position: int) -> int:
+    while position < len(text) and text[position] in " \t":
+        position += 1
+    return position
+
+
+def _closing_paren(text: str, position: int) -> int | None:
+    """The index of the ``)`` closing the ``(`` at ``position`` (strings skipped), or None."""
+    depth = 0
+    quote: str | None = None
+    index = position
+    while index < len(text):
+        char = text[index]
+        if quote is not None:
+            if char == "\\":
+                index += 1
+            elif char == quote:
+                quote = None
+        elif char in "'\"":
+            quote = char
+        elif char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+            if depth == 0:
+                return index
+        index += 1
+    return None

@@ -1,0 +1,69 @@
+"""The interface every framework's transaction model implements, and what it classifies.
+
+A model looks at one call site (with its file's context) and says what the call does to
+the database's transaction state: an autocommit ``WRITE`` (the row is committed on its
+own), a ``COMMIT`` that ends an open transaction (SQLAlchemy's ``session.commit()``), a
+``REPOSITORY`` call that runs in a transaction of its own (Spring Data), an irreversible
+``SIDE_EFFECT`` outside the database (mail, HTTP, enqueueing, storage), a ``DELETE`` (an autocommit write
+that removes rows: a sequence of deletes alone is a cleanup a retry finishes), an ``AUDIT``
+write of bookkeeping that can be rebuilt or is only a record (event rows, search
+vectors, "dirty" flags; the analysis marks these from the model or function name), or nothing
+(``None``: a write inside an already open transaction such as ``session.add``, or a call
+that only looks like a write). Models are consulted in order; the first that claims a
+call decides.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Protocol
+
+from auditor.index.model import CallSite, FileIndex
+
+
+class Effect(str, Enum):
+    """What a call does to transaction state."""
+
+    WRITE = "write"
+    DELETE = "delete"
+    AUDIT = "bookkeeping write"
+    COMMIT = "commit"
+    REPOSITORY = "repository"
+    SIDE_EFFECT = "side effect"
+
+
+@dataclass(frozen=True)
+class Classification:
+    """A model's verdict on a call: its effect (None: no effect) and why, in a few words."""
+
+    effect: Effect | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """What a model may consult about a call beyond the call itself."""
+
+    path: str
+    index: FileIndex
+    lines: tuple[str, ...]
+    is_rule_sink: bool
+    related_managers: frozenset[str]
+
+    def line_text(self, line: int) -> str:
+        """The source text of a 1-based line ("" outside the file)."""
+        return self.lines[line - 1] if 0 < line <= len(self.lines) else ""
+
+
+class TransactionModel(Protocol):
+    """One framework's transaction semantics."""
+
+    name: str
+    names: frozenset[str]
+    """Last names of the calls this model may claim beyond the rule's sinks (a pre-check)."""
+
+    def classify(self, call: CallSite, context: CallContext) -> Classification | None:
+        """The call's effect under this framework, or None when the call is not this
+        framework's to judge."""
+        ...

@@ -1,0 +1,115 @@
+"""Calls the call graph cannot see from the text alone: dynamic dispatch from a base
+class's ``self.method()``/``cls.method()`` to the overrides in its repository subclasses
+(a GraphQL mutation base calling ``cls.save``, a view base calling
+``self.perform_create``), and ``getattr(self, "handle_%s" % action)`` string dispatch to
+the class's methods with that prefix. Both kinds of edge are approximate.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+
+from auditor.analysis.callgraph import CallGraph, Edge, FunctionRef, strip_arguments
+from auditor.analysis.entrypoints import split_arguments
+from auditor.index.model import CallSite, FileIndex
+
+_SELF = frozenset({"self", "cls", "this"})
+_PREFIX = re.compile(r"""^[rbuRBU]*[fF]?(['"])([A-Za-z_]\w*?)(?:%|\{|\1)""")
+_MIN_PREFIX = 3
+
+
+class Dispatch:
+    """Extra, approximate edges from base-class self-calls and ``getattr`` dispatch."""
+
+    def __init__(self, indexes: dict[str, FileIndex] | object, graph: CallGraph) -> None:
+        self.indexes = indexes
+        self.graph = graph
+        self._children: dict[FunctionRef, list[FunctionRef]] | None = None
+        self._descendants: dict[FunctionRef, tuple[FunctionRef, ...]] = {}
+        self._calls: dict[str, dict[str, list[CallSite]]] = {}
+        self.kinds: dict[Edge, str] = {}
+
+    def _children_map(self) -> dict[FunctionRef, list[FunctionRef]]:
+        if self._children is None:
+            children: dict[FunctionRef, list[FunctionRef]] = defaultdict(list)
+            for path in sorted(self.indexes):  # type: ignore[call-overload]
+                for definition in self.indexes[path].definitions:  # type: ignore[index]
+                    if definition.kind == "class" and definition.bases:
+                        ref = FunctionRef(path, definition.qualname)
+                        for base in self.graph.base_classes(ref):
+                            children[base].append(ref)
+            self._children = children
+        return self._children
+
+    def descendants(self, cls: FunctionRef) -> tuple[FunctionRef, ...]:
+        """Every repository class deriving from ``cls``, directly or not, sorted."""
+        if cls not in self._descendants:
+            children = self._children_map()
+            seen: set[FunctionRef] = set()
+            stack = list(children.get(cls, ()))
+            while stack:
+                child = stack.pop()
+                if child not in seen:
+                    seen.add(child)
+                    stack.extend(children.get(child, ()))
+            self._descendants[cls] = tuple(sorted(seen))
+        return self._descendants[cls]
+
+    def _function_calls(self, path: str) -> dict[str, list[CallSite]]:
+        table = self._calls.get(path)
+        if table is None:
+            table = defaultdict(list)
+            for call in self.indexes[path].calls:  # type: ignore[index]
+                if call.enclosing is not None:
+                    table[call.enclosing].append(call)
+            self._calls[path] = table
+        return table
+
+    def edges(self, ref: FunctionRef) -> tuple[Edge, ...]:
+        """The extra edges out of the method ``ref`` (none for plain functions)."""
+        definition = self.graph.definition(ref)
+        if definition is None or definition.parent is None:
+            return ()
+        owner = FunctionRef(ref.path, definition.parent)
+        owner_definition = self.graph.definition(owner)
+        if owner_definition is None or owner_definition.kind != "class":
+            return ()
+        found: list[Edge] = []
+        for call in self._function_calls(ref.path).get(ref.qualname, ()):
+            parts = strip_arguments(call.callee).split(".")
+            if len(parts) == 2 and parts[0] in _SELF:
+                for target in self._overrides(owner, parts[1]):
+                    found.append(self._edge(ref, target, call.line, "dispatch to a subclass override"))
+            elif parts == ["getattr"]:
+                for target in self._prefixed(owner, call):
+                    found.append(self._edge(ref, target, call.line, "getattr string dispatch"))
+        return tuple(sorted(set(found)))
+
+    def _edge(self, caller: FunctionRef, callee: FunctionRef, line: int, kind: str) -> Edge:
+        edge = Edge(caller, callee, line, True)
+        self.kinds[edge] = kind
+        return edge
+
+    def _overrides(self, owner: FunctionRef, name: str) -> list[FunctionRef]:
+        targets = []
+        for cls in self.descendants(owner):
+            member = FunctionRef(cls.path, f"{cls.qualname}.{name}")
+            if self.graph.definition(member) is not None:
+                targets.append(member)
+        return targets
+
+    def _prefixed(self, owner: FunctionRef, call: CallSite) -> list[FunctionRef]:
+        arguments = split_arguments(call.arguments)
+        if len(arguments) < 2 or arguments[0] not in _SELF:
+            return []
+        match = _PREFIX.match(arguments[1])
+        if match is None or len(match.group(2)) < _MIN_PREFIX:
+            return []
+        prefix = match.group(2)
+        targets = []
+        for cls in (owner, *self.descendants(owner)):
+            for definition in self.indexes[cls.path].definitions:  # type: ignore[index]
+                if definition.parent == cls.qualname and definition.kind == "method" and definition.name.startswith(prefix):
+                    targets.append(FunctionRef(cls.path, definition.qualname))
+        return targets

@@ -1,0 +1,156 @@
+"""Django: the database runs in **autocommit** mode, so every ORM write (``save``,
+``delete``, ``Model.objects.create/update/delete/bulk_*``, related-manager and
+many-to-many ``add/set/remove/clear/create``, ``update()``/``delete()`` on a variable
+holding a queryset, django-treebeard/django-mptt ``add_root/add_child/move…``) commits
+on its own. ``transaction.atomic`` (decorator or ``with``, directly or through a
+repository function that wraps it) is the boundary; ``ATOMIC_REQUESTS = True`` in the
+settings module the project runs with (``DJANGO_SETTINGS_MODULE`` as set in
+``manage.py``/``wsgi.py``/``asgi.py``) wraps every view, except those decorated
+``non_atomic_requests``; ``transaction.on_commit`` callbacks run after the commit.
+
+Not writes: ``save``/``delete`` with positional arguments (PIL ``Image.save(buffer, …)``,
+a storage's ``save(name, content)``), ``save(commit=False)``/``save(save=False)``, and the
+request's session store (``request.session.save/flush/delete/clear``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from auditor.analysis.callgraph import python_module_name, strip_arguments
+from auditor.analysis.entrypoints import is_test_path, split_arguments
+from auditor.analysis.transactions.base import CallContext, Classification, Effect
+from auditor.index.model import CallSite, FileIndex
+
+_MANAGER_METHODS = frozenset(
+    {"add", "set", "remove", "clear", "create", "get_or_create", "update_or_create", "bulk_create", "update", "delete"}
+)
+_TREE_METHODS = frozenset({"add_root", "add_child", "add_sibling", "move_to", "insert_node", "delete_node"})
+_SESSION_METHODS = frozenset({"save", "flush", "delete", "clear", "cycle_key", "set_expiry", "create"})
+_NOT_SAVED = re.compile(r"^\s*(commit|save)\s*=\s*False\s*$")
+_QUERYSET_SOURCE = re.compile(r"\.objects\b|\.(filter|exclude|all|select_for_update|select_related|prefetch_related|annotate|order_by)\(")
+_SETTINGS_MODULE = re.compile(r"""DJANGO_SETTINGS_MODULE['"]\s*,\s*['"]([\w.]+)['"]""")
+_ATOMIC_REQUESTS = re.compile(r"""(?m)^[^#\n]*['"]?ATOMIC_REQUESTS['"]?\s*[:=]\s*True\b""")
+_STAR_IMPORT = re.compile(r"(?m)^from\s+([.\w]+)\s+import\s+\*")
+_RELATED_FIELD = re.compile(r"(?m)^\s*(\w+)\s*=\s*(?:models\.)?(?:ManyToManyField|TreeManyToManyField|SortedManyToManyField)\(")
+_RELATED_NAME = re.compile(r"""related_name\s*=\s*['"](\w+)['"]""")
+_EXECUTE_NAMES = frozenset({"execute", "executemany", "executescript", "exec_driver_sql", "query", "raw", "run", "exec"})
+_LAUNCHERS = ("manage.py", "wsgi.py", "asgi.py")
+
+
+def related_managers(texts: Mapping[str, str]) -> frozenset[str]:
+    """Many-to-many field names and ``related_name``\\ s declared anywhere in the Python
+    files: attributes whose ``add/set/remove/clear/create`` write rows."""
+    names: set[str] = set()
+    for path in sorted(texts):
+        if not path.endswith(".py"):
+            continue
+        text = texts[path]
+        if "related_name" not in text and "ManyToManyField" not in text:
+            continue
+        names.update(_RELATED_FIELD.findall(text))
+        names.update(_RELATED_NAME.findall(text))
+    names.discard("+")
+    return frozenset(names)
+
+
+def atomic_requests(indexes: Mapping[str, FileIndex], texts: Mapping[str, str]) -> bool:
+    """Whether the settings module the project runs with sets ``ATOMIC_REQUESTS = True``.
+
+    The module is the ``DJANGO_SETTINGS_MODULE`` default of production ``manage.py``,
+    ``wsgi.py`` or ``asgi.py`` files, followed through ``from X import *``; when no
+    launcher names one, every production settings file is read (test, example and demo
+    settings never count)."""
+    modules = {python_module_name(path): path for path in indexes if path.endswith(".py")}
+    chosen: list[str] = []
+    for path in sorted(indexes):
+        if path.rsplit("/", 1)[-1] in _LAUNCHERS and not _demo_path(path):
+            chosen += [_module_path(name, modules) for name in _SETTINGS_MODULE.findall(texts.get(path, ""))]
+    settings = sorted({path for path in chosen if path is not None})
+    if not settings:
+        settings = [path for path in sorted(indexes) if "settings" in path and path.endswith(".py") and not _demo_path(path)]
+    seen: set[str] = set()
+    while settings:
+        path = settings.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        text = texts.get(path, "")
+        if _ATOMIC_REQUESTS.search(text):
+            return True
+        for imported in _STAR_IMPORT.findall(text):
+            target = _module_path(_absolute(path, imported), modules)
+            if target is not None:
+                settings.append(target)
+    return False
+
+
+def _demo_path(path: str) -> bool:
+    parts = path.split("/")[:-1]
+    return is_test_path(path) or any(part in ("example", "examples", "demo", "sample", "docs") for part in parts)
+
+
+def _absolute(path: str, module: str) -> str:
+    if not module.startswith("."):
+        return module
+    dots = len(module) - len(module.lstrip("."))
+    package = python_module_name(path).split(".")[:-dots] if dots else []
+    rest = module[dots:]
+    return ".".join([*package, *([rest] if rest else [])])
+
+
+def _module_path(name: str | None, modules: Mapping[str, str]) -> str | None:
+    if not name:
+        return None
+    if name in modules:
+        return modules[name]
+    suffix = [module for module in modules if module.endswith("." + name)]
+    return modules[min(suffix)] if len(suffix) == 1 else None
+
+
+class DjangoModel:
+    """ORM writes in autocommit mode, with the calls that only look like writes removed."""
+
+    name = "django"
+    names = _MANAGER_METHODS | _TREE_METHODS | {"save", "move"}
+
+    def classify(self, call: CallSite, context: CallContext) -> Classification | None:
+        if context.index.language != "python":
+            return None
+        stripped = strip_arguments(call.callee)
+        receiver = stripped.rsplit(".", 1)[0].split(".") if "." in stripped else []
+        name = call.name
+        if receiver and receiver[-1] == "session" and name in _SESSION_METHODS:
+            return Classification(None, "the request's session store")
+        if name in ("save", "delete") and context.is_rule_sink:
+            arguments = split_arguments(call.arguments)
+            if any(_NOT_SAVED.match(argument) for argument in arguments):
+                return Classification(None, "save told not to save")
+            if arguments and "=" not in arguments[0].split("(")[0] and not arguments[0].startswith("*"):
+                return Classification(None, "positional arguments: not a model save/delete")
+            return Classification(Effect.WRITE, "ORM write (autocommit)")
+        if name in _TREE_METHODS or (name == "move" and "pos" in call.arguments):
+            return Classification(Effect.WRITE, "tree operation (autocommit)")
+        if name in _MANAGER_METHODS and len(receiver) >= 2 and "objects" not in receiver:
+            attribute = receiver[-1]
+            if attribute in context.related_managers or attribute.endswith("_set"):
+                return Classification(Effect.WRITE, "related-manager write (autocommit)")
+        if name in ("update", "delete") and len(receiver) == 1 and _assigned_queryset(receiver[0], call, context):
+            return Classification(Effect.WRITE, "queryset write (autocommit)")
+        if context.is_rule_sink and name not in _EXECUTE_NAMES:
+            return Classification(Effect.WRITE, "ORM write (autocommit)")
+        return None
+
+
+def _assigned_queryset(variable: str, call: CallSite, context: CallContext) -> bool:
+    """Whether ``variable`` was last assigned a queryset earlier in the call's function."""
+    scope = context.index.enclosing_definition(call.line)
+    if scope is None:
+        return False
+    assignment = re.compile(rf"^\s*{re.escape(variable)}\s*(?::[^=]+)?=(?!=)\s*(.*)")
+    for number in range(call.line - 1, scope.start_line - 1, -1):
+        match = assignment.match(context.line_text(number))
+        if match:
+            return _QUERYSET_SOURCE.search(match.group(1)) is not None
+    return False

@@ -1,0 +1,241 @@
+"""Path-sensitive sequences: the heaviest run of events along one feasible path through a
+function's body.
+
+Events (writes, commits, side effects, calls that perform them) are placed on the
+function's statements by line. Exclusive branches (``if/elif/else``, ``switch``/``match``
+cases, exception handlers) contribute their heaviest arm, not their sum; ``return``,
+``raise`` and ``throw`` end a path, so writes after an early return and writes before it
+in the returning arm are never counted together. An arm whose condition is exactly a
+parameter the caller passes as a false constant (``if save:`` under ``save=False``) cannot
+run. Loops count their body once. The syntax comes from tree-sitter (Python, Java, Go,
+JavaScript/TypeScript share these node names); a function whose body cannot be found is
+treated as one straight sequence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Generic, TypeVar
+
+from tree_sitter import Node
+
+Event = TypeVar("Event")
+Path = tuple  # a tuple of events in source order
+
+_FUNCTIONS = frozenset(
+    {"function_definition", "method_declaration", "constructor_declaration", "function_declaration",
+     "method_definition", "arrow_function", "function_expression", "generator_function_declaration"}
+)  # fmt: skip
+_NESTED = _FUNCTIONS | {"class_definition", "decorated_definition", "class_declaration", "lambda", "func_literal"}
+_EXITS = frozenset({"return_statement", "raise_statement", "throw_statement"})
+_SWITCHES = frozenset(
+    {"match_statement", "switch_expression", "switch_statement", "expression_switch_statement",
+     "type_switch_statement", "select_statement"}
+)  # fmt: skip
+_CASE_CONTAINERS = frozenset({"block", "switch_block", "switch_body"})
+_CONTAINERS = frozenset(
+    {"block", "statement_list", "statement_block", "for_statement", "while_statement", "with_statement",
+     "for_in_statement", "enhanced_for_statement", "do_statement", "labeled_statement", "else_clause",
+     "switch_block_statement_group", "switch_rule", "expression_case", "default_case", "case_clause",
+     "communication_case", "type_case", "switch_case", "switch_default", "finally_clause", "except_clause",
+     "catch_clause", "synchronized_statement", "try_with_resources_statement", "constructor_body"}
+)  # fmt: skip
+_HANDLERS = frozenset({"except_clause", "except_group_clause", "catch_clause"})
+
+
+def first_line(node: Node) -> int:
+    return node.start_point.row + 1
+
+
+def last_line(node: Node) -> int:
+    end_row, end_column = node.end_point
+    return end_row if end_column == 0 and end_row > node.start_point.row else end_row + 1
+
+
+def function_body(root: Node, start_line: int, end_line: int) -> Node | None:
+    """The body node of the function spanning ``start_line..end_line`` (decorators included)."""
+    node = root
+    while True:
+        for child in node.named_children:
+            if last_line(child) < end_line or first_line(child) > end_line:
+                continue
+            if child.type in _FUNCTIONS and last_line(child) == end_line and first_line(child) >= start_line:
+                return child.child_by_field_name("body")
+            if first_line(child) <= start_line:
+                node = child
+                break
+        else:
+            return None
+
+
+class _Walk(Generic[Event]):
+    def __init__(self, source: bytes, events: Mapping[int, Sequence[Event]], weight: Callable[[Event], int], off: frozenset[str]) -> None:
+        self.source = source
+        self.events = events
+        self.lines = sorted(events)
+        self.weight = weight
+        self.off = off
+        self.claimed: set[int] = set()
+
+    def heavier(self, left: Path | None, right: Path | None) -> Path | None:
+        if left is None:
+            return right
+        if right is None:
+            return left
+        return right if sum(map(self.weight, right)) > sum(map(self.weight, left)) else left
+
+    def has_events(self, node: Node) -> bool:
+        low, high = first_line(node), last_line(node)
+        return any(low <= line <= high and line not in self.claimed for line in self.lines)
+
+    def leaf(self, node: Node) -> Path:
+        low, high = first_line(node), last_line(node)
+        found: list[Event] = []
+        for line in self.lines:
+            if low <= line <= high and line not in self.claimed:
+                self.claimed.add(line)
+                found.extend(self.events[line])
+        return tuple(found)
+
+    def walk(self, node: Node) -> tuple[Path | None, Path | None]:
+        """(heaviest path falling through, heaviest path ending inside) of one statement."""
+        kind = node.type
+        if kind in _EXITS:
+            return None, self.leaf(node)
+        if kind in _NESTED:
+            return self.leaf(node), None
+        if kind == "if_statement":
+            return self.branch(node)
+        if kind in _SWITCHES:
+            return self.switch(node)
+        if kind == "try_statement":
+            return self.attempt(node)
+        if kind in _CONTAINERS:
+            return self.sequence(node.named_children)
+        if not self.has_events(node):
+            return (), None
+        return self.leaf(node), None
+
+    def sequence(self, statements: Sequence[Node]) -> tuple[Path | None, Path | None]:
+        through: Path | None = ()
+        ended: Path | None = None
+        for statement in statements:
+            if statement.type in ("comment", "line_comment", "block_comment"):
+                continue
+            passing, ending = self.walk(statement)
+            if ending is not None:
+                ended = self.heavier(ended, through + ending)
+            if passing is None:
+                return None, ended
+            through = through + passing
+        return through, ended
+
+    def arms(self, node: Node) -> tuple[list[tuple[Node | None, Node]], bool]:
+        """(condition, body) of every arm of an if-chain, and whether an else closes it."""
+        arms: list[tuple[Node | None, Node]] = []
+        current: Node | None = node
+        while current is not None:
+            consequence = current.child_by_field_name("consequence")
+            if consequence is not None:
+                arms.append((current.child_by_field_name("condition"), consequence))
+            following: Node | None = None
+            for alternative in current.children_by_field_name("alternative"):
+                if alternative.type == "elif_clause":
+                    body = alternative.child_by_field_name("consequence")
+                    if body is not None:
+                        arms.append((alternative.child_by_field_name("condition"), body))
+                elif alternative.type == "if_statement":
+                    following = alternative
+                elif alternative.type == "else_clause":
+                    body = alternative.child_by_field_name("body") or next(iter(alternative.named_children), None)
+                    if body is not None and body.type == "if_statement":
+                        following = body
+                    elif body is not None:
+                        arms.append((None, body))
+                else:
+                    arms.append((None, alternative))
+            current = following
+        closed = bool(arms) and arms[-1][0] is None
+        return arms, closed
+
+    def feasible(self, condition: Node | None) -> bool:
+        if condition is None or not self.off:
+            return True
+        text = self.source[condition.start_byte : condition.end_byte].decode("utf-8", "replace").strip("() \t")
+        head = text.split(" and ", 1)[0].split("&&", 1)[0].strip("() \t")
+        return head not in self.off
+
+    def branch(self, node: Node) -> tuple[Path | None, Path | None]:
+        arms, closed = self.arms(node)
+        conditions = tuple(self.leaf(condition) for condition, _ in arms if condition is not None)
+        prefix: Path = sum(conditions, ())
+        through: Path | None = None if closed else ()
+        ended: Path | None = None
+        for condition, body in arms:
+            passing, ending = self.walk(body)
+            if not self.feasible(condition):
+                continue
+            through = self.heavier(through, passing)
+            ended = self.heavier(ended, ending)
+        if not closed or through is None and ended is None:
+            through = self.heavier(through, ())
+        return (prefix + through if through is not None else None), (prefix + ended if ended is not None else None)
+
+    def switch(self, node: Node) -> tuple[Path | None, Path | None]:
+        cases: list[Node] = []
+        heads: list[Node] = []
+        for child in node.named_children:
+            if child.type in _CASE_CONTAINERS:
+                cases.extend(child.named_children)
+            elif child.type in _CONTAINERS:
+                cases.append(child)
+            else:
+                heads.append(child)
+        prefix: Path = sum((self.leaf(head) for head in heads), ())
+        through: Path | None = ()
+        ended: Path | None = None
+        for case in cases:
+            passing, ending = self.walk(case)
+            through = self.heavier(through, passing)
+            ended = self.heavier(ended, ending)
+        return prefix + through, (prefix + ended if ended is not None else None)
+
+    def attempt(self, node: Node) -> tuple[Path | None, Path | None]:
+        body = [child for child in node.named_children if child.type not in _HANDLERS and child.type != "finally_clause"]
+        handlers = [child for child in node.named_children if child.type in _HANDLERS]
+        final = [child for child in node.named_children if child.type == "finally_clause"]
+        through, ended = self.sequence(body)
+        # A handler runs after part of the body: count the body's effects before it.
+        before = through if through is not None else (ended or ())
+        handled: Path | None = ()
+        for handler in handlers:
+            passing, ending = self.walk(handler)
+            handled = self.heavier(handled, passing)
+            if ending is not None:
+                ended = self.heavier(ended, before + ending)
+        if through is not None:
+            through = through + (handled or ())
+        if final:
+            passing, ending = self.sequence(final)
+            if ending is not None:
+                ended = self.heavier(ended, (through or ()) + ending)
+            through = through + passing if through is not None and passing is not None else through
+        return through, ended
+
+
+def heaviest_path(
+    body: Node | None,
+    source: bytes,
+    events: Mapping[int, Sequence[Event]],
+    weight: Callable[[Event], int],
+    off: frozenset[str] = frozenset(),
+) -> tuple[Event, ...]:
+    """The heaviest sequence of ``events`` (by line) along one feasible path of ``body``;
+    every event in source order when ``body`` is None."""
+    if body is None:
+        return tuple(event for line in sorted(events) for event in events[line])
+    walk = _Walk(source, events, weight, off)
+    through, ended = walk.walk(body)
+    best = walk.heavier(through, ended) or ()
+    rest = [line for line in sorted(events) if line not in walk.claimed]
+    return best + tuple(event for line in rest for event in events[line]) if rest else best

@@ -1,0 +1,61 @@
+"""Irreversible side effects outside the database: sending mail, HTTP calls that change
+something, enqueueing a task, writing to file or object storage.
+
+A database write followed by one of these cannot be undone as a whole: when the write is
+an autocommit write (or a commit) and something fails after it, the mail is sent or the
+task queued for state that may be half there. Django ``transaction.on_commit`` callbacks
+run after the commit and are excluded by the analysis before this model is asked.
+"""
+
+from __future__ import annotations
+
+import re
+
+from auditor.analysis.callgraph import strip_arguments
+from auditor.analysis.entrypoints import compile_patterns
+from auditor.analysis.transactions.base import CallContext, Classification, Effect
+from auditor.index.model import CallSite
+
+_SIDE_EFFECTS = (
+    # mail
+    "send_mail", "*.send_mail", "send_mass_mail", "*.send_mass_mail", "mail_admins", "mail_managers",
+    "*.send_messages", "*Email*.send", "*email*.send", "*msg.send", "*message.send", "*Message.send",
+    "*mailSender.send", "*MailSender.send",
+    # HTTP calls that change something
+    "requests.post", "requests.put", "requests.patch", "requests.delete", "httpx.post", "httpx.put",
+    "httpx.patch", "httpx.delete", "*.urlopen", "urlopen", "http.Post", "http.PostForm",
+    "*restTemplate.postForObject", "*restTemplate.postForEntity", "*restTemplate.put", "*restTemplate.delete",
+    # enqueueing
+    "*.delay", "*.apply_async", "*.send_task", "*.enqueue", "*kafkaTemplate.send", "*KafkaTemplate.send",
+    "*rabbitTemplate.convertAndSend",
+    # storage
+    "*storage.save", "*storage.delete", "*.put_object", "*.upload_file", "*.upload_fileobj", "*.delete_object",
+)  # fmt: skip
+_PATTERN = compile_patterns(_SIDE_EFFECTS)
+_CACHE_RECEIVER = re.compile(r"(?:^|\.)(?:cache|caches|\w+_cache)$")
+_STORAGE_RECEIVER = re.compile(r"(?:^|\.)\w*storage(?:\.|$)")
+_SIGNAL_RECEIVER = re.compile(r"(?i)signal|^(pre|post)_\w+$")
+
+
+class SideEffectModel:
+    """Mail, HTTP, queue and storage calls (any framework); cache calls are no effect."""
+
+    name = "side-effects"
+    names = frozenset(
+        {pattern.rsplit(".", 1)[-1] for pattern in _SIDE_EFFECTS} | {"delete", "set", "save"}
+    )
+
+    def classify(self, call: CallSite, context: CallContext) -> Classification | None:
+        if call.name not in self.names:
+            return None
+        stripped = strip_arguments(call.callee)
+        receiver = stripped.rsplit(".", 1)[0] if "." in stripped else ""
+        if receiver and _CACHE_RECEIVER.search(receiver):
+            return Classification(None, "cache call")
+        if receiver and call.name in ("save", "delete") and _STORAGE_RECEIVER.search(receiver):
+            return Classification(Effect.SIDE_EFFECT, f"storage {call.name}")
+        if _PATTERN is None or _PATTERN.match(stripped) is None:
+            return None
+        if call.name == "send" and _SIGNAL_RECEIVER.search(receiver.rsplit(".", 1)[-1]):
+            return None
+        return Classification(Effect.SIDE_EFFECT, f"irreversible side effect ({call.name})")

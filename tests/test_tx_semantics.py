@@ -1,0 +1,363 @@
+"""Transaction semantics of the static tx-outside-transaction pass, one small source per
+case: framework models (SQLAlchemy, Spring Data, Go database/sql, Django settings and
+on_commit), folding into the sequencing function, severity and options."""
+
+from __future__ import annotations
+
+import pytest
+
+from auditor.analysis.tx_outside_transaction import InvalidSeverityError, TxOptions
+from auditor.rules.loader import Rule, load_rule
+from tests.test_static import analyze_source, reported
+
+
+@pytest.fixture(scope="module")
+def rule() -> Rule:
+    return load_rule("tx-outside-transaction")
+
+
+SQLALCHEMY = {
+    "app/routes.py": """
+        import requests
+        from flask import Blueprint
+
+        from .db import session
+        from .models import Entry
+
+        bp = Blueprint("entries", __name__)
+
+        @bp.route("/one", methods=["POST"])
+        def one_commit():
+            session.add(Entry())
+            session.add(Entry())
+            session.flush()
+            session.commit()
+
+        @bp.route("/two", methods=["POST"])
+        def two_commits():
+            session.add(Entry())
+            session.commit()
+            session.add(Entry())
+            session.commit()
+
+        @bp.route("/notify", methods=["POST"])
+        def commit_then_webhook():
+            session.add(Entry())
+            session.commit()
+            requests.post("https://example.com/hook", json={})
+
+        @bp.route("/begin", methods=["POST"])
+        def inside_begin():
+            with session.begin():
+                session.add(Entry())
+                session.commit()
+                session.commit()
+        """,
+    "app/db.py": "from sqlalchemy.orm import Session\nsession = Session()\n",
+    "app/models.py": "class Entry:\n    pass\n",
+}
+
+
+def test_sqlalchemy_session_writes_are_inside_the_autobegun_transaction(rule: Rule):
+    found = reported(analyze_source(SQLALCHEMY, rule))
+    assert ("app/routes.py", "one_commit") not in found
+    assert ("app/routes.py", "inside_begin") not in found
+    two = found[("app/routes.py", "two_commits")]
+    assert two.severity == "high" and two.title.startswith("2 commits on one path")
+    webhook = found[("app/routes.py", "commit_then_webhook")]
+    assert webhook.severity == "high" and "side effect" in webhook.title
+
+
+SPRING = {
+    "src/main/java/app/OwnerController.java": """
+        package app;
+
+        import org.springframework.transaction.annotation.Transactional;
+        import org.springframework.web.bind.annotation.PostMapping;
+
+        public class OwnerController {
+            private final OwnerRepository owners;
+            private final PetRepository pets;
+
+            @PostMapping("/owners")
+            public String create(Owner owner) {
+                owners.save(owner);
+                return "redirect:/owners";
+            }
+
+            @PostMapping("/owners/pets")
+            public String adopt(Owner owner, Pet pet) {
+                owners.save(owner);
+                pets.save(pet);
+                return "redirect:/owners";
+            }
+
+            @Transactional
+            @PostMapping("/owners/pets/tx")
+            public String adoptInTransaction(Owner owner, Pet pet) {
+                owners.save(owner);
+                pets.save(pet);
+                return "redirect:/owners";
+            }
+        }
+        """,
+}
+
+
+def test_spring_data_repository_calls_are_their_own_transactions(rule: Rule):
+    found = reported(analyze_source(SPRING, rule))
+    path = "src/main/java/app/OwnerController.java"
+    assert (path, "OwnerController.create") not in found  # one repository call commits by itself
+    assert (path, "OwnerController.adoptInTransaction") not in found
+    adopt = found[(path, "OwnerController.adopt")]
+    assert adopt.severity == "high" and "repository writes" in adopt.title
+
+
+GO = {
+    "store/store.go": """
+        package store
+
+        import (
+            "context"
+            "database/sql"
+            "net/http"
+        )
+
+        type Store struct{ db *sql.DB }
+
+        func (s *Store) Rename(w http.ResponseWriter, r *http.Request) {
+            s.db.ExecContext(r.Context(), "UPDATE items SET name = ? WHERE id = ?", "x", 1)
+        }
+
+        func (s *Store) Move(w http.ResponseWriter, r *http.Request) {
+            s.db.ExecContext(r.Context(), "UPDATE items SET bin = ? WHERE id = ?", 2, 1)
+            s.db.ExecContext(r.Context(), "UPDATE bins SET used = used + 1 WHERE id = ?", 2)
+        }
+
+        func (s *Store) MoveInTx(ctx context.Context) {
+            tx, _ := s.db.BeginTx(ctx, nil)
+            tx.ExecContext(ctx, "UPDATE items SET bin = ? WHERE id = ?", 2, 1)
+            tx.ExecContext(ctx, "UPDATE bins SET used = used + 1 WHERE id = ?", 2)
+            tx.Commit()
+        }
+
+        func Routes(s *Store) {
+            http.HandleFunc("/rename", s.Rename)
+            http.HandleFunc("/move", s.Move)
+        }
+        """,
+}
+
+
+def test_go_pool_exec_is_autocommit_and_single_writes_are_low(rule: Rule):
+    everything = reported(analyze_source(GO, rule))
+    assert everything[("store/store.go", "Store.Rename")].severity == "low"
+    assert everything[("store/store.go", "Store.Move")].severity == "critical"
+    assert ("store/store.go", "Store.MoveInTx") not in everything
+    default = analyze_source(GO, rule, TxOptions(min_severity="high"))
+    assert set(reported(default)) == {("store/store.go", "Store.Move")}
+    assert default.hidden_findings == 1
+
+
+VIEWS = """
+    from django.db import transaction
+    from django.core.mail import send_mail
+
+    from .models import Ledger
+
+    def deposit(request):
+        Ledger.objects.create(amount=1)
+        Ledger.objects.create(amount=2)
+
+    def close(request):
+        ledger = Ledger.objects.get(pk=1)
+        ledger.save()
+        transaction.on_commit(lambda: send_mail("closed", "", "a@example.com", ["b@example.com"]))
+
+    def close_and_mail(request):
+        ledger = Ledger.objects.get(pk=1)
+        ledger.save()
+        send_mail("closed", "", "a@example.com", ["b@example.com"])
+    """
+
+
+def test_atomic_requests_come_from_the_settings_module_the_project_runs_with(rule: Rule):
+    files = {
+        "manage.py": 'import os\nos.environ.setdefault("DJANGO_SETTINGS_MODULE", "site.settings.production")\n',
+        "site/settings/production.py": "from .base import *\nDEBUG = False\n",
+        "site/settings/base.py": "ATOMIC_REQUESTS = True\n",
+        "site/views.py": VIEWS,
+        "site/models.py": "class Ledger:\n    pass\n",
+    }
+    assert not reported(analyze_source(files, rule))  # base.py, star-imported by the chosen module
+    files["site/settings/base.py"] = "ATOMIC_REQUESTS = False\n"
+    files["examples/demo/settings.py"] = "ATOMIC_REQUESTS = True\n"  # a demo project's settings
+    assert ("site/views.py", "deposit") in reported(analyze_source(files, rule))
+
+
+def test_on_commit_callbacks_run_after_the_commit(rule: Rule):
+    found = reported(analyze_source({"site/views.py": VIEWS, "site/models.py": "class Ledger:\n    pass\n"}, rule))
+    assert found[("site/views.py", "deposit")].severity == "critical"
+    assert found[("site/views.py", "close")].severity == "low"  # the mail waits for the commit
+    mailed = found[("site/views.py", "close_and_mail")]
+    assert mailed.severity == "critical" and "irreversible side effect" in mailed.title
+
+
+def test_one_write_helpers_fold_into_the_function_that_sequences_them(rule: Rule):
+    files = {
+        "shop/views.py": """
+            from .services import add_line, bump_total
+
+            def add_to_cart(request):
+                add_line(request.cart)
+                bump_total(request.cart)
+            """,
+        "shop/services.py": """
+            from .models import Line
+
+            def add_line(cart):
+                Line.objects.create(cart=cart)
+
+            def bump_total(cart):
+                cart.total += 1
+                cart.save()
+            """,
+        "shop/models.py": "class Line:\n    pass\n",
+    }
+    result = analyze_source(files, rule)
+    found = reported(result)
+    view = found[("shop/views.py", "add_to_cart")]
+    assert view.severity == "critical" and view.title.startswith("2 database writes")
+    assert "line 4: calls add_line (1 write)" in view.explanation
+    # the helpers' single writes fold into the view instead of being reported on their own
+    assert not [key for key in found if key[0] == "shop/services.py"]
+    assert result.hidden_findings == 0
+
+
+def test_early_returns_end_a_path_and_branches_are_alternatives(rule: Rule):
+    files = {
+        "shop/views.py": """
+            from .models import Line
+
+            def edit(request):
+                if request.POST.get("action") == "add":
+                    Line.objects.create(cart=request.cart)
+                    return None
+                try:
+                    Line.objects.filter(cart=request.cart).delete()
+                except ValueError:
+                    Line.objects.filter(cart=request.cart).update(dirty=True)
+                    raise
+
+            def sweep(request):
+                if request.GET:
+                    Line.objects.filter(cart=request.cart).delete()
+                Line.objects.create(cart=request.cart)
+            """,
+        "shop/models.py": "class Line:\n    pass\n",
+    }
+    found = reported(analyze_source(files, rule))
+    assert found[("shop/views.py", "edit")].severity == "critical"  # the delete, then the handler's update
+    assert "line 5" not in found[("shop/views.py", "edit")].explanation  # the add arm returned
+    assert found[("shop/views.py", "sweep")].title.startswith("2 database writes")
+
+
+def test_tests_fixtures_and_dev_data_commands_are_not_entry_points_by_default(rule: Rule):
+    files = {
+        "shop/management/commands/populatedb.py": """
+            from django.core.management.base import BaseCommand
+            from shop.models import Line
+
+            class Command(BaseCommand):
+                def handle(self, *args, **options):
+                    Line.objects.create(cart=None)
+                    Line.objects.create(cart=None)
+            """,
+        "shop/tests/test_lines.py": """
+            from shop.models import Line
+
+            def test_lines(client):
+                Line.objects.create(cart=None)
+                Line.objects.create(cart=None)
+            """,
+        "shop/models.py": "class Line:\n    pass\n",
+    }
+    assert not reported(analyze_source(files, rule))
+    included = reported(analyze_source(files, rule, TxOptions(min_severity="low", include_tests=True)))
+    assert ("shop/management/commands/populatedb.py", "Command.handle") in included
+
+
+def test_repository_task_decorators_and_wizard_done_are_entry_points(rule: Rule):
+    files = {
+        "shop/tasks.py": """
+            from celery import shared_task
+
+            from .models import Line
+
+            def queued(function):
+                return shared_task(bind=True)(function)
+
+            @queued
+            def rebuild(self):
+                Line.objects.all().delete()
+                Line.objects.create(cart=None)
+            """,
+        "shop/wizard.py": """
+            from formtools.wizard.views import SessionWizardView
+
+            from .models import Line
+
+            class CheckoutWizard(SessionWizardView):
+                def done(self, form_list, **kwargs):
+                    Line.objects.create(cart=None)
+                    Line.objects.create(cart=None)
+            """,
+        "shop/models.py": "class Line:\n    pass\n",
+    }
+    found = reported(analyze_source(files, rule))
+    assert found[("shop/tasks.py", "rebuild")].chain[0].note.startswith("entry point: task @queued")
+    assert found[("shop/wizard.py", "CheckoutWizard.done")].chain[0].note == "entry point: django form wizard"
+
+
+def test_unresolved_calls_stay_visible_as_a_count(rule: Rule):
+    files = {
+        "shop/views.py": """
+            from .models import Line
+
+            def checkout(request):
+                self_check(request)
+                Line.objects.create(cart=request.cart)
+            """,
+        "shop/models.py": "class Line:\n    pass\n",
+    }
+    assert analyze_source(files, rule).unresolved_calls == 1
+
+
+def test_an_unknown_min_severity_is_a_usage_error():
+    with pytest.raises(InvalidSeverityError, match="unknown severity 'severe'"):
+        TxOptions(min_severity="severe")
+
+
+def test_a_sequence_of_deletes_alone_is_a_cleanup_of_medium_severity(rule: Rule):
+    files = {
+        "shop/tasks.py": """
+            from celery import shared_task
+
+            from .models import Line, Reservation
+
+            @shared_task
+            def purge_expired():
+                Reservation.objects.filter(expired=True).delete()
+                Line.objects.filter(orphan=True).delete()
+
+            @shared_task
+            def purge_and_count():
+                Reservation.objects.filter(expired=True).delete()
+                Line.objects.create(cart=None)
+            """,
+        "shop/models.py": "class Line:\n    pass\n\nclass Reservation:\n    pass\n",
+    }
+    found = reported(analyze_source(files, rule))
+    assert found[("shop/tasks.py", "purge_expired")].severity == "medium"
+    assert found[("shop/tasks.py", "purge_and_count")].severity == "critical"
+    assert ("shop/tasks.py", "purge_expired") not in reported(analyze_source(files, rule, TxOptions(min_severity="high")))
