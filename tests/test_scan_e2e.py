@@ -325,11 +325,11 @@ def test_the_prompt_lists_the_static_candidates_the_window_carries(tiny_tokenize
     (window, _), = plan.planted
     user = plan.requests[0].messages[1].content
 
-    assert [candidate.id for candidate in window.candidates] == ["S1", "S2", "S3", "S4"]
+    assert [candidate.id for candidate in window.candidates] == ["S1", "S2"]
     assert (
-        "- S3 [tx-outside-transaction] ledger/cli.py:11 accrue_interest_command -> ledger/services/interest.py:16 "
-        "accrue_all -> ledger/services/interest.py:27 accrue_for_account -> ledger/services/postings.py:7 post_entry; "
-        "sink line 7\n"
+        "- S2 [tx-outside-transaction] ledger/routes/reports.py:10 download_statement -> "
+        "ledger/services/statements.py:26 export_statement -> ledger/services/statements.py:34 _record_export; "
+        "sink line 34\n"
     ) in user
     assert plan.requests[0].prompt_tokens == load_tokenizer(config.tokenizer_request).count(window.prompt)
     assert json.loads(plan.requests[0].json_schema)["required"] == ["findings", "probes", "verdicts"]
@@ -339,41 +339,33 @@ def test_judge_verdicts_confirm_refute_and_problems_are_reported(replay):
     scan = replay("flask_ledger", "judge_verdicts")
 
     assert scan.exit_code == ExitCode.OK
-    open_account = scan.finding("ledger/services/accounts.py", "open_account")
-    assert (open_account["found_by"], open_account["verdict"], open_account["disputed"]) == (["static"], "confirmed", False)
-    assert open_account["verdicts"][0]["reason"].startswith("open_account adds the account")
+    payout = scan.finding("ledger/routes/accounts.py", "payout")
+    assert (payout["found_by"], payout["verdict"], payout["disputed"]) == (["static"], "confirmed", False)
+    assert payout["verdicts"][0]["reason"].startswith("payout commits the debit")
     # Refuted: stays in the report, marked disputed, with the model's reason and proof line.
     record_export = scan.finding("ledger/services/statements.py", "_record_export")
     assert (record_export["verdict"], record_export["disputed"]) == ("refuted", True)
     assert record_export["verdicts"] == [{
-        "candidate": "S4", "verdict": "refuted", "path": "ledger/services/statements.py", "line": 38, "window": 0,
+        "candidate": "S2", "verdict": "refuted", "path": "ledger/services/statements.py", "line": 38, "window": 0,
         "reason": "a single INSERT committed on its own by connection.commit(); there is no second write to leave half done.",
     }]
-    # A refutation without a reason is not applied; an unknown candidate id is ignored; both are said.
-    archive = scan.finding("ledger/services/accounts.py", "_archive_account")
-    assert (archive["verdict"], archive["disputed"], archive["verdicts"]) == (None, False, [])
+    # An unknown candidate id is ignored and said (a reasonless refutation: tests/test_judge.py).
     assert [(e["kind"], e["message"]) for e in scan.report["errors"]] == [
-        ("verdict", "window 0: refutation of S2 gives no reason: not applied, the candidate stays undisputed"),
-        ("verdict", "window 0: verdict on unknown candidate 'S7' (this window listed: S1, S2, S3, S4): ignored"),
+        ("verdict", "window 0: verdict on unknown candidate 'S7' (this window listed: S1, S2): ignored"),
     ]
 
 
-def test_judge_merge_keeps_the_static_and_the_model_chain_to_one_sink(replay):
+def test_judge_model_finding_keeps_its_own_chain_and_explanation(replay):
+    # Under the SQLAlchemy model post_entry (an add and a flush, no commit) is no static
+    # finding; the model's finding keeps the model's chain and explanation. Merges of a
+    # static and a model chain to one sink: tests/test_judge.py.
     scan = replay("flask_ledger", "judge_verdicts")
-    static = run_scan_cli(FIXTURES / "flask_ledger", "--engine", "static")
-
     post_entry = scan.finding("ledger/services/postings.py", "post_entry")
-    assert post_entry["fingerprint"] == static.finding("ledger/services/postings.py", "post_entry")["fingerprint"]
-    assert post_entry["found_by"] == list(BOTH) and post_entry["verdict"] == "confirmed"
+    assert post_entry["found_by"] == ["model"] and post_entry["verdict"] is None
     assert [([s["function"] for s in c["steps"]], c["found_by"]) for c in post_entry["chains"]] == [
-        (["accrue_interest_command", "accrue_all", "accrue_for_account", "post_entry"], ["static"]),
         (["create_transfer", "apply_transfer", "post_entry"], ["model"]),
     ]
-    # The model's explanation stays with the model's chain; the finding speaks for the static one.
-    assert post_entry["chains"][1]["explanation"].startswith("apply_transfer adds the transfer")
-    assert post_entry["explanation"] == post_entry["chains"][0]["explanation"]
-    assert post_entry["explanation"].startswith("cli entry point accrue_interest_command")
-    assert chain_of(post_entry)[0] == ("ledger/cli.py", "accrue_interest_command")
+    assert post_entry["explanation"].startswith("apply_transfer adds the transfer")
 
 
 def test_judge_sarif_has_a_code_flow_per_chain_and_marks_the_disputed_result(tiny_tokenizer_dir):
@@ -387,7 +379,7 @@ def test_judge_sarif_has_a_code_flow_per_chain_and_marks_the_disputed_result(tin
     assert _validate_sarif(log) == []
     by_function = {r["locations"][0]["logicalLocations"][0]["fullyQualifiedName"]: r for r in log["runs"][0]["results"]}
     assert [flow["message"]["text"] for flow in by_function["post_entry"]["codeFlows"]] == [
-        "accrue_interest_command reaches post_entry", "create_transfer reaches post_entry",
+        "create_transfer reaches post_entry",
     ]
     assert by_function["_record_export"]["properties"]["disputed"] is True
     assert "Disputed: the model refuted this static candidate" in by_function["_record_export"]["message"]["text"]
