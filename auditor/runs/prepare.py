@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
 from auditor.analysis.callgraph import CallGraph, CallGraphCache
 from auditor.index.cache import IndexCache, default_cache_dir
 from auditor.index.indexer import index_files
 from auditor.index.model import FileIndex
-from auditor.pack.packer import PackInput, PackOptions, PackResult, pack
+from auditor.pack.chains import STATIC_CHAIN_SOURCES, relevance_chains
+from auditor.pack.packer import Chain, PackInput, PackOptions, PackResult, pack, relevance_scores
 from auditor.pack.skeleton import build_skeleton
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
 from auditor.rules.loader import Rule
@@ -101,8 +102,15 @@ def pack_prepared(
     tokenizer: PromptTokenizer,
     options: PackOptions,
     progress: ProgressCallback = no_progress,
+    chains: Sequence[Chain] | None = None,
 ) -> PackResult:
-    """Pack a prepared repository: skeletons and map symbols from the index, neighbours from the graph."""
+    """Pack a prepared repository: skeletons and map symbols from the index, neighbours from the graph.
+
+    Windows are cut around ``chains`` (call chains as file paths, entry file first); by
+    default they are the rules' relevance chains (``auditor.pack.chains``): the static
+    analysis's candidates for a rule that has one, entry-point -> relevant-file paths for
+    the others. A caller that has run the static pass already may pass its chains.
+    """
     indexes = prepared.indexes
     texts = {entry.path: entry.text for entry in prepared.walk.files}
 
@@ -124,6 +132,13 @@ def pack_prepared(
     if prepared.cache_dir is not None:
         scope = digest_of(prepared.cache_scope or str(prepared.walk.root)).hex()
         relevance_cache = DigestStore(prepared.cache_dir / f"relevance-v{RELEVANCE_CACHE_VERSION}" / f"{scope}.bin")
+    if chains is None:
+        chains = ()
+        if rules and options.chain_windows:
+            modelled = [rule for rule in rules if rule.id not in STATIC_CHAIN_SOURCES]
+            scores = relevance_scores(files, modelled, relevance_cache) if modelled else {}
+            seeds = sorted(path for path, score in scores.items() if score > 0)
+            chains = relevance_chains(indexes, texts, prepared.graph, rules, seeds)
     return pack(
         files,
         repository=prepared.walk.root.name,
@@ -135,4 +150,5 @@ def pack_prepared(
         neighbors=prepared.graph.file_neighbors,
         progress=progress,
         relevance_cache=relevance_cache,
+        chains=chains,
     )

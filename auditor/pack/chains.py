@@ -1,0 +1,96 @@
+"""Relevance chains: the call chains (entry point -> ... -> sink) the packer keeps whole.
+
+Input: the index, texts and call graph of a repository, the selected rules, and the files
+each rule's relevance patterns match. Output: chains as tuples of file paths in call order
+(entry file first), which the packer places so that each chain's files are in full in one
+window. A rule with a static analysis contributes its candidates' chains; any other rule
+contributes, for each entry point, the shortest call paths to the functions of files its
+relevance patterns match (its *seeds*).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Callable, Collection, Mapping, Sequence
+
+from auditor.analysis.callgraph import CallGraph, FunctionRef
+from auditor.analysis.entrypoints import find_entry_points
+from auditor.analysis.tx_outside_transaction import StaticResult, analyze_tx_outside_transaction
+from auditor.index.model import FileIndex
+from auditor.rules.loader import Rule
+
+Chain = tuple[str, ...]
+StaticAnalysis = Callable[[Mapping[str, FileIndex], Mapping[str, str], Rule, CallGraph], StaticResult]
+
+# Rules whose static analysis names candidate chains (the same registry as scan's
+# STATIC_ANALYSES; kept here so that `pack` does not import the scan run).
+STATIC_CHAIN_SOURCES: dict[str, StaticAnalysis] = {
+    "tx-outside-transaction": analyze_tx_outside_transaction,
+}
+MAX_SEED_DEPTH = 4
+"""Longest entry-point -> seed path (in calls) followed for rules without a static analysis."""
+MAX_SEED_CHAINS_PER_ENTRY = 4
+"""Seed files per entry point kept as chains (the nearest ones)."""
+
+
+def relevance_chains(
+    indexes: Mapping[str, FileIndex],
+    texts: Mapping[str, str],
+    graph: CallGraph,
+    rules: Sequence[Rule],
+    seed_files: Collection[str],
+) -> tuple[Chain, ...]:
+    """Every rule's chains as file paths (entry file first, consecutive repeats dropped),
+    deduplicated and sorted; deterministic for the same inputs."""
+    chains: set[Chain] = set()
+    for rule in rules:
+        analysis = STATIC_CHAIN_SOURCES.get(rule.id)
+        if analysis is not None:
+            for finding in analysis(indexes, texts, rule, graph).findings:
+                chains.add(_files_in_order([step.path for step in finding.chain] + [finding.path]))
+        else:
+            chains.update(seed_chains(indexes, graph, rule, texts, seed_files))
+    return tuple(sorted(chains))
+
+
+def seed_chains(
+    indexes: Mapping[str, FileIndex],
+    graph: CallGraph,
+    rule: Rule,
+    texts: Mapping[str, str],
+    seed_files: Collection[str],
+) -> set[Chain]:
+    """Shortest call paths from each entry point to the nearest seed files (breadth-first,
+    at most ``MAX_SEED_DEPTH`` calls and ``MAX_SEED_CHAINS_PER_ENTRY`` seed files each)."""
+    seeds = frozenset(seed_files)
+    chains: set[Chain] = set()
+    if not seeds:
+        return chains
+    for entry in find_entry_points(indexes, graph, rule, texts):
+        parent: dict[FunctionRef, FunctionRef | None] = {entry.ref: None}
+        depth = {entry.ref: 0}
+        queue = deque([entry.ref])
+        reached: set[str] = set()
+        while queue and len(reached) < MAX_SEED_CHAINS_PER_ENTRY:
+            node = queue.popleft()
+            if node.path in seeds and node.path not in reached:
+                reached.add(node.path)
+                trail: list[str] = []
+                step: FunctionRef | None = node
+                while step is not None:
+                    trail.append(step.path)
+                    step = parent[step]
+                chains.add(_files_in_order(list(reversed(trail))))
+            if depth[node] >= MAX_SEED_DEPTH:
+                continue
+            for edge in graph.callees(node):
+                if edge.callee not in parent:
+                    parent[edge.callee] = node
+                    depth[edge.callee] = depth[node] + 1
+                    queue.append(edge.callee)
+    return chains
+
+
+def _files_in_order(paths: Sequence[str]) -> Chain:
+    """The distinct files of a chain, in the order the chain first enters them."""
+    return tuple(dict.fromkeys(paths))
