@@ -103,6 +103,7 @@ def _noise_runs(lines: list[str], language: str) -> list[tuple[int, int]]:
     in_comment = False
     last = 0
     last_is_comment = False
+    only_comments = True
     open_import: str | None = None  # what ends a multi-line import: ")" or a JS "from '...'"
     for number, line in enumerate(lines, 1):
         stripped = line.strip()
@@ -143,13 +144,15 @@ def _noise_runs(lines: list[str], language: str) -> list[tuple[int, int]]:
             open_import = "from" if unfinished else None
         if noise:
             if not start:
-                start, noisy = number, 0
+                start, noisy, only_comments = number, 0, True
             noisy += 1
+            only_comments = only_comments and stripped.startswith(("#", "//", "/*", "*"))
             last = number
             last_is_comment = stripped.startswith(("#", "//"))
             continue
-        if start and last == number - 1 and last_is_comment:
-            # A comment line right above code documents it: kept, like a one-line docstring.
+        if start and last == number - 1 and last_is_comment and not only_comments:
+            # A comment line right above code after an import block documents that code:
+            # kept, like a one-line docstring (a multi-line doc comment is elided whole).
             last, noisy = last - 1, noisy - 1
             while last >= start and not lines[last - 1].strip():
                 last -= 1

@@ -15,7 +15,7 @@ from auditor.analysis.callgraph import CallGraph, CallGraphCache
 from auditor.index.cache import IndexCache, default_cache_dir
 from auditor.index.indexer import index_files
 from auditor.index.model import FileIndex
-from auditor.pack.chains import STATIC_CHAIN_SOURCES, relevance_chains
+from auditor.pack.chains import STATIC_CHAIN_SOURCES, ChainCache, relevance_chains
 from auditor.pack.packer import Chain, PackInput, PackOptions, PackResult, pack, relevance_scores
 from auditor.pack.skeleton import build_skeleton
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
@@ -138,7 +138,10 @@ def pack_prepared(
             modelled = [rule for rule in rules if rule.id not in STATIC_CHAIN_SOURCES]
             scores = relevance_scores(files, modelled, relevance_cache) if modelled else {}
             seeds = sorted(path for path, score in scores.items() if score > 0)
-            chains = relevance_chains(indexes, texts, prepared.graph, rules, seeds)
+            if prepared.cache_dir is not None:
+                chains = ChainCache(prepared.cache_dir).chains(indexes, texts, prepared.graph, rules, seeds)
+            else:
+                chains = relevance_chains(indexes, texts, prepared.graph, rules, seeds)
     return pack(
         files,
         repository=prepared.walk.root.name,
