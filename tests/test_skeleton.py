@@ -34,9 +34,9 @@ def kept_lines(lines: list[str], skeleton: Skeleton) -> dict[int, str]:
 def test_python_keeps_signatures_decorators_and_docstrings_and_elides_bodies() -> None:
     lines, skeleton = skeleton_of("sample.py")
 
-    # the import block; save_order's docstring after its first line, its body and the blank
+    # the import block and the blank line above it; save_order's docstring after its first line, its body and the blank
     # line after it; process's body including the nested helper and the blank lines after it
-    assert skeleton.elisions == (Elision(3, 8), Elision(27, 33), Elision(39, 48))
+    assert skeleton.elisions == (Elision(2, 8), Elision(27, 33), Elision(39, 48))
     kept = kept_lines(lines, skeleton)
     assert kept[20] == "    @transaction.atomic"
     assert kept[25] == "    def save_order(self, order):"
@@ -49,7 +49,7 @@ def test_python_keeps_signatures_decorators_and_docstrings_and_elides_bodies() -
     assert kept[49] == "def one_liner(): return 1"
     assert kept[35] == '        """Nothing else."""'
     assert kept[53] == "    process([1, 2])"  # module-level code stays
-    assert kept_line_count(skeleton) == 53 - 6 - 7 - 10
+    assert kept_line_count(skeleton) == 53 - 7 - 7 - 10
 
 
 @pytest.mark.parametrize(
@@ -75,7 +75,7 @@ def test_python_keeps_signatures_decorators_and_docstrings_and_elides_bodies() -
         ),
         (
             "sample.go",
-            [(3, 8), (16, 19), (24, 27)],
+            [(2, 8), (16, 19), (24, 27)],
             {
                 9: "// Store keeps orders.",
                 14: "// Save writes an order.",
@@ -84,7 +84,7 @@ def test_python_keeps_signatures_decorators_and_docstrings_and_elides_bodies() -
         ),
         (
             "sample.java",
-            [(3, 7), (15, 18), (23, 28)],
+            [(2, 7), (15, 18), (23, 28)],
             {19: "    /** Saves an order. */", 30: "        void onSave(Order order);"},
         ),
     ],
@@ -163,7 +163,7 @@ def test_license_headers_and_import_blocks_are_elided_single_comments_kept() -> 
         "/*\n * Copyright 2025\n * Licensed under the Apache License.\n */\npackage shop;\n\n"
         "import java.util.List;\nimport java.util.Map;\n\n// Saves orders.\nclass Orders {\n}\n"
     )
-    assert _elided("Orders.java", text) == [(1, 4), (7, 9)]
+    assert _elided("Orders.java", text) == [(1, 4), (6, 9)]
 
 
 def test_multi_line_statements_keep_their_first_line_and_declarations_stay_whole() -> None:

@@ -68,9 +68,14 @@ def build_skeleton(text: str, index: FileIndex) -> Skeleton | None:
             merged[-1][1] = max(merged[-1][1], end)
         else:
             merged.append([start, end])
+    previous_end = 0
     for span in merged:
         while span[1] < len(lines) and not lines[span[1]].strip():
             span[1] += 1
+        # Blank lines just above an elided range go with it too.
+        while span[0] - 1 > previous_end and not lines[span[0] - 2].strip():
+            span[0] -= 1
+        previous_end = span[1]
     return Skeleton(
         path=index.path,
         line_count=index.line_count,
