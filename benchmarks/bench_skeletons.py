@@ -5,7 +5,8 @@ is taken on the blocks the packer renders (numbered lines, delimiters); a file w
 skeleton (nothing to elide, or a parse error) counts as 1.0, since the packer then carries
 it in full. With ``--repomix``, repomix is run on the same repository with and without
 ``--compress`` and the same ratio is taken per file on its output, counted with the same
-tokenizer, over the files both tools report. Prints a Markdown table of medians.
+tokenizer, over the files both tools report. Prints a Markdown table of medians, and how
+many files repomix reduced to (almost) nothing.
 
     python benchmarks/bench_skeletons.py REPO [REPO...] --tokenizer DIR \\
         [--repomix benchmarks/work/node_modules/.bin/repomix]
@@ -28,6 +29,8 @@ from auditor.runs.prepare import prepare_repository
 from auditor.tokens.tokenizer import TokenizerRequest, load_tokenizer
 
 LANGUAGE_FAMILY = {"tsx": "typescript", "javascript": "javascript", "typescript": "typescript"}
+EMPTIED = 0.02
+"""A compressed/full ratio under this counts as a file emptied (a few tokens left)."""
 _REPOMIX_FILE = re.compile(r'<file path="([^"]+)">\n(.*?)\n</file>', re.DOTALL)
 
 
@@ -69,8 +72,8 @@ def main() -> int:
     parser.add_argument("--repomix", help="repomix executable: compare with repomix --compress")
     args = parser.parse_args()
     tokenizer = load_tokenizer(TokenizerRequest(tokenizer=args.tokenizer))
-    print("| repository | language | files | auditor skeleton/full (median) | repomix --compress/full (median) |")
-    print("|---|---|---:|---:|---:|")
+    print("| repository | language | files | auditor skeleton/full (median) | repomix --compress/full (median) | files repomix empties |")
+    print("|---|---|---:|---:|---:|---:|")
     for repo in args.repos:
         ours = auditor_ratios(repo.resolve(), tokenizer)
         peer: dict[str, float] = {}
@@ -90,7 +93,9 @@ def main() -> int:
             median = statistics.median(ours[path][1] for path in paths)
             peer_values = [peer[path] for path in paths if path in peer]
             peer_median = f"{statistics.median(peer_values):.2f}" if peer_values else "-"
-            print(f"| {repo.name} | {language} | {len(paths)} | {median:.2f} | {peer_median} |")
+            # repomix --compress outputs nothing for a file its queries find no definition in.
+            emptied = sum(1 for value in peer_values if value < EMPTIED) if peer_values else "-"
+            print(f"| {repo.name} | {language} | {len(paths)} | {median:.2f} | {peer_median} | {emptied} |")
     return 0
 
 

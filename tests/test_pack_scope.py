@@ -161,3 +161,43 @@ def test_seed_chains_follow_calls_from_entry_points_to_relevant_files():
     rule = builtin_rules()["sql-injection"]
     chains = seed_chains(indexes, graph, rule, texts, {"shop/store.py"})
     assert chains == {("shop/views.py", "shop/services.py", "shop/store.py")}
+
+
+def test_the_chain_cache_answers_an_unchanged_tree_without_running_the_analysis(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from auditor.pack import chains as chains_module
+    from auditor.runs.prepare import prepare_repository
+
+    fixture = Path(__file__).parent.parent / "fixtures" / "django_shop"
+    prepared = prepare_repository(fixture, cache_dir=tmp_path / "cache")
+    cache = chains_module.ChainCache(tmp_path / "cache")
+    first = cache.chains(prepared.indexes, prepared.texts, prepared.graph, [RULE], ())
+    assert first
+
+    def fail(*args, **kwargs):
+        raise AssertionError("the analysis ran again")
+
+    monkeypatch.setattr(chains_module, "relevance_chains", fail)
+    assert cache.chains(prepared.indexes, prepared.texts, prepared.graph, [RULE], ()) == first
+    with pytest.raises(AssertionError, match="ran again"):
+        cache.chains(prepared.indexes, prepared.texts, prepared.graph, [RULE], ("shop/views.py",))
+
+
+def test_pack_prepared_cuts_windows_around_the_static_candidates(tokenizer, tmp_path):
+    from pathlib import Path
+
+    from auditor.runs.prepare import pack_prepared, prepare_repository
+
+    fixture = Path(__file__).parent.parent / "fixtures" / "django_shop"
+    prepared = prepare_repository(fixture, cache_dir=tmp_path / "cache")
+    options = PackOptions(max_model_len=12_000, output_tokens=500, probe_reserve_tokens=64, map_tokens=800)
+    result = pack_prepared(prepared, rules=(RULE,), tokenizer=tokenizer, options=options)
+    assert result.chains
+    assert result.chains_whole() == len(result.chains)
+    by_rank = pack_prepared(
+        prepared, rules=(RULE,), tokenizer=tokenizer, options=_options(max_model_len=12_000, output_tokens=500,
+                                                                        map_tokens=800, chain_windows=False),
+    )
+    # Co-location is reported for the rank-order fill too.
+    assert by_rank.chains == result.chains

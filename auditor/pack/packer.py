@@ -522,7 +522,7 @@ def pack(
     candidates, rest = rank_files(in_scope, rules, neighbors, options.neighbor_depth, options.seed_paths, relevance_cache)
     kept_chains = tuple(dict.fromkeys(chain for chain in chains if chain and all(path in by_path for path in chain)))
     chain_files = [path for path in dict.fromkeys(p for chain in kept_chains for p in chain) if path not in set(candidates)]
-    if chain_files:
+    if chain_files and options.chain_windows:
         # A chain's entry point need not match the rule's patterns: it is carried all the same.
         candidates = candidates + chain_files
         rest = [path for path in rest if path not in set(chain_files)]

@@ -134,7 +134,7 @@ def pack_prepared(
         relevance_cache = DigestStore(prepared.cache_dir / f"relevance-v{RELEVANCE_CACHE_VERSION}" / f"{scope}.bin")
     if chains is None:
         chains = ()
-        if rules and options.chain_windows:
+        if rules:  # computed for the co-location report even when windows are not cut around them
             modelled = [rule for rule in rules if rule.id not in STATIC_CHAIN_SOURCES]
             scores = relevance_scores(files, modelled, relevance_cache) if modelled else {}
             seeds = sorted(path for path, score in scores.items() if score > 0)
