@@ -201,3 +201,10 @@ def test_pack_prepared_cuts_windows_around_the_static_candidates(tokenizer, tmp_
     )
     # Co-location is reported for the rank-order fill too.
     assert by_rank.chains == result.chains
+
+
+def test_seed_paths_stay_in_scope(tokenizer):
+    options = _options(seed_paths=("shop/migrations/0002_orders.py",))
+    result = pack(_shop(), repository="shop", rules=[RULE], tokenizer=tokenizer, options=options)
+    assert result.windows[0].files[0].path == "shop/migrations/0002_orders.py"
+    assert "shop/tests/test_services.py" in {o.path for o in result.omitted}

@@ -501,7 +501,8 @@ def pack(
 
     With rules, files outside the audit scope (``auditor.pack.scope``: tests, fixtures,
     migrations, generated and seed code, unless ``options.include`` or a rule's
-    ``pack_include`` names their class) are listed in the map and omitted with their reason.
+    ``pack_include`` names their class, and but for ``options.seed_paths``) are listed in
+    the map and omitted with their reason.
     ``chains`` (call chains as file paths) are planned first, with ``options.chain_windows``:
     each window is seeded with whole chains, a chain going to the window that already holds
     most of its files (hub files repeat across windows), so that each chain's files are in
@@ -516,7 +517,9 @@ def pack(
     excluded: dict[str, str] = {}
     if rules:
         include = set(options.include).union(*(rule.pack_include for rule in rules))
-        excluded = out_of_scope(((entry.path, entry.text) for entry in files), include)
+        # Seed paths (a diff's changed files) were asked for by name: they stay in scope.
+        named = set(options.seed_paths)
+        excluded = out_of_scope(((entry.path, entry.text) for entry in files if entry.path not in named), include)
     in_scope = [entry for entry in files if entry.path not in excluded]
     by_path = {entry.path: entry for entry in in_scope}
     candidates, rest = rank_files(in_scope, rules, neighbors, options.neighbor_depth, options.seed_paths, relevance_cache)
