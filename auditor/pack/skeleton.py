@@ -198,6 +198,7 @@ def _docstring_tails(lines: list[str], index: FileIndex) -> list[tuple[int, int]
 
 
 _STRING_OR_COMMENT = re.compile(r"""\"(?:\\.|[^\"\\])*\"|'(?:\\.|[^'\\])*'|`[^`]*`|\s(#|//).*$|^\s*(#|//).*$""")
+_BRACKET = re.compile(r"[()\[\]{}]")
 # Declarations whose whole text is an outline (a model follows types and fields through
 # them): never reduced to their first line.
 _DECLARATION = re.compile(
@@ -208,6 +209,8 @@ _DECLARATION = re.compile(
 
 def _depth_change(line: str) -> int:
     """Brackets opened minus closed on a line, strings and line comments left out."""
+    if not _BRACKET.search(line):
+        return 0
     code = _STRING_OR_COMMENT.sub("", line)
     return code.count("(") + code.count("[") + code.count("{") - code.count(")") - code.count("]") - code.count("}")
 
