@@ -105,7 +105,7 @@ def test_relevant_files_rank_first_and_rest_become_filler(tokenizer):
     # util.py in full would not fit the window: its skeleton does.
     assert ("app/util.py", "skeleton") in tiers
     prompt = result.windows[0].prompt
-    assert f"…|lines 2-{UTIL_BODY_LINES + 2} elided" in prompt
+    assert f"…|2-{UTIL_BODY_LINES + 2}\n" in prompt
     assert "1|def fmt(x):" in prompt and "x = x + 1" not in prompt
 
 

@@ -34,13 +34,14 @@ def kept_lines(lines: list[str], skeleton: Skeleton) -> dict[int, str]:
 def test_python_keeps_signatures_decorators_and_docstrings_and_elides_bodies() -> None:
     lines, skeleton = skeleton_of("sample.py")
 
-    # save_order's body after its docstring; process's body including the nested helper
-    assert skeleton.elisions == (Elision(30, 32), Elision(39, 46))
+    # the import block and the blank line above it; save_order's docstring after its first line, its body and the blank
+    # line after it; process's body including the nested helper and the blank lines after it
+    assert skeleton.elisions == (Elision(2, 8), Elision(27, 33), Elision(39, 48))
     kept = kept_lines(lines, skeleton)
     assert kept[20] == "    @transaction.atomic"
     assert kept[25] == "    def save_order(self, order):"
-    assert kept[29] == '        """'  # end of the docstring, at its real line number
-    assert kept[33] == ""
+    assert kept[26] == '        """Persist an order.'  # the docstring's first line, at its real number
+    assert kept[9] == "DEBUG = True"
     assert kept[38] == "def process(items):"
     assert (
         kept[18] == "        self.session = session"
@@ -48,7 +49,7 @@ def test_python_keeps_signatures_decorators_and_docstrings_and_elides_bodies() -
     assert kept[49] == "def one_liner(): return 1"
     assert kept[35] == '        """Nothing else."""'
     assert kept[53] == "    process([1, 2])"  # module-level code stays
-    assert kept_line_count(skeleton) == 53 - 3 - 8
+    assert kept_line_count(skeleton) == 53 - 7 - 7 - 10
 
 
 @pytest.mark.parametrize(
@@ -56,12 +57,12 @@ def test_python_keeps_signatures_decorators_and_docstrings_and_elides_bodies() -
     [
         (
             "sample.js",
-            [(12, 15), (19, 21), (24, 25), (29, 30)],
+            [(1, 4), (12, 16), (19, 22), (24, 25), (29, 31)],
             {11: "async function checkout(req, res) {"},
         ),
         (
             "sample.ts",
-            [(12, 13), (18, 20), (24, 25)],
+            [(1, 4), (12, 14), (18, 20), (24, 25)],
             {
                 16: "  @Transactional()",
                 17: "  async save(order: Order): Promise<void> {",
@@ -69,20 +70,21 @@ def test_python_keeps_signatures_decorators_and_docstrings_and_elides_bodies() -
         ),
         (
             "sample.tsx",
-            [(4, 10), (13, 14)],
+            [(4, 11), (13, 14)],
             {12: "export const Label = (props: { text: string }) => {"},
         ),
         (
             "sample.go",
-            [(16, 18), (24, 27)],
+            [(2, 8), (16, 19), (24, 27)],
             {
+                9: "// Store keeps orders.",
                 14: "// Save writes an order.",
                 20: "func (s Store) Count() int { return 0 }",
             },
         ),
         (
             "sample.java",
-            [(15, 17), (23, 27)],
+            [(2, 7), (15, 18), (23, 28)],
             {19: "    /** Saves an order. */", 30: "        void onSave(Order order);"},
         ),
     ],
@@ -146,3 +148,37 @@ def test_classes_are_never_elided_whole() -> None:
     skeleton = build_skeleton(text, index)
 
     assert skeleton == Skeleton("settings.py", 5, ())
+
+
+def _elided(name: str, text: str) -> list[tuple[int, int]]:
+    language = language_for_path(name)
+    assert language is not None
+    skeleton = build_skeleton(text, index_source(name, text, language))
+    assert skeleton is not None
+    return [(e.start_line, e.end_line) for e in skeleton.elisions]
+
+
+def test_license_headers_and_import_blocks_are_elided_single_comments_kept() -> None:
+    text = (
+        "/*\n * Copyright 2025\n * Licensed under the Apache License.\n */\npackage shop;\n\n"
+        "import java.util.List;\nimport java.util.Map;\n\n// Saves orders.\nclass Orders {\n}\n"
+    )
+    assert _elided("Orders.java", text) == [(1, 4), (6, 9)]
+
+
+def test_multi_line_statements_keep_their_first_line_and_declarations_stay_whole() -> None:
+    text = (
+        "export interface Order {\n  id: string;\n  total: number;\n}\n"
+        "const schema = z.object({\n  id: z.string(),\n  total: z.number(),\n});\n"
+        "import fs = require('fs');\nexport const x = 1;\n"
+    )
+    assert _elided("order.ts", text) == [(6, 8)]
+
+
+def test_python_multi_line_module_statements_and_docstrings_keep_their_first_line() -> None:
+    text = (
+        '"""Module doc.\n\nMore words.\n"""\n'
+        "urlpatterns = [\n    path('a', view_a),\n    path('b', view_b),\n]\n"
+        "class Order(models.Model):\n    total = models.DecimalField(\n        max_digits=10,\n        decimal_places=2,\n    )\n"
+    )
+    assert _elided("urls.py", text) == [(2, 4), (6, 8), (11, 13)]

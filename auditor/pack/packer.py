@@ -32,6 +32,7 @@ from auditor.pack.prompt import (
     render_skeleton_block,
     split_lines,
 )
+from auditor.pack.scope import out_of_scope
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
 from auditor.rules.loader import Rule
 from auditor.storage.digests import DigestStore, digest_of
@@ -73,6 +74,11 @@ class PackOptions:
     max_windows: int = 0
     neighbor_depth: int = 1
     seed_paths: tuple[str, ...] = ()  # carried first, in this order (e.g. a diff's changed files)
+    # Out-of-scope file classes to pack anyway for audit rules (auditor.pack.scope: "tests",
+    # "fixtures", "migrations", "generated", "seed"); each rule's pack_include adds to these.
+    include: tuple[str, ...] = ()
+    # Cut windows around the relevance chains so each chain's files are in full in one window.
+    chain_windows: bool = True
 
     @property
     def prompt_budget(self) -> int:
@@ -166,6 +172,21 @@ class PackResult:
     candidates: tuple[str, ...]
     repo_map: str
     map_detail: int
+    chains: tuple[Chain, ...] = ()  # the relevance chains in scope, as file paths (entry first)
+    chains_out_of_scope: int = 0  # chains passing through a file the audit scope leaves out
+
+    def chains_whole(self) -> int:
+        """How many of ``chains`` have every file in full text within one window."""
+        return count_chains_whole(self.chains, self.windows)
+
+
+def count_chains_whole(chains: Sequence[Chain], windows: Sequence[Window]) -> int:
+    """Chains whose every file is carried in full (whole, not a line range) by one window."""
+    in_full = [
+        frozenset(f.path for f in window.files if f.tier == "full" and f.start_line == 1 and f.end_line == f.total_lines)
+        for window in windows
+    ]
+    return sum(1 for chain in chains if any(all(path in window for path in chain) for window in in_full))
 
 
 @dataclass(frozen=True)
@@ -190,6 +211,8 @@ class _Item:
     truncated: bool = False
 
 
+Chain = tuple[str, ...]
+"""A call chain as the files it passes through, entry point's file first."""
 SkeletonFn = Callable[[str], "tuple[tuple[int, int], ...] | None"]
 NeighborFn = Callable[[str], Iterable[str]]
 
@@ -491,6 +514,7 @@ def pack(
     progress: ProgressCallback = no_progress,
     relevance_cache: DigestStore | None = None,
     chains_to_judge: Sequence[CandidateChain] = (),
+    chains: Sequence[Chain] = (),
 ) -> PackResult:
     """Pack files into windows within budget. See the module docstring for the strategy.
 
@@ -500,6 +524,15 @@ def pack(
     ``relevance_cache`` remembers relevance scores by content (see ``relevance_scores``).
     ``chains_to_judge`` are static candidates for the model to judge: each window's frame lists those
     whose lines it carries in full, counted in its ``prompt_tokens``.
+
+    With rules, files outside the audit scope (``auditor.pack.scope``: tests, fixtures,
+    migrations, generated and seed code, unless ``options.include`` or a rule's
+    ``pack_include`` names their class, and but for ``options.seed_paths``) are listed in
+    the map and omitted with their reason.
+    ``chains`` (call chains as file paths) are planned first, with ``options.chain_windows``:
+    each window is seeded with whole chains, a chain going to the window that already holds
+    most of its files (hub files repeat across windows), so that each chain's files are in
+    full in one window; the other candidates fill the space left.
     Raises PackError when the scaffold alone does not fit the budget.
     """
     if options.prompt_budget <= 0:
@@ -507,9 +540,22 @@ def pack(
             f"no room for a prompt: max_model_len {options.max_model_len} minus output reserve "
             f"{options.output_tokens} and probe reserve {options.probe_reserve_tokens} is {options.prompt_budget}"
         )
-    by_path = {entry.path: entry for entry in files}
-    candidates, rest = rank_files(files, rules, neighbors, options.neighbor_depth, options.seed_paths, relevance_cache)
-    entries = [MapEntry(path, symbols_of(path) if symbols_of else ()) for path in candidates + rest]
+    excluded: dict[str, str] = {}
+    if rules:
+        include = set(options.include).union(*(rule.pack_include for rule in rules))
+        # Seed paths (a diff's changed files) were asked for by name: they stay in scope.
+        named = set(options.seed_paths)
+        excluded = out_of_scope(((entry.path, entry.text) for entry in files if entry.path not in named), include)
+    in_scope = [entry for entry in files if entry.path not in excluded]
+    by_path = {entry.path: entry for entry in in_scope}
+    candidates, rest = rank_files(in_scope, rules, neighbors, options.neighbor_depth, options.seed_paths, relevance_cache)
+    kept_chains = tuple(dict.fromkeys(chain for chain in chains if chain and all(path in by_path for path in chain)))
+    chain_files = [path for path in dict.fromkeys(p for chain in kept_chains for p in chain) if path not in set(candidates)]
+    if chain_files and options.chain_windows:
+        # A chain's entry point need not match the rule's patterns: it is carried all the same.
+        candidates = candidates + chain_files
+        rest = [path for path in rest if path not in set(chain_files)]
+    entries = [MapEntry(path, symbols_of(path) if symbols_of else ()) for path in candidates + rest + sorted(excluded)]
     map_budget = min(options.map_tokens, max(options.prompt_budget // 4, 0))
     repo_map, map_detail = _choose_map(entries, tokenizer, map_budget)
     builder = _WindowBuilder(repository, repo_map, rules, tokenizer, options.thinking, chains_to_judge)
@@ -524,9 +570,18 @@ def pack(
     chunk_budget = max(content_budget * 9 // 10, 1)
     counter = _Counter(tokenizer)
 
+    plans: list[list[_Item]] = []
+    if options.chain_windows and kept_chains:
+        order_of = {path: order for order, path in enumerate(candidates)}
+        plans = _plan_chain_windows(
+            kept_chains, by_path, order_of, content_budget, chunk_budget, counter, frozenset(options.seed_paths)
+        )
+    planned = {item.path for plan in plans for item in plan}
     # Candidates are expanded into blocks only when the fill reaches them: with
     # --max-windows, files beyond the last window are never rendered or counted.
-    queue: list[_Item | _Pending] = [_Pending(path, order) for order, path in enumerate(candidates)]
+    queue: list[_Item | _Pending] = [
+        _Pending(path, order) for order, path in enumerate(candidates) if path not in planned
+    ]
 
     def expand(pending: _Pending) -> list[_Item]:
         return _full_items(by_path[pending.path], True, chunk_budget, counter, pending.order)
@@ -534,11 +589,12 @@ def pack(
 
     windows: list[Window] = []
     total_items = len(candidates)
-    while queue or not windows:
+    while plans or queue or not windows:
         if options.max_windows and len(windows) >= options.max_windows:
             break
         index = len(windows)
-        placed = _fill(queue, content_budget, counter, expand)
+        seeded = plans.pop(0) if plans else []
+        placed = seeded + _fill(queue, content_budget - sum(counter.counts(seeded)), counter, expand)
         space = content_budget - sum(counter.counts(placed))
         extra = _fill_gap(fillers.items({item.path for item in placed}), space, counter, content_budget)
         extra = _upgrade_skeletons(extra, space - sum(counter.counts(extra)), by_path, chunk_budget, counter)
@@ -548,16 +604,18 @@ def pack(
         if queue and not kept_candidates:
             raise PackError(f"{_describe(queue[0])} cannot fit an empty window")
         windows.append(window)
-        remaining_files = len({item.path for item in queue})
+        remaining_files = len({item.path for item in queue} | {item.path for plan in plans for item in plan})
         progress(ProgressEvent(stage="pack", completed=total_items - remaining_files, total=total_items))
         if not candidates:
             break
 
     carried = {f.path for window in windows for f in window.files}
     omitted: list[OmittedFile] = []
-    dropped = {item.path for item in queue}
-    for path in sorted(by_path):
-        if path in dropped:
+    dropped = {item.path for item in queue} | {item.path for plan in plans for item in plan}
+    for path in sorted(set(by_path) | set(excluded)):
+        if path in excluded:
+            omitted.append(OmittedFile(path, excluded[path]))
+        elif path in dropped and path not in carried:
             omitted.append(OmittedFile(path, f"over --max-windows {options.max_windows}"))
         elif path not in carried:
             omitted.append(OmittedFile(path, "not relevant to the selected rules and no room for a skeleton (listed in the map)"))
@@ -571,7 +629,75 @@ def pack(
         candidates=tuple(candidates),
         repo_map=repo_map,
         map_detail=map_detail,
+        chains=kept_chains,
+        chains_out_of_scope=len(set(chains)) - len(kept_chains),
     )
+
+
+# Chains are planned against a little less than a window's content budget: the exact
+# count of a finished window adds the seams between blocks (a few tokens each).
+PLAN_MARGIN = 0.995
+
+
+def _plan_chain_windows(
+    chains: Sequence[Chain],
+    by_path: Mapping[str, PackInput],
+    order_of: Mapping[str, int],
+    content_budget: int,
+    chunk_budget: int,
+    counter: _Counter,
+    seed_paths: frozenset[str],
+) -> list[list[_Item]]:
+    """Group whole chains into windows: the full-text items each window starts with.
+
+    Chains touching ``seed_paths`` go first, then the costliest (first-fit decreasing);
+    each goes to the open window where its files not yet there cost least and fit, else to
+    a new window. A chain with a file too big for one window, or bigger in all than a
+    window, cannot be whole and is left to the ordinary fill.
+    """
+    budget = int(content_budget * PLAN_MARGIN)
+    items: dict[str, _Item | None] = {}
+
+    def item_of(path: str) -> _Item | None:
+        if path not in items:
+            full = _full_items(by_path[path], True, chunk_budget, counter, order_of[path])
+            items[path] = full[0] if len(full) == 1 else None
+        return items[path]
+
+    costed: list[tuple[Chain, dict[str, int]]] = []
+    for chain in chains:
+        parts = [item_of(path) for path in chain]
+        if any(part is None for part in parts):
+            continue
+        counts = counter.counts([part for part in parts if part is not None])
+        cost = dict(zip(chain, counts))
+        if sum(cost.values()) <= budget:
+            costed.append((chain, cost))
+    costed.sort(key=lambda pair: (not seed_paths.intersection(pair[0]), -sum(pair[1].values()), pair[0]))
+    windows: list[dict[str, int]] = []
+    loads: list[int] = []
+    for chain, cost in costed:
+        best: tuple[int, int] | None = None
+        for position, window in enumerate(windows):
+            added = sum(tokens for path, tokens in cost.items() if path not in window)
+            if loads[position] + added <= budget and (best is None or added < best[0]):
+                best = (added, position)
+                if added == 0:
+                    break
+        if best is None:
+            windows.append({})
+            loads.append(0)
+            best = (sum(cost.values()), len(windows) - 1)
+        window = windows[best[1]]
+        for path, tokens in cost.items():
+            if path not in window:
+                window[path] = tokens
+        loads[best[1]] += best[0]
+    plans: list[list[_Item]] = []
+    for window in windows:
+        plan = [items[path] for path in window]
+        plans.append(sorted((item for item in plan if item is not None), key=lambda item: item.order))
+    return plans
 
 
 class _Fillers:

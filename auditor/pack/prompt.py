@@ -44,8 +44,9 @@ say so with an empty findings list."""
 
 FORMAT_NOTE = """Files are shown in full or as skeletons. Each file starts with a line \
 <<<FILE path=... view=full|skeleton lines=A-B/N>>> and ends with <<<END FILE path>>>. Every \
-source line is prefixed with its line number and "|". In skeletons, a line "…|lines A-B \
-elided" stands for a function body that is not shown."""
+source line is prefixed with its line number and "|". In skeletons, a line "…|A-B" \
+stands for lines A to B that are not shown (function bodies, comments, imports, the rest of \
+a long statement or docstring)."""
 
 
 def split_lines(text: str) -> list[str]:
@@ -121,7 +122,7 @@ def render_skeleton_block(path: str, lines: Sequence[str], elisions: Iterable[tu
     for start, end in sorted(elisions):
         if number < start:
             out.append(_numbered(lines, number, start - 1))
-        out.append(f"…|lines {start}-{end} elided\n")
+        out.append(f"…|{start}-{end}\n")
         number = end + 1
     if number <= total:
         out.append(_numbered(lines, number, total))

@@ -1,17 +1,24 @@
 """Skeletons: which lines of a file to keep when only its outline fits the budget.
 
 Input: a file's text and its ``FileIndex``. Output: a ``Skeleton`` listing the line ranges
-to elide. Everything else is kept verbatim with its real line numbers: imports,
-module-level statements, class headers, decorators, signatures and docstrings, and the
-comments that precede definitions. Function and method bodies are elided (nested
-definitions go with them); classes are never elided as a whole.
+to elide. What a model needs to follow calls is kept verbatim with its real line numbers:
+signatures, class headers and field declarations, decorators/annotations, module-level
+statements, one-line docstrings and single comment lines. Elided: function and method
+bodies (nested definitions go with them), the continuation lines of a multi-line
+statement outside them (a long literal, call or initialiser keeps its first line), the lines
+of a multi-line docstring after its first, runs of two or more comment or import lines (license headers, Javadoc, import
+blocks), and the blank lines between or after elided ranges. Classes are never elided as
+a whole. Comment and import lines are recognised lexically per language, which is enough
+for a view: a misread line is only hidden, never renumbered.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from auditor.index.model import FUNCTION_KINDS, FileIndex, count_lines
+from auditor.pack.prompt import split_lines
 
 MIN_ELIDED_LINES = 2
 """Bodies shorter than this are kept: eliding one line saves nothing once marked."""
@@ -43,18 +50,32 @@ def build_skeleton(text: str, index: FileIndex) -> Skeleton | None:
     """
     if index.has_errors or count_lines(text) != index.line_count:
         return None
-    spans = sorted(
+    lines = split_lines(text)
+    spans = [
         (definition.body_start_line, definition.end_line)
         for definition in index.definitions
         if definition.kind in FUNCTION_KINDS
         and definition.end_line - definition.body_start_line + 1 >= MIN_ELIDED_LINES
-    )
+    ]
+    spans.extend(_noise_runs(lines, index.language))
+    spans.extend(_statement_tails(lines, index, spans))
+    if index.language == "python":
+        spans.extend(_docstring_tails(lines, index))
     merged: list[list[int]] = []
-    for start, end in spans:
-        if merged and start <= merged[-1][1] + 1:
+    for start, end in sorted(spans):
+        # Only blank lines between two elided ranges: one marker stands for both.
+        if merged and all(not line.strip() for line in lines[merged[-1][1] : start - 1]):
             merged[-1][1] = max(merged[-1][1], end)
         else:
             merged.append([start, end])
+    previous_end = 0
+    for span in merged:
+        while span[1] < len(lines) and not lines[span[1]].strip():
+            span[1] += 1
+        # Blank lines just above an elided range go with it too.
+        while span[0] - 1 > previous_end and not lines[span[0] - 2].strip():
+            span[0] -= 1
+        previous_end = span[1]
     return Skeleton(
         path=index.path,
         line_count=index.line_count,
@@ -68,3 +89,158 @@ def kept_line_count(skeleton: Skeleton) -> int:
         elision.end_line - elision.start_line + 1 for elision in skeleton.elisions
     )
     return skeleton.line_count - elided
+
+
+_PYTHON_IMPORT = re.compile(r"^(import\s|from\s+\S+\s+import\b)")
+_JAVA_IMPORT = re.compile(r"^import\s")
+_GO_IMPORT = re.compile(r"^import\s*(\(|\"|\w+\s+\")")
+_JS_IMPORT = re.compile(r"^import[\s{*'\"]")
+_JS_IMPORT_DONE = re.compile(r"""(\bfrom\s*['"][^'"]*['"]|^import\s*['"][^'"]*['"])\s*;?\s*$""")
+_TRIPLE_QUOTE = re.compile(r"""^[rRuUbBfF]{0,2}(\"\"\"|\'\'\')""")
+
+
+def _noise_runs(lines: list[str], language: str) -> list[tuple[int, int]]:
+    """Line ranges (1-based) holding at least two comment or import lines and nothing but
+    those and blank lines."""
+    runs: list[tuple[int, int]] = []
+    start = 0
+    noisy = 0
+    in_comment = False
+    last = 0
+    last_is_comment = False
+    only_comments = True
+    open_import: str | None = None  # what ends a multi-line import: ")" or a JS "from '...'"
+    for number, line in enumerate(lines, 1):
+        stripped = line.strip()
+        noise = False
+        if open_import is not None:
+            noise = True
+            if (open_import == ")" and ")" in stripped) or (open_import == "from" and _JS_IMPORT_DONE.search(stripped)):
+                open_import = None
+        elif in_comment:
+            noise = True
+            in_comment = "*/" not in stripped
+        elif not stripped:
+            if start:
+                continue
+            start = 0
+            continue
+        elif language == "python":
+            if stripped.startswith("#"):
+                noise = True
+            elif _PYTHON_IMPORT.match(line):
+                noise = True
+                if ("(" in stripped and ")" not in stripped) or stripped.endswith("\\"):
+                    open_import = ")" if "(" in stripped else None
+        elif stripped.startswith("//"):
+            noise = True
+        elif stripped.startswith("/*"):
+            noise = True
+            in_comment = "*/" not in stripped[2:]
+        elif language == "java" and _JAVA_IMPORT.match(line):
+            noise = True
+        elif language == "go" and _GO_IMPORT.match(line):
+            noise = True
+            open_import = ")" if stripped.endswith("(") else None
+        elif language in ("javascript", "typescript", "tsx") and _JS_IMPORT.match(line):
+            noise = True
+            # Only a named-import list left open ("import {" ... "} from 'x'") continues.
+            unfinished = "{" in stripped and "}" not in stripped and not _JS_IMPORT_DONE.search(stripped)
+            open_import = "from" if unfinished else None
+        if noise:
+            if not start:
+                start, noisy, only_comments = number, 0, True
+            noisy += 1
+            only_comments = only_comments and stripped.startswith(("#", "//", "/*", "*"))
+            last = number
+            last_is_comment = stripped.startswith(("#", "//"))
+            continue
+        if start and last == number - 1 and last_is_comment and not only_comments:
+            # A comment line right above code after an import block documents that code:
+            # kept, like a one-line docstring (a multi-line doc comment is elided whole).
+            last, noisy = last - 1, noisy - 1
+            while last >= start and not lines[last - 1].strip():
+                last -= 1
+        if start and noisy >= MIN_ELIDED_LINES:
+            runs.append((start, last))
+        start = 0
+    if start and noisy >= MIN_ELIDED_LINES:
+        runs.append((start, last))
+    return runs
+
+
+def _docstring_tails(lines: list[str], index: FileIndex) -> list[tuple[int, int]]:
+    """For each multi-line docstring (module, class or function), the lines after its first."""
+    openings: list[int] = []
+    first_code = next((number for number, line in enumerate(lines, 1) if line.strip() and not line.lstrip().startswith("#")), 0)
+    if first_code:
+        openings.append(first_code)
+    for definition in index.definitions:
+        for number in range(definition.start_line + 1, min(definition.body_start_line, definition.end_line + 1, len(lines) + 1)):
+            if _TRIPLE_QUOTE.match(lines[number - 1].lstrip()):
+                openings.append(number)
+                break
+        if definition.kind not in FUNCTION_KINDS:
+            # A class's docstring is the first statement of its body.
+            number = next((n for n in range(definition.start_line + 1, definition.end_line + 1) if lines[n - 1].strip()), 0)
+            if number and _TRIPLE_QUOTE.match(lines[number - 1].lstrip()):
+                openings.append(number)
+    tails: list[tuple[int, int]] = []
+    for opening in sorted(set(openings)):
+        stripped = lines[opening - 1].lstrip()
+        quote = _TRIPLE_QUOTE.match(stripped)
+        if quote is None or quote.group(1) in stripped[quote.end() :]:
+            continue  # not a docstring, or a one-line one
+        end = next((n for n in range(opening + 1, len(lines) + 1) if quote.group(1) in lines[n - 1]), 0)
+        if end > opening:
+            tails.append((opening + 1, end))
+    return tails
+
+
+_STRING_OR_COMMENT = re.compile(r"""\"(?:\\.|[^\"\\])*\"|'(?:\\.|[^'\\])*'|`[^`]*`|\s(#|//).*$|^\s*(#|//).*$""")
+_BRACKET = re.compile(r"[()\[\]{}]")
+# Declarations whose whole text is an outline (a model follows types and fields through
+# them): never reduced to their first line.
+_DECLARATION = re.compile(
+    r"^\s*(export\s+)?(default\s+)?(declare\s+)?(abstract\s+)?"
+    r"(interface|type|enum|class|namespace|module|struct|record|@interface)\b"
+)
+
+
+def _depth_change(line: str) -> int:
+    """Brackets opened minus closed on a line, strings and line comments left out."""
+    if not _BRACKET.search(line):
+        return 0
+    code = _STRING_OR_COMMENT.sub("", line)
+    return code.count("(") + code.count("[") + code.count("{") - code.count(")") - code.count("]") - code.count("}")
+
+
+def _statement_tails(lines: list[str], index: FileIndex, elided: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """For each statement outside function bodies that spans three or more lines through
+    open brackets, the lines after its first (definition headers and type declarations
+    are kept whole)."""
+    skipped = [False] * (len(lines) + 2)
+    for start, end in elided:
+        for number in range(start, min(end, len(lines)) + 1):
+            skipped[number] = True
+    for definition in index.definitions:
+        for number in range(definition.start_line, min(max(definition.start_line, definition.body_start_line - 1), len(lines)) + 1):
+            skipped[number] = True
+    tails: list[tuple[int, int]] = []
+    number = 1
+    while number <= len(lines):
+        if skipped[number]:
+            number += 1
+            continue
+        depth = _depth_change(lines[number - 1])
+        if depth <= 0:
+            number += 1
+            continue
+        first = number
+        while depth > 0 and number < len(lines) and not skipped[number + 1]:
+            number += 1
+            depth += _depth_change(lines[number - 1])
+        if number - first >= MIN_ELIDED_LINES and not _DECLARATION.match(lines[first - 1]):
+            tails.append((first + 1, number))
+        number += 1
+    return tails

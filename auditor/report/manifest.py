@@ -50,6 +50,11 @@ def pack_manifest(result: PackResult, walked: WalkResult) -> dict[str, Any]:
             for window in result.windows
         ],
         "candidates": list(result.candidates),
+        "chains": {
+            "total": len(result.chains),
+            "whole_in_one_window": result.chains_whole(),
+            "out_of_scope": result.chains_out_of_scope,
+        },
         "omitted": [{"path": o.path, "reason": o.reason} for o in result.omitted],
         "skipped": [{"path": s.path, "reason": s.reason.value, "detail": s.detail} for s in walked.skipped],
     }
@@ -78,6 +83,9 @@ def pack_tables(result: PackResult, walked: WalkResult, largest: int = 10) -> Gr
     windows.caption = (
         f"max_model_len {options.max_model_len:,} = prompt budget {options.prompt_budget:,} "
         f"+ output reserve {options.output_tokens:,} + probe reserve {options.probe_reserve_tokens:,}"
+        f"\nchains whole in one window: {result.chains_whole():,} / {len(result.chains):,}"
+        + (f" ({result.chains_out_of_scope:,} more pass through out-of-scope files)" if result.chains_out_of_scope else "")
+        + f"; prompt tokens in all: {sum(window.prompt_tokens for window in result.windows):,}"
     )
 
     file_tokens: Counter[str] = Counter()

@@ -16,6 +16,7 @@ A rule file looks like::
     boundaries:         # callee / decorator / context-manager patterns opening a transaction
       - 'transaction.atomic'
     sql_write: '(?i)\\b(insert|update|delete)\\b'   # optional: SQL text that counts as a write
+    pack_include: [migrations]   # optional: out-of-scope classes the rule wants packed
     ---
     Instruction body for the model (Markdown).
 
@@ -34,6 +35,9 @@ import yaml
 
 from auditor.errors import RuleError
 
+# The file classes a rule's pack_include may name (auditor.pack.scope.SCOPE_CLASSES; kept
+# here as literals so that loading a rule does not import the packer).
+PACK_INCLUDE_CLASSES = ("tests", "fixtures", "migrations", "generated", "seed")
 SEVERITIES = ("critical", "high", "medium", "low", "info")
 _RULE_ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 
@@ -54,6 +58,9 @@ class Rule:
     boundaries: tuple[str, ...] = ()
     entry_points: tuple[str, ...] = ()
     sql_write: str | None = None
+    # Classes of files outside the default audit scope (tests, fixtures, migrations,
+    # generated, seed: see auditor.pack.scope) that this rule wants packed anyway.
+    pack_include: tuple[str, ...] = ()
 
     def relevance_patterns(self) -> tuple[re.Pattern[str], ...]:
         """The relevance patterns, compiled (each is searched on its own: patterns that start
@@ -120,6 +127,12 @@ def parse_rule(text: str, source: str) -> Rule:
             re.compile(sql_write)
         except re.error as exc:
             raise RuleError(f"{source}: sql_write {sql_write!r} is not a valid regex: {exc}") from exc
+    pack_include = list_field("pack_include")
+    unknown = sorted(set(pack_include) - set(PACK_INCLUDE_CLASSES))
+    if unknown:
+        raise RuleError(
+            f"{source}: pack_include {', '.join(unknown)} is not one of {', '.join(PACK_INCLUDE_CLASSES)}"
+        )
     if not body.strip():
         raise RuleError(f"{source}: the rule has no instruction body after the front matter")
     return Rule(
@@ -135,6 +148,7 @@ def parse_rule(text: str, source: str) -> Rule:
         boundaries=list_field("boundaries"),
         entry_points=list_field("entry_points"),
         sql_write=sql_write,
+        pack_include=tuple(dict.fromkeys(pack_include)),
     )
 
 

@@ -15,7 +15,8 @@ from auditor.analysis.callgraph import CallGraph, CallGraphCache
 from auditor.index.cache import IndexCache
 from auditor.index.indexer import DEFAULT_PARSE_BUDGET_S, IndexSkip, index_sources
 from auditor.index.model import FileIndex
-from auditor.pack.packer import PackInput, PackOptions, PackResult, pack
+from auditor.pack.chains import STATIC_CHAIN_SOURCES, ChainCache, relevance_chains
+from auditor.pack.packer import Chain, PackInput, PackOptions, PackResult, pack, relevance_scores
 from auditor.pack.prompt import CandidateChain
 from auditor.pack.skeleton import build_skeleton
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
@@ -110,9 +111,16 @@ def pack_prepared(
     options: PackOptions,
     progress: ProgressCallback = no_progress,
     chains_to_judge: Sequence[CandidateChain] = (),
+    chains: Sequence[Chain] | None = None,
 ) -> PackResult:
-    """Pack a prepared repository: skeletons and map symbols from the index, neighbours from the graph;
-    ``chains_to_judge`` (static candidates) are listed in the windows that carry them."""
+    """Pack a prepared repository: skeletons and map symbols from the index, neighbours from the graph.
+
+    Windows are cut around ``chains`` (call chains as file paths, entry file first); by
+    default they are the rules' relevance chains (``auditor.pack.chains``): the static
+    analysis's candidates for a rule that has one, entry-point -> relevant-file paths for
+    the others. A caller that has run the static pass already may pass its chains.
+    ``chains_to_judge`` (static candidates) are listed in the windows that carry them.
+    """
     indexes = prepared.indexes
     texts = {entry.path: entry.text for entry in prepared.walk.files}
 
@@ -134,6 +142,16 @@ def pack_prepared(
     if prepared.cache_dir is not None:
         scope = digest_of(prepared.cache_scope or str(prepared.walk.root)).hex()
         relevance_cache = DigestStore(prepared.cache_dir / f"relevance-v{RELEVANCE_CACHE_VERSION}" / f"{scope}.bin")
+    if chains is None:
+        chains = ()
+        if rules:  # computed for the co-location report even when windows are not cut around them
+            modelled = [rule for rule in rules if rule.id not in STATIC_CHAIN_SOURCES]
+            scores = relevance_scores(files, modelled, relevance_cache) if modelled else {}
+            seeds = sorted(path for path, score in scores.items() if score > 0)
+            if prepared.cache_dir is not None:
+                chains = ChainCache(prepared.cache_dir).chains(indexes, texts, prepared.graph, rules, seeds)
+            else:
+                chains = relevance_chains(indexes, texts, prepared.graph, rules, seeds)
     return pack(
         files,
         repository=prepared.walk.root.name,
@@ -146,4 +164,5 @@ def pack_prepared(
         progress=progress,
         relevance_cache=relevance_cache,
         chains_to_judge=chains_to_judge,
+        chains=chains,
     )
