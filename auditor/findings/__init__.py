@@ -10,8 +10,6 @@ Inputs: completion text (model) or static-analysis results; the packed repositor
 - ``answer``: the answer contract's JSON Schema and ``parse_answer``.
 - ``grounding``: ``ground_claim``/``ground_answer`` against a ``RepositoryView``.
 - ``merge``: ``merge_findings`` (every distinct entry chain kept in ``chains``).
-- ``judge``: static candidates for the prompt (``candidate_chains``) and the model's
-  verdicts on them applied to the static findings (``judge_windows``).
 - ``suppress``: inline ``auditor: ignore[...]`` comments and baselines.
 - ``injection``: prompt-injection flags for packed files.
 """

@@ -418,7 +418,7 @@ def read_verdicts(raw_verdicts: Any, errors: list[str]) -> tuple[Verdict, ...]:
 
     Only the shape is checked here (an object, a candidate id, a known verdict word, a line
     number): whether the id was listed and a refutation gives its reason is the judge's
-    business (``auditor.findings.judge``), which knows the window.
+    business (``auditor.runs.judge``), which knows the window.
     """
     if raw_verdicts is None:
         return ()

@@ -549,7 +549,11 @@ def pack(
     in_scope = [entry for entry in files if entry.path not in excluded]
     by_path = {entry.path: entry for entry in in_scope}
     candidates, rest = rank_files(in_scope, rules, neighbors, options.neighbor_depth, options.seed_paths, relevance_cache)
-    kept_chains = tuple(dict.fromkeys(chain for chain in chains if chain and all(path in by_path for path in chain)))
+    # The candidates the model judges are chains too: their files belong in one window.
+    judged_chains = [tuple(dict.fromkeys((*(path for path, _, _ in c.steps), c.sink_path))) for c in chains_to_judge]
+    kept_chains = tuple(dict.fromkeys(
+        chain for chain in (*chains, *judged_chains) if chain and all(path in by_path for path in chain)
+    ))
     chain_files = [path for path in dict.fromkeys(p for chain in kept_chains for p in chain) if path not in set(candidates)]
     if chain_files and options.chain_windows:
         # A chain's entry point need not match the rule's patterns: it is carried all the same.
@@ -630,7 +634,7 @@ def pack(
         repo_map=repo_map,
         map_detail=map_detail,
         chains=kept_chains,
-        chains_out_of_scope=len(set(chains)) - len(kept_chains),
+        chains_out_of_scope=len(set(chains)) - len(set(chains) & set(kept_chains)),
     )
 
 

@@ -25,7 +25,7 @@ from auditor.errors import AuditorError
 from auditor.findings.answer import answer_schema_json, parse_answer
 from auditor.findings.grounding import RepositoryView, ground_answer
 from auditor.findings.injection import detect_injections
-from auditor.findings.judge import candidate_chains, judge_windows
+from auditor.runs.judge import candidate_chains, judge_windows
 from auditor.findings.merge import merge_findings
 from auditor.findings.model import Claim, Finding, Rejected
 from auditor.findings.suppress import (
