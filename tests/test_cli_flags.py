@@ -279,7 +279,7 @@ def test_review_engine_walk_and_pack_flags_reach_the_scan(change, reviews):
     flags = ["--timeout", "42", "--retries", "5", "--tensor-parallel-size", "2", "--max-windows", "3",
              "--max-file-bytes", "4096", "--max-num-batched-tokens", "4096"]
     outcome = CliRunner().invoke(
-        app, ["review", str(root), "--base", base, "--engine", "static", "--rule", TX, "-f", "json", *flags]
+        app, ["review", str(root), "--base", base, "--engine", "static", "--min-severity", "low", "--rule", TX, "-f", "json", *flags]
     )
     assert outcome.exit_code == 0, outcome.output
     [config] = reviews
@@ -293,7 +293,7 @@ def test_review_engine_walk_and_pack_flags_reach_the_scan(change, reviews):
 
 def test_review_max_file_bytes_skips_large_files(change, reviews):
     root, base = change
-    common = ["review", str(root), "--base", base, "--engine", "static", "--rule", TX, "--error"]
+    common = ["review", str(root), "--base", base, "--engine", "static", "--min-severity", "low", "--rule", TX, "--error"]
     assert CliRunner().invoke(app, common).exit_code == 1  # the new write is found
     skipped = CliRunner().invoke(app, [*common, "--max-file-bytes", "16", "-f", "json"])
     # store.py is over 16 bytes: not read, so the review cannot pass
@@ -305,7 +305,7 @@ def test_review_takes_the_new_flags_from_auditor_toml(change, reviews, tmp_path:
     root, base = change
     (tmp_path / "auditor.toml").write_text("timeout = 1800\n[review]\nretries = 7\nmax-file-bytes = 5000\n")
     monkeypatch.chdir(tmp_path)
-    outcome = CliRunner().invoke(app, ["review", str(root), "--base", base, "--engine", "static", "--rule", TX])
+    outcome = CliRunner().invoke(app, ["review", str(root), "--base", base, "--engine", "static", "--min-severity", "low", "--rule", TX])
     assert outcome.exit_code == 0, outcome.output
     [config] = reviews
     assert (config.scan.engine_settings.timeout_s, config.scan.engine_settings.retries) == (1800.0, 7)
@@ -350,6 +350,22 @@ def test_no_prefix_caching_reaches_the_engine_settings(change, monkeypatch):
     monkeypatch.setattr(scan, "run_scan", recording)
     root, _ = change
     for flags in ([], ["--no-prefix-caching"]):
-        outcome = CliRunner().invoke(app, ["scan", str(root), "--engine", "static", "--rule", TX, "-f", "json", *flags])
+        outcome = CliRunner().invoke(app, ["scan", str(root), "--engine", "static", "--min-severity", "low", "--rule", TX, "-f", "json", *flags])
         assert outcome.exit_code == 0, outcome.output
     assert [config.engine_settings.enable_prefix_caching for config in seen] == [True, False]
+
+
+def test_single_autocommit_writes_are_hidden_by_default_and_counted(tmp_path: Path):
+    fixture = Path(__file__).resolve().parent.parent / "fixtures" / "django_shop"
+    command = ["scan", str(fixture), "--engine", "static", "--rule", TX, "-f", "json"]
+    default = json.loads(CliRunner().invoke(app, command).stdout)
+    everything = json.loads(CliRunner().invoke(app, [*command, "--min-severity", "low"]).stdout)
+    assert {f["severity"] for f in default["findings"]} <= {"critical", "high"}
+    lows = [f for f in everything["findings"] if f["severity"] == "low"]
+    assert lows and len(everything["findings"]) > len(default["findings"])
+    shown_more = len(everything["findings"]) - len(default["findings"])
+    [note] = [n for n in default["notices"] if "below --min-severity high not shown" in n]
+    # Hidden counts what the analysis held back, suppressed findings included.
+    assert int(note.split(": ", 1)[1].split()[0]) >= shown_more
+    bad = CliRunner().invoke(app, [*command, "--min-severity", "severe"])
+    assert bad.exit_code == 64 and "--min-severity must be one of" in bad.output

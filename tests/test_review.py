@@ -165,7 +165,7 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
 
 
 def static_review(root: Path, base: str, head: str | None = None, baseline: Path | None = None, **options: object):
-    scan = ScanConfig(root=root, engine="static", rules=(TX,), baseline=baseline)
+    scan = ScanConfig(root=root, engine="static", rules=(TX,), baseline=baseline, min_severity="low")
     return run_review(ReviewConfig(scan=scan, base=base, head=head, **options))
 
 
@@ -368,7 +368,7 @@ def _cli() -> typer.Typer:
 def test_cli_exits_1_only_for_new_findings_with_error(repo, tmp_path: Path):
     runner = CliRunner()
     root = str(repo["root"])
-    common = ["review", root, "--engine", "static", "--rule", TX, "--base", repo["base"], "--error"]
+    common = ["review", root, "--engine", "static", "--min-severity", "low", "--rule", TX, "--base", repo["base"], "--error"]
     only_existing = runner.invoke(_cli(), [*common, "--head", repo["touch"], "-f", "json"])
     assert only_existing.exit_code == 0, only_existing.output
     assert json.loads(only_existing.stdout)["review"]["existing"] == 1
@@ -387,7 +387,7 @@ def test_cli_exits_1_only_for_new_findings_with_error(repo, tmp_path: Path):
 
 
 def test_cli_reports_a_bad_base_as_an_error(repo):
-    outcome = CliRunner().invoke(_cli(), ["review", str(repo["root"]), "--engine", "static", "--base", "nope"])
+    outcome = CliRunner().invoke(_cli(), ["review", str(repo["root"]), "--engine", "static", "--min-severity", "low", "--base", "nope"])
     assert outcome.exit_code == 2
 
 
@@ -429,7 +429,7 @@ def test_cli_prints_warnings_with_brackets_verbatim(tmp_path: Path):
     base = commit(root, "base")
     write(root, "app/store.py", STORE + "\n\ndef save_note(note):\n    # auditor: ignore[] no rule named\n    note.save()\n")
     commit(root, "head")
-    outcome = CliRunner().invoke(_cli(), ["review", str(root), "--base", base, "--engine", "static", "--rule", TX])
+    outcome = CliRunner().invoke(_cli(), ["review", str(root), "--base", base, "--engine", "static", "--min-severity", "low", "--rule", TX])
     assert outcome.exit_code == 0, outcome.output
     assert "ignore comment names no rule (write auditor: ignore[rule-id] reason)" in " ".join(outcome.stderr.split())
 

@@ -37,7 +37,8 @@ RULE = "tx-outside-transaction"
 # Small enough to be explicit, large enough that each fixture app packs into one window
 # (the recordings answer request "window-0").
 # The recordings answer the audit only (they were made without recall canaries): --probes 0.
-WINDOW_FLAGS = ("--max-model-len", "65536", "--output-tokens", "4096", "--probes", "0")
+# The fixtures plant single autocommit writes too (severity low, hidden by default).
+WINDOW_FLAGS = ("--max-model-len", "65536", "--output-tokens", "4096", "--probes", "0", "--min-severity", "low")
 
 
 @pytest.fixture(autouse=True)
@@ -319,7 +320,7 @@ def test_the_prompt_lists_the_static_candidates_the_window_carries(tiny_tokenize
     config = ScanConfig(
         root=FIXTURES / "flask_ledger", rules=(RULE,), tokenizer=str(tiny_tokenizer_dir),
         engine_settings=EngineSettings(max_model_len=65536), window=WindowOptions(output_tokens=4096),
-        probes=0, use_cache=False,
+        probes=0, use_cache=False, min_severity="low",
     )
     plan = plan_scan(config, EngineChoice("replay"))
     (window, _), = plan.planted

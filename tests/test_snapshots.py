@@ -46,7 +46,7 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize("output_format", sorted(FORMATS))
 def test_static_scan_reports_match_their_snapshots(output_format: str, tmp_path: Path) -> None:
     config = ScanConfig(root=ROOT / "fixtures" / "go_inventory", rules=("tx-outside-transaction",), engine="static",
-                        use_cache=False)
+                        use_cache=False, min_severity="low")
     result = run_scan(config)
     text = render(result, output_format, ReportOptions(link_base="https://example.test/blob/abc/"))
     _check(f"go_inventory.static.{FORMATS[output_format]}", _masked(text, tmp_path))
@@ -58,7 +58,7 @@ def test_replayed_model_scan_reports_match_their_snapshots(output_format: str, t
     config = ScanConfig(
         root=ROOT / "fixtures" / "django_shop", rules=("tx-outside-transaction",), engine="replay",
         engine_settings=EngineSettings(replay_path=str(recording)), tokenizer=str(tiny_tokenizer_dir),
-        use_cache=False, probes=0,
+        use_cache=False, probes=0, min_severity="low",
     )
     result = run_scan(config)
     text = render(result, output_format, ReportOptions(sarif_category="snapshot"))

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from auditor.analysis.callgraph import CallGraph
-from auditor.analysis.tx_outside_transaction import StaticResult, analyze_tx_outside_transaction
-from auditor.index.model import FileIndex
-from auditor.rules.loader import Rule
+from auditor.analysis.tx_outside_transaction import StaticResult, TxOptions, analyze_tx_outside_transaction
 
-StaticAnalysis = Callable[[Mapping[str, FileIndex], Mapping[str, str], Rule, CallGraph], StaticResult]
+# What a run asks of every static analysis: the lowest severity shown and whether test code,
+# fixtures and dev-data commands count as entry points.
+StaticOptions = TxOptions
+
+StaticAnalysis = Callable[..., StaticResult]
+"""``analysis(indexes, texts, rule, graph, options=StaticOptions(...)) -> StaticResult``."""
 
 STATIC_ANALYSES: Mapping[str, StaticAnalysis] = {
     "tx-outside-transaction": analyze_tx_outside_transaction,

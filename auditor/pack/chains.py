@@ -14,12 +14,12 @@ import hashlib
 import logging
 from collections import deque
 from pathlib import Path
-from typing import Callable, Collection, Mapping, Sequence
+from typing import Collection, Mapping, Sequence
 
 from auditor import __version__
 from auditor.analysis.callgraph import CallGraph, FunctionRef, graph_cache_key
 from auditor.analysis.entrypoints import find_entry_points
-from auditor.analysis.tx_outside_transaction import StaticResult, analyze_tx_outside_transaction
+from auditor.analysis.registry import static_analysis_for
 from auditor.index.model import FileIndex
 from auditor.rules.loader import Rule
 from auditor.storage.sealed import prune_least_recent, seal, unseal, write_atomically
@@ -27,13 +27,9 @@ from auditor.storage.sealed import prune_least_recent, seal, unseal, write_atomi
 logger = logging.getLogger(__name__)
 
 Chain = tuple[str, ...]
-StaticAnalysis = Callable[[Mapping[str, FileIndex], Mapping[str, str], Rule, CallGraph], StaticResult]
 
 # Rules whose static analysis names candidate chains (the same registry as scan's
 # STATIC_ANALYSES; kept here so that `pack` does not import the scan run).
-STATIC_CHAIN_SOURCES: dict[str, StaticAnalysis] = {
-    "tx-outside-transaction": analyze_tx_outside_transaction,
-}
 MAX_SEED_DEPTH = 4
 """Longest entry-point -> seed path (in calls) followed for rules without a static analysis."""
 MAX_SEED_CHAINS_PER_ENTRY = 4
@@ -55,7 +51,7 @@ def relevance_chains(
     deduplicated and sorted; deterministic for the same inputs."""
     chains: set[Chain] = set()
     for rule in rules:
-        analysis = STATIC_CHAIN_SOURCES.get(rule.id)
+        analysis = static_analysis_for(rule.id)
         if analysis is not None:
             for finding in analysis(indexes, texts, rule, graph).findings:
                 chains.add(_files_in_order([step.path for step in finding.chain] + [finding.path]))

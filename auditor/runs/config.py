@@ -47,6 +47,10 @@ class ScanConfig:
     parse_budget_s: float | None = 30.0  # seconds one file's indexing may take (None: no limit)
     use_cache: bool = True
     static: bool = True
+    # The lowest severity of static findings reported, and whether test code, fixtures and
+    # dev-data commands are audited (entry points for the static pass, packed for the model).
+    min_severity: str = "high"
+    include_tests: bool = False
     probes: int = DEFAULT_CANARIES
     recall_threshold: float = DEFAULT_RECALL_THRESHOLD
     baseline: Path | None = None
@@ -67,6 +71,7 @@ class ScanConfig:
             max_model_len=self.engine_settings.max_model_len, output_tokens=window.output_tokens,
             probe_reserve_tokens=window.probe_reserve_tokens, thinking=window.thinking,
             max_windows=window.max_windows, seed_paths=window.seed_paths,
+            include=("tests", "fixtures", "seed") if self.include_tests else (),
         )
 
     @property

@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from auditor.analysis.callgraph import CallGraph, CallGraphCache
+from auditor.analysis.registry import static_analysis_for
 from auditor.index.cache import IndexCache
 from auditor.index.indexer import DEFAULT_PARSE_BUDGET_S, IndexSkip, index_sources
 from auditor.index.model import FileIndex
-from auditor.pack.chains import STATIC_CHAIN_SOURCES, ChainCache, relevance_chains
+from auditor.pack.chains import ChainCache, relevance_chains
 from auditor.pack.packer import Chain, PackInput, PackOptions, PackResult, pack, relevance_scores
 from auditor.pack.prompt import CandidateChain
 from auditor.pack.skeleton import build_skeleton
@@ -145,7 +146,7 @@ def pack_prepared(
     if chains is None:
         chains = ()
         if rules:  # computed for the co-location report even when windows are not cut around them
-            modelled = [rule for rule in rules if rule.id not in STATIC_CHAIN_SOURCES]
+            modelled = [rule for rule in rules if static_analysis_for(rule.id) is None]
             scores = relevance_scores(files, modelled, relevance_cache) if modelled else {}
             seeds = sorted(path for path, score in scores.items() if score > 0)
             if prepared.cache_dir is not None:

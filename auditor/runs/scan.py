@@ -13,7 +13,8 @@ from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
 from auditor import __version__
-from auditor.analysis.registry import static_analysis_for
+from auditor.analysis.registry import StaticOptions, static_analysis_for
+from auditor.analysis.tx_outside_transaction import StaticResult
 from auditor.engine.base import (
     ChatRequest,
     Completion,
@@ -25,7 +26,6 @@ from auditor.errors import AuditorError
 from auditor.findings.answer import answer_schema_json, parse_answer
 from auditor.findings.grounding import RepositoryView, ground_answer
 from auditor.findings.injection import detect_injections
-from auditor.runs.judge import candidate_chains, judge_windows
 from auditor.findings.merge import merge_findings
 from auditor.findings.model import Claim, Finding, Rejected
 from auditor.findings.suppress import (
@@ -57,6 +57,7 @@ from auditor.report.model import (
 )
 from auditor.rules.loader import Rule, builtin_rules, load_rules
 from auditor.runs.config import ScanConfig
+from auditor.runs.judge import candidate_chains, judge_windows
 from auditor.runs.prepare import PreparedRepository, pack_prepared, prepare_repository
 from auditor.tokens.tokenizer import (
     PromptTokenizer,
@@ -124,7 +125,10 @@ def plan_scan(
                     notes.append(f"rule {rule.id} has no static analysis: it needs a model engine (not run)")
                 continue
             progress(ProgressEvent(stage="static", message=f"static pass for {rule.id}"))
-            static_findings.extend(analysis(prepared.indexes, prepared.texts, rule, prepared.graph).findings)
+            options = StaticOptions(min_severity=config.min_severity, include_tests=config.include_tests)
+            result = analysis(prepared.indexes, prepared.texts, rule, prepared.graph, options=options)
+            static_findings.extend(result.findings)
+            notes.extend(_static_notes(rule, result, config))
     if not engine.runs_model:
         notes.append("no model ran: findings come from the static pass only")
         return ScanPlan(config, engine, rules, prepared, tuple(static_findings), tuple(notes))
@@ -268,6 +272,22 @@ def _skip_summary(not_audited: Sequence[NotAudited]) -> tuple[str, ...]:
     more = f", and {len(deliberate) - _LISTED_IN_NOTICES} more" if len(deliberate) > _LISTED_IN_NOTICES else ""
     reasons = ", ".join(f"{count} {reason}" for reason, count in sorted(counts.items()))
     return (f"{len(deliberate)} file(s) not audited ({reasons}): {named}{more}",)
+
+
+def _static_notes(rule: Rule, result: StaticResult, config: ScanConfig) -> list[str]:
+    """What the static pass left out or could not follow, so a short list is not read as all there is."""
+    notes = []
+    if result.hidden_findings:
+        notes.append(
+            f"{rule.id}: {result.hidden_findings} static finding(s) below --min-severity {config.min_severity} not shown "
+            "(--min-severity low shows single autocommit writes too)"
+        )
+    if result.unresolved_calls:
+        notes.append(
+            f"{rule.id}: {result.unresolved_calls} call(s) in entry-reachable code could not be resolved to a repository "
+            "function: a chain through one of them is not followed"
+        )
+    return notes
 
 
 def _decoded_summary(prepared: PreparedRepository) -> tuple[str, ...]:
