@@ -1,0 +1,112 @@
+"""Draw the judged precision sample of the static tx-outside-transaction pass.
+
+    python benchmarks/precision/sample.py /work/repos/saleor /work/repos/healthchecks \
+        /work/repos/full-stack-fastapi-template /work/repos/CTFd /work/repos/FitTrackee \
+        /work/repos/lemur
+
+Each repository is scanned with the static engine (`auditor scan REPO --rule
+tx-outside-transaction --engine static --format json --no-cache`, the auditor next to this
+interpreter). Findings shown by default are those of severity critical, high or medium
+(low, a single autocommit write, is hidden by default). From each repository's default
+findings, sorted by path, line, function and fingerprint, `--cap` are drawn with
+random.Random(seed) (all of them when it has fewer), so no repository dominates.
+
+sample.json holds ids, paths, line numbers and titles only, never the scanned code: the
+effect list keeps each effect's line, kind and callee name, not its source expression.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import random
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+RULE = "tx-outside-transaction"
+SHOWN_BY_DEFAULT = ("critical", "high", "medium")
+EFFECT = re.compile(r"line (\d+): (?:calls (\S+) )?(?:\S+\(\.\.\.\) )?\(([^)]*)\)")
+
+
+def scan(repo: Path) -> list[dict]:
+    auditor = Path(sys.executable).with_name("auditor")
+    command = [str(auditor), "scan", str(repo), "--rule", RULE, "--engine", "static",
+               "--format", "json", "--no-cache"]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"scan of {repo} failed ({done.returncode}): {done.stderr}")
+    return json.loads(done.stdout)["findings"]
+
+
+def commit_of(repo: Path) -> str:
+    return subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+
+
+def effects_of(explanation: str) -> list[dict]:
+    path_part = explanation.split("On one path: ", 1)[-1]
+    effects = []
+    for match in EFFECT.finditer(path_part):
+        line, callee, kind = match.groups()
+        effect = {"line": int(line), "kind": kind}
+        if callee:
+            effect["callee"] = callee
+        effects.append(effect)
+    return effects
+
+
+def record(repo: Path, commit: str, finding: dict) -> dict:
+    return {
+        "repo": repo.name,
+        "commit": commit,
+        "rule": finding["rule"],
+        "severity": finding["severity"],
+        "path": finding["path"],
+        "function": finding["function"],
+        "line": finding["line"],
+        "title": finding["title"],
+        "fingerprint": finding["fingerprint"],
+        "chain": [f"{step['path']}:{step['function']}:{step['line']}"
+                  for step in finding["chain"]],
+        "effects": effects_of(finding["explanation"]),
+    }
+
+
+def order_key(finding: dict) -> tuple:
+    return (finding["path"], finding["line"], finding["function"], finding["fingerprint"])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("repos", nargs="+", type=Path)
+    parser.add_argument("--seed", type=int, default=13)
+    parser.add_argument("--cap", type=int, default=15, help="most findings drawn per repo")
+    parser.add_argument("--out", type=Path, default=Path(__file__).with_name("sample.json"))
+    args = parser.parse_args()
+
+    rng = random.Random(args.seed)
+    repos, sample = [], []
+    for repo in sorted(args.repos, key=lambda p: p.name):
+        findings = scan(repo.resolve())
+        commit = commit_of(repo)
+        by_severity = collections.Counter(f["severity"] for f in findings)
+        shown = sorted((f for f in findings if f["severity"] in SHOWN_BY_DEFAULT), key=order_key)
+        drawn = rng.sample(shown, min(args.cap, len(shown)))
+        repos.append({"repo": repo.name, "commit": commit, "findings": len(findings),
+                      "by_severity": dict(sorted(by_severity.items())),
+                      "shown_by_default": len(shown), "hidden_low": by_severity["low"],
+                      "sampled": len(drawn)})
+        sample.extend(record(repo, commit, f) for f in sorted(drawn, key=order_key))
+        print(f"{repo.name}: {len(findings)} findings, {len(shown)} shown by default, "
+              f"{len(drawn)} sampled", file=sys.stderr)
+
+    document = {"rule": RULE, "engine": "static", "seed": args.seed, "cap_per_repo": args.cap,
+                "shown_by_default": list(SHOWN_BY_DEFAULT), "repos": repos, "sample": sample}
+    args.out.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
+
+
+if __name__ == "__main__":
+    main()
