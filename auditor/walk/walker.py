@@ -35,6 +35,7 @@ import pathspec
 from auditor.errors import UsageError
 from auditor.languages import language_for_path
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
+from auditor.storage.sealed import file_kind
 
 __all__ = [
     "FileEntry",
@@ -869,18 +870,6 @@ def _is_utf8_text(path: str) -> bool:
     return True
 
 
-def _file_kind(mode: int) -> str:
-    if stat.S_ISDIR(mode):
-        return "directory"
-    if stat.S_ISFIFO(mode):
-        return "named pipe"
-    if stat.S_ISSOCK(mode):
-        return "socket"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "device"
-    return "special file"
-
-
 class _Classifier:
     """Turns one candidate path into a FileEntry or a SkippedFile; never raises for a file."""
 
@@ -946,7 +935,7 @@ class _Classifier:
                 return outcome
             status = outcome
         if not stat.S_ISREG(status.st_mode):
-            return SkippedFile(path, SkipReason.NOT_A_FILE, _file_kind(status.st_mode))
+            return SkippedFile(path, SkipReason.NOT_A_FILE, file_kind(status.st_mode))
         limit = self._options.max_file_bytes
         if status.st_size > limit:
             return SkippedFile(path, SkipReason.TOO_LARGE, f"{status.st_size:,} bytes > {limit:,}")
@@ -968,7 +957,7 @@ class _Classifier:
             status = os.fstat(descriptor)
             if not stat.S_ISREG(status.st_mode):
                 if not checked:
-                    detail = _file_kind(status.st_mode)
+                    detail = file_kind(status.st_mode)
                 elif stat.S_ISDIR(status.st_mode):
                     detail = "directory"
                 else:
