@@ -132,7 +132,7 @@ def main() -> None:
     try:
         code = app(standalone_mode=False)
     except (ClickAbort, KeyboardInterrupt):
-        stderr.print("interrupted: stopped before the scan finished (nothing was reported)", highlight=False)
+        stderr.print("interrupted: stopped before the run finished (its report, if any, is incomplete)", highlight=False)
         raise SystemExit(int(ExitCode.INTERRUPTED)) from None
     except ClickUsageError as error:
         error.show()

@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import inspect
 from dataclasses import dataclass, fields
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Callable, TypeVar
 
@@ -47,6 +48,15 @@ OUTPUT_PANEL = "Output"
 CACHE_PANEL = "Cache"
 
 
+class Severity(StrEnum):
+    """The ``--min-severity`` choices, most severe first (``auditor.findings.model.SEVERITY_ORDER``)."""
+
+    CRITICAL = "critical"
+    HIGH = "high"
+    MEDIUM = "medium"
+    LOW = "low"
+
+
 @dataclass(frozen=True)
 class ScanFlags:
     """The values of the shared options a command was given (defaults for groups it lacks)."""
@@ -58,7 +68,7 @@ class ScanFlags:
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
     parse_budget: float = DEFAULT_PARSE_BUDGET_S
     include_tests: bool = False
-    min_severity: str = "high"
+    min_severity: Severity = Severity.HIGH
     static: bool = True
     baseline: Path | None = None
     # window and packing
@@ -120,7 +130,7 @@ _SHARED: tuple[tuple[str, Any, str], ...] = (
     ("exclude", Annotated[list[str], _option("--exclude", panel=FILES_PANEL, help="Skip files matching this gitignore-style glob (repeatable).")], _FILES),
     ("max_file_bytes", Annotated[int, _option("--max-file-bytes", min=1, panel=FILES_PANEL, help="Skip files larger than this many bytes.")], _FILES),
     ("include_tests", Annotated[bool, _option("--include-tests", panel=FILES_PANEL, help="Audit test code, fixtures and dev-data commands too (left out of the pack and not entry points by default; always listed).")], _FILES),
-    ("min_severity", Annotated[str, _option("--min-severity", panel=OUTPUT_PANEL, help="Lowest severity of static findings to report: critical | high | medium | low (low adds single autocommit writes).")], _OUTPUT),
+    ("min_severity", Annotated[Severity, _option("--min-severity", panel=OUTPUT_PANEL, help="Lowest severity of static findings to report (low adds single autocommit writes).")], _FILES),
     ("parse_budget", Annotated[float, _option("--parse-budget", min=0.0, panel=FILES_PANEL, help="Seconds one file's indexing may take before it is skipped and listed as not audited (0: no limit).")], _FILES),
     ("model", Annotated[str | None, _option("--model", "-m", panel=WINDOW_PANEL, help="Checkpoint directory or Hugging Face id (local cache): its tokenizer counts the window; engines load it (with --engine openai, the served model name).")], _WINDOW),
     ("tokenizer", Annotated[str | None, _option("--tokenizer", panel=WINDOW_PANEL, help="Tokenizer directory (tokenizer.json + chat template).")], _WINDOW),

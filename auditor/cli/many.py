@@ -37,7 +37,7 @@ def scan_many_command(
     workers: Annotated[int, typer.Option("--workers", min=1, rich_help_panel=RUN_PANEL, help="Generation actors (one engine each).")] = 1,
     gpus_per_worker: Annotated[float | None, typer.Option("--gpus-per-worker", min=0.0, rich_help_panel=RUN_PANEL, help="GPUs per actor (default: tensor-parallel size for vllm).")] = None,
     batch_size: Annotated[int, typer.Option("--batch-size", min=1, rich_help_panel=RUN_PANEL, help="Windows per engine call.")] = 8,
-    target_timeout: Annotated[float, typer.Option("--target-timeout", min=0.0, rich_help_panel=RUN_PANEL, help="Seconds one repository may take to check out, index and pack before it is failed and stopped (0: no limit).")] = 1800.0,
+    target_timeout: Annotated[float, typer.Option("--target-timeout", min=0.0, rich_help_panel=RUN_PANEL, help="Seconds one repository may take to check out, index and pack before it is failed and stopped (0: no limit; the sequential backend).")] = 1800.0,
     error: Annotated[bool, typer.Option("--error", rich_help_panel=OUTPUT_PANEL, help="Exit 1 when there are findings.")] = False,
     flags: ScanFlags,
 ) -> None:
@@ -74,6 +74,15 @@ def scan_many_command(
     if result.failures:
         stderr.print(f"[bold red]{result.failures} repositories failed or are incomplete:[/] see {out / 'index.md'}", highlight=False)
         raise typer.Exit(int(ExitCode.INCOMPLETE))
+    if result.recall_degraded:
+        stderr.print(f"[bold yellow]{result.recall_degraded} repositories are recall-degraded:[/] see {out / 'index.md'}",
+                     highlight=False)
+        raise typer.Exit(int(ExitCode.RECALL_DEGRADED))
+    if result.partial:
+        stderr.print(f"[bold yellow]{result.partial} repositories were audited in part:[/] see {out / 'index.md'}",
+                     highlight=False)
+        if error:
+            raise typer.Exit(int(ExitCode.INCOMPLETE))
     if error and any(outcome.findings for outcome in result.repositories):
         raise typer.Exit(int(ExitCode.FINDINGS))
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from auditor.cli.flags import ScanFlags
+from auditor.cli.flags import ScanFlags, Severity
 from auditor.engine.base import EngineSettings
 from auditor.runs.config import ScanConfig, WindowOptions
 from auditor.walk.walker import WalkOptions
@@ -56,21 +56,9 @@ def scan_config(path: Path, flags: ScanFlags) -> ScanConfig:
         parse_budget_s=flags.parse_budget or None,
         use_cache=not flags.no_cache,
         static=flags.static,
-        min_severity=_severity(flags.min_severity),
+        min_severity=str(Severity(flags.min_severity).value),
         include_tests=flags.include_tests,
         probes=flags.probes,
         recall_threshold=flags.recall_threshold,
         baseline=flags.baseline,
     )
-
-
-SEVERITY_CHOICES = ("critical", "high", "medium", "low")
-
-
-def _severity(value: str) -> str:
-    from auditor.errors import UsageError
-
-    severity = value.strip().lower()
-    if severity not in SEVERITY_CHOICES:
-        raise UsageError(f"--min-severity must be one of {', '.join(SEVERITY_CHOICES)}, not {value!r}")
-    return severity

@@ -19,7 +19,7 @@ from auditor.engine.base import Engine, EngineSettings
 
 STATIC: Final = "static"
 AUTO: Final = "auto"
-BASE_URL_ENV: Final = "AUDITOR_BASE_URL"
+from auditor.engine.openai_engine import BASE_URL_ENV  # noqa: E402  (the server URL's variable, one place)
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ __all__ = [
 INCOMPLETE_ERROR_KINDS = frozenset({"engine", "incomplete-window", "fatal"})
 # Error kinds that mean part of the repository was not audited at all: the coverage is
 # partial, and a scan with ``--error`` does not pass.
-PARTIAL_ERROR_KINDS = frozenset({"not-audited", "windows-capped", "nothing-audited"})
+PARTIAL_ERROR_KINDS = frozenset({"not-audited", "windows-capped", "nothing-audited", "rule-not-run"})
 
 
 @dataclass(frozen=True)

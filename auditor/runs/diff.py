@@ -21,11 +21,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from auditor.errors import AuditorError
+from auditor.errors import AuditorError, ExitCode
 
 
 class GitError(AuditorError):
     """git is missing, the path is not in a work tree, or a revision does not resolve."""
+
+
+class RevisionError(GitError):
+    """The user named a revision this repository does not have, or a directory outside a
+    git work tree: a usage error (exit 64)."""
+
+    exit_code = ExitCode.USAGE
 
 
 _HUNK = re.compile(rb"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
@@ -129,7 +136,7 @@ def resolve_revision(root: Path, revision: str) -> str:
     try:
         output = run_git(root, ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{revision}^{{commit}}"])
     except GitError as error:
-        raise GitError(f"unknown revision {revision!r} in {root} (not a commit this repository has)") from error
+        raise RevisionError(f"unknown revision {revision!r} in {root} (not a commit this repository has)") from error
     return output.decode("ascii").strip()
 
 
@@ -169,6 +176,10 @@ def compute_diff(root: Path, base: str, head: str | None = None) -> Diff:
     left out. Raises ``GitError`` when ``root`` is not in a git work tree or a revision
     does not resolve.
     """
+    try:
+        run_git(root, ["rev-parse", "--is-inside-work-tree"])
+    except GitError as error:
+        raise RevisionError(f"{root} is not inside a git work tree: review compares two revisions of one") from error
     base_commit = resolve_revision(root, base)
     revisions = [base_commit] if head is None else [base_commit, resolve_revision(root, head)]
     names = run_git(root, ["diff", *_DIFF_OPTIONS, "--name-status", "-z", *revisions, "--"])

@@ -2,8 +2,9 @@
 with the static pass, and assemble a ``ScanResult`` for the reporters.
 
 Inputs: a frozen ``ScanConfig``. Output: ``ScanResult``. Every failure that leaves part of
-the repository unread (an incomplete window, an engine error) is recorded in the result,
-never dropped: the CLI turns it into an exit code.
+the repository unread or a rule unchecked (an incomplete window, an engine error, a skipped
+source file, windows cut by --max-windows, a rule that needs a model when none ran) is
+recorded in the result, never dropped: the CLI turns it into an exit code.
 """
 
 from __future__ import annotations
@@ -88,6 +89,7 @@ class ScanPlan:
     planted: tuple[tuple[Window, CanaryPlan], ...] = ()
     requests: tuple[ChatRequest, ...] = ()
     tokenizer: TokenizerInfo | None = None
+    rules_not_run: tuple[str, ...] = ()  # rules with no static analysis when no model ran
 
 
 def plan_scan(
@@ -117,12 +119,13 @@ def plan_scan(
             parse_budget_s=config.parse_budget_s,
         )
     static_findings: list[Finding] = []
+    not_run: list[str] = []
     if config.static or not engine.runs_model:
         for rule in rules:
             analysis = static_analysis_for(rule.id)
             if analysis is None:
                 if not engine.runs_model:
-                    notes.append(f"rule {rule.id} has no static analysis: it needs a model engine (not run)")
+                    not_run.append(rule.id)
                 continue
             progress(ProgressEvent(stage="static", message=f"static pass for {rule.id}"))
             options = StaticOptions(min_severity=config.min_severity, include_tests=config.include_tests)
@@ -131,7 +134,7 @@ def plan_scan(
             notes.extend(_static_notes(rule, result, config))
     if not engine.runs_model:
         notes.append("no model ran: findings come from the static pass only")
-        return ScanPlan(config, engine, rules, prepared, tuple(static_findings), tuple(notes))
+        return ScanPlan(config, engine, rules, prepared, tuple(static_findings), tuple(notes), rules_not_run=tuple(not_run))
 
     assert tokenizer is not None  # loaded above for every engine that runs a model
     if not tokenizer.info.exact:
@@ -215,7 +218,7 @@ def finish_scan(plan: ScanPlan, completions: Sequence[Completion]) -> ScanResult
         rejected=run.rejected,
         windows=run.windows,
         errors=(*gaps, *run.errors),
-        notices=(*plan.notices, *_skip_summary(not_audited), *_decoded_summary(prepared)),
+        notices=(*plan.notices, *_skip_summary(not_audited), *_decoded_summary(prepared), *_parse_error_summary(prepared)),
         coverage=coverage,
         injection_flags=detect_injections({p: t for p, t in texts.items() if p in shown}),
         prompt_tokens_sent=run.prompt_tokens_sent,
@@ -257,6 +260,12 @@ def _coverage_gaps(not_audited: Sequence[NotAudited], plan: ScanPlan, coverage: 
                 f"--max-windows {plan.config.window.max_windows} left {len(capped)} file(s) out of every window: "
                 f"the model did not read them ({', '.join(sorted(capped)[:5])}{', ...' if len(capped) > 5 else ''})",
             ))
+    for rule_id in plan.rules_not_run:
+        gaps.append(ScanError(
+            "rule-not-run",
+            f"rule {rule_id} was not checked: it has no static analysis and no model ran "
+            "(--engine vllm, or --engine openai --base-url URL, runs it)",
+        ))
     if not coverage.full and not coverage.skeleton:
         gaps.append(ScanError("nothing-audited", "no file was audited: the walk, --include/--exclude or the rules selected nothing"))
     return tuple(gaps)
@@ -288,6 +297,17 @@ def _static_notes(rule: Rule, result: StaticResult, config: ScanConfig) -> list[
             "function: a chain through one of them is not followed"
         )
     return notes
+
+
+def _parse_error_summary(prepared: PreparedRepository) -> tuple[str, ...]:
+    """One notice naming the files tree-sitter could only partly parse (their calls and
+    definitions after the error may be missing from the call graph)."""
+    broken = sorted(path for path, index in prepared.indexes.items() if index.has_errors)
+    if not broken:
+        return ()
+    named = ", ".join(broken[:_LISTED_IN_NOTICES])
+    more = f", and {len(broken) - _LISTED_IN_NOTICES} more" if len(broken) > _LISTED_IN_NOTICES else ""
+    return (f"{len(broken)} file(s) have syntax errors and were only partly indexed: {named}{more}",)
 
 
 def _decoded_summary(prepared: PreparedRepository) -> tuple[str, ...]:

@@ -24,11 +24,11 @@ sys.path.insert(0, str(HERE.parent))
 
 from bench_real_fixes import CASES, RULE, export_tree, mirror_dir, names_match  # noqa: E402
 
-from auditor.callgraph import FunctionRef  # noqa: E402
-from auditor.entrypoints import find_entry_points  # noqa: E402
-from auditor.pipeline import prepare_repository  # noqa: E402
-from auditor.rules import builtin_rules  # noqa: E402
-from auditor.static import _Analysis, _enclosing_of  # noqa: E402
+from auditor.analysis.callgraph import FunctionRef  # noqa: E402
+from auditor.analysis.entrypoints import find_entry_points  # noqa: E402
+from auditor.analysis.transactions.analysis import _Analysis, _enclosing_of  # noqa: E402
+from auditor.rules.loader import builtin_rules  # noqa: E402
+from auditor.runs.prepare import prepare_repository  # noqa: E402
 
 
 def callers_upward(graph, ref: FunctionRef, depth: int = 3) -> list[str]:

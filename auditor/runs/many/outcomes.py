@@ -20,8 +20,10 @@ REPORT_FILES: dict[str, str] = {"json": "report.json", "sarif": "report.sarif", 
 class RepositoryOutcome:
     """One repository's line in the index.
 
-    ``status`` is "ok" (every window answered), "incomplete" (some window failed or was cut
-    off; see its reports) or "failed" (no report: ``error`` says why).
+    ``status`` is "ok" (every window answered, everything audited), "incomplete" (some
+    window failed or was cut off; see its reports), "recall-degraded" (a window's canaries
+    were missed), "partial" (part of the repository or a rule was not audited) or "failed"
+    (no report: ``error`` says why).
     """
 
     key: str
@@ -73,7 +75,17 @@ class ManyResult:
     @property
     def failures(self) -> int:
         """Repositories that failed or are incomplete."""
-        return sum(outcome.status != "ok" for outcome in self.repositories)
+        return sum(outcome.status in ("failed", "incomplete") for outcome in self.repositories)
+
+    @property
+    def recall_degraded(self) -> int:
+        """Repositories with a window whose canary recall fell below the threshold."""
+        return sum(outcome.status == "recall-degraded" for outcome in self.repositories)
+
+    @property
+    def partial(self) -> int:
+        """Repositories audited only in part (files, windows or rules left out)."""
+        return sum(outcome.status == "partial" for outcome in self.repositories)
 
     def summary(self) -> str:
         """One line: repositories, windows, tokens, failures."""
@@ -81,8 +93,19 @@ class ManyResult:
             f"{len(self.repositories)} repositories, {self.windows} windows "
             f"({self.windows_generated} generated, {self.windows_reused} reused), "
             f"{self.prompt_tokens:,} prompt tokens, {self.completion_tokens:,} completion tokens, "
-            f"{self.failures} failed or incomplete"
+            f"{self.failures} failed or incomplete, {self.recall_degraded} recall-degraded, {self.partial} partial"
         )
+
+
+def _status(result: ScanResult) -> str:
+    """A repository's status, in the order scan's exit codes take: incomplete first."""
+    if not result.complete:
+        return "incomplete"
+    if result.recall_degraded:
+        return "recall-degraded"
+    if result.partial:
+        return "partial"
+    return "ok"
 
 
 def render_reports(result: ScanResult, formats: Iterable[str]) -> dict[str, str]:
@@ -97,7 +120,7 @@ def succeeded_outcome(target: Target, commit: str | None, result: ScanResult, re
         source=target.source,
         revision=target.revision,
         commit=commit,
-        status="ok" if result.complete else "incomplete",
+        status=_status(result),
         error=None if result.complete else "; ".join(e.message for e in result.errors) or "incomplete windows",
         windows=len(result.windows),
         windows_reused=reused,

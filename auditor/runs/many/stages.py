@@ -136,7 +136,8 @@ def plan_target_isolated(target: Target, config: ManyConfig, engine: EngineChoic
 
     context = multiprocessing.get_context("spawn")
     receiver, sender = context.Pipe(duplex=False)
-    child = context.Process(target=_plan_in_child, args=(sender, target, config, engine), daemon=True)
+    # Not a daemon: the child may start its own index workers (daemons cannot have children).
+    child = context.Process(target=_plan_in_child, args=(sender, target, config, engine))
     child.start()
     sender.close()
     try:
@@ -144,6 +145,7 @@ def plan_target_isolated(target: Target, config: ManyConfig, engine: EngineChoic
             raise TargetTimeout(f"{target.key}: planning took longer than --target-timeout {config.target_timeout_s:g} s; stopped")
         outcome, value = pickle.loads(receiver.recv_bytes())
     except EOFError:
+        child.join(5)
         raise AuditorError(f"{target.key}: the planning process died (exit code {child.exitcode})") from None
     finally:
         receiver.close()
