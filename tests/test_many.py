@@ -72,6 +72,8 @@ def template(tokenizer_dir: Path, engine: str = "replay", replay: Path | None = 
         engine_settings=EngineSettings(replay_path=str(replay) if replay else None),
         tokenizer=str(tokenizer_dir),
         use_cache=False,
+        rules=("tx-outside-transaction",),
+        probes=0,  # the recordings answer no canaries (fixtures/recorded/README.md)
     )
 
 
@@ -83,6 +85,8 @@ def single_scan_reports(repo: Path, tokenizer_dir: Path, recording: Path) -> dic
         engine_settings=EngineSettings(replay_path=str(recording)),
         tokenizer=str(tokenizer_dir),
         use_cache=False,
+        rules=("tx-outside-transaction",),
+        probes=0,  # the recordings answer no canaries (fixtures/recorded/README.md)
     )
     result = run_scan(config)
     return {name: render(result, fmt) for fmt, name in FORMATS.items()}
@@ -305,7 +309,7 @@ def test_git_targets_are_cloned_shallowly_at_their_revision(tmp_path: Path, monk
     spec = tmp_path / "targets.txt"
     spec.write_text(f"file://{source}@v1\n{source}#HEAD\nfile://{tmp_path}/nowhere.git\n", encoding="utf-8")
     out = tmp_path / "run"
-    config = ManyConfig(targets=spec, out=out, scan=ScanConfig(root=Path("."), engine="static", use_cache=False))
+    config = ManyConfig(targets=spec, out=out, scan=ScanConfig(root=Path("."), engine="static", use_cache=False, rules=("tx-outside-transaction",)))
 
     result = {r.key: r for r in run_many(config).repositories}
     assert result["go_inventory-v1"].commit == tagged
@@ -313,7 +317,8 @@ def test_git_targets_are_cloned_shallowly_at_their_revision(tmp_path: Path, monk
     assert (out / "checkouts" / "go_inventory-HEAD" / "extra.go").is_file()
     assert git("rev-list", "--count", "HEAD", cwd=out / "checkouts" / "go_inventory-HEAD") == "1"
     assert result["nowhere"].status == "failed" and "git fetch failed" in result["nowhere"].error
-    static = run_scan(ScanConfig(root=out / "checkouts" / "go_inventory-v1", engine="static", use_cache=False))
+    static = run_scan(ScanConfig(root=out / "checkouts" / "go_inventory-v1", engine="static", use_cache=False,
+                                  rules=("tx-outside-transaction",)))
     assert many_reports(out, "go_inventory-v1")["report.json"] == render(static, "json")
 
 
@@ -370,13 +375,13 @@ def test_command_writes_the_run_and_exits_5_when_a_repository_failed(tmp_path: P
     spec = tmp_path / "targets.txt"
     spec.write_text("repos/flask_ledger\nrepos/missing\n", encoding="utf-8")
     out = tmp_path / "run"
-    result = CliRunner().invoke(app, [str(spec), "--out", str(out), "--engine", "static", "--no-cache"])
+    result = CliRunner().invoke(app, [str(spec), "--out", str(out), "--engine", "static", "--no-cache", "--rule", "tx-outside-transaction"])
     assert result.exit_code == 5, result.output
     assert "1 failed or incomplete" in result.output and "index.md" in result.output
     assert "ray is not installed" in result.output
     assert [r["status"] for r in index(out)["repositories"]] == ["ok", "failed"]
     spec.write_text("repos/flask_ledger\n", encoding="utf-8")
-    assert CliRunner().invoke(app, [str(spec), "--out", str(out), "--engine", "static", "--no-cache"]).exit_code == 0
+    assert CliRunner().invoke(app, [str(spec), "--out", str(out), "--engine", "static", "--no-cache", "--rule", "tx-outside-transaction"]).exit_code == 0
     assert repos.is_dir()
 
 
@@ -384,7 +389,7 @@ def test_a_repository_over_the_target_timeout_fails_alone(tmp_path: Path, tiny_t
     repos = tmp_path / "repos"
     shutil.copytree(REPO_ROOT / "fixtures" / "go_inventory", repos / "go_inventory")
     out = tmp_path / "run"
-    config = ManyConfig(targets=repos, out=out, scan=ScanConfig(root=Path("."), engine="static", use_cache=False),
+    config = ManyConfig(targets=repos, out=out, scan=ScanConfig(root=Path("."), engine="static", use_cache=False, rules=("tx-outside-transaction",)),
                         backend="sequential", target_timeout_s=0.01)
     result = run_many(config)
     [outcome] = result.repositories

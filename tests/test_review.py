@@ -388,7 +388,8 @@ def test_cli_exits_1_only_for_new_findings_with_error(repo, tmp_path: Path):
 
 def test_cli_reports_a_bad_base_as_an_error(repo):
     outcome = CliRunner().invoke(_cli(), ["review", str(repo["root"]), "--engine", "static", "--min-severity", "low", "--base", "nope"])
-    assert outcome.exit_code == 2
+    assert outcome.exit_code == 64  # a revision the repository does not have is a usage error
+    assert "unknown revision 'nope'" in " ".join(outcome.output.split())
 
 
 def _replay_dir(directory: Path) -> Path:
