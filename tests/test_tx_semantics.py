@@ -361,3 +361,38 @@ def test_a_sequence_of_deletes_alone_is_a_cleanup_of_medium_severity(rule: Rule)
     assert found[("shop/tasks.py", "purge_expired")].severity == "medium"
     assert found[("shop/tasks.py", "purge_and_count")].severity == "critical"
     assert ("shop/tasks.py", "purge_expired") not in reported(analyze_source(files, rule, TxOptions(min_severity="high")))
+
+
+def test_sqlalchemy_query_deletes_and_updates_run_inside_the_session(rule: Rule):
+    files = {
+        "app/routes.py": """
+            from flask import Blueprint
+
+            from .db import db
+            from .models import Entry, Mention
+
+            bp = Blueprint("entries", __name__)
+
+            @bp.route("/purge", methods=["POST"])
+            def purge():
+                db.session.query(Entry).filter(Entry.id == 1).delete()
+                Mention.query.filter_by(entry_id=1).delete()
+                Mention.query.filter_by(entry_id=2).update({"seen": True})
+                stale = Entry.query.filter(Entry.old)
+                stale.delete()
+                db.session.commit()
+
+            @bp.route("/twice", methods=["POST"])
+            def purge_twice():
+                Mention.query.filter_by(entry_id=1).delete()
+                db.session.commit()
+                db.session.query(Entry).filter(Entry.id == 1).delete()
+                db.session.commit()
+            """,
+        "app/db.py": "from flask_sqlalchemy import SQLAlchemy\ndb = SQLAlchemy()\n",
+        "app/models.py": "class Entry:\n    pass\n\nclass Mention:\n    pass\n",
+    }
+    found = reported(analyze_source(files, rule))
+    assert ("app/routes.py", "purge") not in found  # one transaction, ended by one commit
+    twice = found[("app/routes.py", "purge_twice")]
+    assert twice.severity == "high" and twice.title.startswith("2 commits on one path")
