@@ -396,3 +396,28 @@ def test_sqlalchemy_query_deletes_and_updates_run_inside_the_session(rule: Rule)
     assert ("app/routes.py", "purge") not in found  # one transaction, ended by one commit
     twice = found[("app/routes.py", "purge_twice")]
     assert twice.severity == "high" and twice.title.startswith("2 commits on one path")
+
+
+def test_top_level_populate_seed_and_fake_scripts_are_dev_data(rule: Rule):
+    script = """
+        from app.db import db
+        from app.models import Entry
+
+        if __name__ == "__main__":
+            db.session.add(Entry())
+            db.session.commit()
+            db.session.add(Entry())
+            db.session.commit()
+        """
+    files = {
+        "populate.py": script,
+        "scripts/seed_demo.py": script,
+        "tools/make_fake_users.py": script,
+        "migrate.py": script,
+        "app/db.py": "from flask_sqlalchemy import SQLAlchemy\ndb = SQLAlchemy()\n",
+        "app/models.py": "class Entry:\n    pass\n",
+    }
+    found = reported(analyze_source(files, rule))
+    assert {path for path, _ in found} == {"migrate.py"}
+    included = reported(analyze_source(files, rule, TxOptions(min_severity="low", include_tests=True)))
+    assert ("populate.py", "<main>") in included

@@ -96,6 +96,7 @@ _WRAPPER_DEPTH = 4
 _DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 _LANGUAGE_FAMILY = {"tsx": "typescript"}
 _DEV_DATA_COMMAND = re.compile(r"(?:^|/)management/commands/(?:populate\w*|seed\w*|clear\w*|\w*fake\w*|\w*demo\w*|\w*sample\w*|load_?\w*data)\.py$")
+_DEV_DATA_SCRIPT = re.compile(r"(?:^|/)(?:populate\w*|seed\w*|\w*fake\w*)\.py$")
 _FIXTURE_DIRECTORIES = frozenset({"fixtures", "fixture", "testdata", "test_data", "examples", "example"})
 _SELF_RECEIVERS = frozenset({"self", "cls", "this"})
 _MAX_DEPTH = 60
@@ -117,8 +118,8 @@ class TxOptions:
     """Choices for one run of the analysis.
 
     ``min_severity``: the lowest severity returned (``"low"`` shows single autocommit
-    writes); ``include_tests``: treat test code, fixtures and dev-data management commands
-    (``populatedb``, ``seed_*``...) as entry points too.
+    writes); ``include_tests``: treat test code, fixtures, dev-data management commands
+    (``populatedb``, ``seed_*``...) and dev-data scripts (``populate.py``...) as entry points too.
     """
 
     min_severity: str = "low"
@@ -910,9 +911,11 @@ def _false_keywords(call: CallSite | None) -> frozenset[str]:
 
 
 def _dev_or_fixture_path(path: str) -> bool:
-    """Code that is not how production is entered: tests, fixtures, dev-data commands."""
+    """Code that is not how production is entered: tests, fixtures, dev-data commands and
+    scripts (``populate.py``, ``seed_*.py``, ``*fake*.py``)."""
     directories = path.split("/")[:-1]
-    return is_test_path(path) or bool(_DEV_DATA_COMMAND.search(path)) or any(part in _FIXTURE_DIRECTORIES for part in directories)
+    dev_data = _DEV_DATA_COMMAND.search(path) or _DEV_DATA_SCRIPT.search(path)
+    return is_test_path(path) or bool(dev_data) or any(part in _FIXTURE_DIRECTORIES for part in directories)
 
 
 def _enclosing_of(ref: FunctionRef) -> str | None:
