@@ -421,3 +421,49 @@ def test_top_level_populate_seed_and_fake_scripts_are_dev_data(rule: Rule):
     assert {path for path, _ in found} == {"migrate.py"}
     included = reported(analyze_source(files, rule, TxOptions(min_severity="low", include_tests=True)))
     assert ("populate.py", "<main>") in included
+
+
+def test_an_omitted_false_default_switches_its_guarded_write_off(rule: Rule):
+    files = {
+        "shop/tasks.py": """
+            from celery import shared_task
+
+            from .models import Order
+            from .utils import invalidate, invalidate_all
+
+            @shared_task
+            def recalculate(order_ids):
+                orders = Order.objects.filter(id__in=order_ids)
+                for order in orders:
+                    invalidate(order)
+                Order.objects.bulk_update(orders, ["dirty"])
+
+            @shared_task
+            def recalculate_and_save(order_ids):
+                orders = Order.objects.filter(id__in=order_ids)
+                for order in orders:
+                    invalidate(order, save=True)
+                Order.objects.bulk_update(orders, ["dirty"])
+
+            @shared_task
+            def recalculate_passed_down(order_ids):
+                orders = Order.objects.filter(id__in=order_ids)
+                for order in orders:
+                    invalidate_all(order)
+                Order.objects.bulk_update(orders, ["dirty"])
+            """,
+        "shop/utils.py": """
+            def invalidate(order, *, save: bool = False):
+                order.dirty = True
+                if save:
+                    order.save(update_fields=["dirty"])
+
+            def invalidate_all(order, save=False):
+                invalidate(order, save=save)
+            """,
+        "shop/models.py": "class Order:\n    pass\n",
+    }
+    found = reported(analyze_source(files, rule))
+    assert found[("shop/tasks.py", "recalculate")].severity == "low"  # only the bulk_update writes
+    assert found[("shop/tasks.py", "recalculate_passed_down")].severity == "low"
+    assert found[("shop/tasks.py", "recalculate_and_save")].severity == "critical"

@@ -91,6 +91,7 @@ _ASSIGNED_NAME = re.compile(r"^\s*(?:(?:var|let|const|final)\s+)?(?:[\w.<>\[\]]+
 _STRING_START = re.compile(r"""^\s*[rRbBuUfF]{0,2}("{3}|'{3}|"|'|`)""")
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 _MAYBE_FALSE = re.compile(r"=\s*(?:False|None|0|false|nil)\b")
+_FALSE_DEFAULT = re.compile(r"^(?:False|None|0)$")
 _FALSE_KEYWORD = re.compile(r"^([A-Za-z_]\w*)\s*=\s*(False|None|0|false|nil)$")
 _WRAPPER_DEPTH = 4
 _DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
@@ -476,6 +477,7 @@ class _Analysis:
         self._active: set[tuple[FunctionRef, frozenset[str]]] = set()
         self._dispatch_into: dict[FunctionRef, list[Edge]] | None = None
         self._blocked: dict[Edge, bool] = {}
+        self._signatures: dict[FunctionRef, tuple[tuple[str, str | None], ...]] = {}
         self._entry_refs: frozenset[FunctionRef] = frozenset()
 
     # -- boundaries on functions ---------------------------------------------------------
@@ -622,7 +624,7 @@ class _Analysis:
                 call = self._call_for(edge)
                 if self._edge_blocked(edge, call):
                     continue
-                steps = self.path_of(edge.callee, _false_keywords(call), depth + 1)
+                steps = self.path_of(edge.callee, self._off(edge.callee, call, off), depth + 1)
                 effects = tuple(effect for step in steps for effect in step.effects)
                 if _BOOKKEEPING_FUNCTION.search(edge.callee.qualname.rsplit(".", 1)[-1]):
                     effects = tuple(Effect.AUDIT if effect is Effect.WRITE else effect for effect in effects)
@@ -632,7 +634,7 @@ class _Analysis:
                 events[line].append(best)
         if not events:
             return ()
-        if sum(len(steps) for steps in events.values()) == 1:
+        if not off and sum(len(steps) for steps in events.values()) == 1:
             return tuple(events[next(iter(events))])
         body, source, offset = self._body(ref, facts)
         shifted = {line - offset: steps for line, steps in events.items()}
@@ -668,8 +670,59 @@ class _Analysis:
 
     def _switched_off(self, edge: Edge, call: CallSite | None) -> bool:
         """A call whose constant false keyword arguments leave the callee no effect."""
-        off = _false_keywords(call)
+        off = self._off(edge.callee, call)
         return bool(off) and not self.path_of(edge.callee, off) and bool(self.path_of(edge.callee))
+
+    def _off(self, callee: FunctionRef, call: CallSite | None, caller_off: frozenset[str] = frozenset()) -> frozenset[str]:
+        """The callee's parameters that are false on this call: passed a false constant,
+        passed a parameter of the caller that is itself false (``save=save``), or omitted
+        where the parameter's default is false (``def f(order, save=False)`` called as
+        ``f(order)``)."""
+        off = set(_false_keywords(call))
+        if call is None:
+            return frozenset(off)
+        arguments = split_arguments(call.arguments)
+        if any(argument.startswith("*") for argument in arguments):
+            return frozenset(off)  # *args/**kwargs: what is passed is not known
+        keywords: dict[str, str] = {}
+        positional = 0
+        for argument in arguments:
+            name, equals, value = argument.partition("=")
+            if equals and _IDENTIFIER.fullmatch(name.strip()) and not value.startswith("="):
+                keywords[name.strip()] = value.strip()
+            elif argument.strip():
+                positional += 1
+        off.update(name for name, value in keywords.items() if value in caller_off)
+        for position, (name, default) in enumerate(self._parameters(callee)):
+            if name not in keywords and position >= positional and default is not None and _FALSE_DEFAULT.match(default):
+                off.add(name)
+        return frozenset(off)
+
+    def _parameters(self, ref: FunctionRef) -> tuple[tuple[str, str | None], ...]:
+        """A Python function's parameters after ``self``/``cls`` as (name, default text or
+        None), in order; keyword-only parameters follow the positional ones."""
+        found = self._signatures.get(ref)
+        if found is not None:
+            return found
+        facts = self.facts.get(ref.path)
+        definition = self.graph.definition(ref)
+        parameters: list[tuple[str, str | None]] = []
+        if facts is not None and definition is not None and facts.index.language == "python":
+            text = "\n".join(facts.lines[definition.start_line - 1 : min(definition.end_line, definition.start_line + 30)])
+            start = text.find("def " + definition.name)
+            opening = text.find("(", start) if start >= 0 else -1
+            closing = _closing_paren(text, opening) if opening >= 0 else None
+            if closing is not None:
+                for parameter in split_arguments(text[opening + 1 : closing]):
+                    name, _, default = parameter.partition("=")
+                    name = name.split(":", 1)[0].strip()
+                    if not name or name.startswith("*") or name == "/":
+                        continue
+                    parameters.append((name, default.strip() or None))
+                if parameters and parameters[0][0] in _SELF_RECEIVERS and definition.parent is not None:
+                    parameters = parameters[1:]
+        result = self._signatures[ref] = tuple(parameters)
+        return result
 
     # -- search --------------------------------------------------------------------------
 
