@@ -467,3 +467,56 @@ def test_an_omitted_false_default_switches_its_guarded_write_off(rule: Rule):
     assert found[("shop/tasks.py", "recalculate")].severity == "low"  # only the bulk_update writes
     assert found[("shop/tasks.py", "recalculate_passed_down")].severity == "low"
     assert found[("shop/tasks.py", "recalculate_and_save")].severity == "critical"
+
+
+def test_overrides_of_different_subclasses_are_alternatives_not_a_sum(rule: Rule):
+    files = {
+        "shop/views.py": """
+            from .mutations import BaseDelete
+
+            def delete_view(request):
+                BaseDelete.perform(request.instance)
+            """,
+        "shop/mutations.py": """
+            from .models import Line, Note
+
+            class BaseDelete:
+                @classmethod
+                def perform(cls, instance):
+                    cls.clean_instance(instance)
+                    instance.delete()
+                    cls.post_save_action(instance)
+
+                @classmethod
+                def clean_instance(cls, instance):
+                    return None
+
+                @classmethod
+                def post_save_action(cls, instance):
+                    return None
+
+            class CustomerDelete(BaseDelete):
+                @classmethod
+                def clean_instance(cls, instance):
+                    Note.objects.create(text="customer")
+                    Line.objects.filter(cart=None).update(owner=None)
+
+            class DraftDelete(BaseDelete):
+                @classmethod
+                def post_save_action(cls, instance):
+                    Line.objects.create(cart=None)
+                    Note.objects.create(text="draft")
+
+            class CheckedDraftDelete(DraftDelete):
+                @classmethod
+                def clean_instance(cls, instance):
+                    Note.objects.create(text="checked")
+            """,
+        "shop/models.py": "class Line:\n    pass\n\nclass Note:\n    pass\n",
+    }
+    found = reported(analyze_source(files, rule))
+    perform = found[("shop/mutations.py", "BaseDelete.perform")]
+    # CheckedDraftDelete runs its own clean_instance and DraftDelete's post_save_action:
+    # 1 + the delete + 2, never CustomerDelete's heavier clean_instance on top
+    assert perform.title.startswith("4 database writes"), perform.title
+    assert "CustomerDelete" not in perform.explanation

@@ -21,7 +21,9 @@ Inputs: the index (``FileIndex`` per path), the file texts, the rule (its ``sink
    off every effect of the callee.
 3. **Sequences.** Each function's events are its uncovered effects and its unblocked calls
    into functions with effects (the callee's heaviest path counted at the call site). The
-   heaviest feasible path through the function (:mod:`.paths`) is its sequence. A
+   heaviest feasible path through the function (:mod:`.paths`) is its sequence; a
+   base-class method's self-calls into subclass overrides are taken per concrete class
+   (the heaviest class counts, never a sum of different classes' overrides). A
    function is reported where the sequence is formed: two or more events on its path; a
    helper with one write folds into the caller that sequences it.
 4. **Severity.** ``critical``: two or more autocommit writes, or an autocommit write and a
@@ -65,7 +67,7 @@ from auditor.analysis.entrypoints import (
 )
 from auditor.analysis.transactions import django, paths
 from auditor.analysis.transactions.base import CallContext, Classification, Effect, TransactionModel
-from auditor.analysis.transactions.dispatch import Dispatch
+from auditor.analysis.transactions.dispatch import OVERRIDE, Dispatch
 from auditor.analysis.transactions.generic import GenericModel
 from auditor.analysis.transactions.go_sql import GoSqlModel
 from auditor.analysis.transactions.side_effects import SideEffectModel
@@ -618,27 +620,69 @@ class _Analysis:
         by_line: dict[int, list[Edge]] = defaultdict(list)
         for edge in self.callees(ref):
             by_line[edge.line].append(edge)
+        calls: dict[int, _Step] = {}
+        overrides: dict[int, dict[FunctionRef, _Step]] = defaultdict(dict)
         for line, edges in sorted(by_line.items()):
-            best: _Step | None = None
             for edge in edges:
-                call = self._call_for(edge)
-                if self._edge_blocked(edge, call):
+                step = self._edge_step(edge, off, depth)
+                if step is None:
                     continue
-                steps = self.path_of(edge.callee, self._off(edge.callee, call, off), depth + 1)
-                effects = tuple(effect for step in steps for effect in step.effects)
-                if _BOOKKEEPING_FUNCTION.search(edge.callee.qualname.rsplit(".", 1)[-1]):
-                    effects = tuple(Effect.AUDIT if effect is Effect.WRITE else effect for effect in effects)
-                if effects and (best is None or len(effects) > len(best.effects)):
-                    best = _Step(line, f"calls {edge.callee.qualname}", effects, edge.callee, edge.approximate)
-            if best is not None:
-                events[line].append(best)
-        if not events:
-            return ()
-        if not off and sum(len(steps) for steps in events.values()) == 1:
-            return tuple(events[next(iter(events))])
-        body, source, offset = self._body(ref, facts)
-        shifted = {line - offset: steps for line, steps in events.items()}
-        return tuple(paths.heaviest_path(body, source, shifted, _weight, off))
+                if edge.approximate and self.dispatch.kinds.get(edge) == OVERRIDE:
+                    overrides[line][edge.callee] = step
+                elif line not in calls or len(step.effects) > len(calls[line].effects):
+                    calls[line] = step
+        body: tuple[Node | None, bytes, int] | None = None
+        heaviest: tuple[_Step, ...] = ()
+        for chosen in self._override_variants(overrides):
+            variant: dict[int, list[_Step]] = {line: list(steps) for line, steps in events.items()}
+            for line, step in sorted({**calls, **chosen}.items()):
+                variant.setdefault(line, []).append(step)
+            if not variant:
+                continue
+            if not off and sum(len(steps) for steps in variant.values()) == 1:
+                found = tuple(variant[next(iter(variant))])
+            else:
+                if body is None:
+                    body = self._body(ref, facts)
+                node, source, offset = body
+                shifted = {line - offset: steps for line, steps in variant.items()}
+                found = tuple(paths.heaviest_path(node, source, shifted, _weight, off))
+            if sum(map(_weight, found)) > sum(map(_weight, heaviest)):
+                heaviest = found
+        return heaviest
+
+    def _edge_step(self, edge: Edge, off: frozenset[str], depth: int) -> _Step | None:
+        """The event a call into ``edge.callee`` adds at its line (its heaviest path), or
+        None when the call is blocked or the callee has no effect."""
+        call = self._call_for(edge)
+        if self._edge_blocked(edge, call):
+            return None
+        steps = self.path_of(edge.callee, self._off(edge.callee, call, off), depth + 1)
+        effects = tuple(effect for step in steps for effect in step.effects)
+        if _BOOKKEEPING_FUNCTION.search(edge.callee.qualname.rsplit(".", 1)[-1]):
+            effects = tuple(Effect.AUDIT if effect is Effect.WRITE else effect for effect in effects)
+        return _Step(edge.line, f"calls {edge.callee.qualname}", effects, edge.callee, edge.approximate) if effects else None
+
+    def _override_variants(self, overrides: Mapping[int, Mapping[FunctionRef, _Step]]) -> list[dict[int, _Step]]:
+        """The overrides one concrete class runs at each dispatching line, per class that
+        defines one (nearest definition in its lineage), plus the base's own (none): the
+        alternatives a base-class path has. Never a mix no single class runs."""
+        variants: list[dict[int, _Step]] = [{}]
+        classes = sorted({FunctionRef(target.path, target.qualname.rsplit(".", 1)[0]) for targets in overrides.values() for target in targets})
+        seen: set[tuple[tuple[int, FunctionRef], ...]] = {()}
+        for cls in classes:
+            lineage = self.dispatch.lineage(cls)
+            chosen: dict[int, _Step] = {}
+            for line, targets in overrides.items():
+                owners = {FunctionRef(target.path, target.qualname.rsplit(".", 1)[0]): step for target, step in targets.items()}
+                nearest = next((owners[owner] for owner in lineage if owner in owners), None)
+                if nearest is not None:
+                    chosen[line] = nearest
+            key = tuple(sorted((line, step.callee) for line, step in chosen.items() if step.callee is not None))
+            if key not in seen:
+                seen.add(key)
+                variants.append(chosen)
+        return variants
 
     def _body(self, ref: FunctionRef, facts: _FileFacts | None) -> tuple[Node | None, bytes, int]:
         """The function's body node, the source it was parsed from and the number of lines
