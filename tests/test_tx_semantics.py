@@ -520,3 +520,58 @@ def test_overrides_of_different_subclasses_are_alternatives_not_a_sum(rule: Rule
     # 1 + the delete + 2, never CustomerDelete's heavier clean_instance on top
     assert perform.title.startswith("4 database writes"), perform.title
     assert "CustomerDelete" not in perform.explanation
+
+
+def test_a_repository_decorator_whose_wrapper_opens_a_transaction_is_a_boundary(rule: Rule):
+    files = {
+        "shop/tracing.py": """
+            from contextlib import contextmanager
+
+            from django.db import transaction
+
+            @contextmanager
+            def traced_atomic():
+                with transaction.atomic():
+                    yield
+            """,
+        "shop/gateway.py": """
+            from .models import Payment, Transaction
+            from .tracing import traced_atomic
+
+            def with_locked_payment(fn):
+                def wrapped(payment, *args, **kwargs):
+                    with traced_atomic():
+                        payment = Payment.objects.select_for_update().get(id=payment.id)
+                        return fn(payment, *args, **kwargs)
+                return wrapped
+
+            def logged(fn):
+                def wrapped(*args, **kwargs):
+                    return fn(*args, **kwargs)
+                return wrapped
+
+            @with_locked_payment
+            def capture(payment):
+                payment.save()
+                Transaction.objects.create(payment=payment)
+
+            @logged
+            def refund(payment):
+                payment.save()
+                Transaction.objects.create(payment=payment)
+            """,
+        "shop/views.py": """
+            from .gateway import capture, refund
+
+            def capture_view(request):
+                capture(request.payment)
+
+            def refund_view(request):
+                refund(request.payment)
+            """,
+        "shop/models.py": "class Payment:\n    pass\n\nclass Transaction:\n    pass\n",
+    }
+    found = reported(analyze_source(files, rule))
+    assert ("shop/gateway.py", "capture") not in found
+    assert ("shop/views.py", "capture_view") not in found
+    assert found[("shop/gateway.py", "refund")].severity == "critical"

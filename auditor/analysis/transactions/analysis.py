@@ -501,7 +501,8 @@ class _Analysis:
     def _is_boundary(self, path: str, expression: str) -> bool:
         """Whether a decorator or ``with`` expression written in ``path`` opens a transaction:
         it matches the rule's boundaries, or it names a repository function that itself
-        opens one (a wrapper such as ``@traced_atomic`` around ``transaction.atomic``)."""
+        opens one (a wrapper such as ``@traced_atomic`` around ``transaction.atomic``, or a
+        decorator whose inner wrapper runs the function in such a block)."""
         if self.patterns.non_atomic.matches(expression):
             return False
         if self.patterns.boundaries.matches(expression):
@@ -515,7 +516,8 @@ class _Analysis:
         facts = self.facts.get(target.path) if target is not None else None
         if target is None or facts is None:
             return False
-        return any(region.enclosing == target.qualname for region in facts.regions)
+        nested = target.qualname + "."  # a decorator's wrapper function
+        return any(region.enclosing == target.qualname or (region.enclosing or "").startswith(nested) for region in facts.regions)
 
     def _entry_covered(self, entry: EntryPoint) -> bool:
         if self._decorated_boundary(entry.ref):
