@@ -575,3 +575,41 @@ def test_a_repository_decorator_whose_wrapper_opens_a_transaction_is_a_boundary(
     assert ("shop/gateway.py", "capture") not in found
     assert ("shop/views.py", "capture_view") not in found
     assert found[("shop/gateway.py", "refund")].severity == "critical"
+
+
+def test_a_commit_with_nothing_pending_since_the_last_commit_is_not_a_second_commit(rule: Rule):
+    files = {
+        "app/routes.py": """
+            from flask import Blueprint
+
+            from .db import session
+            from .models import save_preferences
+
+            bp = Blueprint("users", __name__)
+
+            @bp.route("/preferences", methods=["POST"])
+            def edit_preferences(user):
+                try:
+                    save_preferences(user)
+                    session.commit()
+                except ValueError:
+                    return None
+
+            @bp.route("/join", methods=["POST"])
+            def join(user):
+                save_preferences(user)
+                user.captain = True
+                session.commit()
+            """,
+        "app/models.py": """
+            from .db import session
+
+            def save_preferences(user):
+                user.preferences = {}
+                session.commit()
+            """,
+        "app/db.py": "from sqlalchemy.orm import Session\nsession = Session()\n",
+    }
+    found = reported(analyze_source(files, rule))
+    assert ("app/routes.py", "edit_preferences") not in found
+    assert found[("app/routes.py", "join")].severity == "high"  # the assignment is pending

@@ -93,6 +93,8 @@ _ASSIGNED_NAME = re.compile(r"^\s*(?:(?:var|let|const|final)\s+)?(?:[\w.<>\[\]]+
 _STRING_START = re.compile(r"""^\s*[rRbBuUfF]{0,2}("{3}|'{3}|"|'|`)""")
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 _MAYBE_FALSE = re.compile(r"=\s*(?:False|None|0|false|nil)\b")
+# A line between two commits that may leave something pending: a call, or an assignment.
+_PENDING = re.compile(r"\w\s*\(|[^=!<>]=(?!=)")
 _FALSE_DEFAULT = re.compile(r"^(?:False|None|0)$")
 _FALSE_KEYWORD = re.compile(r"^([A-Za-z_]\w*)\s*=\s*(False|None|0|false|nil)$")
 _WRAPPER_DEPTH = 4
@@ -649,6 +651,8 @@ class _Analysis:
                 node, source, offset = body
                 shifted = {line - offset: steps for line, steps in variant.items()}
                 found = tuple(paths.heaviest_path(node, source, shifted, _weight, off))
+            if facts is not None:
+                found = _without_idle_commits(found, facts)
             if sum(map(_weight, found)) > sum(map(_weight, heaviest)):
                 heaviest = found
         return heaviest
@@ -960,6 +964,27 @@ def _severity(steps: tuple[_Step, ...]) -> str | None:
     if writes + bookkeeping >= 2 or (bookkeeping and (commits or side_effects)):
         return "medium"
     return None
+
+
+def _without_idle_commits(steps: tuple[_Step, ...], facts: _FileFacts) -> tuple[_Step, ...]:
+    """``steps`` less each direct commit with nothing pending since the commit just before
+    it on the path: no call, assignment or other statement between the two (a callee that
+    commits, then ``session.commit()`` again). An attribute assignment in between
+    (``team.captain_id = user.id``) is a pending write and keeps the commit."""
+    kept: list[_Step] = []
+    for step in steps:
+        previous = kept[-1] if kept else None
+        idle = (
+            previous is not None
+            and step.callee is None
+            and step.effects == (Effect.COMMIT,)
+            and previous.effects[-1] is Effect.COMMIT
+            and previous.line < step.line
+            and not any(_PENDING.search(facts.line_text(line)) for line in range(previous.line + 1, step.line))
+        )
+        if not idle:
+            kept.append(step)
+    return tuple(kept)
 
 
 def _title(ref: FunctionRef, effects: list[Effect]) -> str:
