@@ -245,6 +245,7 @@ def test_early_returns_end_a_path_and_branches_are_alternatives(rule: Rule):
                     return None
                 try:
                     Line.objects.filter(cart=request.cart).delete()
+                    Line.objects.create(cart=request.cart, note="x")
                 except ValueError:
                     Line.objects.filter(cart=request.cart).update(dirty=True)
                     raise
@@ -257,8 +258,10 @@ def test_early_returns_end_a_path_and_branches_are_alternatives(rule: Rule):
         "shop/models.py": "class Line:\n    pass\n",
     }
     found = reported(analyze_source(files, rule))
-    assert found[("shop/views.py", "edit")].severity == "critical"  # the delete, then the handler's update
-    assert "line 5" not in found[("shop/views.py", "edit")].explanation  # the add arm returned
+    edit = found[("shop/views.py", "edit")]
+    assert edit.severity == "critical" and edit.title.startswith("2 database writes")  # the try body
+    assert "line 5" not in edit.explanation  # the add arm returned
+    assert "line 11" not in edit.explanation  # the handler runs instead of the body's rest
     assert found[("shop/views.py", "sweep")].title.startswith("2 database writes")
 
 
@@ -613,3 +616,37 @@ def test_a_commit_with_nothing_pending_since_the_last_commit_is_not_a_second_com
     found = reported(analyze_source(files, rule))
     assert ("app/routes.py", "edit_preferences") not in found
     assert found[("app/routes.py", "join")].severity == "high"  # the assignment is pending
+
+
+def test_an_except_handler_is_an_alternative_to_the_try_body_not_its_continuation(rule: Rule):
+    files = {
+        "app/tasks.py": """
+            import dramatiq
+            import requests
+
+            from .db import session
+            from .models import Export
+
+            def run_export(task_id):
+                session.add(Export(task_id))
+                session.commit()
+                requests.post("https://example.com/done", json={})
+
+            def mark_failed(task_id):
+                session.add(Export(task_id, failed=True))
+                session.commit()
+
+            @dramatiq.actor
+            def export_task(task_id):
+                try:
+                    run_export(task_id)
+                except TimeoutError:
+                    mark_failed(task_id)
+                    raise
+            """,
+        "app/db.py": "from sqlalchemy.orm import Session\nsession = Session()\n",
+        "app/models.py": "class Export:\n    pass\n",
+    }
+    found = reported(analyze_source(files, rule))
+    assert ("app/tasks.py", "export_task") not in found  # the failure record is not a second commit
+    assert found[("app/tasks.py", "run_export")].severity == "high"
