@@ -481,6 +481,8 @@ def test_overrides_of_different_subclasses_are_alternatives_not_a_sum(rule: Rule
                 BaseDelete.perform(request.instance)
             """,
         "shop/mutations.py": """
+            from django.db import transaction
+
             from .models import Line, Note
 
             class BaseDelete:
@@ -510,6 +512,19 @@ def test_overrides_of_different_subclasses_are_alternatives_not_a_sum(rule: Rule
                     Line.objects.create(cart=None)
                     Note.objects.create(text="draft")
 
+            class LockedDelete(BaseDelete):
+                @classmethod
+                def perform(cls, instance):
+                    with transaction.atomic():
+                        super().perform(instance)
+
+                @classmethod
+                def post_save_action(cls, instance):
+                    Line.objects.create(cart=None)
+                    Line.objects.create(cart=None)
+                    Line.objects.create(cart=None)
+                    Line.objects.create(cart=None)
+
             class CheckedDraftDelete(DraftDelete):
                 @classmethod
                 def clean_instance(cls, instance):
@@ -520,7 +535,8 @@ def test_overrides_of_different_subclasses_are_alternatives_not_a_sum(rule: Rule
     found = reported(analyze_source(files, rule))
     perform = found[("shop/mutations.py", "BaseDelete.perform")]
     # CheckedDraftDelete runs its own clean_instance and DraftDelete's post_save_action:
-    # 1 + the delete + 2, never CustomerDelete's heavier clean_instance on top
+    # 1 + the delete + 2, never CustomerDelete's heavier clean_instance on top, and not
+    # LockedDelete's, which runs the base method only inside its own transaction
     assert perform.title.startswith("4 database writes"), perform.title
     assert "CustomerDelete" not in perform.explanation
 

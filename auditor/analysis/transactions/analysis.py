@@ -637,7 +637,7 @@ class _Analysis:
                     calls[line] = step
         body: tuple[Node | None, bytes, int] | None = None
         heaviest: tuple[_Step, ...] = ()
-        for chosen in self._override_variants(overrides):
+        for chosen in self._override_variants(ref, overrides):
             variant: dict[int, list[_Step]] = {line: list(steps) for line, steps in events.items()}
             for line, step in sorted({**calls, **chosen}.items()):
                 variant.setdefault(line, []).append(step)
@@ -669,15 +669,22 @@ class _Analysis:
             effects = tuple(Effect.AUDIT if effect is Effect.WRITE else effect for effect in effects)
         return _Step(edge.line, f"calls {edge.callee.qualname}", effects, edge.callee, edge.approximate) if effects else None
 
-    def _override_variants(self, overrides: Mapping[int, Mapping[FunctionRef, _Step]]) -> list[dict[int, _Step]]:
+    def _override_variants(self, ref: FunctionRef, overrides: Mapping[int, Mapping[FunctionRef, _Step]]) -> list[dict[int, _Step]]:
         """The overrides one concrete class runs at each dispatching line, per class that
         defines one (nearest definition in its lineage), plus the base's own (none): the
-        alternatives a base-class path has. Never a mix no single class runs."""
+        alternatives a base-class path has. Never a mix no single class runs. A class that
+        overrides ``ref`` itself enters it only through its own override (``super()``,
+        perhaps inside a transaction): its variant is that override's to count."""
         variants: list[dict[int, _Step]] = [{}]
         classes = sorted({FunctionRef(target.path, target.qualname.rsplit(".", 1)[0]) for targets in overrides.values() for target in targets})
         seen: set[tuple[tuple[int, FunctionRef], ...]] = {()}
+        method = ref.qualname.rsplit(".", 1)[-1]
+        owner = ref.qualname.rsplit(".", 1)[0]
         for cls in classes:
             lineage = self.dispatch.lineage(cls)
+            below = lineage[: next((i for i, item in enumerate(lineage) if item.path == ref.path and item.qualname == owner), len(lineage))]
+            if any(self.graph.definition(FunctionRef(item.path, f"{item.qualname}.{method}")) is not None for item in below):
+                continue
             chosen: dict[int, _Step] = {}
             for line, targets in overrides.items():
                 owners = {FunctionRef(target.path, target.qualname.rsplit(".", 1)[0]): step for target, step in targets.items()}
