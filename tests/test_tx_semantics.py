@@ -666,3 +666,44 @@ def test_an_except_handler_is_an_alternative_to_the_try_body_not_its_continuatio
     found = reported(analyze_source(files, rule))
     assert ("app/tasks.py", "export_task") not in found  # the failure record is not a second commit
     assert found[("app/tasks.py", "run_export")].severity == "high"
+
+
+def test_go_statements_from_tx_stmt_run_inside_the_transaction(rule: Rule):
+    files = {
+        "store/importer.go": """
+            package store
+
+            import (
+                "database/sql"
+                "net/http"
+            )
+
+            type Importer struct {
+                db     *sql.DB
+                upsert *sql.Stmt
+            }
+
+            func (s *Importer) Import(w http.ResponseWriter, r *http.Request) {
+                tx, _ := s.db.Begin()
+                var stmt *sql.Stmt
+                stmt = tx.Stmt(s.upsert)
+                stmt.Exec("a")
+                stmt.Exec("b")
+                tx.Commit()
+            }
+
+            func (s *Importer) ImportPooled(w http.ResponseWriter, r *http.Request) {
+                stmt, _ := s.db.Prepare("INSERT INTO subscribers (email) VALUES (?)")
+                stmt.Exec("a")
+                stmt.Exec("b")
+            }
+
+            func Routes(s *Importer) {
+                http.HandleFunc("/import", s.Import)
+                http.HandleFunc("/import-pooled", s.ImportPooled)
+            }
+            """,
+    }
+    found = reported(analyze_source(files, rule))
+    assert ("store/importer.go", "Importer.Import") not in found
+    assert found[("store/importer.go", "Importer.ImportPooled")].severity == "critical"

@@ -110,6 +110,7 @@ _DB_EFFECTS = (Effect.WRITE, Effect.DELETE, Effect.AUDIT, Effect.REPOSITORY, Eff
 # between the real write and one of these loses a log line or leaves an index stale.
 _BOOKKEEPING_FUNCTION = re.compile(r"(?i)(_events?$|^events?_|search_(vector|document|index)|mark_\w*dirty|_audit|^audit|_log$|^log_)")
 _BOOKKEEPING_WRITE = re.compile(r"(?:^|\.)(?:\w*Event|\w*Log|\w*History|events)\.")
+_READS_ASSIGNMENT = frozenset({"update", "delete", "Exec", "ExecContext"})
 _ENQUEUE = frozenset({"delay", "apply_async"})
 _DELETES = frozenset({"delete", "delete_node"})
 
@@ -420,9 +421,10 @@ class _FileFacts:
 
 def _classify(call: CallSite, context: CallContext, memo: dict[tuple[object, ...], Classification | None]) -> Classification | None:
     """The first model's verdict on a call. Verdicts are kept by call text (``memo``)
-    except for the one that reads earlier lines (a queryset variable's ``update``/``delete``)."""
+    except for those that read earlier lines (a queryset or query variable's
+    ``update``/``delete``, a Go statement variable's ``Exec``)."""
     key: tuple[object, ...] | None = None
-    if not (call.name in ("update", "delete") and call.callee.count(".") == 1):
+    if not (call.name in _READS_ASSIGNMENT and call.callee.count(".") == 1):
         key = (context.index.language, context.is_rule_sink, call.callee, call.name, call.arguments)
         if key in memo:
             return memo[key]
