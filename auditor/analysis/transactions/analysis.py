@@ -671,26 +671,28 @@ class _Analysis:
             effects = tuple(Effect.AUDIT if effect is Effect.WRITE else effect for effect in effects)
         return _Step(edge.line, f"calls {edge.callee.qualname}", effects, edge.callee, edge.approximate) if effects else None
 
-    def _override_variants(self, ref: FunctionRef, overrides: Mapping[int, Mapping[FunctionRef, _Step]]) -> list[dict[int, _Step]]:
+    def _override_variants(
+        self, ref: FunctionRef, overrides: Mapping[int, Mapping[FunctionRef, _Step]]
+    ) -> list[dict[int, _Step]]:
         """The overrides one concrete class runs at each dispatching line, per class that
         defines one (nearest definition in its lineage), plus the base's own (none): the
         alternatives a base-class path has. Never a mix no single class runs. A class that
         overrides ``ref`` itself enters it only through its own override (``super()``,
         perhaps inside a transaction): its variant is that override's to count."""
-        variants: list[dict[int, _Step]] = [{}]
-        classes = sorted({FunctionRef(target.path, target.qualname.rsplit(".", 1)[0]) for targets in overrides.values() for target in targets})
-        seen: set[tuple[tuple[int, FunctionRef], ...]] = {()}
+        base = _class_of(ref)
         method = ref.qualname.rsplit(".", 1)[-1]
-        owner = ref.qualname.rsplit(".", 1)[0]
+        classes = sorted({_class_of(target) for targets in overrides.values() for target in targets})
+        variants: list[dict[int, _Step]] = [{}]
+        seen: set[tuple[tuple[int, FunctionRef], ...]] = {()}
         for cls in classes:
             lineage = self.dispatch.lineage(cls)
-            below = lineage[: next((i for i, item in enumerate(lineage) if item.path == ref.path and item.qualname == owner), len(lineage))]
-            if any(self.graph.definition(FunctionRef(item.path, f"{item.qualname}.{method}")) is not None for item in below):
+            below_base = lineage[: lineage.index(base)] if base in lineage else lineage
+            if any(self.graph.definition(FunctionRef(item.path, f"{item.qualname}.{method}")) for item in below_base):
                 continue
             chosen: dict[int, _Step] = {}
             for line, targets in overrides.items():
-                owners = {FunctionRef(target.path, target.qualname.rsplit(".", 1)[0]): step for target, step in targets.items()}
-                nearest = next((owners[owner] for owner in lineage if owner in owners), None)
+                by_class = {_class_of(target): step for target, step in targets.items()}
+                nearest = next((by_class[item] for item in lineage if item in by_class), None)
                 if nearest is not None:
                     chosen[line] = nearest
             key = tuple(sorted((line, step.callee) for line, step in chosen.items() if step.callee is not None))
@@ -1049,6 +1051,11 @@ def _dev_or_fixture_path(path: str) -> bool:
     directories = path.split("/")[:-1]
     dev_data = _DEV_DATA_COMMAND.search(path) or _DEV_DATA_SCRIPT.search(path)
     return is_test_path(path) or bool(dev_data) or any(part in _FIXTURE_DIRECTORIES for part in directories)
+
+
+def _class_of(method: FunctionRef) -> FunctionRef:
+    """The class a method is defined in (its qualname less the last name)."""
+    return FunctionRef(method.path, method.qualname.rsplit(".", 1)[0])
 
 
 def _enclosing_of(ref: FunctionRef) -> str | None:
