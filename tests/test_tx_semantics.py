@@ -245,6 +245,7 @@ def test_early_returns_end_a_path_and_branches_are_alternatives(rule: Rule):
                     return None
                 try:
                     Line.objects.filter(cart=request.cart).delete()
+                    Line.objects.create(cart=request.cart, note="x")
                 except ValueError:
                     Line.objects.filter(cart=request.cart).update(dirty=True)
                     raise
@@ -257,8 +258,10 @@ def test_early_returns_end_a_path_and_branches_are_alternatives(rule: Rule):
         "shop/models.py": "class Line:\n    pass\n",
     }
     found = reported(analyze_source(files, rule))
-    assert found[("shop/views.py", "edit")].severity == "critical"  # the delete, then the handler's update
-    assert "line 5" not in found[("shop/views.py", "edit")].explanation  # the add arm returned
+    edit = found[("shop/views.py", "edit")]
+    assert edit.severity == "critical" and edit.title.startswith("2 database writes")  # the try body
+    assert "line 5" not in edit.explanation  # the add arm returned
+    assert "line 11" not in edit.explanation  # the handler runs instead of the body's rest
     assert found[("shop/views.py", "sweep")].title.startswith("2 database writes")
 
 
@@ -361,3 +364,346 @@ def test_a_sequence_of_deletes_alone_is_a_cleanup_of_medium_severity(rule: Rule)
     assert found[("shop/tasks.py", "purge_expired")].severity == "medium"
     assert found[("shop/tasks.py", "purge_and_count")].severity == "critical"
     assert ("shop/tasks.py", "purge_expired") not in reported(analyze_source(files, rule, TxOptions(min_severity="high")))
+
+
+def test_sqlalchemy_query_deletes_and_updates_run_inside_the_session(rule: Rule):
+    files = {
+        "app/routes.py": """
+            from flask import Blueprint
+
+            from .db import db
+            from .models import Entry, Mention
+
+            bp = Blueprint("entries", __name__)
+
+            @bp.route("/purge", methods=["POST"])
+            def purge():
+                db.session.query(Entry).filter(Entry.id == 1).delete()
+                Mention.query.filter_by(entry_id=1).delete()
+                Mention.query.filter_by(entry_id=2).update({"seen": True})
+                stale = Entry.query.filter(Entry.old)
+                stale.delete()
+                db.session.commit()
+
+            @bp.route("/twice", methods=["POST"])
+            def purge_twice():
+                Mention.query.filter_by(entry_id=1).delete()
+                db.session.commit()
+                db.session.query(Entry).filter(Entry.id == 1).delete()
+                db.session.commit()
+            """,
+        "app/db.py": "from flask_sqlalchemy import SQLAlchemy\ndb = SQLAlchemy()\n",
+        "app/models.py": "class Entry:\n    pass\n\nclass Mention:\n    pass\n",
+    }
+    found = reported(analyze_source(files, rule))
+    assert ("app/routes.py", "purge") not in found  # one transaction, ended by one commit
+    twice = found[("app/routes.py", "purge_twice")]
+    assert twice.severity == "high" and twice.title.startswith("2 commits on one path")
+
+
+def test_top_level_populate_seed_and_fake_scripts_are_dev_data(rule: Rule):
+    script = """
+        from app.db import db
+        from app.models import Entry
+
+        if __name__ == "__main__":
+            db.session.add(Entry())
+            db.session.commit()
+            db.session.add(Entry())
+            db.session.commit()
+        """
+    files = {
+        "populate.py": script,
+        "scripts/seed_demo.py": script,
+        "tools/make_fake_users.py": script,
+        "migrate.py": script,
+        "app/db.py": "from flask_sqlalchemy import SQLAlchemy\ndb = SQLAlchemy()\n",
+        "app/models.py": "class Entry:\n    pass\n",
+    }
+    found = reported(analyze_source(files, rule))
+    assert {path for path, _ in found} == {"migrate.py"}
+    included = reported(analyze_source(files, rule, TxOptions(min_severity="low", include_tests=True)))
+    assert ("populate.py", "<main>") in included
+
+
+def test_an_omitted_false_default_switches_its_guarded_write_off(rule: Rule):
+    files = {
+        "shop/tasks.py": """
+            from celery import shared_task
+
+            from .models import Order
+            from .utils import invalidate, invalidate_all
+
+            @shared_task
+            def recalculate(order_ids):
+                orders = Order.objects.filter(id__in=order_ids)
+                for order in orders:
+                    invalidate(order)
+                Order.objects.bulk_update(orders, ["dirty"])
+
+            @shared_task
+            def recalculate_and_save(order_ids):
+                orders = Order.objects.filter(id__in=order_ids)
+                for order in orders:
+                    invalidate(order, save=True)
+                Order.objects.bulk_update(orders, ["dirty"])
+
+            @shared_task
+            def recalculate_passed_down(order_ids):
+                orders = Order.objects.filter(id__in=order_ids)
+                for order in orders:
+                    invalidate_all(order)
+                Order.objects.bulk_update(orders, ["dirty"])
+            """,
+        "shop/utils.py": """
+            def invalidate(order, *, save: bool = False):
+                order.dirty = True
+                if save:
+                    order.save(update_fields=["dirty"])
+
+            def invalidate_all(order, save=False):
+                invalidate(order, save=save)
+            """,
+        "shop/models.py": "class Order:\n    pass\n",
+    }
+    found = reported(analyze_source(files, rule))
+    assert found[("shop/tasks.py", "recalculate")].severity == "low"  # only the bulk_update writes
+    assert found[("shop/tasks.py", "recalculate_passed_down")].severity == "low"
+    assert found[("shop/tasks.py", "recalculate_and_save")].severity == "critical"
+
+
+def test_overrides_of_different_subclasses_are_alternatives_not_a_sum(rule: Rule):
+    files = {
+        "shop/views.py": """
+            from .mutations import BaseDelete
+
+            def delete_view(request):
+                BaseDelete.perform(request.instance)
+            """,
+        "shop/mutations.py": """
+            from django.db import transaction
+
+            from .models import Line, Note
+
+            class BaseDelete:
+                @classmethod
+                def perform(cls, instance):
+                    cls.clean_instance(instance)
+                    instance.delete()
+                    cls.post_save_action(instance)
+
+                @classmethod
+                def clean_instance(cls, instance):
+                    return None
+
+                @classmethod
+                def post_save_action(cls, instance):
+                    return None
+
+            class CustomerDelete(BaseDelete):
+                @classmethod
+                def clean_instance(cls, instance):
+                    Note.objects.create(text="customer")
+                    Line.objects.filter(cart=None).update(owner=None)
+
+            class DraftDelete(BaseDelete):
+                @classmethod
+                def post_save_action(cls, instance):
+                    Line.objects.create(cart=None)
+                    Note.objects.create(text="draft")
+
+            class LockedDelete(BaseDelete):
+                @classmethod
+                def perform(cls, instance):
+                    with transaction.atomic():
+                        super().perform(instance)
+
+                @classmethod
+                def post_save_action(cls, instance):
+                    Line.objects.create(cart=None)
+                    Line.objects.create(cart=None)
+                    Line.objects.create(cart=None)
+                    Line.objects.create(cart=None)
+
+            class CheckedDraftDelete(DraftDelete):
+                @classmethod
+                def clean_instance(cls, instance):
+                    Note.objects.create(text="checked")
+            """,
+        "shop/models.py": "class Line:\n    pass\n\nclass Note:\n    pass\n",
+    }
+    found = reported(analyze_source(files, rule))
+    perform = found[("shop/mutations.py", "BaseDelete.perform")]
+    # CheckedDraftDelete runs its own clean_instance and DraftDelete's post_save_action:
+    # 1 + the delete + 2, never CustomerDelete's heavier clean_instance on top, and not
+    # LockedDelete's, which runs the base method only inside its own transaction
+    assert perform.title.startswith("4 database writes"), perform.title
+    assert "CustomerDelete" not in perform.explanation
+
+
+def test_a_repository_decorator_whose_wrapper_opens_a_transaction_is_a_boundary(rule: Rule):
+    files = {
+        "shop/tracing.py": """
+            from contextlib import contextmanager
+
+            from django.db import transaction
+
+            @contextmanager
+            def traced_atomic():
+                with transaction.atomic():
+                    yield
+            """,
+        "shop/gateway.py": """
+            from .models import Payment, Transaction
+            from .tracing import traced_atomic
+
+            def with_locked_payment(fn):
+                def wrapped(payment, *args, **kwargs):
+                    with traced_atomic():
+                        payment = Payment.objects.select_for_update().get(id=payment.id)
+                        return fn(payment, *args, **kwargs)
+                return wrapped
+
+            def logged(fn):
+                def wrapped(*args, **kwargs):
+                    return fn(*args, **kwargs)
+                return wrapped
+
+            @with_locked_payment
+            def capture(payment):
+                payment.save()
+                Transaction.objects.create(payment=payment)
+
+            @logged
+            def refund(payment):
+                payment.save()
+                Transaction.objects.create(payment=payment)
+            """,
+        "shop/views.py": """
+            from .gateway import capture, refund
+
+            def capture_view(request):
+                capture(request.payment)
+
+            def refund_view(request):
+                refund(request.payment)
+            """,
+        "shop/models.py": "class Payment:\n    pass\n\nclass Transaction:\n    pass\n",
+    }
+    found = reported(analyze_source(files, rule))
+    assert ("shop/gateway.py", "capture") not in found
+    assert ("shop/views.py", "capture_view") not in found
+    assert found[("shop/gateway.py", "refund")].severity == "critical"
+
+
+def test_a_commit_with_nothing_pending_since_the_last_commit_is_not_a_second_commit(rule: Rule):
+    files = {
+        "app/routes.py": """
+            from flask import Blueprint
+
+            from .db import session
+            from .models import save_preferences
+
+            bp = Blueprint("users", __name__)
+
+            @bp.route("/preferences", methods=["POST"])
+            def edit_preferences(user):
+                try:
+                    save_preferences(user)
+                    session.commit()
+                except ValueError:
+                    return None
+
+            @bp.route("/join", methods=["POST"])
+            def join(user):
+                save_preferences(user)
+                user.captain = True
+                session.commit()
+            """,
+        "app/models.py": """
+            from .db import session
+
+            def save_preferences(user):
+                user.preferences = {}
+                session.commit()
+            """,
+        "app/db.py": "from sqlalchemy.orm import Session\nsession = Session()\n",
+    }
+    found = reported(analyze_source(files, rule))
+    assert ("app/routes.py", "edit_preferences") not in found
+    assert found[("app/routes.py", "join")].severity == "high"  # the assignment is pending
+
+
+def test_an_except_handler_is_an_alternative_to_the_try_body_not_its_continuation(rule: Rule):
+    files = {
+        "app/tasks.py": """
+            import dramatiq
+            import requests
+
+            from .db import session
+            from .models import Export
+
+            def run_export(task_id):
+                session.add(Export(task_id))
+                session.commit()
+                requests.post("https://example.com/done", json={})
+
+            def mark_failed(task_id):
+                session.add(Export(task_id, failed=True))
+                session.commit()
+
+            @dramatiq.actor
+            def export_task(task_id):
+                try:
+                    run_export(task_id)
+                except TimeoutError:
+                    mark_failed(task_id)
+                    raise
+            """,
+        "app/db.py": "from sqlalchemy.orm import Session\nsession = Session()\n",
+        "app/models.py": "class Export:\n    pass\n",
+    }
+    found = reported(analyze_source(files, rule))
+    assert ("app/tasks.py", "export_task") not in found  # the failure record is not a second commit
+    assert found[("app/tasks.py", "run_export")].severity == "high"
+
+
+def test_go_statements_from_tx_stmt_run_inside_the_transaction(rule: Rule):
+    files = {
+        "store/importer.go": """
+            package store
+
+            import (
+                "database/sql"
+                "net/http"
+            )
+
+            type Importer struct {
+                db     *sql.DB
+                upsert *sql.Stmt
+            }
+
+            func (s *Importer) Import(w http.ResponseWriter, r *http.Request) {
+                tx, _ := s.db.Begin()
+                var stmt *sql.Stmt
+                stmt = tx.Stmt(s.upsert)
+                stmt.Exec("a")
+                stmt.Exec("b")
+                tx.Commit()
+            }
+
+            func (s *Importer) ImportPooled(w http.ResponseWriter, r *http.Request) {
+                stmt, _ := s.db.Prepare("INSERT INTO subscribers (email) VALUES (?)")
+                stmt.Exec("a")
+                stmt.Exec("b")
+            }
+
+            func Routes(s *Importer) {
+                http.HandleFunc("/import", s.Import)
+                http.HandleFunc("/import-pooled", s.ImportPooled)
+            }
+            """,
+    }
+    found = reported(analyze_source(files, rule))
+    assert ("store/importer.go", "Importer.Import") not in found
+    assert found[("store/importer.go", "Importer.ImportPooled")].severity == "critical"

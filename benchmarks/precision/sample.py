@@ -5,9 +5,10 @@
         /work/repos/lemur
 
 Each repository is scanned with the static engine (`auditor scan REPO --rule
-tx-outside-transaction --engine static --format json --no-cache`, the auditor next to this
-interpreter). Findings shown by default are those of severity critical, high or medium
-(low, a single autocommit write, is hidden by default). From each repository's default
+tx-outside-transaction --engine static --format json --no-cache --min-severity low`, the
+auditor next to this interpreter), so every severity is counted. Findings shown are those
+of severity `--min-severity` or worse: `high` (critical and high, the CLI's default) unless
+told `medium` (the set judged first, before the CLI had the option). From each repository's default
 findings, sorted by path, line, function and fingerprint, `--cap` are drawn with
 random.Random(seed) (all of them when it has fewer), so no repository dominates.
 
@@ -27,14 +28,14 @@ import sys
 from pathlib import Path
 
 RULE = "tx-outside-transaction"
-SHOWN_BY_DEFAULT = ("critical", "high", "medium")
+SEVERITIES = ("critical", "high", "medium", "low")
 EFFECT = re.compile(r"line (\d+): (?:calls (\S+) )?(?:\S+\(\.\.\.\) )?\(([^)]*)\)")
 
 
 def scan(repo: Path) -> list[dict]:
     auditor = Path(sys.executable).with_name("auditor")
     command = [str(auditor), "scan", str(repo), "--rule", RULE, "--engine", "static",
-               "--format", "json", "--no-cache"]
+               "--format", "json", "--no-cache", "--min-severity", "low"]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode not in (0, 1):
         raise SystemExit(f"scan of {repo} failed ({done.returncode}): {done.stderr}")
@@ -84,16 +85,19 @@ def main() -> None:
     parser.add_argument("repos", nargs="+", type=Path)
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--cap", type=int, default=15, help="most findings drawn per repo")
+    parser.add_argument("--min-severity", choices=SEVERITIES[:3], default="high",
+                        help="lowest severity shown (and sampled)")
     parser.add_argument("--out", type=Path, default=Path(__file__).with_name("sample.json"))
     args = parser.parse_args()
 
+    shown_severities = SEVERITIES[: SEVERITIES.index(args.min_severity) + 1]
     rng = random.Random(args.seed)
     repos, sample = [], []
     for repo in sorted(args.repos, key=lambda p: p.name):
         findings = scan(repo.resolve())
         commit = commit_of(repo)
         by_severity = collections.Counter(f["severity"] for f in findings)
-        shown = sorted((f for f in findings if f["severity"] in SHOWN_BY_DEFAULT), key=order_key)
+        shown = sorted((f for f in findings if f["severity"] in shown_severities), key=order_key)
         drawn = rng.sample(shown, min(args.cap, len(shown)))
         repos.append({"repo": repo.name, "commit": commit, "findings": len(findings),
                       "by_severity": dict(sorted(by_severity.items())),
@@ -104,7 +108,7 @@ def main() -> None:
               f"{len(drawn)} sampled", file=sys.stderr)
 
     document = {"rule": RULE, "engine": "static", "seed": args.seed, "cap_per_repo": args.cap,
-                "shown_by_default": list(SHOWN_BY_DEFAULT), "repos": repos, "sample": sample}
+                "shown_by_default": list(shown_severities), "repos": repos, "sample": sample}
     args.out.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
 
 

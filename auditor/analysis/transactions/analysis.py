@@ -21,7 +21,9 @@ Inputs: the index (``FileIndex`` per path), the file texts, the rule (its ``sink
    off every effect of the callee.
 3. **Sequences.** Each function's events are its uncovered effects and its unblocked calls
    into functions with effects (the callee's heaviest path counted at the call site). The
-   heaviest feasible path through the function (:mod:`.paths`) is its sequence. A
+   heaviest feasible path through the function (:mod:`.paths`) is its sequence; a
+   base-class method's self-calls into subclass overrides are taken per concrete class
+   (the heaviest class counts, never a sum of different classes' overrides). A
    function is reported where the sequence is formed: two or more events on its path; a
    helper with one write folds into the caller that sequences it.
 4. **Severity.** ``critical``: two or more autocommit writes, or an autocommit write and a
@@ -65,7 +67,7 @@ from auditor.analysis.entrypoints import (
 )
 from auditor.analysis.transactions import django, paths
 from auditor.analysis.transactions.base import CallContext, Classification, Effect, TransactionModel
-from auditor.analysis.transactions.dispatch import Dispatch
+from auditor.analysis.transactions.dispatch import OVERRIDE, Dispatch
 from auditor.analysis.transactions.generic import GenericModel
 from auditor.analysis.transactions.go_sql import GoSqlModel
 from auditor.analysis.transactions.side_effects import SideEffectModel
@@ -91,11 +93,15 @@ _ASSIGNED_NAME = re.compile(r"^\s*(?:(?:var|let|const|final)\s+)?(?:[\w.<>\[\]]+
 _STRING_START = re.compile(r"""^\s*[rRbBuUfF]{0,2}("{3}|'{3}|"|'|`)""")
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 _MAYBE_FALSE = re.compile(r"=\s*(?:False|None|0|false|nil)\b")
+# A line between two commits that may leave something pending: a call, or an assignment.
+_PENDING = re.compile(r"\w\s*\(|[^=!<>]=(?!=)")
+_FALSE_DEFAULT = re.compile(r"^(?:False|None|0)$")
 _FALSE_KEYWORD = re.compile(r"^([A-Za-z_]\w*)\s*=\s*(False|None|0|false|nil)$")
 _WRAPPER_DEPTH = 4
 _DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 _LANGUAGE_FAMILY = {"tsx": "typescript"}
 _DEV_DATA_COMMAND = re.compile(r"(?:^|/)management/commands/(?:populate\w*|seed\w*|clear\w*|\w*fake\w*|\w*demo\w*|\w*sample\w*|load_?\w*data)\.py$")
+_DEV_DATA_SCRIPT = re.compile(r"(?:^|/)(?:populate\w*|seed\w*|\w*fake\w*)\.py$")
 _FIXTURE_DIRECTORIES = frozenset({"fixtures", "fixture", "testdata", "test_data", "examples", "example"})
 _SELF_RECEIVERS = frozenset({"self", "cls", "this"})
 _MAX_DEPTH = 60
@@ -104,6 +110,7 @@ _DB_EFFECTS = (Effect.WRITE, Effect.DELETE, Effect.AUDIT, Effect.REPOSITORY, Eff
 # between the real write and one of these loses a log line or leaves an index stale.
 _BOOKKEEPING_FUNCTION = re.compile(r"(?i)(_events?$|^events?_|search_(vector|document|index)|mark_\w*dirty|_audit|^audit|_log$|^log_)")
 _BOOKKEEPING_WRITE = re.compile(r"(?:^|\.)(?:\w*Event|\w*Log|\w*History|events)\.")
+_READS_ASSIGNMENT = frozenset({"update", "delete", "Exec", "ExecContext"})
 _ENQUEUE = frozenset({"delay", "apply_async"})
 _DELETES = frozenset({"delete", "delete_node"})
 
@@ -117,8 +124,8 @@ class TxOptions:
     """Choices for one run of the analysis.
 
     ``min_severity``: the lowest severity returned (``"low"`` shows single autocommit
-    writes); ``include_tests``: treat test code, fixtures and dev-data management commands
-    (``populatedb``, ``seed_*``...) as entry points too.
+    writes); ``include_tests``: treat test code, fixtures, dev-data management commands
+    (``populatedb``, ``seed_*``...) and dev-data scripts (``populate.py``...) as entry points too.
     """
 
     min_severity: str = "low"
@@ -414,9 +421,10 @@ class _FileFacts:
 
 def _classify(call: CallSite, context: CallContext, memo: dict[tuple[object, ...], Classification | None]) -> Classification | None:
     """The first model's verdict on a call. Verdicts are kept by call text (``memo``)
-    except for the one that reads earlier lines (a queryset variable's ``update``/``delete``)."""
+    except for those that read earlier lines (a queryset or query variable's
+    ``update``/``delete``, a Go statement variable's ``Exec``)."""
     key: tuple[object, ...] | None = None
-    if not (call.name in ("update", "delete") and call.callee.count(".") == 1):
+    if not (call.name in _READS_ASSIGNMENT and call.callee.count(".") == 1):
         key = (context.index.language, context.is_rule_sink, call.callee, call.name, call.arguments)
         if key in memo:
             return memo[key]
@@ -475,6 +483,7 @@ class _Analysis:
         self._active: set[tuple[FunctionRef, frozenset[str]]] = set()
         self._dispatch_into: dict[FunctionRef, list[Edge]] | None = None
         self._blocked: dict[Edge, bool] = {}
+        self._signatures: dict[FunctionRef, tuple[tuple[str, str | None], ...]] = {}
         self._entry_refs: frozenset[FunctionRef] = frozenset()
 
     # -- boundaries on functions ---------------------------------------------------------
@@ -496,7 +505,8 @@ class _Analysis:
     def _is_boundary(self, path: str, expression: str) -> bool:
         """Whether a decorator or ``with`` expression written in ``path`` opens a transaction:
         it matches the rule's boundaries, or it names a repository function that itself
-        opens one (a wrapper such as ``@traced_atomic`` around ``transaction.atomic``)."""
+        opens one (a wrapper such as ``@traced_atomic`` around ``transaction.atomic``, or a
+        decorator whose inner wrapper runs the function in such a block)."""
         if self.patterns.non_atomic.matches(expression):
             return False
         if self.patterns.boundaries.matches(expression):
@@ -510,7 +520,8 @@ class _Analysis:
         facts = self.facts.get(target.path) if target is not None else None
         if target is None or facts is None:
             return False
-        return any(region.enclosing == target.qualname for region in facts.regions)
+        nested = target.qualname + "."  # a decorator's wrapper function
+        return any(region.enclosing == target.qualname or (region.enclosing or "").startswith(nested) for region in facts.regions)
 
     def _entry_covered(self, entry: EntryPoint) -> bool:
         if self._decorated_boundary(entry.ref):
@@ -615,27 +626,80 @@ class _Analysis:
         by_line: dict[int, list[Edge]] = defaultdict(list)
         for edge in self.callees(ref):
             by_line[edge.line].append(edge)
+        calls: dict[int, _Step] = {}
+        overrides: dict[int, dict[FunctionRef, _Step]] = defaultdict(dict)
         for line, edges in sorted(by_line.items()):
-            best: _Step | None = None
             for edge in edges:
-                call = self._call_for(edge)
-                if self._edge_blocked(edge, call):
+                step = self._edge_step(edge, off, depth)
+                if step is None:
                     continue
-                steps = self.path_of(edge.callee, _false_keywords(call), depth + 1)
-                effects = tuple(effect for step in steps for effect in step.effects)
-                if _BOOKKEEPING_FUNCTION.search(edge.callee.qualname.rsplit(".", 1)[-1]):
-                    effects = tuple(Effect.AUDIT if effect is Effect.WRITE else effect for effect in effects)
-                if effects and (best is None or len(effects) > len(best.effects)):
-                    best = _Step(line, f"calls {edge.callee.qualname}", effects, edge.callee, edge.approximate)
-            if best is not None:
-                events[line].append(best)
-        if not events:
-            return ()
-        if sum(len(steps) for steps in events.values()) == 1:
-            return tuple(events[next(iter(events))])
-        body, source, offset = self._body(ref, facts)
-        shifted = {line - offset: steps for line, steps in events.items()}
-        return tuple(paths.heaviest_path(body, source, shifted, _weight, off))
+                if edge.approximate and self.dispatch.kinds.get(edge) == OVERRIDE:
+                    overrides[line][edge.callee] = step
+                elif line not in calls or len(step.effects) > len(calls[line].effects):
+                    calls[line] = step
+        body: tuple[Node | None, bytes, int] | None = None
+        heaviest: tuple[_Step, ...] = ()
+        for chosen in self._override_variants(ref, overrides):
+            variant: dict[int, list[_Step]] = {line: list(steps) for line, steps in events.items()}
+            for line, step in sorted({**calls, **chosen}.items()):
+                variant.setdefault(line, []).append(step)
+            if not variant:
+                continue
+            if not off and sum(len(steps) for steps in variant.values()) == 1:
+                found = tuple(variant[next(iter(variant))])
+            else:
+                if body is None:
+                    body = self._body(ref, facts)
+                node, source, offset = body
+                shifted = {line - offset: steps for line, steps in variant.items()}
+                found = tuple(paths.heaviest_path(node, source, shifted, _weight, off))
+            if facts is not None:
+                found = _without_idle_commits(found, facts)
+            if sum(map(_weight, found)) > sum(map(_weight, heaviest)):
+                heaviest = found
+        return heaviest
+
+    def _edge_step(self, edge: Edge, off: frozenset[str], depth: int) -> _Step | None:
+        """The event a call into ``edge.callee`` adds at its line (its heaviest path), or
+        None when the call is blocked or the callee has no effect."""
+        call = self._call_for(edge)
+        if self._edge_blocked(edge, call):
+            return None
+        steps = self.path_of(edge.callee, self._off(edge.callee, call, off), depth + 1)
+        effects = tuple(effect for step in steps for effect in step.effects)
+        if _BOOKKEEPING_FUNCTION.search(edge.callee.qualname.rsplit(".", 1)[-1]):
+            effects = tuple(Effect.AUDIT if effect is Effect.WRITE else effect for effect in effects)
+        return _Step(edge.line, f"calls {edge.callee.qualname}", effects, edge.callee, edge.approximate) if effects else None
+
+    def _override_variants(
+        self, ref: FunctionRef, overrides: Mapping[int, Mapping[FunctionRef, _Step]]
+    ) -> list[dict[int, _Step]]:
+        """The overrides one concrete class runs at each dispatching line, per class that
+        defines one (nearest definition in its lineage), plus the base's own (none): the
+        alternatives a base-class path has. Never a mix no single class runs. A class that
+        overrides ``ref`` itself enters it only through its own override (``super()``,
+        perhaps inside a transaction): its variant is that override's to count."""
+        base = _class_of(ref)
+        method = ref.qualname.rsplit(".", 1)[-1]
+        classes = sorted({_class_of(target) for targets in overrides.values() for target in targets})
+        variants: list[dict[int, _Step]] = [{}]
+        seen: set[tuple[tuple[int, FunctionRef], ...]] = {()}
+        for cls in classes:
+            lineage = self.dispatch.lineage(cls)
+            below_base = lineage[: lineage.index(base)] if base in lineage else lineage
+            if any(self.graph.definition(FunctionRef(item.path, f"{item.qualname}.{method}")) for item in below_base):
+                continue
+            chosen: dict[int, _Step] = {}
+            for line, targets in overrides.items():
+                by_class = {_class_of(target): step for target, step in targets.items()}
+                nearest = next((by_class[item] for item in lineage if item in by_class), None)
+                if nearest is not None:
+                    chosen[line] = nearest
+            key = tuple(sorted((line, step.callee) for line, step in chosen.items() if step.callee is not None))
+            if key not in seen:
+                seen.add(key)
+                variants.append(chosen)
+        return variants
 
     def _body(self, ref: FunctionRef, facts: _FileFacts | None) -> tuple[Node | None, bytes, int]:
         """The function's body node, the source it was parsed from and the number of lines
@@ -667,8 +731,59 @@ class _Analysis:
 
     def _switched_off(self, edge: Edge, call: CallSite | None) -> bool:
         """A call whose constant false keyword arguments leave the callee no effect."""
-        off = _false_keywords(call)
+        off = self._off(edge.callee, call)
         return bool(off) and not self.path_of(edge.callee, off) and bool(self.path_of(edge.callee))
+
+    def _off(self, callee: FunctionRef, call: CallSite | None, caller_off: frozenset[str] = frozenset()) -> frozenset[str]:
+        """The callee's parameters that are false on this call: passed a false constant,
+        passed a parameter of the caller that is itself false (``save=save``), or omitted
+        where the parameter's default is false (``def f(order, save=False)`` called as
+        ``f(order)``)."""
+        off = set(_false_keywords(call))
+        if call is None:
+            return frozenset(off)
+        arguments = split_arguments(call.arguments)
+        if any(argument.startswith("*") for argument in arguments):
+            return frozenset(off)  # *args/**kwargs: what is passed is not known
+        keywords: dict[str, str] = {}
+        positional = 0
+        for argument in arguments:
+            name, equals, value = argument.partition("=")
+            if equals and _IDENTIFIER.fullmatch(name.strip()) and not value.startswith("="):
+                keywords[name.strip()] = value.strip()
+            elif argument.strip():
+                positional += 1
+        off.update(name for name, value in keywords.items() if value in caller_off)
+        for position, (name, default) in enumerate(self._parameters(callee)):
+            if name not in keywords and position >= positional and default is not None and _FALSE_DEFAULT.match(default):
+                off.add(name)
+        return frozenset(off)
+
+    def _parameters(self, ref: FunctionRef) -> tuple[tuple[str, str | None], ...]:
+        """A Python function's parameters after ``self``/``cls`` as (name, default text or
+        None), in order; keyword-only parameters follow the positional ones."""
+        found = self._signatures.get(ref)
+        if found is not None:
+            return found
+        facts = self.facts.get(ref.path)
+        definition = self.graph.definition(ref)
+        parameters: list[tuple[str, str | None]] = []
+        if facts is not None and definition is not None and facts.index.language == "python":
+            text = "\n".join(facts.lines[definition.start_line - 1 : min(definition.end_line, definition.start_line + 30)])
+            start = text.find("def " + definition.name)
+            opening = text.find("(", start) if start >= 0 else -1
+            closing = _closing_paren(text, opening) if opening >= 0 else None
+            if closing is not None:
+                for parameter in split_arguments(text[opening + 1 : closing]):
+                    name, _, default = parameter.partition("=")
+                    name = name.split(":", 1)[0].strip()
+                    if not name or name.startswith("*") or name == "/":
+                        continue
+                    parameters.append((name, default.strip() or None))
+                if parameters and parameters[0][0] in _SELF_RECEIVERS and definition.parent is not None:
+                    parameters = parameters[1:]
+        result = self._signatures[ref] = tuple(parameters)
+        return result
 
     # -- search --------------------------------------------------------------------------
 
@@ -862,6 +977,27 @@ def _severity(steps: tuple[_Step, ...]) -> str | None:
     return None
 
 
+def _without_idle_commits(steps: tuple[_Step, ...], facts: _FileFacts) -> tuple[_Step, ...]:
+    """``steps`` less each direct commit with nothing pending since the commit just before
+    it on the path: no call, assignment or other statement between the two (a callee that
+    commits, then ``session.commit()`` again). An attribute assignment in between
+    (``team.captain_id = user.id``) is a pending write and keeps the commit."""
+    kept: list[_Step] = []
+    for step in steps:
+        previous = kept[-1] if kept else None
+        idle = (
+            previous is not None
+            and step.callee is None
+            and step.effects == (Effect.COMMIT,)
+            and previous.effects[-1] is Effect.COMMIT
+            and previous.line < step.line
+            and not any(_PENDING.search(facts.line_text(line)) for line in range(previous.line + 1, step.line))
+        )
+        if not idle:
+            kept.append(step)
+    return tuple(kept)
+
+
 def _title(ref: FunctionRef, effects: list[Effect]) -> str:
     writes = sum(effect in _DB_EFFECTS for effect in effects)
     side_effects = effects.count(Effect.SIDE_EFFECT)
@@ -910,9 +1046,16 @@ def _false_keywords(call: CallSite | None) -> frozenset[str]:
 
 
 def _dev_or_fixture_path(path: str) -> bool:
-    """Code that is not how production is entered: tests, fixtures, dev-data commands."""
+    """Code that is not how production is entered: tests, fixtures, dev-data commands and
+    scripts (``populate.py``, ``seed_*.py``, ``*fake*.py``)."""
     directories = path.split("/")[:-1]
-    return is_test_path(path) or bool(_DEV_DATA_COMMAND.search(path)) or any(part in _FIXTURE_DIRECTORIES for part in directories)
+    dev_data = _DEV_DATA_COMMAND.search(path) or _DEV_DATA_SCRIPT.search(path)
+    return is_test_path(path) or bool(dev_data) or any(part in _FIXTURE_DIRECTORIES for part in directories)
+
+
+def _class_of(method: FunctionRef) -> FunctionRef:
+    """The class a method is defined in (its qualname less the last name)."""
+    return FunctionRef(method.path, method.qualname.rsplit(".", 1)[0])
 
 
 def _enclosing_of(ref: FunctionRef) -> str | None:

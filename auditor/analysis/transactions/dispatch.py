@@ -17,6 +17,8 @@ from auditor.index.model import CallSite, FileIndex
 _SELF = frozenset({"self", "cls", "this"})
 _PREFIX = re.compile(r"""^[rbuRBU]*[fF]?(['"])([A-Za-z_]\w*?)(?:%|\{|\1)""")
 _MIN_PREFIX = 3
+OVERRIDE = "dispatch to a subclass override"
+"""The kind of a base-class self-call's edge into one subclass's override."""
 
 
 class Dispatch:
@@ -56,6 +58,18 @@ class Dispatch:
             self._descendants[cls] = tuple(sorted(seen))
         return self._descendants[cls]
 
+    def lineage(self, cls: FunctionRef) -> tuple[FunctionRef, ...]:
+        """``cls`` and its repository ancestors, nearest first (breadth-first over bases):
+        the order in which a call on ``cls`` finds a method."""
+        order: list[FunctionRef] = []
+        queue = [cls]
+        while queue:
+            current = queue.pop(0)
+            if current not in order:
+                order.append(current)
+                queue.extend(self.graph.base_classes(current))
+        return tuple(order)
+
     def _function_calls(self, path: str) -> dict[str, list[CallSite]]:
         table = self._calls.get(path)
         if table is None:
@@ -80,7 +94,7 @@ class Dispatch:
             parts = strip_arguments(call.callee).split(".")
             if len(parts) == 2 and parts[0] in _SELF:
                 for target in self._overrides(owner, parts[1]):
-                    found.append(self._edge(ref, target, call.line, "dispatch to a subclass override"))
+                    found.append(self._edge(ref, target, call.line, OVERRIDE))
             elif parts == ["getattr"]:
                 for target in self._prefixed(owner, call):
                     found.append(self._edge(ref, target, call.line, "getattr string dispatch"))

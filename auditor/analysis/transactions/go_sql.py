@@ -1,10 +1,15 @@
 """Go ``database/sql``: ``db.Exec``/``ExecContext`` on the pool (``*sql.DB``) is an
 autocommit statement; on a ``tx`` from ``db.Begin``/``BeginTx`` it runs inside that
-transaction (the analysis tracks the variable the boundary call assigns).
+transaction (the analysis tracks the variable the boundary call assigns), and so does a
+statement the function bound to a transaction (``stmt = tx.Stmt(prepared)``: only
+``*sql.Tx`` has ``Stmt``/``StmtContext``).
 """
 
 from __future__ import annotations
 
+import re
+
+from auditor.analysis.callgraph import strip_arguments
 from auditor.analysis.transactions.base import CallContext, Classification, Effect
 from auditor.index.model import CallSite
 
@@ -18,4 +23,18 @@ class GoSqlModel:
     def classify(self, call: CallSite, context: CallContext) -> Classification | None:
         if context.index.language != "go" or not context.is_rule_sink:
             return None
+        receiver = strip_arguments(call.callee).rsplit(".", 1)[0]
+        if "." not in receiver and _bound_to_tx(receiver, call, context):
+            return Classification(None, "a statement bound to a transaction (tx.Stmt)")
         return Classification(Effect.WRITE, "autocommit statement on the pool")
+
+
+def _bound_to_tx(variable: str, call: CallSite, context: CallContext) -> bool:
+    """Whether ``variable`` is assigned ``X.Stmt(...)``/``X.StmtContext(...)`` earlier in
+    the call's function (any such assignment: Go code often picks one of two prepared
+    statements in branches)."""
+    scope = context.index.enclosing_definition(call.line)
+    if scope is None:
+        return False
+    assignment = re.compile(rf"^\s*{re.escape(variable)}\s*(?:,\s*\w+\s*)?:?=\s*\w+(?:\.\w+)*\.Stmt(?:Context)?\(")
+    return any(assignment.match(context.line_text(number)) for number in range(scope.start_line, call.line))

@@ -205,16 +205,15 @@ class _Walk(Generic[Event]):
         handlers = [child for child in node.named_children if child.type in _HANDLERS]
         final = [child for child in node.named_children if child.type == "finally_clause"]
         through, ended = self.sequence(body)
-        # A handler runs after part of the body: count the body's effects before it.
-        before = through if through is not None else (ended or ())
-        handled: Path | None = ()
+        # A handler runs instead of the rest of the body, after the effect that failed
+        # (which did not happen): its path is an alternative to the body's, not a
+        # continuation of it (a failure record after a commit is not a second step).
         for handler in handlers:
             passing, ending = self.walk(handler)
-            handled = self.heavier(handled, passing)
+            if passing is not None:
+                through = self.heavier(through, passing)
             if ending is not None:
-                ended = self.heavier(ended, before + ending)
-        if through is not None:
-            through = through + (handled or ())
+                ended = self.heavier(ended, ending)
         if final:
             passing, ending = self.sequence(final)
             if ending is not None:

@@ -1,7 +1,10 @@
 """SQLAlchemy: a ``Session`` autobegins one transaction at its first use; ``add``,
 ``add_all``, ``merge``, ``delete``, ``flush`` and ``execute`` run inside it and ``commit()``
 ends it (``rollback()`` throws it away). ``session.begin()``, ``begin_nested()`` and
-``engine.begin()`` open explicit boundaries (the rule's boundary patterns).
+``engine.begin()`` open explicit boundaries (the rule's boundary patterns). Bulk
+``Query.delete()``/``Query.update()`` (``session.query(M).filter(...).delete()``,
+Flask-SQLAlchemy's ``M.query.filter_by(...).update(...)``, or a variable assigned such a
+query) run inside the session's transaction too: they are not Django autocommit writes.
 
 So a session write is not a finding by itself. The risk is a path that **commits more
 than once** (a failure after the first commit leaves it in place), a write through a
@@ -10,6 +13,8 @@ irreversible side effect that can fail.
 """
 
 from __future__ import annotations
+
+import re
 
 from auditor.analysis.callgraph import strip_arguments
 from auditor.analysis.transactions.base import CallContext, Classification, Effect
@@ -21,6 +26,10 @@ _IN_TRANSACTION = frozenset(
 )  # fmt: skip
 
 
+_QUERY_METHODS = frozenset({"delete", "update"})
+_QUERY_SOURCE = re.compile(r"(?:^|\.)query\b|\bsession\.query\(")
+
+
 def _session_receiver(receiver: str) -> bool:
     last = receiver.rsplit(".", 1)[-1]
     return last.endswith("session") or last.endswith("Session")
@@ -30,12 +39,16 @@ class SqlAlchemyModel:
     """Session writes happen inside the autobegun transaction; ``commit`` ends it."""
 
     name = "sqlalchemy"
-    names = _IN_TRANSACTION | {"commit"}
+    names = _IN_TRANSACTION | _QUERY_METHODS | {"commit"}
 
     def classify(self, call: CallSite, context: CallContext) -> Classification | None:
-        if call.name not in self.names or "ession." not in call.callee or context.index.language != "python":
+        if call.name not in self.names or context.index.language != "python":
             return None
         stripped = strip_arguments(call.callee)
+        if call.name in _QUERY_METHODS and _query_receiver(stripped, call, context):
+            return Classification(None, "a session query's bulk delete/update: inside the session's transaction")
+        if "ession." not in call.callee:
+            return None
         if "." not in stripped:
             return None
         receiver = stripped.rsplit(".", 1)[0]
@@ -46,3 +59,23 @@ class SqlAlchemyModel:
         if call.name in _IN_TRANSACTION:
             return Classification(None, "inside the session's transaction")
         return None
+
+
+def _query_receiver(stripped: str, call: CallSite, context: CallContext) -> bool:
+    """Whether the call's receiver is an SQLAlchemy ``Query``: a chain through ``.query``
+    (``M.query.filter``, ``db.session.query(M)``), or a variable last assigned one earlier
+    in the function."""
+    parts = stripped.split(".")[:-1]
+    if "query" in parts[1:]:
+        return True
+    if len(parts) != 1:
+        return False
+    scope = context.index.enclosing_definition(call.line)
+    if scope is None:
+        return False
+    assignment = re.compile(rf"^\s*{re.escape(parts[0])}\s*(?::[^=]+)?=(?!=)\s*(.*)")
+    for number in range(call.line - 1, scope.start_line - 1, -1):
+        match = assignment.match(context.line_text(number))
+        if match:
+            return _QUERY_SOURCE.search(match.group(1)) is not None
+    return False
