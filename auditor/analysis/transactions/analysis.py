@@ -520,8 +520,39 @@ class _Analysis:
         facts = self.facts.get(target.path) if target is not None else None
         if target is None or facts is None:
             return False
-        nested = target.qualname + "."  # a decorator's wrapper function
-        return any(region.enclosing == target.qualname or (region.enclosing or "").startswith(nested) for region in facts.regions)
+        if any(region.enclosing == target.qualname for region in facts.regions):
+            return True
+        # A decorator's wrapper opens the transaction only if the decorated function runs
+        # inside it: the region must hold the call to the decorator's function parameter.
+        nested = target.qualname + "."
+        parameters = self._signature_names(target, facts)
+        calls = [re.compile(rf"(?<![\w.]){re.escape(name)}\s*\(") for name in parameters]
+        if not calls:
+            return False
+        wrappers = [d for d in facts.index.definitions if d.qualname.startswith(nested)]
+        call_lines = {
+            line for d in wrappers for line in range(d.start_line, d.end_line + 1)
+            if any(call.search(facts.line_text(line)) for call in calls)
+        }
+        covered = {
+            line for region in facts.regions if (region.enclosing or "").startswith(nested)
+            for line in range(region.start_line, region.end_line + 1)
+        }
+        # Every run of the decorated function is inside the transaction (a wrapper that also
+        # calls it outside, e.g. on one branch only, is no boundary).
+        return bool(call_lines) and call_lines <= covered
+
+    def _signature_names(self, target: FunctionRef, facts: _FileFacts) -> tuple[str, ...]:
+        """The parameter names of a function, read from its signature line(s)."""
+        definition = self.graph.definition(target)
+        if definition is None:
+            return ()
+        signature = " ".join(facts.line_text(line) for line in range(definition.start_line, definition.body_start_line + 1))
+        found = re.search(r"\bdef\s+\w+\s*\(([^)]*)\)", signature)
+        if found is None:
+            return ()
+        names = (part.split(":")[0].split("=")[0].strip().lstrip("*") for part in found.group(1).split(","))
+        return tuple(name for name in names if name and name not in ("self", "cls"))
 
     def _entry_covered(self, entry: EntryPoint) -> bool:
         if self._decorated_boundary(entry.ref):
@@ -687,7 +718,9 @@ class _Analysis:
         for cls in classes:
             lineage = self.dispatch.lineage(cls)
             below_base = lineage[: lineage.index(base)] if base in lineage else lineage
-            if any(self.graph.definition(FunctionRef(item.path, f"{item.qualname}.{method}")) for item in below_base):
+            override = next((FunctionRef(item.path, f"{item.qualname}.{method}") for item in below_base
+                             if self.graph.definition(FunctionRef(item.path, f"{item.qualname}.{method}"))), None)
+            if override is not None and not self._calls_super(override, method):
                 continue
             chosen: dict[int, _Step] = {}
             for line, targets in overrides.items():
@@ -700,6 +733,20 @@ class _Analysis:
                 seen.add(key)
                 variants.append(chosen)
         return variants
+
+    def _calls_super(self, override: FunctionRef, method: str) -> bool:
+        """Whether an override runs the base method too (``super().method(...)``) outside a
+        transaction of its own: then the class's other overrides still shape the base
+        method's path."""
+        definition = self.graph.definition(override)
+        facts = self.facts.get(override.path)
+        if definition is None or facts is None:
+            return False
+        call = re.compile(rf"\bsuper\s*\([^)]*\)\s*\.\s*{re.escape(method)}\s*\(")
+        lines = [line for line in range(definition.start_line, definition.end_line + 1) if call.search(facts.line_text(line))]
+        # A super() call inside the override's own transaction is that override's to count.
+        inside = [region for region in facts.regions if region.enclosing == override.qualname]
+        return any(not any(r.start_line <= line <= r.end_line for r in inside) for line in lines)
 
     def _body(self, ref: FunctionRef, facts: _FileFacts | None) -> tuple[Node | None, bytes, int]:
         """The function's body node, the source it was parsed from and the number of lines
