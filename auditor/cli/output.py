@@ -48,7 +48,7 @@ def exit_for(result: "ScanResult", *, blocking: int, error: bool, console: "Cons
                       highlight=False)
         raise typer.Exit(int(ExitCode.RECALL_DEGRADED))
     if result.partial:
-        console.print(f"[bold yellow]{what} coverage partial:[/] part of the repository was not audited; see the report",
+        console.print(f"[bold yellow]{what} coverage partial:[/] part of the repository or a rule was not audited; see the report",
                       highlight=False)
         if error:
             raise typer.Exit(int(ExitCode.INCOMPLETE))

@@ -25,7 +25,7 @@ def render_rich(renderable: object, width: int | None) -> str:
     return console.file.getvalue()  # type: ignore[attr-defined]
 
 
-@shared_options(FILES, WINDOW, CACHE, exclude=("static",))
+@shared_options(FILES, WINDOW, CACHE, exclude=("static", "min_severity"))
 def pack_command(
     path: Annotated[Path, typer.Argument(help="Repository (or subdirectory) to pack.")],
     *,

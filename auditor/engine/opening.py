@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Final
 
 from auditor.engine.base import Engine, EngineSettings
+from auditor.engine.openai_engine import BASE_URL_ENV  # the server URL's variable, in one place
 
 STATIC: Final = "static"
 AUTO: Final = "auto"
-from auditor.engine.openai_engine import BASE_URL_ENV  # noqa: E402  (the server URL's variable, one place)
 
 
 @dataclass(frozen=True)

@@ -493,7 +493,7 @@ def sarif_log(result: ScanResult, category: str | None = None) -> SarifLog:
     run: Run = {
         "tool": {"driver": driver},
         "invocations": [
-            {"executionSuccessful": result.complete, "toolExecutionNotifications": _notifications(result)}
+            {"executionSuccessful": result.complete and not result.partial, "toolExecutionNotifications": _notifications(result)}
         ],
         "results": results,
         "columnKind": "utf16CodeUnits",

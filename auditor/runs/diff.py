@@ -132,7 +132,7 @@ def run_git(root: Path, arguments: Sequence[str]) -> bytes:
 def resolve_revision(root: Path, revision: str) -> str:
     """The commit id ``revision`` names; ``GitError`` when it does not resolve."""
     if revision.startswith("-"):
-        raise GitError(f"not a revision: {revision!r}")
+        raise RevisionError(f"not a revision: {revision!r}")
     try:
         output = run_git(root, ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{revision}^{{commit}}"])
     except GitError as error:
@@ -179,6 +179,8 @@ def compute_diff(root: Path, base: str, head: str | None = None) -> Diff:
     try:
         run_git(root, ["rev-parse", "--is-inside-work-tree"])
     except GitError as error:
+        if "not a git repository" not in str(error).lower():
+            raise
         raise RevisionError(f"{root} is not inside a git work tree: review compares two revisions of one") from error
     base_commit = resolve_revision(root, base)
     revisions = [base_commit] if head is None else [base_commit, resolve_revision(root, head)]

@@ -101,7 +101,9 @@ _WRAPPER_DEPTH = 4
 _DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 _LANGUAGE_FAMILY = {"tsx": "typescript"}
 _DEV_DATA_COMMAND = re.compile(r"(?:^|/)management/commands/(?:populate\w*|seed\w*|clear\w*|\w*fake\w*|\w*demo\w*|\w*sample\w*|load_?\w*data)\.py$")
-_DEV_DATA_SCRIPT = re.compile(r"(?:^|/)(?:populate\w*|seed\w*|\w*fake\w*)\.py$")
+# A dev-data script sits at the top of the tree or in scripts/, tools/ or bin/; deeper
+# (an app's tasks/populate_balances.py, say), the name says nothing.
+_DEV_DATA_SCRIPT = re.compile(r"^(?:(?:scripts?|tools|bin)/)?(?:populate\w*|seed\w*|\w*fake\w*)\.py$")
 _FIXTURE_DIRECTORIES = frozenset({"fixtures", "fixture", "testdata", "test_data", "examples", "example"})
 _SELF_RECEIVERS = frozenset({"self", "cls", "this"})
 _MAX_DEPTH = 60

@@ -27,7 +27,9 @@ _IN_TRANSACTION = frozenset(
 
 
 _QUERY_METHODS = frozenset({"delete", "update"})
-_QUERY_SOURCE = re.compile(r"(?:^|\.)query\b|\bsession\.query\(")
+# Flask-SQLAlchemy's ``Model.query`` or a session's ``query(...)``; a variable merely named
+# ``query`` (a Django queryset, say) is no SQLAlchemy query.
+_QUERY_SOURCE = re.compile(r"(?:^|\.)[A-Z]\w*\.query\b|^[A-Z]\w*\.query\b|\bsession\.query\(")
 
 
 def _session_receiver(receiver: str) -> bool:

@@ -121,7 +121,7 @@ def succeeded_outcome(target: Target, commit: str | None, result: ScanResult, re
         revision=target.revision,
         commit=commit,
         status=_status(result),
-        error=None if result.complete else "; ".join(e.message for e in result.errors) or "incomplete windows",
+        error=None if _status(result) == "ok" else "; ".join(e.message for e in result.errors) or "incomplete windows",
         windows=len(result.windows),
         windows_reused=reused,
         findings=len(result.findings),
