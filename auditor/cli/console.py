@@ -39,9 +39,8 @@ def print_error(error: AuditorError) -> None:
 
 def print_notices(notices: Iterable[str], *, label: str = "notice") -> None:
     """Each notice (or warning) on its own line on stderr."""
-    colour = "yellow"
     for notice in notices:
-        stderr.print(f"[{colour}]{label}:[/] {escape(notice)}", highlight=False)
+        stderr.print(f"[yellow]{label}:[/] {escape(notice)}", highlight=False)
 
 
 class RichProgress:

@@ -56,7 +56,7 @@ def scan_config(path: Path, flags: ScanFlags) -> ScanConfig:
         parse_budget_s=flags.parse_budget or None,
         use_cache=not flags.no_cache,
         static=flags.static,
-        min_severity=str(Severity(flags.min_severity).value),
+        min_severity=Severity(flags.min_severity).value,
         include_tests=flags.include_tests,
         probes=flags.probes,
         recall_threshold=flags.recall_threshold,

@@ -233,6 +233,12 @@ _UNREAD_REASONS = frozenset({"too-large", "non-utf8", "unreadable", "vanished", 
 _LISTED_IN_NOTICES = 10
 
 
+def _listed(items: Sequence[str]) -> str:
+    """The first few items, comma-separated, and how many more there are."""
+    more = len(items) - _LISTED_IN_NOTICES
+    return ", ".join(items[:_LISTED_IN_NOTICES]) + (f", and {more} more" if more > 0 else "")
+
+
 def _not_audited(prepared: PreparedRepository, rules: Sequence[Rule]) -> tuple[NotAudited, ...]:
     """Every file the walk left out, marked ``source`` when it is unread code a rule covers."""
     covered = {language for rule in rules for language in rule.languages}
@@ -277,10 +283,9 @@ def _skip_summary(not_audited: Sequence[NotAudited]) -> tuple[str, ...]:
     if not deliberate:
         return ()
     counts = Counter(item.reason for item in deliberate)
-    named = ", ".join(f"{item.path} ({item.reason})" for item in deliberate[:_LISTED_IN_NOTICES])
-    more = f", and {len(deliberate) - _LISTED_IN_NOTICES} more" if len(deliberate) > _LISTED_IN_NOTICES else ""
+    named = _listed([f"{item.path} ({item.reason})" for item in deliberate])
     reasons = ", ".join(f"{count} {reason}" for reason, count in sorted(counts.items()))
-    return (f"{len(deliberate)} file(s) not audited ({reasons}): {named}{more}",)
+    return (f"{len(deliberate)} file(s) not audited ({reasons}): {named}",)
 
 
 def _static_notes(rule: Rule, result: StaticResult, config: ScanConfig) -> list[str]:
@@ -305,9 +310,8 @@ def _parse_error_summary(prepared: PreparedRepository) -> tuple[str, ...]:
     broken = sorted(path for path, index in prepared.indexes.items() if index.has_errors)
     if not broken:
         return ()
-    named = ", ".join(broken[:_LISTED_IN_NOTICES])
-    more = f", and {len(broken) - _LISTED_IN_NOTICES} more" if len(broken) > _LISTED_IN_NOTICES else ""
-    return (f"{len(broken)} file(s) have syntax errors and were only partly indexed: {named}{more}",)
+    named = _listed(broken)
+    return (f"{len(broken)} file(s) have syntax errors and were only partly indexed: {named}",)
 
 
 def _decoded_summary(prepared: PreparedRepository) -> tuple[str, ...]:
@@ -315,9 +319,8 @@ def _decoded_summary(prepared: PreparedRepository) -> tuple[str, ...]:
     decoded = sorted((entry.path, entry.encoding) for entry in prepared.walk.files if entry.encoding not in ("utf-8", ""))
     if not decoded:
         return ()
-    named = ", ".join(f"{path} ({encoding})" for path, encoding in decoded[:_LISTED_IN_NOTICES])
-    more = f", and {len(decoded) - _LISTED_IN_NOTICES} more" if len(decoded) > _LISTED_IN_NOTICES else ""
-    return (f"{len(decoded)} file(s) decoded from another encoding than UTF-8: {named}{more}",)
+    named = _listed([f"{path} ({encoding})" for path, encoding in decoded])
+    return (f"{len(decoded)} file(s) decoded from another encoding than UTF-8: {named}",)
 
 
 def _model_run(plan: ScanPlan, completions: Sequence[Completion]) -> ModelRun:
