@@ -148,7 +148,7 @@ def run_scan(auditor: str, tree: Path, timeout: float, scratch: Path) -> ScanOut
     report = scratch / f"report-{os.getpid()}-{time.monotonic_ns()}.json"
     env = dict(os.environ, AUDITOR_CACHE_DIR=str(scratch / "cache"))
     command = [auditor, "scan", str(tree), "--rule", RULE, "--engine", "static",
-               "--format", "json", "--output", str(report), "--no-cache"]
+               "--format", "json", "--output", str(report), "--no-cache", "--min-severity", "low"]
     start = time.perf_counter()
     try:
         proc = subprocess.run(command, capture_output=True, timeout=timeout, env=env, cwd=str(tree))
@@ -233,12 +233,28 @@ def miss_reason(case: dict[str, Any], parent: list[dict[str, Any]]) -> str:
     return f"{len(file_findings)} finding(s) in the file, none for this function"
 
 
-def score(case: dict[str, Any], parent: ScanOutcome, fix: ScanOutcome) -> dict[str, Any]:
+SEVERITIES = ("critical", "high", "medium", "low")
+
+
+def shown(findings: list[dict[str, Any]], min_severity: str) -> list[dict[str, Any]]:
+    """The findings a scan with ``--min-severity min_severity`` shows."""
+    allowed = SEVERITIES[: SEVERITIES.index(min_severity) + 1]
+    return [f for f in findings if f.get("severity") in allowed]
+
+
+def score(case: dict[str, Any], parent: ScanOutcome, fix: ScanOutcome, min_severity: str = "high") -> dict[str, Any]:
+    """One case's row, scored on the findings ``min_severity`` shows (scans run at ``low``;
+    ``parent_best_severity`` is the worst severity of any matching finding, shown or not)."""
     row: dict[str, Any] = {"id": case["id"], "repo": case["repo"], "framework": case["framework"],
                            "path": case["path"], "function": case["function"]}
     if not parent.ok:
         row.update(status="error", error=f"parent: {parent.error}")
         return row
+    every = [f for f in parent.findings if matches_function(f, case) or matches_sink_line(f, case)]
+    ranks = sorted(SEVERITIES.index(f["severity"]) for f in every if f.get("severity") in SEVERITIES)
+    row["parent_best_severity"] = SEVERITIES[ranks[0]] if ranks else None
+    parent = ScanOutcome(True, findings=shown(parent.findings, min_severity), seconds=parent.seconds)
+    fix = ScanOutcome(fix.ok, findings=shown(fix.findings, min_severity), seconds=fix.seconds, error=fix.error)
     hits = [f for f in parent.findings if matches_function(f, case) or matches_sink_line(f, case)]
     row["reported_at_parent"] = bool(hits)
     row["parent_sink_in_function"] = any(sink_in_function(f, case) or matches_sink_line(f, case) for f in hits)
@@ -288,14 +304,16 @@ def compute_totals(rows: list[dict[str, Any]], seconds: float = 0.0) -> dict[str
 
 def render_markdown(totals: dict[str, Any], rows: list[dict[str, Any]], title: str) -> str:
     """The results as Markdown: a table, the totals and the misses."""
-    out = [f"# {title}", "", "| id | framework | parent | fix | findings in file | function |", "| --- | --- | --- | --- | --- | --- |"]
+    out = [f"# {title}", "", "| id | framework | parent | fix | findings in file | worst matching severity | function |",
+           "| --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         if r["status"] == "error":
-            out.append(f"| {r['id']} | {r['framework']} | ERROR | | | `{r['function']}` ({r['error']}) |")
+            out.append(f"| {r['id']} | {r['framework']} | ERROR | | | | `{r['function']}` ({r['error']}) |")
             continue
         par = ("found" if r.get("parent_sink_in_function") else "chain") if r["reported_at_parent"] else "**MISS**"
         fix = "silent" if r["silent_after_fix"] else "**STILL**"
-        out.append(f"| {r['id']} | {r['framework']} | {par} | {fix} | {r['parent_findings_in_file']} | `{r['function']}` |")
+        best = r.get("parent_best_severity") or "none"
+        out.append(f"| {r['id']} | {r['framework']} | {par} | {fix} | {r['parent_findings_in_file']} | {best} | `{r['function']}` |")
     t = totals
     out += ["", "## Totals", "",
             f"- cases: {t['cases']} (scored {t['scored']}, errors {t['errors']})",
@@ -337,6 +355,8 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per scan")
     parser.add_argument("--keep", type=Path, help="export trees under this directory and keep them")
     parser.add_argument("--markdown", type=Path, help="write the table, totals and misses as Markdown here")
+    parser.add_argument("--min-severity", choices=SEVERITIES, default="high",
+                        help="score on the findings this severity shows (the CLI default: high)")
     parser.add_argument("--render", type=Path, help="no scans: render the Markdown (--markdown) from an earlier --json")
     args = parser.parse_args()
     if args.render:
@@ -400,7 +420,7 @@ def main() -> int:
         try:
             parent = scan_commit(case["repo"], case["parent_commit"])
             fix = scan_commit(case["repo"], case["fix_commit"])
-            rows.append(score(case, parent, fix))
+            rows.append(score(case, parent, fix, args.min_severity))
         except Exception as exc:
             rows.append({"id": case["id"], "repo": case["repo"], "framework": case["framework"], "path": case["path"],
                          "function": case["function"], "status": "error", "error": f"{type(exc).__name__}: {exc}"})

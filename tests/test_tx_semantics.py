@@ -46,6 +46,14 @@ SQLALCHEMY = {
             session.commit()
             requests.post("https://example.com/hook", json={})
 
+        @bp.route("/notify-between", methods=["POST"])
+        def webhook_between_commits():
+            session.add(Entry())
+            session.commit()
+            requests.post("https://example.com/hook", json={})
+            session.add(Entry())
+            session.commit()
+
         @bp.route("/begin", methods=["POST"])
         def inside_begin():
             with session.begin():
@@ -64,8 +72,12 @@ def test_sqlalchemy_session_writes_are_inside_the_autobegun_transaction(rule: Ru
     assert ("app/routes.py", "inside_begin") not in found
     two = found[("app/routes.py", "two_commits")]
     assert two.severity == "high" and two.title.startswith("2 commits on one path")
+    # The webhook after the only commit is the right order: reported, below the default.
     webhook = found[("app/routes.py", "commit_then_webhook")]
-    assert webhook.severity == "high" and "side effect" in webhook.title
+    assert webhook.severity == "medium" and "side effect" in webhook.title
+    assert "after the last write, the right order" in webhook.explanation
+    between = found[("app/routes.py", "webhook_between_commits")]
+    assert between.severity == "high" and "1 irreversible side effect" in between.title
 
 
 SPRING = {
@@ -200,7 +212,8 @@ def test_on_commit_callbacks_run_after_the_commit(rule: Rule):
     assert found[("site/views.py", "deposit")].severity == "critical"
     assert found[("site/views.py", "close")].severity == "low"  # the mail waits for the commit
     mailed = found[("site/views.py", "close_and_mail")]
-    assert mailed.severity == "critical" and "irreversible side effect" in mailed.title
+    # Outside on_commit the mail still follows the write: the right order, graded medium.
+    assert mailed.severity == "medium" and "irreversible side effect" in mailed.title
 
 
 def test_one_write_helpers_fold_into_the_function_that_sequences_them(rule: Rule):
@@ -665,7 +678,8 @@ def test_an_except_handler_is_an_alternative_to_the_try_body_not_its_continuatio
     }
     found = reported(analyze_source(files, rule))
     assert ("app/tasks.py", "export_task") not in found  # the failure record is not a second commit
-    assert found[("app/tasks.py", "run_export")].severity == "high"
+    # One commit, then the notification: the right order, below the default list.
+    assert found[("app/tasks.py", "run_export")].severity == "medium"
 
 
 def test_go_statements_from_tx_stmt_run_inside_the_transaction(rule: Rule):

@@ -107,11 +107,21 @@ _DEV_DATA_SCRIPT = re.compile(r"^(?:(?:scripts?|tools|bin)/)?(?:populate\w*|seed
 _FIXTURE_DIRECTORIES = frozenset({"fixtures", "fixture", "testdata", "test_data", "examples", "example"})
 _SELF_RECEIVERS = frozenset({"self", "cls", "this"})
 _MAX_DEPTH = 60
-_DB_EFFECTS = (Effect.WRITE, Effect.DELETE, Effect.AUDIT, Effect.REPOSITORY, Effect.COMMIT)
+_DB_EFFECTS = (Effect.WRITE, Effect.DELETE, Effect.IDEMPOTENT, Effect.AUDIT, Effect.REPOSITORY, Effect.COMMIT)
+_WRITES = (Effect.WRITE, Effect.DELETE, Effect.IDEMPOTENT)
+_SIDE_EFFECTS = (Effect.SIDE_EFFECT, Effect.UPLOAD)
 # Bookkeeping: records of what happened and derived data a later run rebuilds. A failure
 # between the real write and one of these loses a log line or leaves an index stale.
 _BOOKKEEPING_FUNCTION = re.compile(r"(?i)(_events?$|^events?_|search_(vector|document|index)|mark_\w*dirty|_audit|^audit|_log$|^log_)")
-_BOOKKEEPING_WRITE = re.compile(r"(?:^|\.)(?:\w*Event|\w*Log|\w*History|events)\.")
+_BOOKKEEPING_WRITE = re.compile(r"(?:^|\.)(?:\w*Event|\w*Log|\w*History|events|\w*Bucket|\w*RateLimit\w*|\w*Throttle\w*)\.")
+# Rate limiting: counters of attempts, whatever the method is called.
+_BOOKKEEPING_CLASS = re.compile(r"(?i)(token_?bucket|rate_?limit|throttl)")
+# Writes a re-run completes without harm: upserts, many-to-many and related-manager
+# changes (adding an existing link is a no-op), and queryset updates to constant values.
+_UPSERTS = frozenset({"update_or_create", "get_or_create"})
+_RELATION_CHANGES = frozenset({"add", "set", "remove", "clear"})
+_RELATIVE_UPDATE = re.compile(r"\bF\s*\(|\+=|-=")
+_SAVES = frozenset({"save", "delete"})
 _READS_ASSIGNMENT = frozenset({"update", "delete", "Exec", "ExecContext"})
 _ENQUEUE = frozenset({"delay", "apply_async"})
 _DELETES = frozenset({"delete", "delete_node"})
@@ -188,6 +198,10 @@ class _Step:
     effects: tuple[Effect, ...]
     callee: FunctionRef | None = None
     approximate: bool = False
+    subject: str | None = None
+    """The one object whose row and relations every database effect of the step writes
+    (``channel`` for ``channel.save()`` or ``channel.checks.add(...)``; ``self`` inside
+    its methods), or None when the step writes anything else."""
 
 
 def _weight(step: _Step) -> int:
@@ -284,10 +298,12 @@ class _FileFacts:
                 effect = Effect.AUDIT
             elif effect is Effect.WRITE and call.name in _DELETES:
                 effect = Effect.DELETE
+            elif effect is Effect.WRITE and _idempotent(call, classification.reason):
+                effect = Effect.IDEMPOTENT
             if effect is Effect.SIDE_EFFECT and call.name in _ENQUEUE and call.enclosing is not None:
                 if strip_arguments(call.callee).rsplit(".", 2)[-2] == call.enclosing.rsplit(".", 1)[-1]:
                     continue  # a task re-enqueueing itself for its next batch
-            if effect is Effect.SIDE_EFFECT and any(
+            if effect in _SIDE_EFFECTS and any(
                 region.enclosing == call.enclosing and region.start_line <= call.line <= region.end_line for region in on_commit
             ):
                 continue
@@ -655,7 +671,8 @@ class _Analysis:
                     if call.callee in saved:
                         continue  # the same row saved again: one row's state, not a second row
                     saved.add(call.callee)
-                events[call.line].append(_Step(call.line, _call_text(call, facts.line_text(call.line)), (site.effect,)))
+                text = _call_text(call, facts.line_text(call.line))
+                events[call.line].append(_Step(call.line, text, (site.effect,), subject=_subject(call, site.reason)))
         by_line: dict[int, list[Edge]] = defaultdict(list)
         for edge in self.callees(ref):
             by_line[edge.line].append(edge)
@@ -700,9 +717,15 @@ class _Analysis:
             return None
         steps = self.path_of(edge.callee, self._off(edge.callee, call, off), depth + 1)
         effects = tuple(effect for step in steps for effect in step.effects)
-        if _BOOKKEEPING_FUNCTION.search(edge.callee.qualname.rsplit(".", 1)[-1]):
-            effects = tuple(Effect.AUDIT if effect is Effect.WRITE else effect for effect in effects)
-        return _Step(edge.line, f"calls {edge.callee.qualname}", effects, edge.callee, edge.approximate) if effects else None
+        owner, _, name = edge.callee.qualname.rpartition(".")
+        if _BOOKKEEPING_FUNCTION.search(name) or (owner and _BOOKKEEPING_CLASS.search(owner)):
+            effects = tuple(Effect.AUDIT if effect in _WRITES else effect for effect in effects)
+        if not effects:
+            return None
+        subject = None
+        if call is not None and {step.subject for step in steps if any(e in _WRITES for e in step.effects)} == {"self"}:
+            subject = _instance(strip_arguments(call.callee).split(".")[:-1])  # the callee's self, seen from here
+        return _Step(edge.line, f"calls {edge.callee.qualname}", effects, edge.callee, edge.approximate, subject)
 
     def _override_variants(
         self, ref: FunctionRef, overrides: Mapping[int, Mapping[FunctionRef, _Step]]
@@ -876,10 +899,11 @@ class _Analysis:
                 if ref not in reached and ref in reachable_any:
                     covered_count += len(uncovered)
         candidates: dict[FunctionRef, str] = {}
+        reasons: dict[FunctionRef, str] = {}
         for ref in sorted(reached):
-            severity = _severity(self.path_of(ref))
-            if severity is not None:
-                candidates[ref] = severity
+            graded = _grade(self.path_of(ref))
+            if graded is not None:
+                candidates[ref], reasons[ref] = graded
         for ref, severity in candidates.items():
             if self._folded(ref, candidates, reached):
                 continue
@@ -887,7 +911,7 @@ class _Analysis:
                 hidden += 1
                 continue
             entry, trail = reached[ref]
-            findings.append(self._finding(ref, entry, trail, self.path_of(ref), severity))
+            findings.append(self._finding(ref, entry, trail, self.path_of(ref), severity, reasons[ref]))
         findings.sort(key=Finding.sort_key)
         return findings, total, covered_count, self._unresolved(reached), hidden
 
@@ -958,7 +982,9 @@ class _Analysis:
 
     # -- findings ------------------------------------------------------------------------
 
-    def _finding(self, ref: FunctionRef, entry: EntryPoint, trail: tuple[Edge, ...], steps: tuple[_Step, ...], severity: str) -> Finding:
+    def _finding(
+        self, ref: FunctionRef, entry: EntryPoint, trail: tuple[Edge, ...], steps: tuple[_Step, ...], severity: str, graded: str
+    ) -> Finding:
         rule = self.rule
         facts = self.facts[ref.path]
         first = steps[0]
@@ -990,6 +1016,8 @@ class _Analysis:
         )
         if len(steps) > 1:
             explanation += _consequence(effects)
+        if graded:
+            explanation += f" Graded {severity}: {graded}."
         return Finding(
             rule=rule.id,
             severity=severity,
@@ -1004,26 +1032,88 @@ class _Analysis:
         )
 
 
-def _severity(steps: tuple[_Step, ...]) -> str | None:
-    """The severity of a function's path, or None when it is no finding (see the module)."""
+def _grade(steps: tuple[_Step, ...]) -> tuple[str, str] | None:
+    """The severity of a function's path and, when a sequence is graded below critical or
+    high for what its writes are, the reason in a few words; None when it is no finding."""
     effects = [effect for step in steps for effect in step.effects]
+    if len(steps) == 1:
+        single = steps[0].callee is None and len(effects) == 1 and effects[0] in (*_WRITES, Effect.AUDIT)
+        return ("low", "") if single else None
+    database = [position for position, effect in enumerate(effects) if effect in _DB_EFFECTS]
+    # Only a side effect between two database effects leaves a partial state behind: one
+    # after the last write is the right order (the mail goes out for committed data).
+    between = effects[database[0] : database[-1]] if database else []
+    after = effects[database[-1] :] if database else []
+    # A file stored after the row that names it is the wrong order (the row points to a
+    # file that may never arrive): it counts wherever it comes.
+    side_effects = sum(effect in _SIDE_EFFECTS for effect in between) + after.count(Effect.UPLOAD)
+    graded = _grade_writes(steps, effects, side_effects)
+    if Effect.SIDE_EFFECT in after and (graded is None or graded[0] == "low"):
+        return "medium", "the side effect comes after the last write, the right order: a transaction would not undo it"
+    return graded
+
+
+def _grade_writes(steps: tuple[_Step, ...], effects: list[Effect], side_effects: int) -> tuple[str, str] | None:
+    """:func:`_grade` for the path's writes, commits and the side effects between them."""
+    plain = effects.count(Effect.WRITE)
     deletes = effects.count(Effect.DELETE)
-    writes = effects.count(Effect.WRITE) + deletes
+    writes = plain + deletes + effects.count(Effect.IDEMPOTENT)
     bookkeeping = effects.count(Effect.AUDIT)
     commits = effects.count(Effect.COMMIT) + effects.count(Effect.REPOSITORY)
-    first_write = next((position for position, effect in enumerate(effects) if effect in _DB_EFFECTS), len(effects))
-    side_effects = effects[first_write:].count(Effect.SIDE_EFFECT)  # only those after a write
-    if len(steps) == 1:
-        return "low" if steps[0].callee is None and len(effects) == 1 and effects[0] in _DB_EFFECTS[:3] else None
-    if deletes == writes and not commits and not side_effects and writes + bookkeeping >= 2:
-        return "medium"  # only deletes: a retry finishes the cleanup
+    if writes == 1 and not (bookkeeping or commits or side_effects):
+        direct = [step for step in steps if step.callee is None and any(effect in _WRITES for effect in step.effects)]
+        return ("low", "") if direct else None
+    if not commits and not side_effects and writes + bookkeeping >= 2:
+        if writes and deletes == writes:
+            return "medium", "only deletes: a retry finishes the cleanup"
+        if writes and not plain:
+            return "medium", "only idempotent writes and deletes: a re-run completes them"
+        if _one_object(steps):
+            return "medium", "every write is to one object's row and its relations: what a failure leaves is that object, valid and editable"
     if writes >= 2 or (writes and (commits or side_effects)):
-        return "critical"
+        return "critical", ""
     if commits >= 2 or (commits and side_effects):
-        return "high"
+        return "high", ""
     if writes + bookkeeping >= 2 or (bookkeeping and (commits or side_effects)):
-        return "medium"
+        return "medium", "one write, the rest bookkeeping (event rows, search vectors, rate-limit counters)"
     return None
+
+
+def _one_object(steps: tuple[_Step, ...]) -> bool:
+    """Whether every step that writes writes the same object (its row and relations)."""
+    subjects = {step.subject for step in steps if any(effect in _WRITES for effect in step.effects)}
+    return len(subjects) == 1 and None not in subjects
+
+
+def _idempotent(call: CallSite, reason: str) -> bool:
+    """Whether an autocommit write is one a re-run repeats without harm."""
+    if call.name in _UPSERTS:
+        return True
+    if call.name in _RELATION_CHANGES and reason.startswith("related-manager"):
+        return True
+    return call.name == "update" and "=" in call.arguments and not _RELATIVE_UPDATE.search(call.arguments)
+
+
+def _subject(call: CallSite, reason: str) -> str | None:
+    """The object a direct write changes, when it is one object: the receiver of
+    ``x.save()``/``x.delete()``, the owner of ``x.tags.add(...)``; None for a class, a
+    manager, a queryset or anything else."""
+    parts = strip_arguments(call.callee).split(".")
+    if call.name in _SAVES:
+        receiver = parts[:-1]
+    elif call.name in (*_RELATION_CHANGES, "create") and reason.startswith("related-manager"):
+        receiver = parts[:-2]
+    else:
+        return None
+    return _instance(receiver)
+
+
+def _instance(receiver: list[str]) -> str | None:
+    """``receiver`` as an object path when it names an instance (``self``, ``channel``,
+    ``self.order``), not a class, a manager or a call chain."""
+    if not receiver or not receiver[0][:1].islower() or "objects" in receiver:
+        return None
+    return ".".join(receiver) if all(_IDENTIFIER.fullmatch(part) for part in receiver) else None
 
 
 def _without_idle_commits(steps: tuple[_Step, ...], facts: _FileFacts) -> tuple[_Step, ...]:
@@ -1049,7 +1139,7 @@ def _without_idle_commits(steps: tuple[_Step, ...], facts: _FileFacts) -> tuple[
 
 def _title(ref: FunctionRef, effects: list[Effect]) -> str:
     writes = sum(effect in _DB_EFFECTS for effect in effects)
-    side_effects = effects.count(Effect.SIDE_EFFECT)
+    side_effects = sum(effect in _SIDE_EFFECTS for effect in effects)
     commits = effects.count(Effect.COMMIT) + effects.count(Effect.REPOSITORY)
     if writes == 1 and not side_effects:
         return f"Database write outside a transaction in {ref.qualname}"
@@ -1070,7 +1160,7 @@ def _title(ref: FunctionRef, effects: list[Effect]) -> str:
 def _consequence(effects: list[Effect]) -> str:
     if Effect.WRITE in effects:
         return " Each write commits on its own: a failure between them leaves partial state."
-    if Effect.SIDE_EFFECT in effects:
+    if any(effect in _SIDE_EFFECTS for effect in effects):
         return " What is committed stays when the side effect after it fails, and the side effect cannot be undone."
     return " Each commit stands on its own: a failure after the first leaves it in place."
 

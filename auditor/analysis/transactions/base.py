@@ -4,8 +4,12 @@ A model looks at one call site (with its file's context) and says what the call 
 the database's transaction state: an autocommit ``WRITE`` (the row is committed on its
 own), a ``COMMIT`` that ends an open transaction (SQLAlchemy's ``session.commit()``), a
 ``REPOSITORY`` call that runs in a transaction of its own (Spring Data), an irreversible
-``SIDE_EFFECT`` outside the database (mail, HTTP, enqueueing, storage), a ``DELETE`` (an autocommit write
-that removes rows: a sequence of deletes alone is a cleanup a retry finishes), an ``AUDIT``
+``SIDE_EFFECT`` outside the database (mail, HTTP, enqueueing, deleting a stored file), an
+``UPLOAD`` (a file written to storage: a side effect a row saved before it may point
+to), a ``DELETE`` (an autocommit write
+that removes rows: a sequence of deletes alone is a cleanup a retry finishes), an
+``IDEMPOTENT`` write (an autocommit write a re-run repeats without harm: an upsert, a
+many-to-many change, a queryset update to constant values; the analysis marks these), an ``AUDIT``
 write of bookkeeping that can be rebuilt or is only a record (event rows, search
 vectors, "dirty" flags; the analysis marks these from the model or function name), or nothing
 (``None``: a write inside an already open transaction such as ``session.add``, or a call
@@ -27,10 +31,12 @@ class Effect(str, Enum):
 
     WRITE = "write"
     DELETE = "delete"
+    IDEMPOTENT = "idempotent write"
     AUDIT = "bookkeeping write"
     COMMIT = "commit"
     REPOSITORY = "repository"
     SIDE_EFFECT = "side effect"
+    UPLOAD = "stored file"
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ _SIDE_EFFECTS = (
     "*storage.save", "*storage.delete", "*.put_object", "*.upload_file", "*.upload_fileobj", "*.delete_object",
 )  # fmt: skip
 _PATTERN = compile_patterns(_SIDE_EFFECTS)
+_UPLOADS = frozenset({"put_object", "upload_file", "upload_fileobj"})
 _CACHE_RECEIVER = re.compile(r"(?:^|\.)(?:cache|caches|\w+_cache)$")
 _STORAGE_RECEIVER = re.compile(r"(?:^|\.)\w*storage(?:\.|$)")
 _SIGNAL_RECEIVER = re.compile(r"(?i)signal|^(pre|post)_\w+$")
@@ -53,9 +54,11 @@ class SideEffectModel:
         if receiver and _CACHE_RECEIVER.search(receiver):
             return Classification(None, "cache call")
         if receiver and call.name in ("save", "delete") and _STORAGE_RECEIVER.search(receiver):
-            return Classification(Effect.SIDE_EFFECT, f"storage {call.name}")
+            return Classification(Effect.UPLOAD if call.name == "save" else Effect.SIDE_EFFECT, f"storage {call.name}")
         if _PATTERN is None or _PATTERN.match(stripped) is None:
             return None
+        if call.name in _UPLOADS:
+            return Classification(Effect.UPLOAD, f"file stored ({call.name})")
         if call.name == "send" and _SIGNAL_RECEIVER.search(receiver.rsplit(".", 1)[-1]):
             return None
         return Classification(Effect.SIDE_EFFECT, f"irreversible side effect ({call.name})")
