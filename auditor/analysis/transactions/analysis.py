@@ -28,12 +28,17 @@ Inputs: the index (``FileIndex`` per path), the file texts, the rule (its ``sink
    helper with one write folds into the caller that sequences it.
 4. **Severity.** ``critical``: two or more autocommit writes, or an autocommit write and a
    commit, repository call or irreversible side effect, on one path. ``high``: several
-   commits or repository transactions on one path, or a commit followed by an
-   irreversible side effect (partial state of lower impact: each piece is consistent on
-   its own). ``medium``: one real write with only bookkeeping writes (event rows, search
-   vectors) around it, or a sequence made only of deletes (a cleanup a retry finishes).
-   ``low``: a single autocommit write. Findings below ``min_severity`` are
-   counted, not returned.
+   commits or repository transactions on one path, or an irreversible side effect between
+   commits (partial state of lower impact: each piece is consistent on its own).
+   ``medium``: a sequence whose partial state is harmless or re-runnable: one real write
+   with only bookkeeping around it (event rows, search vectors, rate-limit counters), only
+   deletes (a cleanup a retry finishes), only idempotent writes (upserts, many-to-many
+   changes, queryset updates to constant values), every write to one object's row and its
+   own relations (``x.save()`` then ``x.tags.add(...)``: the object is valid and editable),
+   or a mail/HTTP call/task after the last write (the right order; a file stored after the
+   row that names it still counts). The reason is part of the finding's explanation.
+   ``low``: a single autocommit write. Findings below ``min_severity`` are counted, not
+   returned.
 
 Suppression comments are not interpreted here; that is the findings stage's job.
 """
@@ -1066,8 +1071,8 @@ def _grade_writes(steps: tuple[_Step, ...], effects: list[Effect], side_effects:
     if not commits and not side_effects and writes + bookkeeping >= 2:
         if writes and deletes == writes:
             return "medium", "only deletes: a retry finishes the cleanup"
-        if writes and not plain:
-            return "medium", "only idempotent writes and deletes: a re-run completes them"
+        if writes and not plain and not deletes:
+            return "medium", "only idempotent writes (upserts, relation changes, constant updates): a re-run completes them"
         if _one_object(steps):
             return "medium", "every write is to one object's row and its relations: what a failure leaves is that object, valid and editable"
     if writes >= 2 or (writes and (commits or side_effects)):

@@ -1,0 +1,150 @@
+"""Severity by what a path's writes are: the grades below critical/high, each with the
+sequence that stays critical beside it (docs in the rule file and the analysis module)."""
+
+from __future__ import annotations
+
+import pytest
+
+from auditor.rules.loader import Rule, load_rule
+from tests.test_static import analyze_source, reported
+
+
+@pytest.fixture(scope="module")
+def rule() -> Rule:
+    return load_rule("tx-outside-transaction")
+
+
+VIEWS = {
+    "app/models.py": """
+        from django.db import models
+
+        class Tag(models.Model):
+            pass
+
+        class Channel(models.Model):
+            checks = models.ManyToManyField("Check", related_name="channels")
+
+            def assign_all_checks(self):
+                self.checks.add(*Check.objects.all())
+
+        class Check(models.Model):
+            tags = models.ManyToManyField(Tag, related_name="checks")
+
+        class Stock(models.Model):
+            pass
+
+        class TokenBucket(models.Model):
+            @staticmethod
+            def authorize_login(email):
+                bucket, _ = TokenBucket.objects.get_or_create(value=email)
+                bucket.tokens = 1
+                bucket.save()
+                return True
+        """,
+    "app/views.py": """
+        from django.db.models import F
+        from django.views.decorators.http import require_POST
+
+        from .models import Channel, Check, Stock, Tag, TokenBucket
+
+        @require_POST
+        def add_channel(request):
+            channel = Channel(kind="email")
+            channel.save()
+            channel.assign_all_checks()
+
+        @require_POST
+        def copy_check(request, check):
+            check.save()
+            check.tags.set(request.POST.getlist("tags"))
+
+        @require_POST
+        def move_tags(request, check, other):
+            check.save()
+            other.tags.set(request.POST.getlist("tags"))
+
+        @require_POST
+        def retire(request, ids):
+            Check.objects.filter(pk__in=ids).update(status="retired")
+            Tag.objects.filter(check__in=ids).update(active=False)
+
+        @require_POST
+        def retire_and_count(request, ids):
+            Check.objects.filter(pk__in=ids).update(status="retired")
+            Stock.objects.filter(pk=1).update(count=F("count") - len(ids))
+
+        @require_POST
+        def retire_then_delete(request, ids):
+            Check.objects.filter(pk__in=ids).update(status="retired")
+            Tag.objects.filter(check__in=ids).delete()
+
+        @require_POST
+        def login(request, user):
+            if TokenBucket.authorize_login(request.POST["email"]):
+                user.save()
+        """,
+}
+
+
+def test_one_objects_row_and_its_relations_are_graded_medium(rule: Rule):
+    found = reported(analyze_source(VIEWS, rule))
+    # The object, then its many-to-many links (through one of its own methods too).
+    for function in ("add_channel", "copy_check"):
+        assert found[("app/views.py", function)].severity == "medium", function
+        assert "one object's row and its relations" in found[("app/views.py", function)].explanation
+    # Another object's relations: a failure leaves two objects out of step.
+    assert found[("app/views.py", "move_tags")].severity == "critical"
+
+
+def test_only_idempotent_writes_are_graded_medium_and_relative_updates_are_not_idempotent(rule: Rule):
+    found = reported(analyze_source(VIEWS, rule))
+    retire = found[("app/views.py", "retire")]
+    assert retire.severity == "medium" and "a re-run completes them" in retire.explanation
+    assert "(idempotent write)" in retire.explanation
+    # count=F("count") - n applied twice is not applied once; a delete beside an update is
+    # not a re-run's to finish either.
+    assert found[("app/views.py", "retire_and_count")].severity == "critical"
+    assert found[("app/views.py", "retire_then_delete")].severity == "critical"
+
+
+def test_rate_limit_counters_are_bookkeeping(rule: Rule):
+    found = reported(analyze_source(VIEWS, rule))
+    login = found[("app/views.py", "login")]
+    assert login.severity == "medium" and "bookkeeping" in login.explanation
+
+
+MAIL = {
+    "app/views.py": """
+        from django.core.files.storage import default_storage
+        from django.core.mail import send_mail
+        from django.views.decorators.http import require_POST
+
+        from .models import Order, OrderLine
+
+        @require_POST
+        def mail_after(request, order):
+            order.save()
+            send_mail("placed", "", "a@example.com", ["b@example.com"])
+
+        @require_POST
+        def mail_between(request, order):
+            order.save()
+            send_mail("placed", "", "a@example.com", ["b@example.com"])
+            OrderLine.objects.create(order=order)
+
+        @require_POST
+        def file_after(request, order, upload):
+            order.save()
+            default_storage.save(upload.name, upload)
+        """,
+    "app/models.py": "class Order:\n    pass\n\nclass OrderLine:\n    pass\n",
+}
+
+
+def test_a_side_effect_after_the_last_write_is_the_right_order_but_a_stored_file_is_not(rule: Rule):
+    found = reported(analyze_source(MAIL, rule))
+    after = found[("app/views.py", "mail_after")]
+    assert after.severity == "medium" and "the right order" in after.explanation
+    assert found[("app/views.py", "mail_between")].severity == "critical"
+    # The row names a file that may never reach storage.
+    assert found[("app/views.py", "file_after")].severity == "critical"
