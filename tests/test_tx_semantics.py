@@ -448,21 +448,21 @@ def test_an_omitted_false_default_switches_its_guarded_write_off(rule: Rule):
             from .utils import invalidate, invalidate_all
 
             @shared_task
-            def recalculate(order_ids):
+            def mark_orders(order_ids):
                 orders = Order.objects.filter(id__in=order_ids)
                 for order in orders:
                     invalidate(order)
                 Order.objects.bulk_update(orders, ["dirty"])
 
             @shared_task
-            def recalculate_and_save(order_ids):
+            def mark_and_save(order_ids):
                 orders = Order.objects.filter(id__in=order_ids)
                 for order in orders:
                     invalidate(order, save=True)
                 Order.objects.bulk_update(orders, ["dirty"])
 
             @shared_task
-            def recalculate_passed_down(order_ids):
+            def mark_passed_down(order_ids):
                 orders = Order.objects.filter(id__in=order_ids)
                 for order in orders:
                     invalidate_all(order)
@@ -480,9 +480,9 @@ def test_an_omitted_false_default_switches_its_guarded_write_off(rule: Rule):
         "shop/models.py": "class Order:\n    pass\n",
     }
     found = reported(analyze_source(files, rule))
-    assert found[("shop/tasks.py", "recalculate")].severity == "low"  # only the bulk_update writes
-    assert found[("shop/tasks.py", "recalculate_passed_down")].severity == "low"
-    assert found[("shop/tasks.py", "recalculate_and_save")].severity == "critical"
+    assert found[("shop/tasks.py", "mark_orders")].severity == "low"  # only the bulk_update writes
+    assert found[("shop/tasks.py", "mark_passed_down")].severity == "low"
+    assert found[("shop/tasks.py", "mark_and_save")].severity == "critical"
 
 
 def test_overrides_of_different_subclasses_are_alternatives_not_a_sum(rule: Rule):

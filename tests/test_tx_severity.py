@@ -148,3 +148,41 @@ def test_a_side_effect_after_the_last_write_is_the_right_order_but_a_stored_file
     assert found[("app/views.py", "mail_between")].severity == "critical"
     # The row names a file that may never reach storage.
     assert found[("app/views.py", "file_after")].severity == "critical"
+
+
+DERIVED = {
+    "shop/tasks.py": """
+        from celery import shared_task
+
+        from .models import Order, OrderLine
+
+        @shared_task
+        def recalculate_order_prices(order):
+            for line in order.lines.all():
+                line.save(update_fields=["price"])
+            order.save(update_fields=["total"])
+
+        @shared_task
+        def reprice(order):
+            recalculate_order_prices(order)
+            order.status = "repriced"
+            order.save()
+
+        @shared_task
+        def split(order):
+            OrderLine.objects.create(order=order)
+            Order.objects.filter(pk=order.pk).update(total=0)
+        """,
+    "shop/models.py": "class Order:\n    pass\n\nclass OrderLine:\n    pass\n",
+}
+
+
+def test_derived_data_a_recalculation_rewrites_is_bookkeeping(rule: Rule):
+    found = reported(analyze_source(DERIVED, rule))
+    # Called from a task of its own, the recalculation is graded by its name.
+    own = found[("shop/tasks.py", "recalculate_order_prices")]
+    assert own.severity == "medium" and "derived data" in own.explanation
+    # At the caller the recalculation is bookkeeping beside the one real write.
+    reprice = found[("shop/tasks.py", "reprice")]
+    assert reprice.severity == "medium" and "bookkeeping" in reprice.explanation
+    assert found[("shop/tasks.py", "split")].severity == "critical"

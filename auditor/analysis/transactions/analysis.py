@@ -120,6 +120,8 @@ _SIDE_EFFECTS = (Effect.SIDE_EFFECT, Effect.UPLOAD)
 _BOOKKEEPING_FUNCTION = re.compile(r"(?i)(_events?$|^events?_|search_(vector|document|index)|mark_\w*dirty|_audit|^audit|_log$|^log_)")
 _BOOKKEEPING_WRITE = re.compile(r"(?:^|\.)(?:\w*Event|\w*Log|\w*History|events|\w*Bucket|\w*RateLimit\w*|\w*Throttle\w*)\.")
 # Rate limiting: counters of attempts, whatever the method is called.
+# Derived data: prices, totals and caches a recalculation writes and the next one rewrites.
+_DERIVED_FUNCTION = re.compile(r"(?i)^_?(?:re)?calculate|^_?(?:invalidate|refresh|recompute|rebuild)_|_if_expired$")
 _BOOKKEEPING_CLASS = re.compile(r"(?i)(token_?bucket|rate_?limit|throttl)")
 # Writes a re-run completes without harm: upserts, many-to-many and related-manager
 # changes (adding an existing link is a no-op), and queryset updates to constant values.
@@ -723,7 +725,7 @@ class _Analysis:
         steps = self.path_of(edge.callee, self._off(edge.callee, call, off), depth + 1)
         effects = tuple(effect for step in steps for effect in step.effects)
         owner, _, name = edge.callee.qualname.rpartition(".")
-        if _BOOKKEEPING_FUNCTION.search(name) or (owner and _BOOKKEEPING_CLASS.search(owner)):
+        if _bookkeeping(edge.callee) or (owner and _BOOKKEEPING_CLASS.search(owner)):
             effects = tuple(Effect.AUDIT if effect in _WRITES else effect for effect in effects)
         if not effects:
             return None
@@ -907,6 +909,8 @@ class _Analysis:
         reasons: dict[FunctionRef, str] = {}
         for ref in sorted(reached):
             graded = _grade(self.path_of(ref))
+            if graded is not None and graded[0] in ("critical", "high") and _bookkeeping(ref):
+                graded = "medium", "by its name the function records bookkeeping or rebuilds derived data, which the next run rewrites"
             if graded is not None:
                 candidates[ref], reasons[ref] = graded
         for ref, severity in candidates.items():
@@ -1082,6 +1086,12 @@ def _grade_writes(steps: tuple[_Step, ...], effects: list[Effect], side_effects:
     if writes + bookkeeping >= 2 or (bookkeeping and (commits or side_effects)):
         return "medium", "one write, the rest bookkeeping (event rows, search vectors, rate-limit counters)"
     return None
+
+
+def _bookkeeping(ref: FunctionRef) -> bool:
+    """Whether a function's name says its writes are bookkeeping or derived data."""
+    name = ref.qualname.rsplit(".", 1)[-1]
+    return bool(_BOOKKEEPING_FUNCTION.search(name) or _DERIVED_FUNCTION.search(name))
 
 
 def _one_object(steps: tuple[_Step, ...]) -> bool:
