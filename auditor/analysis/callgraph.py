@@ -43,7 +43,7 @@ from auditor.index.indexer import collection_paused
 from auditor.index.model import INDEX_VERSION, Definition, FileIndex
 from auditor.storage.sealed import prune_least_recent, read_regular_file, seal, unseal, write_atomically
 
-GRAPH_VERSION = 1
+GRAPH_VERSION = 2
 """Version of the graph cache format and of the resolution rules; part of the cache key.
 Bump it when either changes so that stale cached graphs are never read."""
 
@@ -200,6 +200,8 @@ class _Repository:
         self._symbol_bindings: dict[tuple[str, str], _Symbol] = {}
         self.module_names: dict[str, str] = {}
         self.package_prefixes: set[str] = set()
+        self._package_classes: dict[str, list[tuple[str, Definition]]] = {}
+        self._subclasses: dict[str, list[tuple[str, Definition]]] | None = None
         expanded: set[str] = set()  # leading parts of module names already in package_prefixes
         for path in sorted(indexes):
             index = indexes[path]
@@ -478,6 +480,10 @@ class _Repository:
         binding = self.bindings.get(path, {}).get(head)
         if binding is not None:
             return self._follow(path, binding, parts[1:], hops)
+        if language == "java" and len(parts) == 2 and head[:1].islower():
+            typed = self._java_field_member(path, head, parts[1])
+            if typed is not None:
+                return typed
         if language == "go":
             for sibling in self.directories[posixpath.dirname(path)]:
                 found = self.top_level(sibling, head)
@@ -495,6 +501,66 @@ class _Repository:
         if language == "python" and head in _PYTHON_BUILTINS and len(parts) == 1:
             return _STOP
         return _UNRESOLVED
+
+    def _java_field_member(self, path: str, field: str, member: str) -> _Resolution | None:
+        """``field.member()`` on a Java field named after its type, as injected fields are
+        (``deptService`` of type ``ISysDeptService``, ``namespaceBranchService`` of type
+        ``NamespaceBranchService``): the one imported or same-package class whose name ends
+        with the field's name and that has ``member``. An interface's abstract method runs
+        its one repository implementation; one with none (a MyBatis mapper) or several
+        stops, so the call site keeps its own meaning. None: no such class."""
+        suffix = field[0].upper() + field[1:]
+        found: list[tuple[str, Definition]] = []
+        for name, binding in sorted(self.bindings.get(path, {}).items()):
+            if name.endswith(suffix) and isinstance(binding, _Symbol) and binding.module.startswith("java:"):
+                resolved = self._follow(path, binding, [], 0)
+                if resolved.target is not None and resolved.target.kind == "class":
+                    found.append((resolved.path, resolved.target))
+        for sibling_path, cls in self._java_package_classes(posixpath.dirname(path)):
+            if cls.name.endswith(suffix) and (sibling_path, cls) not in found:
+                found.append((sibling_path, cls))
+        members = [hit for hit in (self.class_member(cls_path, cls, member) for cls_path, cls in found) if hit is not None]
+        if len(members) != 1:
+            return None
+        member_path, definition = members[0]
+        if definition.body_start_line <= definition.end_line:
+            return _Resolution(definition, member_path)
+        owner = self.definitions.get(member_path, {}).get(definition.parent or "")
+        implementations = []
+        for sub_path, sub in self._java_subclasses().get(owner.name if owner is not None else "", ()):
+            hit = self.definitions.get(sub_path, {}).get(f"{sub.qualname}.{member}")
+            if hit is not None:
+                implementations.append((sub_path, hit))
+        if len(implementations) == 1:
+            return _Resolution(implementations[0][1], implementations[0][0])
+        return _STOP  # abstract, or one line (the index cannot tell): no edge either way
+
+    def _java_package_classes(self, directory: str) -> list[tuple[str, Definition]]:
+        """The top-level Java classes of the files in ``directory``, in path order."""
+        found = self._package_classes.get(directory)
+        if found is None:
+            found = self._package_classes[directory] = [
+                (path, definition)
+                for path in self.directories.get(directory, ())
+                if self.languages.get(path) == "java"
+                for definition in self.definitions.get(path, {}).values()
+                if definition.kind == "class" and definition.parent is None
+            ]
+        return found
+
+    def _java_subclasses(self) -> dict[str, list[tuple[str, Definition]]]:
+        """Java classes by the simple name of each class or interface they extend or
+        implement (type arguments dropped), in path order."""
+        if self._subclasses is None:
+            self._subclasses = defaultdict(list)
+            for path in sorted(self.indexes):
+                if self.languages[path] != "java":
+                    continue
+                for definition in self.indexes[path].definitions:
+                    if definition.kind == "class":
+                        for base in definition.bases:
+                            self._subclasses[strip_arguments(base).rsplit(".", 1)[-1]].append((path, definition))
+        return self._subclasses
 
     def _descend(self, path: str, definition: Definition, rest: list[str]) -> _Resolution:
         """Apply the remaining attribute names to a definition (class members only)."""
