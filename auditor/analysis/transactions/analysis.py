@@ -381,11 +381,16 @@ class _FileFacts:
         return statement is not None and bool(sql_write.search(statement))
 
     def _sql_text(self, call: CallSite) -> str | None:
-        """The SQL an execute-like call runs: its first string literal, or a named string's."""
+        """The SQL an execute-like call runs: its first argument that is a string literal
+        or a name holding one (``db.QueryRow(query, "x")`` runs ``query``); failing that,
+        any named string among its arguments."""
         for argument in split_arguments(call.arguments):
             literal = _STRING_START.match(argument)
             if literal:
                 return argument[literal.end() :]
+            value = self._named_string(argument, call.line) if _IDENTIFIER.fullmatch(argument) else None
+            if value is not None:
+                return value
         for name in _IDENTIFIER.findall(call.arguments):
             value = self._named_string(name, call.line)
             if value is not None:

@@ -1,0 +1,201 @@
+"""Go ``QueryRow`` of write SQL, Java calls through injected interface-typed fields, and
+MyBatis mapper writes (planted sources, no repository code)."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from auditor.analysis.callgraph import CallGraph, FunctionRef
+from auditor.index.extract import index_source
+from auditor.languages import language_for_path
+from auditor.rules.loader import Rule, load_rule
+from tests.test_static import analyze_source, reported
+
+
+@pytest.fixture(scope="module")
+def rule() -> Rule:
+    return load_rule("tx-outside-transaction")
+
+
+GO_RETURNING = {
+    "store/accounts.go": """
+        package store
+
+        import (
+            "database/sql"
+            "net/http"
+        )
+
+        type Store struct{ db *sql.DB }
+
+        type Row struct{ id int }
+
+        func (r *Row) Scan(values ...any) error { return nil }
+
+        func (s *Store) Open(w http.ResponseWriter, r *http.Request) {
+            var id int
+            query := `
+                INSERT INTO accounts (name)
+                VALUES ($1)
+                RETURNING id
+            `
+            s.db.QueryRow(query, "x").Scan(&id)
+            s.db.Exec("INSERT INTO ledgers (account_id) VALUES ($1)", id)
+        }
+
+        func (s *Store) Lookup(w http.ResponseWriter, r *http.Request) {
+            var id int
+            query := `SELECT id FROM accounts WHERE name = $1`
+            s.db.QueryRow(query, "x").Scan(&id)
+            s.db.Exec("UPDATE accounts SET seen = now() WHERE id = $1", id)
+        }
+
+        func (s *Store) OpenInTx(w http.ResponseWriter, r *http.Request) {
+            var id int
+            tx, _ := s.db.Begin()
+            query := `INSERT INTO accounts (name) VALUES ($1) RETURNING id`
+            tx.QueryRow(query, "x").Scan(&id)
+            tx.Exec("INSERT INTO ledgers (account_id) VALUES ($1)", id)
+            tx.Commit()
+        }
+
+        func Routes(s *Store) {
+            http.HandleFunc("/open", s.Open)
+            http.HandleFunc("/lookup", s.Lookup)
+            http.HandleFunc("/open-tx", s.OpenInTx)
+        }
+        """,
+}
+
+
+def test_go_query_row_of_insert_returning_is_an_autocommit_write(rule: Rule):
+    found = reported(analyze_source(GO_RETURNING, rule))
+    opened = found[("store/accounts.go", "Store.Open")]
+    assert opened.severity == "critical" and "2 database writes" in opened.title
+    # A SELECT through QueryRow is a read: only the Exec is a write.
+    assert found[("store/accounts.go", "Store.Lookup")].severity == "low"
+    assert ("store/accounts.go", "Store.OpenInTx") not in found
+
+
+SERVICE = """
+    package app.service;
+
+    public interface IDeptService {
+        int updateDept(Dept dept);
+    }
+    """
+
+SERVICE_IMPL = """
+    package app.service.impl;
+
+    import org.springframework.beans.factory.annotation.Autowired;
+    import app.mapper.DeptMapper;
+    import app.service.IDeptService;
+
+    public class DeptServiceImpl implements IDeptService {
+        @Autowired
+        private DeptMapper deptMapper;
+
+        @Override
+        public int updateDept(Dept dept) {
+            Dept parent = deptMapper.selectDeptById(dept.getParentId());
+            deptMapper.updateDeptChildren(dept.getDeptId(), parent.getAncestors());
+            return deptMapper.updateDept(dept);
+        }
+    }
+    """
+
+CONTROLLER = """
+    package app.web;
+
+    import org.springframework.beans.factory.annotation.Autowired;
+    import org.springframework.web.bind.annotation.PostMapping;
+    import app.service.IDeptService;
+
+    public class DeptController {
+        @Autowired
+        private IDeptService deptService;
+
+        @PostMapping("/dept/edit")
+        public int updateDept(Dept dept) {
+            return deptService.updateDept(dept);
+        }
+    }
+    """
+
+MAPPER = """
+    package app.mapper;
+
+    public interface DeptMapper {
+        Dept selectDeptById(Long id);
+        int updateDeptChildren(Long id, String ancestors);
+        int updateDept(Dept dept);
+    }
+    """
+
+
+def _mybatis_app(impl: str = SERVICE_IMPL) -> dict[str, str]:
+    return {
+        "src/main/java/app/service/IDeptService.java": SERVICE,
+        "src/main/java/app/service/impl/DeptServiceImpl.java": impl,
+        "src/main/java/app/web/DeptController.java": CONTROLLER,
+        "src/main/java/app/mapper/DeptMapper.java": MAPPER,
+    }
+
+
+def _graph(files: dict[str, str]) -> CallGraph:
+    texts = {path: textwrap.dedent(text).lstrip("\n") for path, text in files.items()}
+    return CallGraph.build({path: index_source(path, text, language_for_path(path) or "") for path, text in texts.items()})
+
+
+def test_a_call_on_an_interface_typed_field_runs_its_one_implementation():
+    graph = _graph(_mybatis_app())
+    controller = FunctionRef("src/main/java/app/web/DeptController.java", "DeptController.updateDept")
+    callees = {edge.callee for edge in graph.callees(controller)}
+    assert callees == {FunctionRef("src/main/java/app/service/impl/DeptServiceImpl.java", "DeptServiceImpl.updateDept")}
+    impl = FunctionRef("src/main/java/app/service/impl/DeptServiceImpl.java", "DeptServiceImpl.updateDept")
+    # Mapper methods have no implementation in the repository: no edge (never the caller itself).
+    assert impl not in {edge.callee for edge in graph.callees(impl)}
+
+
+def test_two_mybatis_mapper_writes_outside_a_transaction_are_a_finding(rule: Rule):
+    found = reported(analyze_source(_mybatis_app(), rule))
+    finding = found[("src/main/java/app/service/impl/DeptServiceImpl.java", "DeptServiceImpl.updateDept")]
+    assert finding.severity == "critical" and "2 database writes" in finding.title
+    assert finding.chain[0].function == "DeptController.updateDept"
+
+
+def test_mapper_writes_inside_a_transactional_method_are_covered(rule: Rule):
+    transactional = SERVICE_IMPL.replace("    @Override\n", "    @Override\n    @Transactional\n").replace(
+        "import app.mapper.DeptMapper;", "import app.mapper.DeptMapper;\n    import org.springframework.transaction.annotation.Transactional;"
+    )
+    assert "@Transactional" in transactional
+    assert not analyze_source(_mybatis_app(transactional), rule).findings
+
+
+LOOKALIKES = """
+    package app.web;
+
+    import com.fasterxml.jackson.databind.ObjectMapper;
+    import org.springframework.web.bind.annotation.PostMapping;
+    import app.mapper.DeptConvertMapper;
+
+    public class ProfileController {
+        private ObjectMapper objectMapper;
+        private DeptConvertMapper deptConvertMapper;
+
+        @PostMapping("/profile")
+        public Dept merge(Dept target, Dept source) {
+            objectMapper.updateValue(target, source);
+            deptConvertMapper.updateDeptFromDto(source, target);
+            return target;
+        }
+    }
+    """
+
+
+def test_jackson_and_mapstruct_mappers_are_not_database_writes(rule: Rule):
+    found = analyze_source({"src/main/java/app/web/ProfileController.java": LOOKALIKES}, rule)
+    assert not found.findings
