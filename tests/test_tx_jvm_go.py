@@ -199,3 +199,12 @@ LOOKALIKES = """
 def test_jackson_and_mapstruct_mappers_are_not_database_writes(rule: Rule):
     found = analyze_source({"src/main/java/app/web/ProfileController.java": LOOKALIKES}, rule)
     assert not found.findings
+
+
+def test_a_transactional_interface_method_covers_its_implementation(rule: Rule):
+    annotated = SERVICE.replace(
+        "public interface IDeptService {\n", "import org.springframework.transaction.annotation.Transactional;\n\npublic interface IDeptService {\n    @Transactional\n"
+    )
+    assert "@Transactional" in annotated
+    files = {**_mybatis_app(), "src/main/java/app/service/IDeptService.java": annotated}
+    assert not analyze_source(files, rule).findings

@@ -508,7 +508,10 @@ class _Repository:
         ``NamespaceBranchService``): the one imported or same-package class whose name ends
         with the field's name and that has ``member``. An interface's abstract method runs
         its one repository implementation; one with none (a MyBatis mapper) or several
-        stops, so the call site keeps its own meaning. None: no such class."""
+        stops, so the call site keeps its own meaning. A ``@Transactional`` interface method
+        (or interface) stays the target: Spring's proxy runs the implementation inside that
+        transaction, and the analysis reads the boundary from the annotation. None: no such
+        class."""
         suffix = field[0].upper() + field[1:]
         found: list[tuple[str, Definition]] = []
         for name, binding in sorted(self.bindings.get(path, {}).items()):
@@ -523,9 +526,9 @@ class _Repository:
         if len(members) != 1:
             return None
         member_path, definition = members[0]
-        if definition.body_start_line <= definition.end_line:
-            return _Resolution(definition, member_path)
         owner = self.definitions.get(member_path, {}).get(definition.parent or "")
+        if definition.body_start_line <= definition.end_line or _transactional(definition, owner):
+            return _Resolution(definition, member_path)
         implementations = []
         for sub_path, sub in self._java_subclasses().get(owner.name if owner is not None else "", ()):
             hit = self.definitions.get(sub_path, {}).get(f"{sub.qualname}.{member}")
@@ -672,6 +675,12 @@ class _Repository:
         nearby = self.imported_paths.get(path, set()) | {path}
         close = [item for item in candidates if item[0] in nearby]
         return close[0] if len(close) == 1 else None
+
+
+def _transactional(method: Definition, owner: Definition | None) -> bool:
+    """Whether a Java method or its class/interface carries a ``@Transactional``."""
+    annotations = (*method.decorators, *(owner.decorators if owner is not None else ()))
+    return any(strip_arguments(annotation).rsplit(".", 1)[-1] == "Transactional" for annotation in annotations)
 
 
 def _callable_target(repository: _Repository, path: str, definition: Definition) -> tuple[str, Definition] | None:
