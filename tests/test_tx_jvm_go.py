@@ -208,3 +208,43 @@ def test_a_transactional_interface_method_covers_its_implementation(rule: Rule):
     assert "@Transactional" in annotated
     files = {**_mybatis_app(), "src/main/java/app/service/IDeptService.java": annotated}
     assert not analyze_source(files, rule).findings
+
+
+OVERLOADS = {
+    "src/main/java/app/web/BrandController.java": """
+        package app.web;
+
+        import org.springframework.web.bind.annotation.PostMapping;
+
+        public class BrandController {
+            private final BrandRepository brands;
+            private final StringRedisTemplate redisTemplate;
+
+            @PostMapping("/brand/delete")
+            public void delete(Long id) {
+                brands.delete(id);
+                redisTemplate.delete("brand:" + id);
+            }
+
+            @PostMapping("/brand/delete/batch")
+            public void delete(List<Long> ids) {
+                brands.delete(ids);
+            }
+        }
+        """,
+}
+
+
+def test_java_overloads_are_separate_functions():
+    path = "src/main/java/app/web/BrandController.java"
+    index = index_source(path, textwrap.dedent(OVERLOADS[path]).lstrip("\n"), "java")
+    methods = [(d.name, d.qualname) for d in index.definitions if d.kind == "method"]
+    assert methods == [("delete", "BrandController.delete"), ("delete", "BrandController.delete~2")]
+    enclosing = {(call.callee, call.arguments): call.enclosing for call in index.calls}
+    assert enclosing["brands.delete", "id"] == "BrandController.delete"
+    assert enclosing["brands.delete", "ids"] == "BrandController.delete~2"
+
+
+def test_overloads_and_redis_deletes_add_no_second_repository_call(rule: Rule):
+    # One repository call per overload, and a Redis key delete is no database effect.
+    assert not analyze_source(OVERLOADS, rule).findings

@@ -367,10 +367,16 @@ def _normalised_texts(
 
 
 def _extract_definitions(
-    matches: list[_Match], text: _SourceText, kinds: dict[str, str]
+    matches: list[_Match],
+    text: _SourceText,
+    kinds: dict[str, str],
+    overloads: bool = False,
 ) -> tuple[list[_DefinitionRecord], list[tuple[int, int, str]]]:
     """Definition records with qualnames, plus byte spans of functions/methods for
-    enclosure."""
+    enclosure. With ``overloads`` (Java), the second and later methods of one name in a
+    class get the qualname ``Class.name~2``, ``~3``...: their bodies stay apart (their
+    ``name`` is unchanged, so a call by name finds the first)."""
+    seen_methods: dict[str, int] = {}
     definitions: list[_DefinitionRecord] = []
     function_spans: list[tuple[int, int, str]] = []
     # (end byte, qualname, kind) of the definitions enclosing the current one, outermost first
@@ -390,6 +396,10 @@ def _extract_definitions(
             kind = "method"
         name = part.name
         qualname = f"{parent}.{name}" if parent else name
+        if overloads and kind in FUNCTION_KINDS:
+            seen_methods[qualname] = seen_methods.get(qualname, 0) + 1
+            if seen_methods[qualname] > 1:
+                qualname = f"{qualname}~{seen_methods[qualname]}"
         end_line = _last_line(node)
         definitions.append(
             (
@@ -622,7 +632,7 @@ def _source_record(
         language, root, deadline
     )
     definition_records, function_spans = _extract_definitions(
-        definitions, source_text, _definition_kinds(language)
+        definitions, source_text, _definition_kinds(language), overloads=language == "java"
     )
     bundle = query_bundle(language, QUERY_NAMES)
     return (

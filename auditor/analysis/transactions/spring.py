@@ -10,7 +10,8 @@ method no transaction covers are (a failure after the first leaves it committed)
 are autocommit-style writes, and so is a MyBatis mapper's ``insert…``/``update…``/
 ``delete…`` (``deptMapper.updateDept(dept)`` on a field whose type is a ``…Mapper`` from a
 ``mapper`` package or the caller's own package): outside a transaction each statement
-commits on its own.
+commits on its own. ``redisTemplate.delete(key)`` is a cache operation, no database
+effect.
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ class SpringModel:
                 return Classification(Effect.WRITE, "MyBatis mapper write outside a transaction")
             if call.name not in _GENERIC_SINK_NAMES:
                 return Classification(None, "not a MyBatis mapper")
+        if "redis" in receiver:
+            return Classification(None, "a Redis command (a cache, outside the database transaction)")
         if call.name in _ENTITY_MANAGER_METHODS and ("entitymanager" in receiver or receiver in ("em", "manager")):
             return Classification(Effect.WRITE, "JPA write outside a transaction")
         if "jdbctemplate" in receiver and call.name in ("update", "batchUpdate"):
