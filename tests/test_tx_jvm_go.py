@@ -248,3 +248,75 @@ def test_java_overloads_are_separate_functions():
 def test_overloads_and_redis_deletes_add_no_second_repository_call(rule: Rule):
     # One repository call per overload, and a Redis key delete is no database effect.
     assert not analyze_source(OVERLOADS, rule).findings
+
+
+GO_WIRING = {
+    "cmd/main.go": """
+        package main
+
+        import (
+            "database/sql"
+            "os"
+            "syscall"
+        )
+
+        type Cron struct{}
+
+        func (c *Cron) Add(spec string, job func()) {}
+
+        func refresh(db *sql.DB) {
+            db.Exec("REFRESH MATERIALIZED VIEW stats")
+        }
+
+        func vacuum(db *sql.DB) {
+            db.Exec("VACUUM ANALYZE")
+        }
+
+        func startJobs(db *sql.DB, c *Cron) {
+            c.Add("@hourly", func() {
+                refresh(db)
+            })
+            c.Add("@daily", func() {
+                db.Exec("DELETE FROM sessions WHERE expired")
+                db.Exec("UPDATE stats SET swept = now()")
+            })
+            go func() {
+                refresh(db)
+            }()
+        }
+
+        func restart() {
+            syscall.Exec(os.Args[0], os.Args, os.Environ())
+        }
+
+        func main() {
+            db, _ := sql.Open("postgres", "")
+            startJobs(db, &Cron{})
+            vacuum(db)
+            restart()
+        }
+
+        func migrate(db *sql.DB) {
+            db.Exec("UPDATE a SET x = 1")
+            db.Transaction(func(tx *sql.Tx) error {
+                return nil
+            })
+        }
+        """,
+}
+
+
+def test_go_goroutines_and_callbacks_run_on_their_own(rule: Rule):
+    path = "cmd/main.go"
+    index = index_source(path, textwrap.dedent(GO_WIRING[path]).lstrip("\n"), "go")
+    closures = [d.qualname for d in index.definitions if d.parent == "startJobs"]
+    assert closures == ["startJobs.func1", "startJobs.func2", "startJobs.func3"]
+    # A callback with parameters (a transaction's) stays part of its function.
+    assert not [d for d in index.definitions if d.parent == "migrate"]
+    found = reported(analyze_source(GO_WIRING, rule))
+    # The jobs' writes run later, each job on its own: main and startJobs sequence nothing.
+    assert (path, "main") not in found and (path, "startJobs") not in found
+    assert found[(path, "startJobs.func2")].severity == "critical"
+    assert found[(path, "refresh")].severity == "low"
+    # syscall.Exec is no statement, and a VACUUM changes no row.
+    assert (path, "restart") not in found and (path, "vacuum") not in found

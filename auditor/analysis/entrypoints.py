@@ -13,7 +13,8 @@ viewset-action methods, ``@action`` methods), graphene mutations (``mutate``/``p
 ``url()``, Flask/FastAPI route decorators, Celery/RQ/Huey/Dramatiq tasks, Django management
 commands (``Command.handle``), click/typer commands, and ``__main__`` blocks (as the
 pseudo-function ``<main>``). Elsewhere: Express routes (``app.get('/x', handler)``), Go
-``http.HandleFunc``-style registrations and ``func main``, Spring ``@...Mapping`` methods,
+``http.HandleFunc``-style registrations, ``func main`` and goroutines/parameterless
+callbacks (``go func() {...}()``, ``cron.Add(spec, func() {...})``), Spring ``@...Mapping`` methods,
 ``@Scheduled`` jobs and ``@...Listener`` consumers.
 """
 
@@ -318,6 +319,11 @@ def find_entry_points(
             main = next((d for d in index.definitions if d.qualname == "main" and d.kind == "function"), None)
             if main is not None and posixpath.basename(path) != "main_test.go":
                 collector.add(FunctionRef(path, "main"), "main", "go func main")
+            # A goroutine or parameterless callback (``outer.func1``, see the index) runs
+            # on its own, later or concurrently: what it writes is its own sequence.
+            for definition in index.definitions:
+                if definition.kind == "function" and definition.parent is not None:
+                    collector.add(FunctionRef(path, definition.qualname), "task", "go goroutine or callback")
         if index.main_block is not None:
             collector.add(FunctionRef(path, MAIN_FUNCTION), "main", "__main__ block")
     return tuple(sorted(collector.found.values()))

@@ -300,6 +300,8 @@ def _collect_definition_parts(
             node = nodes[0]
             key = node.byte_range
             names = captures.get("name")
+            if kind == "closure" and _runs_on_its_own(node):
+                names = [node]  # named below, from its enclosing function (``outer.func1``)
             if key in parts or not names:
                 continue
             receivers = captures.get("receiver")
@@ -366,6 +368,18 @@ def _normalised_texts(
     )
 
 
+def _runs_on_its_own(literal: Node) -> bool:
+    """Whether a Go ``func`` literal runs apart from the code around it: a goroutine
+    (``go func() {...}()``), or a literal without parameters handed to a call (a cron job,
+    ``time.AfterFunc``). A callback with parameters (a transaction's ``func(tx *sql.Tx)``,
+    a comparator) runs inside the call and stays part of its function."""
+    parent = literal.parent
+    if parent is not None and parent.type == "call_expression":
+        return parent.parent is not None and parent.parent.type == "go_statement"
+    parameters = literal.child_by_field_name("parameters")
+    return parameters is not None and parameters.named_child_count == 0
+
+
 def _extract_definitions(
     matches: list[_Match],
     text: _SourceText,
@@ -395,6 +409,12 @@ def _extract_definitions(
         if kind == "function" and enclosing is not None and enclosing[2] == "class":
             kind = "method"
         name = part.name
+        if kind == "closure":
+            if parent is None:
+                continue  # a literal outside any function (a package-level var) runs when called
+            kind = "function"
+            seen_methods[f"{parent}.<closure>"] = number = seen_methods.get(f"{parent}.<closure>", 0) + 1
+            name = f"func{number}"
         qualname = f"{parent}.{name}" if parent else name
         if overloads and kind in FUNCTION_KINDS:
             seen_methods[qualname] = seen_methods.get(qualname, 0) + 1

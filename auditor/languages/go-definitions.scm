@@ -23,3 +23,9 @@
 (type_spec
   name: (type_identifier) @name
   type: (interface_type) @body) @definition.class
+
+; Function literals that run on their own (goroutines, parameterless callbacks; see
+; extract._runs_on_its_own) are functions named after their enclosing one: outer.func1.
+(go_statement (call_expression function: (func_literal) @definition.closure))
+
+(argument_list (func_literal) @definition.closure)
