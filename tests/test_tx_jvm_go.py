@@ -320,3 +320,37 @@ def test_go_goroutines_and_callbacks_run_on_their_own(rule: Rule):
     assert found[(path, "refresh")].severity == "low"
     # syscall.Exec is no statement, and a VACUUM changes no row.
     assert (path, "restart") not in found and (path, "vacuum") not in found
+
+
+def test_a_go_method_on_an_external_calls_result_resolves_to_no_repository_method():
+    graph = _graph(GO_RETURNING)
+    opened = FunctionRef("store/accounts.go", "Store.Open")
+    # Scan is *sql.Row's; the repository's Row.Scan is another type's.
+    assert FunctionRef("store/accounts.go", "Row.Scan") not in {edge.callee for edge in graph.callees(opened)}
+
+
+def test_a_java_field_call_never_resolves_to_the_calling_method_itself():
+    files = {
+        "src/main/java/app/web/NoteController.java": """
+            package app.web;
+
+            public class NoteController {
+                private NoteManager manager;
+
+                public void archive(Long id) {
+                    manager.archive(id);
+                }
+            }
+            """,
+        "src/main/java/app/service/NoteManagerImpl.java": """
+            package app.service;
+
+            public class NoteManagerImpl {
+                public void archive(Long id) {
+                }
+            }
+            """,
+    }
+    graph = _graph(files)
+    caller = FunctionRef("src/main/java/app/web/NoteController.java", "NoteController.archive")
+    assert caller not in {edge.callee for edge in graph.callees(caller)}

@@ -202,6 +202,7 @@ class _Repository:
         self.package_prefixes: set[str] = set()
         self._package_classes: dict[str, list[tuple[str, Definition]]] = {}
         self._subclasses: dict[str, list[tuple[str, Definition]]] | None = None
+        self._go_calls: dict[str, frozenset[str]] = {}
         expanded: set[str] = set()  # leading parts of module names already in package_prefixes
         for path in sorted(indexes):
             index = indexes[path]
@@ -489,6 +490,8 @@ class _Repository:
                 found = self.top_level(sibling, head)
                 if found is not None:
                     return self._descend(sibling, found, parts[1:])
+            if len(parts) > 2 and self._go_chain_on_external_call(path, parts, scope, hops):
+                return _STOP
         if language == "java" and head[:1].isupper():
             for sibling in self.directories[posixpath.dirname(path)]:
                 found = self.top_level(sibling, head)
@@ -501,6 +504,19 @@ class _Repository:
         if language == "python" and head in _PYTHON_BUILTINS and len(parts) == 1:
             return _STOP
         return _UNRESOLVED
+
+    def _go_chain_on_external_call(self, path: str, parts: list[str], scope: str | None, hops: int) -> bool:
+        """Whether ``parts`` calls a method on the result of another call in the file that
+        runs no repository function (``s.db.QueryRow(q).Scan(&id)``: ``Scan`` belongs to
+        ``*sql.Row``, not to a repository type that happens to have a ``Scan``)."""
+        calls = self._go_calls.get(path)
+        if calls is None:
+            calls = self._go_calls[path] = frozenset(call.callee for call in self.indexes[path].calls)
+        prefix = parts[:-1]
+        if ".".join(prefix) not in calls:
+            return False
+        inner = self.resolve_name(path, prefix, scope, hops + 1)
+        return inner.target is None and (inner.stop or self.fallback(path, prefix) is None)
 
     def _java_field_member(self, path: str, field: str, member: str) -> _Resolution | None:
         """``field.member()`` on a Java field named after its type, as injected fields are
@@ -1117,6 +1133,20 @@ def _resolve_call(repository: _Repository, path: str, callee: str, scope: str | 
     if resolution.stop:
         return None
     fallback = repository.fallback(path, parts)
-    if fallback is None:
+    if fallback is None or _jvm_go_call_on_another_object(repository, path, parts, scope, fallback):
         return None
     return fallback[0], fallback[1].qualname, True
+
+
+def _jvm_go_call_on_another_object(
+    repository: _Repository, path: str, parts: list[str], scope: str | None, target: tuple[str, Definition]
+) -> bool:
+    """Java/Go: a name match from ``field.m()`` to the calling method itself is another
+    object's ``m`` (an injected service's method of the same name), not recursion."""
+    return (
+        repository.languages.get(path) in ("java", "go")
+        and len(parts) > 1
+        and parts[0] not in _RECEIVERS_SELF
+        and target[0] == path
+        and target[1].qualname == scope
+    )
