@@ -20,6 +20,13 @@ root is not always the import root. Calls at module level are attributed to the
 pseudo-function ``<module>``; calls inside an ``if __name__ == "__main__":`` block to
 ``<main>``.
 
+Java and Go: a call on a Java field resolves through the field's name to the imported or
+same-package class named after it (``deptService`` -> ``ISysDeptService``), and an
+interface's abstract method to its one implementation (a ``@Transactional`` interface
+method stays the target; a MyBatis mapper's, with none, gets no edge). A Go method on
+another call's external result (``db.QueryRow(q).Scan``) gets no edge, and a name match
+from ``field.m()`` to the calling method itself is never taken.
+
 Built graphs can be cached on disk (:class:`CallGraphCache`), keyed by a digest over every
 indexed file's path, language and content hash: an unchanged repository loads its graph
 (plain marshalled rows) instead of resolving every call again.
