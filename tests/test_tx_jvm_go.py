@@ -283,6 +283,12 @@ GO_WIRING = {
             go func() {
                 refresh(db)
             }()
+            go sweep(db)
+        }
+
+        func sweep(db *sql.DB) {
+            db.Exec("DELETE FROM tokens WHERE expired")
+            db.Exec("UPDATE stats SET tokens_swept = now()")
         }
 
         func restart() {
@@ -310,7 +316,7 @@ def test_go_goroutines_and_callbacks_run_on_their_own(rule: Rule):
     path = "cmd/main.go"
     index = index_source(path, textwrap.dedent(GO_WIRING[path]).lstrip("\n"), "go")
     closures = [d.qualname for d in index.definitions if d.parent == "startJobs"]
-    assert closures == ["startJobs.func1", "startJobs.func2", "startJobs.func3"]
+    assert closures == ["startJobs.func1", "startJobs.func2", "startJobs.func3", "startJobs.func4"]
     # A callback with parameters (a transaction's) stays part of its function.
     assert not [d for d in index.definitions if d.parent == "migrate"]
     found = reported(analyze_source(GO_WIRING, rule))
@@ -318,6 +324,8 @@ def test_go_goroutines_and_callbacks_run_on_their_own(rule: Rule):
     assert (path, "main") not in found and (path, "startJobs") not in found
     assert found[(path, "startJobs.func2")].severity == "critical"
     assert found[(path, "refresh")].severity == "low"
+    # A goroutine started by name sequences its own writes, not its starter's.
+    assert found[(path, "sweep")].chain[0].function == "startJobs.func4"
     # syscall.Exec is no statement, and a VACUUM changes no row.
     assert (path, "restart") not in found and (path, "vacuum") not in found
 
@@ -354,3 +362,42 @@ def test_a_java_field_call_never_resolves_to_the_calling_method_itself():
     graph = _graph(files)
     caller = FunctionRef("src/main/java/app/web/NoteController.java", "NoteController.archive")
     assert caller not in {edge.callee for edge in graph.callees(caller)}
+
+
+GO_MIDDLEWARE = {
+    "web/middleware.go": """
+        package web
+
+        import (
+            "database/sql"
+            "net/http"
+        )
+
+        func remember(db *sql.DB, next http.Handler) http.Handler {
+            return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+                db.Exec("INSERT INTO visits (path) VALUES ($1)", r.URL.Path)
+                db.Exec("UPDATE counters SET visits = visits + 1")
+                next.ServeHTTP(w, r)
+            })
+        }
+
+        func Routes(db *sql.DB, mux *http.ServeMux) {
+            db.Exec("UPDATE boot SET started = now()")
+            mux.Handle("/", remember(db, mux))
+        }
+
+        func main() {
+            Routes(nil, http.NewServeMux())
+        }
+        """,
+}
+
+
+def test_a_go_handler_literal_is_its_own_http_entry_point(rule: Rule):
+    path = "web/middleware.go"
+    result = analyze_source(GO_MIDDLEWARE, rule)
+    found = reported(result)
+    handler = found[(path, "remember.func1")]
+    assert handler.severity == "critical" and "http entry point" in handler.explanation
+    # Setting the routes up runs one write; the handler's run per request, later.
+    assert found[(path, "Routes")].severity == "low"

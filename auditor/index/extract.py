@@ -368,16 +368,29 @@ def _normalised_texts(
     )
 
 
+# The parameter an HTTP handler literal takes (net/http, echo, gin, fiber): it runs per
+# request, never where it is written.
+_GO_HANDLER_PARAMETERS = (b"http.ResponseWriter", b"echo.Context", b"gin.Context", b"fiber.Ctx")
+
+
 def _runs_on_its_own(literal: Node) -> bool:
     """Whether a Go ``func`` literal runs apart from the code around it: a goroutine
-    (``go func() {...}()``), or a literal without parameters handed to a call (a cron job,
-    ``time.AfterFunc``). A callback with parameters (a transaction's ``func(tx *sql.Tx)``,
-    a comparator) runs inside the call and stays part of its function."""
+    (``go func() {...}()``), a literal without parameters handed to a call (a cron job,
+    ``time.AfterFunc``), or an HTTP handler literal handed to a call or returned (a
+    middleware's ``http.HandlerFunc(func(w, r) {...})``). Another callback with parameters (a transaction's ``func(tx *sql.Tx)``,
+    a comparator) runs inside the call and stays part of its function. The call of a
+    goroutine started by name (``go worker(queue)``) runs on its own too (its argument
+    calls, evaluated before it starts, go with it: an approximation)."""
     parent = literal.parent
+    if literal.type == "call_expression":
+        return parent is not None and parent.type == "go_statement"
     if parent is not None and parent.type == "call_expression":
         return parent.parent is not None and parent.parent.type == "go_statement"
     parameters = literal.child_by_field_name("parameters")
-    return parameters is not None and parameters.named_child_count == 0
+    if parameters is None:
+        return False
+    text = parameters.text or b""
+    return parameters.named_child_count == 0 or any(name in text for name in _GO_HANDLER_PARAMETERS)
 
 
 def _extract_definitions(
