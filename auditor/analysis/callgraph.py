@@ -20,6 +20,13 @@ root is not always the import root. Calls at module level are attributed to the
 pseudo-function ``<module>``; calls inside an ``if __name__ == "__main__":`` block to
 ``<main>``.
 
+Java and Go: a call on a Java field resolves through the field's name to the imported or
+same-package class named after it (``deptService`` -> ``ISysDeptService``), and an
+interface's abstract method to its one implementation (a ``@Transactional`` interface
+method stays the target; a MyBatis mapper's, with none, gets no edge). A Go method on
+another call's external result (``db.QueryRow(q).Scan``) gets no edge, and a name match
+from ``field.m()`` to the calling method itself is never taken.
+
 Built graphs can be cached on disk (:class:`CallGraphCache`), keyed by a digest over every
 indexed file's path, language and content hash: an unchanged repository loads its graph
 (plain marshalled rows) instead of resolving every call again.
@@ -43,7 +50,7 @@ from auditor.index.indexer import collection_paused
 from auditor.index.model import INDEX_VERSION, Definition, FileIndex
 from auditor.storage.sealed import prune_least_recent, read_regular_file, seal, unseal, write_atomically
 
-GRAPH_VERSION = 1
+GRAPH_VERSION = 2
 """Version of the graph cache format and of the resolution rules; part of the cache key.
 Bump it when either changes so that stale cached graphs are never read."""
 
@@ -200,6 +207,9 @@ class _Repository:
         self._symbol_bindings: dict[tuple[str, str], _Symbol] = {}
         self.module_names: dict[str, str] = {}
         self.package_prefixes: set[str] = set()
+        self._package_classes: dict[str, list[tuple[str, Definition]]] = {}
+        self._subclasses: dict[str, list[tuple[str, Definition]]] | None = None
+        self._go_calls: dict[str, frozenset[str]] = {}
         expanded: set[str] = set()  # leading parts of module names already in package_prefixes
         for path in sorted(indexes):
             index = indexes[path]
@@ -478,11 +488,17 @@ class _Repository:
         binding = self.bindings.get(path, {}).get(head)
         if binding is not None:
             return self._follow(path, binding, parts[1:], hops)
+        if language == "java" and len(parts) == 2 and head[:1].islower():
+            typed = self._java_field_member(path, head, parts[1])
+            if typed is not None:
+                return typed
         if language == "go":
             for sibling in self.directories[posixpath.dirname(path)]:
                 found = self.top_level(sibling, head)
                 if found is not None:
                     return self._descend(sibling, found, parts[1:])
+            if len(parts) > 2 and self._go_chain_on_external_call(path, parts, scope, hops):
+                return _STOP
         if language == "java" and head[:1].isupper():
             for sibling in self.directories[posixpath.dirname(path)]:
                 found = self.top_level(sibling, head)
@@ -495,6 +511,82 @@ class _Repository:
         if language == "python" and head in _PYTHON_BUILTINS and len(parts) == 1:
             return _STOP
         return _UNRESOLVED
+
+    def _go_chain_on_external_call(self, path: str, parts: list[str], scope: str | None, hops: int) -> bool:
+        """Whether ``parts`` calls a method on the result of another call in the file that
+        runs no repository function (``s.db.QueryRow(q).Scan(&id)``: ``Scan`` belongs to
+        ``*sql.Row``, not to a repository type that happens to have a ``Scan``)."""
+        calls = self._go_calls.get(path)
+        if calls is None:
+            calls = self._go_calls[path] = frozenset(call.callee for call in self.indexes[path].calls)
+        prefix = parts[:-1]
+        if ".".join(prefix) not in calls:
+            return False
+        inner = self.resolve_name(path, prefix, scope, hops + 1)
+        return inner.target is None and (inner.stop or self.fallback(path, prefix) is None)
+
+    def _java_field_member(self, path: str, field: str, member: str) -> _Resolution | None:
+        """``field.member()`` on a Java field named after its type, as injected fields are
+        (``deptService`` of type ``ISysDeptService``, ``namespaceBranchService`` of type
+        ``NamespaceBranchService``): the one imported or same-package class whose name ends
+        with the field's name and that has ``member``. An interface's abstract method runs
+        its one repository implementation; one with none (a MyBatis mapper) or several
+        stops, so the call site keeps its own meaning. A ``@Transactional`` interface method
+        (or interface) stays the target: Spring's proxy runs the implementation inside that
+        transaction, and the analysis reads the boundary from the annotation. None: no such
+        class."""
+        suffix = field[0].upper() + field[1:]
+        found: list[tuple[str, Definition]] = []
+        for name, binding in sorted(self.bindings.get(path, {}).items()):
+            if name.endswith(suffix) and isinstance(binding, _Symbol) and binding.module.startswith("java:"):
+                resolved = self._follow(path, binding, [], 0)
+                if resolved.target is not None and resolved.target.kind == "class":
+                    found.append((resolved.path, resolved.target))
+        for sibling_path, cls in self._java_package_classes(posixpath.dirname(path)):
+            if cls.name.endswith(suffix) and (sibling_path, cls) not in found:
+                found.append((sibling_path, cls))
+        members = [hit for hit in (self.class_member(cls_path, cls, member) for cls_path, cls in found) if hit is not None]
+        if len(members) != 1:
+            return None
+        member_path, definition = members[0]
+        owner = self.definitions.get(member_path, {}).get(definition.parent or "")
+        if definition.body_start_line <= definition.end_line or _transactional(definition, owner):
+            return _Resolution(definition, member_path)
+        implementations = []
+        for sub_path, sub in self._java_subclasses().get(owner.name if owner is not None else "", ()):
+            hit = self.definitions.get(sub_path, {}).get(f"{sub.qualname}.{member}")
+            if hit is not None:
+                implementations.append((sub_path, hit))
+        if len(implementations) == 1:
+            return _Resolution(implementations[0][1], implementations[0][0])
+        return _STOP  # abstract, or one line (the index cannot tell): no edge either way
+
+    def _java_package_classes(self, directory: str) -> list[tuple[str, Definition]]:
+        """The top-level Java classes of the files in ``directory``, in path order."""
+        found = self._package_classes.get(directory)
+        if found is None:
+            found = self._package_classes[directory] = [
+                (path, definition)
+                for path in self.directories.get(directory, ())
+                if self.languages.get(path) == "java"
+                for definition in self.definitions.get(path, {}).values()
+                if definition.kind == "class" and definition.parent is None
+            ]
+        return found
+
+    def _java_subclasses(self) -> dict[str, list[tuple[str, Definition]]]:
+        """Java classes by the simple name of each class or interface they extend or
+        implement (type arguments dropped), in path order."""
+        if self._subclasses is None:
+            self._subclasses = defaultdict(list)
+            for path in sorted(self.indexes):
+                if self.languages[path] != "java":
+                    continue
+                for definition in self.indexes[path].definitions:
+                    if definition.kind == "class":
+                        for base in definition.bases:
+                            self._subclasses[strip_arguments(base).rsplit(".", 1)[-1]].append((path, definition))
+        return self._subclasses
 
     def _descend(self, path: str, definition: Definition, rest: list[str]) -> _Resolution:
         """Apply the remaining attribute names to a definition (class members only)."""
@@ -606,6 +698,12 @@ class _Repository:
         nearby = self.imported_paths.get(path, set()) | {path}
         close = [item for item in candidates if item[0] in nearby]
         return close[0] if len(close) == 1 else None
+
+
+def _transactional(method: Definition, owner: Definition | None) -> bool:
+    """Whether a Java method or its class/interface carries a ``@Transactional``."""
+    annotations = (*method.decorators, *(owner.decorators if owner is not None else ()))
+    return any(strip_arguments(annotation).rsplit(".", 1)[-1] == "Transactional" for annotation in annotations)
 
 
 def _callable_target(repository: _Repository, path: str, definition: Definition) -> tuple[str, Definition] | None:
@@ -1042,6 +1140,20 @@ def _resolve_call(repository: _Repository, path: str, callee: str, scope: str | 
     if resolution.stop:
         return None
     fallback = repository.fallback(path, parts)
-    if fallback is None:
+    if fallback is None or _jvm_go_call_on_another_object(repository, path, parts, scope, fallback):
         return None
     return fallback[0], fallback[1].qualname, True
+
+
+def _jvm_go_call_on_another_object(
+    repository: _Repository, path: str, parts: list[str], scope: str | None, target: tuple[str, Definition]
+) -> bool:
+    """Java/Go: a name match from ``field.m()`` to the calling method itself is another
+    object's ``m`` (an injected service's method of the same name), not recursion."""
+    return (
+        repository.languages.get(path) in ("java", "go")
+        and len(parts) > 1
+        and parts[0] not in _RECEIVERS_SELF
+        and target[0] == path
+        and target[1].qualname == scope
+    )

@@ -13,7 +13,8 @@ viewset-action methods, ``@action`` methods), graphene mutations (``mutate``/``p
 ``url()``, Flask/FastAPI route decorators, Celery/RQ/Huey/Dramatiq tasks, Django management
 commands (``Command.handle``), click/typer commands, and ``__main__`` blocks (as the
 pseudo-function ``<main>``). Elsewhere: Express routes (``app.get('/x', handler)``), Go
-``http.HandleFunc``-style registrations and ``func main``, Spring ``@...Mapping`` methods,
+``http.HandleFunc``-style registrations, ``func main``, goroutines, parameterless
+callbacks (``cron.Add(spec, func() {...})``) and HTTP handler literals, Spring ``@...Mapping`` methods,
 ``@Scheduled`` jobs and ``@...Listener`` consumers.
 """
 
@@ -318,6 +319,16 @@ def find_entry_points(
             main = next((d for d in index.definitions if d.qualname == "main" and d.kind == "function"), None)
             if main is not None and posixpath.basename(path) != "main_test.go":
                 collector.add(FunctionRef(path, "main"), "main", "go func main")
+            # A goroutine, parameterless callback or HTTP handler literal (``outer.func1``,
+            # see the index) runs on its own, later or concurrently: what it writes is its
+            # own sequence.
+            lines = text.split("\n") if text is not None else []
+            for definition in index.definitions:
+                if definition.kind == "function" and definition.parent is not None:
+                    signature = lines[definition.start_line - 1] if definition.start_line <= len(lines) else ""
+                    handler = any(name in signature for name in ("http.ResponseWriter", "echo.Context", "gin.Context", "fiber.Ctx"))
+                    kind, detail = ("http", "go handler literal") if handler else ("task", "go goroutine or callback")
+                    collector.add(FunctionRef(path, definition.qualname), kind, detail)
         if index.main_block is not None:
             collector.add(FunctionRef(path, MAIN_FUNCTION), "main", "__main__ block")
     return tuple(sorted(collector.found.values()))

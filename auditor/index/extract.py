@@ -300,6 +300,8 @@ def _collect_definition_parts(
             node = nodes[0]
             key = node.byte_range
             names = captures.get("name")
+            if kind == "closure" and _runs_on_its_own(node):
+                names = [node]  # named below, from its enclosing function (``outer.func1``)
             if key in parts or not names:
                 continue
             receivers = captures.get("receiver")
@@ -366,11 +368,42 @@ def _normalised_texts(
     )
 
 
+# The parameter an HTTP handler literal takes (net/http, echo, gin, fiber): it runs per
+# request, never where it is written.
+_GO_HANDLER_PARAMETERS = (b"http.ResponseWriter", b"echo.Context", b"gin.Context", b"fiber.Ctx")
+
+
+def _runs_on_its_own(literal: Node) -> bool:
+    """Whether a Go ``func`` literal runs apart from the code around it: a goroutine
+    (``go func() {...}()``), a literal without parameters handed to a call (a cron job,
+    ``time.AfterFunc``), or an HTTP handler literal handed to a call or returned (a
+    middleware's ``http.HandlerFunc(func(w, r) {...})``). Another callback with parameters (a transaction's ``func(tx *sql.Tx)``,
+    a comparator) runs inside the call and stays part of its function. The call of a
+    goroutine started by name (``go worker(queue)``) runs on its own too (its argument
+    calls, evaluated before it starts, go with it: an approximation)."""
+    parent = literal.parent
+    if literal.type == "call_expression":
+        return parent is not None and parent.type == "go_statement"
+    if parent is not None and parent.type == "call_expression":
+        return parent.parent is not None and parent.parent.type == "go_statement"
+    parameters = literal.child_by_field_name("parameters")
+    if parameters is None:
+        return False
+    text = parameters.text or b""
+    return parameters.named_child_count == 0 or any(name in text for name in _GO_HANDLER_PARAMETERS)
+
+
 def _extract_definitions(
-    matches: list[_Match], text: _SourceText, kinds: dict[str, str]
+    matches: list[_Match],
+    text: _SourceText,
+    kinds: dict[str, str],
+    overloads: bool = False,
 ) -> tuple[list[_DefinitionRecord], list[tuple[int, int, str]]]:
     """Definition records with qualnames, plus byte spans of functions/methods for
-    enclosure."""
+    enclosure. With ``overloads`` (Java), the second and later methods of one name in a
+    class get the qualname ``Class.name~2``, ``~3``...: their bodies stay apart (their
+    ``name`` is unchanged, so a call by name finds the first)."""
+    seen_methods: dict[str, int] = {}
     definitions: list[_DefinitionRecord] = []
     function_spans: list[tuple[int, int, str]] = []
     # (end byte, qualname, kind) of the definitions enclosing the current one, outermost first
@@ -389,7 +422,17 @@ def _extract_definitions(
         if kind == "function" and enclosing is not None and enclosing[2] == "class":
             kind = "method"
         name = part.name
+        if kind == "closure":
+            if parent is None:
+                continue  # a literal outside any function (a package-level var) runs when called
+            kind = "function"
+            seen_methods[f"{parent}.<closure>"] = number = seen_methods.get(f"{parent}.<closure>", 0) + 1
+            name = f"func{number}"
         qualname = f"{parent}.{name}" if parent else name
+        if overloads and kind in FUNCTION_KINDS:
+            seen_methods[qualname] = seen_methods.get(qualname, 0) + 1
+            if seen_methods[qualname] > 1:
+                qualname = f"{qualname}~{seen_methods[qualname]}"
         end_line = _last_line(node)
         definitions.append(
             (
@@ -622,7 +665,7 @@ def _source_record(
         language, root, deadline
     )
     definition_records, function_spans = _extract_definitions(
-        definitions, source_text, _definition_kinds(language)
+        definitions, source_text, _definition_kinds(language), overloads=language == "java"
     )
     bundle = query_bundle(language, QUERY_NAMES)
     return (

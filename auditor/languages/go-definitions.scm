@@ -23,3 +23,14 @@
 (type_spec
   name: (type_identifier) @name
   type: (interface_type) @body) @definition.class
+
+; Function literals that run on their own (goroutines, parameterless callbacks; see
+; extract._runs_on_its_own) are functions named after their enclosing one: outer.func1.
+; So is a goroutine started by name (`go worker(queue)`): the call is its only statement.
+(go_statement (call_expression function: (func_literal) @definition.closure))
+
+(go_statement (call_expression function: [(identifier) (selector_expression)]) @definition.closure)
+
+(argument_list (func_literal) @definition.closure)
+
+(return_statement (expression_list (func_literal) @definition.closure))

@@ -91,7 +91,7 @@ MODELS: tuple[TransactionModel, ...] = (
 )  # fmt: skip
 """The transaction models, in the order they are asked about a call."""
 
-_EXECUTE_NAMES = frozenset({"execute", "executemany", "executescript", "exec_driver_sql", "query", "raw", "run", "exec"})
+_EXECUTE_NAMES = frozenset({"execute", "executemany", "executescript", "exec_driver_sql", "query", "raw", "run", "exec", "Query", "QueryContext", "QueryRow", "QueryRowContext"})
 _NON_ATOMIC = ("transaction.non_atomic_requests", "non_atomic_requests")
 _ON_COMMIT = compile_patterns(("on_commit", "*.on_commit"))
 _ASSIGNED_NAME = re.compile(r"^\s*(?:(?:var|let|const|final)\s+)?(?:[\w.<>\[\]]+\s+)?([A-Za-z_]\w*)\s*(?:,\s*\w+\s*)*(?::=|=)(?!=)")
@@ -404,11 +404,16 @@ class _FileFacts:
         return statement is not None and bool(sql_write.search(statement))
 
     def _sql_text(self, call: CallSite) -> str | None:
-        """The SQL an execute-like call runs: its first string literal, or a named string's."""
+        """The SQL an execute-like call runs: its first argument that is a string literal
+        or a name holding one (``db.QueryRow(query, "x")`` runs ``query``); failing that,
+        any named string among its arguments."""
         for argument in split_arguments(call.arguments):
             literal = _STRING_START.match(argument)
             if literal:
                 return argument[literal.end() :]
+            value = self._named_string(argument, call.line) if _IDENTIFIER.fullmatch(argument) else None
+            if value is not None:
+                return value
         for name in _IDENTIFIER.findall(call.arguments):
             value = self._named_string(name, call.line)
             if value is not None:
@@ -418,7 +423,7 @@ class _FileFacts:
     def _named_string(self, name: str, before_line: int) -> str | None:
         """The start of the string literal last assigned to ``name`` earlier in the same
         function, or by a module-level string assignment."""
-        assignment = re.compile(rf"^\s*{re.escape(name)}\s*(?::[^=]+)?=\s*")
+        assignment = re.compile(rf"^\s*{re.escape(name)}\s*(?::[^=]+)?:?=\s*")
         scope = self.index.enclosing_definition(before_line)
         first_line = scope.start_line if scope is not None else before_line
         candidates = [number for number in range(before_line - 1, first_line - 1, -1) if assignment.match(self.line_text(number))]
