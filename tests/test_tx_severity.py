@@ -186,3 +186,55 @@ def test_derived_data_a_recalculation_rewrites_is_bookkeeping(rule: Rule):
     reprice = found[("shop/tasks.py", "reprice")]
     assert reprice.severity == "medium" and "bookkeeping" in reprice.explanation
     assert found[("shop/tasks.py", "split")].severity == "critical"
+
+
+OWN_TRANSACTIONS = {
+    "shop/services.py": """
+        from django.db import transaction
+
+        from .models import Order, Payment, Reservation
+
+        @transaction.atomic
+        def place(order):
+            order.save()
+            Payment.objects.create(order=order)
+
+        @transaction.atomic
+        def reserve(order):
+            Reservation.objects.create(order=order)
+        """,
+    "shop/views.py": """
+        from django.db import transaction
+        from django.views.decorators.http import require_POST
+
+        from .services import place, reserve
+
+        @require_POST
+        def checkout(request, order):
+            place(order)
+            reserve(order)
+
+        @require_POST
+        def checkout_once(request, order):
+            place(order)
+
+        @require_POST
+        def checkout_atomic(request, order):
+            with transaction.atomic():
+                place(order)
+                reserve(order)
+        """,
+    "shop/models.py": "class Order:\n    pass\n\nclass Payment:\n    pass\n\nclass Reservation:\n    pass\n",
+}
+
+
+def test_calls_into_functions_with_their_own_transaction_are_one_commit_each(rule: Rule):
+    found = reported(analyze_source(OWN_TRANSACTIONS, rule))
+    checkout = found[("shop/views.py", "checkout")]
+    assert checkout.severity == "high"
+    assert "calls place (its own transaction)" in checkout.explanation
+    assert "calls reserve (its own transaction)" in checkout.explanation
+    # One transaction is fine; both inside an outer one are one unit.
+    assert ("shop/views.py", "checkout_once") not in found
+    assert ("shop/views.py", "checkout_atomic") not in found
+    assert ("shop/services.py", "place") not in found

@@ -726,7 +726,7 @@ class _Analysis:
         None when the call is blocked or the callee has no effect."""
         call = self._call_for(edge)
         if self._edge_blocked(edge, call):
-            return None
+            return self._own_transaction_step(edge, call, off, depth)
         steps = self.path_of(edge.callee, self._off(edge.callee, call, off), depth + 1)
         effects = tuple(effect for step in steps for effect in step.effects)
         owner, _, name = edge.callee.qualname.rpartition(".")
@@ -738,6 +738,20 @@ class _Analysis:
         if call is not None and {step.subject for step in steps if any(e in _WRITES for e in step.effects)} == {"self"}:
             subject = _instance(strip_arguments(call.callee).split(".")[:-1])  # the callee's self, seen from here
         return _Step(edge.line, f"calls {edge.callee.qualname}", effects, edge.callee, edge.approximate, subject)
+
+    def _own_transaction_step(self, edge: Edge, call: CallSite | None, off: frozenset[str], depth: int) -> _Step | None:
+        """A call from outside any transaction into a function that opens its own (a
+        boundary decorator: ``@atomic``, ``@Transactional``): one committed unit at the call
+        site when the callee writes, like a Spring Data repository call. None when the
+        call itself runs inside a boundary."""
+        facts = self.facts.get(edge.caller.path)
+        callee, arguments = (call.callee, call.arguments) if call is not None else ("", "")
+        if facts is not None and facts.covered(_enclosing_of(edge.caller), edge.line, callee, arguments):
+            return None
+        inner = self.path_of(edge.callee, self._off(edge.callee, call, off), depth + 1)
+        if not any(effect in _DB_EFFECTS for step in inner for effect in step.effects):
+            return None
+        return _Step(edge.line, f"calls {edge.callee.qualname} (its own transaction)", (Effect.REPOSITORY,), edge.callee)
 
     def _override_variants(
         self, ref: FunctionRef, overrides: Mapping[int, Mapping[FunctionRef, _Step]]
