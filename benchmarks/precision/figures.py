@@ -36,7 +36,10 @@ def table(title: str, groups: dict[str, list[str]]) -> list[str]:
 def main() -> None:
     path = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).with_name("judged.json")
     document = json.loads(path.read_text())
-    judged = document["judged"]
+    judged = [finding for finding in document["judged"] if finding.get("label") in LABELS]
+    unjudged = len(document["judged"]) - len(judged)
+    if unjudged:
+        print(f"{unjudged} finding(s) have no label yet and are left out of every figure below.\n")
 
     by_repo: dict[str, list[str]] = collections.defaultdict(list)
     by_severity: dict[str, list[str]] = collections.defaultdict(list)
@@ -52,10 +55,9 @@ def main() -> None:
     out.append("")
 
     shown = {r["repo"]: r["shown_by_default"] for r in document["repos"]}
-    weighted = sum(shown[repo] * labels.count("TRUE") / len(labels)
-                   for repo, labels in by_repo.items()) / sum(shown.values())
-    weighted_false = sum(shown[repo] * labels.count("FALSE") / len(labels)
-                         for repo, labels in by_repo.items()) / sum(shown.values())
+    total = sum(shown[repo] for repo in by_repo)
+    weighted = sum(shown[repo] * labels.count("TRUE") / len(labels) for repo, labels in by_repo.items()) / total
+    weighted_false = sum(shown[repo] * labels.count("FALSE") / len(labels) for repo, labels in by_repo.items()) / total
     out.append(f"Weighted by findings shown per repo: strict precision {weighted:.2f}, "
                f"FALSE {weighted_false:.0%}.")
     out.append("")

@@ -76,6 +76,28 @@ def record(repo: Path, commit: str, finding: dict) -> dict:
     }
 
 
+LABEL_FIELDS = ("label", "reason", "cause", "judged_at")
+
+
+def carry_labels(sample: list[dict], judged_files: list[Path]) -> int:
+    """Copy the label fields of earlier judgements onto the same findings of ``sample``
+    (matched by fingerprint, else by repo, path and function); how many were carried."""
+    by_fingerprint: dict[str, dict] = {}
+    by_place: dict[tuple, dict] = {}
+    for path in judged_files:
+        for item in json.loads(path.read_text(encoding="utf-8"))["judged"]:
+            by_fingerprint.setdefault(item["fingerprint"], item)
+            by_place.setdefault((item["repo"], item["path"], item["function"]), item)
+    carried = 0
+    for finding in sample:
+        earlier = by_fingerprint.get(finding["fingerprint"]) or by_place.get((finding["repo"], finding["path"], finding["function"]))
+        if earlier is None or "label" not in earlier:
+            continue
+        finding.update({key: earlier[key] for key in LABEL_FIELDS if key in earlier})
+        carried += 1
+    return carried
+
+
 def order_key(finding: dict) -> tuple:
     return (finding["path"], finding["line"], finding["function"], finding["fingerprint"])
 
@@ -88,6 +110,9 @@ def main() -> None:
     parser.add_argument("--min-severity", choices=SEVERITIES[:3], default="high",
                         help="lowest severity shown (and sampled)")
     parser.add_argument("--out", type=Path, default=Path(__file__).with_name("sample.json"))
+    parser.add_argument("--labels", type=Path, action="append", default=[],
+                        help="an earlier judged file whose labels carry over to the same findings "
+                             "(same fingerprint, else same repo, path and function); repeatable, first wins")
     args = parser.parse_args()
 
     shown_severities = SEVERITIES[: SEVERITIES.index(args.min_severity) + 1]
@@ -107,6 +132,9 @@ def main() -> None:
         print(f"{repo.name}: {len(findings)} findings, {len(shown)} shown by default, "
               f"{len(drawn)} sampled", file=sys.stderr)
 
+    carried = carry_labels(sample, args.labels)
+    if args.labels:
+        print(f"labels carried over: {carried} of {len(sample)}; the rest are to judge", file=sys.stderr)
     document = {"rule": RULE, "engine": "static", "seed": args.seed, "cap_per_repo": args.cap,
                 "shown_by_default": list(shown_severities), "repos": repos, "sample": sample}
     args.out.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
