@@ -134,3 +134,142 @@ def test_a_project_signal_connects_its_receivers_but_other_connect_calls_do_not(
     found = reported(analyze_source(files, rule))
     assert ("shop/hooks.py", "on_closed") in found
     assert ("shop/hooks.py", "on_message") not in found
+
+
+RECEIVERS = {
+    "shop/models.py": """
+        from django.db import models
+
+        class Audit(models.Model):
+            note = models.CharField(max_length=20)
+
+        class TicketManager(models.Manager):
+            def reopen_all(self, note):
+                self.update(title="open")
+                Audit.objects.create(note=note)
+
+            def count_open(self):
+                return self.filter(title="open").count()
+
+        class Ticket(models.Model):
+            title = models.CharField(max_length=20)
+            objects = TicketManager()
+
+            def save(self, *args, **kwargs):
+                super().save(*args, **kwargs)
+                Audit.objects.create(note="saved")
+
+            def close(self):
+                self.title = "closed"
+                self.save()
+                Audit.objects.create(note="closed")
+
+            def rename(self, title):
+                self.title = title
+        """,
+    "shop/views.py": """
+        from django.shortcuts import get_object_or_404
+
+        from .models import Ticket
+
+        def close_ticket(request, pk):
+            ticket = Ticket.objects.get(pk=pk)
+            ticket.close()
+
+        def close_or_404(request, pk):
+            found = get_object_or_404(Ticket, pk=pk)
+            found.close()
+
+        def open_ticket(request):
+            Ticket.objects.create(title="new")
+
+        def reopen(request):
+            Ticket.objects.reopen_all("reopened")
+
+        def count(request):
+            return Ticket.objects.count_open()
+
+        def rename_ticket(request, pk):
+            ticket = Ticket.objects.get(pk=pk)
+            ticket.rename("x")
+
+        def rebound(request, pk, other):
+            ticket = Ticket.objects.get(pk=pk)
+            ticket = other
+            ticket.close()
+        """,
+}
+
+
+def test_receivers_typed_by_assignment_and_managers_reach_model_methods(rule: Rule):
+    found = reported(analyze_source(RECEIVERS, rule))
+    close = found[("shop/models.py", "Ticket.close")]  # reported where the writes sequence
+    assert close.severity == "critical"
+    callers = {finding.chain[0].function for finding in found.values() if finding.function == "Ticket.close"}
+    assert callers <= {"close_ticket", "close_or_404"} and callers
+    assert "receiver's class from its assignment" in " ".join(step.note for step in close.chain)
+    # objects.create() runs the model's save() override: two writes, one site.
+    assert found[("shop/models.py", "Ticket.save")].severity == "critical"
+    assert found[("shop/models.py", "TicketManager.reopen_all")].severity == "critical"
+    # Negative controls: a method with no write; a variable re-bound to something unknown;
+    # the view that only calls objects.create() is no second finding.
+    assert ("shop/views.py", "rename_ticket") not in found
+    assert ("shop/views.py", "open_ticket") not in found
+    assert ("shop/views.py", "count") not in found
+
+
+def test_rebound_variable_is_not_typed(rule: Rule):
+    files = dict(RECEIVERS)
+    files["shop/views.py"] = """
+        from .models import Ticket
+
+        def rebound(request, pk, other):
+            ticket = Ticket.objects.get(pk=pk)
+            ticket = other
+            ticket.close()
+        """
+    found = reported(analyze_source(files, rule))
+    assert ("shop/models.py", "Ticket.close") not in found
+
+
+FLASK = {
+    "forum/models.py": """
+        from .db import db
+
+        class Topic(db.Model):
+            def delete(self, users=None):
+                db.session.delete(self)
+                db.session.commit()
+                for user in users or ():
+                    user.post_count -= 1
+                db.session.commit()
+        """,
+    "forum/db.py": "from flask_sqlalchemy import SQLAlchemy\ndb = SQLAlchemy()\n",
+    "forum/views.py": """
+        from flask import Blueprint
+
+        from .models import Topic
+
+        bp = Blueprint("forum", __name__)
+
+        @bp.route("/topic/<int:pk>/delete", methods=["POST"])
+        def delete_topic(pk):
+            topic = Topic.query.filter_by(
+                id=pk,
+            ).first_or_404()
+            topic.delete(users=[])
+
+        @bp.route("/topics/delete", methods=["POST"])
+        def delete_all():
+            Topic.query.filter_by(locked=True).delete()
+        """,
+}
+
+
+def test_flask_sqlalchemy_query_rows_reach_the_model_method(rule: Rule):
+    found = reported(analyze_source(FLASK, rule))
+    topic = found[("forum/models.py", "Topic.delete")]
+    assert topic.severity == "high" and topic.chain[0].function == "delete_topic"
+    # The call is the model method, not also a one-write "delete" in the view.
+    assert ("forum/views.py", "delete_topic") not in found
+    assert ("forum/views.py", "delete_all") not in found

@@ -1,0 +1,238 @@
+"""Calls whose receiver's class the call graph cannot see, read from the function's text
+(Python only): a local variable last assigned a row of a repository model, or a model's
+manager.
+
+* ``x = M(...)``, ``x = M.objects.get/first/last/latest/earliest/create(...)``,
+  ``x, created = M.objects.get_or_create(...)``, Flask-SQLAlchemy's
+  ``x = M.query.filter_by(...).first_or_404()`` (``first``, ``one``, ``get``...),
+  ``x = get_object_or_404(M, ...)``, ``x = session.get(M, ...)``, ``for x in
+  M.objects.filter(...)``, or a parameter annotated ``x: M``: then ``x.method(...)`` runs
+  ``M.method`` (or the repository base's) when the repository defines it.
+* ``M.objects.method(...)``: the method of the manager or queryset class assigned to
+  ``objects`` in ``M`` or its repository bases (``objects = FooManager()``,
+  ``FooQuerySet.as_manager()``, ``FooManager.from_queryset(FooQuerySet)()``).
+* ``M.objects.create/get_or_create/update_or_create/create_user(...)`` that no repository
+  manager defines: Django's manager runs ``M.save()``, so the call reaches the model's own
+  ``save`` override when the repository defines one.
+
+Each edge stands for its call site: the callee's path replaces the call's own
+classification (a ``topic.delete()`` that runs ``Topic.delete`` is not also one write).
+The edges are approximate (what a variable holds is read from its last assignment above
+the call, not from control flow).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from auditor.analysis.callgraph import CallGraph, Edge, FunctionRef, strip_arguments
+from auditor.index.model import CallSite, Definition, FileIndex
+
+ASSIGNED = "receiver's class from its assignment"
+MANAGER = "the model manager's method"
+CREATED = "the model's save() run by its manager"
+
+_SELF = frozenset({"self", "cls", "this"})
+# Django manager/queryset calls that return one row of the model.
+_DJANGO_ROW = frozenset({"get", "first", "last", "latest", "earliest", "create", "create_user", "create_superuser"})
+_DJANGO_ROW_AND_FLAG = frozenset({"get_or_create", "update_or_create"})
+# ... and those returning a queryset of its rows (iterated by ``for x in ...``).
+_DJANGO_ROWS = frozenset({"all", "filter", "exclude", "order_by", "select_related", "prefetch_related", "select_for_update", "iterator"})
+# Flask-SQLAlchemy ``M.query`` chains that return one row.
+_QUERY_ROW = frozenset({"first", "first_or_404", "one", "one_or_none", "get", "get_or_404"})
+# Manager calls that save a new instance through ``Model.save()``.
+_CREATES = frozenset({"create", "get_or_create", "update_or_create", "create_user", "create_superuser"})
+_GET_OR_404 = re.compile(r"^(?:[\w.]*\.)?(?:get_object_or_404|get_or_404)\(\s*([A-Za-z_][\w.]*)\s*[,)]")
+_SESSION_GET = re.compile(r"^(?:[\w.]*[sS]ession)\.get\(\s*([A-Za-z_][\w.]*)\s*[,)]")
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+_CLASS_NAME = re.compile(r"[A-Za-z_][\w.]*")
+_MANAGER_LINE = re.compile(r"^\s+objects\s*(?::[^=]+)?=\s*(.+)$")
+_MAX_STATEMENT_LINES = 12
+
+
+class Receivers:
+    """Approximate edges for calls on receivers whose class is read from the text."""
+
+    def __init__(
+        self, indexes: Mapping[str, FileIndex], graph: CallGraph, texts: Mapping[str, str], kinds: dict[Edge, str]
+    ) -> None:
+        self.indexes = indexes
+        self.graph = graph
+        self.texts = texts
+        self.kinds = kinds
+        self.call_names: dict[Edge, str] = {}
+        """The last name of the call each edge stands for (``create`` for a manager's
+        ``create()`` that runs the model's ``save``)."""
+        self._lines: dict[str, list[str]] = {}
+        self._calls: dict[str, dict[str, list[CallSite]]] = {}
+        self._classes: dict[tuple[str, str], FunctionRef | None] = {}
+        self._managers: dict[FunctionRef, tuple[FunctionRef, ...]] = {}
+
+    def edges(self, ref: FunctionRef) -> tuple[Edge, ...]:
+        """The extra edges out of the Python function ``ref``."""
+        index = self.indexes.get(ref.path)
+        definition = self.graph.definition(ref)
+        if index is None or index.language != "python" or definition is None or definition.kind == "class":
+            return ()
+        found: list[Edge] = []
+        for call in self._function_calls(ref.path).get(ref.qualname, ()):
+            parts = strip_arguments(call.callee).split(".")
+            if len(parts) >= 3 and parts[-2] == "objects":
+                found.extend(self._manager_edges(ref, call, ".".join(parts[:-2]), parts[-1]))
+            elif len(parts) == 2 and parts[0] not in _SELF and _IDENTIFIER.fullmatch(parts[0]):
+                cls = self._variable_class(ref.path, definition, parts[0], call.line)
+                target = self.graph.class_member(cls, parts[1]) if cls is not None else None
+                if target is not None and target != ref:
+                    found.append(self._edge(ref, target, call, ASSIGNED))
+        return tuple(sorted(set(found)))
+
+    def _edge(self, caller: FunctionRef, callee: FunctionRef, call: CallSite, kind: str) -> Edge:
+        edge = Edge(caller, callee, call.line, True)
+        self.kinds[edge] = kind
+        self.call_names[edge] = call.name
+        return edge
+
+    # -- models' managers ----------------------------------------------------------------
+
+    def _manager_edges(self, ref: FunctionRef, call: CallSite, model_text: str, method: str) -> list[Edge]:
+        model = self._class(ref.path, model_text)
+        if model is None:
+            return []
+        for manager in self._manager_classes(model):
+            target = self.graph.class_member(manager, method)
+            if target is not None:
+                return [self._edge(ref, target, call, MANAGER)] if target != ref else []
+        if method in _CREATES:
+            save = self.graph.class_member(model, "save")
+            if save is not None and save != ref:
+                return [self._edge(ref, save, call, CREATED)]
+        return []
+
+    def _manager_classes(self, model: FunctionRef) -> tuple[FunctionRef, ...]:
+        """The repository classes named where ``objects`` is assigned in the model or its
+        nearest repository base that assigns it (manager first, then its queryset)."""
+        found = self._managers.get(model)
+        if found is not None:
+            return found
+        result: list[FunctionRef] = []
+        queue, seen = [model], set()
+        while queue and not result:
+            current = queue.pop(0)
+            if current in seen:
+                continue
+            seen.add(current)
+            expression = self._manager_expression(current)
+            if expression is not None:
+                for name in _CLASS_NAME.findall(expression):
+                    cls = self._class(current.path, name)
+                    if cls is not None and cls not in result:
+                        result.append(cls)
+                break
+            queue.extend(self.graph.base_classes(current))
+        found = self._managers[model] = tuple(result)
+        return found
+
+    def _manager_expression(self, cls: FunctionRef) -> str | None:
+        definition = self.graph.definition(cls)
+        index = self.indexes.get(cls.path)
+        if definition is None or index is None:
+            return None
+        lines = self._text_lines(cls.path)
+        for number in range(definition.body_start_line, min(definition.end_line, len(lines)) + 1):
+            match = _MANAGER_LINE.match(lines[number - 1])
+            if match and index.enclosing_definition(number, ("class", "function", "method")) is definition:
+                return match.group(1)
+        return None
+
+    # -- variables -----------------------------------------------------------------------
+
+    def _variable_class(self, path: str, definition: Definition, variable: str, line: int) -> FunctionRef | None:
+        """The repository class of what ``variable`` holds at ``line``: from its last
+        assignment (or ``for`` target) above the line in the function, else from a
+        parameter annotation."""
+        lines = self._text_lines(path)
+        assignment = re.compile(rf"^\s*(?:{re.escape(variable)}\s*(?::[^=]+)?=(?!=)|{re.escape(variable)}\s*,\s*\w+\s*=(?!=))\s*(.*)")
+        loop = re.compile(rf"^\s*(?:async\s+)?for\s+{re.escape(variable)}\s+in\s+(.*?):?\s*$")
+        for number in range(min(line - 1, len(lines)), definition.body_start_line - 1, -1):
+            text = lines[number - 1]
+            if variable not in text:
+                continue
+            match = assignment.match(text)
+            if match:
+                unpacked = not re.match(rf"^\s*{re.escape(variable)}\s*(?::[^=]+)?=", text)
+                return self._class_of_expression(path, self._statement(lines, number, match.group(1)), unpacked)
+            match = loop.match(text)
+            if match:
+                return self._class_of_rows(path, match.group(1))
+        signature = " ".join(lines[definition.start_line - 1 : definition.body_start_line])
+        annotated = re.search(rf"[(,]\s*{re.escape(variable)}\s*:\s*['\"]?([A-Za-z_][\w.]*)['\"]?\s*[,)=]", signature)
+        return self._class(path, annotated.group(1)) if annotated else None
+
+    def _statement(self, lines: list[str], number: int, start: str) -> str:
+        """The assigned expression from ``start`` through the line where its brackets close."""
+        text, depth = start, _depth(start)
+        extra = 0
+        while depth > 0 and extra < _MAX_STATEMENT_LINES and number + extra < len(lines):
+            extra += 1
+            following = lines[number + extra - 1]
+            text += " " + following.strip()
+            depth += _depth(following)
+        return text.strip()
+
+    def _class_of_expression(self, path: str, expression: str, unpacked: bool) -> FunctionRef | None:
+        found = _GET_OR_404.match(expression) or _SESSION_GET.match(expression)
+        if found:
+            return None if unpacked else self._class(path, found.group(1))
+        parts = strip_arguments(expression).split(".")
+        if not parts or not all(_IDENTIFIER.fullmatch(part) for part in parts) or not expression.endswith(")"):
+            return None
+        last = parts[-1]
+        if "objects" in parts[1:]:
+            position = parts.index("objects")
+            wanted = _DJANGO_ROW_AND_FLAG if unpacked else _DJANGO_ROW
+            return self._class(path, ".".join(parts[:position])) if last in wanted else None
+        if "query" in parts[1:]:
+            position = parts.index("query")
+            return self._class(path, ".".join(parts[:position])) if last in _QUERY_ROW and not unpacked else None
+        if unpacked or not last[:1].isupper():
+            return None
+        return self._class(path, ".".join(parts))  # a constructor call: M(...)
+
+    def _class_of_rows(self, path: str, expression: str) -> FunctionRef | None:
+        parts = strip_arguments(expression).split(".")
+        if "objects" not in parts[1:] or parts[-1] not in _DJANGO_ROWS or not all(_IDENTIFIER.fullmatch(part) for part in parts):
+            return None
+        return self._class(path, ".".join(parts[: parts.index("objects")]))
+
+    # -- lookups -------------------------------------------------------------------------
+
+    def _class(self, path: str, text: str) -> FunctionRef | None:
+        """The repository class a dotted name written in ``path`` names, if any."""
+        key = (path, text)
+        if key not in self._classes:
+            ref = self.graph.resolve(path, text) if text and text.split(".")[-1][:1].isupper() else None
+            definition = self.graph.definition(ref) if ref is not None else None
+            self._classes[key] = ref if definition is not None and definition.kind == "class" else None
+        return self._classes[key]
+
+    def _text_lines(self, path: str) -> list[str]:
+        lines = self._lines.get(path)
+        if lines is None:
+            lines = self._lines[path] = self.texts.get(path, "").split("\n")
+        return lines
+
+    def _function_calls(self, path: str) -> dict[str, list[CallSite]]:
+        table = self._calls.get(path)
+        if table is None:
+            table = {}
+            for call in self.indexes[path].calls:
+                if call.enclosing is not None:
+                    table.setdefault(call.enclosing, []).append(call)
+            self._calls[path] = table
+        return table
+
+
+def _depth(text: str) -> int:
+    """Open minus closed brackets on a line (strings not parsed: an estimate)."""
+    return sum(text.count(char) for char in "([{") - sum(text.count(char) for char in ")]}")
