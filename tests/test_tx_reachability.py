@@ -273,3 +273,55 @@ def test_flask_sqlalchemy_query_rows_reach_the_model_method(rule: Rule):
     # The call is the model method, not also a one-write "delete" in the view.
     assert ("forum/views.py", "delete_topic") not in found
     assert ("forum/views.py", "delete_all") not in found
+
+
+def test_manager_writes_on_self_and_a_dict_named_like_a_related_manager(rule: Rule):
+    files = {
+        "shop/models.py": """
+            from django.db import models
+
+            class App(models.Model):
+                name = models.CharField(max_length=20)
+
+            class Extension(models.Model):
+                app = models.ForeignKey(App, related_name="extensions", on_delete=models.CASCADE)
+
+            class NodeManager(models.Manager):
+                def index(self, name):
+                    self.get_or_create(name=name)
+                    self.filter(name="").delete()
+
+                def merge(self, payload):
+                    self.update(payload)
+                    self.update(payload)
+
+            class Helper:
+                def index(self, name):
+                    self.get_or_create(name=name)
+                    self.get_or_create(name=name)
+            """,
+        "shop/views.py": """
+            from .models import App, Helper, NodeManager
+
+            def index(request):
+                NodeManager().index("x")
+                Helper().index("x")
+                NodeManager().merge({})
+
+            def tag(request, result):
+                result.extensions.update({"cost": 1})
+                result.extensions.update({"time": 2})
+
+            def rename(request, app):
+                app.extensions.update(name="x")
+                app.extensions.create(name="y")
+            """,
+    }
+    found = reported(analyze_source(files, rule))
+    assert found[("shop/models.py", "NodeManager.index")].severity == "critical"
+    assert ("shop/views.py", "rename") in found
+    # Negative controls: self.get_or_create of a class that is no manager; a manager's
+    # update with a positional argument; a dict named like a related manager.
+    assert ("shop/models.py", "Helper.index") not in found
+    assert ("shop/models.py", "NodeManager.merge") not in found
+    assert ("shop/views.py", "tag") not in found
