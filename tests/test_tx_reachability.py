@@ -325,3 +325,87 @@ def test_manager_writes_on_self_and_a_dict_named_like_a_related_manager(rule: Ru
     assert ("shop/models.py", "Helper.index") not in found
     assert ("shop/models.py", "NodeManager.merge") not in found
     assert ("shop/views.py", "tag") not in found
+
+
+PROPERTIES = {
+    "shop/models.py": """
+        from django.db import models
+        from django.utils.functional import cached_property
+
+        class Version(models.Model):
+            number = models.IntegerField(default=0)
+
+        class Asset(models.Model):
+            name = models.CharField(max_length=20)
+
+            @property
+            def snapshot(self):
+                return self._snapshot()
+
+            def _snapshot(self):
+                Version.objects.filter(number=0).delete()
+                Version.objects.create(number=1)
+                return Version.objects.last()
+
+            @cached_property
+            def label(self):
+                return self.name.upper()
+
+            @property
+            def latest(self):
+                Version.objects.create(number=2)
+                Version.objects.create(number=3)
+
+            @latest.setter
+            def latest(self, value):
+                self.name = value
+        """,
+    "shop/views.py": """
+        from .models import Asset
+
+        def find_asset(pk) -> Asset:
+            return Asset.objects.filter(pk=pk).first()
+
+        def show(request, pk):
+            asset = Asset.objects.get(pk=pk)
+            return asset.snapshot.number
+
+        def show_found(request, pk):
+            asset = find_asset(pk)
+            return asset.label
+
+        def rename(request, pk):
+            asset = find_asset(pk)
+            asset.latest = "x"
+
+        def untyped(request, asset):
+            return asset.snapshot
+        """,
+}
+
+
+def test_property_reads_and_return_annotations_reach_the_getter(rule: Rule):
+    found = reported(analyze_source(PROPERTIES, rule))
+    snapshot = found[("shop/models.py", "Asset._snapshot")]
+    assert snapshot.chain[0].function == "show"
+    assert "a property read runs its getter" in " ".join(step.note for step in snapshot.chain)
+    # Negative controls: assigning a property runs its setter, not the getter; a variable
+    # of unknown class reaches nothing.
+    assert ("shop/models.py", "Asset.latest") not in found
+    assert all(finding.chain[0].function != "untyped" for finding in found.values())
+
+
+def test_return_annotation_types_the_variable(rule: Rule):
+    files = dict(PROPERTIES)
+    files["shop/views.py"] = """
+        from .models import Asset
+
+        def find_asset(pk) -> Asset:
+            return Asset.objects.filter(pk=pk).first()
+
+        def show_latest(request, pk):
+            asset = find_asset(pk)
+            return asset.latest
+        """
+    found = reported(analyze_source(files, rule))
+    assert found[("shop/models.py", "Asset.latest")].chain[0].function == "show_latest"

@@ -6,11 +6,14 @@ manager.
   ``x, created = M.objects.get_or_create(...)``, Flask-SQLAlchemy's
   ``x = M.query.filter_by(...).first_or_404()`` (``first``, ``one``, ``get``...),
   ``x = get_object_or_404(M, ...)``, ``x = session.get(M, ...)``, ``for x in
-  M.objects.filter(...)``, or a parameter annotated ``x: M``: then ``x.method(...)`` runs
+  M.objects.filter(...)``, ``x = self.get_object()`` (or any repository function) whose
+  return annotation is ``-> M``, or a parameter annotated ``x: M``: then ``x.method(...)`` runs
   ``M.method`` (or the repository base's) when the repository defines it.
 * ``M.objects.method(...)``: the method of the manager or queryset class assigned to
   ``objects`` in ``M`` or its repository bases (``objects = FooManager()``,
   ``FooQuerySet.as_manager()``, ``FooManager.from_queryset(FooQuerySet)()``).
+* ``x.name`` (no call) where ``name`` is a ``@property``/``@cached_property`` of ``x``'s
+  class (``self`` too): the getter runs.
 * ``M.objects.create/get_or_create/update_or_create/create_user(...)`` that no repository
   manager defines: Django's manager runs ``M.save()``, so the call reaches the model's own
   ``save`` override when the repository defines one.
@@ -32,6 +35,7 @@ from auditor.index.model import CallSite, Definition, FileIndex
 ASSIGNED = "receiver's class from its assignment"
 MANAGER = "the model manager's method"
 CREATED = "the model's save() run by its manager"
+PROPERTY = "a property read runs its getter"
 
 _SELF = frozenset({"self", "cls", "this"})
 # Django manager/queryset calls that return one row of the model.
@@ -48,6 +52,10 @@ _SESSION_GET = re.compile(r"^(?:[\w.]*[sS]ession)\.get\(\s*([A-Za-z_][\w.]*)\s*[
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 _CLASS_NAME = re.compile(r"[A-Za-z_][\w.]*")
 _MANAGER_LINE = re.compile(r"^\s+objects\s*(?::[^=]+)?=\s*(.+)$")
+_GETTER = re.compile(r"^(?:[\w.]*\.)?(?:property|cached_property)$")
+# ``receiver.name`` at the start of an expression, not called and not assigned to.
+_ATTRIBUTE = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\.([A-Za-z_]\w*)\b(?!\s*\(|\s*=[^=])")
+_RETURNS = re.compile(r"\)\s*->\s*['\"]?([A-Za-z_][\w.]*)['\"]?\s*:")
 _MAX_STATEMENT_LINES = 12
 
 
@@ -68,6 +76,7 @@ class Receivers:
         self._calls: dict[str, dict[str, list[CallSite]]] = {}
         self._classes: dict[tuple[str, str], FunctionRef | None] = {}
         self._managers: dict[FunctionRef, tuple[FunctionRef, ...]] = {}
+        self._properties: frozenset[str] | None = None
 
     def edges(self, ref: FunctionRef) -> tuple[Edge, ...]:
         """The extra edges out of the Python function ``ref``."""
@@ -75,7 +84,7 @@ class Receivers:
         definition = self.graph.definition(ref)
         if index is None or index.language != "python" or definition is None or definition.kind == "class":
             return ()
-        found: list[Edge] = []
+        found: list[Edge] = self._property_edges(ref, definition)
         for call in self._function_calls(ref.path).get(ref.qualname, ()):
             parts = strip_arguments(call.callee).split(".")
             if len(parts) >= 3 and parts[-2] == "objects":
@@ -92,6 +101,57 @@ class Receivers:
         self.kinds[edge] = kind
         self.call_names[edge] = call.name
         return edge
+
+    # -- properties ---------------------------------------------------------------------
+
+    def _property_edges(self, ref: FunctionRef, definition: Definition) -> list[Edge]:
+        """Reads of a repository ``@property``/``@cached_property`` on ``self`` or a typed
+        variable (``asset.snapshot``, no call): the getter's body runs."""
+        if not self._property_names():
+            return []
+        lines = self._text_lines(ref.path)
+        nested = [
+            (item.start_line, item.end_line)
+            for item in self.indexes[ref.path].definitions
+            if item.qualname.startswith(ref.qualname + ".")
+        ]
+        found: list[Edge] = []
+        for number in range(definition.body_start_line, min(definition.end_line, len(lines)) + 1):
+            text = lines[number - 1]
+            if "." not in text or any(start <= number <= end for start, end in nested):
+                continue
+            for match in _ATTRIBUTE.finditer(text):
+                receiver, name = match.group(1), match.group(2)
+                if name not in self._properties:
+                    continue
+                if receiver in _SELF:
+                    cls = FunctionRef(ref.path, definition.parent) if definition.parent is not None else None
+                else:
+                    cls = self._variable_class(ref.path, definition, receiver, number)
+                getter = self.graph.class_member(cls, name) if cls is not None else None
+                if getter is not None and getter != ref and self._is_property(getter):
+                    found.append(self._read_edge(ref, getter, number))
+        return found
+
+    def _read_edge(self, caller: FunctionRef, getter: FunctionRef, line: int) -> Edge:
+        edge = Edge(caller, getter, line, True)
+        self.kinds[edge] = PROPERTY
+        return edge
+
+    def _property_names(self) -> frozenset[str]:
+        if self._properties is None:
+            self._properties = frozenset(
+                definition.name
+                for path in sorted(self.indexes)
+                if self.indexes[path].language == "python"
+                for definition in self.indexes[path].definitions
+                if definition.kind == "method" and any(_GETTER.match(decorator) for decorator in definition.decorators)
+            )
+        return self._properties
+
+    def _is_property(self, ref: FunctionRef) -> bool:
+        definition = self.graph.definition(ref)
+        return definition is not None and any(_GETTER.match(decorator) for decorator in definition.decorators)
 
     # -- models' managers ----------------------------------------------------------------
 
@@ -161,7 +221,7 @@ class Receivers:
             match = assignment.match(text)
             if match:
                 unpacked = not re.match(rf"^\s*{re.escape(variable)}\s*(?::[^=]+)?=", text)
-                return self._class_of_expression(path, self._statement(lines, number, match.group(1)), unpacked)
+                return self._class_of_expression(path, definition, self._statement(lines, number, match.group(1)), unpacked)
             match = loop.match(text)
             if match:
                 return self._class_of_rows(path, match.group(1))
@@ -180,7 +240,7 @@ class Receivers:
             depth += _depth(following)
         return text.strip()
 
-    def _class_of_expression(self, path: str, expression: str, unpacked: bool) -> FunctionRef | None:
+    def _class_of_expression(self, path: str, caller: Definition, expression: str, unpacked: bool) -> FunctionRef | None:
         found = _GET_OR_404.match(expression) or _SESSION_GET.match(expression)
         if found:
             return None if unpacked else self._class(path, found.group(1))
@@ -195,9 +255,27 @@ class Receivers:
         if "query" in parts[1:]:
             position = parts.index("query")
             return self._class(path, ".".join(parts[:position])) if last in _QUERY_ROW and not unpacked else None
-        if unpacked or not last[:1].isupper():
+        if unpacked:
             return None
-        return self._class(path, ".".join(parts))  # a constructor call: M(...)
+        if last[:1].isupper():
+            return self._class(path, ".".join(parts))  # a constructor call: M(...)
+        return self._returned_class(path, caller, parts)
+
+    def _returned_class(self, path: str, caller: Definition, parts: list[str]) -> FunctionRef | None:
+        """The class a repository function's return annotation names (``def get_object(self)
+        -> Question``), for a call ``self.m(...)`` or ``f(...)``/``module.f(...)``."""
+        if parts[0] in _SELF:
+            if len(parts) != 2 or caller.parent is None:
+                return None
+            function = self.graph.class_member(FunctionRef(path, caller.parent), parts[1])
+        else:
+            function = self.graph.resolve(path, ".".join(parts))
+        definition = self.graph.definition(function) if function is not None else None
+        if function is None or definition is None or definition.kind == "class":
+            return None
+        signature = " ".join(self._text_lines(function.path)[definition.start_line - 1 : definition.body_start_line])
+        returned = _RETURNS.search(signature)
+        return self._class(function.path, returned.group(1)) if returned else None
 
     def _class_of_rows(self, path: str, expression: str) -> FunctionRef | None:
         parts = strip_arguments(expression).split(".")
