@@ -424,10 +424,12 @@ class _FileFacts:
 def _classify(call: CallSite, context: CallContext, memo: dict[tuple[object, ...], Classification | None]) -> Classification | None:
     """The first model's verdict on a call. Verdicts are kept by call text (``memo``)
     except for those that read earlier lines (a queryset or query variable's
-    ``update``/``delete``, a Go statement variable's ``Exec``) or their class (``self.``)."""
+    ``update``/``delete``, a Go statement variable's ``Exec``); a ``self.`` call's verdict is
+    kept per class (a manager's ``self.create`` writes)."""
     key: tuple[object, ...] | None = None
-    if not (call.name in _READS_ASSIGNMENT and call.callee.count(".") == 1) and not call.callee.startswith("self."):
-        key = (context.index.language, context.is_rule_sink, call.callee, call.name, call.arguments)
+    if not (call.name in _READS_ASSIGNMENT and call.callee.count(".") == 1):
+        owner = (context.path, call.enclosing.rsplit(".", 1)[0]) if call.enclosing and call.callee.startswith("self.") else None
+        key = (context.index.language, context.is_rule_sink, call.callee, call.name, call.arguments, owner)
         if key in memo:
             return memo[key]
     found = _first_verdict(call, context)

@@ -55,6 +55,10 @@ _MANAGER_LINE = re.compile(r"^\s+objects\s*(?::[^=]+)?=\s*(.+)$")
 _GETTER = re.compile(r"^(?:[\w.]*\.)?(?:property|cached_property)$")
 # ``receiver.name`` at the start of an expression, not called and not assigned to.
 _ATTRIBUTE = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\.([A-Za-z_]\w*)\b(?!\s*\(|\s*=[^=])")
+_FOR = re.compile(r"^\s*(?:async\s+)?for\s+([A-Za-z_]\w*)\s+in\s+(.*?):?\s*$")
+_ANNOTATION = re.compile(r"[(,]\s*([A-Za-z_]\w*)\s*:\s*['\"]?([A-Za-z_][\w.]*)['\"]?\s*(?=[,)=])")
+_UNPACKED = re.compile(r"^,\s*\w+\s*=(?!=)\s*(.*)")
+_ANNOTATED = re.compile(r"^:[^=]+=(?!=)\s*(.*)")
 _RETURNS = re.compile(r"\)\s*->\s*['\"]?([A-Za-z_][\w.]*)['\"]?\s*:")
 _MAX_STATEMENT_LINES = 12
 
@@ -77,6 +81,9 @@ class Receivers:
         self._classes: dict[tuple[str, str], FunctionRef | None] = {}
         self._managers: dict[FunctionRef, tuple[FunctionRef, ...]] = {}
         self._properties: frozenset[str] | None = None
+        self._methods: frozenset[str] | None = None
+        self._property_read: re.Pattern[str] | None = None
+        self._variables: dict[tuple[str, str, str, int], FunctionRef | None] = {}
 
     def edges(self, ref: FunctionRef) -> tuple[Edge, ...]:
         """The extra edges out of the Python function ``ref``."""
@@ -89,7 +96,7 @@ class Receivers:
             parts = strip_arguments(call.callee).split(".")
             if len(parts) >= 3 and parts[-2] == "objects":
                 found.extend(self._manager_edges(ref, call, ".".join(parts[:-2]), parts[-1]))
-            elif len(parts) == 2 and parts[0] not in _SELF and _IDENTIFIER.fullmatch(parts[0]):
+            elif len(parts) == 2 and parts[1] in self._method_names() and parts[0] not in _SELF and _IDENTIFIER.fullmatch(parts[0]):
                 cls = self._variable_class(ref.path, definition, parts[0], call.line)
                 target = self.graph.class_member(cls, parts[1]) if cls is not None else None
                 if target is not None and target != ref:
@@ -107,22 +114,26 @@ class Receivers:
     def _property_edges(self, ref: FunctionRef, definition: Definition) -> list[Edge]:
         """Reads of a repository ``@property``/``@cached_property`` on ``self`` or a typed
         variable (``asset.snapshot``, no call): the getter's body runs."""
-        if not self._property_names():
+        names = self._property_names()
+        if self._property_read is None:
             return []
         lines = self._text_lines(ref.path)
+        last = min(definition.end_line, len(lines))
+        if not self._property_read.search("\n".join(lines[definition.body_start_line - 1 : last])):
+            return []  # most functions read no property name at all
         nested = [
             (item.start_line, item.end_line)
             for item in self.indexes[ref.path].definitions
             if item.qualname.startswith(ref.qualname + ".")
         ]
         found: list[Edge] = []
-        for number in range(definition.body_start_line, min(definition.end_line, len(lines)) + 1):
+        for number in range(definition.body_start_line, last + 1):
             text = lines[number - 1]
             if "." not in text or any(start <= number <= end for start, end in nested):
                 continue
             for match in _ATTRIBUTE.finditer(text):
                 receiver, name = match.group(1), match.group(2)
-                if name not in self._properties:
+                if name not in names:
                     continue
                 if receiver in _SELF:
                     cls = FunctionRef(ref.path, definition.parent) if definition.parent is not None else None
@@ -138,6 +149,18 @@ class Receivers:
         self.kinds[edge] = PROPERTY
         return edge
 
+    def _method_names(self) -> frozenset[str]:
+        """Names of the repository's Python methods: a call by any other name reaches none."""
+        if self._methods is None:
+            self._methods = frozenset(
+                definition.name
+                for index in self.indexes.values()
+                if index.language == "python"
+                for definition in index.definitions
+                if definition.kind == "method"
+            )
+        return self._methods
+
     def _property_names(self) -> frozenset[str]:
         if self._properties is None:
             self._properties = frozenset(
@@ -147,6 +170,9 @@ class Receivers:
                 for definition in self.indexes[path].definitions
                 if definition.kind == "method" and any(_GETTER.match(decorator) for decorator in definition.decorators)
             )
+            if self._properties:
+                alternatives = "|".join(re.escape(name) for name in sorted(self._properties))
+                self._property_read = re.compile(rf"\.(?:{alternatives})\b")
         return self._properties
 
     def _is_property(self, ref: FunctionRef) -> bool:
@@ -211,23 +237,30 @@ class Receivers:
         """The repository class of what ``variable`` holds at ``line``: from its last
         assignment (or ``for`` target) above the line in the function, else from a
         parameter annotation."""
+        key = (path, definition.qualname, variable, line)
+        if key in self._variables:
+            return self._variables[key]
         lines = self._text_lines(path)
-        assignment = re.compile(rf"^\s*(?:{re.escape(variable)}\s*(?::[^=]+)?=(?!=)|{re.escape(variable)}\s*,\s*\w+\s*=(?!=))\s*(.*)")
-        loop = re.compile(rf"^\s*(?:async\s+)?for\s+{re.escape(variable)}\s+in\s+(.*?):?\s*$")
+        found: FunctionRef | None = None
         for number in range(min(line - 1, len(lines)), definition.body_start_line - 1, -1):
             text = lines[number - 1]
             if variable not in text:
                 continue
-            match = assignment.match(text)
-            if match:
-                unpacked = not re.match(rf"^\s*{re.escape(variable)}\s*(?::[^=]+)?=", text)
-                return self._class_of_expression(path, definition, self._statement(lines, number, match.group(1)), unpacked)
-            match = loop.match(text)
-            if match:
-                return self._class_of_rows(path, match.group(1))
-        signature = " ".join(lines[definition.start_line - 1 : definition.body_start_line])
-        annotated = re.search(rf"[(,]\s*{re.escape(variable)}\s*:\s*['\"]?([A-Za-z_][\w.]*)['\"]?\s*[,)=]", signature)
-        return self._class(path, annotated.group(1)) if annotated else None
+            assigned = _assigned_expression(text, variable)
+            if assigned is not None:
+                expression, unpacked = assigned
+                found = self._class_of_expression(path, definition, self._statement(lines, number, expression), unpacked)
+                break
+            loop = _FOR.match(text)
+            if loop and loop.group(1) == variable:
+                found = self._class_of_rows(path, loop.group(2))
+                break
+        else:
+            signature = " ".join(lines[definition.start_line - 1 : definition.body_start_line])
+            annotations = dict(_ANNOTATION.findall(signature))
+            found = self._class(path, annotations[variable]) if variable in annotations else None
+        self._variables[key] = found
+        return found
 
     def _statement(self, lines: list[str], number: int, start: str) -> str:
         """The assigned expression from ``start`` through the line where its brackets close."""
@@ -309,6 +342,25 @@ class Receivers:
                     table.setdefault(call.enclosing, []).append(call)
             self._calls[path] = table
         return table
+
+
+def _assigned_expression(text: str, variable: str) -> tuple[str, bool] | None:
+    """The right-hand side when ``text`` assigns ``variable`` (``v = ...``, ``v: T = ...``,
+    or ``v, flag = ...`` which is unpacked), else None."""
+    stripped = text.lstrip()
+    if not stripped.startswith(variable):
+        return None
+    rest = stripped[len(variable) :]
+    if rest[:1].isalnum() or rest[:1] == "_":
+        return None
+    rest = rest.lstrip()
+    if rest.startswith("=") and not rest.startswith("=="):
+        return rest[1:].strip(), False
+    for pattern, unpacked in ((_ANNOTATED, False), (_UNPACKED, True)):
+        match = pattern.match(rest)
+        if match:
+            return match.group(1), unpacked
+    return None
 
 
 def _depth(text: str) -> int:
