@@ -428,7 +428,9 @@ def _classify(call: CallSite, context: CallContext, memo: dict[tuple[object, ...
     kept per class (a manager's ``self.create`` writes)."""
     key: tuple[object, ...] | None = None
     if not (call.name in _READS_ASSIGNMENT and call.callee.count(".") == 1):
-        owner = (context.path, call.enclosing.rsplit(".", 1)[0]) if call.enclosing and call.callee.startswith("self.") else None
+        owner = None
+        if call.enclosing and call.name in django.MANAGER_SELF_WRITES and call.callee.startswith("self."):
+            owner = (context.path, call.enclosing.rsplit(".", 1)[0])
         key = (context.index.language, context.is_rule_sink, call.callee, call.name, call.arguments, owner)
         if key in memo:
             return memo[key]

@@ -42,7 +42,7 @@ _RELATED_FIELD = re.compile(r"(?m)^\s*(\w+)\s*=\s*(?:models\.)?(?:ManyToManyFiel
 _RELATED_NAME = re.compile(r"""related_name\s*=\s*['"](\w+)['"]""")
 _EXECUTE_NAMES = frozenset({"execute", "executemany", "executescript", "exec_driver_sql", "query", "raw", "run", "exec"})
 _LAUNCHERS = ("manage.py", "wsgi.py", "asgi.py")
-_SELF_WRITES = frozenset({"create", "get_or_create", "update_or_create", "bulk_create", "bulk_update", "update", "delete"})
+MANAGER_SELF_WRITES = frozenset({"create", "get_or_create", "update_or_create", "bulk_create", "bulk_update", "update", "delete"})
 _KEYWORD_ONLY = frozenset({"update", "create", "get_or_create", "update_or_create"})
 _KEYWORD = re.compile(r"^\s*(\*\*|\w+\s*=(?!=))")
 _MANAGER_CLASS = re.compile(r"(?:^|\.)\w*(?:Manager|QuerySet)$")
@@ -139,7 +139,7 @@ class DjangoModel:
             if arguments and "=" not in arguments[0].split("(")[0] and not arguments[0].startswith("*"):
                 return Classification(None, "positional arguments: not a model save/delete")
             return Classification(Effect.WRITE, "ORM write (autocommit)")
-        if receiver == ["self"] and name in _SELF_WRITES and _in_manager_class(call, context):
+        if receiver == ["self"] and name in MANAGER_SELF_WRITES and _in_manager_class(call, context):
             if name in _KEYWORD_ONLY and _has_positional(call.arguments):
                 return None
             return Classification(Effect.WRITE, "manager write (autocommit)")

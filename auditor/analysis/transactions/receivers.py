@@ -92,11 +92,14 @@ class Receivers:
         if index is None or index.language != "python" or definition is None or definition.kind == "class":
             return ()
         found: list[Edge] = self._property_edges(ref, definition)
+        methods = self._method_names()
         for call in self._function_calls(ref.path).get(ref.qualname, ()):
+            if call.name not in methods and ".objects." not in call.callee:
+                continue  # no repository method by that name, and no manager call
             parts = strip_arguments(call.callee).split(".")
             if len(parts) >= 3 and parts[-2] == "objects":
                 found.extend(self._manager_edges(ref, call, ".".join(parts[:-2]), parts[-1]))
-            elif len(parts) == 2 and parts[1] in self._method_names() and parts[0] not in _SELF and _IDENTIFIER.fullmatch(parts[0]):
+            elif len(parts) == 2 and parts[1] in methods and parts[0] not in _SELF and _IDENTIFIER.fullmatch(parts[0]):
                 cls = self._variable_class(ref.path, definition, parts[0], call.line)
                 target = self.graph.class_member(cls, parts[1]) if cls is not None else None
                 if target is not None and target != ref:
