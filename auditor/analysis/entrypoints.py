@@ -7,8 +7,11 @@ optionally, file texts (used only to read a function's first parameter name).
 Output: a sorted tuple of :class:`EntryPoint`, one per function.
 
 Recognised, for Python: Django function views (a views module's public functions whose
-first parameter is ``request``), class-based views and DRF views/viewsets (HTTP-method and
-viewset-action methods, ``@action`` methods), graphene mutations (``mutate``/``perform_mutation`` of
+first parameter is ``request``), class-based views and DRF views/viewsets (HTTP-method,
+``dispatch`` and viewset-action methods, ``@action`` and the older ``@list_route``/
+``@detail_route`` methods), DRF serializers' ``create``/``update`` (run by
+``serializer.save()``), Django signal receivers (``@receiver(...)``, ``signal.connect(handler)``
+for Django's and the project's ``Signal()`` signals), graphene mutations (``mutate``/``perform_mutation`` of
 ``*Mutation`` subclasses), URLconf targets of ``path()``/``re_path()``/
 ``url()``, Flask/FastAPI route decorators, Celery/RQ/Huey/Dramatiq tasks, Django management
 commands (``Command.handle``), click/typer commands, and ``__main__`` blocks (as the
@@ -48,7 +51,9 @@ _TASK_NAMES = frozenset(pattern.rsplit(".", 1)[-1] for pattern in _TASK_DECORATO
 _CLI_DECORATORS = ("click.command", "click.group", "*.command", "*.group", "*.callback")
 _CONSUMER_DECORATORS = ("*.agent", "*.subscriber", "*.consumer", "*.on_message")
 _MOCK_DECORATORS = ("mock.*", "*.mock.*", "patch.*", "mocker.*")
-_DRF_DECORATORS = ("api_view", "*.api_view", "action", "*.action")
+# ``list_route``/``detail_route``: DRF's spelling of ``@action`` before 3.8.
+_DRF_DECORATORS = ("api_view", "*.api_view", "action", "*.action", "list_route", "*.list_route", "detail_route", "*.detail_route")
+_SIGNAL_DECORATORS = ("receiver", "*.receiver")
 _SPRING_HTTP = ("GetMapping", "PostMapping", "PutMapping", "PatchMapping", "DeleteMapping", "RequestMapping")
 _SPRING_TASK = ("Scheduled",)
 _SPRING_CONSUMER = ("*Listener", "*.*Listener")
@@ -56,13 +61,25 @@ _SPRING_CONSUMER = ("*Listener", "*.*Listener")
 _VIEW_BASE = re.compile(r"(^|\.)(\w*View|\w*ViewSet|\w*APIView|ViewSetMixin)$")
 _VIEW_METHODS = (
     *_HTTP_VERBS, "create", "list", "retrieve", "update", "partial_update", "destroy",
-    "perform_create", "perform_update", "perform_destroy", "form_valid",
+    "perform_create", "perform_update", "perform_destroy", "form_valid", "dispatch",
 )  # fmt: skip
 _MUTATION_BASE = re.compile(r"(^|\.)\w*Mutation$")
 _MUTATION_METHODS = ("mutate", "perform_mutation", "mutate_and_get_payload")
 _WIZARD_BASE = re.compile(r"(^|\.)\w*WizardView$")
 _ADMIN_BASE = re.compile(r"(^|\.)(\w*ModelAdmin|\w*InlineAdmin|StackedInline|TabularInline)$")
 _ADMIN_METHODS = ("save_model", "delete_model", "save_formset", "save_related", "delete_queryset")
+# DRF's ``serializer.save()`` (called by the generic views' ``perform_create/update``) runs these.
+_SERIALIZER_BASE = re.compile(r"(^|\.)\w*Serializer$")
+_SERIALIZER_METHODS = ("create", "update")
+# Django's built-in signals; a project's own are the module-level ``name = Signal(...)``.
+_DJANGO_SIGNALS = frozenset(
+    """
+    pre_init post_init pre_save post_save pre_delete post_delete m2m_changed pre_migrate post_migrate
+    request_started request_finished got_request_exception setting_changed user_logged_in
+    user_logged_out user_login_failed connection_created class_prepared
+    """.split()
+)
+_SIGNAL_DEFINITION = re.compile(r"(?m)^([A-Za-z_]\w*)\s*=\s*(?:[\w.]*\.)?Signal\(")
 _URLCONF_CALLS = frozenset({"path", "re_path", "url"})
 _GO_REGISTRATIONS = ("*.HandleFunc", "HandleFunc", "*.Handle", "*.HandlerFunc")
 _GO_ROUTER_VERBS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "Get", "Post", "Put", "Patch", "Delete", "Any"})
@@ -167,6 +184,8 @@ def _classify_decorator(decorator: str, language: str, rule_patterns: tuple[str,
         return None
     if _matches(name, _DRF_DECORATORS):
         return "http", f"drf @{name}"
+    if _matches(name, _SIGNAL_DECORATORS):
+        return "consumer", "django signal receiver"
     if _matches(name, _ROUTE_DECORATORS) and "." in name:
         verb = name.rsplit(".", 1)[1]
         route = _first_string(arguments)
@@ -301,10 +320,11 @@ def find_entry_points(
                     if classified is not None:
                         collector.add(ref, *classified)
                         break
+    signals = _signal_names(texts, production)
     for path in production:
         index = indexes[path]
         if index.language == "python":
-            _python_registrations(path, index, graph, collector)
+            _python_registrations(path, index, graph, collector, signals)
         elif index.language == "go":
             _go_registrations(path, index, graph, collector)
         elif index.language in ("javascript", "typescript", "tsx"):
@@ -379,9 +399,23 @@ def _alias_task(
     return target in wrappers or (target.path, target.qualname) in names
 
 
-def _python_registrations(path: str, index: FileIndex, graph: CallGraph, collector: _Collector) -> None:
-    """URLconf targets: ``path("route", views.handler)`` and ``Class.as_view()``."""
+def _signal_names(texts: Mapping[str, str] | None, paths: list[str]) -> frozenset[str]:
+    """Django's built-in signal names and the project's module-level ``name = Signal(...)``."""
+    names = set(_DJANGO_SIGNALS)
+    for path in paths if texts is not None else ():
+        text = texts.get(path, "") if texts is not None else ""
+        if path.endswith(".py") and "Signal(" in text:
+            names.update(_SIGNAL_DEFINITION.findall(text))
+    return frozenset(names)
+
+
+def _python_registrations(path: str, index: FileIndex, graph: CallGraph, collector: _Collector, signals: frozenset[str]) -> None:
+    """URLconf targets (``path("route", views.handler)``, ``Class.as_view()``) and signal
+    receivers connected with ``post_save.connect(handler, ...)``."""
     for call in index.calls:
+        if call.name == "connect" and call.callee.count(".") >= 1 and call.callee.split(".")[-2] in signals:
+            _signal_connection(path, call.arguments, graph, collector)
+            continue
         if call.enclosing is not None or call.callee.split(".")[-1] not in _URLCONF_CALLS:
             continue
         arguments = split_arguments(call.arguments)
@@ -408,6 +442,20 @@ def _python_registrations(path: str, index: FileIndex, graph: CallGraph, collect
                     collector.add(method, "http", detail)
             else:
                 collector.add(ref, "http", detail)
+
+
+def _signal_connection(path: str, arguments: str, graph: CallGraph, collector: _Collector) -> None:
+    """The handler of ``signal.connect(handler, ...)`` (first argument or ``receiver=``)."""
+    parts = split_arguments(arguments)
+    handler = next((part.split("=", 1)[1].strip() for part in parts if part.startswith("receiver=")), None)
+    if handler is None and parts and "=" not in parts[0]:
+        handler = parts[0]
+    if handler is None or not _REFERENCE.match(handler):
+        return
+    ref = graph.resolve(path, handler)
+    definition = graph.definition(ref) if ref is not None else None
+    if ref is not None and definition is not None and definition.kind in ("function", "method"):
+        collector.add(ref, "consumer", "django signal receiver")
 
 
 def _python_conventions(
@@ -441,6 +489,9 @@ def _python_conventions(
             elif derives(graph, ref, definition, _ADMIN_BASE):
                 for method in _view_methods(graph, ref, _ADMIN_METHODS):
                     collector.add(method, "http", "django admin hook")
+            elif derives(graph, ref, definition, _SERIALIZER_BASE):
+                for method in _view_methods(graph, ref, _SERIALIZER_METHODS):
+                    collector.add(method, "http", "drf serializer save()")
             continue
         if not views_module or definition.parent is not None or definition.name.startswith("_"):
             continue

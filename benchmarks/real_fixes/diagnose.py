@@ -26,7 +26,7 @@ from bench_real_fixes import CASES, RULE, export_tree, mirror_dir, names_match  
 
 from auditor.analysis.callgraph import FunctionRef  # noqa: E402
 from auditor.analysis.entrypoints import find_entry_points  # noqa: E402
-from auditor.analysis.transactions.analysis import _Analysis, _enclosing_of  # noqa: E402
+from auditor.analysis.transactions.analysis import TxOptions, _Analysis, _enclosing_of  # noqa: E402
 from auditor.rules.loader import builtin_rules  # noqa: E402
 from auditor.runs.prepare import prepare_repository  # noqa: E402
 
@@ -63,9 +63,9 @@ def diagnose(case: dict, tree: Path) -> list[str]:
         return [f"function {case['function']} not among the file's definitions"]
     ref = FunctionRef(path, qualnames[0])
     entries = find_entry_points(indexes, graph, rule, texts)
-    analysis = _Analysis(indexes, texts, rule, graph)
+    analysis = _Analysis(indexes, texts, rule, graph, TxOptions())
     facts = analysis.facts.get(path)
-    sinks = analysis._writes(ref, facts.sinks.get(ref, [])) if facts else []
+    sinks = [site.call for site in facts.sites.get(ref, [])] if facts else []
     enclosing = _enclosing_of(ref)
     sink_lines = sorted({c.line for c in sinks})
     covered = sorted({c.line for c in sinks if facts.covered(enclosing, c.line, c.callee, c.arguments)}) if facts else []

@@ -452,10 +452,14 @@ class _FileFacts:
 def _classify(call: CallSite, context: CallContext, memo: dict[tuple[object, ...], Classification | None]) -> Classification | None:
     """The first model's verdict on a call. Verdicts are kept by call text (``memo``)
     except for those that read earlier lines (a queryset or query variable's
-    ``update``/``delete``, a Go statement variable's ``Exec``)."""
+    ``update``/``delete``, a Go statement variable's ``Exec``); a ``self.`` call's verdict is
+    kept per class (a manager's ``self.create`` writes)."""
     key: tuple[object, ...] | None = None
     if not (call.name in _READS_ASSIGNMENT and call.callee.count(".") == 1):
-        key = (context.index.language, context.is_rule_sink, call.callee, call.name, call.arguments)
+        owner = None
+        if call.enclosing and call.name in django.MANAGER_SELF_WRITES and call.callee.startswith("self."):
+            owner = (context.path, call.enclosing.rsplit(".", 1)[0])
+        key = (context.index.language, context.is_rule_sink, call.callee, call.name, call.arguments, owner)
         if key in memo:
             return memo[key]
     found = _first_verdict(call, context)
@@ -507,7 +511,7 @@ class _Analysis:
                 break
         self._wrappers.clear()
         self.atomic_requests = django.atomic_requests(indexes, texts)
-        self.dispatch = Dispatch(indexes, graph)
+        self.dispatch = Dispatch(indexes, graph, texts)
         self._callees: dict[FunctionRef, tuple[Edge, ...]] = {}
         self._paths: dict[tuple[FunctionRef, frozenset[str]], tuple[_Step, ...]] = {}
         self._active: set[tuple[FunctionRef, frozenset[str]]] = set()
@@ -673,6 +677,7 @@ class _Analysis:
         enclosing = _enclosing_of(ref)
         events: dict[int, list[_Step]] = defaultdict(list)
         exact_calls = {(edge.line, edge.callee.qualname.rsplit(".", 1)[-1]) for edge in self.graph.callees(ref) if not edge.approximate}
+        exact_calls |= {(edge.line, name) for edge in self.callees(ref) if (name := self.dispatch.stands_for(edge)) is not None}
         if facts is not None:
             saved: set[str] = set()
             for site in facts.sites.get(ref, ()):

@@ -2,16 +2,19 @@
 class's ``self.method()``/``cls.method()`` to the overrides in its repository subclasses
 (a GraphQL mutation base calling ``cls.save``, a view base calling
 ``self.perform_create``), and ``getattr(self, "handle_%s" % action)`` string dispatch to
-the class's methods with that prefix. Both kinds of edge are approximate.
+the class's methods with that prefix; and, given the file texts, calls on receivers whose class
+is read from the text (:mod:`.receivers`). Every such edge is approximate.
 """
 
 from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Mapping
 
 from auditor.analysis.callgraph import CallGraph, Edge, FunctionRef, strip_arguments
 from auditor.analysis.entrypoints import split_arguments
+from auditor.analysis.transactions.receivers import Receivers
 from auditor.index.model import CallSite, FileIndex
 
 _SELF = frozenset({"self", "cls", "this"})
@@ -24,13 +27,14 @@ OVERRIDE = "dispatch to a subclass override"
 class Dispatch:
     """Extra, approximate edges from base-class self-calls and ``getattr`` dispatch."""
 
-    def __init__(self, indexes: dict[str, FileIndex] | object, graph: CallGraph) -> None:
+    def __init__(self, indexes: dict[str, FileIndex] | object, graph: CallGraph, texts: Mapping[str, str] | None = None) -> None:
         self.indexes = indexes
         self.graph = graph
         self._children: dict[FunctionRef, list[FunctionRef]] | None = None
         self._descendants: dict[FunctionRef, tuple[FunctionRef, ...]] = {}
         self._calls: dict[str, dict[str, list[CallSite]]] = {}
         self.kinds: dict[Edge, str] = {}
+        self.receivers = Receivers(indexes, graph, texts, self.kinds) if texts is not None else None  # type: ignore[arg-type]
 
     def _children_map(self) -> dict[FunctionRef, list[FunctionRef]]:
         if self._children is None:
@@ -81,7 +85,16 @@ class Dispatch:
         return table
 
     def edges(self, ref: FunctionRef) -> tuple[Edge, ...]:
-        """The extra edges out of the method ``ref`` (none for plain functions)."""
+        """The extra edges out of ``ref``: dispatch edges (methods only), then receiver edges."""
+        typed = self.receivers.edges(ref) if self.receivers is not None else ()
+        return tuple(sorted(set(self._class_edges(ref)) | set(typed)))
+
+    def stands_for(self, edge: Edge) -> str | None:
+        """The last name of the call a receiver edge replaces at its line (its callee's path
+        counts there instead of the call's own effect), or None for other edges."""
+        return self.receivers.call_names.get(edge) if self.receivers is not None else None
+
+    def _class_edges(self, ref: FunctionRef) -> tuple[Edge, ...]:
         definition = self.graph.definition(ref)
         if definition is None or definition.parent is None:
             return ()

@@ -8,9 +8,14 @@ settings module the project runs with (``DJANGO_SETTINGS_MODULE`` as set in
 ``manage.py``/``wsgi.py``/``asgi.py``) wraps every view, except those decorated
 ``non_atomic_requests``; ``transaction.on_commit`` callbacks run after the commit.
 
+Inside a ``Manager`` or ``QuerySet`` subclass, ``self.create/get_or_create/update_or_create/
+bulk_create/bulk_update/update/delete(...)`` write too (the manager is the model's table).
+
 Not writes: ``save``/``delete`` with positional arguments (PIL ``Image.save(buffer, …)``,
-a storage's ``save(name, content)``), ``save(commit=False)``/``save(save=False)``, and the
-request's session store (``request.session.save/flush/delete/clear``).
+a storage's ``save(name, content)``), ``update``/``create`` on a related-manager name with
+positional arguments (a dict's ``extensions.update({...})``: managers take keywords),
+``save(commit=False)``/``save(save=False)``, and the request's session store
+(``request.session.save/flush/delete/clear``).
 """
 
 from __future__ import annotations
@@ -37,6 +42,10 @@ _RELATED_FIELD = re.compile(r"(?m)^\s*(\w+)\s*=\s*(?:models\.)?(?:ManyToManyFiel
 _RELATED_NAME = re.compile(r"""related_name\s*=\s*['"](\w+)['"]""")
 _EXECUTE_NAMES = frozenset({"execute", "executemany", "executescript", "exec_driver_sql", "query", "raw", "run", "exec"})
 _LAUNCHERS = ("manage.py", "wsgi.py", "asgi.py")
+MANAGER_SELF_WRITES = frozenset({"create", "get_or_create", "update_or_create", "bulk_create", "bulk_update", "update", "delete"})
+_KEYWORD_ONLY = frozenset({"update", "create", "get_or_create", "update_or_create"})
+_KEYWORD = re.compile(r"^\s*(\*\*|\w+\s*=(?!=))")
+_MANAGER_CLASS = re.compile(r"(?:^|\.)\w*(?:Manager|QuerySet)$")
 
 
 def related_managers(texts: Mapping[str, str]) -> frozenset[str]:
@@ -130,10 +139,16 @@ class DjangoModel:
             if arguments and "=" not in arguments[0].split("(")[0] and not arguments[0].startswith("*"):
                 return Classification(None, "positional arguments: not a model save/delete")
             return Classification(Effect.WRITE, "ORM write (autocommit)")
+        if receiver == ["self"] and name in MANAGER_SELF_WRITES and _in_manager_class(call, context):
+            if name in _KEYWORD_ONLY and _has_positional(call.arguments):
+                return None
+            return Classification(Effect.WRITE, "manager write (autocommit)")
         if name in _TREE_METHODS or (name == "move" and "pos" in call.arguments):
             return Classification(Effect.WRITE, "tree operation (autocommit)")
         if name in _MANAGER_METHODS and len(receiver) >= 2 and "objects" not in receiver:
             attribute = receiver[-1]
+            if name in _KEYWORD_ONLY and _has_positional(call.arguments):
+                return None  # a dict's update({...}): a manager's update/create take keywords
             if attribute in context.related_managers or attribute.endswith("_set"):
                 return Classification(Effect.WRITE, "related-manager write (autocommit)")
         if name in ("update", "delete") and len(receiver) == 1 and _assigned_queryset(receiver[0], call, context):
@@ -154,3 +169,21 @@ def _assigned_queryset(variable: str, call: CallSite, context: CallContext) -> b
         if match:
             return _QUERYSET_SOURCE.search(match.group(1)) is not None
     return False
+
+
+def _in_manager_class(call: CallSite, context: CallContext) -> bool:
+    """Whether the call's function is a method of a class named, or directly deriving from,
+    ``...Manager``/``...QuerySet``."""
+    if call.enclosing is None or "." not in call.enclosing:
+        return False
+    owner = call.enclosing.rsplit(".", 1)[0]
+    for definition in context.index.definitions:
+        if definition.qualname == owner and definition.kind == "class":
+            names = (definition.name, *(strip_arguments(base) for base in definition.bases))
+            return any(_MANAGER_CLASS.search(name) for name in names)
+    return False
+
+
+def _has_positional(arguments: str) -> bool:
+    """Whether an argument list passes anything but ``name=value`` and ``**mapping``."""
+    return any(not _KEYWORD.match(argument) for argument in split_arguments(arguments) if argument.strip())

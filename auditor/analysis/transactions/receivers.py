@@ -1,0 +1,371 @@
+"""Calls whose receiver's class the call graph cannot see, read from the function's text
+(Python only): a local variable last assigned a row of a repository model, or a model's
+manager.
+
+* ``x = M(...)``, ``x = M.objects.get/first/last/latest/earliest/create(...)``,
+  ``x, created = M.objects.get_or_create(...)``, Flask-SQLAlchemy's
+  ``x = M.query.filter_by(...).first_or_404()`` (``first``, ``one``, ``get``...),
+  ``x = get_object_or_404(M, ...)``, ``x = session.get(M, ...)``, ``for x in
+  M.objects.filter(...)``, ``x = self.get_object()`` (or any repository function) whose
+  return annotation is ``-> M``, or a parameter annotated ``x: M``: then ``x.method(...)`` runs
+  ``M.method`` (or the repository base's) when the repository defines it.
+* ``M.objects.method(...)``: the method of the manager or queryset class assigned to
+  ``objects`` in ``M`` or its repository bases (``objects = FooManager()``,
+  ``FooQuerySet.as_manager()``, ``FooManager.from_queryset(FooQuerySet)()``).
+* ``x.name`` (no call) where ``name`` is a ``@property``/``@cached_property`` of ``x``'s
+  class (``self`` too): the getter runs.
+* ``M.objects.create/get_or_create/update_or_create/create_user(...)`` that no repository
+  manager defines: Django's manager runs ``M.save()``, so the call reaches the model's own
+  ``save`` override when the repository defines one.
+
+Each edge stands for its call site: the callee's path replaces the call's own
+classification (a ``topic.delete()`` that runs ``Topic.delete`` is not also one write).
+The edges are approximate (what a variable holds is read from its last assignment above
+the call, not from control flow).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from auditor.analysis.callgraph import CallGraph, Edge, FunctionRef, strip_arguments
+from auditor.index.model import CallSite, Definition, FileIndex
+
+ASSIGNED = "receiver's class from its assignment"
+MANAGER = "the model manager's method"
+CREATED = "the model's save() run by its manager"
+PROPERTY = "a property read runs its getter"
+
+_SELF = frozenset({"self", "cls", "this"})
+# Django manager/queryset calls that return one row of the model.
+_DJANGO_ROW = frozenset({"get", "first", "last", "latest", "earliest", "create", "create_user", "create_superuser"})
+_DJANGO_ROW_AND_FLAG = frozenset({"get_or_create", "update_or_create"})
+# ... and those returning a queryset of its rows (iterated by ``for x in ...``).
+_DJANGO_ROWS = frozenset({"all", "filter", "exclude", "order_by", "select_related", "prefetch_related", "select_for_update", "iterator"})
+# Flask-SQLAlchemy ``M.query`` chains that return one row.
+_QUERY_ROW = frozenset({"first", "first_or_404", "one", "one_or_none", "get", "get_or_404"})
+# Manager calls that save a new instance through ``Model.save()``.
+_CREATES = frozenset({"create", "get_or_create", "update_or_create", "create_user", "create_superuser"})
+_GET_OR_404 = re.compile(r"^(?:[\w.]*\.)?(?:get_object_or_404|get_or_404)\(\s*([A-Za-z_][\w.]*)\s*[,)]")
+_SESSION_GET = re.compile(r"^(?:[\w.]*[sS]ession)\.get\(\s*([A-Za-z_][\w.]*)\s*[,)]")
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+_CLASS_NAME = re.compile(r"[A-Za-z_][\w.]*")
+_MANAGER_LINE = re.compile(r"^\s+objects\s*(?::[^=]+)?=\s*(.+)$")
+_GETTER = re.compile(r"^(?:[\w.]*\.)?(?:property|cached_property)$")
+# ``receiver.name`` at the start of an expression, not called and not assigned to.
+_ATTRIBUTE = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\.([A-Za-z_]\w*)\b(?!\s*\(|\s*=[^=])")
+_FOR = re.compile(r"^\s*(?:async\s+)?for\s+([A-Za-z_]\w*)\s+in\s+(.*?):?\s*$")
+_ANNOTATION = re.compile(r"[(,]\s*([A-Za-z_]\w*)\s*:\s*['\"]?([A-Za-z_][\w.]*)['\"]?\s*(?=[,)=])")
+_UNPACKED = re.compile(r"^,\s*\w+\s*=(?!=)\s*(.*)")
+_ANNOTATED = re.compile(r"^:[^=]+=(?!=)\s*(.*)")
+_RETURNS = re.compile(r"\)\s*->\s*['\"]?([A-Za-z_][\w.]*)['\"]?\s*:")
+_MAX_STATEMENT_LINES = 12
+
+
+class Receivers:
+    """Approximate edges for calls on receivers whose class is read from the text."""
+
+    def __init__(
+        self, indexes: Mapping[str, FileIndex], graph: CallGraph, texts: Mapping[str, str], kinds: dict[Edge, str]
+    ) -> None:
+        self.indexes = indexes
+        self.graph = graph
+        self.texts = texts
+        self.kinds = kinds
+        self.call_names: dict[Edge, str] = {}
+        """The last name of the call each edge stands for (``create`` for a manager's
+        ``create()`` that runs the model's ``save``)."""
+        self._lines: dict[str, list[str]] = {}
+        self._calls: dict[str, dict[str, list[CallSite]]] = {}
+        self._classes: dict[tuple[str, str], FunctionRef | None] = {}
+        self._managers: dict[FunctionRef, tuple[FunctionRef, ...]] = {}
+        self._properties: frozenset[str] | None = None
+        self._methods: frozenset[str] | None = None
+        self._property_read: re.Pattern[str] | None = None
+        self._variables: dict[tuple[str, str, str, int], FunctionRef | None] = {}
+
+    def edges(self, ref: FunctionRef) -> tuple[Edge, ...]:
+        """The extra edges out of the Python function ``ref``."""
+        index = self.indexes.get(ref.path)
+        definition = self.graph.definition(ref)
+        if index is None or index.language != "python" or definition is None or definition.kind == "class":
+            return ()
+        found: list[Edge] = self._property_edges(ref, definition)
+        methods = self._method_names()
+        for call in self._function_calls(ref.path).get(ref.qualname, ()):
+            if call.name not in methods and ".objects." not in call.callee:
+                continue  # no repository method by that name, and no manager call
+            parts = strip_arguments(call.callee).split(".")
+            if len(parts) >= 3 and parts[-2] == "objects":
+                found.extend(self._manager_edges(ref, call, ".".join(parts[:-2]), parts[-1]))
+            elif len(parts) == 2 and parts[1] in methods and parts[0] not in _SELF and _IDENTIFIER.fullmatch(parts[0]):
+                cls = self._variable_class(ref.path, definition, parts[0], call.line)
+                target = self.graph.class_member(cls, parts[1]) if cls is not None else None
+                if target is not None and target != ref:
+                    found.append(self._edge(ref, target, call, ASSIGNED))
+        return tuple(sorted(set(found)))
+
+    def _edge(self, caller: FunctionRef, callee: FunctionRef, call: CallSite, kind: str) -> Edge:
+        edge = Edge(caller, callee, call.line, True)
+        self.kinds[edge] = kind
+        self.call_names[edge] = call.name
+        return edge
+
+    # -- properties ---------------------------------------------------------------------
+
+    def _property_edges(self, ref: FunctionRef, definition: Definition) -> list[Edge]:
+        """Reads of a repository ``@property``/``@cached_property`` on ``self`` or a typed
+        variable (``asset.snapshot``, no call): the getter's body runs."""
+        names = self._property_names()
+        if self._property_read is None:
+            return []
+        lines = self._text_lines(ref.path)
+        last = min(definition.end_line, len(lines))
+        if not self._property_read.search("\n".join(lines[definition.body_start_line - 1 : last])):
+            return []  # most functions read no property name at all
+        nested = [
+            (item.start_line, item.end_line)
+            for item in self.indexes[ref.path].definitions
+            if item.qualname.startswith(ref.qualname + ".")
+        ]
+        found: list[Edge] = []
+        for number in range(definition.body_start_line, last + 1):
+            text = lines[number - 1]
+            if "." not in text or any(start <= number <= end for start, end in nested):
+                continue
+            for match in _ATTRIBUTE.finditer(text):
+                receiver, name = match.group(1), match.group(2)
+                if name not in names:
+                    continue
+                if receiver in _SELF:
+                    cls = FunctionRef(ref.path, definition.parent) if definition.parent is not None else None
+                else:
+                    cls = self._variable_class(ref.path, definition, receiver, number)
+                getter = self.graph.class_member(cls, name) if cls is not None else None
+                if getter is not None and getter != ref and self._is_property(getter):
+                    found.append(self._read_edge(ref, getter, number))
+        return found
+
+    def _read_edge(self, caller: FunctionRef, getter: FunctionRef, line: int) -> Edge:
+        edge = Edge(caller, getter, line, True)
+        self.kinds[edge] = PROPERTY
+        return edge
+
+    def _method_names(self) -> frozenset[str]:
+        """Names of the repository's Python methods: a call by any other name reaches none."""
+        if self._methods is None:
+            self._methods = frozenset(
+                definition.name
+                for index in self.indexes.values()
+                if index.language == "python"
+                for definition in index.definitions
+                if definition.kind == "method"
+            )
+        return self._methods
+
+    def _property_names(self) -> frozenset[str]:
+        if self._properties is None:
+            self._properties = frozenset(
+                definition.name
+                for path in sorted(self.indexes)
+                if self.indexes[path].language == "python"
+                for definition in self.indexes[path].definitions
+                if definition.kind == "method" and any(_GETTER.match(decorator) for decorator in definition.decorators)
+            )
+            if self._properties:
+                alternatives = "|".join(re.escape(name) for name in sorted(self._properties))
+                self._property_read = re.compile(rf"\.(?:{alternatives})\b")
+        return self._properties
+
+    def _is_property(self, ref: FunctionRef) -> bool:
+        definition = self.graph.definition(ref)
+        return definition is not None and any(_GETTER.match(decorator) for decorator in definition.decorators)
+
+    # -- models' managers ----------------------------------------------------------------
+
+    def _manager_edges(self, ref: FunctionRef, call: CallSite, model_text: str, method: str) -> list[Edge]:
+        model = self._class(ref.path, model_text)
+        if model is None:
+            return []
+        for manager in self._manager_classes(model):
+            target = self.graph.class_member(manager, method)
+            if target is not None:
+                return [self._edge(ref, target, call, MANAGER)] if target != ref else []
+        if method in _CREATES:
+            save = self.graph.class_member(model, "save")
+            if save is not None and save != ref:
+                return [self._edge(ref, save, call, CREATED)]
+        return []
+
+    def _manager_classes(self, model: FunctionRef) -> tuple[FunctionRef, ...]:
+        """The repository classes named where ``objects`` is assigned in the model or its
+        nearest repository base that assigns it (manager first, then its queryset)."""
+        found = self._managers.get(model)
+        if found is not None:
+            return found
+        result: list[FunctionRef] = []
+        queue, seen = [model], set()
+        while queue and not result:
+            current = queue.pop(0)
+            if current in seen:
+                continue
+            seen.add(current)
+            expression = self._manager_expression(current)
+            if expression is not None:
+                for name in _CLASS_NAME.findall(expression):
+                    cls = self._class(current.path, name)
+                    if cls is not None and cls not in result:
+                        result.append(cls)
+                break
+            queue.extend(self.graph.base_classes(current))
+        found = self._managers[model] = tuple(result)
+        return found
+
+    def _manager_expression(self, cls: FunctionRef) -> str | None:
+        definition = self.graph.definition(cls)
+        index = self.indexes.get(cls.path)
+        if definition is None or index is None:
+            return None
+        lines = self._text_lines(cls.path)
+        for number in range(definition.body_start_line, min(definition.end_line, len(lines)) + 1):
+            match = _MANAGER_LINE.match(lines[number - 1])
+            if match and index.enclosing_definition(number, ("class", "function", "method")) is definition:
+                return match.group(1)
+        return None
+
+    # -- variables -----------------------------------------------------------------------
+
+    def _variable_class(self, path: str, definition: Definition, variable: str, line: int) -> FunctionRef | None:
+        """The repository class of what ``variable`` holds at ``line``: from its last
+        assignment (or ``for`` target) above the line in the function, else from a
+        parameter annotation."""
+        key = (path, definition.qualname, variable, line)
+        if key in self._variables:
+            return self._variables[key]
+        lines = self._text_lines(path)
+        found: FunctionRef | None = None
+        for number in range(min(line - 1, len(lines)), definition.body_start_line - 1, -1):
+            text = lines[number - 1]
+            if variable not in text:
+                continue
+            assigned = _assigned_expression(text, variable)
+            if assigned is not None:
+                expression, unpacked = assigned
+                found = self._class_of_expression(path, definition, self._statement(lines, number, expression), unpacked)
+                break
+            loop = _FOR.match(text)
+            if loop and loop.group(1) == variable:
+                found = self._class_of_rows(path, loop.group(2))
+                break
+        else:
+            signature = " ".join(lines[definition.start_line - 1 : definition.body_start_line])
+            annotations = dict(_ANNOTATION.findall(signature))
+            found = self._class(path, annotations[variable]) if variable in annotations else None
+        self._variables[key] = found
+        return found
+
+    def _statement(self, lines: list[str], number: int, start: str) -> str:
+        """The assigned expression from ``start`` through the line where its brackets close."""
+        text, depth = start, _depth(start)
+        extra = 0
+        while depth > 0 and extra < _MAX_STATEMENT_LINES and number + extra < len(lines):
+            extra += 1
+            following = lines[number + extra - 1]
+            text += " " + following.strip()
+            depth += _depth(following)
+        return text.strip()
+
+    def _class_of_expression(self, path: str, caller: Definition, expression: str, unpacked: bool) -> FunctionRef | None:
+        found = _GET_OR_404.match(expression) or _SESSION_GET.match(expression)
+        if found:
+            return None if unpacked else self._class(path, found.group(1))
+        parts = strip_arguments(expression).split(".")
+        if not parts or not all(_IDENTIFIER.fullmatch(part) for part in parts) or not expression.endswith(")"):
+            return None
+        last = parts[-1]
+        if "objects" in parts[1:]:
+            position = parts.index("objects")
+            wanted = _DJANGO_ROW_AND_FLAG if unpacked else _DJANGO_ROW
+            return self._class(path, ".".join(parts[:position])) if last in wanted else None
+        if "query" in parts[1:]:
+            position = parts.index("query")
+            return self._class(path, ".".join(parts[:position])) if last in _QUERY_ROW and not unpacked else None
+        if unpacked:
+            return None
+        if last[:1].isupper():
+            return self._class(path, ".".join(parts))  # a constructor call: M(...)
+        return self._returned_class(path, caller, parts)
+
+    def _returned_class(self, path: str, caller: Definition, parts: list[str]) -> FunctionRef | None:
+        """The class a repository function's return annotation names (``def get_object(self)
+        -> Question``), for a call ``self.m(...)`` or ``f(...)``/``module.f(...)``."""
+        if parts[0] in _SELF:
+            if len(parts) != 2 or caller.parent is None:
+                return None
+            function = self.graph.class_member(FunctionRef(path, caller.parent), parts[1])
+        else:
+            function = self.graph.resolve(path, ".".join(parts))
+        definition = self.graph.definition(function) if function is not None else None
+        if function is None or definition is None or definition.kind == "class":
+            return None
+        signature = " ".join(self._text_lines(function.path)[definition.start_line - 1 : definition.body_start_line])
+        returned = _RETURNS.search(signature)
+        return self._class(function.path, returned.group(1)) if returned else None
+
+    def _class_of_rows(self, path: str, expression: str) -> FunctionRef | None:
+        parts = strip_arguments(expression).split(".")
+        if "objects" not in parts[1:] or parts[-1] not in _DJANGO_ROWS or not all(_IDENTIFIER.fullmatch(part) for part in parts):
+            return None
+        return self._class(path, ".".join(parts[: parts.index("objects")]))
+
+    # -- lookups -------------------------------------------------------------------------
+
+    def _class(self, path: str, text: str) -> FunctionRef | None:
+        """The repository class a dotted name written in ``path`` names, if any."""
+        key = (path, text)
+        if key not in self._classes:
+            ref = self.graph.resolve(path, text) if text and text.split(".")[-1][:1].isupper() else None
+            definition = self.graph.definition(ref) if ref is not None else None
+            self._classes[key] = ref if definition is not None and definition.kind == "class" else None
+        return self._classes[key]
+
+    def _text_lines(self, path: str) -> list[str]:
+        lines = self._lines.get(path)
+        if lines is None:
+            lines = self._lines[path] = self.texts.get(path, "").split("\n")
+        return lines
+
+    def _function_calls(self, path: str) -> dict[str, list[CallSite]]:
+        table = self._calls.get(path)
+        if table is None:
+            table = {}
+            for call in self.indexes[path].calls:
+                if call.enclosing is not None:
+                    table.setdefault(call.enclosing, []).append(call)
+            self._calls[path] = table
+        return table
+
+
+def _assigned_expression(text: str, variable: str) -> tuple[str, bool] | None:
+    """The right-hand side when ``text`` assigns ``variable`` (``v = ...``, ``v: T = ...``,
+    or ``v, flag = ...`` which is unpacked), else None."""
+    stripped = text.lstrip()
+    if not stripped.startswith(variable):
+        return None
+    rest = stripped[len(variable) :]
+    if rest[:1].isalnum() or rest[:1] == "_":
+        return None
+    rest = rest.lstrip()
+    if rest.startswith("=") and not rest.startswith("=="):
+        return rest[1:].strip(), False
+    for pattern, unpacked in ((_ANNOTATED, False), (_UNPACKED, True)):
+        match = pattern.match(rest)
+        if match:
+            return match.group(1), unpacked
+    return None
+
+
+def _depth(text: str) -> int:
+    """Open minus closed brackets on a line (strings not parsed: an estimate)."""
+    return sum(text.count(char) for char in "([{") - sum(text.count(char) for char in ")]}")
