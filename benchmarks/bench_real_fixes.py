@@ -19,6 +19,10 @@ Scoring, per case:
   dotted name is the tail of the longer: ``Storage.createEntry`` ~ ``createEntry``, but
   ``Post.delete`` !~ ``Topic.delete``), or a finding whose sink is in that file at one of
   ``write_lines`` +/-2.
+* reported through a call ('call'): otherwise, some finding's own sequence calls the
+  case's function by its qualname (``line N: calls move_to_trash (5 writes)``): the
+  helper's writes are reported as part of the caller's sequence, and wrapping the helper
+  silences that finding.
 * silent after fix: no finding in the fix's report has its sink in the case's function (file
   and name as above). Findings whose chain only passes through the function on the way to
   writes elsewhere are counted separately (``fix_chains_through_function``), not held against
@@ -35,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -205,6 +210,15 @@ def matches_function(finding: dict[str, Any], case: dict[str, Any]) -> bool:
                for s in steps(finding))
 
 
+CALLS = re.compile(r"line \d+: calls ([\w.~<>]+)")
+
+
+def calls_function(finding: dict[str, Any], case: dict[str, Any]) -> bool:
+    """The finding's own sequence calls the case's function (its effects counted there)."""
+    path_part = str(finding.get("explanation", "")).split("On one path: ", 1)[-1]
+    return case["function"] in CALLS.findall(path_part)  # the same qualname, not only its tail
+
+
 def sink_in_function(finding: dict[str, Any], case: dict[str, Any]) -> bool:
     """The finding's sink (the function holding the uncovered writes) is the case's function."""
     return same_path(finding.get("path"), case["path"]) and names_match(case["function"], finding.get("function"))
@@ -250,12 +264,17 @@ def score(case: dict[str, Any], parent: ScanOutcome, fix: ScanOutcome, min_sever
     if not parent.ok:
         row.update(status="error", error=f"parent: {parent.error}")
         return row
-    every = [f for f in parent.findings if matches_function(f, case) or matches_sink_line(f, case)]
+    every = [f for f in parent.findings if matches_function(f, case) or matches_sink_line(f, case) or calls_function(f, case)]
     ranks = sorted(SEVERITIES.index(f["severity"]) for f in every if f.get("severity") in SEVERITIES)
     row["parent_best_severity"] = SEVERITIES[ranks[0]] if ranks else None
     parent = ScanOutcome(True, findings=shown(parent.findings, min_severity), seconds=parent.seconds)
     fix = ScanOutcome(fix.ok, findings=shown(fix.findings, min_severity), seconds=fix.seconds, error=fix.error)
     hits = [f for f in parent.findings if matches_function(f, case) or matches_sink_line(f, case)]
+    # A helper that is part of a caller's sequence is reported there ("line N: calls
+    # helper (3 writes)"); wrapping the helper silences that finding.
+    via_call = [] if hits else [f for f in parent.findings if calls_function(f, case)]
+    row["parent_via_call"] = bool(via_call)
+    hits = hits or via_call
     row["reported_at_parent"] = bool(hits)
     row["parent_sink_in_function"] = any(sink_in_function(f, case) or matches_sink_line(f, case) for f in hits)
     row["parent_findings_in_file"] = sum(1 for f in parent.findings if in_file(f, case))
@@ -292,6 +311,7 @@ def compute_totals(rows: list[dict[str, Any]], seconds: float = 0.0) -> dict[str
         "reported_at_parent": len(found), "silent_after_fix": len(silent),
         "reported_and_silent": len(recognised),
         "reported_with_sink_in_function": sum(1 for r in found if r.get("parent_sink_in_function")),
+        "reported_via_call": sum(1 for r in found if r.get("parent_via_call")),
         "recall": round(len(found) / len(ok), 4) if ok else 0.0,
         "silent_rate": round(len(silent) / len(ok), 4) if ok else 0.0,
         "silent_rate_of_reported": round(len(recognised) / len(found), 4) if found else 0.0,
@@ -302,6 +322,12 @@ def compute_totals(rows: list[dict[str, Any]], seconds: float = 0.0) -> dict[str
     }
 
 
+def _match_kind(row: dict[str, Any]) -> str:
+    if row.get("parent_sink_in_function"):
+        return "found"
+    return "call" if row.get("parent_via_call") else "chain"
+
+
 def render_markdown(totals: dict[str, Any], rows: list[dict[str, Any]], title: str) -> str:
     """The results as Markdown: a table, the totals and the misses."""
     out = [f"# {title}", "", "| id | framework | parent | fix | findings in file | worst matching severity | function |",
@@ -310,7 +336,7 @@ def render_markdown(totals: dict[str, Any], rows: list[dict[str, Any]], title: s
         if r["status"] == "error":
             out.append(f"| {r['id']} | {r['framework']} | ERROR | | | | `{r['function']}` ({r['error']}) |")
             continue
-        par = ("found" if r.get("parent_sink_in_function") else "chain") if r["reported_at_parent"] else "**MISS**"
+        par = _match_kind(r) if r["reported_at_parent"] else "**MISS**"
         fix = "silent" if r["silent_after_fix"] else "**STILL**"
         best = r.get("parent_best_severity") or "none"
         out.append(f"| {r['id']} | {r['framework']} | {par} | {fix} | {r['parent_findings_in_file']} | {best} | `{r['function']}` |")
@@ -318,8 +344,9 @@ def render_markdown(totals: dict[str, Any], rows: list[dict[str, Any]], title: s
     out += ["", "## Totals", "",
             f"- cases: {t['cases']} (scored {t['scored']}, errors {t['errors']})",
             f"- recall on parents: {pct(t['reported_at_parent'], t['scored'])}; sink in the function itself: "
-            f"{t.get('reported_with_sink_in_function', 0)}, only a chain through it ('chain'): "
-            f"{t['reported_at_parent'] - t.get('reported_with_sink_in_function', 0)}",
+            f"{t.get('reported_with_sink_in_function', 0)}, a caller's sequence calls it ('call'): "
+            f"{t.get('reported_via_call', 0)}, only a chain through it ('chain'): "
+            f"{t['reported_at_parent'] - t.get('reported_with_sink_in_function', 0) - t.get('reported_via_call', 0)}",
             f"- silent after fix, all cases: {pct(t['silent_after_fix'], t['scored'])}",
             f"- silent after fix, of those reported at the parent: {pct(t['reported_and_silent'], t['reported_at_parent'])}",
             ""]
@@ -432,7 +459,7 @@ def main() -> int:
         if r["status"] == "error":
             print(f"{r['id']:34} {r['framework']:10} {'ERROR':7} {'':7} {'':5}  {r['function']}  ({r['error']})")
             continue
-        par = ("found" if r["parent_sink_in_function"] else "chain") if r["reported_at_parent"] else "MISS"
+        par = _match_kind(r) if r["reported_at_parent"] else "MISS"
         fix = "silent" if r["silent_after_fix"] else "STILL"
         print(f"{r['id']:34} {r['framework']:10} {par:7} {fix:7} {r['parent_findings_in_file']:<5}  {r['function']}")
 
