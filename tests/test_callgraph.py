@@ -178,6 +178,18 @@ def test_ambiguous_and_common_names_get_no_edge():
     assert graph.callees(FunctionRef("c.py", "run")) == ()
 
 
+def test_a_method_call_on_an_object_is_never_resolved_by_name_to_a_module_function():
+    _, _, graph = build(
+        {
+            "accounts/views.py": "def set_password(request):\n    request.user.save()\n",
+            "accounts/models.py": "class Profile:\n    def send_report(self):\n        return 1\n",
+            "accounts/admin.py": "def reset(user, profile):\n    user.set_password('x')\n    profile.send_report()\n",
+        }
+    )
+    callees = {edge.callee.qualname for edge in graph.callees(FunctionRef("accounts/admin.py", "reset"))}
+    assert callees == {"Profile.send_report"}  # Django's User.set_password is not the view
+
+
 def test_main_block_and_module_level_calls_get_pseudo_functions():
     _, _, graph = build(
         {

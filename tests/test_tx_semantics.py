@@ -768,3 +768,57 @@ def test_precision_fixes_keep_real_sequences_reported(rule: Rule, tmp_path, case
     indexes, texts = load_app(tmp_path)
     findings = analyze_tx_outside_transaction(indexes, texts, rule).findings
     assert any(finding.severity == "critical" for finding in findings), [f.title for f in findings]
+
+
+def test_a_subclass_that_overrides_the_dispatching_method_in_a_transaction_is_not_reached_through_the_base(rule: Rule):
+    files = {
+        "shop/mutations.py": """
+            from django.db import transaction
+
+            from .models import Address, Event
+
+            class ModelMutation:
+                @classmethod
+                def mutate(cls, root, info, **data):
+                    return cls.perform_mutation(root, info, **data)
+
+                @classmethod
+                def perform_mutation(cls, root, info, **data):
+                    instance = cls.get_instance(info, **data)
+                    cls.save(info, instance)
+                    return instance
+
+            class AddressCreate(ModelMutation):
+                @classmethod
+                def perform_mutation(cls, root, info, **data):
+                    with transaction.atomic():
+                        instance = Address()
+                        cls.save(info, instance)
+                    return instance
+
+                @classmethod
+                def save(cls, info, instance):
+                    instance.save()
+                    Event.objects.create(kind="address")
+
+            class AddressUpdate(ModelMutation):
+                @classmethod
+                def save(cls, info, instance):
+                    instance.save()
+                    Event.objects.create(kind="update")
+            """,
+        "shop/schema.py": """
+            import graphene
+
+            from .mutations import AddressCreate, AddressUpdate
+
+            class Mutation(graphene.ObjectType):
+                address_create = AddressCreate.Field()
+                address_update = AddressUpdate.Field()
+            """,
+        "shop/models.py": "class Address:\n    pass\n\nclass Event:\n    pass\n",
+    }
+    found = reported(analyze_source(files, rule))
+    assert ("shop/mutations.py", "AddressCreate.save") not in found  # its own perform_mutation is atomic
+    update = found[("shop/mutations.py", "AddressUpdate.save")]
+    assert [step.function for step in update.chain][-1] == "AddressUpdate.save"

@@ -11,7 +11,8 @@ repository; nested and module-level definitions of the same file; imports (``fro
 y``, ``import x as z``, relative imports, re-exports through package ``__init__`` files,
 star imports); then, when none of these applies and the receiver is not known to be an
 external module or a repository class lacking the method, a unique-name fallback whose
-edges are flagged ``approximate``. Names shared with common library APIs (``get``,
+edges are flagged ``approximate`` (in Python, ``x.name()`` only to a method: a module's
+function is reached through its import). Names shared with common library APIs (``get``,
 ``save``, ``append``...) are never resolved by name alone.
 
 Python module names come from paths ("app/services/orders.py" -> "app.services.orders");
@@ -50,7 +51,7 @@ from auditor.index.indexer import collection_paused
 from auditor.index.model import INDEX_VERSION, Definition, FileIndex
 from auditor.storage.sealed import prune_least_recent, read_regular_file, seal, unseal, write_atomically
 
-GRAPH_VERSION = 2
+GRAPH_VERSION = 3
 """Version of the graph cache format and of the resolution rules; part of the cache key.
 Bump it when either changes so that stale cached graphs are never read."""
 
@@ -691,6 +692,11 @@ class _Repository:
         candidates = self.by_name.get(name, [])
         if len(parts) == 1:
             candidates = [item for item in candidates if item[1].parent is None]
+        elif self.languages.get(path) == "python":
+            # ``x.name()`` on an object runs a method: a module's function would have been
+            # reached through the import (``user.set_password()`` is not the view
+            # ``set_password``).
+            candidates = [item for item in candidates if item[1].parent is not None]
         if len(candidates) == 1:
             return candidates[0]
         if not candidates:

@@ -633,9 +633,29 @@ class _Analysis:
         if found is None:
             graph_edges = self.graph.callees(ref)
             known = {(edge.callee, edge.line) for edge in graph_edges}
-            extra = tuple(edge for edge in self.dispatch.edges(ref) if (edge.callee, edge.line) not in known)
+            extra = tuple(
+                edge for edge in self.dispatch.edges(ref)
+                if (edge.callee, edge.line) not in known and self._base_runs_for(edge)
+            )
             found = self._callees[ref] = graph_edges + extra
         return found
+
+    def _base_runs_for(self, edge: Edge) -> bool:
+        """Whether the class of a subclass override that a base method dispatches to runs
+        that base method at all: not when the class (below the base) overrides the base
+        method itself without calling ``super()`` outside its own transaction (saleor's
+        ``perform_mutation`` overrides that open ``atomic`` and call ``cls.save``)."""
+        if self.dispatch.kinds.get(edge) != OVERRIDE:
+            return True
+        base = _class_of(edge.caller)
+        method = edge.caller.qualname.rsplit(".", 1)[-1]
+        lineage = self.dispatch.lineage(_class_of(edge.callee))
+        below_base = lineage[: lineage.index(base)] if base in lineage else lineage
+        for item in below_base:
+            override = FunctionRef(item.path, f"{item.qualname}.{method}")
+            if self.graph.definition(override) is not None:
+                return self._calls_super(override, method)
+        return True
 
     def _call_for(self, edge: Edge) -> CallSite | None:
         """The call site behind an edge (same caller and line, preferring the callee's name)."""
