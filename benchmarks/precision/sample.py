@@ -81,7 +81,8 @@ LABEL_FIELDS = ("label", "reason", "cause", "judged_at")
 
 def carry_labels(sample: list[dict], judged_files: list[Path]) -> int:
     """Copy the label fields of earlier judgements onto the same findings of ``sample``
-    (matched by fingerprint, else by repo, path and function); how many were carried."""
+    (matched by fingerprint, else by repo, path and function, and reached through the same
+    chain of functions); how many were carried."""
     by_fingerprint: dict[str, dict] = {}
     by_place: dict[tuple, dict] = {}
     for path in judged_files:
@@ -91,11 +92,16 @@ def carry_labels(sample: list[dict], judged_files: list[Path]) -> int:
     carried = 0
     for finding in sample:
         earlier = by_fingerprint.get(finding["fingerprint"]) or by_place.get((finding["repo"], finding["path"], finding["function"]))
-        if earlier is None or "label" not in earlier:
-            continue
+        if earlier is None or "label" not in earlier or _route(earlier) != _route(finding):
+            continue  # a label judges a chain too: reached another way, the finding is judged again
         finding.update({key: earlier[key] for key in LABEL_FIELDS if key in earlier})
         carried += 1
     return carried
+
+
+def _route(finding: dict) -> list[str]:
+    """The chain's functions (``path:function``), line numbers left out (lines move)."""
+    return [step.rsplit(":", 1)[0] for step in finding["chain"]]
 
 
 def order_key(finding: dict) -> tuple:
