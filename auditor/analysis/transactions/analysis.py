@@ -223,6 +223,15 @@ class _RulePatterns:
     boundaries: _PatternSet
     non_atomic: _PatternSet
 
+    @cached_property
+    def call_names(self) -> frozenset[str] | None:
+        """Every last name of a call a file's facts may look at (a sink, a boundary, an
+        ``on_commit``, an execute-like call, a name a model claims), or None when a pattern's
+        last name is a wildcard and any call may match."""
+        if self.sinks.any_name or self.boundaries.any_name:
+            return None
+        return self.sinks.names | self.boundaries.names | _EXECUTE_NAMES | _MODEL_NAMES | {"on_commit"}
+
 
 _MODEL_NAMES = frozenset().union(*(model.names for model in MODELS))
 # Names shared with sets, dicts and lists: a call that is not a rule sink only matters when
@@ -258,25 +267,28 @@ class _FileFacts:
         self.path = path
         self.index = index
         self.text = text
+        self.related_managers = related_managers
+        self._contexts: dict[bool, CallContext] = {}
         self.regions: list[_Region] = []
         for block in index.context_blocks:
             if patterns.boundaries.matches(block.expression):
                 self.regions.append(_Region(block.enclosing, block.start_line, block.end_line, None))
         block_lines = {(block.start_line, block.enclosing) for block in index.context_blocks}
         on_commit: list[_Region] = []
-        for call in index.calls:
+        # Most calls of a file can match no pattern and interest no model: drop them at once.
+        names = patterns.call_names
+        calls = index.calls if names is None else [call for call in index.calls if call.name in names]
+        for call in calls:
             if patterns.boundaries.matches(call.callee, call.name) and (call.line, call.enclosing) not in block_lines:
                 self.regions.append(self._call_region(call))
             elif call.name == "on_commit" and _ON_COMMIT is not None and _ON_COMMIT.match(strip_arguments(call.callee)):
                 on_commit.append(self._extent(call))
-        context = CallContext(path, index, tuple(self.lines), False, related_managers)
-        sink_context = CallContext(path, index, context.lines, True, related_managers)
         self.sites: dict[FunctionRef, list[_Site]] = {}
-        for call in index.calls:
+        for call in calls:
             is_sink = patterns.sinks.matches(call.callee, call.name) or self._writes_sql(call, sql_write)
             if not is_sink and not _worth_classifying(call, related_managers):
                 continue
-            classification = _classify(call, sink_context if is_sink else context, verdicts)
+            classification = _classify(call, self._context(is_sink), verdicts)
             if classification is None or classification.effect is None:
                 continue
             effect = classification.effect
@@ -309,6 +321,16 @@ class _FileFacts:
     @cached_property
     def lines(self) -> list[str]:
         return self.text.split("\n")
+
+    def _context(self, is_rule_sink: bool) -> CallContext:
+        """What a model sees of this file, built when a first call needs a verdict (most
+        files never do)."""
+        context = self._contexts.get(is_rule_sink)
+        if context is None:
+            other = self._contexts.get(not is_rule_sink)
+            lines = other.lines if other is not None else tuple(self.lines)
+            context = self._contexts[is_rule_sink] = CallContext(self.path, self.index, lines, is_rule_sink, self.related_managers)
+        return context
 
     @cached_property
     def source(self) -> bytes:
@@ -468,6 +490,8 @@ class _Analysis:
                 continue
             self.facts[path] = _FileFacts(path, index, texts.get(path, ""), self.patterns, sql_write, related, verdicts)
         self._wrappers: dict[tuple[str, str], bool] = {}
+        self._pattern_verdicts: dict[str, bool | None] = {}
+        self._wrapper_targets: dict[tuple[str, str], FunctionRef | None] = {}
         # Wrappers can wrap wrappers (saleor: transaction_with_commit_on_errors ->
         # traced_atomic_transaction -> transaction.atomic): widen until nothing changes.
         for _ in range(_WRAPPER_DEPTH):
@@ -486,6 +510,8 @@ class _Analysis:
         self._dispatch_into: dict[FunctionRef, list[Edge]] | None = None
         self._blocked: dict[Edge, bool] = {}
         self._signatures: dict[FunctionRef, tuple[tuple[str, str | None], ...]] = {}
+        self._offs: dict[tuple[FunctionRef, CallSite | None, frozenset[str]], frozenset[str]] = {}
+        self._bodies: dict[FunctionRef, tuple[Node | None, bytes, int]] = {}
         self._entry_refs: frozenset[FunctionRef] = frozenset()
 
     # -- boundaries on functions ---------------------------------------------------------
@@ -509,14 +535,30 @@ class _Analysis:
         it matches the rule's boundaries, or it names a repository function that itself
         opens one (a wrapper such as ``@traced_atomic`` around ``transaction.atomic``, or a
         decorator whose inner wrapper runs the function in such a block)."""
-        if self.patterns.non_atomic.matches(expression):
-            return False
-        if self.patterns.boundaries.matches(expression):
-            return True
+        by_pattern = self._boundary_by_pattern(expression)
+        if by_pattern is not None:
+            return by_pattern
         key = (path, strip_arguments(expression))
         if key not in self._wrappers:
-            self._wrappers[key] = self._opens_transaction(self.graph.resolve(path, key[1]) if _DOTTED.match(key[1]) else None)
+            self._wrappers[key] = self._opens_transaction(self._wrapper_target(*key))
         return self._wrappers[key]
+
+    def _boundary_by_pattern(self, expression: str) -> bool | None:
+        """False for a non-atomic expression, True for one the rule's boundaries match, None
+        when only a repository function behind it can tell (kept per expression: the
+        wrapper search asks again on every widening round)."""
+        if expression not in self._pattern_verdicts:
+            verdict = False if self.patterns.non_atomic.matches(expression) else True if self.patterns.boundaries.matches(expression) else None
+            self._pattern_verdicts[expression] = verdict
+        return self._pattern_verdicts[expression]
+
+    def _wrapper_target(self, path: str, name: str) -> FunctionRef | None:
+        """The repository function a decorator or ``with`` expression's dotted name written
+        in ``path`` resolves to (resolved once: the graph does not change between rounds)."""
+        key = (path, name)
+        if key not in self._wrapper_targets:
+            self._wrapper_targets[key] = self.graph.resolve(path, name) if _DOTTED.match(name) else None
+        return self._wrapper_targets[key]
 
     def _opens_transaction(self, target: FunctionRef | None) -> bool:
         facts = self.facts.get(target.path) if target is not None else None
@@ -751,6 +793,14 @@ class _Analysis:
         return any(not any(r.start_line <= line <= r.end_line for r in inside) for line in lines)
 
     def _body(self, ref: FunctionRef, facts: _FileFacts | None) -> tuple[Node | None, bytes, int]:
+        """:meth:`_parse_body`, once per function (its paths with different parameters off
+        walk the same body)."""
+        found = self._bodies.get(ref)
+        if found is None:
+            found = self._bodies[ref] = self._parse_body(ref, facts)
+        return found
+
+    def _parse_body(self, ref: FunctionRef, facts: _FileFacts | None) -> tuple[Node | None, bytes, int]:
         """The function's body node, the source it was parsed from and the number of lines
         before that source. A Python function is parsed on its own (dedented): most files
         are far longer than the functions that need their branches."""
@@ -784,6 +834,15 @@ class _Analysis:
         return bool(off) and not self.path_of(edge.callee, off) and bool(self.path_of(edge.callee))
 
     def _off(self, callee: FunctionRef, call: CallSite | None, caller_off: frozenset[str] = frozenset()) -> frozenset[str]:
+        """:meth:`_compute_off`, once per callee, call and caller's false parameters (asked
+        again for every path through the caller and by the reachability search)."""
+        key = (callee, call, caller_off)
+        found = self._offs.get(key)
+        if found is None:
+            found = self._offs[key] = self._compute_off(callee, call, caller_off)
+        return found
+
+    def _compute_off(self, callee: FunctionRef, call: CallSite | None, caller_off: frozenset[str]) -> frozenset[str]:
         """The callee's parameters that are false on this call: passed a false constant,
         passed a parameter of the caller that is itself false (``save=save``), or omitted
         where the parameter's default is false (``def f(order, save=False)`` called as
