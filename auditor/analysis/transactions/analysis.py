@@ -98,6 +98,9 @@ _PENDING = re.compile(r"\w\s*\(|[^=!<>]=(?!=)")
 _FALSE_DEFAULT = re.compile(r"^(?:False|None|0)$")
 _FALSE_KEYWORD = re.compile(r"^([A-Za-z_]\w*)\s*=\s*(False|None|0|false|nil)$")
 _WRAPPER_DEPTH = 4
+# What can change the state of a scan over an argument list: quotes, escapes, brackets.
+_PAREN_STOPS = re.compile(r"""[\\'"()\[\]{}]""")
+_ARGUMENT_NESTING = re.compile(r"""[\\'"`()\[\]{}]""")
 _DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 _LANGUAGE_FAMILY = {"tsx": "typescript"}
 _DEV_DATA_COMMAND = re.compile(r"(?:^|/)management/commands/(?:populate\w*|seed\w*|clear\w*|\w*fake\w*|\w*demo\w*|\w*sample\w*|load_?\w*data)\.py$")
@@ -203,6 +206,7 @@ class _PatternSet:
         last_names = [pattern.rsplit(".", 1)[-1] for pattern in patterns]
         self.names = frozenset(last_names)
         self.any_name = any(char in name for name in last_names for char in "*?[")
+        self._matched: dict[str, bool] = {}
 
     def matches(self, text: str, name: str | None = None) -> bool:
         """True when ``text`` with argument lists dropped matches a pattern; ``name`` is the
@@ -211,8 +215,11 @@ class _PatternSet:
             return False
         if name is not None and not self.any_name and name not in self.names:
             return False
-        stripped = strip_arguments(text)
-        return bool(stripped) and self.regex.match(stripped) is not None
+        found = self._matched.get(text)
+        if found is None:  # the same callee text recurs across a repository's files
+            stripped = strip_arguments(text)
+            found = self._matched[text] = bool(stripped) and self.regex.match(stripped) is not None
+        return found
 
 
 @dataclass(frozen=True)
@@ -512,6 +519,8 @@ class _Analysis:
         self._signatures: dict[FunctionRef, tuple[tuple[str, str | None], ...]] = {}
         self._offs: dict[tuple[FunctionRef, CallSite | None, frozenset[str]], frozenset[str]] = {}
         self._bodies: dict[FunctionRef, tuple[Node | None, bytes, int]] = {}
+        self._passed_arguments: dict[str, tuple[dict[str, str], int] | None] = {}
+        self._edge_calls: dict[Edge, CallSite | None] = {}
         self._entry_refs: frozenset[FunctionRef] = frozenset()
 
     # -- boundaries on functions ---------------------------------------------------------
@@ -649,6 +658,12 @@ class _Analysis:
 
     def _call_for(self, edge: Edge) -> CallSite | None:
         """The call site behind an edge (same caller and line, preferring the callee's name)."""
+        if edge in self._edge_calls:
+            return self._edge_calls[edge]
+        found = self._edge_calls[edge] = self._find_call(edge)
+        return found
+
+    def _find_call(self, edge: Edge) -> CallSite | None:
         candidates = self._calls_at(edge.caller.path).get((_enclosing_of(edge.caller), edge.line), [])
         short = edge.callee.qualname.split(".")[-1]
         return next((call for call in candidates if call.name == short), candidates[0] if candidates else None)
@@ -742,7 +757,7 @@ class _Analysis:
             return None
         steps = self.path_of(edge.callee, self._off(edge.callee, call, off), depth + 1)
         effects = tuple(effect for step in steps for effect in step.effects)
-        if _BOOKKEEPING_FUNCTION.search(edge.callee.qualname.rsplit(".", 1)[-1]):
+        if effects and _BOOKKEEPING_FUNCTION.search(edge.callee.qualname.rsplit(".", 1)[-1]):
             effects = tuple(Effect.AUDIT if effect is Effect.WRITE else effect for effect in effects)
         return _Step(edge.line, f"calls {edge.callee.qualname}", effects, edge.callee, edge.approximate) if effects else None
 
@@ -850,22 +865,39 @@ class _Analysis:
         off = set(_false_keywords(call))
         if call is None:
             return frozenset(off)
-        arguments = split_arguments(call.arguments)
-        if any(argument.startswith("*") for argument in arguments):
+        parameters = self._parameters(callee)
+        if not caller_off and not any(default is not None and _FALSE_DEFAULT.match(default) for _, default in parameters):
+            return frozenset(off)  # nothing below could add a name
+        passed = self._passed(call.arguments)
+        if passed is None:
             return frozenset(off)  # *args/**kwargs: what is passed is not known
-        keywords: dict[str, str] = {}
-        positional = 0
-        for argument in arguments:
-            name, equals, value = argument.partition("=")
-            if equals and _IDENTIFIER.fullmatch(name.strip()) and not value.startswith("="):
-                keywords[name.strip()] = value.strip()
-            elif argument.strip():
-                positional += 1
+        keywords, positional = passed
         off.update(name for name, value in keywords.items() if value in caller_off)
-        for position, (name, default) in enumerate(self._parameters(callee)):
+        for position, (name, default) in enumerate(parameters):
             if name not in keywords and position >= positional and default is not None and _FALSE_DEFAULT.match(default):
                 off.add(name)
         return frozenset(off)
+
+    def _passed(self, arguments: str) -> tuple[dict[str, str], int] | None:
+        """A call's keyword arguments (name to value text) and its number of positional
+        ones, or None when it unpacks ``*args``/``**kwargs``; kept per argument text (the
+        same call is asked about for every callee and caller's false parameters)."""
+        if arguments in self._passed_arguments:
+            return self._passed_arguments[arguments]
+        split = _split_arguments(arguments)
+        found: tuple[dict[str, str], int] | None = None
+        if not any(argument.startswith("*") for argument in split):
+            keywords: dict[str, str] = {}
+            positional = 0
+            for argument in split:
+                name, equals, value = argument.partition("=")
+                if equals and _IDENTIFIER.fullmatch(name.strip()) and not value.startswith("="):
+                    keywords[name.strip()] = value.strip()
+                elif argument.strip():
+                    positional += 1
+            found = (keywords, positional)
+        self._passed_arguments[arguments] = found
+        return found
 
     def _parameters(self, ref: FunctionRef) -> tuple[tuple[str, str | None], ...]:
         """A Python function's parameters after ``self``/``cls`` as (name, default text or
@@ -882,7 +914,7 @@ class _Analysis:
             opening = text.find("(", start) if start >= 0 else -1
             closing = _closing_paren(text, opening) if opening >= 0 else None
             if closing is not None:
-                for parameter in split_arguments(text[opening + 1 : closing]):
+                for parameter in _split_arguments(text[opening + 1 : closing]):
                     name, _, default = parameter.partition("=")
                     name = name.split(":", 1)[0].strip()
                     if not name or name.startswith("*") or name == "/":
@@ -1260,7 +1292,11 @@ def _closing_paren(text: str, position: int) -> int | None:
     depth = 0
     quote: str | None = None
     index = position
-    while index < len(text):
+    while True:
+        stop = _PAREN_STOPS.search(text, index)  # no other character changes the state
+        if stop is None:
+            return None
+        index = stop.start()
         char = text[index]
         if quote is not None:
             if char == "\\":
@@ -1276,4 +1312,12 @@ def _closing_paren(text: str, position: int) -> int | None:
             if depth == 0:
                 return index
         index += 1
-    return None
+
+
+def _split_arguments(text: str) -> list[str]:
+    """``split_arguments``, with a plain comma split for the usual text that has no
+    brackets or strings (the same parts: stripped, an empty last one dropped)."""
+    if _ARGUMENT_NESTING.search(text) is not None:
+        return split_arguments(text)
+    parts = [part.strip() for part in text.split(",")]
+    return parts[:-1] if not parts[-1] else parts
