@@ -43,9 +43,10 @@ from __future__ import annotations
 import re
 import textwrap
 from collections import defaultdict, deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property, partial
+from typing import overload
 
 from tree_sitter import Node
 
@@ -330,12 +331,11 @@ class _FileFacts:
         return self.text.split("\n")
 
     def _context(self, is_rule_sink: bool) -> CallContext:
-        """What a model sees of this file, built when a first call needs a verdict (most
-        files never do)."""
+        """What a model sees of this file; its lines are split from the text when a model
+        first reads one (most verdicts never do)."""
         context = self._contexts.get(is_rule_sink)
         if context is None:
-            other = self._contexts.get(not is_rule_sink)
-            lines = other.lines if other is not None else tuple(self.lines)
+            lines = _FileLines(self)
             context = self._contexts[is_rule_sink] = CallContext(self.path, self.index, lines, is_rule_sink, self.related_managers)
         return context
 
@@ -448,6 +448,25 @@ class _FileFacts:
             if receiver == region.variable or re.search(rf"\b{re.escape(region.variable)}\b", arguments):
                 return True
         return False
+
+
+class _FileLines(Sequence[str]):
+    """A file's lines as a model's context shows them, split on first use."""
+
+    def __init__(self, facts: _FileFacts) -> None:
+        self._facts = facts
+
+    def __len__(self) -> int:
+        return len(self._facts.lines)
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[str]: ...
+
+    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
+        return self._facts.lines[index]
 
 
 def _classify(call: CallSite, context: CallContext, memo: dict[tuple[object, ...], Classification | None]) -> Classification | None:
