@@ -101,7 +101,8 @@ _FALSE_KEYWORD = re.compile(r"^([A-Za-z_]\w*)\s*=\s*(False|None|0|false|nil)$")
 _WRAPPER_DEPTH = 4
 # What can change the state of a scan over an argument list: quotes, escapes, brackets.
 _PAREN_STOPS = re.compile(r"""[\\'"()\[\]{}]""")
-_ARGUMENT_NESTING = re.compile(r"""[\\'"`()\[\]{}]""")
+_SPLIT_STOPS = re.compile(r"""["'`()\[\]{},]""")
+_QUOTE_STOPS = {quote: re.compile(rf"[\\{quote}]") for quote in "\"'`"}
 _DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 _LANGUAGE_FAMILY = {"tsx": "typescript"}
 _DEV_DATA_COMMAND = re.compile(r"(?:^|/)management/commands/(?:populate\w*|seed\w*|clear\w*|\w*fake\w*|\w*demo\w*|\w*sample\w*|load_?\w*data)\.py$")
@@ -411,7 +412,7 @@ class _FileFacts:
 
     def _sql_text(self, call: CallSite) -> str | None:
         """The SQL an execute-like call runs: its first string literal, or a named string's."""
-        for argument in split_arguments(call.arguments):
+        for argument in _split_arguments(call.arguments):
             literal = _STRING_START.match(argument)
             if literal:
                 return argument[literal.end() :]
@@ -1197,7 +1198,7 @@ def _false_keywords(call: CallSite | None) -> frozenset[str]:
     if call is None or "=" not in call.arguments or not _MAYBE_FALSE.search(call.arguments):
         return frozenset()
     names = set()
-    for argument in split_arguments(call.arguments):
+    for argument in _split_arguments(call.arguments):
         match = _FALSE_KEYWORD.match(argument)
         if match:
             names.add(match.group(1))
@@ -1334,9 +1335,42 @@ def _closing_paren(text: str, position: int) -> int | None:
 
 
 def _split_arguments(text: str) -> list[str]:
-    """``split_arguments``, with a plain comma split for the usual text that has no
-    brackets or strings (the same parts: stripped, an empty last one dropped)."""
-    if _ARGUMENT_NESTING.search(text) is not None:
-        return split_arguments(text)
-    parts = [part.strip() for part in text.split(",")]
-    return parts[:-1] if not parts[-1] else parts
+    """``split_arguments`` (top-level commas; brackets and strings respected), jumping
+    between the characters that can change its state instead of visiting every one."""
+    parts: list[str] = []
+    depth = 0
+    start = index = 0
+    while True:
+        stop = _SPLIT_STOPS.search(text, index)
+        if stop is None:
+            break
+        index = stop.start()
+        char = text[index]
+        if char in "\"'`":
+            index = _string_end(text, index + 1, char)
+            continue
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+        elif depth == 0:
+            parts.append(text[start:index].strip())
+            start = index + 1
+        index += 1
+    tail = text[start:].strip()
+    if tail:
+        parts.append(tail)
+    return parts
+
+
+def _string_end(text: str, index: int, quote: str) -> int:
+    """The index just past the ``quote`` closing a string that starts at ``index`` (an
+    escaped character skipped), or the end of ``text`` when it never closes."""
+    while True:
+        stop = _QUOTE_STOPS[quote].search(text, index)
+        if stop is None:
+            return len(text)
+        if text[stop.start()] == "\\":
+            index = stop.start() + 2
+            continue
+        return stop.start() + 1
