@@ -76,6 +76,7 @@ from auditor.analysis.transactions.spring import SpringModel
 from auditor.analysis.transactions.sqlalchemy import SqlAlchemyModel
 from auditor.errors import UsageError
 from auditor.findings.model import SEVERITY_ORDER, ChainStep, Finding, fingerprint
+from auditor.index.indexer import collection_paused
 from auditor.index.model import CallSite, FileIndex
 from auditor.languages.grammars import parser_for
 from auditor.rules.loader import Rule
@@ -1247,9 +1248,12 @@ def analyze_tx_outside_transaction(
     """
     graph = graph if graph is not None else CallGraph.build(indexes)
     options = options if options is not None else TxOptions()
-    analysis = _Analysis(indexes, texts, rule, graph, options)
-    entries = analysis.entries()
-    findings, sinks, covered, unresolved, hidden = analysis.run(entries)
+    # The analysis keeps nearly everything it allocates until it returns: young collections
+    # in between would only re-scan its live tables.
+    with collection_paused():
+        analysis = _Analysis(indexes, texts, rule, graph, options)
+        entries = analysis.entries()
+        findings, sinks, covered, unresolved, hidden = analysis.run(entries)
     return StaticResult(
         findings=tuple(findings),
         entry_points=len(entries),
