@@ -43,7 +43,7 @@ from __future__ import annotations
 import re
 import textwrap
 from collections import defaultdict, deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property, partial
 from typing import overload
@@ -543,6 +543,8 @@ class _Analysis:
         self._passed_arguments: dict[str, tuple[dict[str, str], int] | None] = {}
         self._edge_calls: dict[Edge, CallSite | None] = {}
         self._entry_refs: frozenset[FunctionRef] = frozenset()
+        self._site_refs = frozenset(ref for facts in self.facts.values() for ref in facts.sites)
+        self._effectful: dict[FunctionRef, bool] = {}
 
     # -- boundaries on functions ---------------------------------------------------------
 
@@ -708,6 +710,8 @@ class _Analysis:
         cached = self._paths.get(key)
         if cached is not None:
             return cached
+        if not self._reaches_effect(ref):
+            return ()  # no effect anywhere below: nothing to sequence
         if key in self._active or depth > _MAX_DEPTH:
             return ()  # recursion: the cycle adds nothing new
         self._active.add(key)
@@ -717,6 +721,54 @@ class _Analysis:
             self._active.discard(key)
         self._paths[key] = result
         return result
+
+    def _reaches_effect(self, ref: FunctionRef) -> bool:
+        """Whether any effect site lies in ``ref`` or below it (over every edge, blocked or
+        not): a function with none has an empty path whatever is switched off, and most
+        functions an entry point reaches are such. Answered for a whole strongly connected
+        component at once (Tarjan's algorithm, iterative), so recursion needs no special case."""
+        known = self._effectful.get(ref)
+        if known is not None:
+            return known
+        order: dict[FunctionRef, int] = {}
+        low: dict[FunctionRef, int] = {}
+        reaches: dict[FunctionRef, bool] = {}
+        stack: list[FunctionRef] = []
+        work: list[tuple[FunctionRef, Iterator[Edge]]] = []
+
+        def enter(node: FunctionRef) -> None:
+            order[node] = low[node] = len(order)
+            reaches[node] = node in self._site_refs
+            stack.append(node)
+            work.append((node, iter(self.callees(node))))
+
+        enter(ref)
+        while work:
+            node, edges = work[-1]
+            for edge in edges:
+                callee = edge.callee
+                done = self._effectful.get(callee)
+                if done is not None:
+                    reaches[node] = reaches[node] or done
+                elif callee not in order:
+                    enter(callee)
+                    break
+                else:  # on the stack: the same component
+                    low[node] = min(low[node], order[callee])
+            else:
+                work.pop()
+                if low[node] == order[node]:
+                    members = stack[stack.index(node) :]
+                    del stack[stack.index(node) :]
+                    value = any(reaches[member] for member in members)
+                    for member in members:
+                        self._effectful[member] = value
+                if work:
+                    parent = work[-1][0]
+                    low[parent] = min(low[parent], low[node])
+                    if node in self._effectful:
+                        reaches[parent] = reaches[parent] or self._effectful[node]
+        return self._effectful[ref]
 
     def _compute_path(self, ref: FunctionRef, off: frozenset[str], depth: int) -> tuple[_Step, ...]:
         facts = self.facts.get(ref.path)
@@ -774,7 +826,7 @@ class _Analysis:
         """The event a call into ``edge.callee`` adds at its line (its heaviest path), or
         None when the call is blocked or the callee has no effect."""
         call = self._call_for(edge)
-        if self._edge_blocked(edge, call):
+        if self._edge_blocked(edge, call) or not self._reaches_effect(edge.callee):
             return None
         steps = self.path_of(edge.callee, self._off(edge.callee, call, off), depth + 1)
         effects = tuple(effect for step in steps for effect in step.effects)
@@ -866,6 +918,8 @@ class _Analysis:
 
     def _switched_off(self, edge: Edge, call: CallSite | None) -> bool:
         """A call whose constant false keyword arguments leave the callee no effect."""
+        if not self._reaches_effect(edge.callee):
+            return False  # no effect to switch off
         off = self._off(edge.callee, call)
         return bool(off) and not self.path_of(edge.callee, off) and bool(self.path_of(edge.callee))
 
