@@ -758,8 +758,9 @@ class _Analysis:
             else:
                 work.pop()
                 if low[node] == order[node]:
-                    members = stack[stack.index(node) :]
-                    del stack[stack.index(node) :]
+                    start = stack.index(node)
+                    members = stack[start:]
+                    del stack[start:]
                     value = any(reaches[member] for member in members)
                     for member in members:
                         self._effectful[member] = value
@@ -842,9 +843,12 @@ class _Analysis:
         alternatives a base-class path has. Never a mix no single class runs. A class that
         overrides ``ref`` itself enters it only through its own override (``super()``,
         perhaps inside a transaction): its variant is that override's to count."""
+        if not overrides:
+            return [{}]
         base = _class_of(ref)
         method = ref.qualname.rsplit(".", 1)[-1]
         classes = sorted({_class_of(target) for targets in overrides.values() for target in targets})
+        by_line = {line: {_class_of(target): step for target, step in targets.items()} for line, targets in overrides.items()}
         variants: list[dict[int, _Step]] = [{}]
         seen: set[tuple[tuple[int, FunctionRef], ...]] = {()}
         for cls in classes:
@@ -855,8 +859,7 @@ class _Analysis:
             if override is not None and not self._calls_super(override, method):
                 continue
             chosen: dict[int, _Step] = {}
-            for line, targets in overrides.items():
-                by_class = {_class_of(target): step for target, step in targets.items()}
+            for line, by_class in by_line.items():
                 nearest = next((by_class[item] for item in lineage if item in by_class), None)
                 if nearest is not None:
                     chosen[line] = nearest
