@@ -330,14 +330,18 @@ class _FileFacts:
 
     @cached_property
     def lines(self) -> list[str]:
-        return self.text.split("\n")
+        return self._file_lines.lines
+
+    @cached_property
+    def _file_lines(self) -> _FileLines:
+        return _FileLines(self.text)
 
     def _context(self, is_rule_sink: bool) -> CallContext:
         """What a model sees of this file; its lines are split from the text when a model
         first reads one (most verdicts never do)."""
         context = self._contexts.get(is_rule_sink)
         if context is None:
-            lines = _FileLines(self)
+            lines = self._file_lines
             context = self._contexts[is_rule_sink] = CallContext(self.path, self.index, lines, is_rule_sink, self.related_managers)
         return context
 
@@ -453,13 +457,19 @@ class _FileFacts:
 
 
 class _FileLines(Sequence[str]):
-    """A file's lines as a model's context shows them, split on first use."""
+    """A file's lines, split from its text on first use (shared by its facts and the
+    contexts models see; it holds no reference back, so a file's facts are freed as soon as
+    the analysis drops them)."""
 
-    def __init__(self, facts: _FileFacts) -> None:
-        self._facts = facts
+    def __init__(self, text: str) -> None:
+        self._text = text
+
+    @cached_property
+    def lines(self) -> list[str]:
+        return self._text.split("\n")
 
     def __len__(self) -> int:
-        return len(self._facts.lines)
+        return len(self.lines)
 
     @overload
     def __getitem__(self, index: int) -> str: ...
@@ -468,7 +478,7 @@ class _FileLines(Sequence[str]):
     def __getitem__(self, index: slice) -> Sequence[str]: ...
 
     def __getitem__(self, index: int | slice) -> str | Sequence[str]:
-        return self._facts.lines[index]
+        return self.lines[index]
 
 
 def _classify(call: CallSite, context: CallContext, memo: dict[tuple[object, ...], Classification | None]) -> Classification | None:
