@@ -318,6 +318,8 @@ class _FileFacts:
     def add_wrapped_regions(self, is_boundary: Callable[[str], bool]) -> int:
         """Add ``with`` blocks whose expression ``is_boundary`` accepts beyond the rule's own
         patterns (a repository function wrapping a transaction); returns how many."""
+        if not self.index.context_blocks:
+            return 0
         known = {(region.start_line, region.end_line, region.enclosing) for region in self.regions}
         added = 0
         for block in self.index.context_blocks:
