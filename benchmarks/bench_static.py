@@ -3,14 +3,14 @@ index cache, side by side with Semgrep running an intraprocedural "write outside
 or with another auditor build.
 
     python benchmarks/bench_static.py REPO [--semgrep benchmarks/work/venv/bin/semgrep]
-    python benchmarks/bench_static.py REPO --baseline /path/to/old/.venv/bin/auditor --rounds 5
+    python benchmarks/bench_static.py REPO --baseline /path/to/old/.venv/bin/auditor --rounds 5 [--warm-runs 3]
 
 Every tool is a child of this process; wall time and peak RSS are read per child (os.wait4).
-Each round runs every auditor build once on a fresh cache directory (cold) and once more on
-that directory (warm). With ``--baseline``, the baseline build and this one (``--auditor``,
-default ``python -m auditor`` of this interpreter) take turns, the first of each round
-alternating, so load from other processes on a shared machine falls on both alike; the
-medians and this build's ratio to the baseline are printed.
+Each round runs every auditor build once on a fresh cache directory (cold) and
+``--warm-runs`` more times on that directory (warm). With ``--baseline``, the baseline build
+and this one (``--auditor``, default ``python -m auditor`` of this interpreter) take turns,
+the first of each round alternating, so load from other processes on a shared machine falls
+on both alike; the medians and this build's ratio to the baseline are printed.
 
 Auditor's finding count and Semgrep's result count are printed too: they answer different
 questions (Semgrep has no entry points or chains), so compare cost, not counts.
@@ -73,19 +73,20 @@ def scan_command(auditor: list[str], repo: Path, report: Path) -> list[str]:
             "--format", "json", "-o", str(report)]  # fmt: skip
 
 
-def cold_and_warm(auditor: list[str], repo: Path, scratch: Path) -> tuple[Sample, Sample]:
-    """One cold run (empty cache directory) and one warm run (the same directory) of a build."""
+def cold_and_warm(auditor: list[str], repo: Path, scratch: Path, warm_runs: int = 1) -> tuple[Sample, list[Sample]]:
+    """One cold run (empty cache directory), then ``warm_runs`` warm runs (the same
+    directory) of a build."""
     cache = Path(tempfile.mkdtemp(prefix="cache-", dir=scratch))
     env = dict(os.environ, AUDITOR_CACHE_DIR=str(cache))
     report = cache / "static.json"
     samples = []
-    for _ in ("cold", "warm"):
+    for _ in range(1 + warm_runs):
         report.unlink(missing_ok=True)
         wall, rss, code = run_child(scan_command(auditor, repo, report), env)
         findings = len(json.loads(report.read_text())["findings"]) if code == 0 and report.exists() else f"exit {code}"
         samples.append(Sample(wall, rss, findings))
     shutil.rmtree(cache, ignore_errors=True)
-    return samples[0], samples[1]
+    return samples[0], samples[1:]
 
 
 def median_sample(samples: list[Sample]) -> Sample:
@@ -94,18 +95,21 @@ def median_sample(samples: list[Sample]) -> Sample:
     return Sample(statistics.median(s.wall for s in samples), statistics.median(s.rss for s in samples), shown)
 
 
-def compare(builds: dict[str, list[str]], repo: Path, rounds: int, scratch: Path) -> dict[str, tuple[list[Sample], list[Sample]]]:
-    """``rounds`` cold+warm pairs per build, the builds taking turns (the first alternating)."""
+def compare(
+    builds: dict[str, list[str]], repo: Path, rounds: int, scratch: Path, warm_runs: int = 1
+) -> dict[str, tuple[list[Sample], list[Sample]]]:
+    """``rounds`` cold+warm series per build, the builds taking turns (the first alternating)."""
     results: dict[str, tuple[list[Sample], list[Sample]]] = {name: ([], []) for name in builds}
     names = list(builds)
     for number in range(rounds):
         order = names if number % 2 == 0 else names[::-1]
         for name in order:
-            cold, warm = cold_and_warm(builds[name], repo, scratch)
+            cold, warms = cold_and_warm(builds[name], repo, scratch, warm_runs)
             results[name][0].append(cold)
-            results[name][1].append(warm)
+            results[name][1].extend(warms)
+            warm_text = ", ".join(f"{warm.wall:.2f} s" for warm in warms)
             print(f"round {number + 1}/{rounds} {name}: cold {cold.wall:.2f} s {cold.rss:.0f} MiB, "
-                  f"warm {warm.wall:.2f} s {warm.rss:.0f} MiB", file=sys.stderr)  # fmt: skip
+                  f"warm {warm_text} {warms[0].rss:.0f} MiB", file=sys.stderr)  # fmt: skip
     return results
 
 
@@ -115,15 +119,16 @@ def main() -> int:
     parser.add_argument("--semgrep", help="semgrep executable")
     parser.add_argument("--auditor", help="auditor executable to measure (default: python -m auditor of this interpreter)")
     parser.add_argument("--baseline", help="another auditor executable to time against, in alternating rounds")
-    parser.add_argument("--rounds", type=int, default=1, help="cold+warm runs per build (medians are reported)")
+    parser.add_argument("--rounds", type=int, default=1, help="cold+warm series per build (medians are reported)")
+    parser.add_argument("--warm-runs", type=int, default=1, help="warm runs after each cold run")
     args = parser.parse_args()
-    if args.rounds < 1:
-        parser.error("--rounds must be at least 1")
+    if args.rounds < 1 or args.warm_runs < 1:
+        parser.error("--rounds and --warm-runs must be at least 1")
     scratch = Path(tempfile.mkdtemp(prefix="auditor-static-bench-"))
     builds = {"auditor": [args.auditor] if args.auditor else [sys.executable, "-m", "auditor"]}
     if args.baseline:
         builds = {"baseline": [args.baseline], **builds}
-    results = compare(builds, args.repo, args.rounds, scratch)
+    results = compare(builds, args.repo, args.rounds, scratch, args.warm_runs)
     rows = []
     for name, (colds, warms) in results.items():
         label = f"{name} ({builds[name][-1] if name == 'baseline' or args.auditor else 'python -m auditor'})"
@@ -145,7 +150,8 @@ def main() -> int:
         print(f"| {label} | {sample.wall:.2f} | {sample.rss:.0f} | {sample.findings} |")
     if args.baseline:
         print()
-        print(f"Ratio auditor / baseline (medians of {args.rounds} round{'s' if args.rounds > 1 else ''}):")
+        print(f"Ratio auditor / baseline (medians of {args.rounds} round{'s' if args.rounds > 1 else ''}, "
+              f"{args.warm_runs} warm run{'s' if args.warm_runs > 1 else ''} each):")  # fmt: skip
         print("| cache | wall | peak RSS |")
         print("|---|---:|---:|")
         for position, cache in enumerate(("cold", "warm")):
