@@ -48,9 +48,10 @@ from __future__ import annotations
 import re
 import textwrap
 from collections import defaultdict, deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property, partial
+from typing import overload
 
 from tree_sitter import Node
 
@@ -80,6 +81,7 @@ from auditor.analysis.transactions.spring import SpringModel
 from auditor.analysis.transactions.sqlalchemy import SqlAlchemyModel
 from auditor.errors import UsageError
 from auditor.findings.model import SEVERITY_ORDER, ChainStep, Finding, fingerprint
+from auditor.index.indexer import collection_paused
 from auditor.index.model import CallSite, FileIndex
 from auditor.languages.grammars import parser_for
 from auditor.rules.loader import Rule
@@ -103,6 +105,10 @@ _PENDING = re.compile(r"\w\s*\(|[^=!<>]=(?!=)")
 _FALSE_DEFAULT = re.compile(r"^(?:False|None|0)$")
 _FALSE_KEYWORD = re.compile(r"^([A-Za-z_]\w*)\s*=\s*(False|None|0|false|nil)$")
 _WRAPPER_DEPTH = 4
+# What can change the state of a scan over an argument list: quotes, escapes, brackets.
+_PAREN_STOPS = re.compile(r"""[\\'"()\[\]{}]""")
+_SPLIT_STOPS = re.compile(r"""["'`()\[\]{},]""")
+_QUOTE_STOPS = {quote: re.compile(rf"[\\{quote}]") for quote in "\"'`"}
 _DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 _LANGUAGE_FAMILY = {"tsx": "typescript"}
 _DEV_DATA_COMMAND = re.compile(r"(?:^|/)management/commands/(?:populate\w*|seed\w*|clear\w*|\w*fake\w*|\w*demo\w*|\w*sample\w*|load_?\w*data)\.py$")
@@ -224,6 +230,7 @@ class _PatternSet:
         last_names = [pattern.rsplit(".", 1)[-1] for pattern in patterns]
         self.names = frozenset(last_names)
         self.any_name = any(char in name for name in last_names for char in "*?[")
+        self._matched: dict[str, bool] = {}
 
     def matches(self, text: str, name: str | None = None) -> bool:
         """True when ``text`` with argument lists dropped matches a pattern; ``name`` is the
@@ -232,8 +239,11 @@ class _PatternSet:
             return False
         if name is not None and not self.any_name and name not in self.names:
             return False
-        stripped = strip_arguments(text)
-        return bool(stripped) and self.regex.match(stripped) is not None
+        found = self._matched.get(text)
+        if found is None:  # the same callee text recurs across a repository's files
+            stripped = strip_arguments(text)
+            found = self._matched[text] = bool(stripped) and self.regex.match(stripped) is not None
+        return found
 
 
 @dataclass(frozen=True)
@@ -243,6 +253,15 @@ class _RulePatterns:
     sinks: _PatternSet
     boundaries: _PatternSet
     non_atomic: _PatternSet
+
+    @cached_property
+    def call_names(self) -> frozenset[str] | None:
+        """Every last name of a call a file's facts may look at (a sink, a boundary, an
+        ``on_commit``, an execute-like call, a name a model claims), or None when a pattern's
+        last name is a wildcard and any call may match."""
+        if self.sinks.any_name or self.boundaries.any_name:
+            return None
+        return self.sinks.names | self.boundaries.names | _EXECUTE_NAMES | _MODEL_NAMES | {"on_commit"}
 
 
 _MODEL_NAMES = frozenset().union(*(model.names for model in MODELS))
@@ -279,25 +298,28 @@ class _FileFacts:
         self.path = path
         self.index = index
         self.text = text
+        self.related_managers = related_managers
+        self._contexts: dict[bool, CallContext] = {}
         self.regions: list[_Region] = []
         for block in index.context_blocks:
             if patterns.boundaries.matches(block.expression):
                 self.regions.append(_Region(block.enclosing, block.start_line, block.end_line, None))
         block_lines = {(block.start_line, block.enclosing) for block in index.context_blocks}
         on_commit: list[_Region] = []
-        for call in index.calls:
+        # Most calls of a file can match no pattern and interest no model: drop them at once.
+        names = patterns.call_names
+        calls = index.calls if names is None else [call for call in index.calls if call.name in names]
+        for call in calls:
             if patterns.boundaries.matches(call.callee, call.name) and (call.line, call.enclosing) not in block_lines:
                 self.regions.append(self._call_region(call))
             elif call.name == "on_commit" and _ON_COMMIT is not None and _ON_COMMIT.match(strip_arguments(call.callee)):
                 on_commit.append(self._extent(call))
-        context = CallContext(path, index, tuple(self.lines), False, related_managers)
-        sink_context = CallContext(path, index, context.lines, True, related_managers)
         self.sites: dict[FunctionRef, list[_Site]] = {}
-        for call in index.calls:
+        for call in calls:
             is_sink = patterns.sinks.matches(call.callee, call.name) or self._writes_sql(call, sql_write)
             if not is_sink and not _worth_classifying(call, related_managers):
                 continue
-            classification = _classify(call, sink_context if is_sink else context, verdicts)
+            classification = _classify(call, self._context(is_sink), verdicts)
             if classification is None or classification.effect is None:
                 continue
             effect = classification.effect
@@ -319,6 +341,8 @@ class _FileFacts:
     def add_wrapped_regions(self, is_boundary: Callable[[str], bool]) -> int:
         """Add ``with`` blocks whose expression ``is_boundary`` accepts beyond the rule's own
         patterns (a repository function wrapping a transaction); returns how many."""
+        if not self.index.context_blocks:
+            return 0
         known = {(region.start_line, region.end_line, region.enclosing) for region in self.regions}
         added = 0
         for block in self.index.context_blocks:
@@ -331,7 +355,20 @@ class _FileFacts:
 
     @cached_property
     def lines(self) -> list[str]:
-        return self.text.split("\n")
+        return self._file_lines.lines
+
+    @cached_property
+    def _file_lines(self) -> _FileLines:
+        return _FileLines(self.text)
+
+    def _context(self, is_rule_sink: bool) -> CallContext:
+        """What a model sees of this file; its lines are split from the text when a model
+        first reads one (most verdicts never do)."""
+        context = self._contexts.get(is_rule_sink)
+        if context is None:
+            lines = self._file_lines
+            context = self._contexts[is_rule_sink] = CallContext(self.path, self.index, lines, is_rule_sink, self.related_managers)
+        return context
 
     @cached_property
     def source(self) -> bytes:
@@ -407,7 +444,7 @@ class _FileFacts:
         """The SQL an execute-like call runs: its first argument that is a string literal
         or a name holding one (``db.QueryRow(query, "x")`` runs ``query``); failing that,
         any named string among its arguments."""
-        for argument in split_arguments(call.arguments):
+        for argument in _split_arguments(call.arguments):
             literal = _STRING_START.match(argument)
             if literal:
                 return argument[literal.end() :]
@@ -447,6 +484,31 @@ class _FileFacts:
             if receiver == region.variable or re.search(rf"\b{re.escape(region.variable)}\b", arguments):
                 return True
         return False
+
+
+class _FileLines(Sequence[str]):
+    """A file's lines, split from its text on first use (shared by its facts and the
+    contexts models see; it holds no reference back, so a file's facts are freed as soon as
+    the analysis drops them)."""
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+
+    @cached_property
+    def lines(self) -> list[str]:
+        return self._text.split("\n")
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[str]: ...
+
+    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
+        return self.lines[index]
 
 
 def _classify(call: CallSite, context: CallContext, memo: dict[tuple[object, ...], Classification | None]) -> Classification | None:
@@ -500,6 +562,8 @@ class _Analysis:
                 continue
             self.facts[path] = _FileFacts(path, index, texts.get(path, ""), self.patterns, sql_write, related, verdicts)
         self._wrappers: dict[tuple[str, str], bool] = {}
+        self._pattern_verdicts: dict[str, bool | None] = {}
+        self._wrapper_targets: dict[tuple[str, str], FunctionRef | None] = {}
         # Wrappers can wrap wrappers (saleor: transaction_with_commit_on_errors ->
         # traced_atomic_transaction -> transaction.atomic): widen until nothing changes.
         for _ in range(_WRAPPER_DEPTH):
@@ -518,7 +582,13 @@ class _Analysis:
         self._dispatch_into: dict[FunctionRef, list[Edge]] | None = None
         self._blocked: dict[Edge, bool] = {}
         self._signatures: dict[FunctionRef, tuple[tuple[str, str | None], ...]] = {}
+        self._offs: dict[tuple[FunctionRef, CallSite | None, frozenset[str]], frozenset[str]] = {}
+        self._bodies: dict[FunctionRef, tuple[Node | None, bytes, int]] = {}
+        self._passed_arguments: dict[str, tuple[dict[str, str], int] | None] = {}
+        self._edge_calls: dict[Edge, CallSite | None] = {}
         self._entry_refs: frozenset[FunctionRef] = frozenset()
+        self._site_refs = frozenset(ref for facts in self.facts.values() for ref in facts.sites)
+        self._effectful: dict[FunctionRef, bool] = {}
 
     # -- boundaries on functions ---------------------------------------------------------
 
@@ -541,14 +611,30 @@ class _Analysis:
         it matches the rule's boundaries, or it names a repository function that itself
         opens one (a wrapper such as ``@traced_atomic`` around ``transaction.atomic``, or a
         decorator whose inner wrapper runs the function in such a block)."""
-        if self.patterns.non_atomic.matches(expression):
-            return False
-        if self.patterns.boundaries.matches(expression):
-            return True
+        by_pattern = self._boundary_by_pattern(expression)
+        if by_pattern is not None:
+            return by_pattern
         key = (path, strip_arguments(expression))
         if key not in self._wrappers:
-            self._wrappers[key] = self._opens_transaction(self.graph.resolve(path, key[1]) if _DOTTED.match(key[1]) else None)
+            self._wrappers[key] = self._opens_transaction(self._wrapper_target(*key))
         return self._wrappers[key]
+
+    def _boundary_by_pattern(self, expression: str) -> bool | None:
+        """False for a non-atomic expression, True for one the rule's boundaries match, None
+        when only a repository function behind it can tell (kept per expression: the
+        wrapper search asks again on every widening round)."""
+        if expression not in self._pattern_verdicts:
+            verdict = False if self.patterns.non_atomic.matches(expression) else True if self.patterns.boundaries.matches(expression) else None
+            self._pattern_verdicts[expression] = verdict
+        return self._pattern_verdicts[expression]
+
+    def _wrapper_target(self, path: str, name: str) -> FunctionRef | None:
+        """The repository function a decorator or ``with`` expression's dotted name written
+        in ``path`` resolves to (resolved once: the graph does not change between rounds)."""
+        key = (path, name)
+        if key not in self._wrapper_targets:
+            self._wrapper_targets[key] = self.graph.resolve(path, name) if _DOTTED.match(name) else None
+        return self._wrapper_targets[key]
 
     def _opens_transaction(self, target: FunctionRef | None) -> bool:
         facts = self.facts.get(target.path) if target is not None else None
@@ -659,6 +745,12 @@ class _Analysis:
 
     def _call_for(self, edge: Edge) -> CallSite | None:
         """The call site behind an edge (same caller and line, preferring the callee's name)."""
+        if edge in self._edge_calls:
+            return self._edge_calls[edge]
+        found = self._edge_calls[edge] = self._find_call(edge)
+        return found
+
+    def _find_call(self, edge: Edge) -> CallSite | None:
         candidates = self._calls_at(edge.caller.path).get((_enclosing_of(edge.caller), edge.line), [])
         short = edge.callee.qualname.split(".")[-1]
         return next((call for call in candidates if call.name == short), candidates[0] if candidates else None)
@@ -682,6 +774,8 @@ class _Analysis:
         cached = self._paths.get(key)
         if cached is not None:
             return cached
+        if not self._reaches_effect(ref):
+            return ()  # no effect anywhere below: nothing to sequence
         if key in self._active or depth > _MAX_DEPTH:
             return ()  # recursion: the cycle adds nothing new
         self._active.add(key)
@@ -691,6 +785,55 @@ class _Analysis:
             self._active.discard(key)
         self._paths[key] = result
         return result
+
+    def _reaches_effect(self, ref: FunctionRef) -> bool:
+        """Whether any effect site lies in ``ref`` or below it (over every edge, blocked or
+        not): a function with none has an empty path whatever is switched off, and most
+        functions an entry point reaches are such. Answered for a whole strongly connected
+        component at once (Tarjan's algorithm, iterative), so recursion needs no special case."""
+        known = self._effectful.get(ref)
+        if known is not None:
+            return known
+        order: dict[FunctionRef, int] = {}
+        low: dict[FunctionRef, int] = {}
+        reaches: dict[FunctionRef, bool] = {}
+        stack: list[FunctionRef] = []
+        work: list[tuple[FunctionRef, Iterator[Edge]]] = []
+
+        def enter(node: FunctionRef) -> None:
+            order[node] = low[node] = len(order)
+            reaches[node] = node in self._site_refs
+            stack.append(node)
+            work.append((node, iter(self.callees(node))))
+
+        enter(ref)
+        while work:
+            node, edges = work[-1]
+            for edge in edges:
+                callee = edge.callee
+                done = self._effectful.get(callee)
+                if done is not None:
+                    reaches[node] = reaches[node] or done
+                elif callee not in order:
+                    enter(callee)
+                    break
+                else:  # on the stack: the same component
+                    low[node] = min(low[node], order[callee])
+            else:
+                work.pop()
+                if low[node] == order[node]:
+                    start = stack.index(node)
+                    members = stack[start:]
+                    del stack[start:]
+                    value = any(reaches[member] for member in members)
+                    for member in members:
+                        self._effectful[member] = value
+                if work:
+                    parent = work[-1][0]
+                    low[parent] = min(low[parent], low[node])
+                    if node in self._effectful:
+                        reaches[parent] = reaches[parent] or self._effectful[node]
+        return self._effectful[ref]
 
     def _compute_path(self, ref: FunctionRef, off: frozenset[str], depth: int) -> tuple[_Step, ...]:
         facts = self.facts.get(ref.path)
@@ -752,6 +895,8 @@ class _Analysis:
         call = self._call_for(edge)
         if self._edge_blocked(edge, call):
             return self._own_transaction_step(edge, call, off, depth)
+        if not self._reaches_effect(edge.callee):
+            return None
         steps = self.path_of(edge.callee, self._off(edge.callee, call, off), depth + 1)
         effects = tuple(effect for step in steps for effect in step.effects)
         owner, _, name = edge.callee.qualname.rpartition(".")
@@ -786,9 +931,12 @@ class _Analysis:
         alternatives a base-class path has. Never a mix no single class runs. A class that
         overrides ``ref`` itself enters it only through its own override (``super()``,
         perhaps inside a transaction): its variant is that override's to count."""
+        if not overrides:
+            return [{}]
         base = _class_of(ref)
         method = ref.qualname.rsplit(".", 1)[-1]
         classes = sorted({_class_of(target) for targets in overrides.values() for target in targets})
+        by_line = {line: {_class_of(target): step for target, step in targets.items()} for line, targets in overrides.items()}
         variants: list[dict[int, _Step]] = [{}]
         seen: set[tuple[tuple[int, FunctionRef], ...]] = {()}
         for cls in classes:
@@ -799,8 +947,7 @@ class _Analysis:
             if override is not None and not self._calls_super(override, method):
                 continue
             chosen: dict[int, _Step] = {}
-            for line, targets in overrides.items():
-                by_class = {_class_of(target): step for target, step in targets.items()}
+            for line, by_class in by_line.items():
                 nearest = next((by_class[item] for item in lineage if item in by_class), None)
                 if nearest is not None:
                     chosen[line] = nearest
@@ -825,6 +972,14 @@ class _Analysis:
         return any(not any(r.start_line <= line <= r.end_line for r in inside) for line in lines)
 
     def _body(self, ref: FunctionRef, facts: _FileFacts | None) -> tuple[Node | None, bytes, int]:
+        """:meth:`_parse_body`, once per function (its paths with different parameters off
+        walk the same body)."""
+        found = self._bodies.get(ref)
+        if found is None:
+            found = self._bodies[ref] = self._parse_body(ref, facts)
+        return found
+
+    def _parse_body(self, ref: FunctionRef, facts: _FileFacts | None) -> tuple[Node | None, bytes, int]:
         """The function's body node, the source it was parsed from and the number of lines
         before that source. A Python function is parsed on its own (dedented): most files
         are far longer than the functions that need their branches."""
@@ -854,10 +1009,21 @@ class _Analysis:
 
     def _switched_off(self, edge: Edge, call: CallSite | None) -> bool:
         """A call whose constant false keyword arguments leave the callee no effect."""
+        if not self._reaches_effect(edge.callee):
+            return False  # no effect to switch off
         off = self._off(edge.callee, call)
         return bool(off) and not self.path_of(edge.callee, off) and bool(self.path_of(edge.callee))
 
     def _off(self, callee: FunctionRef, call: CallSite | None, caller_off: frozenset[str] = frozenset()) -> frozenset[str]:
+        """:meth:`_compute_off`, once per callee, call and caller's false parameters (asked
+        again for every path through the caller and by the reachability search)."""
+        key = (callee, call, caller_off)
+        found = self._offs.get(key)
+        if found is None:
+            found = self._offs[key] = self._compute_off(callee, call, caller_off)
+        return found
+
+    def _compute_off(self, callee: FunctionRef, call: CallSite | None, caller_off: frozenset[str]) -> frozenset[str]:
         """The callee's parameters that are false on this call: passed a false constant,
         passed a parameter of the caller that is itself false (``save=save``), or omitted
         where the parameter's default is false (``def f(order, save=False)`` called as
@@ -865,22 +1031,39 @@ class _Analysis:
         off = set(_false_keywords(call))
         if call is None:
             return frozenset(off)
-        arguments = split_arguments(call.arguments)
-        if any(argument.startswith("*") for argument in arguments):
+        parameters = self._parameters(callee)
+        if not caller_off and not any(default is not None and _FALSE_DEFAULT.match(default) for _, default in parameters):
+            return frozenset(off)  # nothing below could add a name
+        passed = self._passed(call.arguments)
+        if passed is None:
             return frozenset(off)  # *args/**kwargs: what is passed is not known
-        keywords: dict[str, str] = {}
-        positional = 0
-        for argument in arguments:
-            name, equals, value = argument.partition("=")
-            if equals and _IDENTIFIER.fullmatch(name.strip()) and not value.startswith("="):
-                keywords[name.strip()] = value.strip()
-            elif argument.strip():
-                positional += 1
+        keywords, positional = passed
         off.update(name for name, value in keywords.items() if value in caller_off)
-        for position, (name, default) in enumerate(self._parameters(callee)):
+        for position, (name, default) in enumerate(parameters):
             if name not in keywords and position >= positional and default is not None and _FALSE_DEFAULT.match(default):
                 off.add(name)
         return frozenset(off)
+
+    def _passed(self, arguments: str) -> tuple[dict[str, str], int] | None:
+        """A call's keyword arguments (name to value text) and its number of positional
+        ones, or None when it unpacks ``*args``/``**kwargs``; kept per argument text (the
+        same call is asked about for every callee and caller's false parameters)."""
+        if arguments in self._passed_arguments:
+            return self._passed_arguments[arguments]
+        split = _split_arguments(arguments)
+        found: tuple[dict[str, str], int] | None = None
+        if not any(argument.startswith("*") for argument in split):
+            keywords: dict[str, str] = {}
+            positional = 0
+            for argument in split:
+                name, equals, value = argument.partition("=")
+                if equals and _IDENTIFIER.fullmatch(name.strip()) and not value.startswith("="):
+                    keywords[name.strip()] = value.strip()
+                elif argument.strip():
+                    positional += 1
+            found = (keywords, positional)
+        self._passed_arguments[arguments] = found
+        return found
 
     def _parameters(self, ref: FunctionRef) -> tuple[tuple[str, str | None], ...]:
         """A Python function's parameters after ``self``/``cls`` as (name, default text or
@@ -897,7 +1080,7 @@ class _Analysis:
             opening = text.find("(", start) if start >= 0 else -1
             closing = _closing_paren(text, opening) if opening >= 0 else None
             if closing is not None:
-                for parameter in split_arguments(text[opening + 1 : closing]):
+                for parameter in _split_arguments(text[opening + 1 : closing]):
                     name, _, default = parameter.partition("=")
                     name = name.split(":", 1)[0].strip()
                     if not name or name.startswith("*") or name == "/":
@@ -1236,7 +1419,7 @@ def _false_keywords(call: CallSite | None) -> frozenset[str]:
     if call is None or "=" not in call.arguments or not _MAYBE_FALSE.search(call.arguments):
         return frozenset()
     names = set()
-    for argument in split_arguments(call.arguments):
+    for argument in _split_arguments(call.arguments):
         match = _FALSE_KEYWORD.match(argument)
         if match:
             names.add(match.group(1))
@@ -1285,9 +1468,12 @@ def analyze_tx_outside_transaction(
     """
     graph = graph if graph is not None else CallGraph.build(indexes)
     options = options if options is not None else TxOptions()
-    analysis = _Analysis(indexes, texts, rule, graph, options)
-    entries = analysis.entries()
-    findings, sinks, covered, unresolved, hidden = analysis.run(entries)
+    # The analysis keeps nearly everything it allocates until it returns: young collections
+    # in between would only re-scan its live tables.
+    with collection_paused():
+        analysis = _Analysis(indexes, texts, rule, graph, options)
+        entries = analysis.entries()
+        findings, sinks, covered, unresolved, hidden = analysis.run(entries)
     return StaticResult(
         findings=tuple(findings),
         entry_points=len(entries),
@@ -1350,7 +1536,11 @@ def _closing_paren(text: str, position: int) -> int | None:
     depth = 0
     quote: str | None = None
     index = position
-    while index < len(text):
+    while True:
+        stop = _PAREN_STOPS.search(text, index)  # no other character changes the state
+        if stop is None:
+            return None
+        index = stop.start()
         char = text[index]
         if quote is not None:
             if char == "\\":
@@ -1366,4 +1556,45 @@ def _closing_paren(text: str, position: int) -> int | None:
             if depth == 0:
                 return index
         index += 1
-    return None
+
+
+def _split_arguments(text: str) -> list[str]:
+    """``split_arguments`` (top-level commas; brackets and strings respected), jumping
+    between the characters that can change its state instead of visiting every one."""
+    parts: list[str] = []
+    depth = 0
+    start = index = 0
+    while True:
+        stop = _SPLIT_STOPS.search(text, index)
+        if stop is None:
+            break
+        index = stop.start()
+        char = text[index]
+        if char in "\"'`":
+            index = _string_end(text, index + 1, char)
+            continue
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+        elif depth == 0:
+            parts.append(text[start:index].strip())
+            start = index + 1
+        index += 1
+    tail = text[start:].strip()
+    if tail:
+        parts.append(tail)
+    return parts
+
+
+def _string_end(text: str, index: int, quote: str) -> int:
+    """The index just past the ``quote`` closing a string that starts at ``index`` (an
+    escaped character skipped), or the end of ``text`` when it never closes."""
+    while True:
+        stop = _QUOTE_STOPS[quote].search(text, index)
+        if stop is None:
+            return len(text)
+        if text[stop.start()] == "\\":
+            index = stop.start() + 2
+            continue
+        return stop.start() + 1

@@ -19,6 +19,7 @@ call decides.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
@@ -53,7 +54,7 @@ class CallContext:
 
     path: str
     index: FileIndex
-    lines: tuple[str, ...]
+    lines: Sequence[str]
     is_rule_sink: bool
     related_managers: frozenset[str]
 

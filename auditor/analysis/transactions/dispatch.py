@@ -32,6 +32,7 @@ class Dispatch:
         self.graph = graph
         self._children: dict[FunctionRef, list[FunctionRef]] | None = None
         self._descendants: dict[FunctionRef, tuple[FunctionRef, ...]] = {}
+        self._lineages: dict[FunctionRef, tuple[FunctionRef, ...]] = {}
         self._calls: dict[str, dict[str, list[CallSite]]] = {}
         self.kinds: dict[Edge, str] = {}
         self.receivers = Receivers(indexes, graph, texts, self.kinds) if texts is not None else None  # type: ignore[arg-type]
@@ -65,6 +66,9 @@ class Dispatch:
     def lineage(self, cls: FunctionRef) -> tuple[FunctionRef, ...]:
         """``cls`` and its repository ancestors, nearest first (breadth-first over bases):
         the order in which a call on ``cls`` finds a method."""
+        known = self._lineages.get(cls)
+        if known is not None:
+            return known
         order: list[FunctionRef] = []
         queue = [cls]
         while queue:
@@ -72,7 +76,8 @@ class Dispatch:
             if current not in order:
                 order.append(current)
                 queue.extend(self.graph.base_classes(current))
-        return tuple(order)
+        found = self._lineages[cls] = tuple(order)
+        return found
 
     def _function_calls(self, path: str) -> dict[str, list[CallSite]]:
         table = self._calls.get(path)
