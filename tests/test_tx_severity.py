@@ -59,6 +59,11 @@ VIEWS = {
             check.tags.set(request.POST.getlist("tags"))
 
         @require_POST
+        def check_with_flip(request, check):
+            check.save()
+            check.flip_set.create(kind="up")
+
+        @require_POST
         def move_tags(request, check, other):
             check.save()
             other.tags.set(request.POST.getlist("tags"))
@@ -92,8 +97,10 @@ def test_one_objects_row_and_its_relations_are_graded_medium(rule: Rule):
     for function in ("add_channel", "copy_check"):
         assert found[("app/views.py", function)].severity == "medium", function
         assert "one object's row and its relations" in found[("app/views.py", function)].explanation
-    # Another object's relations: a failure leaves two objects out of step.
+    # Another object's relations, or a new row of the object's own: a failure leaves two
+    # objects (two rows) out of step.
     assert found[("app/views.py", "move_tags")].severity == "critical"
+    assert found[("app/views.py", "check_with_flip")].severity == "critical"
 
 
 def test_only_idempotent_writes_are_graded_medium_and_relative_updates_are_not_idempotent(rule: Rule):

@@ -1338,12 +1338,13 @@ def _idempotent(call: CallSite, reason: str) -> bool:
 
 def _subject(call: CallSite, reason: str) -> str | None:
     """The object a direct write changes, when it is one object: the receiver of
-    ``x.save()``/``x.delete()``, the owner of ``x.tags.add(...)``; None for a class, a
-    manager, a queryset or anything else."""
+    ``x.save()``/``x.delete()``, the owner of ``x.tags.add(...)`` (a link changed); None
+    for ``x.address_set.create(...)`` (a new row of its own), a class, a manager, a
+    queryset or anything else."""
     parts = strip_arguments(call.callee).split(".")
     if call.name in _SAVES:
         receiver = parts[:-1]
-    elif call.name in (*_RELATION_CHANGES, "create") and reason.startswith("related-manager"):
+    elif call.name in _RELATION_CHANGES and reason.startswith("related-manager"):
         receiver = parts[:-2]
     else:
         return None
