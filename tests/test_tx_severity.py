@@ -75,13 +75,29 @@ VIEWS = {
 
         @require_POST
         def retire_and_count(request, ids):
-            Check.objects.filter(pk__in=ids).update(status="retired")
             Stock.objects.filter(pk=1).update(count=F("count") - len(ids))
+            Check.objects.filter(pk__in=ids).update(status="retired")
+
+        @require_POST
+        def retire_then_create(request, ids):
+            Check.objects.filter(pk__in=ids).update(status="retired")
+            Tag.objects.create(name="retired")
 
         @require_POST
         def retire_then_delete(request, ids):
             Check.objects.filter(pk__in=ids).update(status="retired")
             Tag.objects.filter(check__in=ids).delete()
+
+        @require_POST
+        def upsert_then_save(request, check):
+            tag, _ = Tag.objects.get_or_create(name="new")
+            check.kind = "tagged"
+            check.save()
+
+        @require_POST
+        def save_then_upsert(request, check):
+            check.save()
+            Tag.objects.get_or_create(name="new")
 
         @require_POST
         def login(request, user):
@@ -108,10 +124,17 @@ def test_only_idempotent_writes_are_graded_medium_and_relative_updates_are_not_i
     retire = found[("app/views.py", "retire")]
     assert retire.severity == "medium" and "a re-run completes them" in retire.explanation
     assert "(idempotent write)" in retire.explanation
+    # A constant update changes rows others read: another write after it is not a re-run's.
+    assert found[("app/views.py", "retire_then_create")].severity == "critical"
     # count=F("count") - n applied twice is not applied once; a delete beside an update is
     # not a re-run's to finish either.
     assert found[("app/views.py", "retire_and_count")].severity == "critical"
     assert found[("app/views.py", "retire_then_delete")].severity == "critical"
+    # An upsert and then one write: a re-run finds the row and completes the path. The
+    # other way round a failure leaves the write done and the upsert missing.
+    rerun = found[("app/views.py", "upsert_then_save")]
+    assert rerun.severity == "medium" and "only upserts or links before the last write" in rerun.explanation
+    assert found[("app/views.py", "save_then_upsert")].severity == "critical"
 
 
 def test_rate_limit_counters_are_bookkeeping(rule: Rule):

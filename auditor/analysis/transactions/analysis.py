@@ -33,7 +33,8 @@ Inputs: the index (``FileIndex`` per path), the file texts, the rule (its ``sink
    ``medium``: a sequence whose partial state is harmless or re-runnable: one real write
    with only bookkeeping around it (event rows, search vectors, rate-limit counters), only
    deletes (a cleanup a retry finishes), only idempotent writes (upserts, many-to-many
-   changes, queryset updates to constant values), every write to one object's row and its
+   changes, queryset updates to constant values) or upserts and links and then one
+   other write (a re-run finds what they left and completes the path), every write to one object's row and its
    own relations (``x.save()`` then ``x.tags.add(...)``: the object is valid and editable),
    or a mail/HTTP call/task after the last write (the right order; a file stored after the
    row that names it still counts). The reason is part of the finding's explanation.
@@ -118,8 +119,8 @@ _DEV_DATA_SCRIPT = re.compile(r"^(?:(?:scripts?|tools|bin)/)?(?:populate\w*|seed
 _FIXTURE_DIRECTORIES = frozenset({"fixtures", "fixture", "testdata", "test_data", "examples", "example"})
 _SELF_RECEIVERS = frozenset({"self", "cls", "this"})
 _MAX_DEPTH = 60
-_DB_EFFECTS = (Effect.WRITE, Effect.DELETE, Effect.IDEMPOTENT, Effect.AUDIT, Effect.REPOSITORY, Effect.COMMIT)
-_WRITES = (Effect.WRITE, Effect.DELETE, Effect.IDEMPOTENT)
+_DB_EFFECTS = (Effect.WRITE, Effect.DELETE, Effect.IDEMPOTENT, Effect.UPSERT, Effect.AUDIT, Effect.REPOSITORY, Effect.COMMIT)
+_WRITES = (Effect.WRITE, Effect.DELETE, Effect.IDEMPOTENT, Effect.UPSERT)
 _SIDE_EFFECTS = (Effect.SIDE_EFFECT, Effect.UPLOAD)
 # Bookkeeping: records of what happened and derived data a later run rebuilds. A failure
 # between the real write and one of these loses a log line or leaves an index stale.
@@ -228,16 +229,23 @@ class _PatternSet:
     def __init__(self, patterns: tuple[str, ...]) -> None:
         self.regex = compile_patterns(patterns)
         last_names = [pattern.rsplit(".", 1)[-1] for pattern in patterns]
-        self.names = frozenset(last_names)
-        self.any_name = any(char in name for name in last_names for char in "*?[")
+        heads = [name[:-1] if name.endswith("*") else name for name in last_names]
+        self.names = frozenset(name for name in last_names if not name.endswith("*"))
+        self.prefixes = tuple(sorted({head for name, head in zip(last_names, heads, strict=True) if name.endswith("*")}))
+        # Only a wildcard other than a trailing ``*`` (``*``, ``get?``) lets any name match.
+        self.any_name = any(not head or any(char in head for char in "*?[") for head in heads)
         self._matched: dict[str, bool] = {}
+
+    def may_match(self, name: str) -> bool:
+        """Whether a call with this last name can match a pattern at all."""
+        return self.any_name or name in self.names or (bool(self.prefixes) and name.startswith(self.prefixes))
 
     def matches(self, text: str, name: str | None = None) -> bool:
         """True when ``text`` with argument lists dropped matches a pattern; ``name`` is the
         call's last name when known."""
         if self.regex is None:
             return False
-        if name is not None and not self.any_name and name not in self.names:
+        if name is not None and not self.may_match(name):
             return False
         found = self._matched.get(text)
         if found is None:  # the same callee text recurs across a repository's files
@@ -256,12 +264,17 @@ class _RulePatterns:
 
     @cached_property
     def call_names(self) -> frozenset[str] | None:
-        """Every last name of a call a file's facts may look at (a sink, a boundary, an
-        ``on_commit``, an execute-like call, a name a model claims), or None when a pattern's
-        last name is a wildcard and any call may match."""
+        """Every last name of a call a file's facts may look at beyond the sink and
+        boundary patterns' own (an ``on_commit``, an execute-like call, a name a model
+        claims), or None when a pattern's last name is a wildcard and any call may match."""
         if self.sinks.any_name or self.boundaries.any_name:
             return None
         return self.sinks.names | self.boundaries.names | _EXECUTE_NAMES | _MODEL_NAMES | {"on_commit"}
+
+    def may_claim(self, name: str) -> bool:
+        """Whether a call with this last name can matter to a file's facts."""
+        names = self.call_names
+        return names is None or name in names or self.sinks.may_match(name) or self.boundaries.may_match(name)
 
 
 _MODEL_NAMES = frozenset().union(*(model.names for model in MODELS))
@@ -307,8 +320,7 @@ class _FileFacts:
         block_lines = {(block.start_line, block.enclosing) for block in index.context_blocks}
         on_commit: list[_Region] = []
         # Most calls of a file can match no pattern and interest no model: drop them at once.
-        names = patterns.call_names
-        calls = index.calls if names is None else [call for call in index.calls if call.name in names]
+        calls = index.calls if patterns.call_names is None else [call for call in index.calls if patterns.may_claim(call.name)]
         for call in calls:
             if patterns.boundaries.matches(call.callee, call.name) and (call.line, call.enclosing) not in block_lines:
                 self.regions.append(self._call_region(call))
@@ -327,8 +339,8 @@ class _FileFacts:
                 effect = Effect.AUDIT
             elif effect is Effect.WRITE and call.name in _DELETES:
                 effect = Effect.DELETE
-            elif effect is Effect.WRITE and _idempotent(call, classification.reason):
-                effect = Effect.IDEMPOTENT
+            elif effect is Effect.WRITE:
+                effect = _idempotent(call, classification.reason) or effect
             if effect is Effect.SIDE_EFFECT and call.name in _ENQUEUE and call.enclosing is not None:
                 if strip_arguments(call.callee).rsplit(".", 2)[-2] == call.enclosing.rsplit(".", 1)[-1]:
                     continue  # a task re-enqueueing itself for its next batch
@@ -1293,7 +1305,8 @@ def _grade_writes(steps: tuple[_Step, ...], effects: list[Effect], side_effects:
     """:func:`_grade` for the path's writes, commits and the side effects between them."""
     plain = effects.count(Effect.WRITE)
     deletes = effects.count(Effect.DELETE)
-    writes = plain + deletes + effects.count(Effect.IDEMPOTENT)
+    upserts = effects.count(Effect.UPSERT)
+    writes = plain + deletes + upserts + effects.count(Effect.IDEMPOTENT)
     bookkeeping = effects.count(Effect.AUDIT)
     commits = effects.count(Effect.COMMIT) + effects.count(Effect.REPOSITORY)
     if writes == 1 and not (bookkeeping or commits or side_effects):
@@ -1304,6 +1317,8 @@ def _grade_writes(steps: tuple[_Step, ...], effects: list[Effect], side_effects:
             return "medium", "only deletes: a retry finishes the cleanup"
         if writes and not plain and not deletes:
             return "medium", "only idempotent writes (upserts, relation changes, constant updates): a re-run completes them"
+        if plain == 1 and upserts == writes - 1 and [effect for effect in effects if effect in _WRITES][-1] is Effect.WRITE:
+            return "medium", "only upserts or links before the last write: a re-run finds what they left and completes the path"
         if _one_object(steps):
             return "medium", "every write is to one object's row and its relations: what a failure leaves is that object, valid and editable"
     if writes >= 2 or (writes and (commits or side_effects)):
@@ -1327,13 +1342,15 @@ def _one_object(steps: tuple[_Step, ...]) -> bool:
     return len(subjects) == 1 and None not in subjects
 
 
-def _idempotent(call: CallSite, reason: str) -> bool:
-    """Whether an autocommit write is one a re-run repeats without harm."""
-    if call.name in _UPSERTS:
-        return True
-    if call.name in _RELATION_CHANGES and reason.startswith("related-manager"):
-        return True
-    return call.name == "update" and "=" in call.arguments and not _RELATIVE_UPDATE.search(call.arguments)
+def _idempotent(call: CallSite, reason: str) -> Effect | None:
+    """The kind of write a re-run repeats without harm, if an autocommit write is one:
+    ``UPSERT`` for an upsert or a link change, ``IDEMPOTENT`` for a queryset update to
+    constant values; None for any other write."""
+    if call.name in _UPSERTS or (call.name in _RELATION_CHANGES and reason.startswith("related-manager")):
+        return Effect.UPSERT
+    if call.name == "update" and "=" in call.arguments and not _RELATIVE_UPDATE.search(call.arguments):
+        return Effect.IDEMPOTENT
+    return None
 
 
 def _subject(call: CallSite, reason: str) -> str | None:

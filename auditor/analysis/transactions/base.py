@@ -8,8 +8,10 @@ own), a ``COMMIT`` that ends an open transaction (SQLAlchemy's ``session.commit(
 ``UPLOAD`` (a file written to storage: a side effect a row saved before it may point
 to), a ``DELETE`` (an autocommit write
 that removes rows: a sequence of deletes alone is a cleanup a retry finishes), an
-``IDEMPOTENT`` write (an autocommit write a re-run repeats without harm: an upsert, a
-many-to-many change, a queryset update to constant values; the analysis marks these), an ``AUDIT``
+``IDEMPOTENT`` write (an autocommit write a re-run repeats without harm: a queryset update
+to constant values) or ``UPSERT`` (``get_or_create``/``update_or_create``, a many-to-many
+or related-manager link change: a re-run finds what the first run left), both marked by
+the analysis, an ``AUDIT``
 write of bookkeeping that can be rebuilt or is only a record (event rows, search
 vectors, "dirty" flags; the analysis marks these from the model or function name), or nothing
 (``None``: a write inside an already open transaction such as ``session.add``, or a call
@@ -33,6 +35,7 @@ class Effect(str, Enum):
     WRITE = "write"
     DELETE = "delete"
     IDEMPOTENT = "idempotent write"
+    UPSERT = "upsert or link"
     AUDIT = "bookkeeping write"
     COMMIT = "commit"
     REPOSITORY = "repository"
