@@ -20,9 +20,10 @@ Scoring, per case:
   ``Post.delete`` !~ ``Topic.delete``), or a finding whose sink is in that file at one of
   ``write_lines`` +/-2.
 * reported through a call ('call'): otherwise, some finding's own sequence calls the
-  case's function by its qualname (``line N: calls move_to_trash (5 writes)``): the
-  helper's writes are reported as part of the caller's sequence, and wrapping the helper
-  silences that finding.
+  case's function by its qualname (``line N: calls move_to_trash (5 writes)``), and the
+  qualname's first name is defined once in the tree (so the call is into this function):
+  the helper's writes are reported as part of the caller's sequence. At the fix, such a
+  call still counted (not as "its own transaction") is held against the fix.
 * silent after fix: no finding in the fix's report has its sink in the case's function (file
   and name as above). Findings whose chain only passes through the function on the way to
   writes elsewhere are counted separately (``fix_chains_through_function``), not held against
@@ -70,6 +71,7 @@ class ScanOutcome:
     error: str = ""
     seconds: float = 0.0
     exit_code: int | None = None
+    definitions: Counter = field(default_factory=Counter)
 
 
 def mirror_dir(mirrors: Path, repo: str) -> Path | None:
@@ -175,7 +177,7 @@ def run_scan(auditor: str, tree: Path, timeout: float, scratch: Path) -> ScanOut
         return ScanOutcome(False, findings=data.get("findings", []), seconds=seconds, exit_code=proc.returncode,
                            error="report says complete: false")
     findings = [f for f in data.get("findings", []) if f.get("rule") == RULE]
-    return ScanOutcome(True, findings=findings, seconds=seconds, exit_code=proc.returncode)
+    return ScanOutcome(True, findings=findings, seconds=seconds, exit_code=proc.returncode, definitions=defined_names(tree))
 
 
 def names_match(case_name: str, found: str | None) -> bool:
@@ -210,13 +212,28 @@ def matches_function(finding: dict[str, Any], case: dict[str, Any]) -> bool:
                for s in steps(finding))
 
 
-CALLS = re.compile(r"line \d+: calls ([\w.~<>]+)")
+CALLS = re.compile(r"line \d+: calls ([\w.~<>]+)( \(its own transaction\))?")
+DEFINED = re.compile(rb"(?m)^\s*(?:async\s+)?(?:class|def|func|type)\s+(\w+)")
+SOURCE_SUFFIXES = (".py", ".go", ".java")
 
 
-def calls_function(finding: dict[str, Any], case: dict[str, Any]) -> bool:
-    """The finding's own sequence calls the case's function (its effects counted there)."""
+def defined_names(tree: Path) -> Counter:
+    """How many times each class/function/type name is defined in the tree's sources."""
+    counts: Counter = Counter()
+    for path in tree.rglob("*"):
+        if path.suffix in SOURCE_SUFFIXES and path.is_file():
+            counts.update(name.decode() for name in DEFINED.findall(path.read_bytes()))
+    return counts
+
+
+def calls_function(finding: dict[str, Any], case: dict[str, Any], definitions: Counter) -> bool:
+    """The finding's own sequence calls the case's function (its effects counted there),
+    by a qualname whose first name is defined once in the tree (so it is this function);
+    a call into it as a transaction of its own does not count."""
+    if definitions.get(case["function"].split(".")[0], 0) != 1:
+        return False
     path_part = str(finding.get("explanation", "")).split("On one path: ", 1)[-1]
-    return case["function"] in CALLS.findall(path_part)  # the same qualname, not only its tail
+    return any(name == case["function"] and not own for name, own in CALLS.findall(path_part))
 
 
 def sink_in_function(finding: dict[str, Any], case: dict[str, Any]) -> bool:
@@ -264,15 +281,18 @@ def score(case: dict[str, Any], parent: ScanOutcome, fix: ScanOutcome, min_sever
     if not parent.ok:
         row.update(status="error", error=f"parent: {parent.error}")
         return row
-    every = [f for f in parent.findings if matches_function(f, case) or matches_sink_line(f, case) or calls_function(f, case)]
+    every = [f for f in parent.findings
+             if matches_function(f, case) or matches_sink_line(f, case) or calls_function(f, case, parent.definitions)]
     ranks = sorted(SEVERITIES.index(f["severity"]) for f in every if f.get("severity") in SEVERITIES)
     row["parent_best_severity"] = SEVERITIES[ranks[0]] if ranks else None
-    parent = ScanOutcome(True, findings=shown(parent.findings, min_severity), seconds=parent.seconds)
-    fix = ScanOutcome(fix.ok, findings=shown(fix.findings, min_severity), seconds=fix.seconds, error=fix.error)
+    parent = ScanOutcome(True, findings=shown(parent.findings, min_severity), seconds=parent.seconds,
+                         definitions=parent.definitions)
+    fix = ScanOutcome(fix.ok, findings=shown(fix.findings, min_severity), seconds=fix.seconds, error=fix.error,
+                      definitions=fix.definitions)
     hits = [f for f in parent.findings if matches_function(f, case) or matches_sink_line(f, case)]
     # A helper that is part of a caller's sequence is reported there ("line N: calls
     # helper (3 writes)"); wrapping the helper silences that finding.
-    via_call = [] if hits else [f for f in parent.findings if calls_function(f, case)]
+    via_call = [] if hits else [f for f in parent.findings if calls_function(f, case, parent.definitions)]
     row["parent_via_call"] = bool(via_call)
     hits = hits or via_call
     row["reported_at_parent"] = bool(hits)
@@ -289,7 +309,8 @@ def score(case: dict[str, Any], parent: ScanOutcome, fix: ScanOutcome, min_sever
     if not fix.ok:
         row.update(status="error", error=f"fix: {fix.error}")
         return row
-    after = [f for f in fix.findings if sink_in_function(f, case)]
+    after = [f for f in fix.findings if sink_in_function(f, case)
+             or (row["parent_via_call"] and calls_function(f, case, fix.definitions))]
     row["silent_after_fix"] = not after
     row["fix_findings_for_function"] = len(after)
     row["fix_chains_through_function"] = sum(1 for f in fix.findings if matches_function(f, case) and f not in after)

@@ -262,7 +262,7 @@ GO_WIRING = {
 
         type Cron struct{}
 
-        func (c *Cron) Add(spec string, job func()) {}
+        func (c *Cron) AddFunc(spec string, job func()) {}
 
         func refresh(db *sql.DB) {
             db.Exec("REFRESH MATERIALIZED VIEW stats")
@@ -273,10 +273,10 @@ GO_WIRING = {
         }
 
         func startJobs(db *sql.DB, c *Cron) {
-            c.Add("@hourly", func() {
+            c.AddFunc("@hourly", func() {
                 refresh(db)
             })
-            c.Add("@daily", func() {
+            c.AddFunc("@daily", func() {
                 db.Exec("DELETE FROM sessions WHERE expired")
                 db.Exec("UPDATE stats SET swept = now()")
             })
@@ -401,3 +401,92 @@ def test_a_go_handler_literal_is_its_own_http_entry_point(rule: Rule):
     assert handler.severity == "critical" and "http entry point" in handler.explanation
     # Setting the routes up runs one write; the handler's run per request, later.
     assert found[(path, "Routes")].severity == "low"
+
+
+def test_a_go_callback_the_call_runs_itself_stays_part_of_its_function(rule: Rule):
+    files = {
+        "store/store.go": """
+            package store
+
+            import (
+                "database/sql"
+                "net/http"
+
+                "github.com/cenkalti/backoff"
+            )
+
+            type Store struct{ db *sql.DB }
+
+            func (s *Store) Transfer(w http.ResponseWriter, r *http.Request) {
+                s.db.Exec("UPDATE accounts SET balance = balance - 1 WHERE id = 1")
+                backoff.Retry(func() error {
+                    _, err := s.db.Exec("UPDATE accounts SET balance = balance + 1 WHERE id = 2")
+                    return err
+                }, backoff.NewExponentialBackOff())
+            }
+
+            func Routes(s *Store) {
+                http.HandleFunc("/transfer", s.Transfer)
+            }
+            """,
+    }
+    found = reported(analyze_source(files, rule))
+    transfer = found[("store/store.go", "Store.Transfer")]
+    assert transfer.severity == "critical"  # the retried update is the second write of one path
+    assert ("store/store.go", "Store.Transfer.func1") not in found
+
+
+def test_verdicts_that_read_the_file_are_not_shared_between_files(rule: Rule):
+    # Go's package names and MyBatis field types come from the caller's own file: the same
+    # call text in another file (another package named db, an inherited mapper field) must
+    # not decide this one.
+    other_go = """
+        package jobs
+
+        import (
+            "net/http"
+            "app/db"
+        )
+
+        func Sync(w http.ResponseWriter, r *http.Request) {
+            db.QueryRow("INSERT INTO t (x) VALUES ($1) RETURNING id", x)
+        }
+
+        func Routes() { http.HandleFunc("/sync", Sync) }
+        """
+    store = """
+        package store
+
+        import (
+            "database/sql"
+            "net/http"
+        )
+
+        var db *sql.DB
+
+        func Open(w http.ResponseWriter, r *http.Request) {
+            db.QueryRow("INSERT INTO t (x) VALUES ($1) RETURNING id", x)
+            db.Exec("INSERT INTO ledgers (account_id) VALUES ($1)", 1)
+        }
+
+        func Routes() { http.HandleFunc("/open", Open) }
+        """
+    alone = reported(analyze_source({"store/store.go": store}, rule))
+    both = reported(analyze_source({"a/jobs.go": other_go, "store/store.go": store}, rule))
+    assert alone[("store/store.go", "Open")].severity == both[("store/store.go", "Open")].severity == "critical"
+    legacy = """
+        package aaa.legacy;
+
+        import org.springframework.web.bind.annotation.PostMapping;
+
+        public class LegacyDeptController extends BaseController {
+            @PostMapping("/legacy/dept")
+            public int edit(Dept dept) {
+                deptMapper.updateDeptChildren(dept.getDeptId(), parent.getAncestors());
+                return deptMapper.updateDept(dept);
+            }
+        }
+        """
+    key = ("src/main/java/app/service/impl/DeptServiceImpl.java", "DeptServiceImpl.updateDept")
+    with_legacy = reported(analyze_source({**_mybatis_app(), "src/main/java/aaa/legacy/LegacyDeptController.java": legacy}, rule))
+    assert with_legacy[key].severity == reported(analyze_source(_mybatis_app(), rule))[key].severity

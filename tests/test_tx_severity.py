@@ -268,3 +268,52 @@ def test_calls_into_functions_with_their_own_transaction_are_one_commit_each(rul
     assert ("shop/views.py", "checkout_once") not in found
     assert ("shop/views.py", "checkout_atomic") not in found
     assert ("shop/services.py", "place") not in found
+
+
+BANK = {
+    "bank/models.py": """
+        from django.db import models
+
+        class Account(models.Model):
+            balance = models.IntegerField()
+
+        def get_account(pk):
+            return Account.objects.get(pk=pk)
+        """,
+    "bank/views.py": """
+        from django.db.models import F
+        from django.views.decorators.http import require_POST
+
+        from .models import Account, get_account
+
+        @require_POST
+        def transfer_update(request, src, dst, amount):
+            Account.objects.filter(pk=src.pk).update(balance=src.balance - amount)
+            Account.objects.filter(pk=dst.pk).update(balance=dst.balance + amount)
+
+        @require_POST
+        def transfer_upsert(request, src, dst, amount):
+            Account.objects.update_or_create(pk=src.pk, defaults={"balance": src.balance - amount})
+            Account.objects.filter(pk=dst.pk).update(balance=F("balance") + amount)
+
+        @require_POST
+        def transfer_indexed(request, amount):
+            accounts = list(Account.objects.filter(pk__in=[1, 2]))
+            accounts[0].save()
+            accounts[1].save(update_fields=["balance"])
+
+        @require_POST
+        def process_stripe_events(request, order):
+            order.save()
+            Account.objects.create(balance=0)
+        """,
+}
+
+
+def test_what_looks_idempotent_or_one_object_and_is_not_stays_critical(rule: Rule):
+    found = reported(analyze_source(BANK, rule))
+    # Values computed from what was read are not constants; an upsert's computed defaults
+    # are not a re-run's to repeat; two items of a list are two rows; a function's own name
+    # (``_events``) says nothing about the writes it sequences.
+    for function in ("transfer_update", "transfer_upsert", "transfer_indexed", "process_stripe_events"):
+        assert found[("bank/views.py", function)].severity == "critical", function

@@ -95,40 +95,50 @@ class EntryPoint:
     ref: FunctionRef
     kind: str
     detail: str
+_SPLIT_STOPS = re.compile(r"""["'`()\[\]{},]""")
+_QUOTE_STOPS = {quote: re.compile(rf"[\\{quote}]") for quote in "\"'`"}
 
 
-def split_arguments(arguments: str) -> list[str]:
-    """Split an argument-list text at top-level commas (brackets and strings respected)."""
+def split_arguments(text: str) -> list[str]:
+    """Split an argument-list text at top-level commas (brackets and strings respected),
+    jumping between the characters that can change the state instead of visiting each."""
     parts: list[str] = []
     depth = 0
-    quote = ""
-    current: list[str] = []
-    escaped = False
-    for char in arguments:
-        if quote:
-            current.append(char)
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == quote:
-                quote = ""
-            continue
+    start = index = 0
+    while True:
+        stop = _SPLIT_STOPS.search(text, index)
+        if stop is None:
+            break
+        index = stop.start()
+        char = text[index]
         if char in "\"'`":
-            quote = char
-        elif char in "([{":
+            index = _string_end(text, index + 1, char)
+            continue
+        if char in "([{":
             depth += 1
         elif char in ")]}":
             depth -= 1
-        elif char == "," and depth == 0:
-            parts.append("".join(current).strip())
-            current = []
-            continue
-        current.append(char)
-    tail = "".join(current).strip()
+        elif depth == 0:
+            parts.append(text[start:index].strip())
+            start = index + 1
+        index += 1
+    tail = text[start:].strip()
     if tail:
         parts.append(tail)
     return parts
+
+
+def _string_end(text: str, index: int, quote: str) -> int:
+    """The index just past the ``quote`` closing a string that starts at ``index`` (an
+    escaped character skipped), or the end of ``text`` when it never closes."""
+    while True:
+        stop = _QUOTE_STOPS[quote].search(text, index)
+        if stop is None:
+            return len(text)
+        if text[stop.start()] == "\\":
+            index = stop.start() + 2
+            continue
+        return stop.start() + 1
 
 
 def _string_value(argument: str) -> str | None:

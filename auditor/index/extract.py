@@ -371,12 +371,13 @@ def _normalised_texts(
 # The parameter an HTTP handler literal takes (net/http, echo, gin, fiber): it runs per
 # request, never where it is written.
 _GO_HANDLER_PARAMETERS = (b"http.ResponseWriter", b"echo.Context", b"gin.Context", b"fiber.Ctx")
+_GO_SCHEDULERS = frozenset({b"AddFunc", b"AddJob", b"AfterFunc", b"Schedule", b"Go"})
 
 
 def _runs_on_its_own(literal: Node) -> bool:
     """Whether a Go ``func`` literal runs apart from the code around it: a goroutine
-    (``go func() {...}()``), a literal without parameters handed to a call (a cron job,
-    ``time.AfterFunc``), or an HTTP handler literal handed to a call or returned (a
+    (``go func() {...}()``), a literal without parameters handed to a scheduler (a cron job,
+    ``time.AfterFunc``, errgroup ``Go``), or an HTTP handler literal handed to a call or returned (a
     middleware's ``http.HandlerFunc(func(w, r) {...})``). Another callback with parameters (a transaction's ``func(tx *sql.Tx)``,
     a comparator) runs inside the call and stays part of its function. The call of a
     goroutine started by name (``go worker(queue)``) runs on its own too (its argument
@@ -390,7 +391,20 @@ def _runs_on_its_own(literal: Node) -> bool:
     if parameters is None:
         return False
     text = parameters.text or b""
-    return parameters.named_child_count == 0 or any(name in text for name in _GO_HANDLER_PARAMETERS)
+    if any(name in text for name in _GO_HANDLER_PARAMETERS):
+        return True
+    return parameters.named_child_count == 0 and _scheduled(literal)
+
+
+def _scheduled(literal: Node) -> bool:
+    """Whether a parameterless literal is handed to a scheduler (``cron.AddFunc``,
+    ``time.AfterFunc``, errgroup ``g.Go``) rather than run by the call (``backoff.Retry``,
+    ``once.Do``)."""
+    arguments = literal.parent
+    call = arguments.parent if arguments is not None and arguments.type == "argument_list" else None
+    function = call.child_by_field_name("function") if call is not None and call.type == "call_expression" else None
+    name = (function.text or b"").rsplit(b".", 1)[-1] if function is not None else b""
+    return name in _GO_SCHEDULERS
 
 
 def _extract_definitions(

@@ -81,8 +81,8 @@ LABEL_FIELDS = ("label", "reason", "cause", "judged_at")
 
 def carry_labels(sample: list[dict], judged_files: list[Path]) -> int:
     """Copy the label fields of earlier judgements onto the same findings of ``sample``
-    (matched by fingerprint, else by repo, path and function, and reached through the same
-    chain of functions); how many were carried."""
+    (matched by fingerprint, else by repo, path, function and the same effects, and reached
+    through the same chain of functions); how many were carried."""
     by_fingerprint: dict[str, dict] = {}
     by_place: dict[tuple, dict] = {}
     for path in judged_files:
@@ -91,12 +91,21 @@ def carry_labels(sample: list[dict], judged_files: list[Path]) -> int:
             by_place.setdefault((item["repo"], item["path"], item["function"]), item)
     carried = 0
     for finding in sample:
-        earlier = by_fingerprint.get(finding["fingerprint"]) or by_place.get((finding["repo"], finding["path"], finding["function"]))
+        earlier = by_fingerprint.get(finding["fingerprint"])
+        if earlier is None:  # the same function and the same effects, its first line moved
+            earlier = by_place.get((finding["repo"], finding["path"], finding["function"]))
+            if earlier is not None and _effects(earlier) != _effects(finding):
+                earlier = None
         if earlier is None or "label" not in earlier or _route(earlier) != _route(finding):
             continue  # a label judges a chain too: reached another way, the finding is judged again
         finding.update({key: earlier[key] for key in LABEL_FIELDS if key in earlier})
         carried += 1
     return carried
+
+
+def _effects(finding: dict) -> list[tuple[str, str]]:
+    """The effects' kinds and callees, line numbers left out."""
+    return [(effect["kind"], effect.get("callee", "")) for effect in finding["effects"]]
 
 
 def _route(finding: dict) -> list[str]:

@@ -108,8 +108,6 @@ _FALSE_KEYWORD = re.compile(r"^([A-Za-z_]\w*)\s*=\s*(False|None|0|false|nil)$")
 _WRAPPER_DEPTH = 4
 # What can change the state of a scan over an argument list: quotes, escapes, brackets.
 _PAREN_STOPS = re.compile(r"""[\\'"()\[\]{}]""")
-_SPLIT_STOPS = re.compile(r"""["'`()\[\]{},]""")
-_QUOTE_STOPS = {quote: re.compile(rf"[\\{quote}]") for quote in "\"'`"}
 _DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 _LANGUAGE_FAMILY = {"tsx": "typescript"}
 _DEV_DATA_COMMAND = re.compile(r"(?:^|/)management/commands/(?:populate\w*|seed\w*|clear\w*|\w*fake\w*|\w*demo\w*|\w*sample\w*|load_?\w*data)\.py$")
@@ -134,7 +132,9 @@ _BOOKKEEPING_CLASS = re.compile(r"(?i)(token_?bucket|rate_?limit|throttl)")
 # changes (adding an existing link is a no-op), and queryset updates to constant values.
 _UPSERTS = frozenset({"update_or_create", "get_or_create"})
 _RELATION_CHANGES = frozenset({"add", "set", "remove", "clear"})
-_RELATIVE_UPDATE = re.compile(r"\bF\s*\(|\+=|-=")
+_CONSTANT = re.compile(r"[-+]?\d[\d_.]*|True|False|None|'[^'\\]*'|\"[^\"\\]*\"|(?:[A-Za-z_]\w*\.)*[A-Z][A-Z0-9_]+")
+# An upsert's defaults computed from a value read before it (``balance=src.balance - x``).
+_RELATIVE_VALUE = re.compile(r"\bF\s*\(|[\w)\]]\s*[-+*/]\s*[\w(]")
 _SAVES = frozenset({"save", "delete"})
 _READS_ASSIGNMENT = frozenset({"update", "delete", "Exec", "ExecContext"})
 _ENQUEUE = frozenset({"delay", "apply_async"})
@@ -229,7 +229,7 @@ class _PatternSet:
     def __init__(self, patterns: tuple[str, ...]) -> None:
         self.regex = compile_patterns(patterns)
         last_names = [pattern.rsplit(".", 1)[-1] for pattern in patterns]
-        heads = [name[:-1] if name.endswith("*") else name for name in last_names]
+        heads = [name.removesuffix("*") for name in last_names]
         self.names = frozenset(name for name in last_names if not name.endswith("*"))
         self.prefixes = tuple(sorted({head for name, head in zip(last_names, heads, strict=True) if name.endswith("*")}))
         # Only a wildcard other than a trailing ``*`` (``*``, ``get?``) lets any name match.
@@ -456,7 +456,7 @@ class _FileFacts:
         """The SQL an execute-like call runs: its first argument that is a string literal
         or a name holding one (``db.QueryRow(query, "x")`` runs ``query``); failing that,
         any named string among its arguments."""
-        for argument in _split_arguments(call.arguments):
+        for argument in split_arguments(call.arguments):
             literal = _STRING_START.match(argument)
             if literal:
                 return argument[literal.end() :]
@@ -533,6 +533,8 @@ def _classify(call: CallSite, context: CallContext, memo: dict[tuple[object, ...
         owner = None
         if call.enclosing and call.name in django.MANAGER_SELF_WRITES and call.callee.startswith("self."):
             owner = (context.path, call.enclosing.rsplit(".", 1)[0])
+        if owner is None and context.index.language in ("go", "java"):
+            owner = context.path  # imports and field declarations are read from the file
         key = (context.index.language, context.is_rule_sink, call.callee, call.name, call.arguments, owner)
         if key in memo:
             return memo[key]
@@ -911,14 +913,15 @@ class _Analysis:
             return None
         steps = self.path_of(edge.callee, self._off(edge.callee, call, off), depth + 1)
         effects = tuple(effect for step in steps for effect in step.effects)
-        owner, _, name = edge.callee.qualname.rpartition(".")
+        owner = edge.callee.qualname.rpartition(".")[0]
         if _bookkeeping(edge.callee) or (owner and _BOOKKEEPING_CLASS.search(owner)):
             effects = tuple(Effect.AUDIT if effect in _WRITES else effect for effect in effects)
         if not effects:
             return None
         subject = None
         if call is not None and {step.subject for step in steps if any(e in _WRITES for e in step.effects)} == {"self"}:
-            subject = _instance(strip_arguments(call.callee).split(".")[:-1])  # the callee's self, seen from here
+            receiver_text = call.callee.rsplit(".", 1)[0] if "." in call.callee else ""
+            subject = _instance(receiver_text.split(".")) if _DOTTED.match(receiver_text) else None
         return _Step(edge.line, f"calls {edge.callee.qualname}", effects, edge.callee, edge.approximate, subject)
 
     def _own_transaction_step(self, edge: Edge, call: CallSite | None, off: frozenset[str], depth: int) -> _Step | None:
@@ -1062,7 +1065,7 @@ class _Analysis:
         same call is asked about for every callee and caller's false parameters)."""
         if arguments in self._passed_arguments:
             return self._passed_arguments[arguments]
-        split = _split_arguments(arguments)
+        split = split_arguments(arguments)
         found: tuple[dict[str, str], int] | None = None
         if not any(argument.startswith("*") for argument in split):
             keywords: dict[str, str] = {}
@@ -1092,7 +1095,7 @@ class _Analysis:
             opening = text.find("(", start) if start >= 0 else -1
             closing = _closing_paren(text, opening) if opening >= 0 else None
             if closing is not None:
-                for parameter in _split_arguments(text[opening + 1 : closing]):
+                for parameter in split_arguments(text[opening + 1 : closing]):
                     name, _, default = parameter.partition("=")
                     name = name.split(":", 1)[0].strip()
                     if not name or name.startswith("*") or name == "/":
@@ -1148,8 +1151,8 @@ class _Analysis:
         reasons: dict[FunctionRef, str] = {}
         for ref in sorted(reached):
             graded = _grade(self.path_of(ref))
-            if graded is not None and graded[0] in ("critical", "high") and _bookkeeping(ref):
-                graded = "medium", "by its name the function records bookkeeping or rebuilds derived data, which the next run rewrites"
+            if graded is not None and graded[0] in ("critical", "high") and _DERIVED_FUNCTION.search(ref.qualname.rsplit(".", 1)[-1]):
+                graded = "medium", "by its name the function rebuilds derived data, which the next run rewrites"
             if graded is not None:
                 candidates[ref], reasons[ref] = graded
         for ref, severity in candidates.items():
@@ -1331,7 +1334,8 @@ def _grade_writes(steps: tuple[_Step, ...], effects: list[Effect], side_effects:
 
 
 def _bookkeeping(ref: FunctionRef) -> bool:
-    """Whether a function's name says its writes are bookkeeping or derived data."""
+    """Whether a function's name says its writes are bookkeeping or derived data (at a
+    call site: its effects count as bookkeeping beside the caller's real writes)."""
     name = ref.qualname.rsplit(".", 1)[-1]
     return bool(_BOOKKEEPING_FUNCTION.search(name) or _DERIVED_FUNCTION.search(name))
 
@@ -1346,11 +1350,14 @@ def _idempotent(call: CallSite, reason: str) -> Effect | None:
     """The kind of write a re-run repeats without harm, if an autocommit write is one:
     ``UPSERT`` for an upsert or a link change, ``IDEMPOTENT`` for a queryset update to
     constant values; None for any other write."""
-    if call.name in _UPSERTS or (call.name in _RELATION_CHANGES and reason.startswith("related-manager")):
+    if call.name in _RELATION_CHANGES and reason.startswith("related-manager"):
         return Effect.UPSERT
-    if call.name == "update" and "=" in call.arguments and not _RELATIVE_UPDATE.search(call.arguments):
-        return Effect.IDEMPOTENT
-    return None
+    if call.name in _UPSERTS and not _RELATIVE_VALUE.search(call.arguments):
+        return Effect.UPSERT
+    if call.name != "update" or not reason.startswith(("ORM", "queryset", "manager")):
+        return None  # JdbcTemplate.update("... SET n = n - ?"): SQL, not keyword constants
+    values = [argument.partition("=")[2].strip() for argument in split_arguments(call.arguments)]
+    return Effect.IDEMPOTENT if values and all(_CONSTANT.fullmatch(value) for value in values) else None
 
 
 def _subject(call: CallSite, reason: str) -> str | None:
@@ -1358,7 +1365,10 @@ def _subject(call: CallSite, reason: str) -> str | None:
     ``x.save()``/``x.delete()``, the owner of ``x.tags.add(...)`` (a link changed); None
     for ``x.address_set.create(...)`` (a new row of its own), a class, a manager, a
     queryset or anything else."""
-    parts = strip_arguments(call.callee).split(".")
+    receiver_text = call.callee.rsplit(".", 1)[0] if "." in call.callee else ""
+    if not _DOTTED.match(receiver_text):
+        return None  # a call result or subscript (get_account(1), accounts[0]): not one name
+    parts = [*receiver_text.split("."), call.name]
     if call.name in _SAVES:
         receiver = parts[:-1]
     elif call.name in _RELATION_CHANGES and reason.startswith("related-manager"):
@@ -1418,7 +1428,7 @@ def _title(ref: FunctionRef, effects: list[Effect]) -> str:
 
 
 def _consequence(effects: list[Effect]) -> str:
-    if Effect.WRITE in effects:
+    if any(effect in _WRITES for effect in effects):
         return " Each write commits on its own: a failure between them leaves partial state."
     if any(effect in _SIDE_EFFECTS for effect in effects):
         return " What is committed stays when the side effect after it fails, and the side effect cannot be undone."
@@ -1437,7 +1447,7 @@ def _false_keywords(call: CallSite | None) -> frozenset[str]:
     if call is None or "=" not in call.arguments or not _MAYBE_FALSE.search(call.arguments):
         return frozenset()
     names = set()
-    for argument in _split_arguments(call.arguments):
+    for argument in split_arguments(call.arguments):
         match = _FALSE_KEYWORD.match(argument)
         if match:
             names.add(match.group(1))
@@ -1576,43 +1586,3 @@ def _closing_paren(text: str, position: int) -> int | None:
         index += 1
 
 
-def _split_arguments(text: str) -> list[str]:
-    """``split_arguments`` (top-level commas; brackets and strings respected), jumping
-    between the characters that can change its state instead of visiting every one."""
-    parts: list[str] = []
-    depth = 0
-    start = index = 0
-    while True:
-        stop = _SPLIT_STOPS.search(text, index)
-        if stop is None:
-            break
-        index = stop.start()
-        char = text[index]
-        if char in "\"'`":
-            index = _string_end(text, index + 1, char)
-            continue
-        if char in "([{":
-            depth += 1
-        elif char in ")]}":
-            depth -= 1
-        elif depth == 0:
-            parts.append(text[start:index].strip())
-            start = index + 1
-        index += 1
-    tail = text[start:].strip()
-    if tail:
-        parts.append(tail)
-    return parts
-
-
-def _string_end(text: str, index: int, quote: str) -> int:
-    """The index just past the ``quote`` closing a string that starts at ``index`` (an
-    escaped character skipped), or the end of ``text`` when it never closes."""
-    while True:
-        stop = _QUOTE_STOPS[quote].search(text, index)
-        if stop is None:
-            return len(text)
-        if text[stop.start()] == "\\":
-            index = stop.start() + 2
-            continue
-        return stop.start() + 1

@@ -16,7 +16,6 @@ from auditor.analysis.callgraph import strip_arguments
 from auditor.analysis.transactions.base import CallContext, Classification, Effect
 from auditor.index.model import CallSite
 
-
 # ``db.Exec("VACUUM ANALYZE")``, ``db.Exec("SET search_path TO app")``: the SQL
 # literal (after a context argument, for ``ExecContext``) changes no row.
 _MAINTENANCE = re.compile(r"""^\s*(?:\w+\s*,\s*)?[`"]\s*(?:VACUUM|ANALYZE|SHOW|EXPLAIN|SET)\b""", re.IGNORECASE)
