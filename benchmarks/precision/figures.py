@@ -62,7 +62,7 @@ def main() -> None:
                f"FALSE {weighted_false:.0%}.")
     out.append("")
 
-    causes = collections.Counter((f["label"], f["cause"]) for f in judged if "cause" in f)
+    causes = collections.Counter((f["label"], f["cause"]) for f in judged if f.get("cause"))
     out += ["| label | cause | count |", "|---|---|---|"]
     out += [f"| {label} | {cause} | {n} |"
             for (label, cause), n in sorted(causes.items(), key=lambda kv: (-kv[1], kv[0]))]
