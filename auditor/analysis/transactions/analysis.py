@@ -27,19 +27,19 @@ Inputs: the index (``FileIndex`` per path), the file texts, the rule (its ``sink
    function is reported where the sequence is formed: two or more events on its path; a
    helper with one write folds into the caller that sequences it.
 4. **Severity.** ``critical``: two or more autocommit writes, or an autocommit write and a
-   commit, repository call or irreversible side effect, on one path. ``high``: several
-   commits or repository transactions on one path, or an irreversible side effect between
-   commits (partial state of lower impact: each piece is consistent on its own).
-   ``medium``: a sequence whose partial state is harmless or re-runnable: one real write
-   with only bookkeeping around it (event rows, search vectors, rate-limit counters), only
+   commit or repository call, or an irreversible side effect between writes, on one path.
+   ``high``: several commits or repository transactions on one path (a call into a function
+   that opens its own transaction is one), or a side effect between commits (partial state
+   of lower impact: each piece is consistent on its own). ``medium``: a sequence whose
+   partial state is harmless or re-runnable: one real write with only bookkeeping around it
+   (event rows, search vectors, rate-limit counters, derived-data recalculations), only
    deletes (a cleanup a retry finishes), only idempotent writes (upserts, many-to-many
-   changes, queryset updates to constant values) or upserts and links and then one
-   other write (a re-run finds what they left and completes the path), every write to one object's row and its
-   own relations (``x.save()`` then ``x.tags.add(...)``: the object is valid and editable),
-   or a mail/HTTP call/task after the last write (the right order; a file stored after the
-   row that names it still counts). The reason is part of the finding's explanation.
-   ``low``: a single autocommit write. Findings below ``min_severity`` are counted, not
-   returned.
+   links, queryset updates to constant values), upserts or links and then one other write
+   (a re-run finds what they left), every write to one object's row and its own links
+   (``x.save()`` then ``x.tags.add(...)``: the object is valid and editable), or a mail,
+   HTTP call or task after the last write (the right order; a file stored after the row
+   that names it still counts). The reason ends the finding's explanation. ``low``: a
+   single autocommit write. Findings below ``min_severity`` are counted, not returned.
 
 Suppression comments are not interpreted here; that is the findings stage's job.
 """
