@@ -294,7 +294,7 @@ def _static_notes(rule: Rule, result: StaticResult, config: ScanConfig) -> list[
     if result.hidden_findings:
         notes.append(
             f"{rule.id}: {result.hidden_findings} static finding(s) below --min-severity {config.min_severity} not shown "
-            "(--min-severity low shows single autocommit writes too)"
+            "(--min-severity medium shows sequences graded harmless or re-runnable, low single autocommit writes too)"
         )
     if result.unresolved_calls:
         notes.append(
