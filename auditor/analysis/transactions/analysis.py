@@ -200,6 +200,7 @@ class _Site:
     call: CallSite
     effect: Effect
     reason: str
+    orm: str = ""
 
 
 @dataclass(frozen=True)
@@ -340,7 +341,7 @@ class _FileFacts:
             elif effect is Effect.WRITE and call.name in _DELETES:
                 effect = Effect.DELETE
             elif effect is Effect.WRITE:
-                effect = _idempotent(call, classification.reason) or effect
+                effect = _idempotent(call, classification.orm) or effect
             if effect is Effect.SIDE_EFFECT and call.name in _ENQUEUE and call.enclosing is not None:
                 if strip_arguments(call.callee).rsplit(".", 2)[-2] == call.enclosing.rsplit(".", 1)[-1]:
                     continue  # a task re-enqueueing itself for its next batch
@@ -348,7 +349,7 @@ class _FileFacts:
                 region.enclosing == call.enclosing and region.start_line <= call.line <= region.end_line for region in on_commit
             ):
                 continue
-            self.sites.setdefault(_ref_for(path, index, call), []).append(_Site(call, effect, classification.reason))
+            self.sites.setdefault(_ref_for(path, index, call), []).append(_Site(call, effect, classification.reason, classification.orm))
 
     def add_wrapped_regions(self, is_boundary: Callable[[str], bool]) -> int:
         """Add ``with`` blocks whose expression ``is_boundary`` accepts beyond the rule's own
@@ -595,6 +596,7 @@ class _Analysis:
         self._active: set[tuple[FunctionRef, frozenset[str]]] = set()
         self._dispatch_into: dict[FunctionRef, list[Edge]] | None = None
         self._blocked: dict[Edge, bool] = {}
+        self._supers: dict[FunctionRef, bool] = {}
         self._signatures: dict[FunctionRef, tuple[tuple[str, str | None], ...]] = {}
         self._offs: dict[tuple[FunctionRef, CallSite | None, frozenset[str]], frozenset[str]] = {}
         self._bodies: dict[FunctionRef, tuple[Node | None, bytes, int]] = {}
@@ -866,7 +868,7 @@ class _Analysis:
                         continue  # the same row saved again: one row's state, not a second row
                     saved.add(call.callee)
                 text = _call_text(call, facts.line_text(call.line))
-                events[call.line].append(_Step(call.line, text, (site.effect,), subject=_subject(call, site.reason)))
+                events[call.line].append(_Step(call.line, text, (site.effect,), subject=_subject(call, site.orm)))
         by_line: dict[int, list[Edge]] = defaultdict(list)
         for edge in self.callees(ref):
             by_line[edge.line].append(edge)
@@ -975,7 +977,13 @@ class _Analysis:
     def _calls_super(self, override: FunctionRef, method: str) -> bool:
         """Whether an override runs the base method too (``super().method(...)``) outside a
         transaction of its own: then the class's other overrides still shape the base
-        method's path."""
+        method's path (kept per override: every dispatching base method asks)."""
+        known = self._supers.get(override)
+        if known is None:
+            known = self._supers[override] = self._compute_calls_super(override, method)
+        return known
+
+    def _compute_calls_super(self, override: FunctionRef, method: str) -> bool:
         definition = self.graph.definition(override)
         facts = self.facts.get(override.path)
         if definition is None or facts is None:
@@ -1346,21 +1354,21 @@ def _one_object(steps: tuple[_Step, ...]) -> bool:
     return len(subjects) == 1 and None not in subjects
 
 
-def _idempotent(call: CallSite, reason: str) -> Effect | None:
+def _idempotent(call: CallSite, orm: str) -> Effect | None:
     """The kind of write a re-run repeats without harm, if an autocommit write is one:
     ``UPSERT`` for an upsert or a link change, ``IDEMPOTENT`` for a queryset update to
     constant values; None for any other write."""
-    if call.name in _RELATION_CHANGES and reason.startswith("related-manager"):
+    if call.name in _RELATION_CHANGES and orm == "link":
         return Effect.UPSERT
     if call.name in _UPSERTS and not _RELATIVE_VALUE.search(call.arguments):
         return Effect.UPSERT
-    if call.name != "update" or not reason.startswith(("ORM", "queryset", "manager")):
+    if call.name != "update" or orm != "rows":
         return None  # JdbcTemplate.update("... SET n = n - ?"): SQL, not keyword constants
     values = [argument.partition("=")[2].strip() for argument in split_arguments(call.arguments)]
     return Effect.IDEMPOTENT if values and all(_CONSTANT.fullmatch(value) for value in values) else None
 
 
-def _subject(call: CallSite, reason: str) -> str | None:
+def _subject(call: CallSite, orm: str) -> str | None:
     """The object a direct write changes, when it is one object: the receiver of
     ``x.save()``/``x.delete()``, the owner of ``x.tags.add(...)`` (a link changed); None
     for ``x.address_set.create(...)`` (a new row of its own), a class, a manager, a
@@ -1371,7 +1379,7 @@ def _subject(call: CallSite, reason: str) -> str | None:
     parts = [*receiver_text.split("."), call.name]
     if call.name in _SAVES:
         receiver = parts[:-1]
-    elif call.name in _RELATION_CHANGES and reason.startswith("related-manager"):
+    elif call.name in _RELATION_CHANGES and orm == "link":
         receiver = parts[:-2]
     else:
         return None

@@ -21,6 +21,7 @@ call decides.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -45,10 +46,13 @@ class Effect(str, Enum):
 
 @dataclass(frozen=True)
 class Classification:
-    """A model's verdict on a call: its effect (None: no effect) and why, in a few words."""
+    """A model's verdict on a call: its effect (None: no effect) and why, in a few words;
+    for a Django ORM write, ``orm`` says what it writes through: ``"rows"`` (a model, a
+    manager or a queryset) or ``"link"`` (a related or many-to-many manager)."""
 
     effect: Effect | None
     reason: str
+    orm: str = ""
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,19 @@ class CallContext:
     def line_text(self, line: int) -> str:
         """The source text of a 1-based line ("" outside the file)."""
         return self.lines[line - 1] if 0 < line <= len(self.lines) else ""
+
+    def assigned_before(self, variable: str, call: CallSite) -> str | None:
+        """The value ``variable`` was last assigned (``x = ...`` or ``x: T = ...``) above
+        the call in the call's function, as text; None when it was not."""
+        scope = self.index.enclosing_definition(call.line)
+        if scope is None:
+            return None
+        assignment = re.compile(rf"^\s*{re.escape(variable)}\s*(?::[^=]+)?=(?!=)\s*(.*)")
+        for number in range(call.line - 1, scope.start_line - 1, -1):
+            match = assignment.match(self.line_text(number))
+            if match:
+                return match.group(1)
+        return None
 
 
 class TransactionModel(Protocol):

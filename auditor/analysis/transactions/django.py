@@ -138,11 +138,11 @@ class DjangoModel:
                 return Classification(None, "save told not to save")
             if arguments and "=" not in arguments[0].split("(")[0] and not arguments[0].startswith("*"):
                 return Classification(None, "positional arguments: not a model save/delete")
-            return Classification(Effect.WRITE, "ORM write (autocommit)")
+            return Classification(Effect.WRITE, "ORM write (autocommit)", orm="rows")
         if receiver == ["self"] and name in MANAGER_SELF_WRITES and _in_manager_class(call, context):
             if name in _KEYWORD_ONLY and _has_positional(call.arguments):
                 return None
-            return Classification(Effect.WRITE, "manager write (autocommit)")
+            return Classification(Effect.WRITE, "manager write (autocommit)", orm="rows")
         if name in _TREE_METHODS or (name == "move" and "pos" in call.arguments):
             return Classification(Effect.WRITE, "tree operation (autocommit)")
         if name in _MANAGER_METHODS and len(receiver) >= 2 and "objects" not in receiver:
@@ -150,25 +150,18 @@ class DjangoModel:
             if name in _KEYWORD_ONLY and _has_positional(call.arguments):
                 return None  # a dict's update({...}): a manager's update/create take keywords
             if attribute in context.related_managers or attribute.endswith("_set"):
-                return Classification(Effect.WRITE, "related-manager write (autocommit)")
+                return Classification(Effect.WRITE, "related-manager write (autocommit)", orm="link")
         if name in ("update", "delete") and len(receiver) == 1 and _assigned_queryset(receiver[0], call, context):
-            return Classification(Effect.WRITE, "queryset write (autocommit)")
+            return Classification(Effect.WRITE, "queryset write (autocommit)", orm="rows")
         if context.is_rule_sink and name not in _EXECUTE_NAMES:
-            return Classification(Effect.WRITE, "ORM write (autocommit)")
+            return Classification(Effect.WRITE, "ORM write (autocommit)", orm="rows")
         return None
 
 
 def _assigned_queryset(variable: str, call: CallSite, context: CallContext) -> bool:
     """Whether ``variable`` was last assigned a queryset earlier in the call's function."""
-    scope = context.index.enclosing_definition(call.line)
-    if scope is None:
-        return False
-    assignment = re.compile(rf"^\s*{re.escape(variable)}\s*(?::[^=]+)?=(?!=)\s*(.*)")
-    for number in range(call.line - 1, scope.start_line - 1, -1):
-        match = assignment.match(context.line_text(number))
-        if match:
-            return _QUERYSET_SOURCE.search(match.group(1)) is not None
-    return False
+    value = context.assigned_before(variable, call)
+    return value is not None and _QUERYSET_SOURCE.search(value) is not None
 
 
 def _in_manager_class(call: CallSite, context: CallContext) -> bool:

@@ -72,12 +72,5 @@ def _query_receiver(stripped: str, call: CallSite, context: CallContext) -> bool
         return True
     if len(parts) != 1:
         return False
-    scope = context.index.enclosing_definition(call.line)
-    if scope is None:
-        return False
-    assignment = re.compile(rf"^\s*{re.escape(parts[0])}\s*(?::[^=]+)?=(?!=)\s*(.*)")
-    for number in range(call.line - 1, scope.start_line - 1, -1):
-        match = assignment.match(context.line_text(number))
-        if match:
-            return _QUERY_SOURCE.search(match.group(1)) is not None
-    return False
+    value = context.assigned_before(parts[0], call)
+    return value is not None and _QUERY_SOURCE.search(value) is not None
