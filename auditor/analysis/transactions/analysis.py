@@ -26,7 +26,7 @@ Inputs: the index (``FileIndex`` per path), the file texts, the rule (its ``sink
    (the heaviest class counts, never a sum of different classes' overrides). A
    function is reported where the sequence is formed: two or more events on its path; a
    helper with one write folds into the caller that sequences it.
-4. **Severity.** ``critical``: two or more autocommit writes, or an autocommit write and a
+4. **Severity** (:mod:`.grading`). ``critical``: two or more autocommit writes, or an autocommit write and a
    commit or repository call, or an irreversible side effect between writes, on one path.
    ``high``: several commits or repository transactions on one path (a call into a function
    that opens its own transaction is one), or a side effect between commits (partial state
@@ -77,6 +77,23 @@ from auditor.analysis.transactions.base import CallContext, Classification, Effe
 from auditor.analysis.transactions.dispatch import OVERRIDE, Dispatch
 from auditor.analysis.transactions.generic import GenericModel
 from auditor.analysis.transactions.go_sql import GoSqlModel
+from auditor.analysis.transactions.grading import (
+    DB_EFFECTS,
+    SIDE_EFFECTS,
+    WRITES,
+    Step,
+    bookkeeping,
+    derived,
+    grade,
+    idempotent,
+    weight,
+)
+from auditor.analysis.transactions.grading import (
+    receiver as receiver_of,
+)
+from auditor.analysis.transactions.grading import (
+    subject as subject_of,
+)
 from auditor.analysis.transactions.side_effects import SideEffectModel
 from auditor.analysis.transactions.spring import SpringModel
 from auditor.analysis.transactions.sqlalchemy import SqlAlchemyModel
@@ -117,25 +134,9 @@ _DEV_DATA_SCRIPT = re.compile(r"^(?:(?:scripts?|tools|bin)/)?(?:populate\w*|seed
 _FIXTURE_DIRECTORIES = frozenset({"fixtures", "fixture", "testdata", "test_data", "examples", "example"})
 _SELF_RECEIVERS = frozenset({"self", "cls", "this"})
 _MAX_DEPTH = 60
-_DB_EFFECTS = (Effect.WRITE, Effect.DELETE, Effect.IDEMPOTENT, Effect.UPSERT, Effect.AUDIT, Effect.REPOSITORY, Effect.COMMIT)
-_WRITES = (Effect.WRITE, Effect.DELETE, Effect.IDEMPOTENT, Effect.UPSERT)
-_SIDE_EFFECTS = (Effect.SIDE_EFFECT, Effect.UPLOAD)
-# Bookkeeping: records of what happened and derived data a later run rebuilds. A failure
-# between the real write and one of these loses a log line or leaves an index stale.
-_BOOKKEEPING_FUNCTION = re.compile(r"(?i)(_events?$|^events?_|search_(vector|document|index)|mark_\w*dirty|_audit|^audit|_log$|^log_)")
 _BOOKKEEPING_WRITE = re.compile(r"(?:^|\.)(?:\w*Event|\w*Log|\w*History|events|\w*Bucket|\w*RateLimit\w*|\w*Throttle\w*)\.")
 # Rate limiting: counters of attempts, whatever the method is called.
-# Derived data: prices, totals and caches a recalculation writes and the next one rewrites.
-_DERIVED_FUNCTION = re.compile(r"(?i)^_?(?:re)?calculate|^_?(?:invalidate|refresh|recompute|rebuild)_|_if_expired$")
 _BOOKKEEPING_CLASS = re.compile(r"(?i)(token_?bucket|rate_?limit|throttl)")
-# Writes a re-run completes without harm: upserts, many-to-many and related-manager
-# changes (adding an existing link is a no-op), and queryset updates to constant values.
-_UPSERTS = frozenset({"update_or_create", "get_or_create"})
-_RELATION_CHANGES = frozenset({"add", "set", "remove", "clear"})
-_CONSTANT = re.compile(r"[-+]?\d[\d_.]*|True|False|None|'[^'\\]*'|\"[^\"\\]*\"|(?:[A-Za-z_]\w*\.)*[A-Z][A-Z0-9_]+")
-# An upsert's defaults computed from a value read before it (``balance=src.balance - x``).
-_RELATIVE_VALUE = re.compile(r"\bF\s*\(|[\w)\]]\s*[-+*/]\s*[\w(]")
-_SAVES = frozenset({"save", "delete"})
 _READS_ASSIGNMENT = frozenset({"update", "delete", "Exec", "ExecContext"})
 _ENQUEUE = frozenset({"delay", "apply_async"})
 _DELETES = frozenset({"delete", "delete_node"})
@@ -201,26 +202,6 @@ class _Site:
     effect: Effect
     reason: str
     orm: str = ""
-
-
-@dataclass(frozen=True)
-class _Step:
-    """One event on a function's path: a direct effect, or a call whose callee's heaviest
-    path has ``effects``."""
-
-    line: int
-    text: str
-    effects: tuple[Effect, ...]
-    callee: FunctionRef | None = None
-    approximate: bool = False
-    subject: str | None = None
-    """The one object whose row and relations every database effect of the step writes
-    (``channel`` for ``channel.save()`` or ``channel.checks.add(...)``; ``self`` inside
-    its methods), or None when the step writes anything else."""
-
-
-def _weight(step: _Step) -> int:
-    return len(step.effects)
 
 
 class _PatternSet:
@@ -341,11 +322,11 @@ class _FileFacts:
             elif effect is Effect.WRITE and call.name in _DELETES:
                 effect = Effect.DELETE
             elif effect is Effect.WRITE:
-                effect = _idempotent(call, classification.orm) or effect
+                effect = idempotent(call, classification.orm) or effect
             if effect is Effect.SIDE_EFFECT and call.name in _ENQUEUE and call.enclosing is not None:
                 if strip_arguments(call.callee).rsplit(".", 2)[-2] == call.enclosing.rsplit(".", 1)[-1]:
                     continue  # a task re-enqueueing itself for its next batch
-            if effect in _SIDE_EFFECTS and any(
+            if effect in SIDE_EFFECTS and any(
                 region.enclosing == call.enclosing and region.start_line <= call.line <= region.end_line for region in on_commit
             ):
                 continue
@@ -592,7 +573,7 @@ class _Analysis:
         self.atomic_requests = django.atomic_requests(indexes, texts)
         self.dispatch = Dispatch(indexes, graph, texts)
         self._callees: dict[FunctionRef, tuple[Edge, ...]] = {}
-        self._paths: dict[tuple[FunctionRef, frozenset[str]], tuple[_Step, ...]] = {}
+        self._paths: dict[tuple[FunctionRef, frozenset[str]], tuple[Step, ...]] = {}
         self._active: set[tuple[FunctionRef, frozenset[str]]] = set()
         self._dispatch_into: dict[FunctionRef, list[Edge]] | None = None
         self._blocked: dict[Edge, bool] = {}
@@ -783,7 +764,7 @@ class _Analysis:
 
     # -- sequences -----------------------------------------------------------------------
 
-    def path_of(self, ref: FunctionRef, off: frozenset[str] = frozenset(), depth: int = 0) -> tuple[_Step, ...]:
+    def path_of(self, ref: FunctionRef, off: frozenset[str] = frozenset(), depth: int = 0) -> tuple[Step, ...]:
         """The heaviest feasible sequence of uncovered effects through ``ref`` (callees'
         effects counted at their call sites), with the parameters ``off`` false."""
         key = (ref, off)
@@ -851,10 +832,10 @@ class _Analysis:
                         reaches[parent] = reaches[parent] or self._effectful[node]
         return self._effectful[ref]
 
-    def _compute_path(self, ref: FunctionRef, off: frozenset[str], depth: int) -> tuple[_Step, ...]:
+    def _compute_path(self, ref: FunctionRef, off: frozenset[str], depth: int) -> tuple[Step, ...]:
         facts = self.facts.get(ref.path)
         enclosing = _enclosing_of(ref)
-        events: dict[int, list[_Step]] = defaultdict(list)
+        events: dict[int, list[Step]] = defaultdict(list)
         exact_calls = {(edge.line, edge.callee.qualname.rsplit(".", 1)[-1]) for edge in self.graph.callees(ref) if not edge.approximate}
         exact_calls |= {(edge.line, name) for edge in self.callees(ref) if (name := self.dispatch.stands_for(edge)) is not None}
         if facts is not None:
@@ -868,12 +849,12 @@ class _Analysis:
                         continue  # the same row saved again: one row's state, not a second row
                     saved.add(call.callee)
                 text = _call_text(call, facts.line_text(call.line))
-                events[call.line].append(_Step(call.line, text, (site.effect,), subject=_subject(call, site.orm)))
+                events[call.line].append(Step(call.line, text, (site.effect,), subject=subject_of(call, site.orm)))
         by_line: dict[int, list[Edge]] = defaultdict(list)
         for edge in self.callees(ref):
             by_line[edge.line].append(edge)
-        calls: dict[int, _Step] = {}
-        overrides: dict[int, dict[FunctionRef, _Step]] = defaultdict(dict)
+        calls: dict[int, Step] = {}
+        overrides: dict[int, dict[FunctionRef, Step]] = defaultdict(dict)
         for line, edges in sorted(by_line.items()):
             for edge in edges:
                 step = self._edge_step(edge, off, depth)
@@ -884,9 +865,9 @@ class _Analysis:
                 elif line not in calls or len(step.effects) > len(calls[line].effects):
                     calls[line] = step
         body: tuple[Node | None, bytes, int] | None = None
-        heaviest: tuple[_Step, ...] = ()
+        heaviest: tuple[Step, ...] = ()
         for chosen in self._override_variants(ref, overrides):
-            variant: dict[int, list[_Step]] = {line: list(steps) for line, steps in events.items()}
+            variant: dict[int, list[Step]] = {line: list(steps) for line, steps in events.items()}
             for line, step in sorted({**calls, **chosen}.items()):
                 variant.setdefault(line, []).append(step)
             if not variant:
@@ -898,14 +879,14 @@ class _Analysis:
                     body = self._body(ref, facts)
                 node, source, offset = body
                 shifted = {line - offset: steps for line, steps in variant.items()}
-                found = tuple(paths.heaviest_path(node, source, shifted, _weight, off))
+                found = tuple(paths.heaviest_path(node, source, shifted, weight, off))
             if facts is not None:
                 found = _without_idle_commits(found, facts)
-            if sum(map(_weight, found)) > sum(map(_weight, heaviest)):
+            if sum(map(weight, found)) > sum(map(weight, heaviest)):
                 heaviest = found
         return heaviest
 
-    def _edge_step(self, edge: Edge, off: frozenset[str], depth: int) -> _Step | None:
+    def _edge_step(self, edge: Edge, off: frozenset[str], depth: int) -> Step | None:
         """The event a call into ``edge.callee`` adds at its line (its heaviest path), or
         None when the call is blocked or the callee has no effect."""
         call = self._call_for(edge)
@@ -916,17 +897,16 @@ class _Analysis:
         steps = self.path_of(edge.callee, self._off(edge.callee, call, off), depth + 1)
         effects = tuple(effect for step in steps for effect in step.effects)
         owner = edge.callee.qualname.rpartition(".")[0]
-        if _bookkeeping(edge.callee) or (owner and _BOOKKEEPING_CLASS.search(owner)):
-            effects = tuple(Effect.AUDIT if effect in _WRITES else effect for effect in effects)
+        if bookkeeping(edge.callee) or (owner and _BOOKKEEPING_CLASS.search(owner)):
+            effects = tuple(Effect.AUDIT if effect in WRITES else effect for effect in effects)
         if not effects:
             return None
-        subject = None
-        if call is not None and {step.subject for step in steps if any(e in _WRITES for e in step.effects)} == {"self"}:
-            receiver_text = call.callee.rsplit(".", 1)[0] if "." in call.callee else ""
-            subject = _instance(receiver_text.split(".")) if _DOTTED.match(receiver_text) else None
-        return _Step(edge.line, f"calls {edge.callee.qualname}", effects, edge.callee, edge.approximate, subject)
+        target = None  # the callee's self, seen from here, when it writes only that
+        if call is not None and {step.subject for step in steps if any(e in WRITES for e in step.effects)} == {"self"}:
+            target = receiver_of(call.callee)
+        return Step(edge.line, f"calls {edge.callee.qualname}", effects, edge.callee, edge.approximate, target)
 
-    def _own_transaction_step(self, edge: Edge, call: CallSite | None, off: frozenset[str], depth: int) -> _Step | None:
+    def _own_transaction_step(self, edge: Edge, call: CallSite | None, off: frozenset[str], depth: int) -> Step | None:
         """A call from outside any transaction into a function that opens its own (a
         boundary decorator: ``@atomic``, ``@Transactional``): one committed unit at the call
         site when the callee writes, like a Spring Data repository call. None when the
@@ -936,13 +916,13 @@ class _Analysis:
         if facts is not None and facts.covered(_enclosing_of(edge.caller), edge.line, callee, arguments):
             return None
         inner = self.path_of(edge.callee, self._off(edge.callee, call, off), depth + 1)
-        if not any(effect in _DB_EFFECTS for step in inner for effect in step.effects):
+        if not any(effect in DB_EFFECTS for step in inner for effect in step.effects):
             return None
-        return _Step(edge.line, f"calls {edge.callee.qualname} (its own transaction)", (Effect.REPOSITORY,), edge.callee)
+        return Step(edge.line, f"calls {edge.callee.qualname} (its own transaction)", (Effect.REPOSITORY,), edge.callee)
 
     def _override_variants(
-        self, ref: FunctionRef, overrides: Mapping[int, Mapping[FunctionRef, _Step]]
-    ) -> list[dict[int, _Step]]:
+        self, ref: FunctionRef, overrides: Mapping[int, Mapping[FunctionRef, Step]]
+    ) -> list[dict[int, Step]]:
         """The overrides one concrete class runs at each dispatching line, per class that
         defines one (nearest definition in its lineage), plus the base's own (none): the
         alternatives a base-class path has. Never a mix no single class runs. A class that
@@ -954,7 +934,7 @@ class _Analysis:
         method = ref.qualname.rsplit(".", 1)[-1]
         classes = sorted({_class_of(target) for targets in overrides.values() for target in targets})
         by_line = {line: {_class_of(target): step for target, step in targets.items()} for line, targets in overrides.items()}
-        variants: list[dict[int, _Step]] = [{}]
+        variants: list[dict[int, Step]] = [{}]
         seen: set[tuple[tuple[int, FunctionRef], ...]] = {()}
         for cls in classes:
             lineage = self.dispatch.lineage(cls)
@@ -963,7 +943,7 @@ class _Analysis:
                              if self.graph.definition(FunctionRef(item.path, f"{item.qualname}.{method}"))), None)
             if override is not None and not self._calls_super(override, method):
                 continue
-            chosen: dict[int, _Step] = {}
+            chosen: dict[int, Step] = {}
             for line, by_class in by_line.items():
                 nearest = next((by_class[item] for item in lineage if item in by_class), None)
                 if nearest is not None:
@@ -1149,7 +1129,7 @@ class _Analysis:
             facts = self.facts[path]
             for ref in sorted(facts.sites):
                 enclosing = _enclosing_of(ref)
-                sites = [site for site in facts.sites[ref] if site.effect in _DB_EFFECTS]
+                sites = [site for site in facts.sites[ref] if site.effect in DB_EFFECTS]
                 uncovered = [site for site in sites if not facts.covered(enclosing, site.call.line, site.call.callee, site.call.arguments)]
                 total += len(sites)
                 covered_count += len(sites) - len(uncovered)
@@ -1158,8 +1138,8 @@ class _Analysis:
         candidates: dict[FunctionRef, str] = {}
         reasons: dict[FunctionRef, str] = {}
         for ref in sorted(reached):
-            graded = _grade(self.path_of(ref))
-            if graded is not None and graded[0] in ("critical", "high") and _DERIVED_FUNCTION.search(ref.qualname.rsplit(".", 1)[-1]):
+            graded = grade(self.path_of(ref))
+            if graded is not None and graded[0] in ("critical", "high") and derived(ref):
                 graded = "medium", "by its name the function rebuilds derived data, which the next run rewrites"
             if graded is not None:
                 candidates[ref], reasons[ref] = graded
@@ -1242,7 +1222,7 @@ class _Analysis:
     # -- findings ------------------------------------------------------------------------
 
     def _finding(
-        self, ref: FunctionRef, entry: EntryPoint, trail: tuple[Edge, ...], steps: tuple[_Step, ...], severity: str, graded: str
+        self, ref: FunctionRef, entry: EntryPoint, trail: tuple[Edge, ...], steps: tuple[Step, ...], severity: str, graded: str
     ) -> Finding:
         rule = self.rule
         facts = self.facts[ref.path]
@@ -1291,115 +1271,12 @@ class _Analysis:
         )
 
 
-def _grade(steps: tuple[_Step, ...]) -> tuple[str, str] | None:
-    """The severity of a function's path and, when a sequence is graded below critical or
-    high for what its writes are, the reason in a few words; None when it is no finding."""
-    effects = [effect for step in steps for effect in step.effects]
-    if len(steps) == 1:
-        single = steps[0].callee is None and len(effects) == 1 and effects[0] in (*_WRITES, Effect.AUDIT)
-        return ("low", "") if single else None
-    database = [position for position, effect in enumerate(effects) if effect in _DB_EFFECTS]
-    # Only a side effect between two database effects leaves a partial state behind: one
-    # after the last write is the right order (the mail goes out for committed data).
-    between = effects[database[0] : database[-1]] if database else []
-    after = effects[database[-1] :] if database else []
-    # A file stored after the row that names it is the wrong order (the row points to a
-    # file that may never arrive): it counts wherever it comes.
-    side_effects = sum(effect in _SIDE_EFFECTS for effect in between) + after.count(Effect.UPLOAD)
-    graded = _grade_writes(steps, effects, side_effects)
-    if Effect.SIDE_EFFECT in after and (graded is None or graded[0] == "low"):
-        return "medium", "the side effect comes after the last write, the right order: a transaction would not undo it"
-    return graded
-
-
-def _grade_writes(steps: tuple[_Step, ...], effects: list[Effect], side_effects: int) -> tuple[str, str] | None:
-    """:func:`_grade` for the path's writes, commits and the side effects between them."""
-    plain = effects.count(Effect.WRITE)
-    deletes = effects.count(Effect.DELETE)
-    upserts = effects.count(Effect.UPSERT)
-    writes = plain + deletes + upserts + effects.count(Effect.IDEMPOTENT)
-    bookkeeping = effects.count(Effect.AUDIT)
-    commits = effects.count(Effect.COMMIT) + effects.count(Effect.REPOSITORY)
-    if writes == 1 and not (bookkeeping or commits or side_effects):
-        direct = [step for step in steps if step.callee is None and any(effect in _WRITES for effect in step.effects)]
-        return ("low", "") if direct else None
-    if not commits and not side_effects and writes + bookkeeping >= 2:
-        if writes and deletes == writes:
-            return "medium", "only deletes: a retry finishes the cleanup"
-        if writes and not plain and not deletes:
-            return "medium", "only idempotent writes (upserts, relation changes, constant updates): a re-run completes them"
-        if plain == 1 and upserts == writes - 1 and [effect for effect in effects if effect in _WRITES][-1] is Effect.WRITE:
-            return "medium", "only upserts or links before the last write: a re-run finds what they left and completes the path"
-        if _one_object(steps):
-            return "medium", "every write is to one object's row and its relations: what a failure leaves is that object, valid and editable"
-    if writes >= 2 or (writes and (commits or side_effects)):
-        return "critical", ""
-    if commits >= 2 or (commits and side_effects):
-        return "high", ""
-    if writes + bookkeeping >= 2 or (bookkeeping and (commits or side_effects)):
-        return "medium", "one write, the rest bookkeeping (event rows, search vectors, rate-limit counters)"
-    return None
-
-
-def _bookkeeping(ref: FunctionRef) -> bool:
-    """Whether a function's name says its writes are bookkeeping or derived data (at a
-    call site: its effects count as bookkeeping beside the caller's real writes)."""
-    name = ref.qualname.rsplit(".", 1)[-1]
-    return bool(_BOOKKEEPING_FUNCTION.search(name) or _DERIVED_FUNCTION.search(name))
-
-
-def _one_object(steps: tuple[_Step, ...]) -> bool:
-    """Whether every step that writes writes the same object (its row and relations)."""
-    subjects = {step.subject for step in steps if any(effect in _WRITES for effect in step.effects)}
-    return len(subjects) == 1 and None not in subjects
-
-
-def _idempotent(call: CallSite, orm: str) -> Effect | None:
-    """The kind of write a re-run repeats without harm, if an autocommit write is one:
-    ``UPSERT`` for an upsert or a link change, ``IDEMPOTENT`` for a queryset update to
-    constant values; None for any other write."""
-    if call.name in _RELATION_CHANGES and orm == "link":
-        return Effect.UPSERT
-    if call.name in _UPSERTS and not _RELATIVE_VALUE.search(call.arguments):
-        return Effect.UPSERT
-    if call.name != "update" or orm != "rows":
-        return None  # JdbcTemplate.update("... SET n = n - ?"): SQL, not keyword constants
-    values = [argument.partition("=")[2].strip() for argument in split_arguments(call.arguments)]
-    return Effect.IDEMPOTENT if values and all(_CONSTANT.fullmatch(value) for value in values) else None
-
-
-def _subject(call: CallSite, orm: str) -> str | None:
-    """The object a direct write changes, when it is one object: the receiver of
-    ``x.save()``/``x.delete()``, the owner of ``x.tags.add(...)`` (a link changed); None
-    for ``x.address_set.create(...)`` (a new row of its own), a class, a manager, a
-    queryset or anything else."""
-    receiver_text = call.callee.rsplit(".", 1)[0] if "." in call.callee else ""
-    if not _DOTTED.match(receiver_text):
-        return None  # a call result or subscript (get_account(1), accounts[0]): not one name
-    parts = [*receiver_text.split("."), call.name]
-    if call.name in _SAVES:
-        receiver = parts[:-1]
-    elif call.name in _RELATION_CHANGES and orm == "link":
-        receiver = parts[:-2]
-    else:
-        return None
-    return _instance(receiver)
-
-
-def _instance(receiver: list[str]) -> str | None:
-    """``receiver`` as an object path when it names an instance (``self``, ``channel``,
-    ``self.order``), not a class, a manager or a call chain."""
-    if not receiver or not receiver[0][:1].islower() or "objects" in receiver:
-        return None
-    return ".".join(receiver) if all(_IDENTIFIER.fullmatch(part) for part in receiver) else None
-
-
-def _without_idle_commits(steps: tuple[_Step, ...], facts: _FileFacts) -> tuple[_Step, ...]:
+def _without_idle_commits(steps: tuple[Step, ...], facts: _FileFacts) -> tuple[Step, ...]:
     """``steps`` less each direct commit with nothing pending since the commit just before
     it on the path: no call, assignment or other statement between the two (a callee that
     commits, then ``session.commit()`` again). An attribute assignment in between
     (``team.captain_id = user.id``) is a pending write and keeps the commit."""
-    kept: list[_Step] = []
+    kept: list[Step] = []
     for step in steps:
         previous = kept[-1] if kept else None
         idle = (
@@ -1416,8 +1293,8 @@ def _without_idle_commits(steps: tuple[_Step, ...], facts: _FileFacts) -> tuple[
 
 
 def _title(ref: FunctionRef, effects: list[Effect]) -> str:
-    writes = sum(effect in _DB_EFFECTS for effect in effects)
-    side_effects = sum(effect in _SIDE_EFFECTS for effect in effects)
+    writes = sum(effect in DB_EFFECTS for effect in effects)
+    side_effects = sum(effect in SIDE_EFFECTS for effect in effects)
     commits = effects.count(Effect.COMMIT) + effects.count(Effect.REPOSITORY)
     if writes == 1 and not side_effects:
         return f"Database write outside a transaction in {ref.qualname}"
@@ -1436,14 +1313,14 @@ def _title(ref: FunctionRef, effects: list[Effect]) -> str:
 
 
 def _consequence(effects: list[Effect]) -> str:
-    if any(effect in _WRITES for effect in effects):
+    if any(effect in WRITES for effect in effects):
         return " Each write commits on its own: a failure between them leaves partial state."
-    if any(effect in _SIDE_EFFECTS for effect in effects):
+    if any(effect in SIDE_EFFECTS for effect in effects):
         return " What is committed stays when the side effect after it fails, and the side effect cannot be undone."
     return " Each commit stands on its own: a failure after the first leaves it in place."
 
 
-def _effects_note(step: _Step) -> str:
+def _effects_note(step: Step) -> str:
     if step.callee is None:
         return f" ({step.effects[0].value})"
     counts = {effect: step.effects.count(effect) for effect in step.effects}

@@ -1,0 +1,171 @@
+"""Severity of a function's sequence of effects: the grades of the tx-outside-transaction
+rule (the analysis module's docstring, item 4, and the rule file say what each means).
+
+A path is a tuple of :class:`Step` events. :func:`grade` returns its severity and, for a
+sequence graded below critical or high for what its writes are, the reason in a few words
+(the finding's explanation ends with it). The write kinds it reads come from the analysis:
+``Effect.UPSERT`` and ``Effect.IDEMPOTENT`` from :func:`idempotent`, a step's ``subject``
+from :func:`subject` and :func:`instance`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from auditor.analysis.callgraph import FunctionRef
+from auditor.analysis.entrypoints import split_arguments
+from auditor.analysis.transactions.base import Effect
+from auditor.index.model import CallSite
+
+DB_EFFECTS = (Effect.WRITE, Effect.DELETE, Effect.IDEMPOTENT, Effect.UPSERT, Effect.AUDIT, Effect.REPOSITORY, Effect.COMMIT)
+WRITES = (Effect.WRITE, Effect.DELETE, Effect.IDEMPOTENT, Effect.UPSERT)
+SIDE_EFFECTS = (Effect.SIDE_EFFECT, Effect.UPLOAD)
+# Bookkeeping: records of what happened and derived data a later run rebuilds. A failure
+# between the real write and one of these loses a log line or leaves an index stale.
+_BOOKKEEPING_FUNCTION = re.compile(r"(?i)(_events?$|^events?_|search_(vector|document|index)|mark_\w*dirty|_audit|^audit|_log$|^log_)")
+# Derived data: prices, totals and caches a recalculation writes and the next one rewrites.
+_DERIVED_FUNCTION = re.compile(r"(?i)^_?(?:re)?calculate|^_?(?:invalidate|refresh|recompute|rebuild)_|_if_expired$")
+# Writes a re-run completes without harm: upserts, many-to-many and related-manager
+# changes (adding an existing link is a no-op), and queryset updates to constant values.
+_UPSERTS = frozenset({"update_or_create", "get_or_create"})
+_RELATION_CHANGES = frozenset({"add", "set", "remove", "clear"})
+_CONSTANT = re.compile(r"[-+]?\d[\d_.]*|True|False|None|'[^'\\]*'|\"[^\"\\]*\"|(?:[A-Za-z_]\w*\.)*[A-Z][A-Z0-9_]+")
+# An upsert's defaults computed from a value read before it (``balance=src.balance - x``).
+_RELATIVE_VALUE = re.compile(r"\bF\s*\(|[\w)\]]\s*[-+*/]\s*[\w(]")
+_SAVES = frozenset({"save", "delete"})
+_NAME = re.compile(r"[A-Za-z_]\w*")
+_DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One event on a function's path: a direct effect, or a call whose callee's heaviest
+    path has ``effects``."""
+
+    line: int
+    text: str
+    effects: tuple[Effect, ...]
+    callee: FunctionRef | None = None
+    approximate: bool = False
+    subject: str | None = None
+    """The one object whose row and relations every database effect of the step writes
+    (``channel`` for ``channel.save()`` or ``channel.checks.add(...)``; ``self`` inside
+    its methods), or None when the step writes anything else."""
+
+
+def weight(step: Step) -> int:
+    """A step's weight on a path: how many effects it holds."""
+    return len(step.effects)
+
+
+def grade(steps: tuple[Step, ...]) -> tuple[str, str] | None:
+    """The severity of a function's path and, when a sequence is graded below critical or
+    high for what its writes are, the reason in a few words; None when it is no finding."""
+    effects = [effect for step in steps for effect in step.effects]
+    if len(steps) == 1:
+        single = steps[0].callee is None and len(effects) == 1 and effects[0] in (*WRITES, Effect.AUDIT)
+        return ("low", "") if single else None
+    database = [position for position, effect in enumerate(effects) if effect in DB_EFFECTS]
+    # Only a side effect between two database effects leaves a partial state behind: one
+    # after the last write is the right order (the mail goes out for committed data).
+    between = effects[database[0] : database[-1]] if database else []
+    after = effects[database[-1] :] if database else []
+    # A file stored after the row that names it is the wrong order (the row points to a
+    # file that may never arrive): it counts wherever it comes.
+    side_effects = sum(effect in SIDE_EFFECTS for effect in between) + after.count(Effect.UPLOAD)
+    graded = _grade_writes(steps, effects, side_effects)
+    if Effect.SIDE_EFFECT in after and (graded is None or graded[0] == "low"):
+        return "medium", "the side effect comes after the last write, the right order: a transaction would not undo it"
+    return graded
+
+
+def _grade_writes(steps: tuple[Step, ...], effects: list[Effect], side_effects: int) -> tuple[str, str] | None:
+    """:func:`grade` for the path's writes, commits and the side effects between them."""
+    plain = effects.count(Effect.WRITE)
+    deletes = effects.count(Effect.DELETE)
+    upserts = effects.count(Effect.UPSERT)
+    writes = plain + deletes + upserts + effects.count(Effect.IDEMPOTENT)
+    bookkeeping = effects.count(Effect.AUDIT)
+    commits = effects.count(Effect.COMMIT) + effects.count(Effect.REPOSITORY)
+    if writes == 1 and not (bookkeeping or commits or side_effects):
+        direct = [step for step in steps if step.callee is None and any(effect in WRITES for effect in step.effects)]
+        return ("low", "") if direct else None
+    if not commits and not side_effects and writes + bookkeeping >= 2:
+        if writes and deletes == writes:
+            return "medium", "only deletes: a retry finishes the cleanup"
+        if writes and not plain and not deletes:
+            return "medium", "only idempotent writes (upserts, relation changes, constant updates): a re-run completes them"
+        if plain == 1 and upserts == writes - 1 and [effect for effect in effects if effect in WRITES][-1] is Effect.WRITE:
+            return "medium", "only upserts or links before the last write: a re-run finds what they left and completes the path"
+        if _one_object(steps):
+            return "medium", "every write is to one object's row and its relations: what a failure leaves is that object, valid and editable"
+    if writes >= 2 or (writes and (commits or side_effects)):
+        return "critical", ""
+    if commits >= 2 or (commits and side_effects):
+        return "high", ""
+    if writes + bookkeeping >= 2 or (bookkeeping and (commits or side_effects)):
+        return "medium", "one write, the rest bookkeeping (event rows, search vectors, rate-limit counters)"
+    return None
+
+
+def bookkeeping(ref: FunctionRef) -> bool:
+    """Whether a function's name says its writes are bookkeeping or derived data (at a
+    call site: its effects count as bookkeeping beside the caller's real writes)."""
+    name = ref.qualname.rsplit(".", 1)[-1]
+    return bool(_BOOKKEEPING_FUNCTION.search(name) or _DERIVED_FUNCTION.search(name))
+
+
+def derived(ref: FunctionRef) -> bool:
+    """Whether a function's name says it rebuilds derived data (its own finding is graded
+    medium: the next run rewrites what a failure left)."""
+    return bool(_DERIVED_FUNCTION.search(ref.qualname.rsplit(".", 1)[-1]))
+
+
+def _one_object(steps: tuple[Step, ...]) -> bool:
+    """Whether every step that writes writes the same object (its row and relations)."""
+    subjects = {step.subject for step in steps if any(effect in WRITES for effect in step.effects)}
+    return len(subjects) == 1 and None not in subjects
+
+
+def idempotent(call: CallSite, orm: str) -> Effect | None:
+    """The kind of write a re-run repeats without harm, if an autocommit write is one:
+    ``UPSERT`` for an upsert or a link change, ``IDEMPOTENT`` for a queryset update to
+    constant values; None for any other write."""
+    if call.name in _RELATION_CHANGES and orm == "link":
+        return Effect.UPSERT
+    if call.name in _UPSERTS and not _RELATIVE_VALUE.search(call.arguments):
+        return Effect.UPSERT
+    if call.name != "update" or orm != "rows":
+        return None  # JdbcTemplate.update("... SET n = n - ?"): SQL, not keyword constants
+    values = [argument.partition("=")[2].strip() for argument in split_arguments(call.arguments)]
+    return Effect.IDEMPOTENT if values and all(_CONSTANT.fullmatch(value) for value in values) else None
+
+
+def subject(call: CallSite, orm: str) -> str | None:
+    """The object a direct write changes, when it is one object: the receiver of
+    ``x.save()``/``x.delete()``, the owner of ``x.tags.add(...)`` (a link changed); None
+    for ``x.address_set.create(...)`` (a new row of its own), a class, a manager, a
+    queryset or anything else."""
+    if call.name in _SAVES:
+        return receiver(call.callee)
+    if call.name in _RELATION_CHANGES and orm == "link" and "." in call.callee:
+        return receiver(call.callee.rsplit(".", 1)[0])
+    return None
+
+
+def receiver(callee: str) -> str | None:
+    """The object a call is made on, when the callee text names one instance (``channel``
+    in ``channel.save``, ``self.order`` in ``self.order.save``); None for a call result or
+    a subscript (``get_account(1).save``, ``accounts[0].save``: not one name), a class or
+    a manager."""
+    text = callee.rsplit(".", 1)[0] if "." in callee else ""
+    return instance(text.split(".")) if _DOTTED.match(text) else None
+
+
+def instance(receiver: list[str]) -> str | None:
+    """``receiver`` as an object path when it names an instance (``self``, ``channel``,
+    ``self.order``), not a class, a manager or a call chain."""
+    if not receiver or not receiver[0][:1].islower() or "objects" in receiver:
+        return None
+    return ".".join(receiver) if all(_NAME.fullmatch(part) for part in receiver) else None
