@@ -24,8 +24,12 @@ Scoring, per case:
   qualname's first name is defined once in the tree (so the call is into this function):
   the helper's writes are reported as part of the caller's sequence. At the fix, such a
   call still counted (not as "its own transaction") is held against the fix.
+* reported in a sequence ('sequence'): otherwise, some finding's ``sequence`` (every effect on
+  its path, where it happens) holds an effect in the case's function: the writes are counted
+  in a caller's sequence some calls above them (``save_kobocat_user`` -> ``KobocatUser.sync``
+  -> the case's ``KobocatDigestPartial.sync``).
 * silent after fix: no finding in the fix's report has its sink in the case's function (file
-  and name as above). Findings whose chain only passes through the function on the way to
+  and name as above), and no finding's sequence holds an effect in it. Findings whose chain only passes through the function on the way to
   writes elsewhere are counted separately (``fix_chains_through_function``), not held against
   the fix. Sink lines are not used at the fix (lines move).
 
@@ -236,6 +240,12 @@ def calls_function(finding: dict[str, Any], case: dict[str, Any], definitions: C
     return any(name == case["function"] and not own for name, own in CALLS.findall(path_part))
 
 
+def in_sequence(finding: dict[str, Any], case: dict[str, Any]) -> bool:
+    """Some effect on the finding's path (its ``sequence``) happens in the case's function."""
+    return any(same_path(site.get("path"), case["path"]) and names_match(case["function"], site.get("function"))
+               for site in finding.get("sequence") or [])
+
+
 def sink_in_function(finding: dict[str, Any], case: dict[str, Any]) -> bool:
     """The finding's sink (the function holding the uncovered writes) is the case's function."""
     return same_path(finding.get("path"), case["path"]) and names_match(case["function"], finding.get("function"))
@@ -282,7 +292,8 @@ def score(case: dict[str, Any], parent: ScanOutcome, fix: ScanOutcome, min_sever
         row.update(status="error", error=f"parent: {parent.error}")
         return row
     every = [f for f in parent.findings
-             if matches_function(f, case) or matches_sink_line(f, case) or calls_function(f, case, parent.definitions)]
+             if matches_function(f, case) or matches_sink_line(f, case) or calls_function(f, case, parent.definitions)
+             or in_sequence(f, case)]
     ranks = sorted(SEVERITIES.index(f["severity"]) for f in every if f.get("severity") in SEVERITIES)
     row["parent_best_severity"] = SEVERITIES[ranks[0]] if ranks else None
     parent = ScanOutcome(True, findings=shown(parent.findings, min_severity), seconds=parent.seconds,
@@ -295,6 +306,9 @@ def score(case: dict[str, Any], parent: ScanOutcome, fix: ScanOutcome, min_sever
     via_call = [] if hits else [f for f in parent.findings if calls_function(f, case, parent.definitions)]
     row["parent_via_call"] = bool(via_call)
     hits = hits or via_call
+    via_sequence = [] if hits else [f for f in parent.findings if in_sequence(f, case)]
+    row["parent_via_sequence"] = bool(via_sequence)
+    hits = hits or via_sequence
     row["reported_at_parent"] = bool(hits)
     row["parent_sink_in_function"] = any(sink_in_function(f, case) or matches_sink_line(f, case) for f in hits)
     row["parent_findings_in_file"] = sum(1 for f in parent.findings if in_file(f, case))
@@ -309,7 +323,7 @@ def score(case: dict[str, Any], parent: ScanOutcome, fix: ScanOutcome, min_sever
     if not fix.ok:
         row.update(status="error", error=f"fix: {fix.error}")
         return row
-    after = [f for f in fix.findings if sink_in_function(f, case)
+    after = [f for f in fix.findings if sink_in_function(f, case) or in_sequence(f, case)
              or (row["parent_via_call"] and calls_function(f, case, fix.definitions))]
     row["silent_after_fix"] = not after
     row["fix_findings_for_function"] = len(after)
@@ -333,6 +347,7 @@ def compute_totals(rows: list[dict[str, Any]], seconds: float = 0.0) -> dict[str
         "reported_and_silent": len(recognised),
         "reported_with_sink_in_function": sum(1 for r in found if r.get("parent_sink_in_function")),
         "reported_via_call": sum(1 for r in found if r.get("parent_via_call")),
+        "reported_via_sequence": sum(1 for r in found if r.get("parent_via_sequence")),
         "recall": round(len(found) / len(ok), 4) if ok else 0.0,
         "silent_rate": round(len(silent) / len(ok), 4) if ok else 0.0,
         "silent_rate_of_reported": round(len(recognised) / len(found), 4) if found else 0.0,
@@ -346,7 +361,9 @@ def compute_totals(rows: list[dict[str, Any]], seconds: float = 0.0) -> dict[str
 def _match_kind(row: dict[str, Any]) -> str:
     if row.get("parent_sink_in_function"):
         return "found"
-    return "call" if row.get("parent_via_call") else "chain"
+    if row.get("parent_via_call"):
+        return "call"
+    return "sequence" if row.get("parent_via_sequence") else "chain"
 
 
 def render_markdown(totals: dict[str, Any], rows: list[dict[str, Any]], title: str) -> str:
@@ -366,8 +383,9 @@ def render_markdown(totals: dict[str, Any], rows: list[dict[str, Any]], title: s
             f"- cases: {t['cases']} (scored {t['scored']}, errors {t['errors']})",
             f"- recall on parents: {pct(t['reported_at_parent'], t['scored'])}; sink in the function itself: "
             f"{t.get('reported_with_sink_in_function', 0)}, a caller's sequence calls it ('call'): "
-            f"{t.get('reported_via_call', 0)}, only a chain through it ('chain'): "
-            f"{t['reported_at_parent'] - t.get('reported_with_sink_in_function', 0) - t.get('reported_via_call', 0)}",
+            f"{t.get('reported_via_call', 0)}, its writes in a caller's sequence further up ('sequence'): "
+            f"{t.get('reported_via_sequence', 0)}, only a chain through it ('chain'): "
+            f"{t['reported_at_parent'] - t.get('reported_with_sink_in_function', 0) - t.get('reported_via_call', 0) - t.get('reported_via_sequence', 0)}",
             f"- silent after fix, all cases: {pct(t['silent_after_fix'], t['scored'])}",
             f"- silent after fix, of those reported at the parent: {pct(t['reported_and_silent'], t['reported_at_parent'])}",
             ""]

@@ -24,6 +24,18 @@ class ChainStep:
     note: str = ""
 
 
+@dataclass(frozen=True)
+class EffectSite:
+    """One database effect or side effect on a finding's path, where it happens: a write a
+    callee makes sits at its own line in the callee (the explanation counts it at the call
+    site). ``effect`` names its kind as the explanation does ("write", "commit", ...)."""
+
+    path: str
+    line: int
+    function: str
+    effect: str
+
+
 CONFIRMED = "confirmed"
 REFUTED = "refuted"
 
@@ -75,6 +87,9 @@ class Finding:
     chains: tuple[FindingChain, ...] = ()
     # The model's verdicts on this finding as a static candidate, in window order.
     verdicts: tuple[Verdict, ...] = ()
+    # The static pass's sequence: every effect on the finding's path in path order, each
+    # where it happens (empty for a model-only finding).
+    sequence: tuple[EffectSite, ...] = ()
 
     def entry_chains(self) -> tuple[FindingChain, ...]:
         """Every distinct chain to the sink, the primary one (``chain``) first."""

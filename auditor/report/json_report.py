@@ -33,6 +33,9 @@ def finding_to_dict(finding: Finding) -> dict[str, Any]:
         "verdict": finding.verdict,
         "disputed": finding.disputed,
         "verdicts": [_verdict_to_dict(verdict) for verdict in finding.verdicts],
+        "sequence": [
+            {"path": site.path, "line": site.line, "function": site.function, "effect": site.effect} for site in finding.sequence
+        ],
     }
 
 

@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, replace
 
 from auditor.findings.injection import InjectionFlag
-from auditor.findings.model import SEVERITY_ORDER, ChainStep, Claim, ClaimedStep, Finding, Rejected
+from auditor.findings.model import SEVERITY_ORDER, ChainStep, Claim, ClaimedStep, EffectSite, Finding, Rejected
 from auditor.findings.suppress import SuppressedFinding
 from auditor.rules.loader import SEVERITIES, Rule
 
@@ -309,6 +309,13 @@ def recall_line(window: WindowOutcome) -> str | None:
 def step_location(path: str, line: int) -> str:
     """'path:line', or just 'path' when the line is unknown (0)."""
     return f"{path}:{line}" if line > 0 else path
+
+
+def nested_sequence(finding: Finding) -> tuple[EffectSite, ...]:
+    """The finding's effect sites when some lie outside its own function (those in it are
+    in the explanation's own words); empty otherwise."""
+    outside = any((site.path, site.function) != (finding.path, finding.function) for site in finding.sequence)
+    return finding.sequence if outside else ()
 
 
 _COMMIT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")

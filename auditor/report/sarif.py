@@ -399,6 +399,7 @@ def _result(
     flows = _code_flows(finding)
     if flows:
         result["codeFlows"] = flows
+    related: list[Location] = []
     if reviewed is not None:
         # GitHub shows a pull-request alert only on a changed line: the primary location is
         # the changed line on the chain, and the sink stays in the code flow and related locations.
@@ -407,8 +408,11 @@ def _result(
         if (reviewed.path, reviewed.line) != (finding.path, finding.line):
             text = f"changed line on the chain to {finding.function} ({reviewed.touched_by})"
             result["locations"] = [_location(reviewed.path, reviewed.line, reviewed.function, text)]
-            sink = _location(finding.path, finding.line, finding.function, f"sink: {finding.title}")
-            result["relatedLocations"] = [{"id": 1, **sink}]
+            related.append(_location(finding.path, finding.line, finding.function, f"sink: {finding.title}"))
+    # Each effect of the static sequence where it happens, so a viewer can step through them.
+    related += [_location(site.path, site.line, site.function, f"{site.effect} in {site.function}") for site in finding.sequence]
+    if related:
+        result["relatedLocations"] = [{"id": number, **location} for number, location in enumerate(related, 1)]
     if suppressed is not None:
         suppression: Suppression = {
             "kind": "inSource" if suppressed.source == "inline" else "external",

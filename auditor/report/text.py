@@ -22,6 +22,7 @@ from auditor.report.model import (
     ScanResult,
     bounded_result,
     error_text,
+    nested_sequence,
     recall_line,
     revision_label,
     severity_summary,
@@ -62,6 +63,10 @@ def _finding(finding: Finding, reviewed: ReviewedFinding | None = None) -> Rende
             body.append(Padding(Text(f"note: {note}", style="dim"), (0, 0, 0, 2)))
     if finding.explanation:
         body.append(Padding(Text(finding.explanation), (0, 0, 0, 2)))
+    sites = nested_sequence(finding)
+    if sites:
+        where = "; ".join(f"{step_location(site.path, site.line)} {site.effect}" for site in sites)
+        body.append(Padding(Text(f"where: {where}", style="dim"), (0, 0, 0, 2)))
     for other in finding.entry_chains()[1:]:
         body.append(Padding(Text(f"also reached ({', '.join(other.found_by)}): {chain_path(finding, other.steps)}"), (0, 0, 0, 2)))
         if other.explanation and other.explanation != finding.explanation:

@@ -98,7 +98,7 @@ from auditor.analysis.transactions.side_effects import SideEffectModel
 from auditor.analysis.transactions.spring import SpringModel
 from auditor.analysis.transactions.sqlalchemy import SqlAlchemyModel
 from auditor.errors import UsageError
-from auditor.findings.model import SEVERITY_ORDER, ChainStep, Finding, fingerprint
+from auditor.findings.model import SEVERITY_ORDER, ChainStep, EffectSite, Finding, fingerprint
 from auditor.index.indexer import collection_paused
 from auditor.index.model import CallSite, FileIndex
 from auditor.languages.grammars import parser_for
@@ -904,7 +904,7 @@ class _Analysis:
         target = None  # the callee's self, seen from here, when it writes only that
         if call is not None and {step.subject for step in steps if any(e in WRITES for e in step.effects)} == {"self"}:
             target = receiver_of(call.callee)
-        return Step(edge.line, f"calls {edge.callee.qualname}", effects, edge.callee, edge.approximate, target)
+        return Step(edge.line, f"calls {edge.callee.qualname}", effects, edge.callee, edge.approximate, target, steps)
 
     def _own_transaction_step(self, edge: Edge, call: CallSite | None, off: frozenset[str], depth: int) -> Step | None:
         """A call from outside any transaction into a function that opens its own (a
@@ -1268,7 +1268,22 @@ class _Analysis:
             explanation=explanation,
             found_by=FOUND_BY,
             fingerprint=fingerprint(rule.id, ref.path, ref.qualname, facts.line_text(first.line)),
+            sequence=_sequence(ref, steps),
         )
+
+
+def _sequence(ref: FunctionRef, steps: tuple[Step, ...]) -> tuple[EffectSite, ...]:
+    """Every effect on ``ref``'s path where it happens: a call's effects at their own lines
+    in the callee, each of the kind the call site counts it as (a bookkeeping callee's
+    writes are bookkeeping)."""
+    sites: list[EffectSite] = []
+    for step in steps:
+        if step.callee is not None and step.inner:
+            inner = _sequence(step.callee, step.inner)
+            sites += [EffectSite(site.path, site.line, site.function, effect.value) for site, effect in zip(inner, step.effects, strict=True)]
+        else:
+            sites += [EffectSite(ref.path, step.line, ref.qualname, effect.value) for effect in step.effects]
+    return tuple(sites)
 
 
 def _without_idle_commits(steps: tuple[Step, ...], facts: _FileFacts) -> tuple[Step, ...]:

@@ -11,7 +11,7 @@ from :func:`subject` and :func:`instance`.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from auditor.analysis.callgraph import FunctionRef
 from auditor.analysis.entrypoints import split_arguments
@@ -52,6 +52,9 @@ class Step:
     """The one object whose row and relations every database effect of the step writes
     (``channel`` for ``channel.save()`` or ``channel.checks.add(...)``; ``self`` inside
     its methods), or None when the step writes anything else."""
+    inner: tuple[Step, ...] = field(default=(), compare=False, repr=False)
+    """For a call: the callee's path whose effects the step counts (empty for a direct
+    effect and for a call into a function that opens its own transaction)."""
 
 
 def weight(step: Step) -> int:
