@@ -24,14 +24,16 @@ Scoring, per case:
   qualname's first name is defined once in the tree (so the call is into this function):
   the helper's writes are reported as part of the caller's sequence. At the fix, such a
   call still counted (not as "its own transaction") is held against the fix.
-* reported in a sequence ('sequence'): otherwise, some finding's ``sequence`` (every effect on
-  its path, where it happens) holds an effect in the case's function: the writes are counted
-  in a caller's sequence some calls above them (``save_kobocat_user`` -> ``KobocatUser.sync``
-  -> the case's ``KobocatDigestPartial.sync``).
+* reported in a sequence ('sequence'): otherwise, some finding's ``sequence`` (every effect
+  on its path, where it happens) holds effects at two or more lines of the case's function:
+  the writes are counted in a caller's sequence some calls above them
+  (``save_kobocat_user`` -> ``KobocatUser.sync`` -> the case's ``KobocatDigestPartial.sync``).
 * silent after fix: no finding in the fix's report has its sink in the case's function (file
-  and name as above), and no finding's sequence holds an effect in it. Findings whose chain only passes through the function on the way to
-  writes elsewhere are counted separately (``fix_chains_through_function``), not held against
-  the fix. Sink lines are not used at the fix (lines move).
+  and name as above), and no finding's sequence holds effects at two or more of its lines (a
+  fixed SQLAlchemy function still commits once, and that commit ends its transaction).
+  Findings whose chain only passes through the function on the way to writes elsewhere are
+  counted separately (``fix_chains_through_function``), not held against the fix. Sink lines
+  are not used at the fix (lines move).
 
 A scan that fails, times out or reports an incomplete result (exit 5/6, ``complete: false``)
 makes the affected cases ``error``; the others still run. Totals: recall on parents, the
@@ -241,9 +243,11 @@ def calls_function(finding: dict[str, Any], case: dict[str, Any], definitions: C
 
 
 def in_sequence(finding: dict[str, Any], case: dict[str, Any]) -> bool:
-    """Some effect on the finding's path (its ``sequence``) happens in the case's function."""
-    return any(same_path(site.get("path"), case["path"]) and names_match(case["function"], site.get("function"))
-               for site in finding.get("sequence") or [])
+    """Effects at two or more lines of the case's function are on the finding's path (its
+    ``sequence``): the function's own writes are part of the sequence (one line there is a
+    fixed function's single commit, the transaction's end, however often it is called)."""
+    return len({site.get("line") for site in finding.get("sequence") or []
+                if same_path(site.get("path"), case["path"]) and names_match(case["function"], site.get("function"))}) >= 2
 
 
 def sink_in_function(finding: dict[str, Any], case: dict[str, Any]) -> bool:
