@@ -195,9 +195,11 @@ class _Repository:
         self.modules: dict[str, str] = {}
         self.module_suffixes: dict[str, list[str]] = defaultdict(list)
         self.directories: dict[str, list[str]] = defaultdict(list)
-        self.bindings: dict[str, dict[str, _Module | _Symbol]] = {}
-        self.star_imports: dict[str, list[str]] = defaultdict(list)
-        self.imported_paths: dict[str, set[str]] = {}
+        # A file's import bindings are made the first time a lookup needs them: a run that
+        # loads the call graph from the cache resolves names in a few files only.
+        self._bindings: dict[str, dict[str, _Module | _Symbol]] = {}
+        self._star_imports: dict[str, list[str]] = {}
+        self._imported_paths: dict[str, set[str]] = {}
         self._closest: dict[tuple[str, str], str] = {}
         self._enclosing_classes: dict[tuple[str, str], Definition | None] = {}
         self._bases: dict[tuple[str, int, int], tuple[tuple[str, Definition], ...]] = {}
@@ -238,8 +240,6 @@ class _Repository:
                     if leading not in expanded:
                         expanded.add(leading)
                         self.package_prefixes.update(".".join(parts[start:end]) for start in range(end))
-        for path in sorted(indexes):
-            self._bind_imports(path, indexes[path])
 
     # -- modules and imports -------------------------------------------------------------
 
@@ -337,9 +337,28 @@ class _Repository:
                 best = directory
         return best
 
-    def _bind_imports(self, path: str, index: FileIndex) -> None:
+    def bindings(self, path: str) -> dict[str, _Module | _Symbol]:
+        """The names ``path``'s imports bind (empty for a file not indexed)."""
+        bound = self._bindings.get(path)
+        return bound if bound is not None else self._bind_imports(path)[0]
+
+    def star_imports(self, path: str) -> list[str]:
+        """The repository modules ``path`` imports with ``*``."""
+        stars = self._star_imports.get(path)
+        return stars if stars is not None else self._bind_imports(path)[1]
+
+    def imported_paths(self, path: str) -> set[str]:
+        """The repository files ``path`` imports."""
+        imported = self._imported_paths.get(path)
+        return imported if imported is not None else self._bind_imports(path)[2]
+
+    def _bind_imports(self, path: str) -> tuple[dict[str, _Module | _Symbol], list[str], set[str]]:
         bindings: dict[str, _Module | _Symbol] = {}
+        stars: list[str] = []
         imported: set[str] = set()
+        index = self.indexes.get(path)
+        if index is None:
+            return bindings, stars, imported
         language = index.language
         for record in index.imports:
             module = record.module
@@ -359,7 +378,7 @@ class _Repository:
                         bindings.setdefault(head, self._module_binding(head if head in self.package_prefixes else f"ext:{head}"))
                 elif record.name == "*":
                     if target:
-                        self.star_imports[path].append(target)
+                        stars.append(target)
                 else:
                     module_text = absolute if in_repository else f"ext:{absolute}"
                     bindings[record.alias or record.name] = self._symbol_binding(module_text, record.name)
@@ -387,8 +406,10 @@ class _Repository:
                         bindings[record.alias] = self._module_binding(reference)
                 else:
                     bindings[record.alias or record.name] = self._symbol_binding(reference, record.name)
-        self.bindings[path] = bindings
-        self.imported_paths[path] = imported
+        self._bindings[path] = bindings
+        self._star_imports[path] = stars
+        self._imported_paths[path] = imported
+        return bindings, stars, imported
 
     # -- definitions ---------------------------------------------------------------------
 
@@ -486,7 +507,7 @@ class _Repository:
         local = table.get(head)
         if local is not None and local.parent is None:
             return self._descend(path, local, parts[1:])
-        binding = self.bindings.get(path, {}).get(head)
+        binding = self.bindings(path).get(head)
         if binding is not None:
             return self._follow(path, binding, parts[1:], hops)
         if language == "java" and len(parts) == 2 and head[:1].islower():
@@ -505,7 +526,7 @@ class _Repository:
                 found = self.top_level(sibling, head)
                 if found is not None:
                     return self._descend(sibling, found, parts[1:])
-        for star in self.star_imports.get(path, ()):
+        for star in self.star_imports(path):
             found = self.top_level(star, head)
             if found is not None:
                 return self._descend(star, found, parts[1:])
@@ -538,7 +559,7 @@ class _Repository:
         class."""
         suffix = field[0].upper() + field[1:]
         found: list[tuple[str, Definition]] = []
-        for name, binding in sorted(self.bindings.get(path, {}).items()):
+        for name, binding in sorted(self.bindings(path).items()):
             if name.endswith(suffix) and isinstance(binding, _Symbol) and binding.module.startswith("java:"):
                 resolved = self._follow(path, binding, [], 0)
                 if resolved.target is not None and resolved.target.kind == "class":
@@ -651,10 +672,10 @@ class _Repository:
                 found = self.top_level(module_path, name)
                 if found is not None:
                     return self._descend(module_path, found, rest)
-                inner = self.bindings.get(module_path, {}).get(name)
+                inner = self.bindings(module_path).get(name)
                 if inner is not None and hops < _MAX_HOPS:
                     return self._follow(module_path, inner, rest, hops + 1)
-                for star in self.star_imports.get(module_path, ()):
+                for star in self.star_imports(module_path):
                     found = self.top_level(star, name)
                     if found is not None:
                         return self._descend(star, found, rest)
@@ -679,7 +700,7 @@ class _Repository:
         found = self.top_level(module_path, remaining[0])
         if found is not None:
             return self._descend(module_path, found, remaining[1:])
-        inner = self.bindings.get(module_path, {}).get(remaining[0])
+        inner = self.bindings(module_path).get(remaining[0])
         if inner is not None and hops < _MAX_HOPS:
             return self._follow(module_path, inner, remaining[1:], hops + 1)
         return _UNRESOLVED
@@ -701,7 +722,7 @@ class _Repository:
             return candidates[0]
         if not candidates:
             return None
-        nearby = self.imported_paths.get(path, set()) | {path}
+        nearby = self.imported_paths(path) | {path}
         close = [item for item in candidates if item[0] in nearby]
         return close[0] if len(close) == 1 else None
 

@@ -116,6 +116,14 @@ _NON_ATOMIC = ("transaction.non_atomic_requests", "non_atomic_requests")
 _ON_COMMIT = compile_patterns(("on_commit", "*.on_commit"))
 _ASSIGNED_NAME = re.compile(r"^\s*(?:(?:var|let|const|final)\s+)?(?:[\w.<>\[\]]+\s+)?([A-Za-z_]\w*)\s*(?:,\s*\w+\s*)*(?::=|=)(?!=)")
 _STRING_START = re.compile(r"""^\s*[rRbBuUfF]{0,2}("{3}|'{3}|"|'|`)""")
+# ``name = ...``, ``name: T = ...`` or ``name := ...`` at a line's start: one pattern for
+# every name (the analysis asks about many).
+_NAME_ASSIGNMENT = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?::[^=]+)?:?=\s*")
+
+
+def _assigned_name(line: str) -> str | None:
+    match = _NAME_ASSIGNMENT.match(line)
+    return match.group(1) if match else None
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 _MAYBE_FALSE = re.compile(r"=\s*(?:False|None|0|false|nil)\b")
 # A line between two commits that may leave something pending: a call, or an assignment.
@@ -253,10 +261,14 @@ class _RulePatterns:
             return None
         return self.sinks.names | self.boundaries.names | _EXECUTE_NAMES | _MODEL_NAMES | {"on_commit"}
 
+    @cached_property
+    def _claim_prefixes(self) -> tuple[str, ...]:
+        return self.sinks.prefixes + self.boundaries.prefixes
+
     def may_claim(self, name: str) -> bool:
         """Whether a call with this last name can matter to a file's facts."""
         names = self.call_names
-        return names is None or name in names or self.sinks.may_match(name) or self.boundaries.may_match(name)
+        return names is None or name in names or name.startswith(self._claim_prefixes)
 
 
 _MODEL_NAMES = frozenset().union(*(model.names for model in MODELS))
@@ -454,13 +466,14 @@ class _FileFacts:
     def _named_string(self, name: str, before_line: int) -> str | None:
         """The start of the string literal last assigned to ``name`` earlier in the same
         function, or by a module-level string assignment."""
-        assignment = re.compile(rf"^\s*{re.escape(name)}\s*(?::[^=]+)?:?=\s*")
         scope = self.index.enclosing_definition(before_line)
         first_line = scope.start_line if scope is not None else before_line
-        candidates = [number for number in range(before_line - 1, first_line - 1, -1) if assignment.match(self.line_text(number))]
+        candidates = [number for number in range(before_line - 1, first_line - 1, -1) if _assigned_name(self.line_text(number)) == name]
         candidates += [line for found, line in self.index.string_assignments if found == name]
         for number in candidates:
-            rest = assignment.sub("", self.line_text(number), count=1)
+            line = self.line_text(number)
+            match = _NAME_ASSIGNMENT.match(line)
+            rest = line[match.end() :] if match and match.group(1) == name else line
             rest = "\n".join([rest, *self.lines[number : number + 5]])
             literal = _STRING_START.match(rest)
             if literal:

@@ -55,6 +55,11 @@ class Classification:
     orm: str = ""
 
 
+# ``name = value`` or ``name: T = value`` (``name`` may be dotted): one pattern for every
+# variable, so no pattern is compiled per name.
+_ASSIGNMENT = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*(?::[^=]+)?=(?!=)\s*(.*)")
+
+
 @dataclass(frozen=True)
 class CallContext:
     """What a model may consult about a call beyond the call itself."""
@@ -75,11 +80,10 @@ class CallContext:
         scope = self.index.enclosing_definition(call.line)
         if scope is None:
             return None
-        assignment = re.compile(rf"^\s*{re.escape(variable)}\s*(?::[^=]+)?=(?!=)\s*(.*)")
         for number in range(call.line - 1, scope.start_line - 1, -1):
-            match = assignment.match(self.line_text(number))
-            if match:
-                return match.group(1)
+            match = _ASSIGNMENT.match(self.line_text(number))
+            if match and match.group(1) == variable:
+                return match.group(2)
         return None
 
 
