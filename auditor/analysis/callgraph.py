@@ -43,6 +43,7 @@ import sys
 from collections import defaultdict, deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import chain
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -167,9 +168,11 @@ def python_module_name(path: str) -> str:
     return ".".join(parts)
 
 
+@lru_cache(maxsize=1 << 16)
 def strip_arguments(text: str) -> str:
     """Drop argument lists and generic parameters from a dotted expression
-    ("app.route('/x')" -> "app.route", "Repo<T>.save" -> "Repo.save")."""
+    ("app.route('/x')" -> "app.route", "Repo<T>.save" -> "Repo.save"); kept per text (the
+    same callee and decorator texts recur across a repository's files)."""
     if "(" not in text and "[" not in text and "<" not in text:
         return text.strip()
     out: list[str] = []
