@@ -647,6 +647,57 @@ def test_a_commit_with_nothing_pending_since_the_last_commit_is_not_a_second_com
     assert found[("app/routes.py", "join")].severity == "high"  # the assignment is pending
 
 
+def test_what_an_untaken_elif_or_else_arm_does_is_not_pending_for_the_commit_after_it(rule: Rule):
+    files = {
+        "app/routes.py": """
+            from flask import Blueprint
+
+            from .db import session
+            from .models import refresh, save_preferences
+
+            bp = Blueprint("users", __name__)
+
+            @bp.route("/refresh", methods=["POST"])
+            def update(user, data):
+                if "source" in data:
+                    refresh(user)
+                elif (
+                    user.sport_id != data.get("sport_id")
+                ):
+                    session.flush()
+                    user.sport_id = data["sport_id"]
+                else:
+                    save_preferences(user)
+                session.commit()
+
+            @bp.route("/rename", methods=["POST"])
+            def rename(user, data):
+                if "source" in data:
+                    refresh(user)
+                user.name = data["name"]
+                session.commit()
+            """,
+        "app/models.py": """
+            from .db import session
+
+            def refresh(user):
+                user.points = 0
+                session.commit()
+
+            def save_preferences(user):
+                user.preferences = {}
+                session.commit()
+            """,
+        "app/db.py": "from sqlalchemy.orm import Session\nsession = Session()\n",
+    }
+    found = reported(analyze_source(files, rule))
+    # After refresh() commits, the elif and else arms do not run: the final commit has
+    # nothing left to commit on that path (and each other arm commits once).
+    assert ("app/routes.py", "update") not in found
+    # An assignment after the if statement runs on every path: it is pending.
+    assert found[("app/routes.py", "rename")].severity == "high"
+
+
 def test_an_except_handler_is_an_alternative_to_the_try_body_not_its_continuation(rule: Rule):
     files = {
         "app/tasks.py": """

@@ -894,7 +894,7 @@ class _Analysis:
                 shifted = {line - offset: steps for line, steps in variant.items()}
                 found = tuple(paths.heaviest_path(node, source, shifted, weight, off))
             if facts is not None:
-                found = _without_idle_commits(found, facts)
+                found = _without_idle_commits(found, facts, body[0] if body is not None else None, body[2] if body is not None else 0)
             if sum(map(weight, found)) > sum(map(weight, heaviest)):
                 heaviest = found
         return heaviest
@@ -1299,11 +1299,12 @@ def _sequence(ref: FunctionRef, steps: tuple[Step, ...]) -> tuple[EffectSite, ..
     return tuple(sites)
 
 
-def _without_idle_commits(steps: tuple[Step, ...], facts: _FileFacts) -> tuple[Step, ...]:
+def _without_idle_commits(steps: tuple[Step, ...], facts: _FileFacts, body: Node | None = None, offset: int = 0) -> tuple[Step, ...]:
     """``steps`` less each direct commit with nothing pending since the commit just before
     it on the path: no call, assignment or other statement between the two (a callee that
-    commits, then ``session.commit()`` again). An attribute assignment in between
-    (``team.captain_id = user.id``) is a pending write and keeps the commit."""
+    commits, then ``session.commit()`` again) outside the if/elif/else arms the path does
+    not take (``body``, its lines ``offset`` before the file's). An attribute assignment in
+    between (``team.captain_id = user.id``) is a pending write and keeps the commit."""
     kept: list[Step] = []
     for step in steps:
         previous = kept[-1] if kept else None
@@ -1313,11 +1314,21 @@ def _without_idle_commits(steps: tuple[Step, ...], facts: _FileFacts) -> tuple[S
             and step.effects == (Effect.COMMIT,)
             and previous.effects[-1] is Effect.COMMIT
             and previous.line < step.line
-            and not any(_PENDING.search(facts.line_text(line)) for line in range(previous.line + 1, step.line))
+            and not _pending_between(previous.line, step.line, facts, body, offset)
         )
         if not idle:
             kept.append(step)
     return tuple(kept)
+
+
+def _pending_between(first: int, last: int, facts: _FileFacts, body: Node | None, offset: int) -> bool:
+    """Whether a statement between lines ``first`` and ``last`` (both on one path) may
+    leave something for the second commit: a call or an assignment in an arm the path takes."""
+    pending = [line for line in range(first + 1, last) if _PENDING.search(facts.line_text(line))]
+    if not pending or body is None:
+        return bool(pending)
+    untaken = paths.untaken_arms(body, first - offset) + paths.untaken_arms(body, last - offset)
+    return any(not any(start <= line - offset <= end for start, end in untaken) for line in pending)
 
 
 def _title(ref: FunctionRef, effects: list[Effect]) -> str:

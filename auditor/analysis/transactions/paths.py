@@ -41,6 +41,7 @@ _CONTAINERS = frozenset(
      "catch_clause", "synchronized_statement", "try_with_resources_statement", "constructor_body"}
 )  # fmt: skip
 _HANDLERS = frozenset({"except_clause", "except_group_clause", "catch_clause"})
+_CLAUSES = frozenset({"elif_clause", "else_clause"})
 
 
 def first_line(node: Node) -> int:
@@ -131,32 +132,7 @@ class _Walk(Generic[Event]):
         return through, ended
 
     def arms(self, node: Node) -> tuple[list[tuple[Node | None, Node]], bool]:
-        """(condition, body) of every arm of an if-chain, and whether an else closes it."""
-        arms: list[tuple[Node | None, Node]] = []
-        current: Node | None = node
-        while current is not None:
-            consequence = current.child_by_field_name("consequence")
-            if consequence is not None:
-                arms.append((current.child_by_field_name("condition"), consequence))
-            following: Node | None = None
-            for alternative in current.children_by_field_name("alternative"):
-                if alternative.type == "elif_clause":
-                    body = alternative.child_by_field_name("consequence")
-                    if body is not None:
-                        arms.append((alternative.child_by_field_name("condition"), body))
-                elif alternative.type == "if_statement":
-                    following = alternative
-                elif alternative.type == "else_clause":
-                    body = alternative.child_by_field_name("body") or next(iter(alternative.named_children), None)
-                    if body is not None and body.type == "if_statement":
-                        following = body
-                    elif body is not None:
-                        arms.append((None, body))
-                else:
-                    arms.append((None, alternative))
-            current = following
-        closed = bool(arms) and arms[-1][0] is None
-        return arms, closed
+        return if_arms(node)
 
     def feasible(self, condition: Node | None) -> bool:
         if condition is None or not self.off:
@@ -220,6 +196,51 @@ class _Walk(Generic[Event]):
                 ended = self.heavier(ended, (through or ()) + ending)
             through = through + passing if through is not None and passing is not None else through
         return through, ended
+
+
+def if_arms(node: Node) -> tuple[list[tuple[Node | None, Node]], bool]:
+    """(condition, body) of every arm of an if-chain, and whether an else closes it."""
+    arms: list[tuple[Node | None, Node]] = []
+    current: Node | None = node
+    while current is not None:
+        consequence = current.child_by_field_name("consequence")
+        if consequence is not None:
+            arms.append((current.child_by_field_name("condition"), consequence))
+        following: Node | None = None
+        for alternative in current.children_by_field_name("alternative"):
+            if alternative.type == "elif_clause":
+                body = alternative.child_by_field_name("consequence")
+                if body is not None:
+                    arms.append((alternative.child_by_field_name("condition"), body))
+            elif alternative.type == "if_statement":
+                following = alternative
+            elif alternative.type == "else_clause":
+                body = alternative.child_by_field_name("body") or next(iter(alternative.named_children), None)
+                if body is not None and body.type == "if_statement":
+                    following = body
+                elif body is not None:
+                    arms.append((None, body))
+            else:
+                arms.append((None, alternative))
+        current = following
+    closed = bool(arms) and arms[-1][0] is None
+    return arms, closed
+
+
+def untaken_arms(body: Node, line: int) -> list[tuple[int, int]]:
+    """The line ranges (``body``'s lines) of the if/elif/else arms a path through ``line``
+    does not take: for every if statement with an arm holding ``line``, its other arms."""
+    ranges: list[tuple[int, int]] = []
+    node: Node | None = body
+    while node is not None:
+        inner = next((child for child in node.named_children if first_line(child) <= line <= last_line(child)), None)
+        if node.type == "if_statement":
+            # An elif or else arm with its clause (an untaken elif's condition never runs).
+            arms = [arm.parent if arm.parent is not None and arm.parent.type in _CLAUSES else arm for _, arm in if_arms(node)[0]]
+            if any(first_line(arm) <= line <= last_line(arm) for arm in arms):
+                ranges += [(first_line(arm), last_line(arm)) for arm in arms if not first_line(arm) <= line <= last_line(arm)]
+        node = inner
+    return ranges
 
 
 def heaviest_path(
