@@ -262,13 +262,10 @@ class _RulePatterns:
         return self.sinks.names | self.boundaries.names | _EXECUTE_NAMES | _MODEL_NAMES | {"on_commit"}
 
     @cached_property
-    def _claim_prefixes(self) -> tuple[str, ...]:
+    def claim_prefixes(self) -> tuple[str, ...]:
+        """The sink and boundary patterns' last-name prefixes (``send_*``): beside
+        :attr:`call_names`, a call whose last name starts with one may matter too."""
         return self.sinks.prefixes + self.boundaries.prefixes
-
-    def may_claim(self, name: str) -> bool:
-        """Whether a call with this last name can matter to a file's facts."""
-        names = self.call_names
-        return names is None or name in names or name.startswith(self._claim_prefixes)
 
 
 _MODEL_NAMES = frozenset().union(*(model.names for model in MODELS))
@@ -314,7 +311,8 @@ class _FileFacts:
         block_lines = {(block.start_line, block.enclosing) for block in index.context_blocks}
         on_commit: list[_Region] = []
         # Most calls of a file can match no pattern and interest no model: drop them at once.
-        calls = index.calls if patterns.call_names is None else [call for call in index.calls if patterns.may_claim(call.name)]
+        names, prefixes = patterns.call_names, patterns.claim_prefixes
+        calls = index.calls if names is None else [call for call in index.calls if call.name in names or call.name.startswith(prefixes)]
         for call in calls:
             if patterns.boundaries.matches(call.callee, call.name) and (call.line, call.enclosing) not in block_lines:
                 self.regions.append(self._call_region(call))
