@@ -13,13 +13,13 @@ from typer.testing import CliRunner
 
 from auditor.cli.console import exit_on_error
 from auditor.cli.review import review_command
-from auditor.findings.model import fingerprint
+from auditor.findings.model import ChainStep, EffectSite, Finding, fingerprint
 from auditor.report import render
 from auditor.report.markdown import REVIEW_MARKER
 from auditor.report.model import Coverage
 from auditor.runs.config import ScanConfig
-from auditor.runs.diff import GitError, Hunk, compute_diff
-from auditor.runs.review import ReviewConfig, change_coverage, run_review
+from auditor.runs.diff import ChangedFile, Diff, GitError, Hunk, compute_diff
+from auditor.runs.review import ReviewConfig, change_coverage, locate_touch, run_review
 from tests.support import git
 
 TX = "tx-outside-transaction"
@@ -452,3 +452,26 @@ def test_a_repeated_review_reuses_the_caches_of_its_temporary_worktrees(repo, mo
     assert [f.fingerprint for f in second.result.findings] == [f.fingerprint for f in first.result.findings]
     packs = list((tmp_path / "cache" / "index").rglob("*.pack"))
     assert len(packs) == 1  # one pack for the repository, not one per temporary worktree
+
+
+def test_a_change_to_a_write_further_down_the_sequence_puts_the_finding_on_the_diff():
+    # The finding sits at the view; the helper two calls down that makes one of its writes
+    # is neither the sink nor on the chain, but a change to it changes the sequence.
+    finding = Finding(
+        rule=TX, severity="critical", title="2 database writes", path="app/views.py", line=8, function="checkout",
+        chain=(ChainStep("app/views.py", 8, "checkout", verified=True),), explanation="", found_by=("static",),
+        fingerprint="f",
+        sequence=(EffectSite("app/views.py", 8, "checkout", "write"), EffectSite("app/ledger.py", 21, "post_entry", "write")),
+    )
+    helper = ChangedFile("app/ledger.py", "app/ledger.py", "M", (Hunk(21, 1),))
+    touch = locate_touch(finding, Diff("base", "head", (helper,)), {})
+    assert touch is not None
+    assert (touch.path, touch.line, touch.function) == ("app/ledger.py", 21, "post_entry")
+    assert touch.reason == "post_entry (a write on the sequence) changed at line 21"
+    # A change elsewhere in the helper's function still counts, at its first changed line.
+    elsewhere = ChangedFile("app/ledger.py", "app/ledger.py", "M", (Hunk(25, 2),))
+    touch = locate_touch(finding, Diff("base", "head", (elsewhere,)), {("app/ledger.py", "post_entry"): (18, 30)})
+    assert touch is not None and (touch.line, touch.reason) == (25, "post_entry (a write on the sequence) changed")
+    # Not on the sequence, not on the chain: not on the diff.
+    other = ChangedFile("app/ledger.py", "app/ledger.py", "M", (Hunk(40, 1),))
+    assert locate_touch(finding, Diff("base", "head", (other,)), {("app/ledger.py", "void_entry"): (38, 45)}) is None

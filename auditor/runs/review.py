@@ -285,28 +285,37 @@ def changed_functions(diff: Diff, indexes: Mapping[str, FileIndex]) -> dict[tupl
 
 
 def locate_touch(finding: Finding, diff: Diff, spans: Mapping[tuple[str, str], tuple[int, int]]) -> ChangeTouch | None:
-    """Where the change touches the finding's chain, or None when it does not.
+    """Where the change touches the finding's chain or its sequence, or None when it does not.
 
     ``spans`` are the changed functions (``changed_functions``).
-    Exact changed lines win over changed functions; nearer the sink wins over nearer the
-    entry point. For a changed function the location is its first changed line.
+    Exact changed lines win over changed functions; the sink wins over the effects of its
+    sequence (a write a helper makes further down), which win over the chain, nearer the
+    sink first. For a changed function the location is its first changed line.
     """
     locations = [(finding.path, finding.line, finding.function, "sink")]
+    locations += [(site.path, site.line, site.function, site.effect) for site in finding.sequence]
     locations += [(step.path, step.line, step.function, "chain step") for step in reversed(finding.chain)]
     for path, line, function, role in locations:
         changed = diff.file(path)
         if changed is not None and line > 0 and changed.touches_line(line):
-            reason = "sink line changed" if role == "sink" else f"chain step {function} changed at line {line}"
-            return ChangeTouch(path, line, function, reason)
+            return ChangeTouch(path, line, function, _touch_reason(role, function, line))
     for path, _, function, role in locations:
         span = spans.get((path, function))
         changed = diff.file(path)
         if span is None or changed is None:
             continue
         line = _first_changed_line(changed.hunks, span)
-        what = "the sink's function" if role == "sink" else f"chain step {function}"
-        return ChangeTouch(path, line, function, f"{what} changed")
+        return ChangeTouch(path, line, function, _touch_reason(role, function, None))
     return None
+
+
+def _touch_reason(role: str, function: str, line: int | None) -> str:
+    """Why a finding is on the change: its sink, an effect of its sequence (``role`` names
+    the effect) or a chain step changed, at ``line`` (None: somewhere in the function)."""
+    if role == "sink":
+        return "sink line changed" if line is not None else "the sink's function changed"
+    what = f"chain step {function}" if role == "chain step" else f"{function} (a {role} on the sequence)"
+    return f"{what} changed at line {line}" if line is not None else f"{what} changed"
 
 
 def _first_changed_line(hunks: tuple[Hunk, ...], span: tuple[int, int]) -> int:
