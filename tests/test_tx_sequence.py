@@ -5,6 +5,7 @@ callee's writes keep the kind the explanation counts them as."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -84,7 +85,7 @@ def test_every_report_format_carries_the_nested_sites(rule: Rule):
     related = sarif["runs"][0]["results"][0]["relatedLocations"]
     assert [(item["id"], item["physicalLocation"]["region"]["startLine"]) for item in related] == [(1, 12), (2, 6), (3, 7), (4, 16)]
     assert related[1]["message"]["text"] == "delete in Credential.sync"
-    assert "where: app/models.py:12 write; app/models.py:6 delete" in render(result, "text", options).replace("\n  ", " ")
+    assert "where: app/models.py:12 write; app/models.py:6 delete" in " ".join(render(result, "text", options).split())
     assert "[`app/models.py:6`](https://example.test/blob/abc/app/models.py#L6) delete" in render(result, "markdown", options)
 
 
@@ -103,3 +104,13 @@ def test_a_finding_whose_effects_are_all_its_own_lists_no_where_line(rule: Rule)
     assert [site.line for site in finding.sequence] == [7, 8]
     result = _result(rule, finding)
     assert "where:" not in render(result, "text", ReportOptions())
+
+
+def test_text_and_markdown_list_twenty_effects_and_say_how_many_more(rule: Rule):
+    finding = reported(analyze_source(APP, rule))[("app/signals.py", "on_user_saved")]
+    many = replace(finding, sequence=tuple(EffectSite("app/models.py", line, "Account.sync", "write") for line in range(1, 26)))
+    result = _result(rule, many)
+    text = " ".join(render(result, "text", ReportOptions()).split())
+    assert "app/models.py:20 write; … and 5 more (the JSON and SARIF reports list every one)" in text
+    assert "app/models.py:21 write" not in text
+    assert len(json.loads(render(result, "json", ReportOptions()))["findings"][0]["sequence"]) == 25

@@ -25,12 +25,12 @@ from auditor.report.model import (
     ScanResult,
     bounded_result,
     names_its_window,
-    nested_sequence,
     recall_line,
     revision_label,
     severity_summary,
     step_location,
     visible_controls,
+    where_text,
     window_problem,
 )
 
@@ -96,9 +96,9 @@ def _finding_block(finding: Finding, link_base: str, reviewed: ReviewedFinding |
     lines.append("")
     if finding.explanation:
         lines += [*_quoted(finding.explanation), ""]
-    sites = nested_sequence(finding)
-    if sites:
-        lines += ["Where: " + "; ".join(f"{_link(site.path, site.line, link_base)} {_escape(site.effect)}" for site in sites), ""]
+    where = where_text(finding, lambda site: _link(site.path, site.line, link_base))
+    if where:
+        lines += [f"Where: {where}", ""]
     if finding.chain:
         lines.append("Call chain:")
         lines.append("")

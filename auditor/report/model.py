@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from auditor.findings.injection import InjectionFlag
@@ -311,11 +312,20 @@ def step_location(path: str, line: int) -> str:
     return f"{path}:{line}" if line > 0 else path
 
 
-def nested_sequence(finding: Finding) -> tuple[EffectSite, ...]:
-    """The finding's effect sites when some lie outside its own function (those in it are
-    in the explanation's own words); empty otherwise."""
-    outside = any((site.path, site.function) != (finding.path, finding.function) for site in finding.sequence)
-    return finding.sequence if outside else ()
+# The text and Markdown reports list at most this many effects of a sequence (JSON and SARIF
+# list every one).
+MAX_WHERE_SITES = 20
+
+
+def where_text(finding: Finding, location: Callable[[EffectSite], str]) -> str:
+    """The finding's effects, each as ``location(site)`` and its kind, when some lie outside
+    its own function (those in it are in the explanation's own words); "" otherwise."""
+    sites = finding.sequence
+    if all((site.path, site.function) == (finding.path, finding.function) for site in sites):
+        return ""
+    shown = "; ".join(f"{location(site)} {site.effect}" for site in sites[:MAX_WHERE_SITES])
+    more = len(sites) - MAX_WHERE_SITES
+    return shown + (f"; … and {more} more (the JSON and SARIF reports list every one)" if more > 0 else "")
 
 
 _COMMIT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")

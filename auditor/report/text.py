@@ -22,12 +22,12 @@ from auditor.report.model import (
     ScanResult,
     bounded_result,
     error_text,
-    nested_sequence,
     recall_line,
     revision_label,
     severity_summary,
     step_location,
     visible_controls,
+    where_text,
     window_problem,
 )
 
@@ -63,9 +63,8 @@ def _finding(finding: Finding, reviewed: ReviewedFinding | None = None) -> Rende
             body.append(Padding(Text(f"note: {note}", style="dim"), (0, 0, 0, 2)))
     if finding.explanation:
         body.append(Padding(Text(finding.explanation), (0, 0, 0, 2)))
-    sites = nested_sequence(finding)
-    if sites:
-        where = "; ".join(f"{step_location(site.path, site.line)} {site.effect}" for site in sites)
+    where = where_text(finding, lambda site: step_location(site.path, site.line))
+    if where:
         body.append(Padding(Text(f"where: {where}", style="dim"), (0, 0, 0, 2)))
     for other in finding.entry_chains()[1:]:
         body.append(Padding(Text(f"also reached ({', '.join(other.found_by)}): {chain_path(finding, other.steps)}"), (0, 0, 0, 2)))
