@@ -97,6 +97,7 @@ class Receivers:
         self._followed: set[tuple[str, str, str, int]] = set()
         """Variables whose class was read through a foreign key or a getter's return."""
         self._relations: dict[FunctionRef, dict[str, FunctionRef]] = {}
+        self._members: dict[tuple[FunctionRef, str], FunctionRef | None] = {}
         self._returns: dict[FunctionRef, tuple[FunctionRef | None, bool]] = {}
 
     def edges(self, ref: FunctionRef) -> tuple[Edge, ...]:
@@ -422,14 +423,16 @@ class Receivers:
     def _member_class(self, cls: FunctionRef, name: str) -> FunctionRef | None:
         """The repository class ``cls().name`` holds: the model a ``ForeignKey`` or
         ``OneToOneField`` named ``name`` relates to, else what a ``@property`` or
-        ``@cached_property`` getter named ``name`` returns."""
-        related = self._relations_of(cls).get(name)
-        if related is not None:
-            return related
-        getter = self.graph.class_member(cls, name)
-        if getter is None or not self._is_property(getter):
-            return None
-        return self._function_returns(getter)[0]
+        ``@cached_property`` getter named ``name`` returns. Memoised per class and name."""
+        key = (cls, name)
+        if key not in self._members:
+            related = self._relations_of(cls).get(name)
+            if related is None:
+                getter = self.graph.class_member(cls, name)
+                if getter is not None and self._is_property(getter):
+                    related = self._function_returns(getter)[0]
+            self._members[key] = related
+        return self._members[key]
 
     def _relations_of(self, cls: FunctionRef) -> dict[str, FunctionRef]:
         """The foreign keys and one-to-one fields of the model ``cls`` and its repository
@@ -452,8 +455,11 @@ class Receivers:
         if definition is None or index is None or definition.kind != "class":
             return {}
         lines = self._text_lines(cls.path)
+        body = range(definition.body_start_line, min(definition.end_line, len(lines)) + 1)
         result: dict[str, FunctionRef] = {}
-        for number in range(definition.body_start_line, min(definition.end_line, len(lines)) + 1):
+        if not any("ForeignKey(" in lines[number - 1] or "OneToOneField(" in lines[number - 1] for number in body):
+            return result  # most classes declare no relation
+        for number in body:
             match = _RELATION_LINE.match(lines[number - 1])
             if not match or index.enclosing_definition(number, ("class", "function", "method")) is not definition:
                 continue
