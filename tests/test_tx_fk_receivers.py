@@ -43,10 +43,13 @@ def test_a_one_to_one_field_to_an_unquoted_model_types_the_variable(found: dict[
     assert "Talk.promote" not in finding.explanation
 
 
-def test_a_foreign_key_to_self_types_a_chained_call(found: dict[tuple[str, str], Finding]):
+def test_a_foreign_key_to_self_types_the_variable_it_is_read_into(found: dict[tuple[str, str], Finding]):
     finding = found[(VIEWS, "close_talk")]
     assert "Talk.archive" in finding.explanation
     assert finding.severity == "critical"
+    # Written as one expression, ``talk.series.archive()`` is not followed (kept narrow).
+    inline = found[(VIEWS, "close_series_inline")]
+    assert inline.severity == "low" and "archive" not in inline.explanation
 
 
 def test_conditional_getters_plain_attributes_and_the_user_model_type_nothing(found: dict[tuple[str, str], Finding]):

@@ -14,10 +14,12 @@ manager.
   ``FooQuerySet.as_manager()``, ``FooManager.from_queryset(FooQuerySet)()``).
 * ``x.name`` (no call) where ``name`` is a ``@property``/``@cached_property`` of ``x``'s
   class (``self`` too): the getter runs.
-* ``x = self.a.b`` (or ``y.a.b``, and ``self.a.b.method(...)``): each name typed by a
-  ``ForeignKey``/``OneToOneField`` of the model (``b = models.ForeignKey(T | "T" |
-  "app.T" | "self", ...)``, the reverse side not) or by a getter or ``self.m()`` whose
-  return is annotated or whose body is a single ``return`` of a typed expression.
+* ``x = self.a.b`` (or ``y.a.b``, ``self.a.m()``), then ``x.method(...)``: each name is
+  typed by a ``ForeignKey``/``OneToOneField`` of the model (``b = models.ForeignKey(T |
+  "T" | "app.T" | "self", ...)``; the reverse side is not) or by a getter or method whose
+  return is annotated or whose body is one ``return`` of a typed expression. Only through
+  a variable: ``self.a.b.method(...)`` written in one expression is not followed (on the
+  precision repositories its new findings were harmless re-runnable sequences).
 * ``M.objects.create/get_or_create/update_or_create/create_user(...)`` that no repository
   manager defines: Django's manager runs ``M.save()``, so the call reaches the model's own
   ``save`` override when the repository defines one.
@@ -120,11 +122,6 @@ class Receivers:
                 if target is not None and target != ref:
                     followed = (ref.path, definition.qualname, parts[0], call.line) in self._followed
                     found.append(self._edge(ref, target, call, FOLLOWED if followed else ASSIGNED))
-            elif len(parts) >= 3 and parts[-1] in methods and all(_IDENTIFIER.fullmatch(part) for part in parts):
-                cls, _ = self._attribute_class(ref.path, definition, parts[:-1], call.line)
-                target = self.graph.class_member(cls, parts[-1]) if cls is not None else None
-                if target is not None and target != ref:
-                    found.append(self._edge(ref, target, call, FOLLOWED))
         return tuple(sorted(set(found)))
 
     def _edge(self, caller: FunctionRef, callee: FunctionRef, call: CallSite, kind: str) -> Edge:
