@@ -7,8 +7,10 @@ manager.
   ``x = M.query.filter_by(...).first_or_404()`` (``first``, ``one``, ``get``...),
   ``x = get_object_or_404(M, ...)``, ``x = session.get(M, ...)``, ``for x in
   M.objects.filter(...)``, ``x = self.get_object()`` (or any repository function) whose
-  return annotation is ``-> M``, or a parameter annotated ``x: M``: then ``x.method(...)`` runs
-  ``M.method`` (or the repository base's) when the repository defines it.
+  return annotation is ``-> M`` or whose body is one ``return`` of such an expression
+  (``return get_object_or_404(M, ...)``), or a parameter annotated ``x: M``: then
+  ``x.method(...)`` runs ``M.method`` (or the repository base's) when the repository
+  defines it.
 * ``M.objects.method(...)``: the method of the manager or queryset class assigned to
   ``objects`` in ``M`` or its repository bases (``objects = FooManager()``,
   ``FooQuerySet.as_manager()``, ``FooManager.from_queryset(FooQuerySet)()``).
@@ -17,9 +19,9 @@ manager.
 * ``x = self.a.b`` (or ``y.a.b``, ``self.a.m()``), then ``x.method(...)``: each name is
   typed by a ``ForeignKey``/``OneToOneField`` of the model (``b = models.ForeignKey(T |
   "T" | "app.T" | "self", ...)``; the reverse side is not) or by a getter or method whose
-  return is annotated or whose body is one ``return`` of a typed expression. Only through
-  a variable: ``self.a.b.method(...)`` written in one expression is not followed (on the
-  precision repositories its new findings were harmless re-runnable sequences).
+  return is read as above. Only through a variable: ``self.a.b.method(...)`` written in
+  one expression is not followed (measured on healthchecks and pretalx, the findings it
+  added were harmless re-runnable sequences).
 * ``M.objects.create/get_or_create/update_or_create/create_user(...)`` that no repository
   manager defines: Django's manager runs ``M.save()``, so the call reaches the model's own
   ``save`` override when the repository defines one.
