@@ -7,13 +7,21 @@ manager.
   ``x = M.query.filter_by(...).first_or_404()`` (``first``, ``one``, ``get``...),
   ``x = get_object_or_404(M, ...)``, ``x = session.get(M, ...)``, ``for x in
   M.objects.filter(...)``, ``x = self.get_object()`` (or any repository function) whose
-  return annotation is ``-> M``, or a parameter annotated ``x: M``: then ``x.method(...)`` runs
-  ``M.method`` (or the repository base's) when the repository defines it.
+  return annotation is ``-> M`` or whose body is one ``return`` of such an expression
+  (``return get_object_or_404(M, ...)``), or a parameter annotated ``x: M``: then
+  ``x.method(...)`` runs ``M.method`` (or the repository base's) when the repository
+  defines it.
 * ``M.objects.method(...)``: the method of the manager or queryset class assigned to
   ``objects`` in ``M`` or its repository bases (``objects = FooManager()``,
   ``FooQuerySet.as_manager()``, ``FooManager.from_queryset(FooQuerySet)()``).
 * ``x.name`` (no call) where ``name`` is a ``@property``/``@cached_property`` of ``x``'s
   class (``self`` too): the getter runs.
+* ``x = self.a.b`` (or ``y.a.b``, ``self.a.m()``), then ``x.method(...)``: each name is
+  typed by a ``ForeignKey``/``OneToOneField`` of the model (``b = models.ForeignKey(T |
+  "T" | "app.T" | "self", ...)``; the reverse side is not) or by a getter or method whose
+  return is read as above. Only through a variable: ``self.a.b.method(...)`` written in
+  one expression is not followed (measured on healthchecks and pretalx, the findings it
+  added were harmless re-runnable sequences).
 * ``M.objects.create/get_or_create/update_or_create/create_user(...)`` that no repository
   manager defines: Django's manager runs ``M.save()``, so the call reaches the model's own
   ``save`` override when the repository defines one.
@@ -36,6 +44,7 @@ ASSIGNED = "receiver's class from its assignment"
 MANAGER = "the model manager's method"
 CREATED = "the model's save() run by its manager"
 PROPERTY = "a property read runs its getter"
+FOLLOWED = "receiver's class through a foreign key or a getter's return"
 
 _SELF = frozenset({"self", "cls", "this"})
 # Django manager/queryset calls that return one row of the model.
@@ -60,6 +69,11 @@ _ANNOTATION = re.compile(r"[(,]\s*([A-Za-z_]\w*)\s*:\s*['\"]?([A-Za-z_][\w.]*)['
 _UNPACKED = re.compile(r"^,\s*\w+\s*=(?!=)\s*(.*)")
 _ANNOTATED = re.compile(r"^:[^=]+=(?!=)\s*(.*)")
 _RETURNS = re.compile(r"\)\s*->\s*['\"]?([A-Za-z_][\w.]*)['\"]?\s*:")
+# ``name = models.ForeignKey(`` / ``OneToOneField(`` in a model's class body.
+_RELATION_LINE = re.compile(r"^\s+([A-Za-z_]\w*)\s*(?::[^=]+)?=\s*(?:[\w.]*\.)?(?:ForeignKey|OneToOneField)\((.*)$")
+# The related model: the first positional argument or ``to=``, a name or a string.
+_RELATION_FIRST = re.compile(r"^\s*(?:to\s*=\s*)?(['\"]?)([A-Za-z_][\w.]*)\1\s*(?:[,)]|$)")
+_RELATION_TO = re.compile(r"[(,]\s*to\s*=\s*(['\"]?)([A-Za-z_][\w.]*)\1\s*[,)]")
 _MAX_STATEMENT_LINES = 12
 
 
@@ -84,6 +98,11 @@ class Receivers:
         self._methods: frozenset[str] | None = None
         self._property_read: re.Pattern[str] | None = None
         self._variables: dict[tuple[str, str, str, int], FunctionRef | None] = {}
+        self._followed: set[tuple[str, str, str, int]] = set()
+        """Variables whose class was read through a foreign key or a getter's return."""
+        self._relations: dict[FunctionRef, dict[str, FunctionRef]] = {}
+        self._members: dict[tuple[FunctionRef, str], FunctionRef | None] = {}
+        self._returns: dict[FunctionRef, tuple[FunctionRef | None, bool]] = {}
 
     def edges(self, ref: FunctionRef) -> tuple[Edge, ...]:
         """The extra edges out of the Python function ``ref``."""
@@ -103,7 +122,8 @@ class Receivers:
                 cls = self._variable_class(ref.path, definition, parts[0], call.line)
                 target = self.graph.class_member(cls, parts[1]) if cls is not None else None
                 if target is not None and target != ref:
-                    found.append(self._edge(ref, target, call, ASSIGNED))
+                    followed = (ref.path, definition.qualname, parts[0], call.line) in self._followed
+                    found.append(self._edge(ref, target, call, FOLLOWED if followed else ASSIGNED))
         return tuple(sorted(set(found)))
 
     def _edge(self, caller: FunctionRef, callee: FunctionRef, call: CallSite, kind: str) -> Edge:
@@ -252,7 +272,10 @@ class Receivers:
             assigned = _assigned_expression(text, variable)
             if assigned is not None:
                 expression, unpacked = assigned
-                found = self._class_of_expression(path, definition, self._statement(lines, number, expression), unpacked)
+                statement = self._statement(lines, number, expression)
+                found, followed = self._class_of_expression(path, definition, statement, unpacked, number)
+                if followed and found is not None:
+                    self._followed.add(key)
                 break
             loop = _FOR.match(text)
             if loop and loop.group(1) == variable:
@@ -267,6 +290,10 @@ class Receivers:
 
     def _statement(self, lines: list[str], number: int, start: str) -> str:
         """The assigned expression from ``start`` through the line where its brackets close."""
+        return self._statement_end(lines, number, start)[0]
+
+    def _statement_end(self, lines: list[str], number: int, start: str) -> tuple[str, int]:
+        """:meth:`_statement` and the number of the line it ends on."""
         text, depth = start, _depth(start)
         extra = 0
         while depth > 0 and extra < _MAX_STATEMENT_LINES and number + extra < len(lines):
@@ -274,44 +301,180 @@ class Receivers:
             following = lines[number + extra - 1]
             text += " " + following.strip()
             depth += _depth(following)
-        return text.strip()
+        return text.strip(), number + extra
 
-    def _class_of_expression(self, path: str, caller: Definition, expression: str, unpacked: bool) -> FunctionRef | None:
+    def _class_of_expression(
+        self, path: str, caller: Definition, expression: str, unpacked: bool, line: int
+    ) -> tuple[FunctionRef | None, bool]:
+        """The repository class of what ``expression`` (written at ``line`` in ``caller``)
+        evaluates to, and whether it was read through a foreign key or a getter's body."""
         found = _GET_OR_404.match(expression) or _SESSION_GET.match(expression)
         if found:
-            return None if unpacked else self._class(path, found.group(1))
+            return (None if unpacked else self._class(path, found.group(1))), False
+        chain = expression.split("#", 1)[0].strip().split(".")
+        if not unpacked and len(chain) >= 2 and all(_IDENTIFIER.fullmatch(part) for part in chain):
+            # ``self.invitation.submission``: an attribute chain, read name by name.
+            return self._attribute_class(path, caller, chain, line)
         parts = strip_arguments(expression).split(".")
         if not parts or not all(_IDENTIFIER.fullmatch(part) for part in parts) or not expression.endswith(")"):
-            return None
+            return None, False
         last = parts[-1]
         if "objects" in parts[1:]:
             position = parts.index("objects")
             wanted = _DJANGO_ROW_AND_FLAG if unpacked else _DJANGO_ROW
-            return self._class(path, ".".join(parts[:position])) if last in wanted else None
+            return (self._class(path, ".".join(parts[:position])) if last in wanted else None), False
         if "query" in parts[1:]:
             position = parts.index("query")
-            return self._class(path, ".".join(parts[:position])) if last in _QUERY_ROW and not unpacked else None
+            wanted_row = last in _QUERY_ROW and not unpacked
+            return (self._class(path, ".".join(parts[:position])) if wanted_row else None), False
         if unpacked:
-            return None
+            return None, False
         if last[:1].isupper():
-            return self._class(path, ".".join(parts))  # a constructor call: M(...)
-        return self._returned_class(path, caller, parts)
+            return self._class(path, ".".join(parts)), False  # a constructor call: M(...)
+        return self._returned_class(path, caller, parts, line)
 
-    def _returned_class(self, path: str, caller: Definition, parts: list[str]) -> FunctionRef | None:
-        """The class a repository function's return annotation names (``def get_object(self)
-        -> Question``), for a call ``self.m(...)`` or ``f(...)``/``module.f(...)``."""
+    def _returned_class(
+        self, path: str, caller: Definition, parts: list[str], line: int
+    ) -> tuple[FunctionRef | None, bool]:
+        """The class a repository function returns, for a call ``self.m(...)``,
+        ``self.a.m(...)`` or ``f(...)``/``module.f(...)``: see :meth:`_function_returns`."""
         if parts[0] in _SELF:
-            if len(parts) != 2 or caller.parent is None:
-                return None
-            function = self.graph.class_member(FunctionRef(path, caller.parent), parts[1])
+            if caller.parent is None:
+                return None, False
+            owner: FunctionRef | None = FunctionRef(path, caller.parent)
+            followed = False
+            if len(parts) > 2:
+                owner, followed = self._attribute_class(path, caller, parts[:-1], line)
+            function = self.graph.class_member(owner, parts[-1]) if owner is not None else None
         else:
-            function = self.graph.resolve(path, ".".join(parts))
-        definition = self.graph.definition(function) if function is not None else None
-        if function is None or definition is None or definition.kind == "class":
+            function, followed = self.graph.resolve(path, ".".join(parts)), False
+        if function is None:
+            return None, False
+        returned, from_body = self._function_returns(function)
+        return returned, followed or from_body
+
+    def _function_returns(self, function: FunctionRef) -> tuple[FunctionRef | None, bool]:
+        """The class a repository function's return annotation names (``def get_object(self)
+        -> Question``), else that of the typed expression its body's single ``return``
+        returns (``return get_object_or_404(Invitation, ...)``, ``return self.get_x()``);
+        with whether the body was read. Memoised; a function reached again while its own
+        return is being read returns nothing."""
+        if function in self._returns:
+            return self._returns[function]
+        self._returns[function] = (None, False)
+        definition = self.graph.definition(function)
+        result: tuple[FunctionRef | None, bool] = (None, False)
+        if definition is not None and definition.kind != "class":
+            lines = self._text_lines(function.path)
+            signature = " ".join(lines[definition.start_line - 1 : definition.body_start_line])
+            returned = _RETURNS.search(signature)
+            if returned:
+                result = (self._class(function.path, returned.group(1)), False)
+            else:
+                single = self._single_return(function.path, definition)
+                if single is not None:
+                    number, expression = single
+                    found, _ = self._class_of_expression(function.path, definition, expression, False, number)
+                    result = (found, True)
+        self._returns[function] = result
+        return result
+
+    def _single_return(self, path: str, definition: Definition) -> tuple[int, str] | None:
+        """``(line, expression)`` when the function's body (after its docstring) is one
+        ``return <expression>`` statement, else None."""
+        lines = self._text_lines(path)
+        last = min(definition.end_line, len(lines))
+        code = [
+            number
+            for number in range(definition.body_start_line, last + 1)
+            if lines[number - 1].strip() and not lines[number - 1].lstrip().startswith("#")
+        ]
+        if not code or definition.body_start_line <= definition.start_line:
             return None
-        signature = " ".join(self._text_lines(function.path)[definition.start_line - 1 : definition.body_start_line])
-        returned = _RETURNS.search(signature)
-        return self._class(function.path, returned.group(1)) if returned else None
+        first = lines[code[0] - 1].strip()
+        if not first.startswith("return "):
+            return None
+        statement, end = self._statement_end(lines, code[0], first[len("return ") :])
+        if _depth(statement) != 0 or code[-1] > end:
+            return None  # more statements follow, or the brackets never close
+        return code[0], statement
+
+    # -- foreign keys and getters -----------------------------------------------------
+
+    def _attribute_class(
+        self, path: str, caller: Definition, parts: list[str], line: int
+    ) -> tuple[FunctionRef | None, bool]:
+        """The class of ``self.a.b`` or ``x.a.b`` read at ``line`` in ``caller``: ``self``'s
+        class or the variable's, then per name the related model of a foreign key or the
+        return of a getter (see :meth:`_member_class`); with whether any step was followed."""
+        if parts[0] in _SELF:
+            cls = FunctionRef(path, caller.parent) if caller.parent is not None else None
+            followed = False
+        else:
+            cls = self._variable_class(path, caller, parts[0], line)
+            followed = (path, caller.qualname, parts[0], line) in self._followed
+        for name in parts[1:]:
+            if cls is None:
+                return None, False
+            cls, followed = self._member_class(cls, name), True
+        return cls, followed
+
+    def _member_class(self, cls: FunctionRef, name: str) -> FunctionRef | None:
+        """The repository class ``cls().name`` holds: the model a ``ForeignKey`` or
+        ``OneToOneField`` named ``name`` relates to, else what a ``@property`` or
+        ``@cached_property`` getter named ``name`` returns. Memoised per class and name."""
+        key = (cls, name)
+        if key not in self._members:
+            related = self._relations_of(cls).get(name)
+            if related is None:
+                getter = self.graph.class_member(cls, name)
+                if getter is not None and self._is_property(getter):
+                    related = self._function_returns(getter)[0]
+            self._members[key] = related
+        return self._members[key]
+
+    def _relations_of(self, cls: FunctionRef) -> dict[str, FunctionRef]:
+        """The foreign keys and one-to-one fields of the model ``cls`` and its repository
+        bases (its own first), by field name, to the related repository model. Memoised
+        per class."""
+        found = self._relations.get(cls)
+        if found is not None:
+            return found
+        self._relations[cls] = {}  # a base cycle reads as no relations
+        result: dict[str, FunctionRef] = {}
+        for base in reversed(self.graph.base_classes(cls)):
+            result.update(self._relations_of(base))
+        result.update(self._own_relations(cls))
+        self._relations[cls] = result
+        return result
+
+    def _own_relations(self, cls: FunctionRef) -> dict[str, FunctionRef]:
+        definition = self.graph.definition(cls)
+        index = self.indexes.get(cls.path)
+        if definition is None or index is None or definition.kind != "class":
+            return {}
+        lines = self._text_lines(cls.path)
+        body = range(definition.body_start_line, min(definition.end_line, len(lines)) + 1)
+        result: dict[str, FunctionRef] = {}
+        if not any("ForeignKey(" in lines[number - 1] or "OneToOneField(" in lines[number - 1] for number in body):
+            return result  # most classes declare no relation
+        for number in body:
+            match = _RELATION_LINE.match(lines[number - 1])
+            if not match or index.enclosing_definition(number, ("class", "function", "method")) is not definition:
+                continue
+            arguments = self._statement(lines, number, "(" + match.group(2))
+            target = _RELATION_FIRST.match(arguments[1:]) or _RELATION_TO.search(arguments)
+            if target is None:
+                continue
+            quoted, name = target.group(1), target.group(2)
+            if name == "self":
+                related: FunctionRef | None = cls
+            else:
+                # ``"app.Model"`` names the model ``Model`` of the app ``app``.
+                related = self._class(cls.path, name.rsplit(".", 1)[-1] if quoted else name)
+            if related is not None:
+                result[match.group(1)] = related
+        return result
 
     def _class_of_rows(self, path: str, expression: str) -> FunctionRef | None:
         parts = strip_arguments(expression).split(".")
