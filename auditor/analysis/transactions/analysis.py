@@ -38,7 +38,10 @@ Inputs: the index (``FileIndex`` per path), the file texts, the rule (its ``sink
    (a re-run finds what they left), every write to one object's row and its own links
    (``x.save()`` then ``x.tags.add(...)``: the object is valid and editable), or a mail,
    HTTP call or task after the last write (the right order; a file stored after the row
-   that names it still counts). The reason ends the finding's explanation. ``low``: a
+   that names it still counts). The retry-based ones (deletes, idempotent writes, upserts
+   then a write, one object) do not apply when a write after the first sits in a ``try``
+   whose handler carries on: the function goes on after that failure, nobody retries. The
+   reason ends the finding's explanation. ``low``: a
    single autocommit write. Findings below ``min_severity`` are counted, not returned.
 
 Suppression comments are not interpreted here; that is the findings stage's job.
@@ -83,6 +86,7 @@ from auditor.analysis.transactions.grading import (
     WRITES,
     Step,
     bookkeeping,
+    caught,
     derived,
     grade,
     idempotent,
@@ -879,7 +883,7 @@ class _Analysis:
                     body = self._body(ref, facts)
                 node, source, offset = body
                 shifted = {line - offset: steps for line, steps in variant.items()}
-                found = tuple(paths.heaviest_path(node, source, shifted, weight, off))
+                found = tuple(paths.heaviest_path(node, source, shifted, weight, off, caught))
             if facts is not None:
                 found = _without_idle_commits(found, facts)
             if sum(map(weight, found)) > sum(map(weight, heaviest)):

@@ -5,13 +5,19 @@ A path is a tuple of :class:`Step` events. :func:`grade` returns its severity an
 sequence graded below critical or high for what its writes are, the reason in a few words
 (the finding's explanation ends with it). The write kinds it reads come from the analysis:
 ``Effect.UPSERT`` and ``Effect.IDEMPOTENT`` from :func:`idempotent`, a step's ``subject``
-from :func:`subject` and :func:`instance`.
+from :func:`subject` and :func:`instance`; a step's ``caught`` from the path walker
+(:func:`caught` marks an effect in a ``try`` body whose handler carries on).
+
+The medium grades for only deletes, only idempotent writes, upserts before one write and
+one object's writes rest on a retry completing the sequence. They do not apply when a
+write after the first is caught: the function handles that failure and goes on, nobody
+retries, and what the earlier writes did is the outcome.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from auditor.analysis.callgraph import FunctionRef
 from auditor.analysis.entrypoints import split_arguments
@@ -52,6 +58,14 @@ class Step:
     """The one object whose row and relations every database effect of the step writes
     (``channel`` for ``channel.save()`` or ``channel.checks.add(...)``; ``self`` inside
     its methods), or None when the step writes anything else."""
+    caught: bool = False
+    """Whether the step sits in a ``try`` body whose handler carries on (no return, raise
+    or throw): when it fails, the function goes on with what the earlier steps did."""
+
+
+def caught(step: Step) -> Step:
+    """``step`` marked as sitting in a ``try`` body whose handler carries on."""
+    return replace(step, caught=True)
 
 
 def weight(step: Step) -> int:
@@ -91,22 +105,48 @@ def _grade_writes(steps: tuple[Step, ...], effects: list[Effect], side_effects: 
     if writes == 1 and not (bookkeeping or commits or side_effects):
         direct = [step for step in steps if step.callee is None and any(effect in WRITES for effect in step.effects)]
         return ("low", "") if direct else None
+    unretried = ""
     if not commits and not side_effects and writes + bookkeeping >= 2:
-        if writes and deletes == writes:
-            return "medium", "only deletes: a retry finishes the cleanup"
-        if writes and not plain and not deletes:
-            return "medium", "only idempotent writes (upserts, relation changes, constant updates): a re-run completes them"
-        if plain == 1 and upserts == writes - 1 and [effect for effect in effects if effect in WRITES][-1] is Effect.WRITE:
-            return "medium", "only upserts or links before the last write: a re-run finds what they left and completes the path"
-        if _one_object(steps):
-            return "medium", "every write is to one object's row and its relations: what a failure leaves is that object, valid and editable"
+        retried = _retried(steps, effects, writes, plain, deletes, upserts)
+        if retried is not None and not _caught_later(steps):
+            return retried
+        if retried is not None:
+            unretried = "a later write's failure is caught and the function carries on, so no retry completes the earlier writes"
     if writes >= 2 or (writes and (commits or side_effects)):
-        return "critical", ""
+        return "critical", unretried
     if commits >= 2 or (commits and side_effects):
         return "high", ""
     if writes + bookkeeping >= 2 or (bookkeeping and (commits or side_effects)):
         return "medium", "one write, the rest bookkeeping (event rows, search vectors, rate-limit counters)"
     return None
+
+
+def _retried(
+    steps: tuple[Step, ...], effects: list[Effect], writes: int, plain: int, deletes: int, upserts: int
+) -> tuple[str, str] | None:
+    """The medium grade of a sequence whose partial state a retry or re-run completes, if
+    the path's writes are such a sequence."""
+    if writes and deletes == writes:
+        return "medium", "only deletes: a retry finishes the cleanup"
+    if writes and not plain and not deletes:
+        return "medium", "only idempotent writes (upserts, relation changes, constant updates): a re-run completes them"
+    if plain == 1 and upserts == writes - 1 and [effect for effect in effects if effect in WRITES][-1] is Effect.WRITE:
+        return "medium", "only upserts or links before the last write: a re-run finds what they left and completes the path"
+    if _one_object(steps):
+        return "medium", "every write is to one object's row and its relations: what a failure leaves is that object, valid and editable"
+    return None
+
+
+def _caught_later(steps: tuple[Step, ...]) -> bool:
+    """Whether a write after the path's first one is caught (its failure handled, the
+    function carrying on)."""
+    written = False
+    for step in steps:
+        if any(effect in WRITES for effect in step.effects):
+            if written and step.caught:
+                return True
+            written = True
+    return False
 
 
 def bookkeeping(ref: FunctionRef) -> bool:

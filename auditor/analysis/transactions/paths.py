@@ -7,7 +7,10 @@ cases, exception handlers) contribute their heaviest arm, not their sum; ``retur
 ``raise`` and ``throw`` end a path, so writes after an early return and writes before it
 in the returning arm are never counted together. An arm whose condition is exactly a
 parameter the caller passes as a false constant (``if save:`` under ``save=False``) cannot
-run. Loops count their body once. The syntax comes from tree-sitter (Python, Java, Go,
+run. Loops count their body once. An event in a ``try`` body with a handler that carries on
+(no ``return``, ``raise`` or ``throw`` in it: the function goes on after the failure) is
+passed through the caller's ``caught`` marker, so grading knows nobody retries after it
+fails. The syntax comes from tree-sitter (Python, Java, Go,
 JavaScript/TypeScript share these node names); a function whose body cannot be found is
 treated as one straight sequence.
 """
@@ -68,13 +71,35 @@ def function_body(root: Node, start_line: int, end_line: int) -> Node | None:
             return None
 
 
+def carries_on(handler: Node) -> bool:
+    """Whether an ``except``/``catch`` handler lets the function go on after the failure it
+    catches: no ``return``, ``raise`` or ``throw`` anywhere in it (nested functions aside)."""
+    pending = list(handler.named_children)
+    while pending:
+        node = pending.pop()
+        if node.type in _EXITS:
+            return False
+        if node.type not in _NESTED:
+            pending.extend(node.named_children)
+    return True
+
+
 class _Walk(Generic[Event]):
-    def __init__(self, source: bytes, events: Mapping[int, Sequence[Event]], weight: Callable[[Event], int], off: frozenset[str]) -> None:
+    def __init__(
+        self,
+        source: bytes,
+        events: Mapping[int, Sequence[Event]],
+        weight: Callable[[Event], int],
+        off: frozenset[str],
+        caught: Callable[[Event], Event] | None = None,
+    ) -> None:
         self.source = source
         self.events = events
         self.lines = sorted(events)
         self.weight = weight
         self.off = off
+        self.caught = caught
+        self.protected: list[tuple[int, int]] = []  # line spans of try bodies whose handler carries on
         self.claimed: set[int] = set()
 
     def heavier(self, left: Path | None, right: Path | None) -> Path | None:
@@ -94,7 +119,10 @@ class _Walk(Generic[Event]):
         for line in self.lines:
             if low <= line <= high and line not in self.claimed:
                 self.claimed.add(line)
-                found.extend(self.events[line])
+                if self.caught is not None and any(start <= line <= end for start, end in self.protected):
+                    found.extend(map(self.caught, self.events[line]))
+                else:
+                    found.extend(self.events[line])
         return tuple(found)
 
     def walk(self, node: Node) -> tuple[Path | None, Path | None]:
@@ -204,7 +232,15 @@ class _Walk(Generic[Event]):
         body = [child for child in node.named_children if child.type not in _HANDLERS and child.type != "finally_clause"]
         handlers = [child for child in node.named_children if child.type in _HANDLERS]
         final = [child for child in node.named_children if child.type == "finally_clause"]
-        through, ended = self.sequence(body)
+        protected = node.child_by_field_name("body")
+        marking = self.caught is not None and protected is not None and self.has_events(protected) and any(map(carries_on, handlers))
+        if marking:
+            self.protected.append((first_line(protected), last_line(protected)))
+        try:
+            through, ended = self.sequence(body)
+        finally:
+            if marking:
+                self.protected.pop()
         # A handler runs instead of the rest of the body, after the effect that failed
         # (which did not happen): its path is an alternative to the body's, not a
         # continuation of it (a failure record after a commit is not a second step).
@@ -228,12 +264,14 @@ def heaviest_path(
     events: Mapping[int, Sequence[Event]],
     weight: Callable[[Event], int],
     off: frozenset[str] = frozenset(),
+    caught: Callable[[Event], Event] | None = None,
 ) -> tuple[Event, ...]:
     """The heaviest sequence of ``events`` (by line) along one feasible path of ``body``;
-    every event in source order when ``body`` is None."""
+    every event in source order when ``body`` is None. An event in a ``try`` body whose
+    handler carries on (:func:`carries_on`) is returned as ``caught(event)``."""
     if body is None:
         return tuple(event for line in sorted(events) for event in events[line])
-    walk = _Walk(source, events, weight, off)
+    walk = _Walk(source, events, weight, off, caught)
     through, ended = walk.walk(body)
     best = walk.heavier(through, ended) or ()
     rest = [line for line in sorted(events) if line not in walk.claimed]
