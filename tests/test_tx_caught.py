@@ -45,6 +45,7 @@ def test_deletes_before_a_caught_delete_are_critical(found: dict[tuple[str, str]
         "delete_shelf_or_fail",  # the handler re-raises
         "delete_shelf_or_refuse",  # the handler returns an error response
         "delete_shelf_first",  # the caught write is the first: nothing before it is left
+        "prune_shelf",  # only a lookup's DoesNotExist is caught, not a write's failure
     ],
 )
 def test_a_failure_that_ends_the_function_or_comes_first_stays_medium(found: dict[tuple[str, str], Finding], function: str):

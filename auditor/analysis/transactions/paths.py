@@ -8,15 +8,16 @@ cases, exception handlers) contribute their heaviest arm, not their sum; ``retur
 in the returning arm are never counted together. An arm whose condition is exactly a
 parameter the caller passes as a false constant (``if save:`` under ``save=False``) cannot
 run. Loops count their body once. An event in a ``try`` body with a handler that carries on
-(no ``return``, ``raise`` or ``throw`` in it: the function goes on after the failure) is
-passed through the caller's ``caught`` marker, so grading knows nobody retries after it
-fails. The syntax comes from tree-sitter (Python, Java, Go,
-JavaScript/TypeScript share these node names); a function whose body cannot be found is
-treated as one straight sequence.
+past a write's failure (it catches a database error or everything, and has no ``return``,
+``raise`` or ``throw``: the function goes on) is passed through the caller's ``caught``
+marker, so grading knows nobody retries after it fails. The syntax comes from tree-sitter
+(Python, Java, Go, JavaScript/TypeScript share these node names); a function whose body
+cannot be found is treated as one straight sequence.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Generic, TypeVar
 
@@ -44,6 +45,13 @@ _CONTAINERS = frozenset(
      "catch_clause", "synchronized_statement", "try_with_resources_statement", "constructor_body"}
 )  # fmt: skip
 _HANDLERS = frozenset({"except_clause", "except_group_clause", "catch_clause"})
+# What a failed write raises (Django's ProtectedError, IntegrityError, DatabaseError,
+# Spring's DataAccessException family, JDBC's SQLException), or a catch-all type.
+_WRITE_FAILURE = re.compile(
+    r"(?i)exception|baseexception|throwable|runtimeexception"
+    r"|\w*(?:protected|restricted|integrity|database|dataerror|operational|sql|dataaccess|persistence|constraint|deadlock)\w*"
+)
+_TYPE_NAME = re.compile(r"[A-Za-z_][\w.]*")
 
 
 def first_line(node: Node) -> int:
@@ -71,9 +79,13 @@ def function_body(root: Node, start_line: int, end_line: int) -> Node | None:
             return None
 
 
-def carries_on(handler: Node) -> bool:
-    """Whether an ``except``/``catch`` handler lets the function go on after the failure it
-    catches: no ``return``, ``raise`` or ``throw`` anywhere in it (nested functions aside)."""
+def carries_on(handler: Node, source: bytes) -> bool:
+    """Whether an ``except``/``catch`` handler lets the function go on after a write fails:
+    it catches a database error (:data:`_WRITE_FAILURE`) or everything, not only a lookup's
+    ``DoesNotExist``, and has no ``return``, ``raise`` or ``throw`` (nested functions aside)."""
+    caught = _caught_types(handler, source)
+    if caught is not None and not any(_WRITE_FAILURE.fullmatch(name.rsplit(".", 1)[-1]) for name in _TYPE_NAME.findall(caught)):
+        return False
     pending = list(handler.named_children)
     while pending:
         node = pending.pop()
@@ -82,6 +94,24 @@ def carries_on(handler: Node) -> bool:
         if node.type not in _NESTED:
             pending.extend(node.named_children)
     return True
+
+
+def _caught_types(handler: Node, source: bytes) -> str | None:
+    """The exception types a handler names (``IntegrityError``, ``(A, B)``, ``A | B``);
+    None when it catches everything (a bare ``except:``, a JavaScript ``catch (e)``)."""
+    for child in handler.named_children:
+        if child.type == "catch_formal_parameter":  # Java: the type before the name
+            types = next((part for part in child.named_children if part.type == "catch_type"), None)
+            return _text(types, source) if types is not None else None
+        if handler.type in ("except_clause", "except_group_clause") and child.type not in ("block", "comment"):
+            if child.type == "as_pattern" and child.named_children:
+                child = child.named_children[0]
+            return _text(child, source)
+    return None
+
+
+def _text(node: Node, source: bytes) -> str:
+    return source[node.start_byte : node.end_byte].decode("utf-8", "replace")
 
 
 class _Walk(Generic[Event]):
@@ -233,7 +263,7 @@ class _Walk(Generic[Event]):
         handlers = [child for child in node.named_children if child.type in _HANDLERS]
         final = [child for child in node.named_children if child.type == "finally_clause"]
         protected = node.child_by_field_name("body")
-        marking = self.caught is not None and protected is not None and self.has_events(protected) and any(map(carries_on, handlers))
+        marking = self.caught is not None and protected is not None and self.has_events(protected) and any(carries_on(handler, self.source) for handler in handlers)
         if marking:
             self.protected.append((first_line(protected), last_line(protected)))
         try:
