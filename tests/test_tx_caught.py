@@ -48,7 +48,9 @@ def test_deletes_before_a_caught_delete_are_critical(found: dict[tuple[str, str]
         "prune_shelf",  # only a lookup's DoesNotExist is caught, not a write's failure
     ],
 )
-def test_a_failure_that_ends_the_function_or_comes_first_stays_medium(found: dict[tuple[str, str], Finding], function: str):
+def test_a_failure_that_ends_the_function_or_comes_first_stays_medium(
+    found: dict[tuple[str, str], Finding], function: str
+):
     finding = found[(VIEWS, function)]
     assert finding.severity == "medium"
     assert "only deletes: a retry finishes the cleanup" in finding.explanation

@@ -40,6 +40,7 @@ _CONSTANT = re.compile(r"[-+]?\d[\d_.]*|True|False|None|'[^'\\]*'|\"[^\"\\]*\"|(
 # An upsert's defaults computed from a value read before it (``balance=src.balance - x``).
 _RELATIVE_VALUE = re.compile(r"\bF\s*\(|[\w)\]]\s*[-+*/]\s*[\w(]")
 _SAVES = frozenset({"save", "delete"})
+_UNRETRIED = "a later write's failure is caught and the function carries on, so no retry completes the earlier writes"
 _NAME = re.compile(r"[A-Za-z_]\w*")
 _DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 
@@ -111,7 +112,7 @@ def _grade_writes(steps: tuple[Step, ...], effects: list[Effect], side_effects: 
         if retried is not None and not _caught_later(steps):
             return retried
         if retried is not None:
-            unretried = "a later write's failure is caught and the function carries on, so no retry completes the earlier writes"
+            unretried = _UNRETRIED
     if writes >= 2 or (writes and (commits or side_effects)):
         return "critical", unretried
     if commits >= 2 or (commits and side_effects):

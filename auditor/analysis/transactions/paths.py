@@ -48,8 +48,8 @@ _HANDLERS = frozenset({"except_clause", "except_group_clause", "catch_clause"})
 # What a failed write raises (Django's ProtectedError, IntegrityError, DatabaseError,
 # Spring's DataAccessException family, JDBC's SQLException), or a catch-all type.
 _WRITE_FAILURE = re.compile(
-    r"(?i)exception|baseexception|throwable|runtimeexception"
-    r"|\w*(?:protected|restricted|integrity|database|dataerror|operational|sql|dataaccess|persistence|constraint|deadlock)\w*"
+    r"(?i)exception|baseexception|throwable|runtimeexception|\w*(?:protected|restricted|integrity|database"
+    r"|dataerror|operational|sql|dataaccess|persistence|constraint|deadlock)\w*"
 )
 _TYPE_NAME = re.compile(r"[A-Za-z_][\w.]*")
 
@@ -84,7 +84,8 @@ def carries_on(handler: Node, source: bytes) -> bool:
     it catches a database error (:data:`_WRITE_FAILURE`) or everything, not only a lookup's
     ``DoesNotExist``, and has no ``return``, ``raise`` or ``throw`` (nested functions aside)."""
     caught = _caught_types(handler, source)
-    if caught is not None and not any(_WRITE_FAILURE.fullmatch(name.rsplit(".", 1)[-1]) for name in _TYPE_NAME.findall(caught)):
+    names = _TYPE_NAME.findall(caught) if caught is not None else []
+    if caught is not None and not any(_WRITE_FAILURE.fullmatch(name.rsplit(".", 1)[-1]) for name in names):
         return False
     pending = list(handler.named_children)
     while pending:
@@ -263,7 +264,8 @@ class _Walk(Generic[Event]):
         handlers = [child for child in node.named_children if child.type in _HANDLERS]
         final = [child for child in node.named_children if child.type == "finally_clause"]
         protected = node.child_by_field_name("body")
-        marking = self.caught is not None and protected is not None and self.has_events(protected) and any(carries_on(handler, self.source) for handler in handlers)
+        marking = self.caught is not None and protected is not None and self.has_events(protected)
+        marking = marking and any(carries_on(handler, self.source) for handler in handlers)
         if marking:
             self.protected.append((first_line(protected), last_line(protected)))
         try:
