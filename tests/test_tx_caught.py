@@ -131,3 +131,44 @@ def test_grading_ignores_a_caught_step_before_any_write():
     assert grade((caught(log), _delete(2, "a"), _delete(3, "b")))[0] == "medium"
     assert grade((_delete(2, "a"), caught(_delete(3, "b"))))[0] == "critical"
     assert grade((_delete(2, "a"), _delete(3, "b"))) == ("medium", "only deletes: a retry finishes the cleanup")
+
+
+def test_a_catch_all_or_a_tuple_with_a_database_error_carries_on(rule: Rule):
+    source = {
+        "app/views.py": """
+            from django.db import IntegrityError
+            from django.shortcuts import redirect
+            from django.views.decorators.http import require_POST
+
+            @require_POST
+            def merge_everything(request, shelf, other):
+                other.labels.all().delete()
+                try:
+                    other.delete()
+                except Exception:
+                    shelf.note = "merge incomplete"
+                return redirect("shelves")
+
+            @require_POST
+            def merge_tuple(request, shelf, other):
+                other.labels.all().delete()
+                try:
+                    other.delete()
+                except (ValueError, IntegrityError) as error:
+                    shelf.note = str(error)
+                return redirect("shelves")
+
+            @require_POST
+            def merge_lookup(request, shelf, other):
+                other.labels.all().delete()
+                try:
+                    other.delete()
+                except (KeyError, LookupError):
+                    shelf.note = "gone"
+                return redirect("shelves")
+        """
+    }
+    found = reported(analyze_source(source, rule))
+    assert found[("app/views.py", "merge_everything")].severity == "critical"
+    assert found[("app/views.py", "merge_tuple")].severity == "critical"
+    assert found[("app/views.py", "merge_lookup")].severity == "medium"
