@@ -56,6 +56,13 @@ def test_a_failure_that_ends_the_function_or_comes_first_stays_medium(
     assert "only deletes: a retry finishes the cleanup" in finding.explanation
 
 
+def test_a_helper_that_carries_on_past_a_caught_failure_makes_its_caller_critical(found: dict[tuple[str, str], Finding]):
+    finding = found[(VIEWS, "close_shelves")]
+    assert finding.severity == "critical"
+    assert "a later write's failure is caught" in finding.explanation
+    assert (VIEWS, "_drop_shelf") not in found  # folded into the caller that sequences it
+
+
 def test_a_try_around_the_only_write_stays_low(found: dict[tuple[str, str], Finding]):
     assert found[(VIEWS, "rename_shelf")].severity == "low"
 

@@ -40,7 +40,8 @@ Inputs: the index (``FileIndex`` per path), the file texts, the rule (its ``sink
    HTTP call or task after the last write (the right order; a file stored after the row
    that names it still counts). The retry-based ones (deletes, idempotent writes, upserts
    then a write, one object) do not apply when a write after the first sits in a ``try``
-   whose handler carries on: the function goes on after that failure, nobody retries. The
+   whose handler carries on, here or in a callee: the code goes on after that failure,
+   nobody retries. The
    reason ends the finding's explanation. ``low``: a
    single autocommit write. Findings below ``min_severity`` are counted, not returned.
 
@@ -87,6 +88,7 @@ from auditor.analysis.transactions.grading import (
     Step,
     bookkeeping,
     caught,
+    caught_later,
     derived,
     grade,
     idempotent,
@@ -908,7 +910,9 @@ class _Analysis:
         target = None  # the callee's self, seen from here, when it writes only that
         if call is not None and {step.subject for step in steps if any(e in WRITES for e in step.effects)} == {"self"}:
             target = receiver_of(call.callee)
-        return Step(edge.line, f"calls {edge.callee.qualname}", effects, edge.callee, edge.approximate, target)
+        return Step(
+            edge.line, f"calls {edge.callee.qualname}", effects, edge.callee, edge.approximate, target, carries_on=caught_later(steps)
+        )
 
     def _own_transaction_step(self, edge: Edge, call: CallSite | None, off: frozenset[str], depth: int) -> Step | None:
         """A call from outside any transaction into a function that opens its own (a

@@ -10,8 +10,9 @@ from :func:`subject` and :func:`instance`; a step's ``caught`` from the path wal
 
 The medium grades for only deletes, only idempotent writes, upserts before one write and
 one object's writes rest on a retry completing the sequence. They do not apply when a
-write after the first is caught: the function handles that failure and goes on, nobody
-retries, and what the earlier writes did is the outcome.
+write after the first is caught, on this path or inside a callee on it (``carries_on``): the
+code handles that failure and goes on, nobody retries, and what the earlier writes did is
+the outcome.
 """
 
 from __future__ import annotations
@@ -62,6 +63,9 @@ class Step:
     caught: bool = False
     """Whether the step sits in a ``try`` body whose handler carries on (no return, raise
     or throw): when it fails, the function goes on with what the earlier steps did."""
+    carries_on: bool = False
+    """For a call: whether the callee's path goes on past a caught write failure
+    (:func:`caught_later`), leaving a partial state of its own that nobody retries."""
 
 
 def caught(step: Step) -> Step:
@@ -109,7 +113,7 @@ def _grade_writes(steps: tuple[Step, ...], effects: list[Effect], side_effects: 
     unretried = ""
     if not commits and not side_effects and writes + bookkeeping >= 2:
         retried = _retried(steps, effects, writes, plain, deletes, upserts)
-        if retried is not None and not _caught_later(steps):
+        if retried is not None and not caught_later(steps):
             return retried
         if retried is not None:
             unretried = _UNRETRIED
@@ -138,13 +142,13 @@ def _retried(
     return None
 
 
-def _caught_later(steps: tuple[Step, ...]) -> bool:
+def caught_later(steps: tuple[Step, ...]) -> bool:
     """Whether a write after the path's first one is caught (its failure handled, the
-    function carrying on)."""
+    function carrying on), here or inside a callee."""
     written = False
     for step in steps:
         if any(effect in WRITES for effect in step.effects):
-            if written and step.caught:
+            if step.carries_on or (written and step.caught):
                 return True
             written = True
     return False
