@@ -40,10 +40,10 @@ Inputs: the index (``FileIndex`` per path), the file texts, the rule (its ``sink
    HTTP call or task after the last write (the right order; a file stored after the row
    that names it still counts). The retry-based ones (deletes, idempotent writes, upserts
    then a write, one object) do not apply when a write after the first sits in a ``try``
-   whose handler carries on, here or in a callee: the code goes on after that failure,
-   nobody retries. The
-   reason ends the finding's explanation. ``low``: a
-   single autocommit write. Findings below ``min_severity`` are counted, not returned.
+   whose handler catches a database error and carries on, here or in a callee: the code
+   goes on after that failure, nobody retries. The reason ends the finding's explanation.
+   ``low``: a single autocommit write. Findings below ``min_severity`` are counted, not
+   returned.
 
 Suppression comments are not interpreted here; that is the findings stage's job.
 """

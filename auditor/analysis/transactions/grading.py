@@ -61,8 +61,9 @@ class Step:
     (``channel`` for ``channel.save()`` or ``channel.checks.add(...)``; ``self`` inside
     its methods), or None when the step writes anything else."""
     caught: bool = False
-    """Whether the step sits in a ``try`` body whose handler carries on (no return, raise
-    or throw): when it fails, the function goes on with what the earlier steps did."""
+    """Whether the step sits in a ``try`` body whose handler catches a database error (or
+    everything) and carries on (no return, raise or throw): when it fails, the function
+    goes on with what the earlier steps did."""
     carries_on: bool = False
     """For a call: whether the callee's path goes on past a caught write failure
     (:func:`caught_later`), leaving a partial state of its own that nobody retries."""
