@@ -38,8 +38,12 @@ Inputs: the index (``FileIndex`` per path), the file texts, the rule (its ``sink
    (a re-run finds what they left), every write to one object's row and its own links
    (``x.save()`` then ``x.tags.add(...)``: the object is valid and editable), or a mail,
    HTTP call or task after the last write (the right order; a file stored after the row
-   that names it still counts). The reason ends the finding's explanation. ``low``: a
-   single autocommit write. Findings below ``min_severity`` are counted, not returned.
+   that names it still counts). The retry-based ones (deletes, idempotent writes, upserts
+   then a write, one object) do not apply when a write after the first sits in a ``try``
+   whose handler catches a database error and carries on, here or in a callee: the code
+   goes on after that failure, nobody retries. The reason ends the finding's explanation.
+   ``low``: a single autocommit write. Findings below ``min_severity`` are counted, not
+   returned.
 
 Suppression comments are not interpreted here; that is the findings stage's job.
 """
@@ -83,6 +87,8 @@ from auditor.analysis.transactions.grading import (
     WRITES,
     Step,
     bookkeeping,
+    caught,
+    caught_later,
     derived,
     grade,
     idempotent,
@@ -890,7 +896,7 @@ class _Analysis:
                     body = self._body(ref, facts)
                 node, source, offset = body
                 shifted = {line - offset: steps for line, steps in variant.items()}
-                found = tuple(paths.heaviest_path(node, source, shifted, weight, off))
+                found = tuple(paths.heaviest_path(node, source, shifted, weight, off, caught))
             if facts is not None:
                 found = _without_idle_commits(found, facts, body[0] if body is not None else None, body[2] if body is not None else 0)
             if sum(map(weight, found)) > sum(map(weight, heaviest)):
@@ -915,7 +921,10 @@ class _Analysis:
         target = None  # the callee's self, seen from here, when it writes only that
         if call is not None and {step.subject for step in steps if any(e in WRITES for e in step.effects)} == {"self"}:
             target = receiver_of(call.callee)
-        return Step(edge.line, f"calls {edge.callee.qualname}", effects, edge.callee, edge.approximate, target, steps)
+        return Step(
+            edge.line, f"calls {edge.callee.qualname}", effects, edge.callee, edge.approximate, target,
+            carries_on=caught_later(steps), inner=steps,
+        )
 
     def _own_transaction_step(self, edge: Edge, call: CallSite | None, off: frozenset[str], depth: int) -> Step | None:
         """A call from outside any transaction into a function that opens its own (a

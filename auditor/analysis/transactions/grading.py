@@ -5,13 +5,20 @@ A path is a tuple of :class:`Step` events. :func:`grade` returns its severity an
 sequence graded below critical or high for what its writes are, the reason in a few words
 (the finding's explanation ends with it). The write kinds it reads come from the analysis:
 ``Effect.UPSERT`` and ``Effect.IDEMPOTENT`` from :func:`idempotent`, a step's ``subject``
-from :func:`subject` and :func:`instance`.
+from :func:`subject` and :func:`instance`; a step's ``caught`` from the path walker
+(:func:`caught` marks an effect in a ``try`` body whose handler carries on).
+
+The medium grades for only deletes, only idempotent writes, upserts before one write and
+one object's writes rest on a retry completing the sequence. They do not apply when a
+write after the first is caught, on this path or inside a callee on it (``carries_on``): the
+code handles that failure and goes on, nobody retries, and what the earlier writes did is
+the outcome.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from auditor.analysis.callgraph import FunctionRef
 from auditor.analysis.entrypoints import split_arguments
@@ -34,6 +41,7 @@ _CONSTANT = re.compile(r"[-+]?\d[\d_.]*|True|False|None|'[^'\\]*'|\"[^\"\\]*\"|(
 # An upsert's defaults computed from a value read before it (``balance=src.balance - x``).
 _RELATIVE_VALUE = re.compile(r"\bF\s*\(|[\w)\]]\s*[-+*/]\s*[\w(]")
 _SAVES = frozenset({"save", "delete"})
+_UNRETRIED = "a later write's failure is caught and the function carries on, so no retry completes the earlier writes"
 _NAME = re.compile(r"[A-Za-z_]\w*")
 _DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 
@@ -52,9 +60,21 @@ class Step:
     """The one object whose row and relations every database effect of the step writes
     (``channel`` for ``channel.save()`` or ``channel.checks.add(...)``; ``self`` inside
     its methods), or None when the step writes anything else."""
+    caught: bool = False
+    """Whether the step sits in a ``try`` body whose handler catches a database error (or
+    everything) and carries on (no return, raise or throw): when it fails, the function
+    goes on with what the earlier steps did."""
+    carries_on: bool = False
+    """For a call: whether the callee's path goes on past a caught write failure
+    (:func:`caught_later`), leaving a partial state of its own that nobody retries."""
     inner: tuple[Step, ...] = field(default=(), compare=False, repr=False)
     """For a call: the callee's path whose effects the step counts (empty for a direct
     effect and for a call into a function that opens its own transaction)."""
+
+
+def caught(step: Step) -> Step:
+    """``step`` marked as sitting in a ``try`` body whose handler carries on."""
+    return replace(step, caught=True)
 
 
 def weight(step: Step) -> int:
@@ -94,22 +114,48 @@ def _grade_writes(steps: tuple[Step, ...], effects: list[Effect], side_effects: 
     if writes == 1 and not (bookkeeping or commits or side_effects):
         direct = [step for step in steps if step.callee is None and any(effect in WRITES for effect in step.effects)]
         return ("low", "") if direct else None
+    unretried = ""
     if not commits and not side_effects and writes + bookkeeping >= 2:
-        if writes and deletes == writes:
-            return "medium", "only deletes: a retry finishes the cleanup"
-        if writes and not plain and not deletes:
-            return "medium", "only idempotent writes (upserts, relation changes, constant updates): a re-run completes them"
-        if plain == 1 and upserts == writes - 1 and [effect for effect in effects if effect in WRITES][-1] is Effect.WRITE:
-            return "medium", "only upserts or links before the last write: a re-run finds what they left and completes the path"
-        if _one_object(steps):
-            return "medium", "every write is to one object's row and its relations: what a failure leaves is that object, valid and editable"
+        retried = _retried(steps, effects, writes, plain, deletes, upserts)
+        if retried is not None and not caught_later(steps):
+            return retried
+        if retried is not None:
+            unretried = _UNRETRIED
     if writes >= 2 or (writes and (commits or side_effects)):
-        return "critical", ""
+        return "critical", unretried
     if commits >= 2 or (commits and side_effects):
         return "high", ""
     if writes + bookkeeping >= 2 or (bookkeeping and (commits or side_effects)):
         return "medium", "one write, the rest bookkeeping (event rows, search vectors, rate-limit counters)"
     return None
+
+
+def _retried(
+    steps: tuple[Step, ...], effects: list[Effect], writes: int, plain: int, deletes: int, upserts: int
+) -> tuple[str, str] | None:
+    """The medium grade of a sequence whose partial state a retry or re-run completes, if
+    the path's writes are such a sequence."""
+    if writes and deletes == writes:
+        return "medium", "only deletes: a retry finishes the cleanup"
+    if writes and not plain and not deletes:
+        return "medium", "only idempotent writes (upserts, relation changes, constant updates): a re-run completes them"
+    if plain == 1 and upserts == writes - 1 and [effect for effect in effects if effect in WRITES][-1] is Effect.WRITE:
+        return "medium", "only upserts or links before the last write: a re-run finds what they left and completes the path"
+    if _one_object(steps):
+        return "medium", "every write is to one object's row and its relations: what a failure leaves is that object, valid and editable"
+    return None
+
+
+def caught_later(steps: tuple[Step, ...]) -> bool:
+    """Whether a write after the path's first one is caught (its failure handled, the
+    function carrying on), here or inside a callee."""
+    written = False
+    for step in steps:
+        if any(effect in WRITES for effect in step.effects):
+            if step.carries_on or (written and step.caught):
+                return True
+            written = True
+    return False
 
 
 def bookkeeping(ref: FunctionRef) -> bool:

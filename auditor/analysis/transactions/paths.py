@@ -7,13 +7,17 @@ cases, exception handlers) contribute their heaviest arm, not their sum; ``retur
 ``raise`` and ``throw`` end a path, so writes after an early return and writes before it
 in the returning arm are never counted together. An arm whose condition is exactly a
 parameter the caller passes as a false constant (``if save:`` under ``save=False``) cannot
-run. Loops count their body once. The syntax comes from tree-sitter (Python, Java, Go,
-JavaScript/TypeScript share these node names); a function whose body cannot be found is
-treated as one straight sequence.
+run. Loops count their body once. An event in a ``try`` body with a handler that carries on
+past a write's failure (it catches a database error or everything, and has no ``return``,
+``raise`` or ``throw``: the function goes on) is passed through the caller's ``caught``
+marker, so grading knows nobody retries after it fails. The syntax comes from tree-sitter
+(Python, Java, Go, JavaScript/TypeScript share these node names); a function whose body
+cannot be found is treated as one straight sequence.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Generic, TypeVar
 
@@ -42,6 +46,13 @@ _CONTAINERS = frozenset(
 )  # fmt: skip
 _HANDLERS = frozenset({"except_clause", "except_group_clause", "catch_clause"})
 _CLAUSES = frozenset({"elif_clause", "else_clause"})
+# What a failed write raises (Django's ProtectedError, IntegrityError, DatabaseError,
+# Spring's DataAccessException family, JDBC's SQLException), or a catch-all type.
+_WRITE_FAILURE = re.compile(
+    r"(?i)exception|baseexception|throwable|runtimeexception|\w*(?:protected|restricted|integrity|database"
+    r"|dataerror|operational|sql|dataaccess|persistence|constraint|deadlock)\w*"
+)
+_TYPE_NAME = re.compile(r"[A-Za-z_][\w.]*")
 
 
 def first_line(node: Node) -> int:
@@ -69,13 +80,58 @@ def function_body(root: Node, start_line: int, end_line: int) -> Node | None:
             return None
 
 
+def carries_on(handler: Node, source: bytes) -> bool:
+    """Whether an ``except``/``catch`` handler lets the function go on after a write fails:
+    it catches a database error (:data:`_WRITE_FAILURE`) or everything, not only a lookup's
+    ``DoesNotExist``, and has no ``return``, ``raise`` or ``throw`` (nested functions aside)."""
+    caught = _caught_types(handler, source)
+    names = _TYPE_NAME.findall(caught) if caught is not None else []
+    if caught is not None and not any(_WRITE_FAILURE.fullmatch(name.rsplit(".", 1)[-1]) for name in names):
+        return False
+    pending = list(handler.named_children)
+    while pending:
+        node = pending.pop()
+        if node.type in _EXITS:
+            return False
+        if node.type not in _NESTED:
+            pending.extend(node.named_children)
+    return True
+
+
+def _caught_types(handler: Node, source: bytes) -> str | None:
+    """The exception types a handler names (``IntegrityError``, ``(A, B)``, ``A | B``);
+    None when it catches everything (a bare ``except:``, a JavaScript ``catch (e)``)."""
+    for child in handler.named_children:
+        if child.type == "catch_formal_parameter":  # Java: the type before the name
+            types = next((part for part in child.named_children if part.type == "catch_type"), None)
+            return _text(types, source) if types is not None else None
+        if handler.type in ("except_clause", "except_group_clause") and child.type not in ("block", "comment"):
+            if child.type == "as_pattern" and child.named_children:
+                child = child.named_children[0]
+            return _text(child, source)
+    return None
+
+
+def _text(node: Node, source: bytes) -> str:
+    return source[node.start_byte : node.end_byte].decode("utf-8", "replace")
+
+
 class _Walk(Generic[Event]):
-    def __init__(self, source: bytes, events: Mapping[int, Sequence[Event]], weight: Callable[[Event], int], off: frozenset[str]) -> None:
+    def __init__(
+        self,
+        source: bytes,
+        events: Mapping[int, Sequence[Event]],
+        weight: Callable[[Event], int],
+        off: frozenset[str],
+        caught: Callable[[Event], Event] | None = None,
+    ) -> None:
         self.source = source
         self.events = events
         self.lines = sorted(events)
         self.weight = weight
         self.off = off
+        self.caught = caught
+        self.protected: list[tuple[int, int]] = []  # line spans of try bodies whose handler carries on
         self.claimed: set[int] = set()
 
     def heavier(self, left: Path | None, right: Path | None) -> Path | None:
@@ -95,7 +151,10 @@ class _Walk(Generic[Event]):
         for line in self.lines:
             if low <= line <= high and line not in self.claimed:
                 self.claimed.add(line)
-                found.extend(self.events[line])
+                if self.caught is not None and any(start <= line <= end for start, end in self.protected):
+                    found.extend(map(self.caught, self.events[line]))
+                else:
+                    found.extend(self.events[line])
         return tuple(found)
 
     def walk(self, node: Node) -> tuple[Path | None, Path | None]:
@@ -180,7 +239,16 @@ class _Walk(Generic[Event]):
         body = [child for child in node.named_children if child.type not in _HANDLERS and child.type != "finally_clause"]
         handlers = [child for child in node.named_children if child.type in _HANDLERS]
         final = [child for child in node.named_children if child.type == "finally_clause"]
-        through, ended = self.sequence(body)
+        protected = node.child_by_field_name("body")
+        marking = self.caught is not None and protected is not None and self.has_events(protected)
+        marking = marking and any(carries_on(handler, self.source) for handler in handlers)
+        if marking:
+            self.protected.append((first_line(protected), last_line(protected)))
+        try:
+            through, ended = self.sequence(body)
+        finally:
+            if marking:
+                self.protected.pop()
         # A handler runs instead of the rest of the body, after the effect that failed
         # (which did not happen): its path is an alternative to the body's, not a
         # continuation of it (a failure record after a commit is not a second step).
@@ -249,12 +317,14 @@ def heaviest_path(
     events: Mapping[int, Sequence[Event]],
     weight: Callable[[Event], int],
     off: frozenset[str] = frozenset(),
+    caught: Callable[[Event], Event] | None = None,
 ) -> tuple[Event, ...]:
     """The heaviest sequence of ``events`` (by line) along one feasible path of ``body``;
-    every event in source order when ``body`` is None."""
+    every event in source order when ``body`` is None. An event in a ``try`` body whose
+    handler carries on (:func:`carries_on`) is returned as ``caught(event)``."""
     if body is None:
         return tuple(event for line in sorted(events) for event in events[line])
-    walk = _Walk(source, events, weight, off)
+    walk = _Walk(source, events, weight, off, caught)
     through, ended = walk.walk(body)
     best = walk.heavier(through, ended) or ()
     rest = [line for line in sorted(events) if line not in walk.claimed]
