@@ -322,7 +322,7 @@ class _FileFacts:
             elif effect is Effect.WRITE and call.name in _DELETES:
                 effect = Effect.DELETE
             elif effect is Effect.WRITE:
-                effect = idempotent(call, classification.orm) or effect
+                effect = idempotent(call, classification.orm) or (Effect.UPDATE if classification.rewrite else effect)
             if effect is Effect.SIDE_EFFECT and call.name in _ENQUEUE and call.enclosing is not None:
                 if strip_arguments(call.callee).rsplit(".", 2)[-2] == call.enclosing.rsplit(".", 1)[-1]:
                     continue  # a task re-enqueueing itself for its next batch
@@ -508,10 +508,10 @@ class _FileLines(Sequence[str]):
 def _classify(call: CallSite, context: CallContext, memo: dict[tuple[object, ...], Classification | None]) -> Classification | None:
     """The first model's verdict on a call. Verdicts are kept by call text (``memo``)
     except for those that read earlier lines (a queryset or query variable's
-    ``update``/``delete``, a Go statement variable's ``Exec``); a ``self.`` call's verdict is
+    ``update``/``delete``, a Go statement variable's ``Exec``, a Django ``save``); a ``self.`` call's verdict is
     kept per class (a manager's ``self.create`` writes)."""
     key: tuple[object, ...] | None = None
-    if not (call.name in _READS_ASSIGNMENT and call.callee.count(".") == 1):
+    if not (call.name in _READS_ASSIGNMENT and call.callee.count(".") == 1) and call.name != "save":
         owner = None
         if call.enclosing and call.name in django.MANAGER_SELF_WRITES and call.callee.startswith("self."):
             owner = (context.path, call.enclosing.rsplit(".", 1)[0])
@@ -844,7 +844,7 @@ class _Analysis:
                 call = site.call
                 if (call.line, call.name) in exact_calls or facts.covered(enclosing, call.line, call.callee, call.arguments):
                     continue
-                if call.name == "save" and site.effect is Effect.WRITE:
+                if call.name == "save" and site.effect in (Effect.WRITE, Effect.UPDATE):
                     if call.callee in saved:
                         continue  # the same row saved again: one row's state, not a second row
                     saved.add(call.callee)

@@ -18,9 +18,12 @@ from auditor.analysis.entrypoints import split_arguments
 from auditor.analysis.transactions.base import Effect
 from auditor.index.model import CallSite
 
-DB_EFFECTS = (Effect.WRITE, Effect.DELETE, Effect.IDEMPOTENT, Effect.UPSERT, Effect.AUDIT, Effect.REPOSITORY, Effect.COMMIT)
-WRITES = (Effect.WRITE, Effect.DELETE, Effect.IDEMPOTENT, Effect.UPSERT)
+DB_EFFECTS = (Effect.WRITE, Effect.UPDATE, Effect.DELETE, Effect.IDEMPOTENT, Effect.UPSERT, Effect.AUDIT, Effect.REPOSITORY, Effect.COMMIT)
+WRITES = (Effect.WRITE, Effect.UPDATE, Effect.DELETE, Effect.IDEMPOTENT, Effect.UPSERT)
 SIDE_EFFECTS = (Effect.SIDE_EFFECT, Effect.UPLOAD)
+# Writes a re-run with the same input repeats to the same end: updates of existing rows to
+# given values, deletes, idempotent writes and upserts (no new row, nothing relative).
+_RERUNNABLE = (Effect.UPDATE, Effect.DELETE, Effect.IDEMPOTENT, Effect.UPSERT)
 # Bookkeeping: records of what happened and derived data a later run rebuilds. A failure
 # between the real write and one of these loses a log line or leaves an index stale.
 _BOOKKEEPING_FUNCTION = re.compile(r"(?i)(_events?$|^events?_|search_(vector|document|index)|mark_\w*dirty|_audit|^audit|_log$|^log_)")
@@ -77,7 +80,8 @@ def grade(steps: tuple[Step, ...]) -> tuple[str, str] | None:
     # A file stored after the row that names it is the wrong order (the row points to a
     # file that may never arrive): it counts wherever it comes.
     side_effects = sum(effect in SIDE_EFFECTS for effect in between) + after.count(Effect.UPLOAD)
-    graded = _grade_writes(steps, effects, side_effects)
+    # An update is a plain write to every grade but the re-runnable one (_rerunnable).
+    graded = _grade_writes(steps, [Effect.WRITE if effect is Effect.UPDATE else effect for effect in effects], side_effects)
     if Effect.SIDE_EFFECT in after and (graded is None or graded[0] == "low"):
         return "medium", "the side effect comes after the last write, the right order: a transaction would not undo it"
     return graded
@@ -103,6 +107,8 @@ def _grade_writes(steps: tuple[Step, ...], effects: list[Effect], side_effects: 
             return "medium", "only upserts or links before the last write: a re-run finds what they left and completes the path"
         if _one_object(steps):
             return "medium", "every write is to one object's row and its relations: what a failure leaves is that object, valid and editable"
+    if not commits and not side_effects and _rerunnable(steps):
+        return "medium", "every write updates or deletes existing rows to values a re-run with the same input writes again"
     if writes >= 2 or (writes and (commits or side_effects)):
         return "critical", ""
     if commits >= 2 or (commits and side_effects):
@@ -110,6 +116,20 @@ def _grade_writes(steps: tuple[Step, ...], effects: list[Effect], side_effects: 
     if writes + bookkeeping >= 2 or (bookkeeping and (commits or side_effects)):
         return "medium", "one write, the rest bookkeeping (event rows, search vectors, rate-limit counters)"
     return None
+
+
+def _rerunnable(steps: tuple[Step, ...]) -> bool:
+    """Whether every database effect on the path is a write a re-run repeats to the same
+    end and at least one is an update of existing rows (the other re-runnable mixes have
+    their own grades): nothing creates a row, nothing is relative, nothing is bookkeeping."""
+    database = [effect for step in steps for effect in step.effects if effect in DB_EFFECTS]
+    return Effect.UPDATE in database and all(effect in _RERUNNABLE for effect in database)
+
+
+def relative_value(arguments: str) -> bool:
+    """Whether a write's argument text computes from a value read before it (``F()``,
+    arithmetic): a re-run applies it again."""
+    return _RELATIVE_VALUE.search(arguments) is not None
 
 
 def bookkeeping(ref: FunctionRef) -> bool:
