@@ -36,7 +36,10 @@ Inputs: the index (``FileIndex`` per path), the file texts, the rule (its ``sink
    deletes (a cleanup a retry finishes), only idempotent writes (upserts, many-to-many
    links, queryset updates to constant values), upserts or links and then one other write
    (a re-run finds what they left), every write to one object's row and its own links
-   (``x.save()`` then ``x.tags.add(...)``: the object is valid and editable), or a mail,
+   (``x.save()`` then ``x.tags.add(...)``: the object is valid and editable), Django
+   updates and deletes of rows that exist, to the values given (``x.save()`` of an object
+   not built here, ``update(...)`` with no ``F()`` or arithmetic; no new row, no link, no
+   ``x.n += 1``: a re-run with the same input writes the same), or a mail,
    HTTP call or task after the last write (the right order; a file stored after the row
    that names it still counts). The reason ends the finding's explanation. ``low``: a
    single autocommit write. Findings below ``min_severity`` are counted, not returned.
@@ -79,6 +82,7 @@ from auditor.analysis.transactions.generic import GenericModel
 from auditor.analysis.transactions.go_sql import GoSqlModel
 from auditor.analysis.transactions.grading import (
     DB_EFFECTS,
+    RERUNNABLE,
     SIDE_EFFECTS,
     WRITES,
     Step,
@@ -1139,7 +1143,8 @@ class _Analysis:
         reasons: dict[FunctionRef, str] = {}
         for ref in sorted(reached):
             graded = grade(self.path_of(ref))
-            if graded is not None and graded[0] in ("critical", "high") and derived(ref):
+            # The name says more than "re-runnable" does: the function rebuilds derived data.
+            if graded is not None and (graded[0] in ("critical", "high") or graded[1] == RERUNNABLE) and derived(ref):
                 graded = "medium", "by its name the function rebuilds derived data, which the next run rewrites"
             if graded is not None:
                 candidates[ref], reasons[ref] = graded

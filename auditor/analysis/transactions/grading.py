@@ -21,9 +21,12 @@ from auditor.index.model import CallSite
 DB_EFFECTS = (Effect.WRITE, Effect.UPDATE, Effect.DELETE, Effect.IDEMPOTENT, Effect.UPSERT, Effect.AUDIT, Effect.REPOSITORY, Effect.COMMIT)
 WRITES = (Effect.WRITE, Effect.UPDATE, Effect.DELETE, Effect.IDEMPOTENT, Effect.UPSERT)
 SIDE_EFFECTS = (Effect.SIDE_EFFECT, Effect.UPLOAD)
-# Writes a re-run with the same input repeats to the same end: updates of existing rows to
-# given values, deletes, idempotent writes and upserts (no new row, nothing relative).
-_RERUNNABLE = (Effect.UPDATE, Effect.DELETE, Effect.IDEMPOTENT, Effect.UPSERT)
+# Writes to rows that exist that a re-run with the same input repeats to the same end:
+# updates to given values (constants too) and deletes. Not upserts or links: they may
+# create rows.
+_RERUNNABLE = (Effect.UPDATE, Effect.IDEMPOTENT, Effect.DELETE)
+RERUNNABLE = "every write updates or deletes existing rows to values a re-run with the same input writes again"
+"""The reason of a sequence graded medium for being re-runnable (:func:`grade`)."""
 # Bookkeeping: records of what happened and derived data a later run rebuilds. A failure
 # between the real write and one of these loses a log line or leaves an index stale.
 _BOOKKEEPING_FUNCTION = re.compile(r"(?i)(_events?$|^events?_|search_(vector|document|index)|mark_\w*dirty|_audit|^audit|_log$|^log_)")
@@ -108,7 +111,7 @@ def _grade_writes(steps: tuple[Step, ...], effects: list[Effect], side_effects: 
         if _one_object(steps):
             return "medium", "every write is to one object's row and its relations: what a failure leaves is that object, valid and editable"
     if not commits and not side_effects and _rerunnable(steps):
-        return "medium", "every write updates or deletes existing rows to values a re-run with the same input writes again"
+        return "medium", RERUNNABLE
     if writes >= 2 or (writes and (commits or side_effects)):
         return "critical", ""
     if commits >= 2 or (commits and side_effects):
@@ -120,8 +123,8 @@ def _grade_writes(steps: tuple[Step, ...], effects: list[Effect], side_effects: 
 
 def _rerunnable(steps: tuple[Step, ...]) -> bool:
     """Whether every database effect on the path is a write a re-run repeats to the same
-    end and at least one is an update of existing rows (the other re-runnable mixes have
-    their own grades): nothing creates a row, nothing is relative, nothing is bookkeeping."""
+    end and at least one is an update to given values (the other mixes have their own
+    grades): nothing creates a row or a link, nothing is relative, nothing is bookkeeping."""
     database = [effect for step in steps for effect in step.effects if effect in DB_EFFECTS]
     return Effect.UPDATE in database and all(effect in _RERUNNABLE for effect in database)
 
