@@ -21,8 +21,8 @@ A write that only sets rows that already exist to the values it is given is a *r
 (``Classification.rewrite``; the analysis marks it ``Effect.UPDATE``): a queryset or
 related-manager ``update(...)`` with no ``F()`` or arithmetic, and ``x.save()`` unless ``x``
 was built here (``x = Model(...)``, ``cls(...)``, a copy, ``form.save(commit=False)``, ``x.pk =
-None``), is a form or serializer (either may create), or had a field changed relative to
-itself above the save (``x.n += 1``, ``x.n = x.n - 1``). Creates (``objects.create``,
+None``), is a form or serializer (either may create), or had a field set above the save
+to a value computed from what was read (``x.n += 1``, ``x.n = x.n - 1``, any arithmetic). Creates (``objects.create``,
 ``bulk_create``, a related manager's ``create``), ``bulk_update`` and tree operations are
 not rewrites.
 """
@@ -183,8 +183,8 @@ def _sets_values(call: CallSite) -> bool:
 def _saves_existing(call: CallSite, context: CallContext) -> bool:
     """Whether ``x.save()`` rewrites a row that exists to the values set on ``x``: ``x`` is
     one named object (not a call result, a class, a form or a serializer), not built or
-    copied in this function, not told to insert, and no field of it was changed relative
-    to itself above the save."""
+    copied in this function, not told to insert, and no field of it was set above the save
+    to a value computed relative to what was read (itself, ``F()``, arithmetic)."""
     owner = call.callee.rsplit(".", 1)[0] if "." in call.callee else ""
     if not _DOTTED.match(owner) or owner[:1].isupper() or _MAY_CREATE.search(owner) or "force_insert" in call.arguments:
         return False
@@ -194,9 +194,17 @@ def _saves_existing(call: CallSite, context: CallContext) -> bool:
     scope = context.index.enclosing_definition(call.line)
     if scope is None:
         return True
-    name = re.escape(owner)
-    changed = re.compile(rf"^\s*{name}\.(?:(?:pk|id)\s*=\s*None\b|\w+\s*[-+*/]=|(\w+)\s*=(?!=).*\b{name}\.\1\b)")
-    return not any(changed.search(context.line_text(number)) for number in range(scope.start_line, call.line))
+    field = re.compile(rf"^\s*{re.escape(owner)}\.(\w+)\s*([-+*/]?)=(?!=)(.*)")
+    for number in range(scope.start_line, call.line):
+        match = field.match(context.line_text(number))
+        if match is None:
+            continue
+        attribute, operator, value = match.groups()
+        if operator or relative_value(value) or f"{owner}.{attribute}" in value:
+            return False  # x.n += 1, x.n = x.n - 1, x.total = subtotal + fee: relative
+        if attribute in ("pk", "id") and value.strip() == "None":
+            return False  # a copy: the save inserts
+    return True
 
 
 def _assigned_queryset(variable: str, call: CallSite, context: CallContext) -> bool:
