@@ -512,8 +512,9 @@ class _FileLines(Sequence[str]):
 def _classify(call: CallSite, context: CallContext, memo: dict[tuple[object, ...], Classification | None]) -> Classification | None:
     """The first model's verdict on a call. Verdicts are kept by call text (``memo``)
     except for those that read earlier lines (a queryset or query variable's
-    ``update``/``delete``, a Go statement variable's ``Exec``, a Django ``save``); a ``self.`` call's verdict is
-    kept per class (a manager's ``self.create`` writes)."""
+    ``update``/``delete``, a Go statement variable's ``Exec``, a Django ``save``: was its
+    object built above?); a ``self.`` call's verdict is kept per class (a manager's
+    ``self.create`` writes)."""
     key: tuple[object, ...] | None = None
     if not (call.name in _READS_ASSIGNMENT and call.callee.count(".") == 1) and call.name != "save":
         owner = None

@@ -19,10 +19,11 @@ positional arguments (a dict's ``extensions.update({...})``: managers take keywo
 
 A write that only sets rows that already exist to the values it is given is a *rewrite*
 (``Classification.rewrite``; the analysis marks it ``Effect.UPDATE``): a queryset or
-related-manager ``update(...)`` with no ``F()`` or arithmetic, and ``x.save()`` unless ``x``
-was built here (``x = Model(...)``, ``cls(...)``, a copy, ``form.save(commit=False)``, ``x.pk =
-None``), is a form or serializer (either may create), or had a field set above the save
-to a value computed from what was read (``x.n += 1``, ``x.n = x.n - 1``, any arithmetic). Creates (``objects.create``,
+related-manager ``update(...)`` with no ``F()`` or arithmetic, and ``x.save()`` of a named
+object unless ``x`` was built here (``x = Model(...)``, ``cls(...)``, a copy,
+``form.save(commit=False)``, ``x.pk = None``), is ``super()``, a form or a serializer (each
+may insert), or had a field set above the save to a value computed from what was read
+(``x.n += 1``, ``x.n = x.n - 1``, any arithmetic). Creates (``objects.create``,
 ``bulk_create``, a related manager's ``create``), ``bulk_update`` and tree operations are
 not rewrites.
 """
