@@ -63,6 +63,8 @@ _DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 _CONSTRUCTED = re.compile(r"^(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*|cls|model|model_class)\s*\(|^(?:copy\.)?(?:deep)?copy\s*\(|\.save\(\s*commit\s*=\s*False")
 # Receivers whose save may insert: a ModelForm with no instance, a DRF serializer's create.
 _MAY_CREATE = re.compile(r"(?i)(?:form|formset|serializer)$")
+# ``target = value``, ``target: T = value`` or ``target += value`` on one line.
+_ASSIGNMENT = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*(?::[^=]+)?([-+*/]?)=(?!=)\s*(.*)")
 
 
 def related_managers(texts: Mapping[str, str]) -> frozenset[str]:
@@ -192,25 +194,28 @@ def _saves_existing(call: CallSite, context: CallContext) -> bool:
     # The index drops a receiver's own call (``get_order(1).save`` reads ``get_order.save``):
     # the line must name the object itself. ``super().save()`` in an override inserts when
     # its caller's object is new.
-    if owner == "super" or not re.search(rf"\b{re.escape(owner)}\s*\.\s*save\s*\(", context.line_text(call.line)):
-        return False
-    value = context.assigned_before(owner, call)
-    if value is not None and _CONSTRUCTED.search(value):
+    if owner == "super" or f"{owner}.save(" not in context.line_text(call.line):
         return False
     scope = context.index.enclosing_definition(call.line)
-    if scope is None:
-        return True
-    field = re.compile(rf"^\s*{re.escape(owner)}\.(\w+)\s*([-+*/]?)=(?!=)(.*)")
-    for number in range(scope.start_line, call.line):
-        match = field.match(context.line_text(number))
-        if match is None:
+    first = scope.start_line if scope is not None else 1
+    built = None  # the value ``x`` was last assigned above the save
+    for number in range(call.line - 1, first - 1, -1):
+        text = context.line_text(number)
+        if owner not in text:
+            continue  # most lines: one substring test, no regex
+        assignment = _ASSIGNMENT.match(text)
+        if assignment is None:
             continue
-        attribute, operator, value = match.groups()
-        if operator or relative_value(value) or f"{owner}.{attribute}" in value:
-            return False  # x.n += 1, x.n = x.n - 1, x.total = subtotal + fee: relative
-        if attribute in ("pk", "id") and value.strip() == "None":
-            return False  # a copy: the save inserts
-    return True
+        target, operator, value = assignment.groups()
+        if target == owner and built is None and not operator:
+            built = value
+        elif target.startswith(owner + ".") and "." not in target[len(owner) + 1 :]:
+            attribute = target[len(owner) + 1 :]
+            if operator or relative_value(value) or target in value:
+                return False  # x.n += 1, x.n = x.n - 1, x.total = subtotal + fee: relative
+            if attribute in ("pk", "id") and value.strip() == "None":
+                return False  # a copy: the save inserts
+    return built is None or not _CONSTRUCTED.search(built)
 
 
 def _assigned_queryset(variable: str, call: CallSite, context: CallContext) -> bool:
