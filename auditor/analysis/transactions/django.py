@@ -199,8 +199,7 @@ def _saves_existing(call: CallSite, context: CallContext) -> bool:
     scope = context.index.enclosing_definition(call.line)
     first = scope.start_line if scope is not None else 1
     built = None  # the value ``x`` was last assigned above the save
-    for number in range(call.line - 1, first - 1, -1):
-        text = context.line_text(number)
+    for text in reversed(context.lines[max(first, 1) - 1 : call.line - 1]):
         if owner not in text:
             continue  # most lines: one substring test, no regex
         assignment = _ASSIGNMENT.match(text)
