@@ -53,7 +53,7 @@ import re
 import textwrap
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property, partial
 from typing import overload
 
@@ -512,11 +512,11 @@ class _FileLines(Sequence[str]):
 def _classify(call: CallSite, context: CallContext, memo: dict[tuple[object, ...], Classification | None]) -> Classification | None:
     """The first model's verdict on a call. Verdicts are kept by call text (``memo``)
     except for those that read earlier lines (a queryset or query variable's
-    ``update``/``delete``, a Go statement variable's ``Exec``, a Django ``save``: was its
-    object built above?); a ``self.`` call's verdict is kept per class (a manager's
-    ``self.create`` writes)."""
+    ``update``/``delete``, a Go statement variable's ``Exec``); a ``self.`` call's verdict is
+    kept per class (a manager's ``self.create`` writes). A kept Django ``save`` verdict is
+    told anew whether the save rewrites an existing row: that reads the lines above it."""
     key: tuple[object, ...] | None = None
-    if not (call.name in _READS_ASSIGNMENT and call.callee.count(".") == 1) and call.name != "save":
+    if not (call.name in _READS_ASSIGNMENT and call.callee.count(".") == 1):
         owner = None
         if call.enclosing and call.name in django.MANAGER_SELF_WRITES and call.callee.startswith("self."):
             owner = (context.path, call.enclosing.rsplit(".", 1)[0])
@@ -524,7 +524,10 @@ def _classify(call: CallSite, context: CallContext, memo: dict[tuple[object, ...
             owner = context.path  # imports and field declarations are read from the file
         key = (context.index.language, context.is_rule_sink, call.callee, call.name, call.arguments, owner)
         if key in memo:
-            return memo[key]
+            kept = memo[key]
+            if call.name == "save" and kept is not None and kept.orm == "rows":
+                return replace(kept, rewrite=django.saves_existing(call, context))
+            return kept
     found = _first_verdict(call, context)
     if key is not None:
         memo[key] = found

@@ -157,7 +157,7 @@ class DjangoModel:
                 return Classification(None, "save told not to save")
             if arguments and "=" not in arguments[0].split("(")[0] and not arguments[0].startswith("*"):
                 return Classification(None, "positional arguments: not a model save/delete")
-            return Classification(Effect.WRITE, "ORM write (autocommit)", orm="rows", rewrite=_saves_existing(call, context))
+            return Classification(Effect.WRITE, "ORM write (autocommit)", orm="rows", rewrite=saves_existing(call, context))
         if receiver == ["self"] and name in MANAGER_SELF_WRITES and _in_manager_class(call, context):
             if name in _KEYWORD_ONLY and _has_positional(call.arguments):
                 return None
@@ -183,7 +183,7 @@ def _sets_values(call: CallSite) -> bool:
     return call.name == "update" and not relative_value(call.arguments)
 
 
-def _saves_existing(call: CallSite, context: CallContext) -> bool:
+def saves_existing(call: CallSite, context: CallContext) -> bool:
     """Whether ``x.save()`` rewrites a row that exists to the values set on ``x``: ``x`` is
     one named object (not a call result, ``super()``, a class, a form or a serializer), not
     built or copied in this function, not told to insert, and no field of it was set above
