@@ -64,13 +64,13 @@ def _result(rule: Rule, finding: Finding) -> ScanResult:
 def test_the_sequence_names_each_nested_write_at_its_own_line(rule: Rule):
     finding = reported(analyze_source(APP, rule))[("app/signals.py", "on_user_saved")]
     assert finding.sequence == (
-        EffectSite("app/models.py", 12, "Account.sync", "write"),
+        EffectSite("app/models.py", 12, "Account.sync", "update"),
         EffectSite("app/models.py", 6, "Credential.sync", "delete"),
         EffectSite("app/models.py", 7, "Credential.sync", "write"),
         EffectSite("app/models.py", 16, "record_event", "bookkeeping write"),
     )
     # The explanation counts the same effects at the call sites.
-    assert "line 8: calls Account.sync (2 writes, 1 delete)" in finding.explanation
+    assert "line 8: calls Account.sync (1 update, 1 delete, 1 write)" in finding.explanation
 
 
 def test_every_report_format_carries_the_nested_sites(rule: Rule):
@@ -85,7 +85,7 @@ def test_every_report_format_carries_the_nested_sites(rule: Rule):
     related = sarif["runs"][0]["results"][0]["relatedLocations"]
     assert [(item["id"], item["physicalLocation"]["region"]["startLine"]) for item in related] == [(1, 12), (2, 6), (3, 7), (4, 16)]
     assert related[1]["message"]["text"] == "delete in Credential.sync"
-    assert "where: app/models.py:12 write; app/models.py:6 delete" in " ".join(render(result, "text", options).split())
+    assert "where: app/models.py:12 update; app/models.py:6 delete" in " ".join(render(result, "text", options).split())
     assert "[`app/models.py:6`](https://example.test/blob/abc/app/models.py#L6) delete" in render(result, "markdown", options)
 
 

@@ -36,7 +36,10 @@ Inputs: the index (``FileIndex`` per path), the file texts, the rule (its ``sink
    deletes (a cleanup a retry finishes), only idempotent writes (upserts, many-to-many
    links, queryset updates to constant values), upserts or links and then one other write
    (a re-run finds what they left), every write to one object's row and its own links
-   (``x.save()`` then ``x.tags.add(...)``: the object is valid and editable), or a mail,
+   (``x.save()`` then ``x.tags.add(...)``: the object is valid and editable), Django
+   updates and deletes of rows that exist, to the values given (``x.save()`` of an object
+   not built here, ``update(...)`` with no ``F()`` or arithmetic; no new row, no link, no
+   ``x.n += 1``: a re-run with the same input writes the same), or a mail,
    HTTP call or task after the last write (the right order; a file stored after the row
    that names it still counts). The retry-based ones (deletes, idempotent writes, upserts
    then a write, one object) do not apply when a write after the first sits in a ``try``
@@ -54,7 +57,7 @@ import re
 import textwrap
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property, partial
 from typing import overload
 
@@ -83,6 +86,7 @@ from auditor.analysis.transactions.generic import GenericModel
 from auditor.analysis.transactions.go_sql import GoSqlModel
 from auditor.analysis.transactions.grading import (
     DB_EFFECTS,
+    RERUNNABLE,
     SIDE_EFFECTS,
     WRITES,
     Step,
@@ -338,7 +342,7 @@ class _FileFacts:
             elif effect is Effect.WRITE and call.name in _DELETES:
                 effect = Effect.DELETE
             elif effect is Effect.WRITE:
-                effect = idempotent(call, classification.orm) or effect
+                effect = idempotent(call, classification.orm) or (Effect.UPDATE if classification.rewrite else effect)
             if effect is Effect.SIDE_EFFECT and call.name in _ENQUEUE and call.enclosing is not None:
                 if strip_arguments(call.callee).rsplit(".", 2)[-2] == call.enclosing.rsplit(".", 1)[-1]:
                     continue  # a task re-enqueueing itself for its next batch
@@ -526,7 +530,8 @@ def _classify(call: CallSite, context: CallContext, memo: dict[tuple[object, ...
     """The first model's verdict on a call. Verdicts are kept by call text (``memo``)
     except for those that read earlier lines (a queryset or query variable's
     ``update``/``delete``, a Go statement variable's ``Exec``); a ``self.`` call's verdict is
-    kept per class (a manager's ``self.create`` writes)."""
+    kept per class (a manager's ``self.create`` writes). A kept Django ``save`` verdict is
+    told anew whether the save rewrites an existing row: that reads the lines above it."""
     key: tuple[object, ...] | None = None
     if not (call.name in _READS_ASSIGNMENT and call.callee.count(".") == 1):
         owner = None
@@ -536,7 +541,10 @@ def _classify(call: CallSite, context: CallContext, memo: dict[tuple[object, ...
             owner = context.path  # imports and field declarations are read from the file
         key = (context.index.language, context.is_rule_sink, call.callee, call.name, call.arguments, owner)
         if key in memo:
-            return memo[key]
+            kept = memo[key]
+            if call.name == "save" and kept is not None and kept.orm == "rows":
+                return replace(kept, rewrite=django.saves_existing(call, context))
+            return kept
     found = _first_verdict(call, context)
     if key is not None:
         memo[key] = found
@@ -861,7 +869,7 @@ class _Analysis:
                 call = site.call
                 if (call.line, call.name) in exact_calls or facts.covered(enclosing, call.line, call.callee, call.arguments):
                     continue
-                if call.name == "save" and site.effect is Effect.WRITE:
+                if call.name == "save" and site.effect in (Effect.WRITE, Effect.UPDATE):
                     if call.callee in saved:
                         continue  # the same row saved again: one row's state, not a second row
                     saved.add(call.callee)
@@ -1159,7 +1167,8 @@ class _Analysis:
         reasons: dict[FunctionRef, str] = {}
         for ref in sorted(reached):
             graded = grade(self.path_of(ref))
-            if graded is not None and graded[0] in ("critical", "high") and derived(ref):
+            # The name says more than "re-runnable" does: the function rebuilds derived data.
+            if graded is not None and (graded[0] in ("critical", "high") or graded[1] == RERUNNABLE) and derived(ref):
                 graded = "medium", "by its name the function rebuilds derived data, which the next run rewrites"
             if graded is not None:
                 candidates[ref], reasons[ref] = graded

@@ -2,7 +2,10 @@
 
 A model looks at one call site (with its file's context) and says what the call does to
 the database's transaction state: an autocommit ``WRITE`` (the row is committed on its
-own), a ``COMMIT`` that ends an open transaction (SQLAlchemy's ``session.commit()``), a
+own), an ``UPDATE`` (a Django autocommit write that sets rows that already exist to the
+values it is given, creating no row and computing from no value read before: a re-run
+with the same input writes the same; marked from a classification's ``rewrite``), a
+``COMMIT`` that ends an open transaction (SQLAlchemy's ``session.commit()``), a
 ``REPOSITORY`` call that runs in a transaction of its own (Spring Data), an irreversible
 ``SIDE_EFFECT`` outside the database (mail, HTTP, enqueueing, deleting a stored file), an
 ``UPLOAD`` (a file written to storage: a side effect a row saved before it may point
@@ -34,6 +37,7 @@ class Effect(str, Enum):
     """What a call does to transaction state."""
 
     WRITE = "write"
+    UPDATE = "update"
     DELETE = "delete"
     IDEMPOTENT = "idempotent write"
     UPSERT = "upsert or link"
@@ -48,11 +52,14 @@ class Effect(str, Enum):
 class Classification:
     """A model's verdict on a call: its effect (None: no effect) and why, in a few words;
     for a Django ORM write, ``orm`` says what it writes through: ``"rows"`` (a model, a
-    manager or a queryset) or ``"link"`` (a related or many-to-many manager)."""
+    manager or a queryset) or ``"link"`` (a related or many-to-many manager); ``rewrite``:
+    the write only sets existing rows to the values it is given (no new row, no ``F()``,
+    no arithmetic on a value read before), so a re-run with the same input converges."""
 
     effect: Effect | None
     reason: str
     orm: str = ""
+    rewrite: bool = False
 
 
 # ``name = value`` or ``name: T = value`` (``name`` may be dotted): one pattern for every

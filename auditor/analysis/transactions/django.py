@@ -16,6 +16,16 @@ a storage's ``save(name, content)``), ``update``/``create`` on a related-manager
 positional arguments (a dict's ``extensions.update({...})``: managers take keywords),
 ``save(commit=False)``/``save(save=False)``, and the request's session store
 (``request.session.save/flush/delete/clear``).
+
+A write that only sets rows that already exist to the values it is given is a *rewrite*
+(``Classification.rewrite``; the analysis marks it ``Effect.UPDATE``): a queryset or
+related-manager ``update(...)`` with no ``F()`` or arithmetic, and ``x.save()`` of a named
+object unless ``x`` was built here (``x = Model(...)``, ``cls(...)``, a copy,
+``form.save(commit=False)``, ``x.pk = None``), is ``super()``, a form or a serializer (each
+may insert), or had a field set above the save to a value computed from what was read
+(``x.n += 1``, ``x.n = x.n - 1``, any arithmetic). Creates (``objects.create``,
+``bulk_create``, a related manager's ``create``), ``bulk_update`` and tree operations are
+not rewrites.
 """
 
 from __future__ import annotations
@@ -26,6 +36,7 @@ from collections.abc import Mapping
 from auditor.analysis.callgraph import python_module_name, strip_arguments
 from auditor.analysis.entrypoints import is_test_path, split_arguments
 from auditor.analysis.transactions.base import CallContext, Classification, Effect
+from auditor.analysis.transactions.grading import relative_value
 from auditor.index.model import CallSite, FileIndex
 
 _MANAGER_METHODS = frozenset(
@@ -46,6 +57,14 @@ MANAGER_SELF_WRITES = frozenset({"create", "get_or_create", "update_or_create", 
 _KEYWORD_ONLY = frozenset({"update", "create", "get_or_create", "update_or_create"})
 _KEYWORD = re.compile(r"^\s*(\*\*|\w+\s*=(?!=))")
 _MANAGER_CLASS = re.compile(r"(?:^|\.)\w*(?:Manager|QuerySet)$")
+_DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+# A value that is a new, unsaved instance: a class called, a model class's call, a copy, an
+# unsaved form result.
+_CONSTRUCTED = re.compile(r"^(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*|cls|model|model_class)\s*\(|^(?:copy\.)?(?:deep)?copy\s*\(|\.save\(\s*commit\s*=\s*False")
+# Receivers whose save may insert: a ModelForm with no instance, a DRF serializer's create.
+_MAY_CREATE = re.compile(r"(?i)(?:form|formset|serializer)$")
+# ``target = value``, ``target: T = value`` or ``target += value`` on one line.
+_ASSIGNMENT = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*(?::[^=]+)?([-+*/]?)=(?!=)\s*(.*)")
 
 
 def related_managers(texts: Mapping[str, str]) -> frozenset[str]:
@@ -138,11 +157,11 @@ class DjangoModel:
                 return Classification(None, "save told not to save")
             if arguments and "=" not in arguments[0].split("(")[0] and not arguments[0].startswith("*"):
                 return Classification(None, "positional arguments: not a model save/delete")
-            return Classification(Effect.WRITE, "ORM write (autocommit)", orm="rows")
+            return Classification(Effect.WRITE, "ORM write (autocommit)", orm="rows", rewrite=saves_existing(call, context))
         if receiver == ["self"] and name in MANAGER_SELF_WRITES and _in_manager_class(call, context):
             if name in _KEYWORD_ONLY and _has_positional(call.arguments):
                 return None
-            return Classification(Effect.WRITE, "manager write (autocommit)", orm="rows")
+            return Classification(Effect.WRITE, "manager write (autocommit)", orm="rows", rewrite=_sets_values(call))
         if name in _TREE_METHODS or (name == "move" and "pos" in call.arguments):
             return Classification(Effect.WRITE, "tree operation (autocommit)")
         if name in _MANAGER_METHODS and len(receiver) >= 2 and "objects" not in receiver:
@@ -150,12 +169,52 @@ class DjangoModel:
             if name in _KEYWORD_ONLY and _has_positional(call.arguments):
                 return None  # a dict's update({...}): a manager's update/create take keywords
             if attribute in context.related_managers or attribute.endswith("_set"):
-                return Classification(Effect.WRITE, "related-manager write (autocommit)", orm="link")
+                return Classification(Effect.WRITE, "related-manager write (autocommit)", orm="link", rewrite=_sets_values(call))
         if name in ("update", "delete") and len(receiver) == 1 and _assigned_queryset(receiver[0], call, context):
-            return Classification(Effect.WRITE, "queryset write (autocommit)", orm="rows")
+            return Classification(Effect.WRITE, "queryset write (autocommit)", orm="rows", rewrite=_sets_values(call))
         if context.is_rule_sink and name not in _EXECUTE_NAMES:
-            return Classification(Effect.WRITE, "ORM write (autocommit)", orm="rows")
+            return Classification(Effect.WRITE, "ORM write (autocommit)", orm="rows", rewrite=_sets_values(call))
         return None
+
+
+def _sets_values(call: CallSite) -> bool:
+    """Whether a manager or queryset write is an ``update(...)`` to values given to it: no
+    ``F()``, no arithmetic on a value read before."""
+    return call.name == "update" and not relative_value(call.arguments)
+
+
+def saves_existing(call: CallSite, context: CallContext) -> bool:
+    """Whether ``x.save()`` rewrites a row that exists to the values set on ``x``: ``x`` is
+    one named object (not a call result, ``super()``, a class, a form or a serializer), not
+    built or copied in this function, not told to insert, and no field of it was set above
+    the save to a value computed relative to what was read (itself, ``F()``, arithmetic)."""
+    owner = call.callee.rsplit(".", 1)[0] if "." in call.callee else ""
+    if not _DOTTED.match(owner) or owner[:1].isupper() or _MAY_CREATE.search(owner) or "force_insert" in call.arguments:
+        return False
+    # The index drops a receiver's own call (``get_order(1).save`` reads ``get_order.save``):
+    # the line must name the object itself. ``super().save()`` in an override inserts when
+    # its caller's object is new.
+    if owner == "super" or f"{owner}.save(" not in context.line_text(call.line):
+        return False
+    scope = context.index.enclosing_definition(call.line)
+    first = scope.start_line if scope is not None else 1
+    built = None  # the value ``x`` was last assigned above the save
+    for text in reversed(context.lines[max(first, 1) - 1 : call.line - 1]):
+        if owner not in text:
+            continue  # most lines: one substring test, no regex
+        assignment = _ASSIGNMENT.match(text)
+        if assignment is None:
+            continue
+        target, operator, value = assignment.groups()
+        if target == owner and built is None and not operator:
+            built = value
+        elif target.startswith(owner + ".") and "." not in target[len(owner) + 1 :]:
+            attribute = target[len(owner) + 1 :]
+            if operator or relative_value(value) or target in value:
+                return False  # x.n += 1, x.n = x.n - 1, x.total = subtotal + fee: relative
+            if attribute in ("pk", "id") and value.strip() == "None":
+                return False  # a copy: the save inserts
+    return built is None or not _CONSTRUCTED.search(built)
 
 
 def _assigned_queryset(variable: str, call: CallSite, context: CallContext) -> bool:

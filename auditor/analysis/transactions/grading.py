@@ -25,9 +25,15 @@ from auditor.analysis.entrypoints import split_arguments
 from auditor.analysis.transactions.base import Effect
 from auditor.index.model import CallSite
 
-DB_EFFECTS = (Effect.WRITE, Effect.DELETE, Effect.IDEMPOTENT, Effect.UPSERT, Effect.AUDIT, Effect.REPOSITORY, Effect.COMMIT)
-WRITES = (Effect.WRITE, Effect.DELETE, Effect.IDEMPOTENT, Effect.UPSERT)
+DB_EFFECTS = (Effect.WRITE, Effect.UPDATE, Effect.DELETE, Effect.IDEMPOTENT, Effect.UPSERT, Effect.AUDIT, Effect.REPOSITORY, Effect.COMMIT)
+WRITES = (Effect.WRITE, Effect.UPDATE, Effect.DELETE, Effect.IDEMPOTENT, Effect.UPSERT)
 SIDE_EFFECTS = (Effect.SIDE_EFFECT, Effect.UPLOAD)
+# Writes to rows that exist that a re-run with the same input repeats to the same end:
+# updates to given values (constants too) and deletes. Not upserts or links: they may
+# create rows.
+_RERUNNABLE = (Effect.UPDATE, Effect.IDEMPOTENT, Effect.DELETE)
+RERUNNABLE = "every write updates or deletes existing rows to values a re-run with the same input writes again"
+"""The reason of a sequence graded medium for being re-runnable (:func:`grade`)."""
 # Bookkeeping: records of what happened and derived data a later run rebuilds. A failure
 # between the real write and one of these loses a log line or leaves an index stale.
 _BOOKKEEPING_FUNCTION = re.compile(r"(?i)(_events?$|^events?_|search_(vector|document|index)|mark_\w*dirty|_audit|^audit|_log$|^log_)")
@@ -97,7 +103,8 @@ def grade(steps: tuple[Step, ...]) -> tuple[str, str] | None:
     # A file stored after the row that names it is the wrong order (the row points to a
     # file that may never arrive): it counts wherever it comes.
     side_effects = sum(effect in SIDE_EFFECTS for effect in between) + after.count(Effect.UPLOAD)
-    graded = _grade_writes(steps, effects, side_effects)
+    # An update is a plain write to every grade but the re-runnable one (_rerunnable).
+    graded = _grade_writes(steps, [Effect.WRITE if effect is Effect.UPDATE else effect for effect in effects], side_effects)
     if Effect.SIDE_EFFECT in after and (graded is None or graded[0] == "low"):
         return "medium", "the side effect comes after the last write, the right order: a transaction would not undo it"
     return graded
@@ -121,6 +128,10 @@ def _grade_writes(steps: tuple[Step, ...], effects: list[Effect], side_effects: 
             return retried
         if retried is not None:
             unretried = _UNRETRIED
+    if not commits and not side_effects and _rerunnable(steps):
+        if not caught_later(steps):
+            return "medium", RERUNNABLE
+        unretried = _UNRETRIED
     if writes >= 2 or (writes and (commits or side_effects)):
         return "critical", unretried
     if commits >= 2 or (commits and side_effects):
@@ -156,6 +167,20 @@ def caught_later(steps: tuple[Step, ...]) -> bool:
                 return True
             written = True
     return False
+
+
+def _rerunnable(steps: tuple[Step, ...]) -> bool:
+    """Whether every database effect on the path is a write a re-run repeats to the same
+    end and at least one is an update to given values (the other mixes have their own
+    grades): nothing creates a row or a link, nothing is relative, nothing is bookkeeping."""
+    database = [effect for step in steps for effect in step.effects if effect in DB_EFFECTS]
+    return Effect.UPDATE in database and all(effect in _RERUNNABLE for effect in database)
+
+
+def relative_value(arguments: str) -> bool:
+    """Whether a write's argument text computes from a value read before it (``F()``,
+    arithmetic): a re-run applies it again."""
+    return _RELATIVE_VALUE.search(arguments) is not None
 
 
 def bookkeeping(ref: FunctionRef) -> bool:
