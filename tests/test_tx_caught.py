@@ -179,3 +179,41 @@ def test_a_catch_all_or_a_tuple_with_a_database_error_carries_on(rule: Rule):
     assert found[("app/views.py", "merge_everything")].severity == "critical"
     assert found[("app/views.py", "merge_tuple")].severity == "critical"
     assert found[("app/views.py", "merge_lookup")].severity == "medium"
+
+
+def test_updates_of_existing_rows_before_a_caught_write_are_not_rerunnable(rule: Rule):
+    files = {
+        "library/views.py": """
+            from django.db import IntegrityError
+
+            from .models import Shelf
+
+            def rename_shelf(request, pk):
+                shelf = Shelf.objects.get(pk=pk)
+                shelf.name = request.POST["name"]
+                shelf.save()
+                Shelf.objects.filter(parent=pk).update(label=request.POST["name"])
+
+            def rename_shelf_quietly(request, pk):
+                shelf = Shelf.objects.get(pk=pk)
+                shelf.name = request.POST["name"]
+                shelf.save()
+                try:
+                    Shelf.objects.filter(parent=pk).update(label=request.POST["name"])
+                except IntegrityError:
+                    pass
+            """,
+        "library/urls.py": """
+            from django.urls import path
+
+            from . import views
+
+            urlpatterns = [path("rename/<int:pk>", views.rename_shelf), path("quiet/<int:pk>", views.rename_shelf_quietly)]
+            """,
+        "library/models.py": "from django.db import models\n\nclass Shelf(models.Model):\n    pass\n",
+    }
+    found = reported(analyze_source(files, rule))
+    assert found[("library/views.py", "rename_shelf")].severity == "medium"  # a re-run writes the same values
+    quiet = found[("library/views.py", "rename_shelf_quietly")]
+    assert quiet.severity == "critical"
+    assert "a later write's failure is caught and the function carries on" in quiet.explanation
