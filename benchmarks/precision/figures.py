@@ -36,8 +36,11 @@ def table(title: str, groups: dict[str, list[str]]) -> list[str]:
 def main() -> None:
     path = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).with_name("judged.json")
     document = json.loads(path.read_text())
-    judged = [finding for finding in document["judged"] if finding.get("label") in LABELS]
-    unjudged = len(document["judged"]) - len(judged)
+    # A judged file keeps its findings under "judged"; sample.py's output (labels carried
+    # over with --labels) under "sample".
+    findings = document["judged"] if "judged" in document else document["sample"]
+    judged = [finding for finding in findings if finding.get("label") in LABELS]
+    unjudged = len(findings) - len(judged)
     if unjudged:
         print(f"{unjudged} finding(s) have no label yet and are left out of every figure below.\n")
 
