@@ -4,7 +4,8 @@ point reaches with no transaction boundary around them.
 Inputs: the index (``FileIndex`` per path), the file texts, the rule (its ``sinks``,
 ``boundaries`` and ``sql_write`` patterns), optionally a prebuilt call graph, and
 :class:`TxOptions`. Output: a :class:`StaticResult` of grounded findings
-(``found_by=("static",)``) and counters.
+(``found_by=("static",)``), each listing the effects of its sequence where they happen (a
+helper's writes at their own lines), and counters.
 
 1. **Effects.** Every call that matches the rule's sinks (or runs write SQL), and every call
    a framework model knows, is classified by the first model that claims it (see
