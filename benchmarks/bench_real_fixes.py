@@ -304,15 +304,16 @@ def score(case: dict[str, Any], parent: ScanOutcome, fix: ScanOutcome, min_sever
                          definitions=parent.definitions)
     fix = ScanOutcome(fix.ok, findings=shown(fix.findings, min_severity), seconds=fix.seconds, error=fix.error,
                       definitions=fix.definitions)
-    hits = [f for f in parent.findings if matches_function(f, case) or matches_sink_line(f, case)]
+    sinks = [f for f in parent.findings if sink_in_function(f, case) or matches_sink_line(f, case)]
     # A helper that is part of a caller's sequence is reported there ("line N: calls
-    # helper (3 writes)"); wrapping the helper silences that finding.
-    via_call = [] if hits else [f for f in parent.findings if calls_function(f, case, parent.definitions)]
+    # helper (3 writes)"), or a few calls above it (its writes in the finding's sequence);
+    # wrapping the helper silences that finding. A chain through the function counts last.
+    via_call = [] if sinks else [f for f in parent.findings if calls_function(f, case, parent.definitions)]
+    via_sequence = [] if sinks or via_call else [f for f in parent.findings if in_sequence(f, case)]
+    chains = [] if sinks or via_call or via_sequence else [f for f in parent.findings if matches_function(f, case)]
     row["parent_via_call"] = bool(via_call)
-    hits = hits or via_call
-    via_sequence = [] if hits else [f for f in parent.findings if in_sequence(f, case)]
     row["parent_via_sequence"] = bool(via_sequence)
-    hits = hits or via_sequence
+    hits = sinks or via_call or via_sequence or chains
     row["reported_at_parent"] = bool(hits)
     row["parent_sink_in_function"] = any(sink_in_function(f, case) or matches_sink_line(f, case) for f in hits)
     row["parent_findings_in_file"] = sum(1 for f in parent.findings if in_file(f, case))

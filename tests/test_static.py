@@ -190,7 +190,7 @@ def test_finding_shape_matches_the_answer_contract(rule: Rule):
     assert middle.line == 26  # the call made at that step
     assert last.line == finding.line == 32
     assert "line 32: Product.objects.filter(...).update(...) (write)" in finding.explanation
-    assert "line 34: reservation.save(...) (update)" in finding.explanation
+    assert "line 34: reservation.save(...) (write)" in finding.explanation
 
 
 def test_explanations_name_write_calls_as_written_and_entry_points_that_write_themselves(rule: Rule):

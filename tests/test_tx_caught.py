@@ -213,7 +213,39 @@ def test_updates_of_existing_rows_before_a_caught_write_are_not_rerunnable(rule:
         "library/models.py": "from django.db import models\n\nclass Shelf(models.Model):\n    pass\n",
     }
     found = reported(analyze_source(files, rule))
-    assert found[("library/views.py", "rename_shelf")].severity == "medium"  # a re-run writes the same values
+    rename = found[("library/views.py", "rename_shelf")]
+    assert rename.severity == "medium"  # a re-run writes the same values
+    assert "a re-run with the same input writes again" in rename.explanation
     quiet = found[("library/views.py", "rename_shelf_quietly")]
     assert quiet.severity == "critical"
     assert "a later write's failure is caught and the function carries on" in quiet.explanation
+
+
+def test_a_caught_call_holding_two_writes_is_not_retried_either(rule: Rule):
+    files = {
+        "library/views.py": """
+            from django.db import IntegrityError
+
+            def clear(first, second):
+                first.delete()
+                second.delete()
+
+            def prune(request, first, second, third):
+                try:
+                    clear(first, second)
+                except IntegrityError:
+                    pass
+                third.delete()
+            """,
+        "library/urls.py": """
+            from django.urls import path
+
+            from . import views
+
+            urlpatterns = [path("prune", views.prune)]
+            """,
+    }
+    finding = reported(analyze_source(files, rule))[("library/views.py", "prune")]
+    # clear() fails after its first delete, prune goes on: nobody retries the cleanup.
+    assert finding.severity == "critical"
+    assert "a later write's failure is caught and the function carries on" in finding.explanation

@@ -143,3 +143,58 @@ def test_non_django_writes_are_not_updates(rule: Rule):
     result = analyze_source(files, rule)
     assert [found.severity for found in result.findings] == ["critical"]
     assert all(site.effect == Effect.WRITE.value for found in result.findings for site in found.sequence)
+
+
+def test_only_objects_known_to_be_rows_read_from_the_database_are_rewrites(rule: Rule):
+    files = {
+        "teams/models.py": "from django.db import models\n\nclass Team(models.Model):\n    pass\n\nclass Tag(models.Model):\n    pass\n",
+        "teams/views.py": """
+            from django.shortcuts import get_object_or_404
+
+            from .models import Tag, Team
+
+            def store(team, member):
+                team.save()
+                member.save()
+
+            def create_team(request):
+                store(Team(name=request.POST["name"]), Team(name="member"))
+
+            def tag_team(request, pk):
+                team = get_object_or_404(Team, pk=pk)
+                tags = [Tag(name=name) for name in request.POST.getlist("tags")]
+                team.save()
+                for tag in tags:
+                    tag.save()
+
+            def relabel_tags(request, pk):
+                team = get_object_or_404(Team, pk=pk)
+                team.save()
+                for tag in Tag.objects.filter(team=team):
+                    tag.label = request.POST["label"]
+                    tag.save()
+            """,
+        "teams/urls.py": """
+            from django.urls import path
+
+            from . import views
+
+            urlpatterns = [path("a", views.create_team), path("b/<int:pk>", views.tag_team), path("c/<int:pk>", views.relabel_tags)]
+            """,
+    }
+    found = reported(analyze_source(files, rule))
+    # Parameters: the caller may pass new objects (here it does), so the saves may insert.
+    assert found[("teams/views.py", "store")].severity == "critical"
+    # A loop over objects built in the function inserts them.
+    assert found[("teams/views.py", "tag_team")].severity == "critical"
+    # A loop over a queryset's rows rewrites them.
+    relabel = found[("teams/views.py", "relabel_tags")]
+    assert relabel.severity == "medium"
+    assert RERUN_REASON in relabel.explanation
+
+
+def test_a_hyphen_or_slash_inside_a_string_is_not_arithmetic():
+    from auditor.analysis.transactions.grading import relative_value
+
+    assert not relative_value('status="in-progress", day="2020-01-01", path="a/b"')
+    assert relative_value('used=F("used") - 1') and relative_value("total=subtotal + fee")

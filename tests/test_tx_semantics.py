@@ -670,6 +670,16 @@ def test_what_an_untaken_elif_or_else_arm_does_is_not_pending_for_the_commit_aft
                     save_preferences(user)
                 session.commit()
 
+            @bp.route("/apply", methods=["POST"])
+            def apply(user, data):
+                session.commit()
+                if user is None:
+                    pass
+                elif user.apply(data):
+                    pass
+                else:
+                    session.commit()
+
             @bp.route("/rename", methods=["POST"])
             def rename(user, data):
                 if "source" in data:
@@ -696,6 +706,8 @@ def test_what_an_untaken_elif_or_else_arm_does_is_not_pending_for_the_commit_aft
     assert ("app/routes.py", "update") not in found
     # An assignment after the if statement runs on every path: it is pending.
     assert found[("app/routes.py", "rename")].severity == "high"
+    # The else arm's path ran the elif's condition (a call that may write): pending.
+    assert found[("app/routes.py", "apply")].severity == "high"
 
 
 def test_an_except_handler_is_an_alternative_to_the_try_body_not_its_continuation(rule: Rule):

@@ -314,7 +314,8 @@ def _touch_reason(role: str, function: str, line: int | None) -> str:
     the effect) or a chain step changed, at ``line`` (None: somewhere in the function)."""
     if role == "sink":
         return "sink line changed" if line is not None else "the sink's function changed"
-    what = f"chain step {function}" if role == "chain step" else f"{function} (a {role} on the sequence)"
+    article = "an" if role[:1] in "aeiou" else "a"
+    what = f"chain step {function}" if role == "chain step" else f"{function} ({article} {role} on the sequence)"
     return f"{what} changed at line {line}" if line is not None else f"{what} changed"
 
 

@@ -130,11 +130,6 @@ _STRING_START = re.compile(r"""^\s*[rRbBuUfF]{0,2}("{3}|'{3}|"|'|`)""")
 # ``name = ...``, ``name: T = ...`` or ``name := ...`` at a line's start: one pattern for
 # every name (the analysis asks about many).
 _NAME_ASSIGNMENT = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?::[^=]+)?:?=\s*")
-
-
-def _assigned_name(line: str) -> str | None:
-    match = _NAME_ASSIGNMENT.match(line)
-    return match.group(1) if match else None
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 _MAYBE_FALSE = re.compile(r"=\s*(?:False|None|0|false|nil)\b")
 # A line between two commits that may leave something pending: a call, or an assignment.
@@ -163,6 +158,12 @@ _DELETES = frozenset({"delete", "delete_node"})
 
 class InvalidSeverityError(UsageError):
     """A ``min_severity`` that is not a known severity."""
+
+
+def _assigned_name(line: str) -> str | None:
+    """The name a line assigns at its start (:data:`_NAME_ASSIGNMENT`), if any."""
+    match = _NAME_ASSIGNMENT.match(line)
+    return match.group(1) if match else None
 
 
 @dataclass(frozen=True)
@@ -907,7 +908,7 @@ class _Analysis:
                 shifted = {line - offset: steps for line, steps in variant.items()}
                 found = tuple(paths.heaviest_path(node, source, shifted, weight, off, caught))
             if facts is not None:
-                found = _without_idle_commits(found, facts, body[0] if body is not None else None, body[2] if body is not None else 0)
+                found = _without_idle_commits(found, facts, body)
             if sum(map(weight, found)) > sum(map(weight, heaviest)):
                 heaviest = found
         return heaviest
@@ -1316,12 +1317,16 @@ def _sequence(ref: FunctionRef, steps: tuple[Step, ...]) -> tuple[EffectSite, ..
     return tuple(sites)
 
 
-def _without_idle_commits(steps: tuple[Step, ...], facts: _FileFacts, body: Node | None = None, offset: int = 0) -> tuple[Step, ...]:
+def _without_idle_commits(
+    steps: tuple[Step, ...], facts: _FileFacts, body: tuple[Node | None, bytes, int] | None = None
+) -> tuple[Step, ...]:
     """``steps`` less each direct commit with nothing pending since the commit just before
     it on the path: no call, assignment or other statement between the two (a callee that
     commits, then ``session.commit()`` again) outside the if/elif/else arms the path does
-    not take (``body``, its lines ``offset`` before the file's). An attribute assignment in
-    between (``team.captain_id = user.id``) is a pending write and keeps the commit."""
+    not take (read from ``body``, the function's parsed body as :meth:`_body` gives it). An
+    attribute assignment in between (``team.captain_id = user.id``) is a pending write and
+    keeps the commit."""
+    node, _, offset = body if body is not None else (None, b"", 0)
     kept: list[Step] = []
     for step in steps:
         previous = kept[-1] if kept else None
@@ -1331,7 +1336,7 @@ def _without_idle_commits(steps: tuple[Step, ...], facts: _FileFacts, body: Node
             and step.effects == (Effect.COMMIT,)
             and previous.effects[-1] is Effect.COMMIT
             and previous.line < step.line
-            and not _pending_between(previous.line, step.line, facts, body, offset)
+            and not _pending_between(previous.line, step.line, facts, node, offset)
         )
         if not idle:
             kept.append(step)

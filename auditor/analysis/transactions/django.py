@@ -65,6 +65,12 @@ _CONSTRUCTED = re.compile(r"^(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*|cls|model|model_clas
 _MAY_CREATE = re.compile(r"(?i)(?:form|formset|serializer)$")
 # ``target = value``, ``target: T = value`` or ``target += value`` on one line.
 _ASSIGNMENT = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*(?::[^=]+)?([-+*/]?)=(?!=)\s*(.*)")
+# A value that is a row read from the database: a manager or queryset lookup, a get-or-404
+# helper, a view's ``get_object()``.
+_FETCHED = re.compile(r"\.(?:get|first|last|latest|earliest|first_or_404|get_or_404|get_object)\s*\(|\bget_object_or_404\s*\(")
+# ``for x in rows:`` and the rows of a manager or queryset it may iterate.
+_LOOP = re.compile(r"^\s*(?:async\s+)?for\s+([A-Za-z_]\w*)\s+in\s+(.*?):?\s*$")
+_ROWS = re.compile(r"\.objects\b|\.(?:all|filter|exclude|order_by|select_related|prefetch_related|select_for_update|iterator)\s*\(")
 
 
 def related_managers(texts: Mapping[str, str]) -> frozenset[str]:
@@ -185,9 +191,12 @@ def _sets_values(call: CallSite) -> bool:
 
 def saves_existing(call: CallSite, context: CallContext) -> bool:
     """Whether ``x.save()`` rewrites a row that exists to the values set on ``x``: ``x`` is
-    one named object (not a call result, ``super()``, a class, a form or a serializer), not
-    built or copied in this function, not told to insert, and no field of it was set above
-    the save to a value computed relative to what was read (itself, ``F()``, arithmetic)."""
+    one named object (not a call result, ``super()``, a class, a form or a serializer) known
+    to be a row read from the database (``self`` in a method, last assigned a lookup such as
+    ``M.objects.get(...)`` or ``get_object_or_404(...)``, or a loop over a queryset; never a
+    parameter or anything else whose origin is not seen), not told to insert, and no field of
+    it was set above the save to a value computed relative to what was read (itself, ``F()``,
+    arithmetic)."""
     owner = call.callee.rsplit(".", 1)[0] if "." in call.callee else ""
     if not _DOTTED.match(owner) or owner[:1].isupper() or _MAY_CREATE.search(owner) or "force_insert" in call.arguments:
         return False
@@ -198,23 +207,27 @@ def saves_existing(call: CallSite, context: CallContext) -> bool:
         return False
     scope = context.index.enclosing_definition(call.line)
     first = scope.start_line if scope is not None else 1
-    built = None  # the value ``x`` was last assigned above the save
+    fetched = owner == "self"  # whether ``x`` is known to hold a row read from the database
+    bound = fetched  # whether the assignment or loop that binds ``x`` was met (backwards)
     for text in reversed(context.lines[max(first, 1) - 1 : call.line - 1]):
         if owner not in text:
             continue  # most lines: one substring test, no regex
         assignment = _ASSIGNMENT.match(text)
         if assignment is None:
+            loop = _LOOP.match(text) if not bound else None
+            if loop is not None and loop.group(1) == owner:
+                bound, fetched = True, _ROWS.search(loop.group(2)) is not None
             continue
         target, operator, value = assignment.groups()
-        if target == owner and built is None and not operator:
-            built = value
+        if target == owner and not bound and not operator:
+            bound, fetched = True, _FETCHED.search(value) is not None and not _CONSTRUCTED.search(value)
         elif target.startswith(owner + ".") and "." not in target[len(owner) + 1 :]:
             attribute = target[len(owner) + 1 :]
             if operator or relative_value(value) or target in value:
                 return False  # x.n += 1, x.n = x.n - 1, x.total = subtotal + fee: relative
             if attribute in ("pk", "id") and value.strip() == "None":
                 return False  # a copy: the save inserts
-    return built is None or not _CONSTRUCTED.search(built)
+    return fetched
 
 
 def _assigned_queryset(variable: str, call: CallSite, context: CallContext) -> bool:

@@ -46,6 +46,8 @@ _RELATION_CHANGES = frozenset({"add", "set", "remove", "clear"})
 _CONSTANT = re.compile(r"[-+]?\d[\d_.]*|True|False|None|'[^'\\]*'|\"[^\"\\]*\"|(?:[A-Za-z_]\w*\.)*[A-Z][A-Z0-9_]+")
 # An upsert's defaults computed from a value read before it (``balance=src.balance - x``).
 _RELATIVE_VALUE = re.compile(r"\bF\s*\(|[\w)\]]\s*[-+*/]\s*[\w(]")
+# A string literal, emptied before the arithmetic check ("in-progress" is no subtraction).
+_STRING_LITERAL = re.compile(r"'[^'\\\n]*'|\"[^\"\\\n]*\"")
 _SAVES = frozenset({"save", "delete"})
 _UNRETRIED = "a later write's failure is caught and the function carries on, so no retry completes the earlier writes"
 _NAME = re.compile(r"[A-Za-z_]\w*")
@@ -162,8 +164,10 @@ def caught_later(steps: tuple[Step, ...]) -> bool:
     function carrying on), here or inside a callee."""
     written = False
     for step in steps:
-        if any(effect in WRITES for effect in step.effects):
-            if step.carries_on or (written and step.caught):
+        writes = sum(effect in WRITES for effect in step.effects)
+        if writes:
+            # A caught call holding two writes leaves the first when the second fails.
+            if step.carries_on or (step.caught and (written or writes > 1)):
                 return True
             written = True
     return False
@@ -180,7 +184,7 @@ def _rerunnable(steps: tuple[Step, ...]) -> bool:
 def relative_value(arguments: str) -> bool:
     """Whether a write's argument text computes from a value read before it (``F()``,
     arithmetic): a re-run applies it again."""
-    return _RELATIVE_VALUE.search(arguments) is not None
+    return _RELATIVE_VALUE.search(_STRING_LITERAL.sub("''", arguments)) is not None
 
 
 def bookkeeping(ref: FunctionRef) -> bool:
@@ -208,7 +212,7 @@ def idempotent(call: CallSite, orm: str) -> Effect | None:
     constant values; None for any other write."""
     if call.name in _RELATION_CHANGES and orm == "link":
         return Effect.UPSERT
-    if call.name in _UPSERTS and not _RELATIVE_VALUE.search(call.arguments):
+    if call.name in _UPSERTS and not relative_value(call.arguments):
         return Effect.UPSERT
     if call.name != "update" or orm != "rows":
         return None  # JdbcTemplate.update("... SET n = n - ?"): SQL, not keyword constants

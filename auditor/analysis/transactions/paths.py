@@ -46,12 +46,16 @@ _CONTAINERS = frozenset(
 )  # fmt: skip
 _HANDLERS = frozenset({"except_clause", "except_group_clause", "catch_clause"})
 _CLAUSES = frozenset({"elif_clause", "else_clause"})
-# What a failed write raises (Django's ProtectedError, IntegrityError, DatabaseError,
-# Spring's DataAccessException family, JDBC's SQLException), or a catch-all type.
+# What a failed write raises (Django's ProtectedError, IntegrityError, DatabaseError, the
+# DB-API's Error and InterfaceError, SQLAlchemy's DBAPIError, Spring's DataAccessException
+# family, JDBC's SQLException), or a catch-all type.
 _WRITE_FAILURE = re.compile(
-    r"(?i)exception|baseexception|throwable|runtimeexception|\w*(?:protected|restricted|integrity|database"
-    r"|dataerror|operational|sql|dataaccess|persistence|constraint|deadlock)\w*"
+    r"(?i)exception|baseexception|throwable|runtimeexception|error|dbapierror|interfaceerror|\w*(?:protected|restricted"
+    r"|integrity|database|dataerror|operational|sql|dataaccess|persistence|constraint|deadlock)\w*"
 )
+# A lookup that found nothing (Spring's EmptyResultDataAccessException, like Django's
+# DoesNotExist): not a write's failure.
+_LOOKUP_FAILURE = re.compile(r"(?i)emptyresult\w*|\w*doesnotexist|\w*notfound\w*")
 _TYPE_NAME = re.compile(r"[A-Za-z_][\w.]*")
 
 
@@ -86,7 +90,8 @@ def carries_on(handler: Node, source: bytes) -> bool:
     ``DoesNotExist``, and has no ``return``, ``raise`` or ``throw`` (nested functions aside)."""
     caught = _caught_types(handler, source)
     names = _TYPE_NAME.findall(caught) if caught is not None else []
-    if caught is not None and not any(_WRITE_FAILURE.fullmatch(name.rsplit(".", 1)[-1]) for name in names):
+    last_names = [name.rsplit(".", 1)[-1] for name in names]
+    if caught is not None and not any(_WRITE_FAILURE.fullmatch(name) and not _LOOKUP_FAILURE.fullmatch(name) for name in last_names):
         return False
     pending = list(handler.named_children)
     while pending:
@@ -303,10 +308,15 @@ def untaken_arms(body: Node, line: int) -> list[tuple[int, int]]:
     while node is not None:
         inner = next((child for child in node.named_children if first_line(child) <= line <= last_line(child)), None)
         if node.type == "if_statement":
-            # An elif or else arm with its clause (an untaken elif's condition never runs).
-            arms = [arm.parent if arm.parent is not None and arm.parent.type in _CLAUSES else arm for _, arm in if_arms(node)[0]]
-            if any(first_line(arm) <= line <= last_line(arm) for arm in arms):
-                ranges += [(first_line(arm), last_line(arm)) for arm in arms if not first_line(arm) <= line <= last_line(arm)]
+            arms = [arm for _, arm in if_arms(node)[0]]
+            taken = next((position for position, arm in enumerate(arms) if first_line(arm) <= line <= last_line(arm)), None)
+            if taken is not None:
+                for position, arm in enumerate(arms):
+                    # An arm before the taken one: its condition ran, its body did not. An
+                    # elif or else after it: neither ran.
+                    clause = arm.parent if position > taken and arm.parent is not None and arm.parent.type in _CLAUSES else arm
+                    if position != taken:
+                        ranges.append((first_line(clause), last_line(clause)))
         node = inner
     return ranges
 
