@@ -195,9 +195,6 @@ class _Walk(Generic[Event]):
             through = through + passing
         return through, ended
 
-    def arms(self, node: Node) -> tuple[list[tuple[Node | None, Node]], bool]:
-        return if_arms(node)
-
     def feasible(self, condition: Node | None) -> bool:
         if condition is None or not self.off:
             return True
@@ -206,7 +203,7 @@ class _Walk(Generic[Event]):
         return head not in self.off
 
     def branch(self, node: Node) -> tuple[Path | None, Path | None]:
-        arms, closed = self.arms(node)
+        arms, closed = if_arms(node)
         conditions = tuple(self.leaf(condition) for condition, _ in arms if condition is not None)
         prefix: Path = sum(conditions, ())
         through: Path | None = None if closed else ()
