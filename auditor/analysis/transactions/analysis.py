@@ -39,8 +39,8 @@ helper's writes at their own lines), and counters.
    (a re-run finds what they left), every write to one object's row and its own links
    (``x.save()`` then ``x.tags.add(...)``: the object is valid and editable), Django
    updates and deletes of rows that exist, to the values given (``x.save()`` of an object
-   not built here, ``update(...)`` with no ``F()`` or arithmetic; no new row, no link, no
-   ``x.n += 1``: a re-run with the same input writes the same), or a mail,
+   known to be a row read here, ``update(...)`` with no ``F()`` or arithmetic; no new row,
+   no link, no ``x.n += 1``: a re-run with the same input writes the same), or a mail,
    HTTP call or task after the last write (the right order; a file stored after the row
    that names it still counts). The retry-based ones (deletes, idempotent writes, upserts
    then a write, one object) do not apply when a write after the first sits in a ``try``

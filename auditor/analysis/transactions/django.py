@@ -20,10 +20,13 @@ positional arguments (a dict's ``extensions.update({...})``: managers take keywo
 A write that only sets rows that already exist to the values it is given is a *rewrite*
 (``Classification.rewrite``; the analysis marks it ``Effect.UPDATE``): a queryset or
 related-manager ``update(...)`` with no ``F()`` or arithmetic, and ``x.save()`` of a named
-object unless ``x`` was built here (``x = Model(...)``, ``cls(...)``, a copy,
-``form.save(commit=False)``, ``x.pk = None``), is ``super()``, a form or a serializer (each
-may insert), or had a field set above the save to a value computed from what was read
-(``x.n += 1``, ``x.n = x.n - 1``, any arithmetic). Creates (``objects.create``,
+object known to be a row read from the database (``self`` in a method, ``x`` last assigned
+a lookup such as ``M.objects.get(...)`` or ``get_object_or_404(...)``, or a loop over a
+queryset), unless it is ``super()``, a form or a serializer (each may insert), was copied
+(``x.pk = None``) or had a field set above the save to a value computed from what was read
+(``x.n += 1``, ``x.n = x.n - 1``, any arithmetic). A parameter, a built object
+(``Model(...)``, ``cls(...)``, ``form.save(commit=False)``) or anything else whose origin the
+function does not show may be new: its save is a plain write. Creates (``objects.create``,
 ``bulk_create``, a related manager's ``create``), ``bulk_update`` and tree operations are
 not rewrites.
 """
