@@ -81,7 +81,7 @@ from auditor.analysis.entrypoints import (
     split_arguments,
 )
 from auditor.analysis.transactions import django, paths
-from auditor.analysis.transactions.base import CallContext, Classification, Effect, TransactionModel
+from auditor.analysis.transactions.base import DOTTED, CallContext, Classification, Effect, TransactionModel
 from auditor.analysis.transactions.dispatch import OVERRIDE, Dispatch
 from auditor.analysis.transactions.generic import GenericModel
 from auditor.analysis.transactions.go_sql import GoSqlModel
@@ -139,7 +139,6 @@ _FALSE_KEYWORD = re.compile(r"^([A-Za-z_]\w*)\s*=\s*(False|None|0|false|nil)$")
 _WRAPPER_DEPTH = 4
 # What can change the state of a scan over an argument list: quotes, escapes, brackets.
 _PAREN_STOPS = re.compile(r"""[\\'"()\[\]{}]""")
-_DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 _LANGUAGE_FAMILY = {"tsx": "typescript"}
 _DEV_DATA_COMMAND = re.compile(r"(?:^|/)management/commands/(?:populate\w*|seed\w*|clear\w*|\w*fake\w*|\w*demo\w*|\w*sample\w*|load_?\w*data)\.py$")
 # A dev-data script sits at the top of the tree or in scripts/, tools/ or bin/; deeper
@@ -657,7 +656,7 @@ class _Analysis:
         in ``path`` resolves to (resolved once: the graph does not change between rounds)."""
         key = (path, name)
         if key not in self._wrapper_targets:
-            self._wrapper_targets[key] = self.graph.resolve(path, name) if _DOTTED.match(name) else None
+            self._wrapper_targets[key] = self.graph.resolve(path, name) if DOTTED.match(name) else None
         return self._wrapper_targets[key]
 
     def _opens_transaction(self, target: FunctionRef | None) -> bool:

@@ -62,6 +62,10 @@ class Classification:
     rewrite: bool = False
 
 
+# A dotted name (``x``, ``self.order``, ``transaction.atomic``): no call, subscript or literal.
+DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+# ``for x in rows:`` on one line: the loop variable and what it iterates.
+FOR_LOOP = re.compile(r"^\s*(?:async\s+)?for\s+([A-Za-z_]\w*)\s+in\s+(.*?):?\s*$")
 # ``name = value`` or ``name: T = value`` (``name`` may be dotted): one pattern for every
 # variable, so no pattern is compiled per name.
 _ASSIGNMENT = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*(?::[^=]+)?=(?!=)\s*(.*)")

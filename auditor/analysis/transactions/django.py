@@ -38,7 +38,7 @@ from collections.abc import Mapping
 
 from auditor.analysis.callgraph import python_module_name, strip_arguments
 from auditor.analysis.entrypoints import is_test_path, split_arguments
-from auditor.analysis.transactions.base import CallContext, Classification, Effect
+from auditor.analysis.transactions.base import DOTTED, FOR_LOOP, CallContext, Classification, Effect
 from auditor.analysis.transactions.grading import relative_value
 from auditor.index.model import CallSite, FileIndex
 
@@ -60,7 +60,6 @@ MANAGER_SELF_WRITES = frozenset({"create", "get_or_create", "update_or_create", 
 _KEYWORD_ONLY = frozenset({"update", "create", "get_or_create", "update_or_create"})
 _KEYWORD = re.compile(r"^\s*(\*\*|\w+\s*=(?!=))")
 _MANAGER_CLASS = re.compile(r"(?:^|\.)\w*(?:Manager|QuerySet)$")
-_DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 # A value that is a new, unsaved instance: a class called, a model class's call, a copy, an
 # unsaved form result.
 _CONSTRUCTED = re.compile(r"^(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*|cls|model|model_class)\s*\(|^(?:copy\.)?(?:deep)?copy\s*\(|\.save\(\s*commit\s*=\s*False")
@@ -71,8 +70,7 @@ _ASSIGNMENT = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*(?::[^=]+)?([-+*/]?)=(?!=)\s*
 # A value that is a row read from the database: a manager or queryset lookup, a get-or-404
 # helper, a view's ``get_object()``.
 _FETCHED = re.compile(r"\.(?:get|first|last|latest|earliest|first_or_404|get_or_404|get_object)\s*\(|\bget_object_or_404\s*\(")
-# ``for x in rows:`` and the rows of a manager or queryset it may iterate.
-_LOOP = re.compile(r"^\s*(?:async\s+)?for\s+([A-Za-z_]\w*)\s+in\s+(.*?):?\s*$")
+# The rows of a manager or queryset a ``for`` loop may iterate.
 _ROWS = re.compile(r"\.objects\b|\.(?:all|filter|exclude|order_by|select_related|prefetch_related|select_for_update|iterator)\s*\(")
 
 
@@ -201,7 +199,7 @@ def saves_existing(call: CallSite, context: CallContext) -> bool:
     it was set above the save to a value computed relative to what was read (itself, ``F()``,
     arithmetic)."""
     owner = call.callee.rsplit(".", 1)[0] if "." in call.callee else ""
-    if not _DOTTED.match(owner) or owner[:1].isupper() or _MAY_CREATE.search(owner) or "force_insert" in call.arguments:
+    if not DOTTED.match(owner) or owner[:1].isupper() or _MAY_CREATE.search(owner) or "force_insert" in call.arguments:
         return False
     # The index drops a receiver's own call (``get_order(1).save`` reads ``get_order.save``):
     # the line must name the object itself. ``super().save()`` in an override inserts when
@@ -217,7 +215,7 @@ def saves_existing(call: CallSite, context: CallContext) -> bool:
             continue  # most lines: one substring test, no regex
         assignment = _ASSIGNMENT.match(text)
         if assignment is None:
-            loop = _LOOP.match(text) if not bound else None
+            loop = FOR_LOOP.match(text) if not bound else None
             if loop is not None and loop.group(1) == owner:
                 bound, fetched = True, _ROWS.search(loop.group(2)) is not None
             continue

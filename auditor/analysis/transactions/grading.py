@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 
 from auditor.analysis.callgraph import FunctionRef
 from auditor.analysis.entrypoints import split_arguments
-from auditor.analysis.transactions.base import Effect
+from auditor.analysis.transactions.base import DOTTED, Effect
 from auditor.index.model import CallSite
 
 DB_EFFECTS = (Effect.WRITE, Effect.UPDATE, Effect.DELETE, Effect.IDEMPOTENT, Effect.UPSERT, Effect.AUDIT, Effect.REPOSITORY, Effect.COMMIT)
@@ -51,7 +51,6 @@ _STRING_LITERAL = re.compile(r"'[^'\\\n]*'|\"[^\"\\\n]*\"")
 _SAVES = frozenset({"save", "delete"})
 _UNRETRIED = "a later write's failure is caught and the function carries on, so no retry completes the earlier writes"
 _NAME = re.compile(r"[A-Za-z_]\w*")
-_DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 
 
 @dataclass(frozen=True)
@@ -238,7 +237,7 @@ def receiver(callee: str) -> str | None:
     a subscript (``get_account(1).save``, ``accounts[0].save``: not one name), a class or
     a manager."""
     text = callee.rsplit(".", 1)[0] if "." in callee else ""
-    return instance(text.split(".")) if _DOTTED.match(text) else None
+    return instance(text.split(".")) if DOTTED.match(text) else None
 
 
 def instance(receiver: list[str]) -> str | None:

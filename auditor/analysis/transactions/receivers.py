@@ -38,6 +38,7 @@ import re
 from collections.abc import Mapping
 
 from auditor.analysis.callgraph import CallGraph, Edge, FunctionRef, strip_arguments
+from auditor.analysis.transactions.base import FOR_LOOP
 from auditor.index.model import CallSite, Definition, FileIndex
 
 ASSIGNED = "receiver's class from its assignment"
@@ -64,7 +65,6 @@ _MANAGER_LINE = re.compile(r"^\s+objects\s*(?::[^=]+)?=\s*(.+)$")
 _GETTER = re.compile(r"^(?:[\w.]*\.)?(?:property|cached_property)$")
 # ``receiver.name`` at the start of an expression, not called and not assigned to.
 _ATTRIBUTE = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\.([A-Za-z_]\w*)\b(?!\s*\(|\s*=[^=])")
-_FOR = re.compile(r"^\s*(?:async\s+)?for\s+([A-Za-z_]\w*)\s+in\s+(.*?):?\s*$")
 _ANNOTATION = re.compile(r"[(,]\s*([A-Za-z_]\w*)\s*:\s*['\"]?([A-Za-z_][\w.]*)['\"]?\s*(?=[,)=])")
 _UNPACKED = re.compile(r"^,\s*\w+\s*=(?!=)\s*(.*)")
 _ANNOTATED = re.compile(r"^:[^=]+=(?!=)\s*(.*)")
@@ -277,7 +277,7 @@ class Receivers:
                 if followed and found is not None:
                     self._followed.add(key)
                 break
-            loop = _FOR.match(text)
+            loop = FOR_LOOP.match(text)
             if loop and loop.group(1) == variable:
                 found = self._class_of_rows(path, loop.group(2))
                 break
