@@ -23,8 +23,8 @@ from auditor.cli.app import app
 # nor packing may import them.
 NOT_FOR_PACK = (
     "auditor.recall.canaries",
-    "auditor.runs.diff",
-    "auditor.runs.doctor",
+    "auditor.walk.diff",
+    "auditor.engine.doctor",
     # auditor.engine.base (EngineSettings, the flags' defaults) is a light leaf; the
     # registry and the engines are not.
     "auditor.engine.openai_engine",
@@ -146,7 +146,7 @@ def _defaults(command: str) -> dict[str, object]:
 
 def test_restated_canary_defaults_match_auditor_canary() -> None:
     from auditor.recall.canaries import DEFAULT_CANARIES, DEFAULT_RECALL_THRESHOLD
-    from auditor.runs import config
+    from auditor.config import scan as config
 
     assert (config.DEFAULT_CANARIES, config.DEFAULT_RECALL_THRESHOLD) == (DEFAULT_CANARIES, DEFAULT_RECALL_THRESHOLD)
     for command in ("scan", "review"):

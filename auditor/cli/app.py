@@ -62,7 +62,7 @@ def main_callback(
     Option defaults can come from auditor.toml or [tool.auditor] in pyproject.toml (found
     from the working directory upward); flags on the command line win.
     """
-    from auditor.cli.config import load_project_config
+    from auditor.config.project import load_project_config
 
     group = ctx.command
     commands = {

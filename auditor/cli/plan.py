@@ -1,5 +1,5 @@
 """The `auditor plan` and `auditor doctor` commands: typer shells over auditor.planning.plan and
-auditor.runs.doctor that render rich tables (text) or sorted JSON.
+auditor.engine.doctor that render rich tables (text) or sorted JSON.
 
 Registered by auditor/cli.py as ``app.command("plan")(plan_command)`` and
 ``app.command("doctor")(doctor_command)``.
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from auditor.planning.plan import MemoryPlan, TimeEstimate
-    from auditor.runs.doctor import DoctorReport
+    from auditor.engine.doctor import DoctorReport
 
 from auditor.cli.flags import DEFAULT_OUTPUT_TOKENS  # the answer reserve scan uses: one default
 
@@ -141,7 +141,7 @@ def doctor_command(
     output_format: Annotated[OutputFormat, typer.Option("--format", help="text or json.")] = OutputFormat.TEXT,
 ) -> None:
     """Report what this machine has for an audit and what auditor would run; never downloads."""
-    from auditor.runs.doctor import report_to_dict, run_doctor
+    from auditor.engine.doctor import report_to_dict, run_doctor
 
     report = run_doctor(model)
     if output_format is OutputFormat.JSON:

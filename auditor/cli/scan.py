@@ -42,7 +42,7 @@ def scan_command(
     """Audit a repository for the selected rules (all built-in rules by default)."""
     from auditor.cli.options import scan_config
     from auditor.report import ReportOptions, render
-    from auditor.runs.diff import infer_link_base
+    from auditor.walk.diff import infer_link_base
     from auditor.runs.scan import failed_result, run_scan
 
     if flags.format not in REPORT_FORMATS:

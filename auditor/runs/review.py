@@ -45,8 +45,8 @@ from auditor.report.model import (
     ReviewSummary,
     ScanResult,
 )
-from auditor.runs.config import ScanConfig
-from auditor.runs.diff import (
+from auditor.config.scan import ScanConfig
+from auditor.walk.diff import (
     Diff,
     GitError,
     Hunk,
