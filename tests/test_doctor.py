@@ -12,7 +12,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from auditor.cli.plan import doctor_command, plan_command
+from auditor.cli.doctor import doctor_command
+from auditor.cli.plan import plan_command
 from auditor.engine.doctor import choose_engine, parse_nvidia_smi, run_doctor
 
 from .conftest import VLLM_LLM_KWARGS

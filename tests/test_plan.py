@@ -10,7 +10,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from auditor.cli.plan import doctor_command, plan_command
+from auditor.cli.doctor import doctor_command
+from auditor.cli.plan import plan_command
 from auditor.errors import ExitCode, UsageError
 from auditor.planning.plan import (
     ACTIVATION_RESERVE_BYTES,

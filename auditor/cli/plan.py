@@ -1,8 +1,6 @@
-"""The `auditor plan` and `auditor doctor` commands: typer shells over auditor.planning.plan and
-auditor.engine.doctor that render rich tables (text) or sorted JSON.
-
-Registered by auditor/cli.py as ``app.command("plan")(plan_command)`` and
-``app.command("doctor")(doctor_command)``.
+"""The ``auditor plan`` command: a typer shell over ``auditor.planning.plan`` that prints the
+memory plan, the time estimate per window and the ``vllm.LLM`` arguments as rich tables
+(text) or sorted JSON. Registered in ``auditor.cli.app``.
 """
 
 from __future__ import annotations
@@ -17,13 +15,11 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from auditor.cli.output import OutputFormat, gib, key_value_table
 from auditor.errors import AuditorError, UsageError
 
 if TYPE_CHECKING:
-    from rich.table import Table
-
     from auditor.planning.plan import MemoryPlan, TimeEstimate
-    from auditor.engine.doctor import DoctorReport
 
 from auditor.cli.flags import DEFAULT_OUTPUT_TOKENS  # the answer reserve scan uses: one default
 
@@ -33,13 +29,6 @@ from auditor.cli.flags import DEFAULT_OUTPUT_TOKENS  # the answer reserve scan u
 DEFAULT_MAX_NUM_SEQS = 4
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
 DEFAULT_DEVICE_PROFILE = "dgx-spark"
-
-
-class OutputFormat(StrEnum):
-    """How plan and doctor print their result."""
-
-    TEXT = "text"
-    JSON = "json"
 
 
 class WeightPrecision(StrEnum):
@@ -133,43 +122,9 @@ def _plan(model: str | None, config: Path | None, request: Any, profile: str, ou
     return plan, estimate, engine_args, device_profile
 
 
-def doctor_command(
-    *,
-    model: Annotated[
-        str | None, typer.Option("--model", "-m", help="Checkpoint directory or HF id in the local cache.")
-    ] = None,
-    output_format: Annotated[OutputFormat, typer.Option("--format", help="text or json.")] = OutputFormat.TEXT,
-) -> None:
-    """Report what this machine has for an audit and what auditor would run; never downloads."""
-    from auditor.engine.doctor import report_to_dict, run_doctor
-
-    report = run_doctor(model)
-    if output_format is OutputFormat.JSON:
-        typer.echo(json.dumps(report_to_dict(report), indent=2, sort_keys=True))
-        return
-    render_doctor(Console(), report)
-
-
 def _fail(exc: AuditorError) -> NoReturn:
     typer.echo(f"error: {exc}", err=True)
     raise typer.Exit(int(exc.exit_code))
-
-
-def _gib(value: int | None) -> str:
-    from auditor.planning.plan import GIB
-
-    return "unknown" if value is None else f"{value / GIB:,.2f} GiB"
-
-
-def _table(title: str, rows: list[tuple[str, Any]]) -> Table:
-    from rich.table import Table
-
-    table = Table(title=title, show_header=False, title_justify="left")
-    table.add_column(style="bold")
-    table.add_column(overflow="fold")
-    for label, value in rows:
-        table.add_row(escape(label), escape(str(value)))
-    return table
 
 
 def render_plan(
@@ -179,7 +134,7 @@ def render_plan(
     layers = plan.layers
     params = "not derivable, pass --params" if plan.parameter_count is None else f"{plan.parameter_count / 1e9:.2f} B"
     console.print(
-        _table(
+        key_value_table(
             f"Model: {plan.model}",
             [
                 ("type", plan.model_type),
@@ -189,12 +144,12 @@ def render_plan(
                     f"{layers.total}: {layers.attention} attention, {layers.mamba} Mamba, {layers.moe} MoE, {layers.mlp} MLP",
                 ),
                 ("parameters", f"{params} ({plan.parameter_source})"),
-                ("weights", f"{_gib(plan.weight_bytes)} ({plan.weight_source})"),
+                ("weights", f"{gib(plan.weight_bytes)} ({plan.weight_source})"),
             ],
         )
     )
     console.print(
-        _table(
+        key_value_table(
             "Cache costs",
             [
                 (f"KV per token ({plan.kv_cache_dtype})", f"{plan.kv_bytes_per_token:,} bytes"),
@@ -204,25 +159,25 @@ def render_plan(
         )
     )
     console.print(
-        _table(
+        key_value_table(
             f"Totals: {plan.max_num_seqs} x {plan.max_model_len:,} tokens",
             [
-                ("weights", _gib(plan.weight_bytes)),
-                ("KV cache", _gib(plan.kv_cache_bytes)),
-                ("Mamba state", _gib(plan.mamba_state_bytes)),
-                ("activation reserve", _gib(plan.reserve_bytes)),
-                ("total", _gib(plan.total_bytes)),
+                ("weights", gib(plan.weight_bytes)),
+                ("KV cache", gib(plan.kv_cache_bytes)),
+                ("Mamba state", gib(plan.mamba_state_bytes)),
+                ("activation reserve", gib(plan.reserve_bytes)),
+                ("total", gib(plan.total_bytes)),
             ],
         )
     )
     if plan.fit is not None:
         fit = plan.fit
         console.print(
-            _table(
-                f"Fit: {_gib(fit.gpu_memory_bytes)} x {fit.gpu_memory_utilization:g}",
+            key_value_table(
+                f"Fit: {gib(fit.gpu_memory_bytes)} x {fit.gpu_memory_utilization:g}",
                 [
                     ("fits", "yes" if fit.fits else "no"),
-                    ("cache budget", _gib(fit.cache_budget_bytes)),
+                    ("cache budget", gib(fit.cache_budget_bytes)),
                     (f"largest window at {plan.max_num_seqs} seqs", f"{fit.max_model_len:,} tokens"),
                     (
                         "  by memory alone",
@@ -233,7 +188,7 @@ def render_plan(
             )
         )
     console.print(
-        _table(
+        key_value_table(
             f"Time per full window ({estimate.profile})",
             [
                 ("measured with", measured_on),
@@ -243,65 +198,6 @@ def render_plan(
             ],
         )
     )
-    console.print(_table("vllm.LLM arguments", list(engine_args.items())))
+    console.print(key_value_table("vllm.LLM arguments", list(engine_args.items())))
     for note in plan.notes:
-        console.print(f"[yellow]note:[/yellow] {escape(note)}", highlight=False)
-
-
-def render_doctor(console: Console, report: DoctorReport) -> None:
-    """Print a doctor report as rich tables."""
-    gpus = "; ".join(f"{gpu.index}: {gpu.name} ({_gib(gpu.memory_total_bytes)})" for gpu in report.gpus)
-    gpus = f"{gpus} [{report.gpu_source}]" if gpus else f"none ({report.gpu_source})"
-    console.print(
-        _table(
-            "Machine",
-            [
-                ("python", f"{report.python_version} ({report.platform})"),
-                ("auditor", report.auditor_version or "not installed"),
-                ("vllm", report.vllm.detail),
-                (
-                    "torch",
-                    report.torch.detail
-                    if report.torch.version is None
-                    else f"{report.torch.version}: {report.torch.detail}",
-                ),
-                ("GPUs", gpus),
-                ("engine auto", f"{report.engine.engine}: {report.engine.reason}"),
-            ],
-        )
-    )
-    checkpoint = report.checkpoint
-    if checkpoint is None:
-        console.print(f"checkpoint: {escape(report.checkpoint_detail)}", highlight=False)
-    else:
-        console.print(
-            _table(
-                "Checkpoint",
-                [
-                    ("path", checkpoint.path),
-                    ("precision", f"{checkpoint.precision or 'unknown'} ({checkpoint.precision_source})"),
-                    ("tokenizer", checkpoint.tokenizer_source),
-                    ("chat template", checkpoint.chat_template or "missing"),
-                    ("reasoning parser", checkpoint.reasoning_parser),
-                ],
-            )
-        )
-    plan = report.plan
-    if plan is not None:
-        fits = "no GPU memory known" if plan.fit is None else ("yes" if plan.fit.fits else "no")
-        console.print(
-            _table(
-                f"Plan: {plan.max_num_seqs} x {plan.max_model_len:,} tokens",
-                [
-                    ("weights", f"{_gib(plan.weight_bytes)} ({plan.precision.value})"),
-                    (f"KV per token ({plan.kv_cache_dtype})", f"{plan.kv_bytes_per_token:,} bytes"),
-                    ("Mamba state per sequence", f"{plan.mamba_state_bytes_per_sequence:,} bytes"),
-                    ("total", _gib(plan.total_bytes)),
-                    ("fits the first GPU", fits),
-                ],
-            )
-        )
-    if report.engine_args is not None:
-        console.print(_table("vllm.LLM arguments", list(report.engine_args.items())))
-    for note in report.notes:
         console.print(f"[yellow]note:[/yellow] {escape(note)}", highlight=False)
