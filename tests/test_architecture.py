@@ -13,7 +13,7 @@ import auditor
 PACKAGE = Path(auditor.__file__).resolve().parent
 
 STAGES = (
-    "analysis", "cli", "config", "engine", "findings", "index", "languages", "pack", "planning",
+    "analysis", "callgraph", "cli", "config", "engine", "findings", "index", "languages", "pack", "planning",
     "recall", "report", "rules", "runs", "storage", "tokens", "walk",
 )
 SHARED_LEAVES = ("errors", "progress")

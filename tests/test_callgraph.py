@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from auditor.analysis.callgraph import (
+from auditor.callgraph.resolve import (
     MAIN_FUNCTION,
     CallGraph,
     Edge,

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from auditor.analysis import callgraph
-from auditor.analysis.callgraph import (
+from auditor.callgraph import resolve as callgraph
+from auditor.callgraph.resolve import (
     CallGraph,
     CallGraphCache,
     FunctionRef,

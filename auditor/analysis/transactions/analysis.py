@@ -64,7 +64,7 @@ from typing import overload
 
 from tree_sitter import Node
 
-from auditor.analysis.callgraph import (
+from auditor.callgraph.resolve import (
     _PYTHON_BUILTINS,
     MAIN_FUNCTION,
     MODULE_FUNCTION,

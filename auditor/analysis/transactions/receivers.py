@@ -37,7 +37,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from auditor.analysis.callgraph import CallGraph, Edge, FunctionRef, strip_arguments
+from auditor.callgraph.resolve import CallGraph, Edge, FunctionRef, strip_arguments
 from auditor.analysis.transactions.base import FOR_LOOP
 from auditor.index.model import CallSite, Definition, FileIndex
 

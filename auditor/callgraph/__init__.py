@@ -1,0 +1,1 @@
+"""The call graph (being split: see the next commit)."""
