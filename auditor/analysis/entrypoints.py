@@ -1,7 +1,7 @@
 """Entry points: the functions outside code calls into (HTTP handlers, CLI commands,
 background tasks, message consumers, ``__main__`` blocks).
 
-Inputs: the index (``FileIndex`` per path), the :class:`~auditor.callgraph.resolve.CallGraph`, an
+Inputs: the index (``FileIndex`` per path), the :class:`~auditor.callgraph.graph.CallGraph`, an
 optional rule (its ``entry_points`` decorator patterns add to the built-in ones) and,
 optionally, file texts (used only to read a function's first parameter name).
 Output: a sorted tuple of :class:`EntryPoint`, one per function.
@@ -30,12 +30,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache, partial
 
-from auditor.callgraph.resolve import (
-    MAIN_FUNCTION,
-    CallGraph,
-    FunctionRef,
-    strip_arguments,
-)
+from auditor.callgraph.graph import CallGraph, FunctionRef
+from auditor.callgraph.names import MAIN_FUNCTION, strip_arguments
 from auditor.index.model import Definition, FileIndex
 from auditor.rules.loader import Rule
 

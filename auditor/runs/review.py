@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
-from auditor.callgraph.resolve import CallGraph
+from auditor.callgraph.graph import CallGraph
 from auditor.findings.grounding import file_lines
 from auditor.findings.model import Finding, fingerprint
 from auditor.index.model import FileIndex
