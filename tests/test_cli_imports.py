@@ -35,7 +35,7 @@ NOT_FOR_PACK = (
     "auditor.findings.injection",
     "auditor.runs.many.runner",
     "auditor.runs.many.ray_cluster",
-    "auditor.planning.plan",
+    "auditor.planning",
     "auditor.recall.needles",
     "auditor.recall.grid",
     "auditor.report.model",
@@ -159,12 +159,9 @@ def test_restated_canary_defaults_match_auditor_canary() -> None:
 
 def test_restated_plan_defaults_and_precisions_match_auditor_plan() -> None:
     from auditor.cli.plan import WeightPrecision
-    from auditor.planning.plan import (
-        DEFAULT_DEVICE_PROFILE,
-        DEFAULT_GPU_MEMORY_UTILIZATION,
-        DEFAULT_MAX_NUM_SEQS,
-        Precision,
-    )
+    from auditor.planning.checkpoint import Precision
+    from auditor.planning.plan import DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_MAX_NUM_SEQS
+    from auditor.planning.timing import DEFAULT_DEVICE_PROFILE
 
     defaults = _defaults("plan")
     assert defaults["max_num_seqs"] == DEFAULT_MAX_NUM_SEQS

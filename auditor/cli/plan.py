@@ -19,20 +19,21 @@ from auditor.cli.output import OutputFormat, gib, key_value_table
 from auditor.errors import AuditorError, UsageError
 
 if TYPE_CHECKING:
-    from auditor.planning.plan import MemoryPlan, TimeEstimate
+    from auditor.planning.plan import MemoryPlan
+    from auditor.planning.timing import TimeEstimate
 
 from auditor.cli.flags import DEFAULT_OUTPUT_TOKENS  # the answer reserve scan uses: one default
 
-# auditor.planning.plan's defaults, restated so that building the CLI (every command, ``auditor
-# pack`` included) does not import auditor.planning.plan; tests/test_cli_imports.py checks that
-# they still equal auditor.planning.plan's.
+# auditor.planning's defaults, restated so that building the CLI (every command, ``auditor
+# pack`` included) does not import auditor.planning; tests/test_cli_imports.py checks that
+# they still equal the planner's (plan and timing).
 DEFAULT_MAX_NUM_SEQS = 4
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
 DEFAULT_DEVICE_PROFILE = "dgx-spark"
 
 
 class WeightPrecision(StrEnum):
-    """The ``--precision`` choices: the values of ``auditor.planning.plan.Precision``, in its order."""
+    """The ``--precision`` choices: the values of ``auditor.planning.checkpoint.Precision``, in its order."""
 
     BF16 = "bf16"
     FP8 = "fp8"
@@ -76,7 +77,8 @@ def plan_command(
     output_format: Annotated[OutputFormat, typer.Option("--format", help="text or json.")] = OutputFormat.TEXT,
 ) -> None:
     """Plan GPU memory, the largest window that fits, time per window and vLLM arguments."""
-    from auditor.planning.plan import PlanRequest, Precision, plan_to_dict
+    from auditor.planning.checkpoint import Precision
+    from auditor.planning.plan import PlanRequest, plan_to_dict
 
     request = PlanRequest(
         max_model_len=max_model_len,
@@ -100,14 +102,9 @@ def plan_command(
 
 def _plan(model: str | None, config: Path | None, request: Any, profile: str, output_tokens: int) -> tuple[Any, ...]:
     """The memory plan, time estimate, engine arguments and device profile for one checkpoint."""
-    from auditor.planning.plan import (
-        engine_args_for_plan,
-        estimate_time,
-        load_checkpoint,
-        load_config_file,
-        load_device_profile,
-        plan_memory,
-    )
+    from auditor.planning.checkpoint import load_checkpoint, load_config_file
+    from auditor.planning.plan import engine_args_for_plan, plan_memory
+    from auditor.planning.timing import estimate_time, load_device_profile
 
     if model is not None and config is None:
         checkpoint = load_checkpoint(model)

@@ -39,7 +39,7 @@ from auditor.pack.packer import (
     PackResult,
     Window,
 )
-from auditor.planning.plan import estimate_time
+from auditor.planning.timing import estimate_time
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
 from auditor.recall.canaries import (
     CanaryPlan,
