@@ -13,7 +13,7 @@ import auditor
 PACKAGE = Path(auditor.__file__).resolve().parent
 
 STAGES = (
-    "analysis", "cli", "engine", "findings", "index", "languages", "pack", "planning",
+    "analysis", "callgraph", "cli", "config", "engine", "findings", "index", "languages", "pack", "planning",
     "recall", "report", "rules", "runs", "storage", "tokens", "walk",
 )
 SHARED_LEAVES = ("errors", "progress")
@@ -99,3 +99,9 @@ def test_only_the_cli_and_the_runs_import_the_cli_or_the_runs() -> None:
         if _stage(module) in ("auditor", "__main__", "cli", "runs"):
             continue
         assert not {m for m in imported if _stage(m) in ("cli", "runs")}, module
+
+
+def test_the_call_graph_never_imports_the_analyses_built_on_it() -> None:
+    for module, imported in _graph().items():
+        if _stage(module) == "callgraph":
+            assert not {m for m in imported if _stage(m) in ("analysis", "pack", "findings")}, module

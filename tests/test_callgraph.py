@@ -8,13 +8,8 @@ import time
 
 import pytest
 
-from auditor.analysis.callgraph import (
-    MAIN_FUNCTION,
-    CallGraph,
-    Edge,
-    FunctionRef,
-    python_module_name,
-)
+from auditor.callgraph.graph import CallGraph, Edge, FunctionRef
+from auditor.callgraph.names import MAIN_FUNCTION, python_module_name
 from auditor.analysis.entrypoints import find_entry_points, split_arguments
 from auditor.index.extract import index_source
 from auditor.index.model import FileIndex

@@ -11,13 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from auditor.analysis import callgraph
-from auditor.analysis.callgraph import (
-    CallGraph,
-    CallGraphCache,
-    FunctionRef,
-    graph_cache_key,
-)
+from auditor.callgraph import cache as graph_cache
+from auditor.callgraph import graph as call_graph
+from auditor.callgraph.cache import CallGraphCache, graph_cache_key
+from auditor.callgraph.graph import CallGraph, FunctionRef
 from auditor.index.extract import index_source
 from auditor.index.model import FileIndex
 from auditor.languages import language_for_path
@@ -94,29 +91,29 @@ def forbid_resolution(monkeypatch: pytest.MonkeyPatch) -> None:
     def fail(*_: object) -> None:
         raise AssertionError("the graph was rebuilt instead of loaded")
 
-    monkeypatch.setattr(callgraph, "_file_edges", fail)
+    monkeypatch.setattr(call_graph, "file_edges", fail)
 
 
 def test_a_stored_graph_loads_and_answers_like_a_fresh_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     indexes = index_all(FILES)
     cache = CallGraphCache(tmp_path)
-    fresh = CallGraph.build(indexes, cache=cache)
+    fresh = cache.build(indexes)
     assert fresh.edges  # the fixture has calls to resolve
     assert cache.graph_path(graph_cache_key(indexes)).is_file()
 
     forbid_resolution(monkeypatch)
-    loaded = CallGraph.build(index_all(FILES), cache=cache)  # equal indexes, new objects
+    loaded = cache.build(index_all(FILES))  # equal indexes, new objects
     monkeypatch.undo()
     assert_same_answers(loaded, CallGraph.build(indexes), indexes)
 
 
 def test_changing_adding_or_removing_a_file_misses_the_cache(tmp_path: Path) -> None:
     cache = CallGraphCache(tmp_path)
-    CallGraph.build(index_all(FILES), cache=cache)
+    cache.build(index_all(FILES))
 
     edited = {**FILES, "shop/views.py": "from shop.orders import audit\n\ndef checkout(request):\n    return audit(request)\n"}
     assert cache.get(index_all(edited)) is None
-    graph = CallGraph.build(index_all(edited), cache=cache)
+    graph = cache.build(index_all(edited))
     callees = graph.callees(FunctionRef("shop/views.py", "checkout"))
     assert [edge.callee for edge in callees] == [FunctionRef("shop/orders.py", "audit")]
     assert cache.get(index_all(edited)) is not None
@@ -141,12 +138,12 @@ def test_changing_adding_or_removing_a_file_misses_the_cache(tmp_path: Path) -> 
 def test_a_damaged_graph_file_is_ignored_and_rebuilt(tmp_path: Path, damage) -> None:
     indexes = index_all(FILES)
     cache = CallGraphCache(tmp_path)
-    expected = CallGraph.build(indexes, cache=cache).edges
+    expected = cache.build(indexes).edges
     target = cache.graph_path(graph_cache_key(indexes))
     target.write_bytes(damage(target.read_bytes()))
 
     assert cache.get(indexes) is None
-    assert CallGraph.build(indexes, cache=cache).edges == expected
+    assert cache.build(indexes).edges == expected
     reloaded = cache.get(indexes)
     assert reloaded is not None and reloaded.edges == expected
 
@@ -154,27 +151,27 @@ def test_a_damaged_graph_file_is_ignored_and_rebuilt(tmp_path: Path, damage) -> 
 def test_a_well_sealed_file_with_wrong_content_is_ignored(tmp_path: Path) -> None:
     indexes = index_all(FILES)
     cache = CallGraphCache(tmp_path)
-    expected = CallGraph.build(indexes, cache=cache).edges
+    expected = cache.build(indexes).edges
     key = graph_cache_key(indexes)
     target = cache.graph_path(key)
     rows = ((("shop/orders.py", ("place", "gone.py", "f", 3, False)),), (("shop/orders.py", ("place", "x")),))
     for stored in [("another key", ()), (key, rows[0]), (key, rows[1]), (key, "rows"), [key, ()]]:
         payload = marshal.dumps(stored)
-        target.write_bytes(callgraph._GRAPH_MAGIC + zlib.crc32(payload).to_bytes(4, "big") + payload)
+        target.write_bytes(graph_cache._GRAPH_MAGIC + zlib.crc32(payload).to_bytes(4, "big") + payload)
         assert cache.get(indexes) is None, stored
-    graph = CallGraph.build(indexes, cache=cache)
+    graph = cache.build(indexes)
     assert graph.edges == expected
     payload = marshal.dumps((key, graph._rows))  # the same framing with the right content loads
-    target.write_bytes(callgraph._GRAPH_MAGIC + zlib.crc32(payload).to_bytes(4, "big") + payload)
+    target.write_bytes(graph_cache._GRAPH_MAGIC + zlib.crc32(payload).to_bytes(4, "big") + payload)
     loaded = cache.get(indexes)
     assert loaded is not None and loaded.edges == expected
 
 
 def test_only_the_most_recently_used_graphs_are_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(callgraph, "MAX_GRAPHS", 2)
+    monkeypatch.setattr(graph_cache, "MAX_GRAPHS", 2)
     cache = CallGraphCache(tmp_path)
     for number in range(4):
-        CallGraph.build(index_all({**FILES, "lonely.py": f"def alone():\n    return {number}\n"}), cache=cache)
+        cache.build(index_all({**FILES, "lonely.py": f"def alone():\n    return {number}\n"}))
     assert len(list(cache.directory.glob("*.graph"))) == 2
 
 

@@ -11,7 +11,7 @@ from auditor.cli.app import app
 from auditor.engine.base import Completion, EngineSettings
 from auditor.engine.opening import EngineChoice
 from auditor.errors import ExitCode
-from auditor.runs.config import ScanConfig, WindowOptions
+from auditor.config.scan import ScanConfig, WindowOptions
 from auditor.runs.scan import finish_scan, plan_scan
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "django_shop"

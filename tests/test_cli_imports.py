@@ -23,8 +23,8 @@ from auditor.cli.app import app
 # nor packing may import them.
 NOT_FOR_PACK = (
     "auditor.recall.canaries",
-    "auditor.runs.diff",
-    "auditor.runs.doctor",
+    "auditor.walk.diff",
+    "auditor.engine.doctor",
     # auditor.engine.base (EngineSettings, the flags' defaults) is a light leaf; the
     # registry and the engines are not.
     "auditor.engine.openai_engine",
@@ -35,7 +35,7 @@ NOT_FOR_PACK = (
     "auditor.findings.injection",
     "auditor.runs.many.runner",
     "auditor.runs.many.ray_cluster",
-    "auditor.planning.plan",
+    "auditor.planning",
     "auditor.recall.needles",
     "auditor.recall.grid",
     "auditor.report.model",
@@ -65,6 +65,7 @@ CLI_SHELL = {
     "auditor.cli",
     "auditor.cli.app",
     "auditor.cli.console",
+    "auditor.cli.doctor",
     "auditor.cli.flags",
     "auditor.cli.many",
     "auditor.cli.output",
@@ -72,6 +73,7 @@ CLI_SHELL = {
     "auditor.cli.plan",
     "auditor.cli.probe",
     "auditor.cli.review",
+    "auditor.cli.rules",
     "auditor.cli.scan",
     "auditor.engine",
     "auditor.engine.base",
@@ -146,7 +148,7 @@ def _defaults(command: str) -> dict[str, object]:
 
 def test_restated_canary_defaults_match_auditor_canary() -> None:
     from auditor.recall.canaries import DEFAULT_CANARIES, DEFAULT_RECALL_THRESHOLD
-    from auditor.runs import config
+    from auditor.config import scan as config
 
     assert (config.DEFAULT_CANARIES, config.DEFAULT_RECALL_THRESHOLD) == (DEFAULT_CANARIES, DEFAULT_RECALL_THRESHOLD)
     for command in ("scan", "review"):
@@ -157,12 +159,9 @@ def test_restated_canary_defaults_match_auditor_canary() -> None:
 
 def test_restated_plan_defaults_and_precisions_match_auditor_plan() -> None:
     from auditor.cli.plan import WeightPrecision
-    from auditor.planning.plan import (
-        DEFAULT_DEVICE_PROFILE,
-        DEFAULT_GPU_MEMORY_UTILIZATION,
-        DEFAULT_MAX_NUM_SEQS,
-        Precision,
-    )
+    from auditor.planning.checkpoint import Precision
+    from auditor.planning.plan import DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_MAX_NUM_SEQS
+    from auditor.planning.timing import DEFAULT_DEVICE_PROFILE
 
     defaults = _defaults("plan")
     assert defaults["max_num_seqs"] == DEFAULT_MAX_NUM_SEQS

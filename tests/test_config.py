@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from auditor.cli.app import app
-from auditor.cli.config import load_project_config
+from auditor.config.project import load_project_config
 from auditor.errors import ExitCode, UsageError
 
 SHOP = Path(__file__).resolve().parent.parent / "fixtures" / "django_shop"

@@ -13,7 +13,7 @@ import pytest
 
 from auditor.engine.base import EngineSettings
 from auditor.report import render
-from auditor.runs.config import ScanConfig, WindowOptions
+from auditor.config.scan import ScanConfig, WindowOptions
 from auditor.runs.scan import run_scan
 from tests.support import MockEngine
 

@@ -12,8 +12,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from auditor.cli.plan import doctor_command, plan_command
-from auditor.runs.doctor import choose_engine, parse_nvidia_smi, run_doctor
+from auditor.cli.doctor import doctor_command
+from auditor.cli.plan import plan_command
+from auditor.engine.doctor import choose_engine, parse_nvidia_smi, run_doctor
 
 from .conftest import VLLM_LLM_KWARGS
 
@@ -188,7 +189,7 @@ def fake_vllm_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
     import types
     from importlib.machinery import ModuleSpec
 
-    from auditor.runs import doctor
+    from auditor.engine import doctor
 
     module = types.ModuleType("vllm")
     module.__spec__ = ModuleSpec("vllm", None)
@@ -200,7 +201,7 @@ def fake_vllm_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_probe_vllm_finds_the_cpu_distribution(monkeypatch: pytest.MonkeyPatch):
-    from auditor.runs.doctor import probe_vllm
+    from auditor.engine.doctor import probe_vllm
 
     fake_vllm_cpu(monkeypatch)
     status = probe_vllm()
@@ -209,7 +210,7 @@ def test_probe_vllm_finds_the_cpu_distribution(monkeypatch: pytest.MonkeyPatch):
 
 
 def test_probe_vllm_falls_back_to_the_module_version(monkeypatch: pytest.MonkeyPatch):
-    from auditor.runs import doctor
+    from auditor.engine import doctor
 
     fake_vllm_cpu(monkeypatch)
     monkeypatch.setattr(doctor, "_version", lambda name: None)  # no distribution metadata at all

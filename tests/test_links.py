@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from auditor.runs.diff import infer_link_base
+from auditor.walk.diff import infer_link_base
 from tests.support import git
 
 

@@ -26,7 +26,7 @@ from auditor.engine.pool import EndpointPoolEngine
 from auditor.errors import EngineUnavailable, UsageError
 from auditor.progress import ProgressEvent
 from auditor.report import render
-from auditor.runs.config import ScanConfig
+from auditor.config.scan import ScanConfig
 from auditor.runs.many import runner as many_runner
 from auditor.runs.many.runner import RAY_MISSING_NOTICE, run_many
 from auditor.runs.many.stages import ManyConfig

@@ -18,7 +18,7 @@ from auditor.engine import vllm_engine
 from auditor.engine.base import ChatMessage, ChatRequest, EngineSettings
 from auditor.engine.opening import EngineChoice
 from auditor.errors import EngineUnavailable
-from auditor.runs.config import ScanConfig
+from auditor.config.scan import ScanConfig
 from auditor.runs.many.ray_cluster import (
     GenerationActor,
     GenerationOptions,

@@ -148,7 +148,7 @@ def test_the_manifest_reports_chain_colocation(tokenizer, tmp_path):
 
 
 def test_seed_chains_follow_calls_from_entry_points_to_relevant_files():
-    from auditor.analysis.callgraph import CallGraph
+    from auditor.callgraph.graph import CallGraph
     from auditor.index.extract import index_source
 
     texts = {

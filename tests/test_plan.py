@@ -10,27 +10,29 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from auditor.cli.plan import doctor_command, plan_command
+from auditor.cli.doctor import doctor_command
+from auditor.cli.plan import plan_command
 from auditor.errors import ExitCode, UsageError
+from auditor.planning.checkpoint import (
+    PlanError,
+    Precision,
+    detect_precision,
+    load_checkpoint,
+    load_config_file,
+)
 from auditor.planning.plan import (
     ACTIVATION_RESERVE_BYTES,
     GIB,
-    PlanError,
     PlanRequest,
-    Precision,
     count_layers,
     count_parameters,
-    detect_precision,
-    estimate_time,
     kv_bytes_per_token,
-    load_checkpoint,
-    load_config_file,
-    load_device_profile,
     mamba_state_bytes_per_sequence,
     plan_memory,
     recommended_engine_args,
     weight_bytes,
 )
+from auditor.planning.timing import estimate_time, load_device_profile
 
 from .conftest import VLLM_LLM_KWARGS
 

@@ -17,8 +17,8 @@ from auditor.findings.model import ChainStep, EffectSite, Finding, fingerprint
 from auditor.report import render
 from auditor.report.markdown import REVIEW_MARKER
 from auditor.report.model import Coverage
-from auditor.runs.config import ScanConfig
-from auditor.runs.diff import ChangedFile, Diff, GitError, Hunk, compute_diff
+from auditor.config.scan import ScanConfig
+from auditor.walk.diff import ChangedFile, Diff, GitError, Hunk, compute_diff
 from auditor.runs.review import ReviewConfig, change_coverage, locate_touch, run_review
 from tests.support import git
 

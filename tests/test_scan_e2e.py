@@ -24,7 +24,7 @@ from auditor.engine.opening import EngineChoice
 from auditor.engine.vllm_engine import vllm_unavailable_reason
 from auditor.errors import ExitCode
 from auditor.rules.loader import builtin_rules
-from auditor.runs.config import ScanConfig, WindowOptions
+from auditor.config.scan import ScanConfig, WindowOptions
 from auditor.runs.scan import plan_scan
 from auditor.tokens.tokenizer import load_tokenizer
 

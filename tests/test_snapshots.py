@@ -14,7 +14,7 @@ import pytest
 from auditor import __version__
 from auditor.engine.base import EngineSettings
 from auditor.report import ReportOptions, render
-from auditor.runs.config import ScanConfig
+from auditor.config.scan import ScanConfig
 from auditor.runs.scan import run_scan
 
 ROOT = Path(__file__).resolve().parent.parent

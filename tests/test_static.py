@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from auditor.analysis.callgraph import CallGraph
+from auditor.callgraph.graph import CallGraph
 from auditor.analysis.tx_outside_transaction import (
     FOUND_BY,
     StaticResult,

@@ -9,7 +9,7 @@ from collections import Counter
 
 import pytest
 
-from auditor.analysis.callgraph import CallGraph, FunctionRef
+from auditor.callgraph.graph import CallGraph, FunctionRef
 from auditor.analysis.entrypoints import split_arguments
 from auditor.analysis.transactions import analysis
 from auditor.analysis.tx_outside_transaction import TxOptions, analyze_tx_outside_transaction

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from auditor.analysis.callgraph import FunctionRef
+from auditor.callgraph.graph import FunctionRef
 from auditor.analysis.transactions.base import Effect
 from auditor.analysis.transactions.grading import Step, caught, grade
 from auditor.findings.model import Finding

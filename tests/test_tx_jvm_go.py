@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from auditor.analysis.callgraph import CallGraph, FunctionRef
+from auditor.callgraph.graph import CallGraph, FunctionRef
 from auditor.index.extract import index_source
 from auditor.languages import language_for_path
 from auditor.rules.loader import Rule, load_rule

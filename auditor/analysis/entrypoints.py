@@ -1,7 +1,7 @@
 """Entry points: the functions outside code calls into (HTTP handlers, CLI commands,
 background tasks, message consumers, ``__main__`` blocks).
 
-Inputs: the index (``FileIndex`` per path), the :class:`~auditor.analysis.callgraph.CallGraph`, an
+Inputs: the index (``FileIndex`` per path), the :class:`~auditor.callgraph.graph.CallGraph`, an
 optional rule (its ``entry_points`` decorator patterns add to the built-in ones) and,
 optionally, file texts (used only to read a function's first parameter name).
 Output: a sorted tuple of :class:`EntryPoint`, one per function.
@@ -26,16 +26,12 @@ from __future__ import annotations
 import fnmatch
 import posixpath
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache, partial
 
-from auditor.analysis.callgraph import (
-    MAIN_FUNCTION,
-    CallGraph,
-    FunctionRef,
-    strip_arguments,
-)
+from auditor.callgraph.graph import CallGraph, FunctionRef
+from auditor.callgraph.names import MAIN_FUNCTION, strip_arguments
 from auditor.index.model import Definition, FileIndex
 from auditor.rules.loader import Rule
 
@@ -176,21 +172,24 @@ def _matches(name: str, patterns: tuple[str, ...]) -> bool:
     return compiled is not None and compiled.match(name) is not None
 
 
-def _classify_decorator(decorator: str, language: str, rule_patterns: tuple[str, ...]) -> tuple[str, str] | None:
-    """The (kind, detail) a decorator/annotation makes of the function it decorates."""
+def _spring_annotation(decorator: str, rule_patterns: tuple[str, ...]) -> tuple[str, str] | None:
+    """The (kind, detail) a Java annotation makes of the method it annotates."""
+    short = strip_arguments(decorator).split(".")[-1]
+    if short in _SPRING_HTTP:
+        route = _first_string(_decorator_arguments(decorator))
+        return "http", f"spring @{short}" + (f" '{route}'" if route else "")
+    if short in _SPRING_TASK:
+        return "task", f"spring @{short}"
+    if _matches(short, _SPRING_CONSUMER):
+        return "consumer", f"spring @{short}"
+    return None
+
+
+def _python_decorator(decorator: str, rule_patterns: tuple[str, ...]) -> tuple[str, str] | None:
+    """The (kind, detail) a Python decorator makes of the function it decorates."""
     name = strip_arguments(decorator)
     arguments = _decorator_arguments(decorator)
-    if language == "java":
-        short = name.split(".")[-1]
-        if short in _SPRING_HTTP:
-            route = _first_string(arguments)
-            return "http", f"spring @{short}" + (f" '{route}'" if route else "")
-        if short in _SPRING_TASK:
-            return "task", f"spring @{short}"
-        if _matches(short, _SPRING_CONSUMER):
-            return "consumer", f"spring @{short}"
-        return None
-    if language != "python" or _matches(name, _MOCK_DECORATORS):
+    if _matches(name, _MOCK_DECORATORS):
         return None
     if _matches(name, _DRF_DECORATORS):
         return "http", f"drf @{name}"
@@ -297,6 +296,34 @@ class _Collector:
         self.found.setdefault(ref, EntryPoint(ref, kind, detail))
 
 
+@dataclass(frozen=True)
+class _Search:
+    """What every file's detection shares in one ``find_entry_points`` call: the graph, the
+    collector, the signal names, and the base-class names of each class (filled as read)."""
+
+    graph: CallGraph
+    collector: _Collector
+    signals: frozenset[str]
+    derived: dict[FunctionRef, frozenset[str]]
+
+
+_Classify = Callable[[str, tuple[str, ...]], tuple[str, str] | None]
+_Registrations = Callable[[str, FileIndex, _Search], None]
+_Conventions = Callable[[str, FileIndex, str | None, _Search], None]
+
+
+@dataclass(frozen=True)
+class _LanguageEntryPoints:
+    """How one language's entry points are seen: what its decorators (annotations) say,
+    which calls register a handler, which module conventions mark one, and whether
+    module-level aliases and wrappers of task decorators count (Python)."""
+
+    decorator: _Classify | None = None
+    registrations: _Registrations | None = None
+    conventions: _Conventions | None = None
+    task_aliases: bool = False
+
+
 def find_entry_points(
     indexes: Mapping[str, FileIndex],
     graph: CallGraph,
@@ -320,45 +347,28 @@ def find_entry_points(
     task_aliases = _task_decorator_aliases(indexes, graph, texts, production)
     for path in production:
         index = indexes[path]
+        detection = _detection_for(index.language)
         for definition in index.definitions:
             ref = FunctionRef(path, definition.qualname)
             if definition.kind in ("function", "method"):
                 for decorator in definition.decorators:
-                    classified = _classify_decorator(decorator, index.language, rule_patterns)
-                    if classified is None and index.language == "python" and _alias_task(path, decorator, task_aliases, graph):
+                    classified = detection.decorator(decorator, rule_patterns) if detection.decorator else None
+                    if classified is None and detection.task_aliases and _alias_task(path, decorator, task_aliases, graph):
                         classified = ("task", f"task @{strip_arguments(decorator)}")
                     if classified is not None:
                         collector.add(ref, *classified)
                         break
-    signals = _signal_names(texts, production)
+    # Base-class names are shared by every file.
+    search = _Search(graph, collector, _signal_names(texts, production), {})
+    for path in production:
+        registrations = _detection_for(indexes[path].language).registrations
+        if registrations is not None:
+            registrations(path, indexes[path], search)
     for path in production:
         index = indexes[path]
-        if index.language == "python":
-            _python_registrations(path, index, graph, collector, signals)
-        elif index.language == "go":
-            _go_registrations(path, index, graph, collector)
-        elif index.language in ("javascript", "typescript", "tsx"):
-            _express_registrations(path, index, graph, collector)
-    derived: dict[FunctionRef, frozenset[str]] = {}  # base-class names, shared by every file
-    for path in production:
-        index = indexes[path]
-        text = texts.get(path) if texts is not None else None
-        if index.language == "python":
-            _python_conventions(path, index, graph, text, collector, derived)
-        elif index.language == "go":
-            main = next((d for d in index.definitions if d.qualname == "main" and d.kind == "function"), None)
-            if main is not None and posixpath.basename(path) != "main_test.go":
-                collector.add(FunctionRef(path, "main"), "main", "go func main")
-            # A goroutine, parameterless callback or HTTP handler literal (``outer.func1``,
-            # see the index) runs on its own, later or concurrently: what it writes is its
-            # own sequence.
-            lines = text.split("\n") if text is not None else []
-            for definition in index.definitions:
-                if definition.kind == "function" and definition.parent is not None:
-                    signature = lines[definition.start_line - 1] if definition.start_line <= len(lines) else ""
-                    handler = any(name in signature for name in ("http.ResponseWriter", "echo.Context", "gin.Context", "fiber.Ctx"))
-                    kind, detail = ("http", "go handler literal") if handler else ("task", "go goroutine or callback")
-                    collector.add(FunctionRef(path, definition.qualname), kind, detail)
+        conventions = _detection_for(index.language).conventions
+        if conventions is not None:
+            conventions(path, index, texts.get(path) if texts is not None else None, search)
         if index.main_block is not None:
             collector.add(FunctionRef(path, MAIN_FUNCTION), "main", "__main__ block")
     return tuple(sorted(collector.found.values()))
@@ -377,7 +387,7 @@ def _task_decorator_aliases(
     wrappers: set[FunctionRef] = set()
     for path in paths:
         index = indexes[path]
-        if index.language != "python":
+        if not _detection_for(index.language).task_aliases:
             continue
         text = texts.get(path) if texts is not None else None
         if text is not None and ("task" in text or "actor" in text):
@@ -419,9 +429,10 @@ def _signal_names(texts: Mapping[str, str] | None, paths: list[str]) -> frozense
     return frozenset(names)
 
 
-def _python_registrations(path: str, index: FileIndex, graph: CallGraph, collector: _Collector, signals: frozenset[str]) -> None:
+def _python_registrations(path: str, index: FileIndex, search: _Search) -> None:
     """URLconf targets (``path("route", views.handler)``, ``Class.as_view()``) and signal
     receivers connected with ``post_save.connect(handler, ...)``."""
+    graph, collector, signals = search.graph, search.collector, search.signals
     for call in index.calls:
         if call.name == "connect" and call.callee.count(".") >= 1 and call.callee.split(".")[-2] in signals:
             _signal_connection(path, call.arguments, graph, collector)
@@ -468,15 +479,9 @@ def _signal_connection(path: str, arguments: str, graph: CallGraph, collector: _
         collector.add(ref, "consumer", "django signal receiver")
 
 
-def _python_conventions(
-    path: str,
-    index: FileIndex,
-    graph: CallGraph,
-    text: str | None,
-    collector: _Collector,
-    memo: dict[FunctionRef, frozenset[str]],
-) -> None:
+def _python_conventions(path: str, index: FileIndex, text: str | None, search: _Search) -> None:
     """Django views modules, class-based views and management commands."""
+    graph, collector, memo = search.graph, search.collector, search.derived
     in_commands = "management/commands/" in f"/{path}"
     derives = partial(_derives_from, memo=memo)
     views_module = _is_views_module(path)
@@ -510,8 +515,26 @@ def _python_conventions(
             collector.add(ref, "http", "django view")
 
 
-def _go_registrations(path: str, index: FileIndex, graph: CallGraph, collector: _Collector) -> None:
+def _go_conventions(path: str, index: FileIndex, text: str | None, search: _Search) -> None:
+    """``func main``, and the goroutines, parameterless callbacks and HTTP handler literals."""
+    main = next((d for d in index.definitions if d.qualname == "main" and d.kind == "function"), None)
+    if main is not None and posixpath.basename(path) != "main_test.go":
+        search.collector.add(FunctionRef(path, "main"), "main", "go func main")
+    # A goroutine, parameterless callback or HTTP handler literal (``outer.func1``,
+    # see the index) runs on its own, later or concurrently: what it writes is its
+    # own sequence.
+    lines = text.split("\n") if text is not None else []
+    for definition in index.definitions:
+        if definition.kind == "function" and definition.parent is not None:
+            signature = lines[definition.start_line - 1] if definition.start_line <= len(lines) else ""
+            handler = any(name in signature for name in ("http.ResponseWriter", "echo.Context", "gin.Context", "fiber.Ctx"))
+            kind, detail = ("http", "go handler literal") if handler else ("task", "go goroutine or callback")
+            search.collector.add(FunctionRef(path, definition.qualname), kind, detail)
+
+
+def _go_registrations(path: str, index: FileIndex, search: _Search) -> None:
     """``http.HandleFunc("/x", handler)``, ``mux.Handle``, and gin/echo/chi verb routes."""
+    graph, collector = search.graph, search.collector
     for call in index.calls:
         is_verb = call.name in _GO_ROUTER_VERBS and "." in call.callee
         if not (_matches(call.callee, _GO_REGISTRATIONS) or is_verb):
@@ -534,8 +557,9 @@ def _go_registrations(path: str, index: FileIndex, graph: CallGraph, collector: 
             collector.add(ref, "http", f"go {verb}handler '{route}'")
 
 
-def _express_registrations(path: str, index: FileIndex, graph: CallGraph, collector: _Collector) -> None:
+def _express_registrations(path: str, index: FileIndex, search: _Search) -> None:
     """``app.get('/x', auth, handler)`` and ``router.post(...)`` with named handlers."""
+    graph, collector = search.graph, search.collector
     for call in index.calls:
         if call.name not in _EXPRESS_VERBS or "." not in call.callee:
             continue
@@ -552,3 +576,24 @@ def _express_registrations(path: str, index: FileIndex, graph: CallGraph, collec
         definition = graph.definition(ref) if ref is not None else None
         if ref is not None and definition is not None and definition.kind != "class":
             collector.add(ref, "http", f"express {call.name.upper()} '{route}'")
+
+
+_EXPRESS = _LanguageEntryPoints(registrations=_express_registrations)
+
+_LANGUAGES: dict[str, _LanguageEntryPoints] = {
+    "python": _LanguageEntryPoints(_python_decorator, _python_registrations, _python_conventions, task_aliases=True),
+    "java": _LanguageEntryPoints(decorator=_spring_annotation),
+    "go": _LanguageEntryPoints(registrations=_go_registrations, conventions=_go_conventions),
+    "javascript": _EXPRESS,
+    "typescript": _EXPRESS,
+    "tsx": _EXPRESS,
+}
+"""Entry-point detection by language (the index's names); a language not listed has none
+beyond ``__main__`` blocks."""
+
+_NONE = _LanguageEntryPoints()
+
+
+def _detection_for(language: str) -> _LanguageEntryPoints:
+    """How ``language``'s entry points are seen (nothing, for one not listed)."""
+    return _LANGUAGES.get(language, _NONE)

@@ -62,7 +62,7 @@ def main_callback(
     Option defaults can come from auditor.toml or [tool.auditor] in pyproject.toml (found
     from the working directory upward); flags on the command line win.
     """
-    from auditor.cli.config import load_project_config
+    from auditor.config.project import load_project_config
 
     group = ctx.command
     commands = {
@@ -106,12 +106,14 @@ def _check_config_values(ctx: typer.Context, project: object) -> None:
                 raise UsageError(f"{source}: {key.replace('_', '-')} = {value!r} is not valid for '{name}': {message}") from None
 
 
+from auditor.cli.doctor import doctor_command  # noqa: E402
 from auditor.cli.many import scan_many_command  # noqa: E402
 from auditor.cli.pack import pack_command  # noqa: E402
-from auditor.cli.plan import doctor_command, plan_command  # noqa: E402
+from auditor.cli.plan import plan_command  # noqa: E402
 from auditor.cli.probe import probe_command  # noqa: E402
 from auditor.cli.review import review_command  # noqa: E402
-from auditor.cli.scan import rules_command, scan_command  # noqa: E402
+from auditor.cli.rules import rules_command  # noqa: E402
+from auditor.cli.scan import scan_command  # noqa: E402
 
 for _name, _command in (
     ("pack", pack_command),

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from auditor.cli.flags import ScanFlags, Severity
 from auditor.engine.base import EngineSettings
-from auditor.runs.config import ScanConfig, WindowOptions
+from auditor.config.scan import ScanConfig, WindowOptions
 from auditor.walk.walker import WalkOptions
 
 

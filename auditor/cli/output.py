@@ -1,16 +1,21 @@
 """Command endings shared by the CLI: where output goes (stdout, or a file with a clean
-error when it cannot be written) and which exit code a scan-like result earns."""
+error when it cannot be written), which exit code a scan-like result earns, and the
+text-or-JSON choice and label/value tables that ``plan`` and ``doctor`` print."""
 
 from __future__ import annotations
 
 import sys
+from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from rich.markup import escape
 
 from auditor.errors import UsageError
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.table import Table
 
     from auditor.report.model import ScanResult
 
@@ -54,3 +59,29 @@ def exit_for(result: "ScanResult", *, blocking: int, error: bool, console: "Cons
             raise typer.Exit(int(ExitCode.INCOMPLETE))
     if error and blocking:
         raise typer.Exit(int(ExitCode.FINDINGS))
+
+
+class OutputFormat(StrEnum):
+    """How plan and doctor print their result."""
+
+    TEXT = "text"
+    JSON = "json"
+
+
+def gib(value: int | None) -> str:
+    """A byte count in GiB, two decimals ("unknown" for None)."""
+    from auditor.planning.plan import GIB
+
+    return "unknown" if value is None else f"{value / GIB:,.2f} GiB"
+
+
+def key_value_table(title: str, rows: list[tuple[str, Any]]) -> Table:
+    """A headerless two-column rich table: bold labels, their values (both escaped)."""
+    from rich.table import Table
+
+    table = Table(title=title, show_header=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column(overflow="fold")
+    for label, value in rows:
+        table.add_row(escape(label), escape(str(value)))
+    return table

@@ -1,8 +1,6 @@
-"""The `auditor plan` and `auditor doctor` commands: typer shells over auditor.planning.plan and
-auditor.runs.doctor that render rich tables (text) or sorted JSON.
-
-Registered by auditor/cli.py as ``app.command("plan")(plan_command)`` and
-``app.command("doctor")(doctor_command)``.
+"""The ``auditor plan`` command: a typer shell over ``auditor.planning.plan`` that prints the
+memory plan, the time estimate per window and the ``vllm.LLM`` arguments as rich tables
+(text) or sorted JSON. Registered in ``auditor.cli.app``.
 """
 
 from __future__ import annotations
@@ -17,33 +15,25 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from auditor.cli.output import OutputFormat, gib, key_value_table
 from auditor.errors import AuditorError, UsageError
 
 if TYPE_CHECKING:
-    from rich.table import Table
-
-    from auditor.planning.plan import MemoryPlan, TimeEstimate
-    from auditor.runs.doctor import DoctorReport
+    from auditor.planning.plan import MemoryPlan
+    from auditor.planning.timing import TimeEstimate
 
 from auditor.cli.flags import DEFAULT_OUTPUT_TOKENS  # the answer reserve scan uses: one default
 
-# auditor.planning.plan's defaults, restated so that building the CLI (every command, ``auditor
-# pack`` included) does not import auditor.planning.plan; tests/test_cli_imports.py checks that
-# they still equal auditor.planning.plan's.
+# auditor.planning's defaults, restated so that building the CLI (every command, ``auditor
+# pack`` included) does not import auditor.planning; tests/test_cli_imports.py checks that
+# they still equal the planner's (plan and timing).
 DEFAULT_MAX_NUM_SEQS = 4
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
 DEFAULT_DEVICE_PROFILE = "dgx-spark"
 
 
-class OutputFormat(StrEnum):
-    """How plan and doctor print their result."""
-
-    TEXT = "text"
-    JSON = "json"
-
-
 class WeightPrecision(StrEnum):
-    """The ``--precision`` choices: the values of ``auditor.planning.plan.Precision``, in its order."""
+    """The ``--precision`` choices: the values of ``auditor.planning.checkpoint.Precision``, in its order."""
 
     BF16 = "bf16"
     FP8 = "fp8"
@@ -87,7 +77,8 @@ def plan_command(
     output_format: Annotated[OutputFormat, typer.Option("--format", help="text or json.")] = OutputFormat.TEXT,
 ) -> None:
     """Plan GPU memory, the largest window that fits, time per window and vLLM arguments."""
-    from auditor.planning.plan import PlanRequest, Precision, plan_to_dict
+    from auditor.planning.checkpoint import Precision
+    from auditor.planning.plan import PlanRequest, plan_to_dict
 
     request = PlanRequest(
         max_model_len=max_model_len,
@@ -111,14 +102,9 @@ def plan_command(
 
 def _plan(model: str | None, config: Path | None, request: Any, profile: str, output_tokens: int) -> tuple[Any, ...]:
     """The memory plan, time estimate, engine arguments and device profile for one checkpoint."""
-    from auditor.planning.plan import (
-        engine_args_for_plan,
-        estimate_time,
-        load_checkpoint,
-        load_config_file,
-        load_device_profile,
-        plan_memory,
-    )
+    from auditor.planning.checkpoint import load_checkpoint, load_config_file
+    from auditor.planning.plan import engine_args_for_plan, plan_memory
+    from auditor.planning.timing import estimate_time, load_device_profile
 
     if model is not None and config is None:
         checkpoint = load_checkpoint(model)
@@ -133,43 +119,9 @@ def _plan(model: str | None, config: Path | None, request: Any, profile: str, ou
     return plan, estimate, engine_args, device_profile
 
 
-def doctor_command(
-    *,
-    model: Annotated[
-        str | None, typer.Option("--model", "-m", help="Checkpoint directory or HF id in the local cache.")
-    ] = None,
-    output_format: Annotated[OutputFormat, typer.Option("--format", help="text or json.")] = OutputFormat.TEXT,
-) -> None:
-    """Report what this machine has for an audit and what auditor would run; never downloads."""
-    from auditor.runs.doctor import report_to_dict, run_doctor
-
-    report = run_doctor(model)
-    if output_format is OutputFormat.JSON:
-        typer.echo(json.dumps(report_to_dict(report), indent=2, sort_keys=True))
-        return
-    render_doctor(Console(), report)
-
-
 def _fail(exc: AuditorError) -> NoReturn:
     typer.echo(f"error: {exc}", err=True)
     raise typer.Exit(int(exc.exit_code))
-
-
-def _gib(value: int | None) -> str:
-    from auditor.planning.plan import GIB
-
-    return "unknown" if value is None else f"{value / GIB:,.2f} GiB"
-
-
-def _table(title: str, rows: list[tuple[str, Any]]) -> Table:
-    from rich.table import Table
-
-    table = Table(title=title, show_header=False, title_justify="left")
-    table.add_column(style="bold")
-    table.add_column(overflow="fold")
-    for label, value in rows:
-        table.add_row(escape(label), escape(str(value)))
-    return table
 
 
 def render_plan(
@@ -179,7 +131,7 @@ def render_plan(
     layers = plan.layers
     params = "not derivable, pass --params" if plan.parameter_count is None else f"{plan.parameter_count / 1e9:.2f} B"
     console.print(
-        _table(
+        key_value_table(
             f"Model: {plan.model}",
             [
                 ("type", plan.model_type),
@@ -189,12 +141,12 @@ def render_plan(
                     f"{layers.total}: {layers.attention} attention, {layers.mamba} Mamba, {layers.moe} MoE, {layers.mlp} MLP",
                 ),
                 ("parameters", f"{params} ({plan.parameter_source})"),
-                ("weights", f"{_gib(plan.weight_bytes)} ({plan.weight_source})"),
+                ("weights", f"{gib(plan.weight_bytes)} ({plan.weight_source})"),
             ],
         )
     )
     console.print(
-        _table(
+        key_value_table(
             "Cache costs",
             [
                 (f"KV per token ({plan.kv_cache_dtype})", f"{plan.kv_bytes_per_token:,} bytes"),
@@ -204,25 +156,25 @@ def render_plan(
         )
     )
     console.print(
-        _table(
+        key_value_table(
             f"Totals: {plan.max_num_seqs} x {plan.max_model_len:,} tokens",
             [
-                ("weights", _gib(plan.weight_bytes)),
-                ("KV cache", _gib(plan.kv_cache_bytes)),
-                ("Mamba state", _gib(plan.mamba_state_bytes)),
-                ("activation reserve", _gib(plan.reserve_bytes)),
-                ("total", _gib(plan.total_bytes)),
+                ("weights", gib(plan.weight_bytes)),
+                ("KV cache", gib(plan.kv_cache_bytes)),
+                ("Mamba state", gib(plan.mamba_state_bytes)),
+                ("activation reserve", gib(plan.reserve_bytes)),
+                ("total", gib(plan.total_bytes)),
             ],
         )
     )
     if plan.fit is not None:
         fit = plan.fit
         console.print(
-            _table(
-                f"Fit: {_gib(fit.gpu_memory_bytes)} x {fit.gpu_memory_utilization:g}",
+            key_value_table(
+                f"Fit: {gib(fit.gpu_memory_bytes)} x {fit.gpu_memory_utilization:g}",
                 [
                     ("fits", "yes" if fit.fits else "no"),
-                    ("cache budget", _gib(fit.cache_budget_bytes)),
+                    ("cache budget", gib(fit.cache_budget_bytes)),
                     (f"largest window at {plan.max_num_seqs} seqs", f"{fit.max_model_len:,} tokens"),
                     (
                         "  by memory alone",
@@ -233,7 +185,7 @@ def render_plan(
             )
         )
     console.print(
-        _table(
+        key_value_table(
             f"Time per full window ({estimate.profile})",
             [
                 ("measured with", measured_on),
@@ -243,65 +195,6 @@ def render_plan(
             ],
         )
     )
-    console.print(_table("vllm.LLM arguments", list(engine_args.items())))
+    console.print(key_value_table("vllm.LLM arguments", list(engine_args.items())))
     for note in plan.notes:
-        console.print(f"[yellow]note:[/yellow] {escape(note)}", highlight=False)
-
-
-def render_doctor(console: Console, report: DoctorReport) -> None:
-    """Print a doctor report as rich tables."""
-    gpus = "; ".join(f"{gpu.index}: {gpu.name} ({_gib(gpu.memory_total_bytes)})" for gpu in report.gpus)
-    gpus = f"{gpus} [{report.gpu_source}]" if gpus else f"none ({report.gpu_source})"
-    console.print(
-        _table(
-            "Machine",
-            [
-                ("python", f"{report.python_version} ({report.platform})"),
-                ("auditor", report.auditor_version or "not installed"),
-                ("vllm", report.vllm.detail),
-                (
-                    "torch",
-                    report.torch.detail
-                    if report.torch.version is None
-                    else f"{report.torch.version}: {report.torch.detail}",
-                ),
-                ("GPUs", gpus),
-                ("engine auto", f"{report.engine.engine}: {report.engine.reason}"),
-            ],
-        )
-    )
-    checkpoint = report.checkpoint
-    if checkpoint is None:
-        console.print(f"checkpoint: {escape(report.checkpoint_detail)}", highlight=False)
-    else:
-        console.print(
-            _table(
-                "Checkpoint",
-                [
-                    ("path", checkpoint.path),
-                    ("precision", f"{checkpoint.precision or 'unknown'} ({checkpoint.precision_source})"),
-                    ("tokenizer", checkpoint.tokenizer_source),
-                    ("chat template", checkpoint.chat_template or "missing"),
-                    ("reasoning parser", checkpoint.reasoning_parser),
-                ],
-            )
-        )
-    plan = report.plan
-    if plan is not None:
-        fits = "no GPU memory known" if plan.fit is None else ("yes" if plan.fit.fits else "no")
-        console.print(
-            _table(
-                f"Plan: {plan.max_num_seqs} x {plan.max_model_len:,} tokens",
-                [
-                    ("weights", f"{_gib(plan.weight_bytes)} ({plan.precision.value})"),
-                    (f"KV per token ({plan.kv_cache_dtype})", f"{plan.kv_bytes_per_token:,} bytes"),
-                    ("Mamba state per sequence", f"{plan.mamba_state_bytes_per_sequence:,} bytes"),
-                    ("total", _gib(plan.total_bytes)),
-                    ("fits the first GPU", fits),
-                ],
-            )
-        )
-    if report.engine_args is not None:
-        console.print(_table("vllm.LLM arguments", list(report.engine_args.items())))
-    for note in report.notes:
         console.print(f"[yellow]note:[/yellow] {escape(note)}", highlight=False)

@@ -50,7 +50,7 @@ def review_command(
     from auditor.cli.options import scan_config
     from auditor.engine.opening import NoModel, choose_engine, open_engine
     from auditor.report import ReportOptions, render
-    from auditor.runs.diff import infer_link_base
+    from auditor.walk.diff import infer_link_base
     from auditor.runs.review import ReviewConfig, run_review
     from auditor.runs.scan import run_scan
 

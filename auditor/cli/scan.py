@@ -42,7 +42,7 @@ def scan_command(
     """Audit a repository for the selected rules (all built-in rules by default)."""
     from auditor.cli.options import scan_config
     from auditor.report import ReportOptions, render
-    from auditor.runs.diff import infer_link_base
+    from auditor.walk.diff import infer_link_base
     from auditor.runs.scan import failed_result, run_scan
 
     if flags.format not in REPORT_FORMATS:
@@ -71,19 +71,3 @@ def scan_command(
         write_output(render(result, extra_format, options), extra_path)
     write_output(render(result, flags.format, options), flags.output)
     exit_for(result, blocking=len(result.findings), error=error, console=stderr)
-
-
-def rules_command() -> None:
-    """List the built-in rules."""
-    from rich.console import Console
-    from rich.table import Table
-
-    from auditor.rules.loader import builtin_rules
-
-    table = Table(title="Built-in rules")
-    table.add_column("id", no_wrap=True)
-    for column in ("severity", "languages", "title"):
-        table.add_column(column)
-    for rule in builtin_rules().values():
-        table.add_row(rule.id, rule.severity, ", ".join(rule.languages), rule.title)
-    Console().print(table)

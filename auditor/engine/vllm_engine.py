@@ -133,12 +133,12 @@ def vllm_unavailable_reason(*, allow_cpu: bool = False) -> str | None:
 
 
 if TYPE_CHECKING:
-    from auditor.planning.plan import Precision
+    from auditor.planning.checkpoint import Precision
 
 
 def checkpoint_precision(model: str) -> "Precision":
     """Weight precision of ``model`` (a local checkpoint's config.json, else its -FP8/-NVFP4/-BF16 suffix)."""
-    from auditor.planning.plan import Precision, detect_precision
+    from auditor.planning.checkpoint import Precision, detect_precision
 
     config: dict[str, Any] = {}
     config_path = Path(model) / "config.json"
@@ -168,7 +168,7 @@ def checkpoint_is_mamba_hybrid(model: str) -> bool:
 
 def resolve_kv_cache_dtype(settings: EngineSettings) -> str:
     """The KV cache dtype: the setting if given, else "fp8" for FP8/NVFP4 checkpoints, else "auto"."""
-    from auditor.planning.plan import default_kv_cache_dtype
+    from auditor.planning.checkpoint import default_kv_cache_dtype
 
     if settings.kv_cache_dtype:
         return settings.kv_cache_dtype

@@ -1,16 +1,18 @@
-"""Index stage: what each source file defines, calls, imports and opens as a context.
+"""Extraction: one source file's text parsed into its ``FileIndex``.
 
-Input: ``(path, text, language, content_hash)`` for every file the walk kept. Output: one
-``FileIndex`` per path (definitions with qualified names and spans, call sites with callee
-chains and their enclosing function, ``with``/try-with-resources blocks, imports, and a few
-Python module-level facts), used by packing (skeletons), grounding and entry-point detection.
+Input: a file's path, text and language (and optionally its content hash and a parse
+budget in seconds). Output: ``index_source``'s ``FileIndex`` (definitions with qualified
+names and spans, call sites with callee chains and their enclosing function,
+``with``/try-with-resources blocks, imports, the ``__main__`` block and module-level string
+assignments), or, for the cache and the worker processes, the same as a plain record
+(``_source_record``). Caching is ``auditor.index.cache``'s; parsing many files in worker
+processes, ``auditor.index.indexer``'s.
 
 Extraction is driven by the tree-sitter query files in ``auditor/languages`` (see
-``auditor.languages.grammars`` for the capture conventions); this module holds no
-per-language branches. Indexes are cached on disk by content hash and language, under a
-directory versioned by ``INDEX_VERSION``, both as one file per entry and as one pack file
-per scan (so that repeating a scan reads a single file); many cache misses are parsed by
-worker processes.
+``auditor.languages.grammars`` for the capture conventions). Two facts are code, not
+queries: Java's overloaded methods get distinct qualnames (``Class.name~2``), and a Go
+``func`` literal that runs on its own (a goroutine, a scheduled callback, an HTTP handler
+literal) becomes a definition of its own.
 
 Line numbers are 1-based and count ``"\n"``-terminated lines, as tree-sitter does: a form
 feed or other Unicode line separator does not start a new line (use ``text.split("\n")``,

@@ -1,4 +1,13 @@
-"""Languages auditor understands: file-extension mapping (and, in ``grammars``, tree-sitter loading)."""
+"""Languages auditor understands, as data: adding a language is adding files here.
+
+- this module: the file-extension mapping (``EXTENSIONS``, ``language_for_path``).
+- ``grammars``: tree-sitter grammars, parsers and the compiled queries, loaded with
+  importlib.resources.
+- ``<language>-<name>.scm``: the queries the index runs per language (definitions, calls,
+  imports, contexts, assignments, ``__main__``); ``grammars`` documents their captures.
+
+What a call means in each language is ``auditor.callgraph.languages``'s.
+"""
 
 from __future__ import annotations
 

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Collection, Mapping, Sequence
 
 from auditor import __version__
-from auditor.analysis.callgraph import CallGraph, FunctionRef, graph_cache_key
+from auditor.callgraph.cache import graph_cache_key
+from auditor.callgraph.graph import CallGraph, FunctionRef
 from auditor.analysis.entrypoints import find_entry_points
 from auditor.analysis.registry import static_analysis_for
 from auditor.index.model import FileIndex

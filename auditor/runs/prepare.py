@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from auditor.analysis.callgraph import CallGraph, CallGraphCache
+from auditor.callgraph.cache import CallGraphCache
+from auditor.callgraph.graph import CallGraph
 from auditor.analysis.registry import static_analysis_for
 from auditor.index.cache import IndexCache
 from auditor.index.indexer import DEFAULT_PARSE_BUDGET_S, IndexSkip, index_sources

@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
-from auditor.analysis.callgraph import CallGraph
+from auditor.callgraph.graph import CallGraph
 from auditor.findings.grounding import file_lines
 from auditor.findings.model import Finding, fingerprint
 from auditor.index.model import FileIndex
@@ -45,8 +45,8 @@ from auditor.report.model import (
     ReviewSummary,
     ScanResult,
 )
-from auditor.runs.config import ScanConfig
-from auditor.runs.diff import (
+from auditor.config.scan import ScanConfig
+from auditor.walk.diff import (
     Diff,
     GitError,
     Hunk,

@@ -39,7 +39,7 @@ from auditor.pack.packer import (
     PackResult,
     Window,
 )
-from auditor.planning.plan import estimate_time
+from auditor.planning.timing import estimate_time
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
 from auditor.recall.canaries import (
     CanaryPlan,
@@ -57,7 +57,7 @@ from auditor.report.model import (
     WindowRecall,
 )
 from auditor.rules.loader import Rule, builtin_rules, load_rules
-from auditor.runs.config import ScanConfig
+from auditor.config.scan import ScanConfig
 from auditor.runs.judge import candidate_chains, judge_windows
 from auditor.runs.prepare import PreparedRepository, pack_prepared, prepare_repository
 from auditor.tokens.tokenizer import (

@@ -24,7 +24,7 @@ sys.path.insert(0, str(HERE.parent))
 
 from bench_real_fixes import CASES, RULE, export_tree, mirror_dir, names_match  # noqa: E402
 
-from auditor.analysis.callgraph import FunctionRef  # noqa: E402
+from auditor.callgraph.graph import FunctionRef  # noqa: E402
 from auditor.analysis.entrypoints import find_entry_points  # noqa: E402
 from auditor.analysis.transactions.analysis import TxOptions, _Analysis, _enclosing_of  # noqa: E402
 from auditor.rules.loader import builtin_rules  # noqa: E402

@@ -64,15 +64,9 @@ from typing import overload
 
 from tree_sitter import Node
 
-from auditor.analysis.callgraph import (
-    _PYTHON_BUILTINS,
-    MAIN_FUNCTION,
-    MODULE_FUNCTION,
-    CallGraph,
-    Edge,
-    FunctionRef,
-    strip_arguments,
-)
+from auditor.callgraph.graph import CallGraph, Edge, FunctionRef
+from auditor.callgraph.languages import PYTHON_BUILTINS as _PYTHON_BUILTINS
+from auditor.callgraph.names import MAIN_FUNCTION, MODULE_FUNCTION, strip_arguments
 from auditor.analysis.entrypoints import (
     EntryPoint,
     compile_patterns,

@@ -12,7 +12,8 @@ import re
 from collections import defaultdict
 from collections.abc import Mapping
 
-from auditor.analysis.callgraph import CallGraph, Edge, FunctionRef, strip_arguments
+from auditor.callgraph.graph import CallGraph, Edge, FunctionRef
+from auditor.callgraph.names import strip_arguments
 from auditor.analysis.entrypoints import split_arguments
 from auditor.analysis.transactions.receivers import Receivers
 from auditor.index.model import CallSite, FileIndex

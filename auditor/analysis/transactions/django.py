@@ -36,7 +36,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from auditor.analysis.callgraph import python_module_name, strip_arguments
+from auditor.callgraph.names import python_module_name, strip_arguments
 from auditor.analysis.entrypoints import is_test_path, split_arguments
 from auditor.analysis.transactions.base import DOTTED, FOR_LOOP, CallContext, Classification, Effect
 from auditor.analysis.transactions.grading import relative_value

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 
-from auditor.analysis.callgraph import FunctionRef
+from auditor.callgraph.graph import FunctionRef
 from auditor.analysis.entrypoints import split_arguments
 from auditor.analysis.transactions.base import DOTTED, Effect
 from auditor.index.model import CallSite

@@ -37,7 +37,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from auditor.analysis.callgraph import CallGraph, Edge, FunctionRef, strip_arguments
+from auditor.callgraph.graph import CallGraph, Edge, FunctionRef
+from auditor.callgraph.names import strip_arguments
 from auditor.analysis.transactions.base import FOR_LOOP
 from auditor.index.model import CallSite, Definition, FileIndex
 

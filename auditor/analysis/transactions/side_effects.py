@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from auditor.analysis.callgraph import strip_arguments
+from auditor.callgraph.names import strip_arguments
 from auditor.analysis.entrypoints import compile_patterns
 from auditor.analysis.transactions.base import CallContext, Classification, Effect
 from auditor.index.model import CallSite

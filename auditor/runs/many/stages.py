@@ -19,7 +19,7 @@ from auditor.engine.opening import EngineChoice
 from auditor.errors import AuditorError, UsageError
 from auditor.progress import ProgressCallback, no_progress
 from auditor.report.model import ScanResult
-from auditor.runs.config import ScanConfig
+from auditor.config.scan import ScanConfig
 from auditor.runs.many.checkout import Checkout, checkout_target
 from auditor.runs.many.outcomes import REPORT_FILES
 from auditor.runs.many.state import rule_set

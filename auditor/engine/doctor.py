@@ -24,16 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from auditor.errors import AuditorError
+from auditor.planning.checkpoint import Checkpoint, detect_precision, load_checkpoint
 from auditor.planning.plan import (
     DEFAULT_GPU_MEMORY_UTILIZATION,
     GIB,
     REASONING_PARSER,
-    Checkpoint,
     MemoryPlan,
     PlanRequest,
-    detect_precision,
     engine_args_for_plan,
-    load_checkpoint,
     plan_memory,
     plan_to_dict,
 )
