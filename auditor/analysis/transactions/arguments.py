@@ -13,6 +13,7 @@ from collections.abc import Mapping
 
 from auditor.analysis.callgraph import CallGraph, FunctionRef
 from auditor.analysis.entrypoints import split_arguments
+from auditor.analysis.transactions.base import SELF_RECEIVERS
 from auditor.analysis.transactions.facts import FileFacts
 from auditor.analysis.transactions.languages import traits
 from auditor.analysis.transactions.scanning import IDENTIFIER, closing_bracket
@@ -24,7 +25,6 @@ Parameters = tuple[tuple[str, str | None], ...]
 _MAYBE_FALSE = re.compile(r"=\s*(?:False|None|0|false|nil)\b")
 _FALSE_DEFAULT = re.compile(r"^(?:False|None|0)$")
 _FALSE_KEYWORD = re.compile(r"^([A-Za-z_]\w*)\s*=\s*(False|None|0|false|nil)$")
-_SELF_RECEIVERS = frozenset({"self", "cls", "this"})
 _SIGNATURE_LINES = 30
 
 
@@ -94,7 +94,7 @@ class Arguments:
                     if not name or name.startswith("*") or name == "/":
                         continue
                     parameters.append((name, default.strip() or None))
-                if parameters and parameters[0][0] in _SELF_RECEIVERS and definition.parent is not None:
+                if parameters and parameters[0][0] in SELF_RECEIVERS and definition.parent is not None:
                     parameters = parameters[1:]
         result = self._signatures[ref] = tuple(parameters)
         return result

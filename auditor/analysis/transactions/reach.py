@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from auditor.analysis.callgraph import _PYTHON_BUILTINS, MAIN_FUNCTION, MODULE_FUNCTION, CallGraph, Edge, FunctionRef
 from auditor.analysis.entrypoints import EntryPoint, find_entry_points, is_test_path
+from auditor.analysis.transactions.base import SELF_RECEIVERS
 from auditor.analysis.transactions.dispatch import OVERRIDE, Dispatch, class_of
 from auditor.analysis.transactions.facts import FileFacts, enclosing_of
 from auditor.index.model import CallSite, FileIndex
@@ -24,7 +25,6 @@ from auditor.rules.loader import Rule
 Trail = tuple[Edge, ...]
 """The calls from an entry point to a function, in order."""
 
-_SELF_RECEIVERS = frozenset({"self", "cls", "this"})
 _DEV_DATA_COMMAND = re.compile(r"(?:^|/)management/commands/(?:populate\w*|seed\w*|clear\w*|\w*fake\w*|\w*demo\w*|\w*sample\w*|load_?\w*data)\.py$")
 # A dev-data script sits at the top of the tree or in scripts/, tools/ or bin/; deeper
 # (an app's tasks/populate_balances.py, say), the name says nothing.
@@ -211,7 +211,7 @@ class Reach:
                     continue
                 parts = call.callee.split(".")
                 bare = len(parts) == 1 and parts[0] not in _PYTHON_BUILTINS and parts[0] not in imported
-                if bare or (len(parts) == 2 and parts[0] in _SELF_RECEIVERS):
+                if bare or (len(parts) == 2 and parts[0] in SELF_RECEIVERS):
                     count += 1
         return count
 
