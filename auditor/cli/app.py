@@ -106,6 +106,7 @@ def _check_config_values(ctx: typer.Context, project: object) -> None:
                 raise UsageError(f"{source}: {key.replace('_', '-')} = {value!r} is not valid for '{name}': {message}") from None
 
 
+from auditor.cli.explain import explain_command  # noqa: E402
 from auditor.cli.many import scan_many_command  # noqa: E402
 from auditor.cli.pack import pack_command  # noqa: E402
 from auditor.cli.plan import doctor_command, plan_command  # noqa: E402
@@ -122,6 +123,7 @@ for _name, _command in (
     ("probe", probe_command),
     ("plan", plan_command),
     ("doctor", doctor_command),
+    ("explain", explain_command),
 ):
     app.command(_name)(exit_on_error(_command))
 
