@@ -65,6 +65,7 @@ CLI_SHELL = {
     "auditor.cli",
     "auditor.cli.app",
     "auditor.cli.console",
+    "auditor.cli.explain",
     "auditor.cli.flags",
     "auditor.cli.many",
     "auditor.cli.output",
