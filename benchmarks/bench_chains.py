@@ -23,7 +23,7 @@ from pathlib import Path
 from auditor.pack.packer import PackOptions
 from auditor.runs.prepare import pack_prepared, prepare_repository
 from auditor.rules.loader import load_rules
-from auditor.analysis.tx_outside_transaction import analyze_tx_outside_transaction
+from auditor.analysis.transactions import analyze_tx_outside_transaction
 from auditor.tokens.tokenizer import TokenizerRequest, load_tokenizer, with_count_cache
 
 

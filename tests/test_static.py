@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from auditor.callgraph.graph import CallGraph
-from auditor.analysis.tx_outside_transaction import (
+from auditor.analysis.transactions import (
     FOUND_BY,
     StaticResult,
     TxOptions,

@@ -11,8 +11,9 @@ import pytest
 
 from auditor.callgraph.graph import CallGraph, FunctionRef
 from auditor.analysis.entrypoints import split_arguments
-from auditor.analysis.transactions import analysis
-from auditor.analysis.tx_outside_transaction import TxOptions, analyze_tx_outside_transaction
+from auditor.analysis.transactions import TxOptions, analyze_tx_outside_transaction
+from auditor.analysis.transactions.scanning import closing_bracket
+from auditor.analysis.transactions.sequences import Sequences
 from auditor.index.extract import index_source
 from auditor.languages import language_for_path
 from auditor.rules.loader import Rule, load_rule
@@ -104,13 +105,13 @@ def test_wrapper_names_are_resolved_once_across_widening_rounds(rule: Rule, monk
 def test_functions_with_no_effect_below_them_are_not_walked(rule: Rule, monkeypatch: pytest.MonkeyPatch):
     indexes, texts, graph = _prepared(WRAPPERS)
     walked: list[FunctionRef] = []
-    compute_path = analysis._Analysis._compute_path
+    compute_path = Sequences._compute_path
 
-    def recording(self: analysis._Analysis, ref: FunctionRef, off: frozenset[str], depth: int) -> tuple:
+    def recording(self: Sequences, ref: FunctionRef, off: frozenset[str], depth: int) -> tuple:
         walked.append(ref)
         return compute_path(self, ref, off, depth)
 
-    monkeypatch.setattr(analysis._Analysis, "_compute_path", recording)
+    monkeypatch.setattr(Sequences, "_compute_path", recording)
     result = analyze_tx_outside_transaction(indexes, texts, rule, graph, options=TxOptions(min_severity="low"))
     assert {finding.function for finding in result.findings} == {"measure", "rename"}
     names = {ref.qualname for ref in walked}
@@ -119,7 +120,7 @@ def test_functions_with_no_effect_below_them_are_not_walked(rule: Rule, monkeypa
 
 
 def _closing_paren_by_character(text: str, position: int) -> int | None:
-    """The character walk ``_closing_paren`` replaces (the reference it must agree with)."""
+    """The character walk ``closing_bracket`` replaces (the reference it must agree with)."""
     depth = 0
     quote: str | None = None
     index = position
@@ -195,4 +196,48 @@ def test_argument_split_and_closing_paren_match_on_random_text():
     for text in _random_texts(20000):
         assert split_arguments(text) == _split_arguments_by_character(text), text
         for position in range(len(text) + 1):
-            assert analysis._closing_paren(text, position) == _closing_paren_by_character(text, position), (text, position)
+            assert closing_bracket(text, position) == _closing_paren_by_character(text, position), (text, position)
+
+
+def _closing_line_by_character(lines: list[str], line: int, column: int, comment: str | None) -> int:
+    """The line-by-line walk a boundary call's extent was read with (the reference the
+    multi-line ``closing_bracket`` must agree with): strings other than backtick templates
+    end with their line, and ``comment`` starts a comment to the line's end."""
+    depth = 0
+    quote = ""
+    for number in range(line, len(lines) + 1):
+        text = lines[number - 1]
+        index = column if number == line else 0
+        while index < len(text):
+            char = text[index]
+            if quote:
+                if char == "\\":
+                    index += 1
+                elif char == quote:
+                    quote = ""
+            elif char in "\"'`":
+                quote = char
+            elif char == comment:
+                break
+            elif char in "([{":
+                depth += 1
+            elif char in ")]}":
+                depth -= 1
+                if depth == 0:
+                    return number
+            index += 1
+        if quote != "`":
+            quote = ""
+    return line
+
+
+@pytest.mark.parametrize("comment", ["#", None])
+def test_multiline_closing_bracket_matches_the_line_walk(comment: str | None):
+    generator = random.Random(21)
+    alphabet = "ab ()[]{}'\"`\\#\n"
+    for _ in range(3000):
+        text = "(" + "".join(generator.choice(alphabet) for _ in range(generator.randint(0, 40)))
+        lines = text.split("\n")
+        end = closing_bracket(text, 0, quotes="\"'`", line_comment=comment, strings_end_at_newline=True)
+        found = 1 if end is None else 1 + text.count("\n", 0, end)
+        assert found == _closing_line_by_character(lines, 1, 0, comment), text

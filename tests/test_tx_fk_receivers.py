@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from auditor.analysis.tx_outside_transaction import analyze_tx_outside_transaction
+from auditor.analysis.transactions import analyze_tx_outside_transaction
 from auditor.findings.model import Finding
 from auditor.rules.loader import Rule, load_rule
 from tests.test_static import ALL_SEVERITIES, FIXTURES, load_app, reported

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from auditor.analysis.transactions.base import Effect
-from auditor.analysis.tx_outside_transaction import StaticResult
+from auditor.analysis.transactions import StaticResult
 from auditor.findings.model import Finding
 from auditor.rules.loader import Rule, load_rule
 from tests.test_static import analyze_app, analyze_source, reported

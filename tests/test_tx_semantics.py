@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from auditor.analysis.tx_outside_transaction import InvalidSeverityError, TxOptions
+from auditor.analysis.transactions import InvalidSeverityError, TxOptions
 from auditor.rules.loader import Rule, load_rule
 from tests.test_static import analyze_source, reported
 
@@ -826,7 +826,7 @@ def test_precision_fixes_keep_real_sequences_reported(rule: Rule, tmp_path, case
         target = tmp_path / path
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text, encoding="utf-8")
-    from auditor.analysis.tx_outside_transaction import analyze_tx_outside_transaction
+    from auditor.analysis.transactions import analyze_tx_outside_transaction
 
     indexes, texts = load_app(tmp_path)
     findings = analyze_tx_outside_transaction(indexes, texts, rule).findings

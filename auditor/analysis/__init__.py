@@ -6,7 +6,7 @@ points, and static findings (``auditor.findings.model.Finding``) with their call
 - ``entrypoints``: the functions outside code calls into (HTTP handlers, tasks, commands,
   consumers, ``main``), detected per language from a table.
 - ``registry``: which static analysis a rule id runs (``static_analysis_for``).
-- ``tx_outside_transaction``: the rule's entry point into ``transactions``.
-- ``transactions/``: the tx-outside-transaction analysis, one transaction model per
-  framework (Django, SQLAlchemy, Spring, Go's database/sql...).
+- ``transactions/``: the tx-outside-transaction analysis (its modules are listed in its
+  ``__init__``), one transaction model per framework (Django, SQLAlchemy, Spring, Go's
+  database/sql...), and ``explain``: why one function was or was not reported.
 """

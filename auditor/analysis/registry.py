@@ -9,14 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from auditor.analysis.tx_outside_transaction import StaticResult, TxOptions, analyze_tx_outside_transaction
-
-# What a run asks of every static analysis: the lowest severity shown and whether test code,
-# fixtures and dev-data commands count as entry points.
-StaticOptions = TxOptions
+from auditor.analysis.transactions import StaticResult, analyze_tx_outside_transaction
 
 StaticAnalysis = Callable[..., StaticResult]
-"""``analysis(indexes, texts, rule, graph, options=StaticOptions(...)) -> StaticResult``."""
+"""``analysis(indexes, texts, rule, graph, options=TxOptions(...)) -> StaticResult``; a
+run's options (the lowest severity shown, whether test code, fixtures and dev-data
+commands count as entry points) are a ``TxOptions``."""
 
 STATIC_ANALYSES: Mapping[str, StaticAnalysis] = {
     "tx-outside-transaction": analyze_tx_outside_transaction,

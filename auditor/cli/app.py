@@ -107,6 +107,7 @@ def _check_config_values(ctx: typer.Context, project: object) -> None:
 
 
 from auditor.cli.doctor import doctor_command  # noqa: E402
+from auditor.cli.explain import explain_command  # noqa: E402
 from auditor.cli.many import scan_many_command  # noqa: E402
 from auditor.cli.pack import pack_command  # noqa: E402
 from auditor.cli.plan import plan_command  # noqa: E402
@@ -124,6 +125,7 @@ for _name, _command in (
     ("probe", probe_command),
     ("plan", plan_command),
     ("doctor", doctor_command),
+    ("explain", explain_command),
 ):
     app.command(_name)(exit_on_error(_command))
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
 from auditor import __version__
-from auditor.analysis.registry import StaticOptions, static_analysis_for
-from auditor.analysis.tx_outside_transaction import StaticResult
+from auditor.analysis.registry import static_analysis_for
+from auditor.analysis.transactions import StaticResult, TxOptions
 from auditor.engine.base import (
     ChatRequest,
     Completion,
@@ -128,7 +128,7 @@ def plan_scan(
                     not_run.append(rule.id)
                 continue
             progress(ProgressEvent(stage="static", message=f"static pass for {rule.id}"))
-            options = StaticOptions(min_severity=config.min_severity, include_tests=config.include_tests)
+            options = TxOptions(min_severity=config.min_severity, include_tests=config.include_tests)
             result = analysis(prepared.indexes, prepared.texts, rule, prepared.graph, options=options)
             static_findings.extend(result.findings)
             notes.extend(_static_notes(rule, result, config))

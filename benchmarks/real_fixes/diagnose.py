@@ -1,7 +1,7 @@
-"""Why is a real-fix case missed? Runs the static pass's pieces on the case's parent tree and
-prints, per case: whether the function is indexed, which of its calls count as writes (and
-which of the case's write lines do not), whether the writes are covered, who calls it, and
-whether any entry point reaches it (with and without transaction boundaries).
+"""Why is a real-fix case missed? Runs the static pass on the case's parent tree and prints,
+per case, what ``auditor.analysis.transactions.explain`` says about the function: whether it
+was reported (or why not), its entry path and the boundaries on it, its effects (and which
+of the case's write lines are none), its grade.
 
     .venv/bin/python benchmarks/real_fixes/diagnose.py [--mirrors /work/.mirror] [--cases ID,...]
 
@@ -16,7 +16,6 @@ import json
 import shutil
 import sys
 import tempfile
-from collections import deque
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -24,89 +23,30 @@ sys.path.insert(0, str(HERE.parent))
 
 from bench_real_fixes import CASES, RULE, export_tree, mirror_dir, names_match  # noqa: E402
 
-from auditor.callgraph.graph import FunctionRef  # noqa: E402
-from auditor.analysis.entrypoints import find_entry_points  # noqa: E402
-from auditor.analysis.transactions.analysis import TxOptions, _Analysis, _enclosing_of  # noqa: E402
+from auditor.analysis.transactions.explain import AnalysisInputs, explain  # noqa: E402
 from auditor.rules.loader import builtin_rules  # noqa: E402
 from auditor.runs.prepare import prepare_repository  # noqa: E402
 
 
-def callers_upward(graph, ref: FunctionRef, depth: int = 3) -> list[str]:
-    """Caller chains up to ``depth`` levels, as text."""
-    out: list[str] = []
-    frontier = [(ref, "")]
-    for _ in range(depth):
-        nxt = []
-        for node, trail in frontier:
-            for edge in graph.callers(node):
-                text = f"{edge.caller.qualname}@{edge.caller.path}:{edge.line}{' ~' if edge.approximate else ''}"
-                nxt.append((edge.caller, f"{text} -> {trail}" if trail else text))
-        if not nxt:
-            break
-        out = [t for _, t in nxt]
-        frontier = nxt[:20]
-    return out[:8]
-
-
 def diagnose(case: dict, tree: Path) -> list[str]:
-    lines: list[str] = []
-    rule = builtin_rules()[RULE]
+    """What the static pass decided about the case's function, through the public
+    ``explain`` API, plus the case's write lines it does not count as effects."""
     prepared = prepare_repository(tree, use_cache=False)
-    indexes, graph, texts = prepared.indexes, prepared.graph, prepared.texts
     path = case["path"]
-    index = indexes.get(path)
+    index = prepared.indexes.get(path)
     if index is None:
         return [f"file not indexed: {path}"]
-    qualnames = [d.qualname for d in index.definitions if names_match(case["function"], d.qualname)]
-    qualnames = [q for q in qualnames if any(d.qualname == q and d.kind != "class" for d in index.definitions)]
+    qualnames = [d.qualname for d in index.definitions if d.kind != "class" and names_match(case["function"], d.qualname)]
     if not qualnames:
         return [f"function {case['function']} not among the file's definitions"]
-    ref = FunctionRef(path, qualnames[0])
-    entries = find_entry_points(indexes, graph, rule, texts)
-    analysis = _Analysis(indexes, texts, rule, graph, TxOptions())
-    facts = analysis.facts.get(path)
-    sinks = [site.call for site in facts.sites.get(ref, [])] if facts else []
-    enclosing = _enclosing_of(ref)
-    sink_lines = sorted({c.line for c in sinks})
-    covered = sorted({c.line for c in sinks if facts.covered(enclosing, c.line, c.callee, c.arguments)}) if facts else []
-    lines.append(f"function: {ref.qualname} ({'entry point: ' + next((e.kind + '/' + e.detail for e in entries if e.ref == ref), '') if any(e.ref == ref for e in entries) else 'not an entry point'})")
-    lines.append(f"writes recognised in it: lines {sink_lines or 'none'}" + (f"; covered: {covered}" if covered else ""))
-    calls_at = {}
-    for call in index.calls:
-        if call.enclosing == ref.qualname or (call.enclosing and call.enclosing.startswith(ref.qualname + ".")):
-            calls_at.setdefault(call.line, []).append(call.callee)
-    for w in case["write_lines"]:
-        if w in sink_lines:
-            continue
-        callees = calls_at.get(w, [])
-        out_edges = [e.callee.qualname for e in graph.callees(ref) if e.line == w]
-        lines.append(f"  write line {w} not a sink: calls {callees or 'none indexed'}"
-                     + (f" -> resolves to {out_edges}" if out_edges else " (unresolved)"))
-    reached: dict[FunctionRef, tuple] = {}
-    queue: deque = deque()
-    for entry in entries:
-        if entry.ref not in reached:
-            reached[entry.ref] = (entry, ())
-            queue.append(entry.ref)
-    while queue:
-        node = queue.popleft()
-        entry, trail = reached[node]
-        for edge in graph.callees(node):
-            if edge.callee not in reached:
-                reached[edge.callee] = (entry, (*trail, edge))
-                queue.append(edge.callee)
-    if ref in reached:
-        entry, trail = reached[ref]
-        chain = " -> ".join([entry.ref.qualname] + [e.callee.qualname for e in trail])
-        lines.append(f"reachable (ignoring boundaries) from {entry.kind}/{entry.detail}: {chain}")
-        blocked = [e for e in trail if analysis._edge_blocked(e, analysis._call_for(e))]
-        if analysis._entry_covered(entry) or blocked:
-            lines.append(f"  that path is covered: entry covered={analysis._entry_covered(entry)}, blocked edges="
-                         f"{[(b.caller.qualname, b.line) for b in blocked]}")
-    else:
-        lines.append(f"not reachable from any of {len(entries)} entry points")
-        up = callers_upward(graph, ref)
-        lines.append(f"  callers: {up if up else 'none resolved'}")
+    inputs = AnalysisInputs(prepared.indexes, prepared.texts, builtin_rules()[RULE], prepared.graph)
+    explanation = explain(inputs, path, qualnames[0])
+    lines = explanation.describe().splitlines()
+    effect_lines = {effect.line for effect in explanation.effects}
+    for line in case["write_lines"]:
+        if line not in effect_lines:
+            calls = sorted({call.callee for call in index.calls if call.line == line})
+            lines.append(f"  write line {line} is no effect of the function: calls {calls or 'none indexed'}")
     return lines
 
 

@@ -1,19 +1,34 @@
-"""The static tx-outside-transaction analysis, one transaction model per framework.
+"""The static tx-outside-transaction analysis, one module per job.
 
-Modules: :mod:`.base` (the model interface and effect kinds), :mod:`.django`,
-:mod:`.sqlalchemy`, :mod:`.spring`, :mod:`.go_sql`, :mod:`.side_effects` and
-:mod:`.generic` (the models), :mod:`.paths` (path-sensitive sequences),
-:mod:`.dispatch` (class-hierarchy and ``getattr`` dispatch edges) and :mod:`.analysis`
-(reachability, sequences and findings).
+- :mod:`.analysis`: the run (:func:`analyze_tx_outside_transaction`, :class:`TxOptions`,
+  :class:`StaticResult`): wires the steps below together, in order; its docstring says
+  what counts and how severe it is.
+- :mod:`.explain`: why one function was or was not reported (:func:`explain`).
+- :mod:`.base`: the model interface and effect kinds; :mod:`.django`, :mod:`.sqlalchemy`,
+  :mod:`.spring`, :mod:`.go_sql`, :mod:`.side_effects` and :mod:`.generic`: one
+  transaction model per framework; :mod:`.effects`: the models asked in order and the
+  effect a call counts as.
+- :mod:`.facts`: per-file effect sites and the regions boundaries cover.
+- :mod:`.boundaries`: which decorators, ``with`` expressions and entry points open a
+  transaction, and which call edges a boundary blocks.
+- :mod:`.reach`: entry points, the edges followed (graph plus :mod:`.dispatch` and
+  :mod:`.receivers` edges) and the search from the entry points.
+- :mod:`.arguments`: a call's arguments against its callee's parameters (which are false).
+- :mod:`.sequences`: each function's heaviest feasible path of effects, walked by
+  :mod:`.paths`.
+- :mod:`.grading`: the severity of a path and its reason.
+- :mod:`.findings`: graded paths to findings (folding helpers into their callers).
+- :mod:`.scanning`: text scanning (the one bracket scanner, a call's text, file lines).
+- :mod:`.languages`: what differs per language, as data.
 """
 
 from auditor.analysis.transactions.analysis import (
-    FOUND_BY,
-    MODELS,
     InvalidSeverityError,
     StaticResult,
     TxOptions,
     analyze_tx_outside_transaction,
 )
+from auditor.analysis.transactions.effects import MODELS
+from auditor.analysis.transactions.findings import FOUND_BY
 
 __all__ = ["FOUND_BY", "MODELS", "InvalidSeverityError", "StaticResult", "TxOptions", "analyze_tx_outside_transaction"]

@@ -64,6 +64,8 @@ class Classification:
 
 # A dotted name (``x``, ``self.order``, ``transaction.atomic``): no call, subscript or literal.
 DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+SELF_RECEIVERS = frozenset({"self", "cls", "this"})
+"""The names a method's own object goes by (Python's ``self``/``cls``, Java's ``this``)."""
 # ``for x in rows:`` on one line: the loop variable and what it iterates.
 FOR_LOOP = re.compile(r"^\s*(?:async\s+)?for\s+([A-Za-z_]\w*)\s+in\s+(.*?):?\s*$")
 # ``name = value`` or ``name: T = value`` (``name`` may be dotted): one pattern for every

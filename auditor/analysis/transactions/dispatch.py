@@ -80,6 +80,17 @@ class Dispatch:
         found = self._lineages[cls] = tuple(order)
         return found
 
+    def override_below(self, cls: FunctionRef, base: FunctionRef, method: str) -> FunctionRef | None:
+        """The definition of ``method`` a call on ``cls`` finds before reaching ``base``
+        (nearest in ``cls``'s lineage below ``base``), or None when ``cls`` inherits it."""
+        lineage = self.lineage(cls)
+        below_base = lineage[: lineage.index(base)] if base in lineage else lineage
+        for item in below_base:
+            override = FunctionRef(item.path, f"{item.qualname}.{method}")
+            if self.graph.definition(override) is not None:
+                return override
+        return None
+
     def _function_calls(self, path: str) -> dict[str, list[CallSite]]:
         table = self._calls.get(path)
         if table is None:
@@ -146,3 +157,8 @@ class Dispatch:
                 if definition.parent == cls.qualname and definition.kind == "method" and definition.name.startswith(prefix):
                     targets.append(FunctionRef(cls.path, definition.qualname))
         return targets
+
+
+def class_of(method: FunctionRef) -> FunctionRef:
+    """The class a method is defined in (its qualname less the last name)."""
+    return FunctionRef(method.path, method.qualname.rsplit(".", 1)[0])

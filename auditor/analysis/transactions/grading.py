@@ -34,6 +34,8 @@ SIDE_EFFECTS = (Effect.SIDE_EFFECT, Effect.UPLOAD)
 _RERUNNABLE = (Effect.UPDATE, Effect.IDEMPOTENT, Effect.DELETE)
 RERUNNABLE = "every write updates or deletes existing rows to values a re-run with the same input writes again"
 """The reason of a sequence graded medium for being re-runnable (:func:`grade`)."""
+DERIVED = "by its name the function rebuilds derived data, which the next run rewrites"
+"""The reason of a function graded medium for its name (:func:`grade_function`)."""
 # Bookkeeping: records of what happened and derived data a later run rebuilds. A failure
 # between the real write and one of these loses a log line or leaves an index stale.
 _BOOKKEEPING_FUNCTION = re.compile(r"(?i)(_events?$|^events?_|search_(vector|document|index)|mark_\w*dirty|_audit|^audit|_log$|^log_)")
@@ -108,6 +110,15 @@ def grade(steps: tuple[Step, ...]) -> tuple[str, str] | None:
     graded = _grade_writes(steps, [Effect.WRITE if effect is Effect.UPDATE else effect for effect in effects], side_effects)
     if Effect.SIDE_EFFECT in after and (graded is None or graded[0] == "low"):
         return "medium", "the side effect comes after the last write, the right order: a transaction would not undo it"
+    return graded
+
+
+def grade_function(ref: FunctionRef, steps: tuple[Step, ...]) -> tuple[str, str] | None:
+    """:func:`grade` of ``ref``'s path, demoted to medium when the function's name says it
+    rebuilds derived data (the name says more than "re-runnable" does)."""
+    graded = grade(steps)
+    if graded is not None and (graded[0] in ("critical", "high") or graded[1] == RERUNNABLE) and derived(ref):
+        return "medium", DERIVED
     return graded
 
 

@@ -18,10 +18,11 @@ cannot be found is treated as one straight sequence.
 from __future__ import annotations
 
 import re
+import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from typing import Generic, TypeVar
 
-from tree_sitter import Node
+from tree_sitter import Node, Parser
 
 Event = TypeVar("Event")
 Path = tuple  # a tuple of events in source order
@@ -82,6 +83,16 @@ def function_body(root: Node, start_line: int, end_line: int) -> Node | None:
                 break
         else:
             return None
+
+
+def dedented_body(parser: Parser, lines: Sequence[str], start_line: int, end_line: int) -> tuple[Node | None, bytes, int]:
+    """The body of the function on lines ``start_line..end_line`` parsed on its own,
+    dedented: its node, the source parsed and the number of lines before that source."""
+    text = textwrap.dedent("\n".join(lines[start_line - 1 : end_line]))
+    source = text.encode("utf-8", "surrogatepass")
+    root = parser.parse(source).root_node
+    offset = start_line - 1
+    return function_body(root, 1, end_line - offset), source, offset
 
 
 def carries_on(handler: Node, source: bytes) -> bool:

@@ -1,0 +1,129 @@
+"""Call arguments against callee parameters: which of a callee's parameters are false on
+one call (a false constant passed, a false parameter of the caller passed on, or a false
+default left in place), so a path can skip the arms those parameters guard.
+
+Inputs: a call site, its callee's signature (read from the text) and the caller's false
+parameters. Output: :meth:`Arguments.off`, a frozenset of parameter names.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from auditor.callgraph.graph import CallGraph, FunctionRef
+from auditor.analysis.entrypoints import split_arguments
+from auditor.analysis.transactions.base import SELF_RECEIVERS
+from auditor.analysis.transactions.facts import FileFacts
+from auditor.analysis.transactions.languages import traits
+from auditor.analysis.transactions.scanning import IDENTIFIER, closing_bracket
+from auditor.index.model import CallSite
+
+Parameters = tuple[tuple[str, str | None], ...]
+"""A function's parameters as (name, default text or None), in order."""
+
+_MAYBE_FALSE = re.compile(r"=\s*(?:False|None|0|false|nil)\b")
+_FALSE_DEFAULT = re.compile(r"^(?:False|None|0)$")
+_FALSE_KEYWORD = re.compile(r"^([A-Za-z_]\w*)\s*=\s*(False|None|0|false|nil)$")
+_SIGNATURE_LINES = 30
+
+
+class Arguments:
+    """What calls pass their callees, read once per call text and per signature."""
+
+    def __init__(self, graph: CallGraph, facts: Mapping[str, FileFacts]) -> None:
+        self.graph = graph
+        self.facts = facts
+        self._offs: dict[tuple[FunctionRef, CallSite | None, frozenset[str]], frozenset[str]] = {}
+        self._signatures: dict[FunctionRef, Parameters] = {}
+        self._passed: dict[str, tuple[dict[str, str], int] | None] = {}
+
+    def off(self, callee: FunctionRef, call: CallSite | None, caller_off: frozenset[str] = frozenset()) -> frozenset[str]:
+        """The callee's parameters that are false on this call: passed a false constant,
+        passed a parameter of the caller that is itself false (``save=save``), or omitted
+        where the parameter's default is false (``def f(order, save=False)`` called as
+        ``f(order)``). Kept per callee, call and caller's false parameters (asked again for
+        every path through the caller and by the reachability search)."""
+        key = (callee, call, caller_off)
+        found = self._offs.get(key)
+        if found is None:
+            found = self._offs[key] = self._compute_off(callee, call, caller_off)
+        return found
+
+    def passed(self, arguments: str) -> tuple[dict[str, str], int] | None:
+        """A call's keyword arguments (name to value text) and its number of positional
+        ones, or None when it unpacks ``*args``/``**kwargs``; kept per argument text (the
+        same call is asked about for every callee and caller's false parameters)."""
+        if arguments in self._passed:
+            return self._passed[arguments]
+        split = split_arguments(arguments)
+        found: tuple[dict[str, str], int] | None = None
+        if not any(argument.startswith("*") for argument in split):
+            keywords: dict[str, str] = {}
+            positional = 0
+            for argument in split:
+                name, equals, value = argument.partition("=")
+                if equals and IDENTIFIER.fullmatch(name.strip()) and not value.startswith("="):
+                    keywords[name.strip()] = value.strip()
+                elif argument.strip():
+                    positional += 1
+            found = (keywords, positional)
+        self._passed[arguments] = found
+        return found
+
+    def parameters(self, ref: FunctionRef) -> Parameters:
+        """A function's parameters after ``self``/``cls`` as (name, default text or
+        None), in order; keyword-only parameters follow the positional ones. Empty for a
+        language whose signatures are not read."""
+        found = self._signatures.get(ref)
+        if found is not None:
+            return found
+        facts = self.facts.get(ref.path)
+        definition = self.graph.definition(ref)
+        parameters: list[tuple[str, str | None]] = []
+        if facts is not None and definition is not None and traits(facts.index.language).signature_defaults:
+            last = min(definition.end_line, definition.start_line + _SIGNATURE_LINES)
+            text = "\n".join(facts.lines[definition.start_line - 1 : last])
+            start = text.find("def " + definition.name)
+            opening = text.find("(", start) if start >= 0 else -1
+            closing = closing_bracket(text, opening) if opening >= 0 else None
+            if closing is not None:
+                for parameter in split_arguments(text[opening + 1 : closing]):
+                    name, _, default = parameter.partition("=")
+                    name = name.split(":", 1)[0].strip()
+                    if not name or name.startswith("*") or name == "/":
+                        continue
+                    parameters.append((name, default.strip() or None))
+                if parameters and parameters[0][0] in SELF_RECEIVERS and definition.parent is not None:
+                    parameters = parameters[1:]
+        result = self._signatures[ref] = tuple(parameters)
+        return result
+
+    def _compute_off(self, callee: FunctionRef, call: CallSite | None, caller_off: frozenset[str]) -> frozenset[str]:
+        off = set(false_keywords(call))
+        if call is None:
+            return frozenset(off)
+        parameters = self.parameters(callee)
+        if not caller_off and not any(default is not None and _FALSE_DEFAULT.match(default) for _, default in parameters):
+            return frozenset(off)  # nothing below could add a name
+        passed = self.passed(call.arguments)
+        if passed is None:
+            return frozenset(off)  # *args/**kwargs: what is passed is not known
+        keywords, positional = passed
+        off.update(name for name, value in keywords.items() if value in caller_off)
+        for position, (name, default) in enumerate(parameters):
+            if name not in keywords and position >= positional and default is not None and _FALSE_DEFAULT.match(default):
+                off.add(name)
+        return frozenset(off)
+
+
+def false_keywords(call: CallSite | None) -> frozenset[str]:
+    """Keyword parameters a call passes as a false constant (``save=False``)."""
+    if call is None or "=" not in call.arguments or not _MAYBE_FALSE.search(call.arguments):
+        return frozenset()
+    names = set()
+    for argument in split_arguments(call.arguments):
+        match = _FALSE_KEYWORD.match(argument)
+        if match:
+            names.add(match.group(1))
+    return frozenset(names)

@@ -1,0 +1,188 @@
+"""Transaction boundaries on functions and calls: which decorators and ``with``
+expressions open a transaction (the rule's patterns, or a repository function wrapping
+one), which entry points Django runs inside ``ATOMIC_REQUESTS``, and which call edges a
+boundary blocks.
+
+Inputs: the call graph, the per-file facts (whose regions grow by the wrappers found
+here), the rule's patterns and whether the project turns ``ATOMIC_REQUESTS`` on. Output:
+:class:`Boundaries` (``entry_covered``, ``edge_blocked``, ``decorated_boundary``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from functools import partial
+
+from auditor.callgraph.graph import CallGraph, Edge, FunctionRef
+from auditor.callgraph.names import strip_arguments
+from auditor.analysis.entrypoints import EntryPoint
+from auditor.analysis.transactions.base import DOTTED
+from auditor.analysis.transactions.facts import FileFacts, RulePatterns, enclosing_of
+from auditor.analysis.transactions.languages import traits
+from auditor.index.model import CallSite, FileIndex
+
+_WRAPPER_DEPTH = 4
+_SELF_PARAMETERS = ("self", "cls")
+
+
+class Boundaries:
+    """Where transactions open, for one run of the analysis."""
+
+    def __init__(
+        self,
+        indexes: Mapping[str, FileIndex],
+        graph: CallGraph,
+        facts: Mapping[str, FileFacts],
+        patterns: RulePatterns,
+        atomic_requests: bool,
+    ) -> None:
+        self.indexes = indexes
+        self.graph = graph
+        self.facts = facts
+        self.patterns = patterns
+        self.atomic_requests = atomic_requests
+        """Whether Django runs every view in a transaction (``ATOMIC_REQUESTS``)."""
+        self._wrappers: dict[tuple[str, str], bool] = {}
+        self._pattern_verdicts: dict[str, bool | None] = {}
+        self._wrapper_targets: dict[tuple[str, str], FunctionRef | None] = {}
+        self._blocked: dict[Edge, bool] = {}
+        # Wrappers can wrap wrappers (saleor: transaction_with_commit_on_errors ->
+        # traced_atomic_transaction -> transaction.atomic): widen until nothing changes.
+        for _ in range(_WRAPPER_DEPTH):
+            self._wrappers.clear()
+            added = 0
+            for path in sorted(facts):
+                added += facts[path].add_wrapped_regions(partial(self.is_boundary, path))
+            if not added:
+                break
+        self._wrappers.clear()
+
+    def decorators(self, ref: FunctionRef) -> tuple[str, ...]:
+        """A function's decorators, then its class's."""
+        definition = self.graph.definition(ref)
+        if definition is None:
+            return ()
+        decorators = definition.decorators
+        if definition.parent is not None:
+            owner = self.graph.definition(FunctionRef(ref.path, definition.parent))
+            if owner is not None and owner.kind == "class":
+                decorators = (*decorators, *owner.decorators)
+        return decorators
+
+    def decorated_boundary(self, ref: FunctionRef) -> bool:
+        """Whether a decorator of the function (or its class) opens a transaction."""
+        return any(self.is_boundary(ref.path, decorator) for decorator in self.decorators(ref))
+
+    def is_boundary(self, path: str, expression: str) -> bool:
+        """Whether a decorator or ``with`` expression written in ``path`` opens a transaction:
+        it matches the rule's boundaries, or it names a repository function that itself
+        opens one (a wrapper such as ``@traced_atomic`` around ``transaction.atomic``, or a
+        decorator whose inner wrapper runs the function in such a block)."""
+        by_pattern = self._boundary_by_pattern(expression)
+        if by_pattern is not None:
+            return by_pattern
+        key = (path, strip_arguments(expression))
+        if key not in self._wrappers:
+            self._wrappers[key] = self._opens_transaction(self._wrapper_target(*key))
+        return self._wrappers[key]
+
+    def entry_covered(self, entry: EntryPoint) -> bool:
+        """Whether the entry point runs inside a transaction: a boundary decorator, or a
+        Django view under ``ATOMIC_REQUESTS`` that does not opt out."""
+        if self.decorated_boundary(entry.ref):
+            return True
+        django_view = entry.kind == "http" and entry.detail.startswith(("django", "drf"))
+        if django_view and self.atomic_requests:
+            return not any(self.patterns.non_atomic.matches(decorator) for decorator in self.decorators(entry.ref))
+        return False
+
+    def edge_blocked(self, edge: Edge, call: CallSite | None) -> bool:
+        """Whether a boundary stands on the call ``edge`` (``call`` is its call site): the
+        call runs inside a boundary, or the callee opens its own transaction (a Spring
+        method called on its own class excepted: the proxy is bypassed)."""
+        blocked = self._blocked.get(edge)
+        if blocked is None:
+            blocked = self._blocked[edge] = self._compute_blocked(edge, call)
+        return blocked
+
+    def call_covered(self, edge: Edge, call: CallSite | None) -> bool:
+        """Whether the call behind ``edge`` sits inside a boundary of its caller."""
+        facts = self.facts.get(edge.caller.path)
+        callee, arguments = (call.callee, call.arguments) if call is not None else ("", "")
+        return facts is not None and facts.covered(enclosing_of(edge.caller), edge.line, callee, arguments)
+
+    def _compute_blocked(self, edge: Edge, call: CallSite | None) -> bool:
+        if self.call_covered(edge, call):
+            return True
+        if not self.decorated_boundary(edge.callee):
+            return False
+        index = self.indexes.get(edge.callee.path)
+        if index is not None and traits(index.language).proxied_boundaries and self._self_invocation(edge, call):
+            return False
+        return True
+
+    def _self_invocation(self, edge: Edge, call: CallSite | None) -> bool:
+        """A call from a method to another method of the same class through ``this`` or bare."""
+        if edge.caller.path != edge.callee.path or call is None:
+            return False
+        caller = self.graph.definition(edge.caller)
+        callee = self.graph.definition(edge.callee)
+        if caller is None or callee is None or caller.parent is None or caller.parent != callee.parent:
+            return False
+        return "." not in call.callee or call.callee.startswith("this.")
+
+    def _boundary_by_pattern(self, expression: str) -> bool | None:
+        """False for a non-atomic expression, True for one the rule's boundaries match, None
+        when only a repository function behind it can tell (kept per expression: the
+        wrapper search asks again on every widening round)."""
+        if expression not in self._pattern_verdicts:
+            verdict = False if self.patterns.non_atomic.matches(expression) else True if self.patterns.boundaries.matches(expression) else None
+            self._pattern_verdicts[expression] = verdict
+        return self._pattern_verdicts[expression]
+
+    def _wrapper_target(self, path: str, name: str) -> FunctionRef | None:
+        """The repository function a decorator or ``with`` expression's dotted name written
+        in ``path`` resolves to (resolved once: the graph does not change between rounds)."""
+        key = (path, name)
+        if key not in self._wrapper_targets:
+            self._wrapper_targets[key] = self.graph.resolve(path, name) if DOTTED.match(name) else None
+        return self._wrapper_targets[key]
+
+    def _opens_transaction(self, target: FunctionRef | None) -> bool:
+        facts = self.facts.get(target.path) if target is not None else None
+        if target is None or facts is None:
+            return False
+        if any(region.enclosing == target.qualname for region in facts.regions):
+            return True
+        # A decorator's wrapper opens the transaction only if the decorated function runs
+        # inside it: the region must hold the call to the decorator's function parameter.
+        nested = target.qualname + "."
+        parameters = self._signature_names(target, facts)
+        calls = [re.compile(rf"(?<![\w.]){re.escape(name)}\s*\(") for name in parameters]
+        if not calls:
+            return False
+        wrappers = [d for d in facts.index.definitions if d.qualname.startswith(nested)]
+        call_lines = {
+            line for d in wrappers for line in range(d.start_line, d.end_line + 1)
+            if any(call.search(facts.line_text(line)) for call in calls)
+        }
+        covered = {
+            line for region in facts.regions if (region.enclosing or "").startswith(nested)
+            for line in range(region.start_line, region.end_line + 1)
+        }
+        # Every run of the decorated function is inside the transaction (a wrapper that also
+        # calls it outside, e.g. on one branch only, is no boundary).
+        return bool(call_lines) and call_lines <= covered
+
+    def _signature_names(self, target: FunctionRef, facts: FileFacts) -> tuple[str, ...]:
+        """The parameter names of a function, read from its signature line(s)."""
+        definition = self.graph.definition(target)
+        if definition is None:
+            return ()
+        signature = " ".join(facts.line_text(line) for line in range(definition.start_line, definition.body_start_line + 1))
+        found = re.search(r"\bdef\s+\w+\s*\(([^)]*)\)", signature)
+        if found is None:
+            return ()
+        names = (part.split(":")[0].split("=")[0].strip().lstrip("*") for part in found.group(1).split(","))
+        return tuple(name for name in names if name and name not in _SELF_PARAMETERS)

@@ -1,0 +1,153 @@
+"""Sequences to findings: which graded functions are reported (a helper whose every
+caller sequences it folds into them), and the finding for one (its chain from the entry
+point, title, explanation and the effects of its path where they happen).
+
+Inputs: a function's path (:class:`~.grading.Step` tuple), its grade, the entry point and
+trail that reach it. Output: a :class:`~auditor.findings.model.Finding` with
+``found_by=FOUND_BY``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from auditor.callgraph.graph import Edge, FunctionRef
+from auditor.analysis.entrypoints import EntryPoint
+from auditor.analysis.transactions.base import Effect
+from auditor.analysis.transactions.grading import DB_EFFECTS, SIDE_EFFECTS, WRITES, Step
+from auditor.findings.model import ChainStep, EffectSite, Finding, fingerprint
+from auditor.rules.loader import Rule
+
+FOUND_BY = ("static",)
+"""What finds the static pass's findings."""
+
+
+def folded(
+    ref: FunctionRef,
+    callers: list[Edge],
+    candidates: Mapping[FunctionRef, object],
+    is_entry: bool,
+    blocked: Callable[[Edge], bool],
+    path_of: Callable[[FunctionRef], tuple[Step, ...]],
+) -> bool:
+    """Whether every uncovered call into ``ref`` (``callers``: the reached ones) comes from
+    a reported function whose own sequence runs through that call: the finding then sits
+    at the callers, where one transaction would cover both (an entry point is never folded)."""
+    if not callers or is_entry or any(edge.caller == ref for edge in callers):
+        return False
+    for edge in callers:
+        if blocked(edge):
+            continue
+        if edge.caller not in candidates:
+            return False
+        if not any(step.callee == ref and step.line == edge.line for step in path_of(edge.caller)):
+            return False
+    return True
+
+
+def build_finding(
+    rule: Rule,
+    ref: FunctionRef,
+    entry: EntryPoint,
+    trail: tuple[Edge, ...],
+    steps: tuple[Step, ...],
+    graded: tuple[str, str],
+    sink_text: str,
+    edge_kinds: Mapping[Edge, str],
+) -> Finding:
+    """The finding for ``ref``'s path ``steps`` graded ``graded`` (severity, reason),
+    reached from ``entry`` through ``trail``; ``sink_text`` is the source line of the first
+    step (it goes into the fingerprint), ``edge_kinds`` says how approximate edges resolve."""
+    severity, reason = graded
+    first = steps[0]
+    effects = [effect for step in steps for effect in step.effects]
+    chain: list[ChainStep] = []
+    hops = [entry.ref, *(edge.callee for edge in trail)]
+    for position, hop in enumerate(hops):
+        if position == len(hops) - 1:
+            line, note = first.line, ""
+        else:
+            edge = trail[position]
+            line = edge.line  # where this function calls the next step (docs/answer-contract.md)
+            how = edge_kinds.get(edge, "resolved by name") if edge.approximate else ""
+            note = f"calls {edge.callee.qualname} at line {edge.line}" + (f" ({how})" if how else "")
+        if position == 0:
+            note = f"entry point: {entry.detail}" + (f"; {note}" if note else "")
+        chain.append(ChainStep(path=hop.path, line=line, function=hop.qualname, verified=True, note=note))
+    steps_text = "; ".join(f"line {step.line}: {step.text}" + _effects_note(step) for step in steps)
+    route = " -> ".join(f"{hop.path}:{hop.qualname}" for hop in hops)
+    reach = (
+        f"reaches {ref.qualname} through {len(trail)} call{'s' if len(trail) != 1 else ''} ({route})"
+        if trail
+        else f"writes in its own body ({route})"
+    )
+    explanation = (
+        f"{entry.kind} entry point {entry.ref.qualname} ({entry.detail}) {reach}, and no transaction boundary "
+        f"(decorator, with-block or transaction handle) covers the path. On one path: {steps_text}."
+    )
+    if len(steps) > 1:
+        explanation += _consequence(effects)
+    if reason:
+        explanation += f" Graded {severity}: {reason}."
+    return Finding(
+        rule=rule.id,
+        severity=severity,
+        title=_title(ref, effects),
+        path=ref.path,
+        line=first.line,
+        function=ref.qualname,
+        chain=tuple(chain),
+        explanation=explanation,
+        found_by=FOUND_BY,
+        fingerprint=fingerprint(rule.id, ref.path, ref.qualname, sink_text),
+        sequence=effect_sites(ref, steps),
+    )
+
+
+def effect_sites(ref: FunctionRef, steps: tuple[Step, ...]) -> tuple[EffectSite, ...]:
+    """Every effect on ``ref``'s path where it happens: a call's effects at their own lines
+    in the callee, each of the kind the call site counts it as (a bookkeeping callee's
+    writes are bookkeeping)."""
+    sites: list[EffectSite] = []
+    for step in steps:
+        if step.callee is not None and step.inner:
+            inner = effect_sites(step.callee, step.inner)
+            sites += [EffectSite(site.path, site.line, site.function, effect.value) for site, effect in zip(inner, step.effects, strict=True)]
+        else:
+            sites += [EffectSite(ref.path, step.line, ref.qualname, effect.value) for effect in step.effects]
+    return tuple(sites)
+
+
+def _title(ref: FunctionRef, effects: list[Effect]) -> str:
+    writes = sum(effect in DB_EFFECTS for effect in effects)
+    side_effects = sum(effect in SIDE_EFFECTS for effect in effects)
+    commits = effects.count(Effect.COMMIT) + effects.count(Effect.REPOSITORY)
+    if writes == 1 and not side_effects:
+        return f"Database write outside a transaction in {ref.qualname}"
+    if commits == writes == 1:
+        text = f"A commit and then an irreversible side effect in {ref.qualname}"
+    elif commits == writes:
+        noun = "commits" if Effect.COMMIT in effects else "separately committed repository writes"
+        text = f"{writes} {noun} on one path in {ref.qualname}"
+    elif writes == 1:
+        text = f"Database write outside a transaction in {ref.qualname}"
+    else:
+        text = f"{writes} database writes outside a transaction in {ref.qualname}"
+    if side_effects and not text.startswith("A commit"):
+        text += f", with {side_effects} irreversible side effect{'s' if side_effects > 1 else ''}"
+    return text
+
+
+def _consequence(effects: list[Effect]) -> str:
+    if any(effect in WRITES for effect in effects):
+        return " Each write commits on its own: a failure between them leaves partial state."
+    if any(effect in SIDE_EFFECTS for effect in effects):
+        return " What is committed stays when the side effect after it fails, and the side effect cannot be undone."
+    return " Each commit stands on its own: a failure after the first leaves it in place."
+
+
+def _effects_note(step: Step) -> str:
+    if step.callee is None:
+        return f" ({step.effects[0].value})"
+    counts = {effect: step.effects.count(effect) for effect in step.effects}
+    return " (" + ", ".join(f"{count} {effect.value}{'s' if count > 1 else ''}" for effect, count in counts.items()) + ")"

@@ -1,0 +1,293 @@
+"""Sequences: the heaviest feasible path of uncovered effects through a function, with its
+callees' effects counted at their call sites.
+
+Each function's events are its uncovered effect sites and its unblocked calls into
+functions with effects (the callee's own heaviest path, with the parameters the call
+switches off). The path walker (:mod:`.paths`) picks the heaviest feasible path; a
+base-class method's self-calls into subclass overrides are taken per concrete class (the
+heaviest class counts, never a sum of different classes' overrides).
+
+Inputs: the per-file facts, reachability (:mod:`.reach`), boundaries
+(:mod:`.boundaries`) and call arguments (:mod:`.arguments`). Output:
+:meth:`Sequences.path_of`, a tuple of :class:`~.grading.Step`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Mapping
+
+from tree_sitter import Node
+
+from auditor.callgraph.graph import CallGraph, Edge, FunctionRef
+from auditor.callgraph.names import MAIN_FUNCTION
+from auditor.analysis.transactions import paths
+from auditor.analysis.transactions.arguments import Arguments
+from auditor.analysis.transactions.base import Effect
+from auditor.analysis.transactions.boundaries import Boundaries
+from auditor.analysis.transactions.dispatch import OVERRIDE, class_of
+from auditor.analysis.transactions.facts import FileFacts, enclosing_of
+from auditor.analysis.transactions.grading import (
+    DB_EFFECTS,
+    WRITES,
+    Step,
+    bookkeeping,
+    caught,
+    caught_later,
+    weight,
+)
+from auditor.analysis.transactions.grading import (
+    receiver as receiver_of,
+)
+from auditor.analysis.transactions.grading import (
+    subject as subject_of,
+)
+from auditor.analysis.transactions.languages import traits
+from auditor.analysis.transactions.reach import Reach
+from auditor.analysis.transactions.scanning import call_text
+from auditor.index.model import CallSite
+from auditor.languages.grammars import parser_for
+
+Body = tuple[Node | None, bytes, int]
+"""A function's body node, the source it was parsed from and the lines before that source."""
+
+_MAX_DEPTH = 60
+_BOOKKEEPING_CLASS = re.compile(r"(?i)(token_?bucket|rate_?limit|throttl)")  # counters of attempts
+# A line between two commits that may leave something pending: a call, or an assignment.
+_PENDING = re.compile(r"\w\s*\(|[^=!<>]=(?!=)")
+_NO_BODY: Body = (None, b"", 0)
+
+
+class Sequences:
+    """Every function's heaviest path, computed once per set of parameters switched off."""
+
+    def __init__(
+        self, graph: CallGraph, facts: Mapping[str, FileFacts], reach: Reach, boundaries: Boundaries, arguments: Arguments
+    ) -> None:
+        self.graph = graph
+        self.facts = facts
+        self.reach = reach
+        self.boundaries = boundaries
+        self.arguments = arguments
+        self._paths: dict[tuple[FunctionRef, frozenset[str]], tuple[Step, ...]] = {}
+        self._active: set[tuple[FunctionRef, frozenset[str]]] = set()
+        self._bodies: dict[FunctionRef, Body] = {}
+
+    def path_of(self, ref: FunctionRef, off: frozenset[str] = frozenset(), depth: int = 0) -> tuple[Step, ...]:
+        """The heaviest feasible sequence of uncovered effects through ``ref`` (callees'
+        effects counted at their call sites), with the parameters ``off`` false."""
+        key = (ref, off)
+        cached = self._paths.get(key)
+        if cached is not None:
+            return cached
+        if not self.reach.reaches_effect(ref):
+            return ()  # no effect anywhere below: nothing to sequence
+        if key in self._active or depth > _MAX_DEPTH:
+            return ()  # recursion: the cycle adds nothing new
+        self._active.add(key)
+        try:
+            result = self._compute_path(ref, off, depth)
+        finally:
+            self._active.discard(key)
+        self._paths[key] = result
+        return result
+
+    def switched_off(self, edge: Edge, call: CallSite | None) -> bool:
+        """A call whose constant false keyword arguments leave the callee no effect."""
+        if not self.reach.reaches_effect(edge.callee):
+            return False  # no effect to switch off
+        off = self.arguments.off(edge.callee, call)
+        return bool(off) and not self.path_of(edge.callee, off) and bool(self.path_of(edge.callee))
+
+    def _compute_path(self, ref: FunctionRef, off: frozenset[str], depth: int) -> tuple[Step, ...]:
+        facts = self.facts.get(ref.path)
+        events = self._own_events(ref, facts)
+        by_line: dict[int, list[Edge]] = defaultdict(list)
+        for edge in self.reach.callees(ref):
+            by_line[edge.line].append(edge)
+        calls: dict[int, Step] = {}
+        overrides: dict[int, dict[FunctionRef, Step]] = defaultdict(dict)
+        for line, edges in sorted(by_line.items()):
+            for edge in edges:
+                step = self._edge_step(edge, off, depth)
+                if step is None:
+                    continue
+                if edge.approximate and self.reach.dispatch.kinds.get(edge) == OVERRIDE:
+                    overrides[line][edge.callee] = step
+                elif line not in calls or len(step.effects) > len(calls[line].effects):
+                    calls[line] = step
+        body: Body | None = None
+        heaviest: tuple[Step, ...] = ()
+        for chosen in self._override_variants(ref, overrides):
+            variant: dict[int, list[Step]] = {line: list(steps) for line, steps in events.items()}
+            for line, step in sorted({**calls, **chosen}.items()):
+                variant.setdefault(line, []).append(step)
+            if not variant:
+                continue
+            if not off and sum(len(steps) for steps in variant.values()) == 1:
+                found = tuple(variant[next(iter(variant))])
+            else:
+                if body is None:
+                    body = self._body(ref, facts)
+                node, source, offset = body
+                shifted = {line - offset: steps for line, steps in variant.items()}
+                found = tuple(paths.heaviest_path(node, source, shifted, weight, off, caught))
+            if facts is not None:
+                found = _without_idle_commits(found, facts, body)
+            if sum(map(weight, found)) > sum(map(weight, heaviest)):
+                heaviest = found
+        return heaviest
+
+    def _own_events(self, ref: FunctionRef, facts: FileFacts | None) -> dict[int, list[Step]]:
+        """The function's own uncovered effects by line (a call a graph or receiver edge
+        stands for is counted through that edge; a row saved again counts once)."""
+        events: dict[int, list[Step]] = defaultdict(list)
+        if facts is None:
+            return events
+        enclosing = enclosing_of(ref)
+        exact_calls = {(edge.line, edge.callee.qualname.rsplit(".", 1)[-1]) for edge in self.graph.callees(ref) if not edge.approximate}
+        exact_calls |= {(edge.line, name) for edge in self.reach.callees(ref) if (name := self.reach.dispatch.stands_for(edge)) is not None}
+        saved: set[str] = set()
+        for site in facts.sites.get(ref, ()):
+            call = site.call
+            if (call.line, call.name) in exact_calls or facts.covered(enclosing, call.line, call.callee, call.arguments):
+                continue
+            if call.name == "save" and site.effect in (Effect.WRITE, Effect.UPDATE):
+                if call.callee in saved:
+                    continue  # the same row saved again: one row's state, not a second row
+                saved.add(call.callee)
+            text = call_text(call, facts.line_text(call.line))
+            events[call.line].append(Step(call.line, text, (site.effect,), subject=subject_of(call, site.orm)))
+        return events
+
+    def _edge_step(self, edge: Edge, off: frozenset[str], depth: int) -> Step | None:
+        """The event a call into ``edge.callee`` adds at its line (its heaviest path), or
+        None when the call is blocked or the callee has no effect."""
+        call = self.reach.call_for(edge)
+        if self.boundaries.edge_blocked(edge, call):
+            return self._own_transaction_step(edge, call, off, depth)
+        if not self.reach.reaches_effect(edge.callee):
+            return None
+        steps = self.path_of(edge.callee, self.arguments.off(edge.callee, call, off), depth + 1)
+        effects = tuple(effect for step in steps for effect in step.effects)
+        owner = edge.callee.qualname.rpartition(".")[0]
+        if bookkeeping(edge.callee) or (owner and _BOOKKEEPING_CLASS.search(owner)):
+            effects = tuple(Effect.AUDIT if effect in WRITES else effect for effect in effects)
+        if not effects:
+            return None
+        target = None  # the callee's self, seen from here, when it writes only that
+        if call is not None and {step.subject for step in steps if any(e in WRITES for e in step.effects)} == {"self"}:
+            target = receiver_of(call.callee)
+        return Step(
+            edge.line, f"calls {edge.callee.qualname}", effects, edge.callee, edge.approximate, target,
+            carries_on=caught_later(steps), inner=steps,
+        )
+
+    def _own_transaction_step(self, edge: Edge, call: CallSite | None, off: frozenset[str], depth: int) -> Step | None:
+        """A call from outside any transaction into a function that opens its own (a
+        boundary decorator: ``@atomic``, ``@Transactional``): one committed unit at the call
+        site when the callee writes, like a Spring Data repository call. None when the
+        call itself runs inside a boundary."""
+        if self.boundaries.call_covered(edge, call):
+            return None
+        inner = self.path_of(edge.callee, self.arguments.off(edge.callee, call, off), depth + 1)
+        if not any(effect in DB_EFFECTS for step in inner for effect in step.effects):
+            return None
+        return Step(edge.line, f"calls {edge.callee.qualname} (its own transaction)", (Effect.REPOSITORY,), edge.callee)
+
+    def _override_variants(self, ref: FunctionRef, overrides: Mapping[int, Mapping[FunctionRef, Step]]) -> list[dict[int, Step]]:
+        """The overrides one concrete class runs at each dispatching line, per class that
+        defines one (nearest definition in its lineage), plus the base's own (none): the
+        alternatives a base-class path has. Never a mix no single class runs. A class that
+        overrides ``ref`` itself enters it only through its own override (``super()``,
+        perhaps inside a transaction): its variant is that override's to count."""
+        if not overrides:
+            return [{}]
+        dispatch = self.reach.dispatch
+        base = class_of(ref)
+        method = ref.qualname.rsplit(".", 1)[-1]
+        classes = sorted({class_of(target) for targets in overrides.values() for target in targets})
+        by_line = {line: {class_of(target): step for target, step in targets.items()} for line, targets in overrides.items()}
+        variants: list[dict[int, Step]] = [{}]
+        seen: set[tuple[tuple[int, FunctionRef], ...]] = {()}
+        for cls in classes:
+            override = dispatch.override_below(cls, base, method)
+            if override is not None and not self.reach.calls_super(override, method):
+                continue
+            lineage = dispatch.lineage(cls)
+            chosen: dict[int, Step] = {}
+            for line, by_class in by_line.items():
+                nearest = next((by_class[item] for item in lineage if item in by_class), None)
+                if nearest is not None:
+                    chosen[line] = nearest
+            key = tuple(sorted((line, step.callee) for line, step in chosen.items() if step.callee is not None))
+            if key not in seen:
+                seen.add(key)
+                variants.append(chosen)
+        return variants
+
+    def _body(self, ref: FunctionRef, facts: FileFacts | None) -> Body:
+        """:meth:`_parse_body`, once per function (its paths with different parameters off
+        walk the same body)."""
+        found = self._bodies.get(ref)
+        if found is None:
+            found = self._bodies[ref] = self._parse_body(ref, facts)
+        return found
+
+    def _parse_body(self, ref: FunctionRef, facts: FileFacts | None) -> Body:
+        """The function's body node, the source it was parsed from and the number of lines
+        before that source. A Python function is parsed on its own (dedented): most files
+        are far longer than the functions that need their branches."""
+        if facts is None:
+            return _NO_BODY
+        if ref.qualname == MAIN_FUNCTION and facts.index.main_block is not None:
+            if facts.tree is None:
+                return _NO_BODY
+            start, _ = facts.index.main_block
+            node = next((node for node in facts.tree.named_children if paths.first_line(node) == start), None)
+            return (node.child_by_field_name("consequence") if node is not None else None), facts.source, 0
+        definition = self.graph.definition(ref)
+        if definition is None:
+            return _NO_BODY
+        if traits(facts.index.language).parse_functions_alone:
+            parser = parser_for(facts.index.language)
+            if parser is None:
+                return _NO_BODY
+            return paths.dedented_body(parser, facts.lines, definition.start_line, definition.end_line)
+        if facts.tree is None:
+            return _NO_BODY
+        return paths.function_body(facts.tree, definition.start_line, definition.end_line), facts.source, 0
+
+
+def _without_idle_commits(steps: tuple[Step, ...], facts: FileFacts, body: Body | None = None) -> tuple[Step, ...]:
+    """``steps`` less each direct commit with nothing pending since the commit just before
+    it on the path: no call, assignment or other statement between the two (a callee that
+    commits, then ``session.commit()`` again) outside the if/elif/else arms the path does
+    not take (read from ``body``, the function's parsed body). An attribute assignment in
+    between (``team.captain_id = user.id``) is a pending write and keeps the commit."""
+    node, _, offset = body if body is not None else _NO_BODY
+    kept: list[Step] = []
+    for step in steps:
+        previous = kept[-1] if kept else None
+        idle = (
+            previous is not None
+            and step.callee is None
+            and step.effects == (Effect.COMMIT,)
+            and previous.effects[-1] is Effect.COMMIT
+            and previous.line < step.line
+            and not _pending_between(previous.line, step.line, facts, node, offset)
+        )
+        if not idle:
+            kept.append(step)
+    return tuple(kept)
+
+
+def _pending_between(first: int, last: int, facts: FileFacts, body: Node | None, offset: int) -> bool:
+    """Whether a statement between lines ``first`` and ``last`` (both on one path) may
+    leave something for the second commit: a call or an assignment in an arm the path takes."""
+    pending = [line for line in range(first + 1, last) if _PENDING.search(facts.line_text(line))]
+    if not pending or body is None:
+        return bool(pending)
+    untaken = paths.untaken_arms(body, first - offset) + paths.untaken_arms(body, last - offset)
+    return any(not any(start <= line - offset <= end for start, end in untaken) for line in pending)

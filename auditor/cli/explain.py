@@ -1,0 +1,43 @@
+"""The ``auditor explain`` command: why the static pass did or did not report one function."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from auditor.errors import UsageError
+
+_FORMATS = ("text", "json")
+
+
+def explain_command(
+    path: Annotated[Path, typer.Argument(help="Repository (or subdirectory) the static pass runs on.")],
+    target: Annotated[str, typer.Argument(metavar="FILE:FUNCTION", help="The function: its file relative to PATH, a colon, its qualname (or unique last names).")],
+    *,
+    output_format: Annotated[str, typer.Option("--format", "-f", help="text or json.")] = "text",
+    min_severity: Annotated[str, typer.Option("--min-severity", help="Lowest severity the scan would report (critical, high, medium, low).")] = "high",
+    include_tests: Annotated[bool, typer.Option("--include-tests", help="Count test code, fixtures and dev-data commands as entry points too.")] = False,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the file index and call graph caches.")] = False,
+) -> None:
+    """Explain why the tx-outside-transaction static pass reported a function or not."""
+    from auditor.analysis.transactions import TxOptions
+    from auditor.analysis.transactions.explain import AnalysisInputs, explain
+    from auditor.rules.loader import builtin_rules
+    from auditor.runs.prepare import prepare_repository
+
+    if output_format not in _FORMATS:
+        raise UsageError(f"--format must be one of {', '.join(_FORMATS)}, not {output_format!r}")
+    file, separator, function = target.rpartition(":")
+    if not separator or not file or not function:
+        raise UsageError(f"give the function as FILE:FUNCTION, not {target!r}")
+    options = TxOptions(min_severity=min_severity.lower(), include_tests=include_tests)
+    prepared = prepare_repository(path, use_cache=not no_cache)
+    inputs = AnalysisInputs(prepared.indexes, prepared.texts, builtin_rules()["tx-outside-transaction"], prepared.graph)
+    explanation = explain(inputs, Path(file).as_posix(), function, options)
+    if output_format == "json":
+        typer.echo(json.dumps(explanation.to_dict(), sort_keys=True, indent=2, ensure_ascii=False))
+    else:
+        typer.echo(explanation.describe(), nl=False)
