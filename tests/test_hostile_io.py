@@ -31,7 +31,8 @@ from auditor.engine.result_cache import ResultCache
 from auditor.index.indexer import PARENT_POLL_S, index_sources
 from auditor.runs.prepare import prepare_repository
 from auditor.storage.digests import DigestStore, digest_of
-from auditor.walk.walker import SkippedFile, SkipReason, WalkOptions, walk
+from auditor.walk.files import SkippedFile, SkipReason
+from auditor.walk.walker import WalkOptions, walk
 
 SEED = 20261201
 

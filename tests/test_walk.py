@@ -18,15 +18,9 @@ from hypothesis import strategies as st
 from auditor.errors import UsageError
 from auditor.languages import language_for_path
 from auditor.progress import ProgressEvent
-from auditor.walk import walker as walk_module
-from auditor.walk.walker import (
-    FileEntry,
-    SkippedFile,
-    SkipReason,
-    WalkOptions,
-    WalkResult,
-    walk,
-)
+from auditor.walk import reading as reading_module
+from auditor.walk.files import FileEntry, SkippedFile, SkipReason
+from auditor.walk.walker import WalkOptions, WalkResult, walk
 
 requires_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
@@ -588,7 +582,7 @@ def test_unreadable_file_is_reported_not_raised(tmp_path: Path, monkeypatch: pyt
                 raise PermissionError(13, "Permission denied", str(file))
             return real_open(file, *args, **kwargs)  # type: ignore[arg-type]
 
-        monkeypatch.setattr(walk_module.os, "open", refusing_open)
+        monkeypatch.setattr(reading_module.os, "open", refusing_open)
     else:
         locked.chmod(0)
 

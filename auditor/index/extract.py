@@ -272,6 +272,10 @@ def _body_start_line(body: Node | None, doc: Node | None, end_line: int) -> int:
     return start if start <= end_line else end_line + 1
 
 
+_OVERLOADING_LANGUAGES = frozenset({"java"})
+"""Languages where one class may define several methods of one name (by signature)."""
+
+
 @cache
 def _definition_kinds(language: str) -> dict[str, str]:
     """The ``@definition.KIND`` capture names of the language's queries, mapped to KIND."""
@@ -681,7 +685,7 @@ def _source_record(
         language, root, deadline
     )
     definition_records, function_spans = _extract_definitions(
-        definitions, source_text, _definition_kinds(language), overloads=language == "java"
+        definitions, source_text, _definition_kinds(language), overloads=language in _OVERLOADING_LANGUAGES
     )
     bundle = query_bundle(language, QUERY_NAMES)
     return (

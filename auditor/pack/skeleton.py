@@ -15,6 +15,7 @@ for a view: a misread line is only hidden, never renumbered.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from auditor.index.model import FUNCTION_KINDS, FileIndex, count_lines
@@ -59,7 +60,7 @@ def build_skeleton(text: str, index: FileIndex) -> Skeleton | None:
     ]
     spans.extend(_noise_runs(lines, index.language))
     spans.extend(_statement_tails(lines, index, spans))
-    if index.language == "python":
+    if _SYNTAX.get(index.language, _C_LIKE).docstrings:
         spans.extend(_docstring_tails(lines, index))
     merged: list[list[int]] = []
     for start, end in sorted(spans):
@@ -96,12 +97,60 @@ _JAVA_IMPORT = re.compile(r"^import\s")
 _GO_IMPORT = re.compile(r"^import\s*(\(|\"|\w+\s+\")")
 _JS_IMPORT = re.compile(r"^import[\s{*'\"]")
 _JS_IMPORT_DONE = re.compile(r"""(\bfrom\s*['"][^'"]*['"]|^import\s*['"][^'"]*['"])\s*;?\s*$""")
+
+
+def _python_import_end(stripped: str) -> str | None:
+    """What ends a Python import opened on this line: ")" for an open parenthesis."""
+    if ("(" in stripped and ")" not in stripped) or stripped.endswith("\\"):
+        return ")" if "(" in stripped else None
+    return None
+
+
+def _go_import_end(stripped: str) -> str | None:
+    """What ends a Go import opened on this line: ")" for an import block."""
+    return ")" if stripped.endswith("(") else None
+
+
+def _js_import_end(stripped: str) -> str | None:
+    """What ends a JS/TS import opened on this line: only a named-import list left open
+    ("import {" ... "} from 'x'") continues, up to its "from '...'"."""
+    unfinished = "{" in stripped and "}" not in stripped and not _JS_IMPORT_DONE.search(stripped)
+    return "from" if unfinished else None
+
+
+def _one_line_import(stripped: str) -> str | None:
+    return None
+
+
+@dataclass(frozen=True)
+class _LexicalSyntax:
+    """What a language's comment and import lines look like, lexically."""
+
+    line_comment: str
+    block_comments: bool
+    import_line: re.Pattern[str] | None = None
+    import_end: Callable[[str], str | None] = _one_line_import
+    docstrings: bool = False
+
+
+_C_LIKE = _LexicalSyntax(line_comment="//", block_comments=True)
+_JS_SYNTAX = _LexicalSyntax("//", True, _JS_IMPORT, _js_import_end)
+_SYNTAX: dict[str, _LexicalSyntax] = {
+    "python": _LexicalSyntax("#", False, _PYTHON_IMPORT, _python_import_end, docstrings=True),
+    "java": _LexicalSyntax("//", True, _JAVA_IMPORT),
+    "go": _LexicalSyntax("//", True, _GO_IMPORT, _go_import_end),
+    "javascript": _JS_SYNTAX,
+    "typescript": _JS_SYNTAX,
+    "tsx": _JS_SYNTAX,
+}
+"""Per language; any other language gets ``//`` and ``/* */`` comments and no imports."""
 _TRIPLE_QUOTE = re.compile(r"""^[rRuUbBfF]{0,2}(\"\"\"|\'\'\')""")
 
 
 def _noise_runs(lines: list[str], language: str) -> list[tuple[int, int]]:
     """Line ranges (1-based) holding at least two comment or import lines and nothing but
     those and blank lines."""
+    syntax = _SYNTAX.get(language, _C_LIKE)
     runs: list[tuple[int, int]] = []
     start = 0
     noisy = 0
@@ -125,28 +174,14 @@ def _noise_runs(lines: list[str], language: str) -> list[tuple[int, int]]:
                 continue
             start = 0
             continue
-        elif language == "python":
-            if stripped.startswith("#"):
-                noise = True
-            elif _PYTHON_IMPORT.match(line):
-                noise = True
-                if ("(" in stripped and ")" not in stripped) or stripped.endswith("\\"):
-                    open_import = ")" if "(" in stripped else None
-        elif stripped.startswith("//"):
+        elif stripped.startswith(syntax.line_comment):
             noise = True
-        elif stripped.startswith("/*"):
+        elif syntax.block_comments and stripped.startswith("/*"):
             noise = True
             in_comment = "*/" not in stripped[2:]
-        elif language == "java" and _JAVA_IMPORT.match(line):
+        elif syntax.import_line is not None and syntax.import_line.match(line):
             noise = True
-        elif language == "go" and _GO_IMPORT.match(line):
-            noise = True
-            open_import = ")" if stripped.endswith("(") else None
-        elif language in ("javascript", "typescript", "tsx") and _JS_IMPORT.match(line):
-            noise = True
-            # Only a named-import list left open ("import {" ... "} from 'x'") continues.
-            unfinished = "{" in stripped and "}" not in stripped and not _JS_IMPORT_DONE.search(stripped)
-            open_import = "from" if unfinished else None
+            open_import = syntax.import_end(stripped)
         if noise:
             if not start:
                 start, noisy, only_comments = number, 0, True

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import auditor
@@ -29,9 +29,9 @@ from auditor.engine.base import ChatRequest, Completion, Engine
 from auditor.errors import AuditorError, UsageError
 from auditor.findings.answer import answer_schema_json, parse_answer
 from auditor.findings.model import ProbeAnswer
+from auditor.pack.packer import WindowFrame, render_frame
 from auditor.pack.prompt import (
     MapEntry,
-    build_messages,
     render_full_block,
     render_map,
     render_task,
@@ -341,28 +341,31 @@ def _recall_task(questions: str) -> str:
     )
 
 
-def probe_messages(repo_map: str, blocks: Sequence[str], questions: str) -> tuple[Message, ...]:
-    """A scan window's messages (``prompt.build_messages``) with the recall questions as the task."""
-    system, user = build_messages(
-        repository=REPOSITORY_NAME, window_index=0, repo_map=repo_map, blocks=blocks, rules=(), probe_questions=questions
+def probe_frame(tokenizer: PromptTokenizer, repo_map: str, questions: str, thinking: bool) -> WindowFrame:
+    """The frame scan sends for a window of the probe haystack (``packer.render_frame``: no
+    rules, the recall questions), with its audit task replaced by the recall task; the
+    tail's token count is of the rendered prompt after the file blocks."""
+    frame = render_frame(
+        tokenizer, repository=REPOSITORY_NAME, index=0, repo_map=repo_map, rules=(), thinking=thinking,
+        probe_questions=questions,
     )
     audit_task = render_task((), questions)
-    if not user.content.endswith(audit_task):
-        raise AuditorError("prompt.build_messages no longer ends with the task; the probe cannot replace it")
-    return system, Message("user", user.content[: -len(audit_task)] + _recall_task(questions))
+    if not frame.user_tail.endswith(audit_task):
+        raise AuditorError("the scan's window frame no longer ends with the task; the probe cannot replace it")
+    recall = replace(frame, user_tail=frame.user_tail[: -len(audit_task)] + _recall_task(questions))
+    rendered = tokenizer.render(probe_messages(recall, [_SENTINEL]), thinking=thinking)
+    prompt_head, found, prompt_tail = rendered.partition(_SENTINEL)
+    if not found or prompt_head != frame.prompt_head:
+        raise AuditorError("the chat template altered the file blocks; cannot size probe cells")
+    return replace(recall, prompt_tail=prompt_tail, tail_tokens=tokenizer.count(prompt_tail))
+
+
+def probe_messages(frame: WindowFrame, blocks: Sequence[str]) -> tuple[Message, ...]:
+    """The probe's chat messages: ``blocks`` in its frame (see :func:`probe_frame`)."""
+    return Message("system", frame.system), Message("user", frame.user_head + "".join(blocks) + frame.user_tail)
 
 
 _SENTINEL = "\x00probe-blocks\x00"
-
-
-def _frame_tokens(tokenizer: PromptTokenizer, repo_map: str, questions: str, thinking: bool) -> tuple[int, int]:
-    """Tokens of the rendered prompt before and after the file blocks."""
-    rendered = tokenizer.render(probe_messages(repo_map, [_SENTINEL], questions), thinking=thinking)
-    prefix, found, suffix = rendered.partition(_SENTINEL)
-    if not found:
-        raise AuditorError("the chat template altered the file blocks; cannot size probe cells")
-    before, after = tokenizer.count_many([prefix, suffix])
-    return before, after
 
 
 def _languages(files: Sequence[HaystackFile]) -> tuple[str, ...]:
@@ -387,7 +390,7 @@ def build_cells(
     corpus = _Corpus(files, tokenizer)
     repo_map = render_map([MapEntry(entry.path) for entry in files], detail=3)
     languages = _languages(files)
-    scaffold_text = "".join(message.content for message in probe_messages(repo_map, [], ""))
+    scaffold_text = "".join(message.content for message in probe_messages(probe_frame(tokenizer, repo_map, "", options.thinking), []))
     forbidden = "\n".join([scaffold_text, *(entry.path for entry in files), *(entry.text for entry in files)])
     cells: list[Cell] = []
     total = len(options.lengths) * len(options.depths)
@@ -417,7 +420,8 @@ def _build_cell(
     thinking: bool,
 ) -> Cell:
     questions = questions_text(needles)
-    prefix_tokens, suffix_tokens = _frame_tokens(tokenizer, repo_map, questions, thinking)
+    frame = probe_frame(tokenizer, repo_map, questions, thinking)
+    prefix_tokens, suffix_tokens = frame.head_tokens, frame.tail_tokens
     planted = [block for needle in needles for block in needle_blocks(needle)]
     needle_tokens = sum(tokenizer.count_many(planted))
     budget = target - prefix_tokens - suffix_tokens - needle_tokens
@@ -432,7 +436,7 @@ def _build_cell(
         block_tokens = [tokens for _, _, tokens in haystack]
         (position,) = plan_positions(block_tokens, prefix_tokens, [depth])
         blocks = insert_blocks([text for _, text, _ in haystack], needles, [position] * len(needles))
-        messages = probe_messages(repo_map, blocks, questions)
+        messages = probe_messages(frame, blocks)
         prompt_tokens = tokenizer.count(tokenizer.render(messages, thinking=thinking))
         # Pieces counted apart can merge at their seams, and a cut line leaves a gap: steer
         # the haystack budget by what the whole count misses, keeping the fullest fit.
