@@ -8,9 +8,9 @@ turns that record into the one ``ScanConfig`` every scan-like command runs with.
 has one spelling, one default and one meaning wherever it appears.
 
 Building the CLI imports this module, so besides the standard library it imports only
-typer and ``auditor.engine.base`` (a leaf of dataclasses). Defaults whose source would pull
-in a pipeline stage are restated here and compared with their source by
-tests/test_cli_imports.py.
+typer, ``auditor.engine.base`` (a leaf of dataclasses) and the leaves ``auditor.defaults``,
+``auditor.rules.severity`` and ``auditor.report`` (the format names): the option defaults
+are the stages' own, read from ``auditor.defaults`` without loading a stage.
 """
 
 from __future__ import annotations
@@ -24,19 +24,11 @@ from typing import Annotated, Any, Callable, TypeVar
 
 import typer
 
+from auditor import defaults
 from auditor.engine.base import EngineSettings
 
 _ENGINE_DEFAULTS = EngineSettings()
 
-# Restated so that building the CLI imports neither auditor.pack.packer, auditor.walk.walker nor
-# auditor.recall.canaries: auditor.pack.packer.DEFAULT_OUTPUT_TOKENS, WalkOptions().max_file_bytes,
-# PackOptions().max_windows, auditor.recall.canaries.DEFAULT_CANARIES and DEFAULT_RECALL_THRESHOLD.
-DEFAULT_OUTPUT_TOKENS = 32_768
-DEFAULT_MAX_FILE_BYTES = 1_000_000
-DEFAULT_PARSE_BUDGET_S = 30.0
-DEFAULT_MAX_WINDOWS = 0
-DEFAULT_PROBES = 3
-DEFAULT_RECALL_THRESHOLD = 0.8
 REPORT_FORMATS = ("text", "json", "sarif", "markdown")
 
 # --help panels, so a user without a GPU sees at once which options concern them.
@@ -65,8 +57,8 @@ class ScanFlags:
     rule: tuple[str, ...] = ()
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
-    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
-    parse_budget: float = DEFAULT_PARSE_BUDGET_S
+    max_file_bytes: int = defaults.MAX_FILE_BYTES
+    parse_budget: float = defaults.PARSE_BUDGET_S
     include_tests: bool = False
     min_severity: Severity = Severity.HIGH
     static: bool = True
@@ -75,9 +67,9 @@ class ScanFlags:
     model: str | None = None
     tokenizer: str | None = None
     max_model_len: int = _ENGINE_DEFAULTS.max_model_len
-    output_tokens: int = DEFAULT_OUTPUT_TOKENS
+    output_tokens: int = defaults.OUTPUT_TOKENS
     thinking: bool = True
-    max_windows: int = DEFAULT_MAX_WINDOWS
+    max_windows: int = defaults.MAX_WINDOWS
     # engine
     engine: str = "auto"
     base_url: str | None = None
@@ -94,8 +86,8 @@ class ScanFlags:
     timeout: float = _ENGINE_DEFAULTS.timeout_s
     retries: int = _ENGINE_DEFAULTS.retries
     # recall
-    probes: int = DEFAULT_PROBES
-    recall_threshold: float = DEFAULT_RECALL_THRESHOLD
+    probes: int = defaults.CANARIES
+    recall_threshold: float = defaults.RECALL_THRESHOLD
     # cache
     no_cache: bool = False
     # output

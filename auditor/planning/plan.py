@@ -36,25 +36,16 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from auditor import defaults
 from auditor.errors import AuditorError, UsageError
 
 GIB = 1024**3
 
-DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
-"""Fraction of GPU memory vLLM may use (vLLM's own default is 0.92; we keep headroom)."""
-
-DEFAULT_MAX_NUM_SEQS = 4
-"""Default concurrency: a few packed windows at once (vLLM's default of 256+ would reserve a
-Mamba state per slot)."""
-
-DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
-"""Chunked-prefill step size; the Spark measurements peak near 8K-token prefills, and the
-activation reserve below is sized for steps of at most this many tokens."""
-
 ACTIVATION_RESERVE_BYTES = 4 * GIB
 """Memory held back from the KV/Mamba cache for activations of one prefill chunk, CUDA
 graphs, the CUDA context and allocator slack. vLLM measures this in its profiling run; 4 GiB
-is a conservative constant for a ~30B model with max_num_batched_tokens <= 8192."""
+is a conservative constant for a ~30B model with max_num_batched_tokens <= 8192
+(``defaults.MAX_NUM_BATCHED_TOKENS``, the chunked-prefill step)."""
 
 LONG_CONTEXT_LIMIT = 262144
 """Windows above this need VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (vLLM 0.33)."""
@@ -64,8 +55,6 @@ MAMBA_SSM_CACHE_DTYPE = "float32"
 
 NVFP4_BLOCK_SIZE = 16
 """NVFP4 stores one FP8 scale per block of this many 4-bit weights."""
-
-DEFAULT_DEVICE_PROFILE = "dgx-spark"
 
 REASONING_PARSER = "nemotron_v3"
 # Without disable_any_whitespace a JSON-constrained answer may emit whitespace until its
@@ -174,11 +163,11 @@ class PlanRequest:
     """What the user asks to plan for. None means "derive from the checkpoint"."""
 
     max_model_len: int | None = None
-    max_num_seqs: int = DEFAULT_MAX_NUM_SEQS
+    max_num_seqs: int = defaults.MAX_NUM_SEQS
     kv_cache_dtype: str | None = None
     precision: Precision | None = None
     gpu_memory_gib: float | None = None
-    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION
+    gpu_memory_utilization: float = defaults.GPU_MEMORY_UTILIZATION
     params: float | None = None
 
 
@@ -785,9 +774,9 @@ def _fit(
 
 
 def recommended_max_num_batched_tokens(max_model_len: int, max_num_seqs: int) -> int:
-    """Chunked-prefill step: DEFAULT_MAX_NUM_BATCHED_TOKENS, no more than the window, and no
+    """Chunked-prefill step: ``defaults.MAX_NUM_BATCHED_TOKENS``, no more than the window, and no
     fewer than max_num_seqs (vLLM requires that)."""
-    return max(min(DEFAULT_MAX_NUM_BATCHED_TOKENS, max_model_len), max_num_seqs)
+    return max(min(defaults.MAX_NUM_BATCHED_TOKENS, max_model_len), max_num_seqs)
 
 
 def recommended_engine_args(
@@ -941,7 +930,7 @@ def ttft_curve(profile: DeviceProfile) -> tuple[CurvePoint, ...]:
 
 
 def estimate_time(
-    prompt_tokens: int, output_tokens: int, profile: DeviceProfile | str = DEFAULT_DEVICE_PROFILE
+    prompt_tokens: int, output_tokens: int, profile: DeviceProfile | str = defaults.DEVICE_PROFILE
 ) -> TimeEstimate:
     """TTFT, decode and end-to-end seconds for one request on ``profile``.
 

@@ -29,10 +29,6 @@ from auditor.recall.needles import (
 )
 from auditor.tokens.tokenizer import PromptTokenizer
 
-DEFAULT_CANARIES = 3
-DEFAULT_RECALL_THRESHOLD = 0.8
-
-
 @dataclass(frozen=True)
 class CanaryPlan:
     """The needles planted in one window and where (positions are block boundaries)."""

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import auditor
+from auditor import defaults
 from auditor.engine.base import ChatRequest, Completion, Engine
 from auditor.errors import AuditorError, UsageError
 from auditor.findings.answer import answer_schema_json, parse_answer
@@ -40,7 +41,6 @@ from auditor.pack.prompt import (
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
 from auditor.recall.needles import (
     DEFAULT_KEEP,
-    DEFAULT_THRESHOLD,
     KINDS,
     Needle,
     ProbeOutcome,
@@ -60,11 +60,6 @@ from auditor.recall.needles import (
 from auditor.tokens.tokenizer import Message, PromptTokenizer
 from auditor.walk.walker import WalkOptions, walk
 
-DEFAULT_LENGTHS = (8_192, 32_768, 65_536, 131_072, 204_800, 262_144)
-DEFAULT_DEPTHS = tuple(step / 10 for step in range(11))
-DEFAULT_NEEDLES_PER_CELL = 3
-# Answering a few recall questions without reasoning takes a few hundred tokens.
-DEFAULT_OUTPUT_TOKENS = 1_024
 # A cell's prompt aims to fill length - output_tokens within this share (never over it).
 FILL_TOLERANCE = 0.01
 MAX_FIT_ROUNDS = 6
@@ -91,14 +86,14 @@ class HaystackFile:
 class GridOptions:
     """The grid to run: context lengths (tokens), depths (fractions 0..1) and the reserve."""
 
-    lengths: tuple[int, ...] = DEFAULT_LENGTHS
-    depths: tuple[float, ...] = DEFAULT_DEPTHS
-    needles_per_cell: int = DEFAULT_NEEDLES_PER_CELL
+    lengths: tuple[int, ...] = field(default_factory=lambda: parse_lengths(defaults.PROBE_LENGTHS))
+    depths: tuple[float, ...] = field(default_factory=lambda: parse_depths(defaults.PROBE_DEPTHS))
+    needles_per_cell: int = defaults.PROBE_CANARIES_PER_CELL
     kinds: tuple[str, ...] = KINDS
-    output_tokens: int = DEFAULT_OUTPUT_TOKENS
+    output_tokens: int = defaults.PROBE_OUTPUT_TOKENS
     thinking: bool = False
     seed: int = 0
-    threshold: float = DEFAULT_THRESHOLD
+    threshold: float = defaults.RECALL_THRESHOLD
     keep: float = DEFAULT_KEEP
 
 

@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, TypeVar
 
+from auditor import defaults
 from auditor.errors import AuditorError, UsageError
 from auditor.findings.model import ProbeAnswer
 from auditor.pack.prompt import render_full_block, split_lines
@@ -44,7 +45,6 @@ LANGUAGES: Final = ("python", "javascript", "typescript", "go", "java")
 # Index languages that needles are written in: TSX files get TypeScript needles.
 LANGUAGE_ALIASES: Final = {"tsx": "typescript"}
 OUTCOMES: Final = ("correct", "abstained", "wrong")
-DEFAULT_THRESHOLD: Final = 0.8
 DEFAULT_KEEP: Final = 0.85
 # A wrong answer is a hallucination: in the weighted score it cancels one correct answer,
 # while an abstention costs nothing. A model that guesses can therefore never beat one
@@ -775,7 +775,7 @@ class RecallSummary:
     threshold: float
 
 
-def summarize(outcomes: Sequence[ProbeOutcome], threshold: float = DEFAULT_THRESHOLD) -> RecallSummary:
+def summarize(outcomes: Sequence[ProbeOutcome], threshold: float = defaults.RECALL_THRESHOLD) -> RecallSummary:
     """Count the outcomes and score them (see ``RecallSummary``)."""
     counts = {name: sum(1 for outcome in outcomes if outcome.outcome == name) for name in OUTCOMES}
     total = len(outcomes)

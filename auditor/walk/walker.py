@@ -32,6 +32,7 @@ from pathlib import Path
 
 import pathspec
 
+from auditor import defaults
 from auditor.errors import UsageError
 from auditor.languages import language_for_path
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
@@ -130,7 +131,7 @@ class WalkOptions:
 
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
-    max_file_bytes: int = 1_000_000
+    max_file_bytes: int = defaults.MAX_FILE_BYTES
     default_excludes: bool = True
     use_gitignore: bool = True
 
