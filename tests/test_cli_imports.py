@@ -77,6 +77,8 @@ CLI_SHELL = {
     "auditor.engine.base",
     "auditor.errors",
     "auditor.progress",
+    "auditor.rules",
+    "auditor.rules.severity",
 }
 
 

@@ -26,6 +26,7 @@ import typer
 
 from auditor import defaults
 from auditor.engine.base import EngineSettings
+from auditor.rules.severity import Severity
 
 _ENGINE_DEFAULTS = EngineSettings()
 
@@ -40,13 +41,9 @@ OUTPUT_PANEL = "Output"
 CACHE_PANEL = "Cache"
 
 
-class Severity(StrEnum):
-    """The ``--min-severity`` choices, most severe first (``auditor.findings.model.SEVERITY_ORDER``)."""
-
-    CRITICAL = "critical"
-    HIGH = "high"
-    MEDIUM = "medium"
-    LOW = "low"
+# The ``--min-severity`` choices: every severity but info (the static pass grades none
+# info), most severe first.
+MinSeverity = StrEnum("MinSeverity", [(severity.name, severity.value) for severity in Severity if severity is not Severity.INFO])
 
 
 @dataclass(frozen=True)
@@ -60,7 +57,7 @@ class ScanFlags:
     max_file_bytes: int = defaults.MAX_FILE_BYTES
     parse_budget: float = defaults.PARSE_BUDGET_S
     include_tests: bool = False
-    min_severity: Severity = Severity.HIGH
+    min_severity: MinSeverity = MinSeverity.HIGH
     static: bool = True
     baseline: Path | None = None
     # window and packing
@@ -122,7 +119,7 @@ _SHARED: tuple[tuple[str, Any, str], ...] = (
     ("exclude", Annotated[list[str], _option("--exclude", panel=FILES_PANEL, help="Skip files matching this gitignore-style glob (repeatable).")], _FILES),
     ("max_file_bytes", Annotated[int, _option("--max-file-bytes", min=1, panel=FILES_PANEL, help="Skip files larger than this many bytes.")], _FILES),
     ("include_tests", Annotated[bool, _option("--include-tests", panel=FILES_PANEL, help="Audit test code, fixtures and dev-data commands too (left out of the pack and not entry points by default; always listed).")], _FILES),
-    ("min_severity", Annotated[Severity, _option("--min-severity", case_sensitive=False, panel=OUTPUT_PANEL, help="Lowest severity of static findings to report (low adds single autocommit writes).")], _FILES),
+    ("min_severity", Annotated[MinSeverity, _option("--min-severity", case_sensitive=False, panel=OUTPUT_PANEL, help="Lowest severity of static findings to report (low adds single autocommit writes).")], _FILES),
     ("parse_budget", Annotated[float, _option("--parse-budget", min=0.0, panel=FILES_PANEL, help="Seconds one file's indexing may take before it is skipped and listed as not audited (0: no limit).")], _FILES),
     ("model", Annotated[str | None, _option("--model", "-m", panel=WINDOW_PANEL, help="Checkpoint directory or Hugging Face id (local cache): its tokenizer counts the window; engines load it (with --engine openai, the served model name).")], _WINDOW),
     ("tokenizer", Annotated[str | None, _option("--tokenizer", panel=WINDOW_PANEL, help="Tokenizer directory (tokenizer.json + chat template).")], _WINDOW),

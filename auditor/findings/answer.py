@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from auditor.findings.model import CONFIRMED, REFUTED, Claim, ClaimedStep, ProbeAnswer, Verdict
-from auditor.rules.loader import SEVERITIES
+from auditor.rules.severity import Severity
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ def answer_schema(rule_ids: Sequence[str] | None = None, candidate_ids: Sequence
         "properties": {
             "rule": rule,
             "title": {"type": "string"},
-            "severity": {"type": "string", "enum": list(SEVERITIES)},
+            "severity": {"type": "string", "enum": list(Severity.names())},
             "sink": step,
             "chain": {"type": "array", "items": step},
             "explanation": {"type": "string"},

@@ -12,9 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from auditor.findings.injection import InjectionFlag
-from auditor.findings.model import SEVERITY_ORDER, ChainStep, Claim, ClaimedStep, EffectSite, Finding, Rejected
+from auditor.findings.model import ChainStep, Claim, ClaimedStep, EffectSite, Finding, Rejected
 from auditor.findings.suppress import SuppressedFinding
-from auditor.rules.loader import SEVERITIES, Rule
+from auditor.rules.loader import Rule
+from auditor.rules.severity import Severity
 
 __all__ = [
     "Coverage",
@@ -238,7 +239,7 @@ class ScanResult:
     def severity_counts(self) -> tuple[tuple[str, int], ...]:
         """(severity, count) for each severity that has findings, most severe first."""
         counts = Counter(finding.severity for finding in self.findings)
-        ordered = sorted(counts, key=lambda severity: (SEVERITY_ORDER.get(severity, len(SEVERITIES)), severity))
+        ordered = sorted(counts, key=lambda severity: (Severity.rank_of(severity), severity))
         return tuple((severity, counts[severity]) for severity in ordered)
 
     def rule_for(self, rule_id: str) -> Rule | None:

@@ -10,6 +10,7 @@ from pathlib import Path
 from auditor import defaults
 from auditor.engine.base import EngineSettings
 from auditor.pack.packer import PackOptions
+from auditor.rules.severity import Severity
 from auditor.tokens.tokenizer import TokenizerRequest
 from auditor.walk.walker import WalkOptions
 
@@ -45,7 +46,7 @@ class ScanConfig:
     static: bool = True
     # The lowest severity of static findings reported, and whether test code, fixtures and
     # dev-data commands are audited (entry points for the static pass, packed for the model).
-    min_severity: str = "high"
+    min_severity: Severity = Severity.HIGH
     include_tests: bool = False
     probes: int = defaults.CANARIES
     recall_threshold: float = defaults.RECALL_THRESHOLD
