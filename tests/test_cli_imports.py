@@ -77,6 +77,7 @@ CLI_SHELL = {
     "auditor.engine.base",
     "auditor.errors",
     "auditor.progress",
+    "auditor.report",
     "auditor.rules",
     "auditor.rules.severity",
 }

@@ -26,11 +26,12 @@ import typer
 
 from auditor import defaults
 from auditor.engine.base import EngineSettings
+from auditor.errors import UsageError
+from auditor.report import Format
 from auditor.rules.severity import Severity
 
 _ENGINE_DEFAULTS = EngineSettings()
 
-REPORT_FORMATS = ("text", "json", "sarif", "markdown")
 
 # --help panels, so a user without a GPU sees at once which options concern them.
 FILES_PANEL = "Files"
@@ -88,15 +89,22 @@ class ScanFlags:
     # cache
     no_cache: bool = False
     # output
-    format: str = "text"
+    format: str = Format.TEXT.value
     output: Path | None = None
     json_output: Path | None = None
     sarif_output: Path | None = None
     markdown_output: Path | None = None
 
-    def requested_outputs(self) -> dict[str, Path]:
+    def report_format(self) -> Format:
+        """The ``--format`` asked for; a name that is no format is a UsageError listing them."""
+        try:
+            return Format(self.format)
+        except ValueError:
+            raise UsageError(f"--format must be one of {', '.join(Format)}, not {self.format!r}") from None
+
+    def requested_outputs(self) -> dict[Format, Path]:
         """The extra report files asked for (``--json-output`` and the like), by format."""
-        wanted = {"json": self.json_output, "sarif": self.sarif_output, "markdown": self.markdown_output}
+        wanted = {Format.JSON: self.json_output, Format.SARIF: self.sarif_output, Format.MARKDOWN: self.markdown_output}
         return {name: path for name, path in wanted.items() if path is not None}
 
 
@@ -145,7 +153,7 @@ _SHARED: tuple[tuple[str, Any, str], ...] = (
     ("probes", Annotated[int, _option("--probes", min=0, max=8, panel=RECALL_PANEL, help="Recall canaries planted per window (0 disables).")], _RECALL),
     ("recall_threshold", Annotated[float, _option("--recall-threshold", min=0.0, max=1.0, panel=RECALL_PANEL, help="Canary recall below this marks a window recall-degraded.")], _RECALL),
     ("baseline", Annotated[Path | None, _option("--baseline", panel=OUTPUT_PANEL, help="Suppress the findings listed in this baseline file (auditor scan --write-baseline).")], _OUTPUT),
-    ("format", Annotated[str, _option("--format", "-f", panel=OUTPUT_PANEL, help=" | ".join(REPORT_FORMATS))], _OUTPUT),
+    ("format", Annotated[str, _option("--format", "-f", panel=OUTPUT_PANEL, help=" | ".join(Format))], _OUTPUT),
     ("output", Annotated[Path | None, _option("--output", "-o", panel=OUTPUT_PANEL, help="Write the report here instead of stdout.")], _OUTPUT),
     ("json_output", Annotated[Path | None, _option("--json-output", panel=OUTPUT_PANEL, help="Also write a JSON report here.")], _OUTPUT),
     ("sarif_output", Annotated[Path | None, _option("--sarif-output", panel=OUTPUT_PANEL, help="Also write a SARIF report here.")], _OUTPUT),

@@ -9,11 +9,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from auditor.report import render
+from auditor.report import Format, render
 from auditor.report.model import ScanResult
 from auditor.runs.many.targets import Target
 
-REPORT_FILES: dict[str, str] = {"json": "report.json", "sarif": "report.sarif", "markdown": "report.md"}
+REPORT_FILES: dict[Format, str] = {Format.JSON: "report.json", Format.SARIF: "report.sarif", Format.MARKDOWN: "report.md"}
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,7 @@ def _status(result: ScanResult) -> str:
     return "ok"
 
 
-def render_reports(result: ScanResult, formats: Iterable[str]) -> dict[str, str]:
+def render_reports(result: ScanResult, formats: Iterable[Format]) -> dict[str, str]:
     """The repository's reports, file name -> text, for each requested format."""
     return {REPORT_FILES[fmt]: render(result, fmt) for fmt in sorted(formats)}
 
