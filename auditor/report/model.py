@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from auditor.errors import Shortfall, worst_shortfall
 from auditor.findings.injection import InjectionFlag
 from auditor.findings.model import ChainStep, Claim, ClaimedStep, EffectSite, Finding, Rejected
 from auditor.findings.suppress import SuppressedFinding
@@ -218,6 +219,11 @@ class ScanResult:
     def recall_degraded(self) -> bool:
         """True when some window's canary recall fell below the threshold."""
         return any(window.recall is not None and window.recall.degraded for window in self.windows)
+
+    @property
+    def shortfall(self) -> Shortfall | None:
+        """What keeps this result from a clean pass (the worst), or None."""
+        return worst_shortfall(incomplete=not self.complete, recall_degraded=self.recall_degraded, partial=self.partial)
 
     @property
     def incomplete_windows(self) -> tuple[WindowOutcome, ...]:
