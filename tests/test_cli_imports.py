@@ -21,7 +21,7 @@ from auditor.cli.app import app
 # Modules that only scan-like commands, plan/doctor or probe need: neither building the CLI
 # nor packing may import them.
 NOT_FOR_PACK = (
-    "auditor.recall.canaries",
+    "auditor.recall.windows",
     "auditor.runs.diff",
     "auditor.runs.doctor",
     # auditor.engine.base (EngineSettings, the flags' defaults) is a light leaf; the
@@ -35,7 +35,7 @@ NOT_FOR_PACK = (
     "auditor.runs.many.runner",
     "auditor.runs.many.ray_cluster",
     "auditor.planning.plan",
-    "auditor.recall.needles",
+    "auditor.recall.canaries",
     "auditor.recall.grid",
     "auditor.report.model",
     "auditor.report.text",

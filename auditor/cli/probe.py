@@ -1,5 +1,5 @@
 """The `auditor probe` command: a typer shell over auditor.recall.grid that runs the
-needle-recall grid against an engine and writes cells.jsonl, summary.json and the plots.
+canary-recall grid against an engine and writes cells.jsonl, summary.json and the plots.
 
 Registered by auditor/cli.py as ``app.command("probe")(_exit_on_error(probe_command))``.
 """
@@ -64,7 +64,7 @@ def probe_command(
     options = GridOptions(
         lengths=parse_lengths(lengths),
         depths=parse_depths(depths),
-        needles_per_cell=needles_per_cell,
+        canaries_per_cell=needles_per_cell,
         output_tokens=output_tokens,
         thinking=thinking,
         seed=seed,
@@ -74,7 +74,7 @@ def probe_command(
     print_notices(choice.notices)
     if not choice.runs_model:
         raise UsageError("auditor probe needs a model: pass --engine vllm, --engine openai --base-url URL, or --engine replay")
-    # Needle recall is measured fresh: answers are never read from the result cache.
+    # Canary recall is measured fresh: answers are never read from the result cache.
     engine = open_engine(choice, settings, use_cache=False)
     sources = tuple(haystack or ()) or default_haystack_sources()
     loaded = load_tokenizer(TokenizerRequest(tokenizer=tokenizer, model=model))

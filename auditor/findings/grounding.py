@@ -64,7 +64,7 @@ MAX_CHAIN_STEPS: Final = 1_000
 @dataclass(frozen=True)
 class RepositoryView:
     """What grounding checks claims against: the packed files (path -> text, the set the
-    model was shown), the function index, the call graph, and the probes' virtual paths."""
+    model was shown), the function index, the call graph, and the canaries' virtual paths."""
 
     files: Mapping[str, str]
     locator: FunctionLocator | None = None

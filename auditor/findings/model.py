@@ -1,6 +1,6 @@
 """The findings' value objects: a grounded ``Finding`` with its ``ChainStep`` chain and
 fingerprint, and the claims as a model stated them (``Claim``, ``ClaimedStep``,
-``ProbeAnswer``) before grounding; ``Rejected`` keeps a claim grounding refused, with the
+``CanaryAnswer``) before grounding; ``Rejected`` keeps a claim grounding refused, with the
 reason, for the report.
 """
 
@@ -152,8 +152,8 @@ class Claim:
 
 
 @dataclass(frozen=True)
-class ProbeAnswer:
-    """The model's answer to one recall probe (a needle planted in the window)."""
+class CanaryAnswer:
+    """The model's answer to one recall canary's question (an entry of the answer's ``probes`` list)."""
 
     id: str
     answer: str

@@ -43,7 +43,7 @@ PARTIAL_ERROR_KINDS = frozenset({"not-audited", "windows-capped", "nothing-audit
 class WindowRecall:
     """Recall measured by the canaries planted in one window.
 
-    ``missed`` holds (depth fraction, file before, file after) for each needle not answered
+    ``missed`` holds (depth fraction, file before, file after) for each canary not answered
     correctly, so a reader can see which stretch of the window the model did not retrieve.
     """
 
