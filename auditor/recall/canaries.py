@@ -35,6 +35,7 @@ import random
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Final, TypeVar
 
 from auditor import defaults
@@ -43,7 +44,6 @@ from auditor.findings.model import CanaryAnswer
 from auditor.pack.prompt import render_full_block, split_lines
 
 KINDS: Final = ("constant", "two-hop", "described-function")
-LANGUAGES: Final = ("python", "javascript", "typescript", "go", "java")
 # Index languages that canaries are written in: TSX files get TypeScript canaries.
 LANGUAGE_ALIASES: Final = {"tsx": "typescript"}
 OUTCOMES: Final = ("correct", "abstained", "wrong")
@@ -169,9 +169,6 @@ BEHAVIOURS: Final = (
     ("the sum of its two arguments times their difference (first minus second)", "(first + second) * (first - second)"),
 )
 
-EXTENSION: Final = {"python": "py", "javascript": "js", "typescript": "ts", "go": "go", "java": "java"}
-
-
 def _upper(words: Sequence[str]) -> str:
     return "_".join(word.upper() for word in words)
 
@@ -188,45 +185,130 @@ def _pascal(words: Sequence[str]) -> str:
     return "".join(word.capitalize() for word in words)
 
 
+# --------------------------------------------------------------------------------------
+# How canary sources are written, per language.
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CanarySyntax:
+    """How canary sources are written in one language: naming conventions and source templates.
+
+    Templates are ``str.format`` strings. A module template receives ``root`` and ``leaf``
+    (the directory names), ``package`` (the leaf as a Go package name), ``class_name``,
+    ``doc`` and ``doc_sentence`` (the doc with a lowercase first letter), the ``body``
+    rendered line by line from the line templates, and for a batch module ``used`` (the
+    imported constants) and ``constants_module``/``constants_class`` (where they live). A
+    ``path`` template receives ``root``, ``leaf``, ``module`` and ``class_name``.
+    """
+
+    constant_case: Callable[[Sequence[str]], str]
+    function_case: Callable[[Sequence[str]], str]
+    path: str
+    constant_line: str
+    constants_module: str
+    batch_function: str
+    batch_module: str
+    function: str
+    functions_module: str
+    # Java names its classes, so they are identifiers a finding could cite.
+    classes_are_identifiers: bool = False
+
+
+_JAVA_CLASS = "public final class {class_name} {{\n{body}\n    private {class_name}() {{\n    }}\n}}\n"
+
+SYNTAX: Final[Mapping[str, CanarySyntax]] = MappingProxyType(
+    {
+        "python": CanarySyntax(
+            constant_case=_upper,
+            function_case=_snake,
+            path="{root}/{leaf}/{module}.py",
+            constant_line="{name} = {value}\n",
+            constants_module='"""{doc}"""\n\n{body}',
+            batch_function="\n\ndef {name}(queue):\n    return queue.take({constant})\n",
+            batch_module='"""Batch helpers for the background workers."""\n\nfrom {root}.{leaf}.{constants_module} import {used}\n{body}',
+            function="\n\ndef {name}(first, second):\n    return {expression}\n",
+            functions_module='"""Small arithmetic helpers."""\n{body}',
+        ),
+        "javascript": CanarySyntax(
+            constant_case=_upper,
+            function_case=_camel,
+            path="{root}/{leaf}/{module}.js",
+            constant_line="export const {name} = {value};\n",
+            constants_module="// {doc}\n\n{body}",
+            batch_function="\nexport function {name}(queue) {{\n  return queue.take({constant});\n}}\n",
+            batch_module='// Batch helpers for the background workers.\n\nimport {{ {used} }} from "./{constants_module}";\n{body}',
+            function="\nexport function {name}(first, second) {{\n  return {expression};\n}}\n",
+            functions_module="// Small arithmetic helpers.\n{body}",
+        ),
+        "typescript": CanarySyntax(
+            constant_case=_upper,
+            function_case=_camel,
+            path="{root}/{leaf}/{module}.ts",
+            constant_line="export const {name}: number = {value};\n",
+            constants_module="// {doc}\n\n{body}",
+            batch_function=(
+                "\nexport function {name}(queue: {{ take(count: number): number[] }}): number[] {{\n"
+                "  return queue.take({constant});\n}}\n"
+            ),
+            batch_module='// Batch helpers for the background workers.\n\nimport {{ {used} }} from "./{constants_module}";\n{body}',
+            function="\nexport function {name}(first: number, second: number): number {{\n  return {expression};\n}}\n",
+            functions_module="// Small arithmetic helpers.\n{body}",
+        ),
+        "go": CanarySyntax(
+            constant_case=_pascal,
+            function_case=_pascal,
+            path="{root}/{leaf}/{module}.go",
+            constant_line="\t{name} = {value}\n",
+            constants_module="// Package {package}: {doc_sentence}\npackage {package}\n\nconst (\n{body})\n",
+            batch_function="\nfunc {name}(queue Queue) []int {{\n\treturn queue.Take({constant})\n}}\n",
+            batch_module="package {package}\n{body}",
+            function="\nfunc {name}(first int, second int) int {{\n\treturn {expression}\n}}\n",
+            functions_module="package {package}\n{body}",
+        ),
+        "java": CanarySyntax(
+            constant_case=_upper,
+            function_case=_camel,
+            path="{root}/{leaf}/{class_name}.java",
+            constant_line="    public static final int {name} = {value};\n",
+            constants_module="package {root}.{leaf};\n\n/** {doc} */\n" + _JAVA_CLASS,
+            batch_function=(
+                "\n    public static List<Integer> {name}(BatchQueue queue) {{\n"
+                "        return queue.take({constants_class}.{constant});\n    }}\n"
+            ),
+            batch_module=(
+                "package {root}.{leaf};\n\nimport java.util.List;\n\n/** Batch helpers for the background workers. */\n"
+                + _JAVA_CLASS.replace("{class_name}", "Batches")
+            ),
+            function="\n    public static int {name}(int first, int second) {{\n        return {expression};\n    }}\n",
+            functions_module="package {root}.{leaf};\n\n/** Small arithmetic helpers. */\n" + _JAVA_CLASS,
+            classes_are_identifiers=True,
+        ),
+    }
+)
+LANGUAGES: Final = tuple(SYNTAX)
+
+
 def constant_name(language: str, words: Sequence[str]) -> str:
     """A module constant's name in the language's convention (``LEDGER_SYNC_MS``; Go: ``LedgerSyncMs``)."""
-    return _pascal(words) if language == "go" else _upper(words)
+    return SYNTAX[language].constant_case(words)
 
 
 def function_name(language: str, words: Sequence[str]) -> str:
     """A function's name in the language's convention (snake, camel, or exported Pascal for Go)."""
-    if language == "python":
-        return _snake(words)
-    if language == "go":
-        return _pascal(words)
-    return _camel(words)
+    return SYNTAX[language].function_case(words)
 
 
-# --------------------------------------------------------------------------------------
-# Rendering canary sources per language.
-# --------------------------------------------------------------------------------------
+def _module(template: str, package: tuple[str, str], body: str, **fields: str) -> str:
+    root, leaf = package
+    return template.format(root=root, leaf=leaf, package=leaf.replace("_", ""), body=body, **fields)
 
 
 def _constants_module(language: str, package: tuple[str, str], class_name: str, doc: str, constants: Sequence[tuple[str, int]]) -> str:
     """Source of a module holding integer constants. ``package`` is (root, leaf) directory names."""
-    root, leaf = package
-    if language == "python":
-        body = "".join(f"{name} = {value}\n" for name, value in constants)
-        return f'"""{doc}"""\n\n{body}'
-    if language == "javascript":
-        body = "".join(f"export const {name} = {value};\n" for name, value in constants)
-        return f"// {doc}\n\n{body}"
-    if language == "typescript":
-        body = "".join(f"export const {name}: number = {value};\n" for name, value in constants)
-        return f"// {doc}\n\n{body}"
-    if language == "go":
-        body = "".join(f"\t{name} = {value}\n" for name, value in constants)
-        return f"// Package {leaf.replace('_', '')}: {doc[0].lower()}{doc[1:]}\npackage {leaf.replace('_', '')}\n\nconst (\n{body})\n"
-    body = "".join(f"    public static final int {name} = {value};\n" for name, value in constants)
-    return (
-        f"package {root}.{leaf};\n\n/** {doc} */\npublic final class {class_name} {{\n{body}\n"
-        f"    private {class_name}() {{\n    }}\n}}\n"
-    )
+    syntax = SYNTAX[language]
+    body = "".join(syntax.constant_line.format(name=name, value=value) for name, value in constants)
+    return _module(syntax.constants_module, package, body, class_name=class_name, doc=doc, doc_sentence=doc[0].lower() + doc[1:])
 
 
 def _batch_module(
@@ -236,64 +318,28 @@ def _batch_module(
 
     ``functions`` are (function name, constant name) pairs.
     """
-    root, leaf = package
-    used = sorted({constant for _, constant in functions})
-    if language == "python":
-        body = "".join(f"\n\ndef {name}(queue):\n    return queue.take({constant})\n" for name, constant in functions)
-        return f'"""Batch helpers for the background workers."""\n\nfrom {root}.{leaf}.{constants_module} import {", ".join(used)}\n{body}'
-    if language in ("javascript", "typescript"):
-        parameter = "queue: { take(count: number): number[] }" if language == "typescript" else "queue"
-        returns = ": number[]" if language == "typescript" else ""
-        body = "".join(
-            f"\nexport function {name}({parameter}){returns} {{\n  return queue.take({constant});\n}}\n" for name, constant in functions
-        )
-        return f'// Batch helpers for the background workers.\n\nimport {{ {", ".join(used)} }} from "./{constants_module}";\n{body}'
-    if language == "go":
-        body = "".join(f"\nfunc {name}(queue Queue) []int {{\n\treturn queue.Take({constant})\n}}\n" for name, constant in functions)
-        return f"package {leaf.replace('_', '')}\n{body}"
+    syntax = SYNTAX[language]
+    used = ", ".join(sorted({constant for _, constant in functions}))
     body = "".join(
-        f"\n    public static List<Integer> {name}(BatchQueue queue) {{\n        return queue.take({constants_class}.{constant});\n    }}\n"
-        for name, constant in functions
+        syntax.batch_function.format(name=name, constant=constant, constants_class=constants_class) for name, constant in functions
     )
-    return (
-        f"package {root}.{leaf};\n\nimport java.util.List;\n\n/** Batch helpers for the background workers. */\n"
-        f"public final class Batches {{\n{body}\n    private Batches() {{\n    }}\n}}\n"
-    )
+    return _module(syntax.batch_module, package, body, used=used, constants_module=constants_module)
 
 
 def _functions_module(language: str, package: tuple[str, str], class_name: str, functions: Sequence[tuple[str, str]]) -> str:
     """Source of a module of small integer functions; ``functions`` are (name, expression) pairs."""
-    root, leaf = package
-    if language == "python":
-        body = "".join(f"\n\ndef {name}(first, second):\n    return {expression}\n" for name, expression in functions)
-        return f'"""Small arithmetic helpers."""\n{body}'
-    if language == "javascript":
-        body = "".join(f"\nexport function {name}(first, second) {{\n  return {expression};\n}}\n" for name, expression in functions)
-        return f"// Small arithmetic helpers.\n{body}"
-    if language == "typescript":
-        body = "".join(
-            f"\nexport function {name}(first: number, second: number): number {{\n  return {expression};\n}}\n"
-            for name, expression in functions
-        )
-        return f"// Small arithmetic helpers.\n{body}"
-    if language == "go":
-        body = "".join(f"\nfunc {name}(first int, second int) int {{\n\treturn {expression}\n}}\n" for name, expression in functions)
-        return f"package {leaf.replace('_', '')}\n{body}"
-    body = "".join(
-        f"\n    public static int {name}(int first, int second) {{\n        return {expression};\n    }}\n" for name, expression in functions
-    )
-    return (
-        f"package {root}.{leaf};\n\n/** Small arithmetic helpers. */\npublic final class {class_name} {{\n{body}\n"
-        f"    private {class_name}() {{\n    }}\n}}\n"
-    )
+    syntax = SYNTAX[language]
+    body = "".join(syntax.function.format(name=name, expression=expression) for name, expression in functions)
+    return _module(syntax.functions_module, package, body, class_name=class_name)
 
 
 def _module_path(language: str, root: str, leaf: str, module: str, class_name: str) -> str:
-    if language == "java":
-        return f"{root}/{leaf}/{class_name}.java"
-    if language == "go":
-        return f"{root}/{leaf}/{module}.go"
-    return f"{root}/{leaf}/{module}.{EXTENSION[language]}"
+    return SYNTAX[language].path.format(root=root, leaf=leaf, module=module, class_name=class_name)
+
+
+def _class_identifiers(language: str, *class_names: str) -> list[str]:
+    """The class names a canary defines that count as identifiers (Java's only)."""
+    return list(class_names) if SYNTAX[language].classes_are_identifiers else []
 
 
 # --------------------------------------------------------------------------------------
@@ -389,7 +435,7 @@ def _make_constant(drawer: _Drawer, language: str, root: str, canary_id: str) ->
         question=question,
         expected=str(values[0]),
         distractors=tuple(str(value) for value in values[1:]),
-        identifiers=tuple(sorted([*identifiers, class_name] if language == "java" else identifiers)),
+        identifiers=tuple(sorted([*identifiers, *_class_identifiers(language, class_name)])),
     )
 
 
@@ -441,7 +487,6 @@ def _make_two_hop(drawer: _Drawer, language: str, root: str, canary_id: str) -> 
         f"The function that takes the next batch from the {SUBJECTS[choice[4]][0]} sizes the batch with a named "
         "constant defined in another file. What is that constant's value? Answer with the number only."
     )
-    class_names = ["Limits", "Batches"] if language == "java" else []
     return Canary(
         id=canary_id,
         kind="two-hop",
@@ -450,7 +495,7 @@ def _make_two_hop(drawer: _Drawer, language: str, root: str, canary_id: str) -> 
         question=question,
         expected=str(values[0]),
         distractors=tuple(str(value) for value in values[1:]),
-        identifiers=tuple(sorted(keys + functions + class_names)),
+        identifiers=tuple(sorted(keys + functions + _class_identifiers(language, "Limits", "Batches"))),
     )
 
 
@@ -500,7 +545,7 @@ def _make_described_function(drawer: _Drawer, language: str, root: str, canary_i
         question=question,
         expected=functions[0],
         distractors=tuple(functions[1:]),
-        identifiers=tuple(sorted([*functions, class_name] if language == "java" else functions)),
+        identifiers=tuple(sorted([*functions, *_class_identifiers(language, class_name)])),
     )
 
 
@@ -514,7 +559,7 @@ _MAKERS: Final[Mapping[str, Callable[[_Drawer, str, str, str], Canary]]] = {
 def canary_language(language: str) -> str | None:
     """The language a canary is written in for files of ``language`` (None: no canaries for it)."""
     language = LANGUAGE_ALIASES.get(language, language)
-    return language if language in LANGUAGES else None
+    return language if language in SYNTAX else None
 
 
 def make_canaries(
