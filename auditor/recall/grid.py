@@ -61,7 +61,7 @@ from auditor.tokens.tokenizer import Message, PromptTokenizer
 from auditor.walk.walker import WalkOptions, walk
 
 # A cell's prompt aims to fill length - output_tokens within this share (never over it).
-FILL_TOLERANCE = 0.01
+CELL_FILL_TOLERANCE = 0.01
 MAX_FIT_ROUNDS = 6
 # Haystack files are shown in line ranges of at most this many lines, for fine depth steps.
 CORPUS_CHUNK_LINES = 60
@@ -434,7 +434,7 @@ def _build_cell(
         if prompt_tokens <= target:
             if best is None or prompt_tokens > best[0]:
                 best = (prompt_tokens, position, block_tokens, haystack, messages)
-            if prompt_tokens >= target * (1 - FILL_TOLERANCE / 2):
+            if prompt_tokens >= target * (1 - CELL_FILL_TOLERANCE / 2):
                 break
         budget += target - prompt_tokens
     if best is None:
