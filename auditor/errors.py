@@ -1,11 +1,13 @@
-"""Typed errors and the exit codes they map to at the CLI boundary.
+"""Typed errors, the exit codes they map to at the CLI boundary, and the exit-code ladder
+of a scan-like run.
 
-Core code raises these; only the CLI turns them into exit codes and messages.
+Core code raises these errors and says what kept a run from a clean pass (a ``Shortfall``);
+only the CLI turns them into exit codes (``exit_code``) and messages.
 """
 
 from __future__ import annotations
 
-from enum import IntEnum
+from enum import IntEnum, StrEnum
 
 
 class ExitCode(IntEnum):
@@ -20,6 +22,44 @@ class ExitCode(IntEnum):
     RECALL_DEGRADED = 6
     USAGE = 64
     INTERRUPTED = 130
+
+
+class Shortfall(StrEnum):
+    """What keeps a scan, review or scan-many run from a clean pass, worst first: windows not
+    fully answered, canaries missed, part of the code not audited."""
+
+    INCOMPLETE = "incomplete"
+    RECALL_DEGRADED = "recall-degraded"
+    PARTIAL = "partial"
+
+
+def worst_shortfall(*, incomplete: bool, recall_degraded: bool, partial: bool) -> Shortfall | None:
+    """The worst of the shortfalls that hold, or None for a clean pass."""
+    if incomplete:
+        return Shortfall.INCOMPLETE
+    if recall_degraded:
+        return Shortfall.RECALL_DEGRADED
+    if partial:
+        return Shortfall.PARTIAL
+    return None
+
+
+def exit_code(shortfall: Shortfall | None, *, blocking: bool, error: bool) -> ExitCode:
+    """A scan-like run's documented exit code.
+
+    Incomplete (5) comes first, since unread code must never pass as clean, then recall
+    degraded (6); with ``--error`` (``error``), partial coverage is incomplete too (5), then
+    blocking findings are 1. Anything else is 0.
+    """
+    if shortfall is Shortfall.INCOMPLETE:
+        return ExitCode.INCOMPLETE
+    if shortfall is Shortfall.RECALL_DEGRADED:
+        return ExitCode.RECALL_DEGRADED
+    if error and shortfall is Shortfall.PARTIAL:
+        return ExitCode.INCOMPLETE
+    if error and blocking:
+        return ExitCode.FINDINGS
+    return ExitCode.OK
 
 
 class AuditorError(Exception):

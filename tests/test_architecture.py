@@ -16,7 +16,7 @@ STAGES = (
     "analysis", "callgraph", "cli", "config", "engine", "findings", "index", "languages", "pack", "planning",
     "recall", "report", "rules", "runs", "storage", "tokens", "walk",
 )
-SHARED_LEAVES = ("errors", "progress")
+SHARED_LEAVES = ("defaults", "errors", "progress")
 
 
 def _module_name(path: Path) -> str:

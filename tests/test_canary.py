@@ -35,8 +35,8 @@ def _answer(plan, correct_below: float) -> list[Completion]:
     completions = []
     for (window, canaries), request in zip(plan.planted, plan.requests):
         probes = [
-            {"id": needle.id, "answer": needle.expected if depth < correct_below else (needle.distractors or ("0",))[0]}
-            for needle, depth in zip(canaries.needles, canaries.depths)
+            {"id": canary.id, "answer": canary.expected if depth < correct_below else (canary.distractors or ("0",))[0]}
+            for canary, depth in zip(canaries.canaries, canaries.depths)
         ]
         text = json.dumps({"findings": [], "probes": probes})
         completions.append(Completion(request.id, text, "", "stop", window.prompt_tokens, 50))
@@ -47,14 +47,14 @@ def test_canaries_are_planted_inside_the_budget(tiny_tokenizer_dir):
     config = _config(tiny_tokenizer_dir)
     plan = plan_scan(config, EngineChoice("replay"))
     window, canaries = plan.planted[0]
-    assert len(canaries.needles) == 3
+    assert len(canaries.canaries) == 3
     assert window.prompt_tokens + config.pack.output_tokens <= config.pack.max_model_len
-    for needle in canaries.needles:
-        for path, _ in needle.files:
+    for canary in canaries.canaries:
+        for path, _ in canary.files:
             assert f'<<<FILE path="{path}"' in window.prompt
-        assert needle.question in window.prompt
-    # The repository on disk is untouched: the needles' virtual files are not walked files.
-    assert not any(path in plan.prepared.texts for needle in canaries.needles for path in needle.paths)
+        assert canary.question in window.prompt
+    # The repository on disk is untouched: the canaries' virtual files are not walked files.
+    assert not any(path in plan.prepared.texts for canary in canaries.canaries for path in canary.paths)
 
 
 def test_all_correct_answers_give_full_recall(tiny_tokenizer_dir):
@@ -79,9 +79,9 @@ def test_wrong_answers_deep_in_the_window_mark_it_recall_degraded(tiny_tokenizer
 def test_a_claim_citing_a_canary_is_discarded_and_counted(tiny_tokenizer_dir):
     plan = plan_scan(_config(tiny_tokenizer_dir), EngineChoice("replay"))
     _, canaries = plan.planted[0]
-    needle_path = canaries.needles[0].paths[0]
+    canary_path = canaries.canaries[0].paths[0]
     claim = {"rule": RULE, "title": "x", "severity": "high", "explanation": "x",
-             "sink": {"path": needle_path, "line": 1, "function": "f"}, "chain": []}
+             "sink": {"path": canary_path, "line": 1, "function": "f"}, "chain": []}
     completions = _answer(plan, correct_below=1.1)
     body = json.loads(completions[0].text)
     body["findings"] = [claim]

@@ -19,11 +19,7 @@ from typer.testing import CliRunner
 
 from auditor.cli.app import app
 from auditor.engine.base import EngineSettings
-from auditor.pack.packer import (
-    DEFAULT_MAX_MODEL_LEN,
-    DEFAULT_OUTPUT_TOKENS,
-    PackOptions,
-)
+from auditor.pack.packer import PackOptions
 from auditor.runs import review
 from auditor.runs.many import runner as many
 from auditor.runs.many.stages import ManyConfig
@@ -185,8 +181,8 @@ def test_engine_flag_defaults_are_the_engines_own():
 def test_pack_and_walk_flag_defaults_are_the_cores_own():
     for command in COMMANDS:
         found = options(command)
-        assert found["max_model_len"].default == DEFAULT_MAX_MODEL_LEN, command
-        assert found["output_tokens"].default == DEFAULT_OUTPUT_TOKENS, command
+        assert found["max_model_len"].default == PackOptions().max_model_len, command
+        assert found["output_tokens"].default == PackOptions().output_tokens, command
         assert found["max_windows"].default == PackOptions().max_windows, command
         assert found["max_file_bytes"].default == WalkOptions().max_file_bytes, command
 

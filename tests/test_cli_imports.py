@@ -1,6 +1,6 @@
 """Start-up cost of the command line: building the CLI, and running ``auditor pack``, import
-only what they use (no scan, many, engines, reports, doctor or plan), and the defaults the
-command modules restate to stay light still equal their source.
+only what they use (no scan, many, engines, reports, doctor or plan), and the enum the plan
+command restates to stay light still equals its source.
 
 Imports are checked in a fresh interpreter (a subprocess), since this test session has
 imported everything already.
@@ -15,14 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.main import get_command
 
 from auditor.cli.app import app
 
 # Modules that only scan-like commands, plan/doctor or probe need: neither building the CLI
 # nor packing may import them.
 NOT_FOR_PACK = (
-    "auditor.recall.canaries",
+    "auditor.recall.windows",
     "auditor.walk.diff",
     "auditor.engine.doctor",
     # auditor.engine.base (EngineSettings, the flags' defaults) is a light leaf; the
@@ -36,7 +35,7 @@ NOT_FOR_PACK = (
     "auditor.runs.many.runner",
     "auditor.runs.many.ray_cluster",
     "auditor.planning",
-    "auditor.recall.needles",
+    "auditor.recall.canaries",
     "auditor.recall.grid",
     "auditor.report.model",
     "auditor.report.text",
@@ -76,10 +75,14 @@ CLI_SHELL = {
     "auditor.cli.review",
     "auditor.cli.rules",
     "auditor.cli.scan",
+    "auditor.defaults",
     "auditor.engine",
     "auditor.engine.base",
     "auditor.errors",
     "auditor.progress",
+    "auditor.report",
+    "auditor.rules",
+    "auditor.rules.severity",
 }
 
 
@@ -142,32 +145,10 @@ def test_pack_run_imports_only_what_packing_uses(tmp_path: Path, tiny_tokenizer_
     assert {"auditor.pack.packer", "auditor.runs.prepare", "auditor.tokens.tokenizer", "auditor.walk.walker"} <= set(modules)
 
 
-def _defaults(command: str) -> dict[str, object]:
-    group = get_command(app)
-    return {param.name: param.default for param in group.commands[command].params}  # type: ignore[attr-defined]
-
-
-def test_restated_canary_defaults_match_auditor_canary() -> None:
-    from auditor.recall.canaries import DEFAULT_CANARIES, DEFAULT_RECALL_THRESHOLD
-    from auditor.config import scan as config
-
-    assert (config.DEFAULT_CANARIES, config.DEFAULT_RECALL_THRESHOLD) == (DEFAULT_CANARIES, DEFAULT_RECALL_THRESHOLD)
-    for command in ("scan", "review"):
-        defaults = _defaults(command)
-        assert defaults["probes"] == DEFAULT_CANARIES, command
-        assert defaults["recall_threshold"] == DEFAULT_RECALL_THRESHOLD, command
-
-
-def test_restated_plan_defaults_and_precisions_match_auditor_plan() -> None:
+def test_restated_plan_precisions_match_auditor_plan() -> None:
     from auditor.cli.plan import WeightPrecision
     from auditor.planning.checkpoint import Precision
-    from auditor.planning.plan import DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_MAX_NUM_SEQS
-    from auditor.planning.timing import DEFAULT_DEVICE_PROFILE
 
-    defaults = _defaults("plan")
-    assert defaults["max_num_seqs"] == DEFAULT_MAX_NUM_SEQS
-    assert defaults["gpu_memory_utilization"] == DEFAULT_GPU_MEMORY_UTILIZATION
-    assert defaults["profile"] == DEFAULT_DEVICE_PROFILE
     assert [member.value for member in WeightPrecision] == [member.value for member in Precision]
 
 

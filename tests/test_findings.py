@@ -169,7 +169,7 @@ def test_parse_clean_json_gives_claims_and_probes():
             explanation="Two writes, no atomic block.",
         ),
     )
-    assert [(p.id, p.answer) for p in parsed.probes] == [("p1", "4417203")]
+    assert [(p.id, p.answer) for p in parsed.canary_answers] == [("p1", "4417203")]
 
 
 def test_parse_reads_only_the_answer_after_the_trace():

@@ -22,7 +22,7 @@ from auditor.findings.merge import merge_findings
 from auditor.findings.model import ChainStep, Finding, FindingChain, Verdict, fingerprint
 from auditor.pack.packer import PackInput, PackOptions, pack
 from auditor.pack.prompt import CandidateChain, render_candidates, render_task
-from auditor.recall.canaries import plant_canaries
+from auditor.recall.windows import plant_canaries
 from auditor.report.json_report import finding_to_dict
 from auditor.report.markdown import render_markdown
 from auditor.report.model import Coverage, ScanResult
@@ -197,7 +197,7 @@ def test_planting_canaries_keeps_the_candidate_section(tokenizer):
 
     planted, plan = plant_canaries(packed, packed.windows[0], tokenizer, 2, seed=7)
 
-    assert plan.needles
+    assert plan.canaries
     assert planted.candidates == packed.windows[0].candidates
     assert "- S1 [tx-outside-transaction]" in planted.prompt and planted.prompt_tokens == tokenizer.count(planted.prompt)
 

@@ -1,4 +1,4 @@
-"""Recall-probe needles, placement and exact scoring (auditor.recall.needles)."""
+"""Recall-probe canaries, placement and exact scoring (auditor.recall.canaries)."""
 
 from __future__ import annotations
 
@@ -8,25 +8,25 @@ import re
 import pytest
 
 from auditor.errors import UsageError
-from auditor.findings.model import ProbeAnswer
+from auditor.findings.model import CanaryAnswer
 from auditor.languages.grammars import parser_for
 from auditor.pack.prompt import split_lines
-from auditor.recall.needles import (
+from auditor.recall.canaries import (
     KINDS,
     LANGUAGES,
     SECRET_LOOKING,
-    Needle,
-    ProbeError,
-    cites_probe,
+    Canary,
+    CanaryError,
+    cites_canary,
     effective_length,
     files_around,
     insert_blocks,
     judge,
-    make_needles,
-    needle_blocks,
+    make_canaries,
+    canary_blocks,
     normalise_answer,
     plan_positions,
-    probe_paths,
+    canary_paths,
     questions_text,
     score,
     spread_depths,
@@ -35,116 +35,116 @@ from auditor.recall.needles import (
 )
 
 
-def planted_texts(needle: Needle) -> list[str]:
+def planted_texts(canary: Canary) -> list[str]:
     """Values, names and virtual directories (file names like settings.py may repeat)."""
-    directories = [path.rsplit("/", 1)[0] for path in needle.paths]
-    return [needle.expected, *needle.distractors, *needle.identifiers, *directories]
+    directories = [path.rsplit("/", 1)[0] for path in canary.paths]
+    return [canary.expected, *canary.distractors, *canary.identifiers, *directories]
 
 
-def test_needles_are_valid_code_in_every_language() -> None:
+def test_canaries_are_valid_code_in_every_language() -> None:
     for language in LANGUAGES:
         parser = parser_for(language)
         for seed in range(12):
-            needles = make_needles(6, languages=[language], seed=seed, forbidden_text="")
-            assert {needle.kind for needle in needles} == set(KINDS)
-            for needle in needles:
-                assert needle.language == language
-                for path, source in needle.files:
+            canaries = make_canaries(6, languages=[language], seed=seed, forbidden_text="")
+            assert {canary.kind for canary in canaries} == set(KINDS)
+            for canary in canaries:
+                assert canary.language == language
+                for path, source in canary.files:
                     tree = parser.parse(source.encode("utf-8"))
-                    assert not tree.root_node.has_error, f"{language} {needle.kind} {path}:\n{source}"
+                    assert not tree.root_node.has_error, f"{language} {canary.kind} {path}:\n{source}"
 
 
-def test_two_hop_needle_defines_the_constant_in_one_file_and_uses_it_in_another() -> None:
+def test_two_hop_canary_defines_the_constant_in_one_file_and_uses_it_in_another() -> None:
     for language in LANGUAGES:
-        (needle,) = make_needles(1, languages=[language], seed=5, forbidden_text="", kinds=["two-hop"])
-        (definitions_path, definitions), (use_path, use) = needle.files
+        (canary,) = make_canaries(1, languages=[language], seed=5, forbidden_text="", kinds=["two-hop"])
+        (definitions_path, definitions), (use_path, use) = canary.files
         assert definitions_path != use_path
-        key = next(line for line in definitions.splitlines() if needle.expected in line)
-        name = re.search(r"([A-Za-z_]+)\s*(?::\s*number\s*)?=\s*" + needle.expected, key).group(1)
-        assert name in use and needle.expected not in use
+        key = next(line for line in definitions.splitlines() if canary.expected in line)
+        name = re.search(r"([A-Za-z_]+)\s*(?::\s*number\s*)?=\s*" + canary.expected, key).group(1)
+        assert name in use and canary.expected not in use
         # The question describes the function, never the constant's name or value.
-        assert name.casefold() not in needle.question.casefold()
-        assert needle.expected not in needle.question
+        assert name.casefold() not in canary.question.casefold()
+        assert canary.expected not in canary.question
 
 
 def test_questions_do_not_contain_their_answers() -> None:
     for seed in range(20):
-        for needle in make_needles(6, languages=LANGUAGES, seed=seed, forbidden_text=""):
-            assert needle.expected.casefold() not in needle.question.casefold()
-            for identifier in needle.identifiers:
-                assert identifier.casefold() not in needle.question.casefold()
-            assert needle.expected not in needle.distractors
-            # Every near miss is planted in the needle's files too.
-            sources = "".join(source for _, source in needle.files)
-            assert needle.expected in sources
-            assert all(distractor in sources for distractor in needle.distractors)
+        for canary in make_canaries(6, languages=LANGUAGES, seed=seed, forbidden_text=""):
+            assert canary.expected.casefold() not in canary.question.casefold()
+            for identifier in canary.identifiers:
+                assert identifier.casefold() not in canary.question.casefold()
+            assert canary.expected not in canary.distractors
+            # Every near miss is planted in the canary's files too.
+            sources = "".join(source for _, source in canary.files)
+            assert canary.expected in sources
+            assert all(distractor in sources for distractor in canary.distractors)
 
 
-def test_needles_avoid_everything_in_the_packed_text() -> None:
-    first = make_needles(6, languages=LANGUAGES, seed=11, forbidden_text="")
-    forbidden = "\n".join(text for needle in first for text in planted_texts(needle))
-    second = make_needles(6, languages=LANGUAGES, seed=11, forbidden_text=forbidden)
+def test_canaries_avoid_everything_in_the_packed_text() -> None:
+    first = make_canaries(6, languages=LANGUAGES, seed=11, forbidden_text="")
+    forbidden = "\n".join(text for canary in first for text in planted_texts(canary))
+    second = make_canaries(6, languages=LANGUAGES, seed=11, forbidden_text=forbidden)
     assert second != first
-    for needle in second:
-        for text in planted_texts(needle):
+    for canary in second:
+        for text in planted_texts(canary):
             assert text.casefold() not in forbidden.casefold(), text
-        assert needle.paths[0].split("/")[0].casefold() not in forbidden.casefold()
+        assert canary.paths[0].split("/")[0].casefold() not in forbidden.casefold()
 
 
-def test_needle_values_and_names_are_unique_within_a_set() -> None:
-    needles = make_needles(9, languages=LANGUAGES, seed=3, forbidden_text="")
-    values = [value for needle in needles for value in (needle.expected, *needle.distractors) if value.isdigit()]
-    names = [identifier.casefold() for needle in needles for identifier in needle.identifiers]
+def test_canary_values_and_names_are_unique_within_a_set() -> None:
+    canaries = make_canaries(9, languages=LANGUAGES, seed=3, forbidden_text="")
+    values = [value for canary in canaries for value in (canary.expected, *canary.distractors) if value.isdigit()]
+    names = [identifier.casefold() for canary in canaries for identifier in canary.identifiers]
     assert len(values) == len(set(values)) and all(len(value) == 7 for value in values)
     assert len(names) == len(set(names))
-    assert len({needle.id for needle in needles}) == len(needles)
-    assert len(probe_paths(needles)) == sum(len(needle.files) for needle in needles)
+    assert len({canary.id for canary in canaries}) == len(canaries)
+    assert len(canary_paths(canaries)) == sum(len(canary.files) for canary in canaries)
 
 
-def test_needles_never_look_like_secrets() -> None:
+def test_canaries_never_look_like_secrets() -> None:
     for seed in range(30):
-        for needle in make_needles(6, languages=LANGUAGES, seed=seed, forbidden_text=""):
-            for name in (*needle.identifiers, *needle.paths):
+        for canary in make_canaries(6, languages=LANGUAGES, seed=seed, forbidden_text=""):
+            for name in (*canary.identifiers, *canary.paths):
                 assert not any(word in name.casefold() for word in SECRET_LOOKING), name
-            for _, source in needle.files:
+            for _, source in canary.files:
                 assert not re.search(r"\b[0-9a-fA-F]{16,}\b", source)
 
 
-def test_needles_are_deterministic_per_seed_and_vary_across_seeds() -> None:
-    one = make_needles(3, languages=["python", "go"], seed=42, forbidden_text="x")
-    assert one == make_needles(3, languages=["python", "go"], seed=42, forbidden_text="x")
-    assert one != make_needles(3, languages=["python", "go"], seed=43, forbidden_text="x")
+def test_canaries_are_deterministic_per_seed_and_vary_across_seeds() -> None:
+    one = make_canaries(3, languages=["python", "go"], seed=42, forbidden_text="x")
+    assert one == make_canaries(3, languages=["python", "go"], seed=42, forbidden_text="x")
+    assert one != make_canaries(3, languages=["python", "go"], seed=43, forbidden_text="x")
 
 
 def test_unsupported_languages_fall_back_to_python_and_tsx_to_typescript() -> None:
-    assert {n.language for n in make_needles(3, languages=["ruby"], seed=1, forbidden_text="")} == {"python"}
-    assert {n.language for n in make_needles(3, languages=["tsx"], seed=1, forbidden_text="")} == {"typescript"}
+    assert {n.language for n in make_canaries(3, languages=["ruby"], seed=1, forbidden_text="")} == {"python"}
+    assert {n.language for n in make_canaries(3, languages=["tsx"], seed=1, forbidden_text="")} == {"typescript"}
 
 
-def test_make_needles_rejects_unknown_kinds_and_exhausted_vocabulary() -> None:
+def test_make_canaries_rejects_unknown_kinds_and_exhausted_vocabulary() -> None:
     with pytest.raises(UsageError):
-        make_needles(1, languages=["python"], seed=0, forbidden_text="", kinds=["riddle"])
-    # Each described-function needle uses three of the fourteen behaviours.
-    with pytest.raises(ProbeError):
-        make_needles(6, languages=["python"], seed=0, forbidden_text="", kinds=["described-function"])
-    assert make_needles(0, languages=["python"], seed=0, forbidden_text="") == ()
+        make_canaries(1, languages=["python"], seed=0, forbidden_text="", kinds=["riddle"])
+    # Each described-function canary uses three of the fourteen behaviours.
+    with pytest.raises(CanaryError):
+        make_canaries(6, languages=["python"], seed=0, forbidden_text="", kinds=["described-function"])
+    assert make_canaries(0, languages=["python"], seed=0, forbidden_text="") == ()
 
 
-def test_needle_blocks_render_like_other_files() -> None:
-    (needle,) = make_needles(1, languages=["python"], seed=2, forbidden_text="")
-    (block,) = needle_blocks(needle)
-    path, source = needle.files[0]
+def test_canary_blocks_render_like_other_files() -> None:
+    (canary,) = make_canaries(1, languages=["python"], seed=2, forbidden_text="")
+    (block,) = canary_blocks(canary)
+    path, source = canary.files[0]
     lines = split_lines(source)
     assert block.startswith(f'<<<FILE path="{path}" view=full lines=1-{len(lines)}/{len(lines)}>>>\n')
     assert block.endswith(f'<<<END FILE "{path}">>>\n')
     assert f"1|{lines[0]}\n" in block
 
 
-def test_questions_text_lists_every_needle_by_id() -> None:
-    needles = make_needles(3, languages=["java"], seed=9, forbidden_text="")
-    text = questions_text(needles)
-    for needle in needles:
-        assert f"- {needle.id}: {needle.question}\n" in text
+def test_questions_text_lists_every_canary_by_id() -> None:
+    canaries = make_canaries(3, languages=["java"], seed=9, forbidden_text="")
+    text = questions_text(canaries)
+    for canary in canaries:
+        assert f"- {canary.id}: {canary.question}\n" in text
     assert '"probes"' in text and "unknown" in text
     assert questions_text(()) == ""
 
@@ -179,13 +179,13 @@ def test_plan_positions_is_within_one_file_boundary_of_the_target() -> None:
         assert abs(offsets[position] - target) == min(abs(offset - target) for offset in offsets)
 
 
-def test_insert_blocks_places_needles_before_the_given_block() -> None:
-    needles = make_needles(2, languages=["go"], seed=4, forbidden_text="", kinds=["constant"])
+def test_insert_blocks_places_canaries_before_the_given_block() -> None:
+    canaries = make_canaries(2, languages=["go"], seed=4, forbidden_text="", kinds=["constant"])
     blocks = ("A", "B", "C")
-    out = insert_blocks(blocks, needles, [1, 3])
-    assert out == ("A", *needle_blocks(needles[0]), "B", "C", *needle_blocks(needles[1]))
+    out = insert_blocks(blocks, canaries, [1, 3])
+    assert out == ("A", *canary_blocks(canaries[0]), "B", "C", *canary_blocks(canaries[1]))
     with pytest.raises(ValueError):
-        insert_blocks(blocks, needles, [1])
+        insert_blocks(blocks, canaries, [1])
 
 
 def test_spread_depths_and_files_around() -> None:
@@ -221,68 +221,68 @@ def test_missing_or_unknown_answers_are_abstentions(answer: str | None) -> None:
 
 
 def test_score_matches_answers_by_id_and_counts_distractors_wrong() -> None:
-    needles = make_needles(3, languages=["python"], seed=8, forbidden_text="")
+    canaries = make_canaries(3, languages=["python"], seed=8, forbidden_text="")
     answers = [
-        ProbeAnswer(needles[0].id, needles[0].expected),
-        ProbeAnswer(needles[0].id, "unknown"),  # a second answer to the same id does not count
-        ProbeAnswer(needles[1].id, needles[1].distractors[0]),
-        ProbeAnswer("p000", needles[2].expected),  # an unknown id answers nothing
+        CanaryAnswer(canaries[0].id, canaries[0].expected),
+        CanaryAnswer(canaries[0].id, "unknown"),  # a second answer to the same id does not count
+        CanaryAnswer(canaries[1].id, canaries[1].distractors[0]),
+        CanaryAnswer("p000", canaries[2].expected),  # an unknown id answers nothing
     ]
-    outcomes = score(needles, [0.1, 0.5, 0.9], answers)
+    outcomes = score(canaries, [0.1, 0.5, 0.9], answers)
     assert [outcome.outcome for outcome in outcomes] == ["correct", "wrong", "abstained"]
     assert [outcome.depth for outcome in outcomes] == [0.1, 0.5, 0.9]
     assert outcomes[2].answer is None
     with pytest.raises(ValueError):
-        score(needles, [0.1], answers)
+        score(canaries, [0.1], answers)
 
 
-def _honesty_needles() -> list[tuple[Needle, str]]:
-    """Needles with the prompt text a model would have seen (their files and questions)."""
+def _honesty_canaries() -> list[tuple[Canary, str]]:
+    """Canaries with the prompt text a model would have seen (their files and questions)."""
     out = []
     for seed in range(10):
-        needles = make_needles(6, languages=LANGUAGES, seed=seed, forbidden_text="")
-        prompt = "".join(block for needle in needles for block in needle_blocks(needle)) + questions_text(needles)
-        out.extend((needle, prompt) for needle in needles)
+        canaries = make_canaries(6, languages=LANGUAGES, seed=seed, forbidden_text="")
+        prompt = "".join(block for canary in canaries for block in canary_blocks(canary)) + questions_text(canaries)
+        out.extend((canary, prompt) for canary in canaries)
     return out
 
 
 def test_echo_constant_and_random_answerers_score_nothing() -> None:
-    pairs = _honesty_needles()
-    needles = [needle for needle, _ in pairs]
-    depths = [0.5] * len(needles)
+    pairs = _honesty_canaries()
+    canaries = [canary for canary, _ in pairs]
+    depths = [0.5] * len(canaries)
     rng = random.Random(0)
     answerers = {
-        "echo prompt": [ProbeAnswer(needle.id, prompt) for needle, prompt in pairs],
-        "echo question": [ProbeAnswer(needle.id, needle.question) for needle in needles],
-        "echo files": [ProbeAnswer(needle.id, "".join(s for _, s in needle.files)) for needle in needles],
-        "constant": [ProbeAnswer(needle.id, "4829311") for needle in needles],
-        "random": [ProbeAnswer(needle.id, str(rng.randrange(1_000_000, 10_000_000))) for needle in needles],
-        "all values": [ProbeAnswer(needle.id, " ".join([needle.expected, *needle.distractors])) for needle in needles],
-        "first distractor": [ProbeAnswer(needle.id, needle.distractors[0]) for needle in needles],
+        "echo prompt": [CanaryAnswer(canary.id, prompt) for canary, prompt in pairs],
+        "echo question": [CanaryAnswer(canary.id, canary.question) for canary in canaries],
+        "echo files": [CanaryAnswer(canary.id, "".join(s for _, s in canary.files)) for canary in canaries],
+        "constant": [CanaryAnswer(canary.id, "4829311") for canary in canaries],
+        "random": [CanaryAnswer(canary.id, str(rng.randrange(1_000_000, 10_000_000))) for canary in canaries],
+        "all values": [CanaryAnswer(canary.id, " ".join([canary.expected, *canary.distractors])) for canary in canaries],
+        "first distractor": [CanaryAnswer(canary.id, canary.distractors[0]) for canary in canaries],
     }
     for name, answers in answerers.items():
-        # Ids repeat across seeds, so score each needle against its own answer.
-        summary = summarize([score([n], [d], [a])[0] for n, d, a in zip(needles, depths, answers)])
+        # Ids repeat across seeds, so score each canary against its own answer.
+        summary = summarize([score([n], [d], [a])[0] for n, d, a in zip(canaries, depths, answers)])
         assert summary.correct == 0, name
         assert summary.recall == 0.0 and summary.degraded, name
 
 
 def test_summarize_counts_weighs_wrong_answers_and_flags_degraded() -> None:
-    needles = make_needles(5, languages=["python"], seed=1, forbidden_text="", kinds=["constant"])
+    canaries = make_canaries(5, languages=["python"], seed=1, forbidden_text="", kinds=["constant"])
     answers = [
-        ProbeAnswer(needles[0].id, needles[0].expected),
-        ProbeAnswer(needles[1].id, needles[1].expected),
-        ProbeAnswer(needles[2].id, needles[2].expected),
-        ProbeAnswer(needles[3].id, "unknown"),
-        ProbeAnswer(needles[4].id, "1234567"),
+        CanaryAnswer(canaries[0].id, canaries[0].expected),
+        CanaryAnswer(canaries[1].id, canaries[1].expected),
+        CanaryAnswer(canaries[2].id, canaries[2].expected),
+        CanaryAnswer(canaries[3].id, "unknown"),
+        CanaryAnswer(canaries[4].id, "1234567"),
     ]
-    summary = summarize(score(needles, [0.0, 0.25, 0.5, 0.75, 1.0], answers))
+    summary = summarize(score(canaries, [0.0, 0.25, 0.5, 0.75, 1.0], answers))
     assert (summary.correct, summary.abstained, summary.wrong, summary.total) == (3, 1, 1, 5)
     assert summary.recall == pytest.approx(0.6)
     assert summary.weighted_score == pytest.approx((3 - 1) / 5)
     assert summary.missed_depths == (0.75, 1.0)
     assert summary.degraded
-    assert not summarize(score(needles, [0.5] * 5, answers), threshold=0.6).degraded
+    assert not summarize(score(canaries, [0.5] * 5, answers), threshold=0.6).degraded
     empty = summarize(())
     assert empty.recall is None and not empty.degraded
 
@@ -311,10 +311,10 @@ def test_effective_length_is_the_longest_length_keeping_the_share() -> None:
     assert effective_length({}) is None
 
 
-def test_cites_probe_matches_virtual_paths_and_identifiers() -> None:
-    needles = make_needles(3, languages=["java"], seed=6, forbidden_text="")
-    path = needles[0].paths[0]
-    function = needles[2].expected
-    assert cites_probe(path, "", needles)
-    assert cites_probe("src/App.java", f"SomeClass.{function}", needles)
-    assert not cites_probe("src/App.java", "App.main", needles)
+def test_cites_canary_matches_virtual_paths_and_identifiers() -> None:
+    canaries = make_canaries(3, languages=["java"], seed=6, forbidden_text="")
+    path = canaries[0].paths[0]
+    function = canaries[2].expected
+    assert cites_canary(path, "", canaries)
+    assert cites_canary("src/App.java", f"SomeClass.{function}", canaries)
+    assert not cites_canary("src/App.java", "App.main", canaries)

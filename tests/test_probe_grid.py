@@ -30,7 +30,7 @@ from auditor.recall.grid import (
     run_grid,
     write_outputs,
 )
-from auditor.recall.needles import Needle, needle_blocks
+from auditor.recall.canaries import Canary, canary_blocks
 from auditor.tokens.tokenizer import HFTokenizer, TokenizerRequest, load_tokenizer
 from tests.support import MockEngine
 
@@ -66,7 +66,7 @@ def haystack(tmp_path_factory: pytest.TempPathFactory) -> tuple[HaystackFile, ..
 
 @pytest.fixture(scope="module")
 def options() -> GridOptions:
-    return GridOptions(lengths=LENGTHS, depths=DEPTHS, needles_per_cell=1, output_tokens=OUTPUT_TOKENS)
+    return GridOptions(lengths=LENGTHS, depths=DEPTHS, canaries_per_cell=1, output_tokens=OUTPUT_TOKENS)
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +75,7 @@ def cells(haystack: tuple[HaystackFile, ...], tokenizer: HFTokenizer, options: G
 
 
 def answering(answer: Callable[[str, ChatRequest], str]) -> MockEngine:
-    """A mock engine answering each probe question listed in a request through ``answer(probe_id, request)``."""
+    """A mock engine answering each probe question listed in a request through ``answer(canary_id, request)``."""
 
     def reply(request: ChatRequest) -> str:
         ids = re.findall(r"^- (p\d+): ", request.messages[-1].content, flags=re.MULTILINE)
@@ -131,7 +131,7 @@ def test_cells_fill_the_length_exactly_without_exceeding_it(cells: tuple[Cell, .
         assert exact >= 0.97 * target, (cell.id, exact, target)
 
 
-def test_cells_place_needles_within_one_file_boundary_of_the_depth(cells: tuple[Cell, ...]) -> None:
+def test_cells_place_canaries_within_one_file_boundary_of_the_depth(cells: tuple[Cell, ...]) -> None:
     for cell in cells:
         offsets = [cell.prefix_tokens + sum(cell.haystack_tokens[:index]) for index in range(len(cell.haystack_tokens) + 1)]
         target = cell.depth * offsets[-1]
@@ -139,15 +139,15 @@ def test_cells_place_needles_within_one_file_boundary_of_the_depth(cells: tuple[
         above = min((i for i, offset in enumerate(offsets) if offset >= target), default=len(offsets) - 1)
         assert cell.position in (below, above), cell.id
         assert cell.placed_depth == pytest.approx(offsets[cell.position] / offsets[-1], abs=1e-6)
-        # The needle's block really sits between those haystack files in the prompt.
+        # The canary's block really sits between those haystack files in the prompt.
         user = cell.messages[-1].content
-        needle_at = user.index(needle_blocks(cell.needles[0])[0])
+        canary_at = user.index(canary_blocks(cell.canaries[0])[0])
         if cell.position > 0:
             before = cell.haystack_paths[cell.position - 1]
-            assert user.rindex(f'<<<END FILE "{before}">>>', 0, needle_at) > user.index("## Files")
+            assert user.rindex(f'<<<END FILE "{before}">>>', 0, canary_at) > user.index("## Files")
         if cell.position < len(cell.haystack_paths):
             after = cell.haystack_paths[cell.position]
-            assert user.index(f'<<<FILE path="{after}"', needle_at) > needle_at
+            assert user.index(f'<<<FILE path="{after}"', canary_at) > canary_at
     # Depth 0 comes before every haystack file and depth 1 after all of them.
     assert all(cell.position == 0 for cell in cells if cell.depth == 0.0)
     assert all(cell.position == len(cell.haystack_paths) for cell in cells if cell.depth == 1.0)
@@ -155,7 +155,7 @@ def test_cells_place_needles_within_one_file_boundary_of_the_depth(cells: tuple[
 
 def test_cells_repeat_the_corpus_under_virtual_copy_paths(tokenizer: HFTokenizer, tmp_path: Path) -> None:
     small = load_haystack([write_repository(tmp_path / "tiny")])[:2]
-    (cell,) = build_cells(small, tokenizer, GridOptions(lengths=(8192,), depths=(0.5,), needles_per_cell=1, output_tokens=OUTPUT_TOKENS))
+    (cell,) = build_cells(small, tokenizer, GridOptions(lengths=(8192,), depths=(0.5,), canaries_per_cell=1, output_tokens=OUTPUT_TOKENS))
     assert any(path.startswith("copy-2/") for path in cell.haystack_paths)
     assert len(cell.haystack_paths) == len(set(cell.haystack_paths))
 
@@ -165,7 +165,7 @@ def test_cells_use_the_scan_prompt_format_with_recall_questions(cells: tuple[Cel
     assert system.role == "system" and "auditor" in system.content
     assert user.content.startswith("# Repository: probe-haystack (window 0)")
     assert "## Files\n\n" in user.content and "### Recall questions" in user.content
-    assert f"- {cells[0].needles[0].id}: {cells[0].needles[0].question}" in user.content
+    assert f"- {cells[0].canaries[0].id}: {cells[0].canaries[0].question}" in user.content
     assert user.content.index("### Recall questions") > user.content.rindex("<<<END FILE")
 
 
@@ -183,19 +183,19 @@ def test_a_length_too_short_for_the_scaffold_is_a_usage_error(haystack, tokenize
 # --------------------------------------------------------------------------------------
 
 
-def expected_by_cell(cells: Sequence[Cell]) -> dict[str, Needle]:
-    return {cell.id: cell.needles[0] for cell in cells}
+def expected_by_cell(cells: Sequence[Cell]) -> dict[str, Canary]:
+    return {cell.id: cell.canaries[0] for cell in cells}
 
 
 def test_scripted_engine_right_above_half_depth_is_reported_exactly(
     haystack, tokenizer: HFTokenizer, options: GridOptions, cells, tmp_path: Path
 ) -> None:
-    needles = expected_by_cell(cells)
+    canaries = expected_by_cell(cells)
     depth_of = {cell.id: cell.depth for cell in cells}
     engine = ReplayEngine()
-    for cell_id, needle in needles.items():
-        answer = needle.expected if depth_of[cell_id] < 0.5 else needle.distractors[0]
-        probes = [{"id": needle.id, "answer": answer}]
+    for cell_id, canary in canaries.items():
+        answer = canary.expected if depth_of[cell_id] < 0.5 else canary.distractors[0]
+        probes = [{"id": canary.id, "answer": answer}]
         engine.enqueue(ReplayRecord(request_id=cell_id, text=json.dumps({"findings": [], "probes": probes})))
     events: list[ProgressEvent] = []
     result = run_grid(haystack, tokenizer=tokenizer, engine=engine, options=options, progress=events.append)
@@ -224,11 +224,11 @@ def test_scripted_engine_right_above_half_depth_is_reported_exactly(
     records = [json.loads(line) for line in (out / "cells.jsonl").read_text().splitlines()]
     assert len(records) == len(cells)
     for record in records:
-        needle = needles[record["cell"]]
-        assert record["expected"] == needle.expected and record["kind"] == needle.kind
+        canary = canaries[record["cell"]]
+        assert record["expected"] == canary.expected and record["kind"] == canary.kind
         assert record["outcome"] == ("correct" if record["depth"] < 0.5 else "wrong")
-        assert record["answer"] == (needle.expected if record["depth"] < 0.5 else needle.distractors[0])
-        assert record["virtual_paths"] == list(needle.paths)
+        assert record["answer"] == (canary.expected if record["depth"] < 0.5 else canary.distractors[0])
+        assert record["virtual_paths"] == list(canary.paths)
     summary = json.loads((out / "summary.json").read_text())
     assert [entry["length"] for entry in summary["lengths"]] == list(LENGTHS)
     first = summary["lengths"][0]
@@ -238,14 +238,14 @@ def test_scripted_engine_right_above_half_depth_is_reported_exactly(
     assert [entry["recall"] for entry in summary["by_depth"]] == [1.0, 1.0, 0.0, 0.0, 0.0]
 
 
-def needles_by_probe(cells: Sequence[Cell]) -> dict[tuple[str, str], Needle]:
-    """(cell id, probe id) -> needle: probe ids are random per cell and may repeat across cells."""
-    return {(cell.id, needle.id): needle for cell in cells for needle in cell.needles}
+def canaries_by_cell(cells: Sequence[Cell]) -> dict[tuple[str, str], Canary]:
+    """(cell id, probe id) -> canary: probe ids are random per cell and may repeat across cells."""
+    return {(cell.id, canary.id): canary for cell in cells for canary in cell.canaries}
 
 
 def test_all_cells_go_to_the_engine_in_one_generate_call(haystack, tokenizer, options, cells) -> None:
-    needles = needles_by_probe(cells)
-    engine = answering(lambda probe_id, request: needles[(request.id, probe_id)].expected)
+    canaries = canaries_by_cell(cells)
+    engine = answering(lambda canary_id, request: canaries[(request.id, canary_id)].expected)
     result = run_grid(haystack, tokenizer=tokenizer, engine=engine, options=options)
     assert engine.calls == [len(cells)]
     assert all(entry.recall.recall == 1.0 for entry in result.by_length)
@@ -257,14 +257,14 @@ def test_all_cells_go_to_the_engine_in_one_generate_call(haystack, tokenizer, op
     ["echo the prompt", "echo the question", "same value", "random numbers", "a distractor"],
 )
 def test_dishonest_answerers_score_zero(name: str, haystack, tokenizer, options, cells) -> None:
-    needles = needles_by_probe(cells)
+    canaries = canaries_by_cell(cells)
     rng = random.Random(1)
     answerers: dict[str, Callable[[str, ChatRequest], str]] = {
-        "echo the prompt": lambda probe_id, request: request.messages[-1].content,
-        "echo the question": lambda probe_id, request: needles[(request.id, probe_id)].question,
-        "same value": lambda probe_id, request: "5555555",
-        "random numbers": lambda probe_id, request: str(rng.randrange(1_000_000, 10_000_000)),
-        "a distractor": lambda probe_id, request: needles[(request.id, probe_id)].distractors[-1],
+        "echo the prompt": lambda canary_id, request: request.messages[-1].content,
+        "echo the question": lambda canary_id, request: canaries[(request.id, canary_id)].question,
+        "same value": lambda canary_id, request: "5555555",
+        "random numbers": lambda canary_id, request: str(rng.randrange(1_000_000, 10_000_000)),
+        "a distractor": lambda canary_id, request: canaries[(request.id, canary_id)].distractors[-1],
     }
     result = run_grid(haystack, tokenizer=tokenizer, engine=answering(answerers[name]), options=options)
     for entry in result.by_length:
@@ -290,12 +290,12 @@ def test_probe_command_writes_the_outputs(tmp_path: Path, tiny_tokenizer_dir: Pa
     from auditor.cli.probe import probe_command
 
     repository = write_repository(tmp_path / "repo")
-    options = GridOptions(lengths=(8192,), depths=(0.0, 1.0), needles_per_cell=2, output_tokens=OUTPUT_TOKENS)
+    options = GridOptions(lengths=(8192,), depths=(0.0, 1.0), canaries_per_cell=2, output_tokens=OUTPUT_TOKENS)
     cells = build_cells(load_haystack([repository]), tokenizer, options)
     recording = tmp_path / "recording.jsonl"
     lines = []
     for cell in cells:
-        probes = [{"id": needle.id, "answer": needle.expected} for needle in cell.needles]
+        probes = [{"id": canary.id, "answer": canary.expected} for canary in cell.canaries]
         lines.append(json.dumps({"request_id": cell.id, "content": json.dumps({"findings": [], "probes": probes})}))
     recording.write_text("\n".join(lines) + "\n")
 

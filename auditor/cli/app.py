@@ -94,13 +94,13 @@ def _check_config_values(ctx: typer.Context, project: object) -> None:
     for name, values in getattr(project, "defaults", {}).items():
         command = ctx.command.commands[name]  # type: ignore[attr-defined]
         params = {param.name: param for param in command.params}
-        probe = type(ctx)(command, info_name=name, parent=ctx)
+        trial = type(ctx)(command, info_name=name, parent=ctx)
         for key, value in values.items():
             items = value if isinstance(value, list) else [value]
             if any(isinstance(item, (dict, list)) for item in items):
                 raise UsageError(f"{source}: {key.replace('_', '-')} takes a value or a list of values, not {value!r}")
             try:
-                params[key].process_value(probe, value)
+                params[key].process_value(trial, value)
             except Exception as exc:  # noqa: BLE001 - typer reports bad values through several exception types
                 message = getattr(exc, "message", None) or str(exc)
                 raise UsageError(f"{source}: {key.replace('_', '-')} = {value!r} is not valid for '{name}': {message}") from None

@@ -8,9 +8,9 @@ turns that record into the one ``ScanConfig`` every scan-like command runs with.
 has one spelling, one default and one meaning wherever it appears.
 
 Building the CLI imports this module, so besides the standard library it imports only
-typer and ``auditor.engine.base`` (a leaf of dataclasses). Defaults whose source would pull
-in a pipeline stage are restated here and compared with their source by
-tests/test_cli_imports.py.
+typer, ``auditor.engine.base`` (a leaf of dataclasses) and the leaves ``auditor.defaults``,
+``auditor.rules.severity`` and ``auditor.report`` (the format names): the option defaults
+are the stages' own, read from ``auditor.defaults`` without loading a stage.
 """
 
 from __future__ import annotations
@@ -24,20 +24,14 @@ from typing import Annotated, Any, Callable, TypeVar
 
 import typer
 
+from auditor import defaults
 from auditor.engine.base import EngineSettings
+from auditor.errors import UsageError
+from auditor.report import Format
+from auditor.rules.severity import Severity
 
 _ENGINE_DEFAULTS = EngineSettings()
 
-# Restated so that building the CLI imports neither auditor.pack.packer, auditor.walk.walker nor
-# auditor.recall.canaries: auditor.pack.packer.DEFAULT_OUTPUT_TOKENS, WalkOptions().max_file_bytes,
-# PackOptions().max_windows, auditor.recall.canaries.DEFAULT_CANARIES and DEFAULT_RECALL_THRESHOLD.
-DEFAULT_OUTPUT_TOKENS = 32_768
-DEFAULT_MAX_FILE_BYTES = 1_000_000
-DEFAULT_PARSE_BUDGET_S = 30.0
-DEFAULT_MAX_WINDOWS = 0
-DEFAULT_PROBES = 3
-DEFAULT_RECALL_THRESHOLD = 0.8
-REPORT_FORMATS = ("text", "json", "sarif", "markdown")
 
 # --help panels, so a user without a GPU sees at once which options concern them.
 FILES_PANEL = "Files"
@@ -48,13 +42,9 @@ OUTPUT_PANEL = "Output"
 CACHE_PANEL = "Cache"
 
 
-class Severity(StrEnum):
-    """The ``--min-severity`` choices, most severe first (``auditor.findings.model.SEVERITY_ORDER``)."""
-
-    CRITICAL = "critical"
-    HIGH = "high"
-    MEDIUM = "medium"
-    LOW = "low"
+# The ``--min-severity`` choices: every severity but info (the static pass grades none
+# info), most severe first.
+MinSeverity = StrEnum("MinSeverity", [(severity.name, severity.value) for severity in Severity if severity is not Severity.INFO])
 
 
 @dataclass(frozen=True)
@@ -65,19 +55,19 @@ class ScanFlags:
     rule: tuple[str, ...] = ()
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
-    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
-    parse_budget: float = DEFAULT_PARSE_BUDGET_S
+    max_file_bytes: int = defaults.MAX_FILE_BYTES
+    parse_budget: float = defaults.PARSE_BUDGET_S
     include_tests: bool = False
-    min_severity: Severity = Severity.HIGH
+    min_severity: MinSeverity = MinSeverity.HIGH
     static: bool = True
     baseline: Path | None = None
     # window and packing
     model: str | None = None
     tokenizer: str | None = None
     max_model_len: int = _ENGINE_DEFAULTS.max_model_len
-    output_tokens: int = DEFAULT_OUTPUT_TOKENS
+    output_tokens: int = defaults.OUTPUT_TOKENS
     thinking: bool = True
-    max_windows: int = DEFAULT_MAX_WINDOWS
+    max_windows: int = defaults.MAX_WINDOWS
     # engine
     engine: str = "auto"
     base_url: str | None = None
@@ -94,20 +84,27 @@ class ScanFlags:
     timeout: float = _ENGINE_DEFAULTS.timeout_s
     retries: int = _ENGINE_DEFAULTS.retries
     # recall
-    probes: int = DEFAULT_PROBES
-    recall_threshold: float = DEFAULT_RECALL_THRESHOLD
+    probes: int = defaults.CANARIES
+    recall_threshold: float = defaults.RECALL_THRESHOLD
     # cache
     no_cache: bool = False
     # output
-    format: str = "text"
+    format: str = Format.TEXT.value
     output: Path | None = None
     json_output: Path | None = None
     sarif_output: Path | None = None
     markdown_output: Path | None = None
 
-    def requested_outputs(self) -> dict[str, Path]:
+    def report_format(self) -> Format:
+        """The ``--format`` asked for; a name that is no format is a UsageError listing them."""
+        try:
+            return Format(self.format)
+        except ValueError:
+            raise UsageError(f"--format must be one of {', '.join(Format)}, not {self.format!r}") from None
+
+    def requested_outputs(self) -> dict[Format, Path]:
         """The extra report files asked for (``--json-output`` and the like), by format."""
-        wanted = {"json": self.json_output, "sarif": self.sarif_output, "markdown": self.markdown_output}
+        wanted = {Format.JSON: self.json_output, Format.SARIF: self.sarif_output, Format.MARKDOWN: self.markdown_output}
         return {name: path for name, path in wanted.items() if path is not None}
 
 
@@ -130,7 +127,7 @@ _SHARED: tuple[tuple[str, Any, str], ...] = (
     ("exclude", Annotated[list[str], _option("--exclude", panel=FILES_PANEL, help="Skip files matching this gitignore-style glob (repeatable).")], _FILES),
     ("max_file_bytes", Annotated[int, _option("--max-file-bytes", min=1, panel=FILES_PANEL, help="Skip files larger than this many bytes.")], _FILES),
     ("include_tests", Annotated[bool, _option("--include-tests", panel=FILES_PANEL, help="Audit test code, fixtures and dev-data commands too (left out of the pack and not entry points by default; always listed).")], _FILES),
-    ("min_severity", Annotated[Severity, _option("--min-severity", case_sensitive=False, panel=OUTPUT_PANEL, help="Lowest severity of static findings to report (low adds single autocommit writes).")], _FILES),
+    ("min_severity", Annotated[MinSeverity, _option("--min-severity", case_sensitive=False, panel=OUTPUT_PANEL, help="Lowest severity of static findings to report (low adds single autocommit writes).")], _FILES),
     ("parse_budget", Annotated[float, _option("--parse-budget", min=0.0, panel=FILES_PANEL, help="Seconds one file's indexing may take before it is skipped and listed as not audited (0: no limit).")], _FILES),
     ("model", Annotated[str | None, _option("--model", "-m", panel=WINDOW_PANEL, help="Checkpoint directory or Hugging Face id (local cache): its tokenizer counts the window; engines load it (with --engine openai, the served model name).")], _WINDOW),
     ("tokenizer", Annotated[str | None, _option("--tokenizer", panel=WINDOW_PANEL, help="Tokenizer directory (tokenizer.json + chat template).")], _WINDOW),
@@ -156,7 +153,7 @@ _SHARED: tuple[tuple[str, Any, str], ...] = (
     ("probes", Annotated[int, _option("--probes", min=0, max=8, panel=RECALL_PANEL, help="Recall canaries planted per window (0 disables).")], _RECALL),
     ("recall_threshold", Annotated[float, _option("--recall-threshold", min=0.0, max=1.0, panel=RECALL_PANEL, help="Canary recall below this marks a window recall-degraded.")], _RECALL),
     ("baseline", Annotated[Path | None, _option("--baseline", panel=OUTPUT_PANEL, help="Suppress the findings listed in this baseline file (auditor scan --write-baseline).")], _OUTPUT),
-    ("format", Annotated[str, _option("--format", "-f", panel=OUTPUT_PANEL, help=" | ".join(REPORT_FORMATS))], _OUTPUT),
+    ("format", Annotated[str, _option("--format", "-f", panel=OUTPUT_PANEL, help=" | ".join(Format))], _OUTPUT),
     ("output", Annotated[Path | None, _option("--output", "-o", panel=OUTPUT_PANEL, help="Write the report here instead of stdout.")], _OUTPUT),
     ("json_output", Annotated[Path | None, _option("--json-output", panel=OUTPUT_PANEL, help="Also write a JSON report here.")], _OUTPUT),
     ("sarif_output", Annotated[Path | None, _option("--sarif-output", panel=OUTPUT_PANEL, help="Also write a SARIF report here.")], _OUTPUT),

@@ -15,7 +15,8 @@ import typer
 
 from auditor.cli.console import progress_for, stderr
 from auditor.cli.flags import CACHE, ENGINE, FILES, OUTPUT_PANEL, WINDOW, ScanFlags, shared_options
-from auditor.errors import ExitCode, UsageError
+from auditor.cli.output import end_with
+from auditor.errors import Shortfall, UsageError
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -71,20 +72,13 @@ def scan_many_command(
 
         result = run_many(config, show)
     Console().print(summary_table(result))
-    if result.failures:
-        stderr.print(f"[bold red]{result.failures} repositories failed or are incomplete:[/] see {out / 'index.md'}", highlight=False)
-        raise typer.Exit(int(ExitCode.INCOMPLETE))
-    if result.recall_degraded:
-        stderr.print(f"[bold yellow]{result.recall_degraded} repositories are recall-degraded:[/] see {out / 'index.md'}",
-                     highlight=False)
-        raise typer.Exit(int(ExitCode.RECALL_DEGRADED))
-    if result.partial:
-        stderr.print(f"[bold yellow]{result.partial} repositories were audited in part:[/] see {out / 'index.md'}",
-                     highlight=False)
-        if error:
-            raise typer.Exit(int(ExitCode.INCOMPLETE))
-    if error and any(outcome.findings for outcome in result.repositories):
-        raise typer.Exit(int(ExitCode.FINDINGS))
+    messages = {
+        Shortfall.INCOMPLETE: f"[bold red]{result.failures} repositories failed or are incomplete:[/] see {out / 'index.md'}",
+        Shortfall.RECALL_DEGRADED: f"[bold yellow]{result.recall_degraded} repositories are recall-degraded:[/] see {out / 'index.md'}",
+        Shortfall.PARTIAL: f"[bold yellow]{result.partial} repositories were audited in part:[/] see {out / 'index.md'}",
+    }
+    end_with(result.shortfall, messages, blocking=any(outcome.findings for outcome in result.repositories),
+             error=error, console=stderr)
 
 
 def summary_table(result: ManyResult) -> Table:

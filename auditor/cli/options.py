@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from auditor.cli.flags import ScanFlags, Severity
+from auditor.cli.flags import ScanFlags
 from auditor.engine.base import EngineSettings
 from auditor.config.scan import ScanConfig, WindowOptions
+from auditor.rules.severity import Severity
 from auditor.walk.walker import WalkOptions
 
 
@@ -56,7 +57,7 @@ def scan_config(path: Path, flags: ScanFlags) -> ScanConfig:
         parse_budget_s=flags.parse_budget or None,
         use_cache=not flags.no_cache,
         static=flags.static,
-        min_severity=Severity(flags.min_severity).value,
+        min_severity=Severity(flags.min_severity),
         include_tests=flags.include_tests,
         probes=flags.probes,
         recall_threshold=flags.recall_threshold,

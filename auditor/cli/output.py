@@ -1,17 +1,19 @@
 """Command endings shared by the CLI: where output goes (stdout, or a file with a clean
-error when it cannot be written), which exit code a scan-like result earns, and the
-text-or-JSON choice and label/value tables that ``plan`` and ``doctor`` print."""
+error when it cannot be written), how a scan-like result ends the command (its
+shortfall said on the console, its exit code from ``auditor.errors.exit_code``), and
+the text-or-JSON choice and label/value tables that ``plan`` and ``doctor`` print."""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 
-from auditor.errors import UsageError
+from auditor.errors import Shortfall, UsageError, exit_code
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -34,31 +36,29 @@ def write_output(text: str, output: Path | None) -> None:
         raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from exc
 
 
-def exit_for(result: "ScanResult", *, blocking: int, error: bool, console: "Console", what: str = "scan") -> None:
-    """End a scan-like command with the documented exit code, saying why on ``console``.
-
-    Incomplete (5) comes first — unread code must never pass as clean — then recall
-    degraded (6); with ``--error``, partial coverage (files not audited, windows capped,
-    nothing selected) is incomplete too (5), then findings (1). Returns normally for exit 0.
-    """
+def end_with(
+    shortfall: Shortfall | None, messages: Mapping[Shortfall, str], *, blocking: bool, error: bool, console: "Console"
+) -> None:
+    """End a command with ``exit_code(shortfall, ...)``, first printing the shortfall's
+    message (why) on ``console``. Returns normally for exit 0."""
     import typer
 
-    from auditor.errors import ExitCode
+    if shortfall is not None:
+        console.print(messages[shortfall], highlight=False)
+    code = exit_code(shortfall, blocking=blocking, error=error)
+    if code:
+        raise typer.Exit(int(code))
 
-    if not result.complete:
-        console.print(f"[bold red]{what} incomplete:[/] some windows were not fully answered; see the report", highlight=False)
-        raise typer.Exit(int(ExitCode.INCOMPLETE))
-    if result.recall_degraded:
-        console.print("[bold yellow]recall degraded:[/] the model missed canaries planted in the window; see the report",
-                      highlight=False)
-        raise typer.Exit(int(ExitCode.RECALL_DEGRADED))
-    if result.partial:
-        console.print(f"[bold yellow]{what} coverage partial:[/] part of the repository or a rule was not audited; see the report",
-                      highlight=False)
-        if error:
-            raise typer.Exit(int(ExitCode.INCOMPLETE))
-    if error and blocking:
-        raise typer.Exit(int(ExitCode.FINDINGS))
+
+def exit_for(result: "ScanResult", *, blocking: int, error: bool, console: "Console", what: str = "scan") -> None:
+    """End a scan-like command with the documented exit code (``auditor.errors.exit_code``),
+    saying why on ``console``; ``blocking`` counts the findings that fail it under ``--error``."""
+    messages = {
+        Shortfall.INCOMPLETE: f"[bold red]{what} incomplete:[/] some windows were not fully answered; see the report",
+        Shortfall.RECALL_DEGRADED: "[bold yellow]recall degraded:[/] the model missed canaries planted in the window; see the report",
+        Shortfall.PARTIAL: f"[bold yellow]{what} coverage partial:[/] part of the repository or a rule was not audited; see the report",
+    }
+    end_with(result.shortfall, messages, blocking=bool(blocking), error=error, console=console)
 
 
 class OutputFormat(StrEnum):

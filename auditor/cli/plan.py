@@ -22,14 +22,7 @@ if TYPE_CHECKING:
     from auditor.planning.plan import MemoryPlan
     from auditor.planning.timing import TimeEstimate
 
-from auditor.cli.flags import DEFAULT_OUTPUT_TOKENS  # the answer reserve scan uses: one default
-
-# auditor.planning's defaults, restated so that building the CLI (every command, ``auditor
-# pack`` included) does not import auditor.planning; tests/test_cli_imports.py checks that
-# they still equal the planner's (plan and timing).
-DEFAULT_MAX_NUM_SEQS = 4
-DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
-DEFAULT_DEVICE_PROFILE = "dgx-spark"
+from auditor import defaults
 
 
 class WeightPrecision(StrEnum):
@@ -58,22 +51,22 @@ def plan_command(
     max_model_len: Annotated[
         int | None, typer.Option(min=1, help="Window in tokens (default: the model's, up to 262144).")
     ] = None,
-    max_num_seqs: Annotated[int, typer.Option(min=1, help="Concurrent sequences.")] = DEFAULT_MAX_NUM_SEQS,
+    max_num_seqs: Annotated[int, typer.Option(min=1, help="Concurrent sequences.")] = defaults.MAX_NUM_SEQS,
     kv_cache_dtype: Annotated[
         KvCacheDtype | None, typer.Option(help="Default: fp8 for FP8/NVFP4 checkpoints, auto for BF16.")
     ] = None,
     gpu_memory: Annotated[
         float | None, typer.Option("--gpu-memory", help="GPU memory in GiB: also show what fits.")
     ] = None,
-    gpu_memory_utilization: Annotated[float, typer.Option(min=0.01, max=1.0)] = DEFAULT_GPU_MEMORY_UTILIZATION,
+    gpu_memory_utilization: Annotated[float, typer.Option(min=0.01, max=1.0)] = defaults.GPU_MEMORY_UTILIZATION,
     precision: Annotated[WeightPrecision | None, typer.Option(help="Override the detected weight precision.")] = None,
     params: Annotated[
         float | None, typer.Option(help="Parameter count, e.g. 31.6e9, when the config cannot tell.")
     ] = None,
-    profile: Annotated[str, typer.Option(help="Device profile for the time estimate.")] = DEFAULT_DEVICE_PROFILE,
+    profile: Annotated[str, typer.Option(help="Device profile for the time estimate.")] = defaults.DEVICE_PROFILE,
     output_tokens: Annotated[
         int, typer.Option(min=0, help="Output tokens for the time estimate.")
-    ] = DEFAULT_OUTPUT_TOKENS,
+    ] = defaults.OUTPUT_TOKENS,
     output_format: Annotated[OutputFormat, typer.Option("--format", help="text or json.")] = OutputFormat.TEXT,
 ) -> None:
     """Plan GPU memory, the largest window that fits, time per window and vLLM arguments."""

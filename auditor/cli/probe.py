@@ -1,5 +1,5 @@
 """The `auditor probe` command: a typer shell over auditor.recall.grid that runs the
-needle-recall grid against an engine and writes cells.jsonl, summary.json and the plots.
+canary-recall grid against an engine and writes cells.jsonl, summary.json and the plots.
 
 Registered by auditor/cli.py as ``app.command("probe")(_exit_on_error(probe_command))``.
 """
@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
+from auditor import defaults
 from auditor.cli.console import print_notices, progress_for, stderr
 from auditor.cli.flags import ENGINE, OUTPUT_PANEL, WINDOW_PANEL, ScanFlags, shared_options
 from auditor.errors import UsageError
@@ -20,23 +21,21 @@ if TYPE_CHECKING:
     from auditor.recall.grid import GridResult
 
 GRID_PANEL = "Grid"
-DEFAULT_LENGTHS_TEXT = "8K,32K,64K,128K,200K,262144"
-DEFAULT_DEPTHS_TEXT = "0,10,20,30,40,50,60,70,80,90,100"
 
 
 @shared_options(ENGINE, exclude=("static", "seed"))
 def probe_command(
     *,
-    lengths: Annotated[str, typer.Option("--lengths", rich_help_panel=GRID_PANEL, help="Context lengths in tokens, comma-separated; 8K = 8192.")] = DEFAULT_LENGTHS_TEXT,
-    depths: Annotated[str, typer.Option("--depths", rich_help_panel=GRID_PANEL, help="Needle depths in percent, comma-separated.")] = DEFAULT_DEPTHS_TEXT,
-    needles_per_cell: Annotated[int, typer.Option("--needles-per-cell", min=1, max=12, rich_help_panel=GRID_PANEL, help="Needles (and questions) per request.")] = 3,
+    lengths: Annotated[str, typer.Option("--lengths", rich_help_panel=GRID_PANEL, help="Context lengths in tokens, comma-separated; 8K = 8192.")] = defaults.PROBE_LENGTHS,
+    depths: Annotated[str, typer.Option("--depths", rich_help_panel=GRID_PANEL, help="Needle depths in percent, comma-separated.")] = defaults.PROBE_DEPTHS,
+    needles_per_cell: Annotated[int, typer.Option("--needles-per-cell", min=1, max=12, rich_help_panel=GRID_PANEL, help="Needles (and questions) per request.")] = defaults.PROBE_CANARIES_PER_CELL,
     haystack: Annotated[
         list[Path] | None,
         typer.Option("--haystack", rich_help_panel=GRID_PANEL, help="Repository to use as haystack (repeatable; default: bundled fixture + auditor's own files)."),
     ] = None,
     model: Annotated[str | None, typer.Option("--model", "-m", rich_help_panel=WINDOW_PANEL, help="Checkpoint directory or Hugging Face id (local cache).")] = None,
     tokenizer: Annotated[str | None, typer.Option("--tokenizer", rich_help_panel=WINDOW_PANEL, help="Tokenizer directory (tokenizer.json + chat template).")] = None,
-    output_tokens: Annotated[int, typer.Option("--output-tokens", min=16, rich_help_panel=WINDOW_PANEL, help="Tokens reserved for each answer.")] = 1024,
+    output_tokens: Annotated[int, typer.Option("--output-tokens", min=16, rich_help_panel=WINDOW_PANEL, help="Tokens reserved for each answer.")] = defaults.PROBE_OUTPUT_TOKENS,
     thinking: Annotated[bool, typer.Option("--thinking/--no-thinking", rich_help_panel=WINDOW_PANEL, help="Let the model reason before answering.")] = False,
     seed: Annotated[int, typer.Option("--seed", rich_help_panel=GRID_PANEL, help="Seed for needle names and values.")] = 0,
     out: Annotated[Path, typer.Option("--out", "-o", rich_help_panel=OUTPUT_PANEL, help="Directory for cells.jsonl, summary.json and the PNGs.")] = Path("probe-results"),
@@ -65,7 +64,7 @@ def probe_command(
     options = GridOptions(
         lengths=parse_lengths(lengths),
         depths=parse_depths(depths),
-        needles_per_cell=needles_per_cell,
+        canaries_per_cell=needles_per_cell,
         output_tokens=output_tokens,
         thinking=thinking,
         seed=seed,
@@ -75,7 +74,7 @@ def probe_command(
     print_notices(choice.notices)
     if not choice.runs_model:
         raise UsageError("auditor probe needs a model: pass --engine vllm, --engine openai --base-url URL, or --engine replay")
-    # Needle recall is measured fresh: answers are never read from the result cache.
+    # Canary recall is measured fresh: answers are never read from the result cache.
     engine = open_engine(choice, settings, use_cache=False)
     sources = tuple(haystack or ()) or default_haystack_sources()
     loaded = load_tokenizer(TokenizerRequest(tokenizer=tokenizer, model=model))

@@ -21,14 +21,12 @@ from auditor.cli.flags import (
     OUTPUT,
     OUTPUT_PANEL,
     RECALL,
-    REPORT_FORMATS,
     WINDOW,
     ScanFlags,
     shared_options,
 )
 from auditor.cli.output import exit_for, write_output
 from auditor.cli.scan import LinkBaseOption
-from auditor.errors import UsageError
 
 REVIEW_PANEL = "Change under review"
 
@@ -54,8 +52,7 @@ def review_command(
     from auditor.runs.review import ReviewConfig, run_review
     from auditor.runs.scan import run_scan
 
-    if flags.format not in REPORT_FORMATS:
-        raise UsageError(f"--format must be one of {', '.join(REPORT_FORMATS)}, not {flags.format!r}")
+    report_format = flags.report_format()
     scan = scan_config(path, flags)
     config = ReviewConfig(scan=scan, base=base, head=head, include_existing=all_findings, compare_base=compare_base)
     # One engine for the head and the base scans: a vLLM model loads once.
@@ -75,5 +72,5 @@ def review_command(
                             sarif_category=sarif_category)
     for extra_format, extra_path in flags.requested_outputs().items():
         write_output(render(result, extra_format, options), extra_path)
-    write_output(render(result, flags.format, options), flags.output)
+    write_output(render(result, report_format, options), flags.output)
     exit_for(result, blocking=reviewed.blocking, error=error, console=stderr, what="review")

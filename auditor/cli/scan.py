@@ -15,13 +15,12 @@ from auditor.cli.flags import (
     OUTPUT,
     OUTPUT_PANEL,
     RECALL,
-    REPORT_FORMATS,
     WINDOW,
     ScanFlags,
     shared_options,
 )
 from auditor.cli.output import exit_for, write_output
-from auditor.errors import AuditorError, UsageError
+from auditor.errors import AuditorError
 
 LinkBaseOption = Annotated[
     Optional[str],
@@ -41,16 +40,15 @@ def scan_command(
 ) -> None:
     """Audit a repository for the selected rules (all built-in rules by default)."""
     from auditor.cli.options import scan_config
-    from auditor.report import ReportOptions, render
+    from auditor.report import Format, ReportOptions, render
     from auditor.walk.diff import infer_link_base
     from auditor.runs.scan import failed_result, run_scan
 
-    if flags.format not in REPORT_FORMATS:
-        raise UsageError(f"--format must be one of {', '.join(REPORT_FORMATS)}, not {flags.format!r}")
+    report_format = flags.report_format()
     config = scan_config(path, flags)
     options = ReportOptions(link_base=link_base if link_base is not None else infer_link_base(path))
     try:
-        with progress_for(flags.format == "text" and stderr.is_terminal) as report:
+        with progress_for(report_format is Format.TEXT and stderr.is_terminal) as report:
             result = run_scan(config, report)
     except AuditorError as failure:
         # CI uploads the SARIF/JSON even when the scan could not run: write the error there.
@@ -58,7 +56,7 @@ def scan_command(
         for extra_format, extra_path in flags.requested_outputs().items():
             write_output(render(failed, extra_format, options), extra_path)
         if flags.output is not None:
-            write_output(render(failed, flags.format, options), flags.output)
+            write_output(render(failed, report_format, options), flags.output)
         raise
     if write_baseline is not None:
         from auditor.findings.suppress import write_baseline as save_baseline
@@ -69,5 +67,5 @@ def scan_command(
     print_notices(result.notices)
     for extra_format, extra_path in flags.requested_outputs().items():
         write_output(render(result, extra_format, options), extra_path)
-    write_output(render(result, flags.format, options), flags.output)
+    write_output(render(result, report_format, options), flags.output)
     exit_for(result, blocking=len(result.findings), error=error, console=stderr)

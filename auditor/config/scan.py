@@ -7,15 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from auditor import defaults
 from auditor.engine.base import EngineSettings
-from auditor.pack.packer import DEFAULT_OUTPUT_TOKENS, DEFAULT_PROBE_RESERVE_TOKENS, PackOptions
+from auditor.pack.packer import PackOptions
+from auditor.rules.severity import Severity
 from auditor.tokens.tokenizer import TokenizerRequest
 from auditor.walk.walker import WalkOptions
-
-# auditor.recall.canaries' defaults, restated so that building a config does not import the
-# recall stage; tests/test_cli_imports.py checks that they still agree.
-DEFAULT_CANARIES = 3
-DEFAULT_RECALL_THRESHOLD = 0.8
 
 
 @dataclass(frozen=True)
@@ -24,10 +21,10 @@ class WindowOptions:
     ``EngineSettings.max_model_len``). ``seed_paths`` are carried first, in this order (a
     review's changed files)."""
 
-    output_tokens: int = DEFAULT_OUTPUT_TOKENS
-    probe_reserve_tokens: int = DEFAULT_PROBE_RESERVE_TOKENS
+    output_tokens: int = defaults.OUTPUT_TOKENS
+    probe_reserve_tokens: int = defaults.CANARY_RESERVE_TOKENS
     thinking: bool = True
-    max_windows: int = 0
+    max_windows: int = defaults.MAX_WINDOWS
     seed_paths: tuple[str, ...] = ()
 
 
@@ -44,15 +41,15 @@ class ScanConfig:
     tokenizer: str | None = None  # an explicit tokenizer directory; else the model's
     window: WindowOptions = field(default_factory=WindowOptions)
     walk: WalkOptions = field(default_factory=WalkOptions)
-    parse_budget_s: float | None = 30.0  # seconds one file's indexing may take (None: no limit)
+    parse_budget_s: float | None = defaults.PARSE_BUDGET_S  # seconds one file's indexing may take (None: no limit)
     use_cache: bool = True
     static: bool = True
     # The lowest severity of static findings reported, and whether test code, fixtures and
     # dev-data commands are audited (entry points for the static pass, packed for the model).
-    min_severity: str = "high"
+    min_severity: Severity = Severity.HIGH
     include_tests: bool = False
-    probes: int = DEFAULT_CANARIES
-    recall_threshold: float = DEFAULT_RECALL_THRESHOLD
+    probes: int = defaults.CANARIES
+    recall_threshold: float = defaults.RECALL_THRESHOLD
     baseline: Path | None = None
     # The name this tree's caches are kept under (default: its resolved root); review gives
     # its temporary worktrees stable names so that the next review finds them again.

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from auditor import defaults
 from auditor.progress import ProgressCallback, no_progress
 
 
@@ -75,10 +76,10 @@ class EngineSettings:
     """
 
     model: str | None = None
-    max_model_len: int = 262_144
-    max_num_batched_tokens: int = 8_192
-    gpu_memory_utilization: float = 0.90
-    max_num_seqs: int = 4
+    max_model_len: int = defaults.MAX_MODEL_LEN
+    max_num_batched_tokens: int = defaults.MAX_NUM_BATCHED_TOKENS
+    gpu_memory_utilization: float = defaults.GPU_MEMORY_UTILIZATION
+    max_num_seqs: int = defaults.MAX_NUM_SEQS
     tensor_parallel_size: int = 1
     enable_prefix_caching: bool = True
     enforce_eager: bool = False

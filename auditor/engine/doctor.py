@@ -23,10 +23,10 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from auditor import defaults
 from auditor.errors import AuditorError
 from auditor.planning.checkpoint import Checkpoint, detect_precision, load_checkpoint
 from auditor.planning.plan import (
-    DEFAULT_GPU_MEMORY_UTILIZATION,
     GIB,
     REASONING_PARSER,
     MemoryPlan,
@@ -167,7 +167,7 @@ def run_doctor(
             engine_args = engine_args_for_plan(
                 plan,
                 model=str(checkpoint.directory or checkpoint.config_path.parent),
-                gpu_memory_utilization=DEFAULT_GPU_MEMORY_UTILIZATION,
+                gpu_memory_utilization=defaults.GPU_MEMORY_UTILIZATION,
             )
         except AuditorError as exc:
             notes.append(f"cannot plan for this checkpoint: {exc}")

@@ -12,7 +12,7 @@ reasoning when the server runs a reasoning parser) and other compatible servers 
 Reasoning is read from ``message.reasoning`` (vLLM), ``message.reasoning_content``, or an
 inline ``…</think>`` in the content (a server without a reasoning parser).
 
-Failures: the server is probed first (``GET /models``, which also names the served model
+Failures: the server's model listing is read first (``GET /models``, which also names the served model
 when none is configured); if it cannot be reached at all the engine raises
 ``EngineUnavailable``. Connection errors and HTTP 429/500/502/503/504 are retried with
 exponential backoff (honouring ``Retry-After``); a request that still fails, that the
@@ -64,7 +64,7 @@ logger = logging.getLogger(__name__)
 BASE_URL_ENV = "AUDITOR_BASE_URL"
 API_KEY_ENV = "AUDITOR_API_KEY"
 TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504})
-PROBE_TIMEOUT_S = 30.0
+LISTING_TIMEOUT_S = 30.0
 MAX_RETRY_AFTER_S = 60.0
 ANSWER_SCHEMA_NAME = "auditor_answer"
 # A 32,768-token answer with its trace is well under 1 MB; anything near this is not an answer.
@@ -268,7 +268,7 @@ class OpenAIEngine:
     def identity(self) -> str:
         """Served model, the checkpoint behind it and sampling settings as canonical JSON.
 
-        Probes the server. ``checkpoint`` is the model listing's ``root`` (vLLM names the
+        Reads the server's model listing. ``checkpoint`` is the model listing's ``root`` (vLLM names the
         weights it serves there), so two servers that serve different weights under one
         ``--served-model-name`` never share cached results.
         """
@@ -289,16 +289,16 @@ class OpenAIEngine:
     def model(self) -> str:
         """The model name sent with each request: the configured one, else the server's first.
 
-        Probes the server once; raises ``EngineUnavailable`` when it cannot be reached,
+        Reads the server's model listing once; raises ``EngineUnavailable`` when it cannot be reached,
         rejects the API key, or (with no model configured) lists no model.
         """
         if self._model is None:
-            self._model = self._probe()
+            self._model = self._list_models()
         return self._model
 
-    def _probe(self) -> str:
+    def _list_models(self) -> str:
         """``GET /models``: check the server answers and name the model to use."""
-        timeout_s = min(self.settings.timeout_s, PROBE_TIMEOUT_S)
+        timeout_s = min(self.settings.timeout_s, LISTING_TIMEOUT_S)
         url = f"{self.base_url}/models"
         try:
             listing = self._with_retries(lambda guard: self._call("GET", url, None, guard), timeout_s)

@@ -1,5 +1,5 @@
 """The answer contract: its JSON Schema (``ANSWER_SCHEMA``, ``answer_schema``) and
-``parse_answer``, which recovers claims, probe answers and every parse problem from a model
+``parse_answer``, which recovers claims, canary answers and every parse problem from a model
 answer (complete, truncated or malformed). The contract itself is documented in
 docs/answer-contract.md.
 """
@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from auditor.findings.model import CONFIRMED, REFUTED, Claim, ClaimedStep, ProbeAnswer, Verdict
-from auditor.rules.loader import SEVERITIES
+from auditor.findings.model import CONFIRMED, REFUTED, CanaryAnswer, Claim, ClaimedStep, Verdict
+from auditor.rules.severity import Severity
 
 
 @dataclass(frozen=True)
@@ -21,14 +21,14 @@ class ParsedAnswer:
     """Everything recovered from one model answer.
 
     ``complete`` is True only when a whole JSON object of the contract was found and
-    parsed and every finding and probe in it could be read (a malformed chain step is
+    parsed and every finding and canary answer in it could be read (a malformed chain step is
     left out with an error and does not count against it). ``salvaged`` counts the complete findings recovered from a truncated or
     malformed answer. ``errors`` lists every problem met, including findings that were
     read but are invalid: nothing the model said is dropped without a trace here.
     """
 
     claims: tuple[Claim, ...]
-    probes: tuple[ProbeAnswer, ...]
+    canary_answers: tuple[CanaryAnswer, ...]
     complete: bool
     salvaged: int
     errors: tuple[str, ...]
@@ -78,7 +78,7 @@ def answer_schema(rule_ids: Sequence[str] | None = None, candidate_ids: Sequence
         "properties": {
             "rule": rule,
             "title": {"type": "string"},
-            "severity": {"type": "string", "enum": list(SEVERITIES)},
+            "severity": {"type": "string", "enum": list(Severity.names())},
             "sink": step,
             "chain": {"type": "array", "items": step},
             "explanation": {"type": "string"},
@@ -86,7 +86,7 @@ def answer_schema(rule_ids: Sequence[str] | None = None, candidate_ids: Sequence
         "required": ["rule", "title", "severity", "sink", "chain", "explanation"],
         "additionalProperties": False,
     }
-    probe: dict[str, Any] = {
+    canary_answer: dict[str, Any] = {
         "type": "object",
         "properties": {"id": {"type": "string"}, "answer": {"type": "string"}},
         "required": ["id", "answer"],
@@ -101,7 +101,7 @@ def answer_schema(rule_ids: Sequence[str] | None = None, candidate_ids: Sequence
         "type": "object",
         "properties": {
             "findings": {"type": "array", "items": finding},
-            "probes": {"type": "array", "items": probe},
+            "probes": {"type": "array", "items": canary_answer},
             "verdicts": {"type": "array", "items": verdict},
         },
         "required": required,
@@ -147,7 +147,7 @@ def parse_answer(text: str) -> ParsedAnswer:
     """
     answer = _after_trace(text)
     if not answer.strip():
-        return ParsedAnswer(claims=(), probes=(), complete=False, salvaged=0, errors=("empty answer",))
+        return ParsedAnswer(claims=(), canary_answers=(), complete=False, salvaged=0, errors=("empty answer",))
 
     document, saw_object, others = _find_answer_object(answer)
     if document is None:
@@ -155,7 +155,7 @@ def parse_answer(text: str) -> ParsedAnswer:
         if lenient != answer:
             document, _, others = _find_answer_object(lenient)
     if document is not None:
-        claims, probes, problems = _read_document(document)
+        claims, canary_answers, problems = _read_document(document)
         # An object that breaks the contract (a finding or probe that cannot be read, a
         # 'findings' that is not a list) may hide what the model meant: not a complete
         # answer. A malformed chain step only shortens a finding that was read.
@@ -166,7 +166,7 @@ def parse_answer(text: str) -> ParsedAnswer:
             problems = (ignored, *problems)
         verdict_errors: list[str] = []
         verdicts = read_verdicts(document.get("verdicts"), verdict_errors)
-        return ParsedAnswer(claims=claims, probes=probes, complete=meets_contract, salvaged=0,
+        return ParsedAnswer(claims=claims, canary_answers=canary_answers, complete=meets_contract, salvaged=0,
                             errors=(*problems, *verdict_errors), verdicts=verdicts)
 
     raw_findings, findings_closed = _salvage_array(answer, "findings")
@@ -176,11 +176,11 @@ def parse_answer(text: str) -> ParsedAnswer:
         problem = (
             "JSON in answer has no 'findings' or 'probes' key" if saw_object else "no JSON object in answer"
         )
-        return ParsedAnswer(claims=(), probes=(), complete=False, salvaged=0, errors=(problem,))
+        return ParsedAnswer(claims=(), canary_answers=(), complete=False, salvaged=0, errors=(problem,))
 
     errors: list[str] = []
     claims = _read_claims(raw_findings or [], errors)
-    probes = _read_probes(raw_probes or [], errors)
+    canary_answers = _read_canary_answers(raw_probes or [], errors)
     verdicts = read_verdicts(raw_verdicts, errors)
     truncated = not _CODE_FENCE_END.sub("", answer).rstrip().endswith("}")
     how = "answer truncated" if truncated else "answer is not valid JSON"
@@ -190,7 +190,7 @@ def parse_answer(text: str) -> ParsedAnswer:
         summary = f"{how}: {len(claims)} findings read before the break"
     return ParsedAnswer(
         claims=claims,
-        probes=probes,
+        canary_answers=canary_answers,
         complete=False,
         salvaged=len(claims),
         errors=(summary, *errors),
@@ -278,7 +278,7 @@ def _salvage_array(text: str, key: str) -> tuple[list[Any] | None, bool]:
         items.append(value)
 
 
-def _read_document(document: dict[str, Any]) -> tuple[tuple[Claim, ...], tuple[ProbeAnswer, ...], tuple[str, ...]]:
+def _read_document(document: dict[str, Any]) -> tuple[tuple[Claim, ...], tuple[CanaryAnswer, ...], tuple[str, ...]]:
     errors: list[str] = []
     raw_findings = document.get("findings", [])
     if raw_findings is None:
@@ -293,8 +293,8 @@ def _read_document(document: dict[str, Any]) -> tuple[tuple[Claim, ...], tuple[P
         errors.append("'probes' is not a list")
         raw_probes = []
     claims = _read_claims(raw_findings, errors)
-    probes = _read_probes(raw_probes, errors)
-    return claims, probes, tuple(errors)
+    canary_answers = _read_canary_answers(raw_probes, errors)
+    return claims, canary_answers, tuple(errors)
 
 
 def _read_claims(raw_findings: list[Any], errors: list[str]) -> tuple[Claim, ...]:
@@ -308,22 +308,22 @@ def _read_claims(raw_findings: list[Any], errors: list[str]) -> tuple[Claim, ...
     return tuple(claims)
 
 
-def _read_probes(raw_probes: list[Any], errors: list[str]) -> tuple[ProbeAnswer, ...]:
-    probes: list[ProbeAnswer] = []
+def _read_canary_answers(raw_probes: list[Any], errors: list[str]) -> tuple[CanaryAnswer, ...]:
+    canary_answers: list[CanaryAnswer] = []
     for number, raw in enumerate(raw_probes, start=1):
         if not isinstance(raw, dict):
             errors.append(f"probe {number}: not an object")
             continue
-        probe_id, answer = raw.get("id"), raw.get("answer")
-        if isinstance(probe_id, bool) or not isinstance(probe_id, (str, int)) or str(probe_id).strip() == "":
+        canary_id, answer = raw.get("id"), raw.get("answer")
+        if isinstance(canary_id, bool) or not isinstance(canary_id, (str, int)) or str(canary_id).strip() == "":
             errors.append(f"probe {number}: 'id' is missing or not a string")
             continue
         if answer is None:
             answer = ""
         if isinstance(answer, (dict, list)):
             answer = json.dumps(answer, sort_keys=True)
-        probes.append(ProbeAnswer(id=str(probe_id).strip(), answer=str(answer).strip()))
-    return tuple(probes)
+        canary_answers.append(CanaryAnswer(id=str(canary_id).strip(), answer=str(answer).strip()))
+    return tuple(canary_answers)
 
 
 def _claim_from(raw: Any, where: str, errors: list[str]) -> Claim | str:

@@ -23,7 +23,8 @@ from auditor.findings.model import (
     Rejected,
     fingerprint,
 )
-from auditor.rules.loader import SEVERITIES, Rule
+from auditor.rules.loader import Rule
+from auditor.rules.severity import Severity
 
 
 class EdgeOracle(Protocol):
@@ -63,7 +64,7 @@ MAX_CHAIN_STEPS: Final = 1_000
 @dataclass(frozen=True)
 class RepositoryView:
     """What grounding checks claims against: the packed files (path -> text, the set the
-    model was shown), the function index, the call graph, and the probes' virtual paths."""
+    model was shown), the function index, the call graph, and the canaries' virtual paths."""
 
     files: Mapping[str, str]
     locator: FunctionLocator | None = None
@@ -88,16 +89,16 @@ class _Step:
 
 _SEVERITY_SYNONYMS: Final = MappingProxyType(
     {
-        "blocker": "critical",
-        "severe": "critical",
-        "error": "high",
-        "major": "high",
-        "moderate": "medium",
-        "warning": "medium",
-        "minor": "low",
-        "note": "info",
-        "informational": "info",
-        "information": "info",
+        "blocker": Severity.CRITICAL,
+        "severe": Severity.CRITICAL,
+        "error": Severity.HIGH,
+        "major": Severity.HIGH,
+        "moderate": Severity.MEDIUM,
+        "warning": Severity.MEDIUM,
+        "minor": Severity.LOW,
+        "note": Severity.INFO,
+        "informational": Severity.INFO,
+        "information": Severity.INFO,
     }
 )
 
@@ -124,11 +125,10 @@ def normalise_path(path: str) -> str:
     return cleaned.lstrip("/")
 
 
-def normalise_severity(severity: str, rule: Rule) -> str:
-    """One of the rule severities; common synonyms mapped, anything unknown -> the rule's severity."""
+def normalise_severity(severity: str, rule: Rule) -> Severity:
+    """A severity from a model's text; common synonyms mapped, anything unknown -> the rule's severity."""
     cleaned = severity.strip().lower()
-    cleaned = _SEVERITY_SYNONYMS.get(cleaned, cleaned)
-    return cleaned if cleaned in SEVERITIES else rule.severity
+    return _SEVERITY_SYNONYMS.get(cleaned) or Severity.parse(cleaned) or rule.severity
 
 
 def file_lines(text: str) -> list[str]:

@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
-from auditor.findings.model import SEVERITY_ORDER, Finding, FindingChain
+from auditor.findings.model import Finding, FindingChain
+from auditor.rules.severity import Severity
 
 
 def merge_findings(groups: Iterable[Iterable[Finding]]) -> tuple[Finding, ...]:
@@ -50,7 +51,7 @@ def _merge_same(findings: list[Finding]) -> Finding:
     best = ranked[0]
     model_ranked = [finding for finding in ranked if "model" in finding.found_by and finding.explanation]
     found_by = tuple(sorted({source for finding in findings for source in finding.found_by}))
-    severity = min((finding.severity for finding in findings), key=lambda value: (SEVERITY_ORDER.get(value, 9), value))
+    severity = min((finding.severity for finding in findings), key=lambda value: (Severity.rank_of(value), value))
     windows = [finding.window for finding in findings if finding.window is not None]
     chains = merge_chains(ranked)
     # The title and explanation speak for the kept chain: a model's only when it traced it.

@@ -1,6 +1,6 @@
 """The findings' value objects: a grounded ``Finding`` with its ``ChainStep`` chain and
 fingerprint, and the claims as a model stated them (``Claim``, ``ClaimedStep``,
-``ProbeAnswer``) before grounding; ``Rejected`` keeps a claim grounding refused, with the
+``CanaryAnswer``) before grounding; ``Rejected`` keeps a claim grounding refused, with the
 reason, for the report.
 """
 
@@ -10,7 +10,10 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-SEVERITY_ORDER = {"critical": 0, "high": 1, "medium": 2, "low": 3, "info": 4}
+from auditor.rules.severity import Severity
+
+# Severity name -> rank, for auditor.analysis.transactions until it ranks by ``Severity``.
+SEVERITY_ORDER = {severity.value: severity.rank for severity in Severity}
 
 
 @dataclass(frozen=True)
@@ -72,7 +75,7 @@ class Finding:
     """A grounded finding: the sink location, the chain that reaches it, and who found it."""
 
     rule: str
-    severity: str
+    severity: Severity
     title: str
     path: str
     line: int
@@ -110,7 +113,7 @@ class Finding:
 
     def sort_key(self) -> tuple[object, ...]:
         """Deterministic report order: severity, rule, path, line, fingerprint."""
-        return (SEVERITY_ORDER.get(self.severity, 9), self.rule, self.path, self.line, self.fingerprint)
+        return (Severity.rank_of(self.severity), self.rule, self.path, self.line, self.fingerprint)
 
 
 _WHITESPACE = re.compile(r"\s+")
@@ -149,8 +152,8 @@ class Claim:
 
 
 @dataclass(frozen=True)
-class ProbeAnswer:
-    """The model's answer to one recall probe (a needle planted in the window)."""
+class CanaryAnswer:
+    """The model's answer to one recall canary's question (an entry of the answer's ``probes`` list)."""
 
     id: str
     answer: str

@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from functools import partial
 
+from auditor import defaults
 from auditor.index.cache import (
     PACK_DELTA_MIN,
     PACK_DELTA_SHARE,
@@ -49,10 +50,6 @@ logger = logging.getLogger(__name__)
 MAX_PARSE_WORKERS = 4
 """Most worker processes used for parsing (fewer when fewer CPUs are available)."""
 
-
-DEFAULT_PARSE_BUDGET_S = 30.0
-"""Seconds one file's indexing may take (a 1 MB file takes well under one) before it is
-skipped: one hostile file never stalls a scan."""
 
 PARENT_POLL_S = 0.5
 """How often a worker checks that the process that started it is still alive."""
@@ -231,7 +228,7 @@ def index_files(
     progress: ProgressCallback = no_progress,
     *,
     pack_name: str | None = None,
-    parse_budget_s: float | None = DEFAULT_PARSE_BUDGET_S,
+    parse_budget_s: float | None = defaults.PARSE_BUDGET_S,
 ) -> dict[str, FileIndex]:
     """Path -> FileIndex of ``index_sources`` (files skipped over budget are absent)."""
     return index_sources(
@@ -245,7 +242,7 @@ def index_sources(
     progress: ProgressCallback = no_progress,
     *,
     pack_name: str | None = None,
-    parse_budget_s: float | None = DEFAULT_PARSE_BUDGET_S,
+    parse_budget_s: float | None = defaults.PARSE_BUDGET_S,
 ) -> IndexOutcome:
     """Index ``(path, text, language, content_hash)`` sources.
 

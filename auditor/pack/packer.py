@@ -22,6 +22,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
+from auditor import defaults
 from auditor.errors import PackError, UsageError
 from auditor.pack.prompt import (
     CandidateChain,
@@ -38,13 +39,6 @@ from auditor.rules.loader import Rule
 from auditor.storage.digests import DigestStore, digest_of
 from auditor.tokens.tokenizer import Message, PromptTokenizer, TokenizerInfo
 
-DEFAULT_MAX_MODEL_LEN = 262_144
-# Reasoning traces on audit tasks run to tens of thousands of tokens; 32,768 leaves room for
-# a long trace plus a findings answer while keeping 229,376 tokens (87.5%) for the prompt.
-DEFAULT_OUTPUT_TOKENS = 32_768
-# Space kept in every window for recall-probe canaries and their questions: three needles
-# and their questions take at most ~940 tokens on a 131K-id vocabulary (measured over 20 seeds).
-DEFAULT_PROBE_RESERVE_TOKENS = 1_536
 DEFAULT_MAP_TOKENS = 8_192
 # Bytes per token used to screen items before exact counting; deliberately low (over-counts)
 # so screening never rejects an item that would fit.
@@ -66,12 +60,12 @@ MAX_CHARS_PER_TOKEN = 8
 class PackOptions:
     """Budget and ranking settings for one pack."""
 
-    max_model_len: int = DEFAULT_MAX_MODEL_LEN
-    output_tokens: int = DEFAULT_OUTPUT_TOKENS
-    probe_reserve_tokens: int = DEFAULT_PROBE_RESERVE_TOKENS
+    max_model_len: int = defaults.MAX_MODEL_LEN
+    output_tokens: int = defaults.OUTPUT_TOKENS
+    probe_reserve_tokens: int = defaults.CANARY_RESERVE_TOKENS
     map_tokens: int = DEFAULT_MAP_TOKENS
     thinking: bool = True
-    max_windows: int = 0
+    max_windows: int = defaults.MAX_WINDOWS
     neighbor_depth: int = 1
     seed_paths: tuple[str, ...] = ()  # carried first, in this order (e.g. a diff's changed files)
     # Out-of-scope file classes to pack anyway for audit rules (auditor.pack.scope: "tests",

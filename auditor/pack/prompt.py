@@ -15,6 +15,7 @@ from itertools import chain, repeat
 from typing import Iterable, Sequence
 
 from auditor.rules.loader import Rule
+from auditor.rules.severity import Severity
 from auditor.tokens.tokenizer import Message
 
 ANSWER_EXAMPLE = {
@@ -22,7 +23,7 @@ ANSWER_EXAMPLE = {
         {
             "rule": "<rule id>",
             "title": "<one line>",
-            "severity": "critical|high|medium|low|info",
+            "severity": "|".join(Severity.names()),
             "sink": {"path": "<repo-relative path>", "line": 42, "function": "<function containing the sink>"},
             "chain": [
                 {"path": "<entry point file>", "line": 10, "function": "<entry point function>"},

@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from auditor import defaults
 from auditor.errors import UsageError
 from auditor.planning.checkpoint import (
     Checkpoint,
@@ -44,21 +45,11 @@ from auditor.planning.checkpoint import (
 
 GIB = 1024**3
 
-DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
-"""Fraction of GPU memory vLLM may use (vLLM's own default is 0.92; we keep headroom)."""
-
-DEFAULT_MAX_NUM_SEQS = 4
-"""Default concurrency: a few packed windows at once (vLLM's default of 256+ would reserve a
-Mamba state per slot)."""
-
-DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
-"""Chunked-prefill step size; the Spark measurements peak near 8K-token prefills, and the
-activation reserve below is sized for steps of at most this many tokens."""
-
 ACTIVATION_RESERVE_BYTES = 4 * GIB
 """Memory held back from the KV/Mamba cache for activations of one prefill chunk, CUDA
 graphs, the CUDA context and allocator slack. vLLM measures this in its profiling run; 4 GiB
-is a conservative constant for a ~30B model with max_num_batched_tokens <= 8192."""
+is a conservative constant for a ~30B model with max_num_batched_tokens <= 8192
+(``defaults.MAX_NUM_BATCHED_TOKENS``, the chunked-prefill step)."""
 
 LONG_CONTEXT_LIMIT = 262144
 """Windows above this need VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (vLLM 0.33)."""
@@ -133,11 +124,11 @@ class PlanRequest:
     """What the user asks to plan for. None means "derive from the checkpoint"."""
 
     max_model_len: int | None = None
-    max_num_seqs: int = DEFAULT_MAX_NUM_SEQS
+    max_num_seqs: int = defaults.MAX_NUM_SEQS
     kv_cache_dtype: str | None = None
     precision: Precision | None = None
     gpu_memory_gib: float | None = None
-    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION
+    gpu_memory_utilization: float = defaults.GPU_MEMORY_UTILIZATION
     params: float | None = None
 
 
@@ -559,9 +550,9 @@ def _fit(
 
 
 def recommended_max_num_batched_tokens(max_model_len: int, max_num_seqs: int) -> int:
-    """Chunked-prefill step: DEFAULT_MAX_NUM_BATCHED_TOKENS, no more than the window, and no
+    """Chunked-prefill step: ``defaults.MAX_NUM_BATCHED_TOKENS``, no more than the window, and no
     fewer than max_num_seqs (vLLM requires that)."""
-    return max(min(DEFAULT_MAX_NUM_BATCHED_TOKENS, max_model_len), max_num_seqs)
+    return max(min(defaults.MAX_NUM_BATCHED_TOKENS, max_model_len), max_num_seqs)
 
 
 def recommended_engine_args(

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from auditor import defaults
 from auditor.errors import UsageError
 from auditor.planning.checkpoint import PlanError
 
-DEFAULT_DEVICE_PROFILE = "dgx-spark"
 
 
 @dataclass(frozen=True)
@@ -152,7 +152,7 @@ def ttft_curve(profile: DeviceProfile) -> tuple[CurvePoint, ...]:
 
 
 def estimate_time(
-    prompt_tokens: int, output_tokens: int, profile: DeviceProfile | str = DEFAULT_DEVICE_PROFILE
+    prompt_tokens: int, output_tokens: int, profile: DeviceProfile | str = defaults.DEVICE_PROFILE
 ) -> TimeEstimate:
     """TTFT, decode and end-to-end seconds for one request on ``profile``.
 

@@ -1,9 +1,9 @@
-"""The recall self-test grid behind ``auditor probe``: needles at every (length, depth) cell
+"""The recall self-test grid behind ``auditor probe``: canaries at every (length, depth) cell
 of a real repository haystack, asked of any engine in one batch, scored exactly.
 
 Inputs: haystack source directories (a real repository; by default the bundled Django
 fixture grown with auditor's own source files), a tokenizer, ``GridOptions`` (lengths,
-depths, needles per cell, output reserve) and an engine. Outputs: ``GridResult`` (one
+depths, canaries per cell, output reserve) and an engine. Outputs: ``GridResult`` (one
 ``CellResult`` per cell, per-length recall with Wilson intervals, the effective length)
 and, from ``write_outputs``, ``cells.jsonl``, ``summary.json``, ``heatmap.png`` and
 ``recall_by_depth.png``.
@@ -12,7 +12,7 @@ A cell's prompt is a scan window's prompt: the same system turn, header, reposit
 file blocks and chat template, with the recall questions as the task. Its haystack is the
 corpus in path order (repeated under ``copy-N/`` paths when the corpus is too short), cut
 at a line boundary so the exact prompt count lands just under ``length - output_tokens``.
-Every cell of one length shares its haystack up to the needle, so an engine with prefix
+Every cell of one length shares its haystack up to the canary, so an engine with prefix
 caching prefills each length about once.
 """
 
@@ -25,10 +25,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import auditor
+from auditor import defaults
 from auditor.engine.base import ChatRequest, Completion, Engine
 from auditor.errors import AuditorError, UsageError
 from auditor.findings.answer import answer_schema_json, parse_answer
-from auditor.findings.model import ProbeAnswer
+from auditor.findings.model import CanaryAnswer
 from auditor.pack.packer import WindowFrame, render_frame
 from auditor.pack.prompt import (
     MapEntry,
@@ -38,19 +39,18 @@ from auditor.pack.prompt import (
     split_lines,
 )
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
-from auditor.recall.needles import (
+from auditor.recall.canaries import (
     DEFAULT_KEEP,
-    DEFAULT_THRESHOLD,
     KINDS,
-    Needle,
-    ProbeOutcome,
+    Canary,
+    CanaryOutcome,
     RecallSummary,
     derive_seed,
     effective_length,
     insert_blocks,
-    make_needles,
-    needle_blocks,
-    needle_language,
+    make_canaries,
+    canary_blocks,
+    canary_language,
     plan_positions,
     questions_text,
     score,
@@ -60,13 +60,8 @@ from auditor.recall.needles import (
 from auditor.tokens.tokenizer import Message, PromptTokenizer
 from auditor.walk.walker import WalkOptions, walk
 
-DEFAULT_LENGTHS = (8_192, 32_768, 65_536, 131_072, 204_800, 262_144)
-DEFAULT_DEPTHS = tuple(step / 10 for step in range(11))
-DEFAULT_NEEDLES_PER_CELL = 3
-# Answering a few recall questions without reasoning takes a few hundred tokens.
-DEFAULT_OUTPUT_TOKENS = 1_024
 # A cell's prompt aims to fill length - output_tokens within this share (never over it).
-FILL_TOLERANCE = 0.01
+CELL_FILL_TOLERANCE = 0.01
 MAX_FIT_ROUNDS = 6
 # Haystack files are shown in line ranges of at most this many lines, for fine depth steps.
 CORPUS_CHUNK_LINES = 60
@@ -91,32 +86,32 @@ class HaystackFile:
 class GridOptions:
     """The grid to run: context lengths (tokens), depths (fractions 0..1) and the reserve."""
 
-    lengths: tuple[int, ...] = DEFAULT_LENGTHS
-    depths: tuple[float, ...] = DEFAULT_DEPTHS
-    needles_per_cell: int = DEFAULT_NEEDLES_PER_CELL
+    lengths: tuple[int, ...] = field(default_factory=lambda: parse_lengths(defaults.PROBE_LENGTHS))
+    depths: tuple[float, ...] = field(default_factory=lambda: parse_depths(defaults.PROBE_DEPTHS))
+    canaries_per_cell: int = defaults.PROBE_CANARIES_PER_CELL
     kinds: tuple[str, ...] = KINDS
-    output_tokens: int = DEFAULT_OUTPUT_TOKENS
+    output_tokens: int = defaults.PROBE_OUTPUT_TOKENS
     thinking: bool = False
     seed: int = 0
-    threshold: float = DEFAULT_THRESHOLD
+    threshold: float = defaults.RECALL_THRESHOLD
     keep: float = DEFAULT_KEEP
 
 
 @dataclass(frozen=True)
 class Cell:
-    """One request of the grid: a haystack sized to ``length`` with needles at ``depth``.
+    """One request of the grid: a haystack sized to ``length`` with canaries at ``depth``.
 
     Depths are fractions of the prompt up to the end of the last file block (the task and
-    questions after it are not haystack). ``position`` is the block index the needles were
+    questions after it are not haystack). ``position`` is the block index the canaries were
     inserted before; ``placed_depth`` the depth where they actually start;
-    ``haystack_paths`` and ``haystack_tokens`` the haystack blocks in prompt order (needles
+    ``haystack_paths`` and ``haystack_tokens`` the haystack blocks in prompt order (canaries
     excluded) and their counts; ``prefix_tokens`` the prompt before the first block.
     """
 
     id: str
     length: int
     depth: float
-    needles: tuple[Needle, ...]
+    canaries: tuple[Canary, ...]
     position: int
     placed_depth: float
     prompt_tokens: int
@@ -131,14 +126,14 @@ class CellResult:
     """A cell's answers, scored; ``error`` says why the engine gave no answer (then all abstain)."""
 
     cell: Cell
-    outcomes: tuple[ProbeOutcome, ...]
+    outcomes: tuple[CanaryOutcome, ...]
     finish_reason: str
     error: str | None
 
 
 @dataclass(frozen=True)
 class LengthSummary:
-    """Recall over every needle of one length, with its 95% Wilson interval."""
+    """Recall over every canary of one length, with its 95% Wilson interval."""
 
     length: int
     recall: RecallSummary
@@ -262,7 +257,7 @@ class _Corpus:
     """The haystack as rendered blocks with exact counts, repeated under ``copy-N/`` on demand.
 
     Files longer than ``CORPUS_CHUNK_LINES`` are shown as consecutive line ranges (as scans
-    show big files), so a needle can be placed at a fine token depth.
+    show big files), so a canary can be placed at a fine token depth.
     """
 
     def __init__(self, files: Sequence[HaystackFile], tokenizer: PromptTokenizer):
@@ -369,7 +364,7 @@ _SENTINEL = "\x00probe-blocks\x00"
 
 
 def _languages(files: Sequence[HaystackFile]) -> tuple[str, ...]:
-    return tuple(sorted({language for entry in files if entry.language for language in [needle_language(entry.language)] if language}))
+    return tuple(sorted({language for entry in files if entry.language for language in [canary_language(entry.language)] if language}))
 
 
 def build_cells(
@@ -380,12 +375,12 @@ def build_cells(
 ) -> tuple[Cell, ...]:
     """One cell per (length, depth), lengths ascending, then depths ascending.
 
-    Needles are drawn per cell (seeded by the run seed, length and depth) in the languages
+    Canaries are drawn per cell (seeded by the run seed, length and depth) in the languages
     of the haystack, unique against the whole corpus. Each prompt counts at most
     ``length - output_tokens`` tokens, exactly; ``UsageError`` when a length cannot hold
-    the scaffold and the needles.
+    the scaffold and the canaries.
     """
-    if options.needles_per_cell < 1:
+    if options.canaries_per_cell < 1:
         raise UsageError("--needles-per-cell must be at least 1")
     corpus = _Corpus(files, tokenizer)
     repo_map = render_map([MapEntry(entry.path) for entry in files], detail=3)
@@ -397,14 +392,14 @@ def build_cells(
     for length in options.lengths:
         target = length - options.output_tokens
         for depth in options.depths:
-            needles = make_needles(
-                options.needles_per_cell,
+            canaries = make_canaries(
+                options.canaries_per_cell,
                 languages=languages,
                 seed=derive_seed(options.seed, length, depth),
                 forbidden_text=forbidden,
                 kinds=options.kinds,
             )
-            cells.append(_build_cell(corpus, tokenizer, repo_map, needles, length, target, depth, options.thinking))
+            cells.append(_build_cell(corpus, tokenizer, repo_map, canaries, length, target, depth, options.thinking))
             progress(ProgressEvent(stage="probe", completed=len(cells), total=total))
     return tuple(cells)
 
@@ -413,18 +408,18 @@ def _build_cell(
     corpus: _Corpus,
     tokenizer: PromptTokenizer,
     repo_map: str,
-    needles: tuple[Needle, ...],
+    canaries: tuple[Canary, ...],
     length: int,
     target: int,
     depth: float,
     thinking: bool,
 ) -> Cell:
-    questions = questions_text(needles)
+    questions = questions_text(canaries)
     frame = probe_frame(tokenizer, repo_map, questions, thinking)
     prefix_tokens, suffix_tokens = frame.head_tokens, frame.tail_tokens
-    planted = [block for needle in needles for block in needle_blocks(needle)]
-    needle_tokens = sum(tokenizer.count_many(planted))
-    budget = target - prefix_tokens - suffix_tokens - needle_tokens
+    planted = [block for canary in canaries for block in canary_blocks(canary)]
+    canary_tokens = sum(tokenizer.count_many(planted))
+    budget = target - prefix_tokens - suffix_tokens - canary_tokens
     if budget < 0:
         raise UsageError(
             f"length {length}: the prompt scaffold and needles take {target - budget} tokens, more than "
@@ -435,7 +430,7 @@ def _build_cell(
         haystack = corpus.select(budget)
         block_tokens = [tokens for _, _, tokens in haystack]
         (position,) = plan_positions(block_tokens, prefix_tokens, [depth])
-        blocks = insert_blocks([text for _, text, _ in haystack], needles, [position] * len(needles))
+        blocks = insert_blocks([text for _, text, _ in haystack], canaries, [position] * len(canaries))
         messages = probe_messages(frame, blocks)
         prompt_tokens = tokenizer.count(tokenizer.render(messages, thinking=thinking))
         # Pieces counted apart can merge at their seams, and a cut line leaves a gap: steer
@@ -443,7 +438,7 @@ def _build_cell(
         if prompt_tokens <= target:
             if best is None or prompt_tokens > best[0]:
                 best = (prompt_tokens, position, block_tokens, haystack, messages)
-            if prompt_tokens >= target * (1 - FILL_TOLERANCE / 2):
+            if prompt_tokens >= target * (1 - CELL_FILL_TOLERANCE / 2):
                 break
         budget += target - prompt_tokens
     if best is None:
@@ -454,7 +449,7 @@ def _build_cell(
         id=f"probe-{length}-{depth * 100:g}",
         length=length,
         depth=depth,
-        needles=needles,
+        canaries=canaries,
         position=position,
         placed_depth=round(placed, 6),
         prompt_tokens=prompt_tokens,
@@ -487,11 +482,11 @@ def cell_requests(cells: Sequence[Cell], options: GridOptions) -> list[ChatReque
 
 
 def score_cell(cell: Cell, completion: Completion) -> CellResult:
-    """Score a cell's completion; an engine error leaves every needle abstained, with the error kept."""
-    answers: tuple[ProbeAnswer, ...] = ()
+    """Score a cell's completion; an engine error leaves every canary abstained, with the error kept."""
+    answers: tuple[CanaryAnswer, ...] = ()
     if completion.error is None and completion.finish_reason != "error":
-        answers = parse_answer(completion.text).probes
-    outcomes = score(cell.needles, [cell.depth] * len(cell.needles), answers)
+        answers = parse_answer(completion.text).canary_answers
+    outcomes = score(cell.canaries, [cell.depth] * len(cell.canaries), answers)
     return CellResult(cell=cell, outcomes=outcomes, finish_reason=completion.finish_reason, error=completion.error)
 
 
@@ -569,11 +564,11 @@ def heatmap_matrix(result: GridResult) -> HeatmapData:
 
 
 def cell_records(result: GridResult) -> list[dict[str, object]]:
-    """One JSON-ready record per planted needle, in cell then needle order."""
+    """One JSON-ready record per planted canary, in cell then canary order."""
     records: list[dict[str, object]] = []
     for cell_result in result.cells:
         cell = cell_result.cell
-        for needle, outcome in zip(cell.needles, cell_result.outcomes):
+        for canary, outcome in zip(cell.canaries, cell_result.outcomes):
             records.append(
                 {
                     "cell": cell.id,
@@ -581,12 +576,12 @@ def cell_records(result: GridResult) -> list[dict[str, object]]:
                     "depth": cell.depth,
                     "placed_depth": cell.placed_depth,
                     "prompt_tokens": cell.prompt_tokens,
-                    "needle": needle.id,
-                    "kind": needle.kind,
-                    "language": needle.language,
-                    "virtual_paths": list(needle.paths),
-                    "expected": needle.expected,
-                    "distractors": list(needle.distractors),
+                    "needle": canary.id,
+                    "kind": canary.kind,
+                    "language": canary.language,
+                    "virtual_paths": list(canary.paths),
+                    "expected": canary.expected,
+                    "distractors": list(canary.distractors),
                     "answer": outcome.answer,
                     "outcome": outcome.outcome,
                     "finish_reason": cell_result.finish_reason,
@@ -628,7 +623,7 @@ def summary_json(result: GridResult) -> dict[str, object]:
         "options": {
             "lengths": list(result.options.lengths),
             "depths": list(result.options.depths),
-            "needles_per_cell": result.options.needles_per_cell,
+            "needles_per_cell": result.options.canaries_per_cell,
             "kinds": list(result.options.kinds),
             "output_tokens": result.options.output_tokens,
             "thinking": result.options.thinking,

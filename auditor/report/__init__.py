@@ -1,7 +1,7 @@
 """Report stage: render a ``ScanResult`` as text, JSON, SARIF or Markdown.
 
 Input: a ``ScanResult`` (``auditor.report.model``). Output: the report as a string.
-Reporters are registered by format name in ``REPORTERS``; ``render`` picks one and hands it
+Reporters are registered by ``Format`` in ``REPORTERS``; ``render`` picks one and hands it
 the ``ReportOptions`` (Markdown link base, SARIF category) each format reads what it needs from.
 
 Importing this package imports none of its submodules (``from auditor.report.model
@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Final, Literal
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Callable, Final
 
 from auditor.errors import UsageError
 
@@ -29,9 +30,16 @@ if TYPE_CHECKING:
     from auditor.report.sarif import render_sarif
     from auditor.report.text import render_text
 
-    REPORTERS: dict[str, Reporter]
+    REPORTERS: dict[Format, Reporter]
 
-Format = Literal["text", "json", "sarif", "markdown"]
+
+class Format(StrEnum):
+    """The report formats, in the order the command line lists them."""
+
+    TEXT = "text"
+    JSON = "json"
+    SARIF = "sarif"
+    MARKDOWN = "markdown"
 
 
 @dataclass(frozen=True)
@@ -46,12 +54,12 @@ class ReportOptions:
 
 Reporter = Callable[["ScanResult", ReportOptions], str]
 
-# Format name -> (submodule, function); REPORTERS is built from it on first use.
-_REPORTER_FUNCTIONS: Final[dict[str, tuple[str, str]]] = {
-    "text": ("text", "render_text"),
-    "json": ("json_report", "render_json"),
-    "sarif": ("sarif", "render_sarif"),
-    "markdown": ("markdown", "render_markdown"),
+# Format -> (submodule, function); REPORTERS is built from it on first use.
+_REPORTER_FUNCTIONS: Final[dict[Format, tuple[str, str]]] = {
+    Format.TEXT: ("text", "render_text"),
+    Format.JSON: ("json_report", "render_json"),
+    Format.SARIF: ("sarif", "render_sarif"),
+    Format.MARKDOWN: ("markdown", "render_markdown"),
 }
 _SUBMODULE_OF: Final[dict[str, str]] = {
     **{function: submodule for submodule, function in _REPORTER_FUNCTIONS.values()},
@@ -76,16 +84,16 @@ __all__ = [
 ]
 
 
-def _reporters() -> dict[str, Reporter]:
+def _reporters() -> dict[Format, Reporter]:
     """The format registry, built once (every reporter imported) and shared from then on."""
     registry = globals().get("REPORTERS")
     if registry is None:
         text, json_report, sarif, markdown = (__getattr__(function) for _, function in _REPORTER_FUNCTIONS.values())
-        registry = {
-            "text": lambda result, options: text(result),
-            "json": lambda result, options: json_report(result),
-            "sarif": lambda result, options: sarif(result, options.sarif_category),
-            "markdown": lambda result, options: markdown(result, options.link_base),
+        registry: dict[Format, Reporter] = {
+            Format.TEXT: lambda result, options: text(result),
+            Format.JSON: lambda result, options: json_report(result),
+            Format.SARIF: lambda result, options: sarif(result, options.sarif_category),
+            Format.MARKDOWN: lambda result, options: markdown(result, options.link_base),
         }
         globals()["REPORTERS"] = registry
     return registry
@@ -107,8 +115,9 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
 
 
-def render(result: ScanResult, format: str, options: ReportOptions = ReportOptions()) -> str:
-    """The report in the named format; an unknown name raises UsageError listing the known ones."""
+def render(result: ScanResult, format: Format | str, options: ReportOptions = ReportOptions()) -> str:
+    """The report in ``format`` (a ``Format`` or its name); an unknown name raises UsageError
+    listing the known ones."""
     reporters = _reporters()
     reporter = reporters.get(format)
     if reporter is None:

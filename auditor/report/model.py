@@ -11,10 +11,12 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from auditor.errors import Shortfall, worst_shortfall
 from auditor.findings.injection import InjectionFlag
-from auditor.findings.model import SEVERITY_ORDER, ChainStep, Claim, ClaimedStep, EffectSite, Finding, Rejected
+from auditor.findings.model import ChainStep, Claim, ClaimedStep, EffectSite, Finding, Rejected
 from auditor.findings.suppress import SuppressedFinding
-from auditor.rules.loader import SEVERITIES, Rule
+from auditor.rules.loader import Rule
+from auditor.rules.severity import Severity
 
 __all__ = [
     "Coverage",
@@ -41,7 +43,7 @@ PARTIAL_ERROR_KINDS = frozenset({"not-audited", "windows-capped", "nothing-audit
 class WindowRecall:
     """Recall measured by the canaries planted in one window.
 
-    ``missed`` holds (depth fraction, file before, file after) for each needle not answered
+    ``missed`` holds (depth fraction, file before, file after) for each canary not answered
     correctly, so a reader can see which stretch of the window the model did not retrieve.
     """
 
@@ -219,6 +221,11 @@ class ScanResult:
         return any(window.recall is not None and window.recall.degraded for window in self.windows)
 
     @property
+    def shortfall(self) -> Shortfall | None:
+        """What keeps this result from a clean pass (the worst), or None."""
+        return worst_shortfall(incomplete=not self.complete, recall_degraded=self.recall_degraded, partial=self.partial)
+
+    @property
     def incomplete_windows(self) -> tuple[WindowOutcome, ...]:
         """The windows whose answer was cut off, empty or failed, by index."""
         return tuple(sorted((window for window in self.windows if not window.complete), key=lambda w: w.index))
@@ -238,7 +245,7 @@ class ScanResult:
     def severity_counts(self) -> tuple[tuple[str, int], ...]:
         """(severity, count) for each severity that has findings, most severe first."""
         counts = Counter(finding.severity for finding in self.findings)
-        ordered = sorted(counts, key=lambda severity: (SEVERITY_ORDER.get(severity, len(SEVERITIES)), severity))
+        ordered = sorted(counts, key=lambda severity: (Severity.rank_of(severity), severity))
         return tuple((severity, counts[severity]) for severity in ordered)
 
     def rule_for(self, rule_id: str) -> Rule | None:

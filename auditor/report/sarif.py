@@ -27,6 +27,7 @@ from auditor.report.model import (
     window_problem,
 )
 from auditor.rules.loader import Rule
+from auditor.rules.severity import Severity
 
 SARIF_SCHEMA_URI: Final = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 SARIF_VERSION: Final = "2.1.0"
@@ -36,18 +37,20 @@ FINGERPRINT_KEY: Final = "auditor/v1"
 Level = Literal["error", "warning", "note", "none"]
 
 SEVERITY_LEVEL: Final[dict[str, Level]] = {
-    "critical": "error",
-    "high": "error",
-    "medium": "warning",
-    "low": "note",
-    "info": "note",
+    Severity.CRITICAL: "error",
+    Severity.HIGH: "error",
+    Severity.MEDIUM: "warning",
+    Severity.LOW: "note",
+    Severity.INFO: "note",
 }
 # Correctness rules (not vulnerabilities) carry no security-severity: GitHub would show them
 # as "High" security alerts. Their level says how bad the partial state is instead.
 CORRECTNESS_RULES: Final[frozenset[str]] = frozenset({"tx-outside-transaction"})
-CORRECTNESS_LEVEL: Final[dict[str, Level]] = {"critical": "error"}
+CORRECTNESS_LEVEL: Final[dict[str, Level]] = {Severity.CRITICAL: "error"}
 # GitHub buckets security-severity: >= 9.0 critical, 7.0-8.9 high, 4.0-6.9 medium, 0.1-3.9 low.
-SECURITY_SEVERITY: Final[dict[str, str]] = {"critical": "9.5", "high": "8.0", "medium": "5.5", "low": "3.0"}
+SECURITY_SEVERITY: Final[dict[str, str]] = {
+    Severity.CRITICAL: "9.5", Severity.HIGH: "8.0", Severity.MEDIUM: "5.5", Severity.LOW: "3.0",
+}
 
 
 class Message(TypedDict):

@@ -16,7 +16,7 @@ from rich.padding import Padding
 from rich.rule import Rule as Divider
 from rich.text import Text
 
-from auditor.findings.model import SEVERITY_ORDER, ChainStep, Finding
+from auditor.findings.model import ChainStep, Finding
 from auditor.report.model import (
     ReviewedFinding,
     ScanResult,
@@ -30,6 +30,7 @@ from auditor.report.model import (
     where_text,
     window_problem,
 )
+from auditor.rules.severity import Severity
 
 DEFAULT_WIDTH = 100
 
@@ -161,7 +162,7 @@ def render_text(result: ScanResult, width: int = DEFAULT_WIDTH) -> str:
         rule = result.rule_for(rule_id)
         console.print(Divider(Text(f"{rule_id}" + (f" — {rule.title}" if rule else "")), align="left"))
         ordered = sorted(rule_findings, key=lambda finding: finding.sort_key())
-        ordered.sort(key=lambda finding: SEVERITY_ORDER.get(finding.severity, len(SEVERITY_ORDER)))
+        ordered.sort(key=lambda finding: Severity.rank_of(finding.severity))
         for severity, group in groupby(ordered, key=attrgetter("severity")):
             items = list(group)
             console.print(Text(f"{severity.upper()} ({len(items)})", style="bold"))

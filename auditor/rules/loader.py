@@ -34,11 +34,11 @@ from pathlib import Path
 import yaml
 
 from auditor.errors import RuleError
+from auditor.rules.severity import Severity
 
 # The file classes a rule's pack_include may name (auditor.pack.scope.SCOPE_CLASSES; kept
 # here as literals so that loading a rule does not import the packer).
 PACK_INCLUDE_CLASSES = ("tests", "fixtures", "migrations", "generated", "seed")
-SEVERITIES = ("critical", "high", "medium", "low", "info")
 _RULE_ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 
 
@@ -48,7 +48,7 @@ class Rule:
 
     id: str
     title: str
-    severity: str
+    severity: Severity
     languages: tuple[str, ...]
     description: str
     body: str
@@ -108,9 +108,10 @@ def parse_rule(text: str, source: str) -> Rule:
     rule_id = text_field("id")
     if not _RULE_ID.match(rule_id):
         raise RuleError(f"{source}: rule id '{rule_id}' must be lowercase letters, digits and '-'")
-    severity = text_field("severity").lower()
-    if severity not in SEVERITIES:
-        raise RuleError(f"{source}: severity '{severity}' is not one of {', '.join(SEVERITIES)}")
+    severity_name = text_field("severity").lower()
+    severity = Severity.parse(severity_name)
+    if severity is None:
+        raise RuleError(f"{source}: severity '{severity_name}' is not one of {', '.join(Severity.names())}")
     relevance = list_field("relevance")
     for pattern in relevance:
         try:

@@ -11,11 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
+from auditor import defaults
 from auditor.callgraph.cache import CallGraphCache
 from auditor.callgraph.graph import CallGraph
 from auditor.analysis.registry import static_analysis_for
 from auditor.index.cache import IndexCache
-from auditor.index.indexer import DEFAULT_PARSE_BUDGET_S, IndexSkip, index_sources
+from auditor.index.indexer import IndexSkip, index_sources
 from auditor.index.model import FileIndex
 from auditor.pack.chains import ChainCache, relevance_chains
 from auditor.pack.packer import Chain, PackInput, PackOptions, PackResult, pack, relevance_scores
@@ -58,7 +59,7 @@ def prepare_repository(
     progress: ProgressCallback = no_progress,
     on_change: Callable[[], None] | None = None,
     cache_scope: str | None = None,
-    parse_budget_s: float | None = DEFAULT_PARSE_BUDGET_S,
+    parse_budget_s: float | None = defaults.PARSE_BUDGET_S,
 ) -> PreparedRepository:
     """Walk ``root``, index every file in a supported language and build the call graph.
     A file whose indexing takes over ``parse_budget_s`` seconds is left out and listed in

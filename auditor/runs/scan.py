@@ -41,13 +41,13 @@ from auditor.pack.packer import (
 )
 from auditor.planning.timing import estimate_time
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
-from auditor.recall.canaries import (
+from auditor.recall.windows import (
     CanaryPlan,
     CanaryReport,
     plant_canaries,
     read_canaries,
 )
-from auditor.recall.needles import cites_probe
+from auditor.recall.canaries import cites_canary
 from auditor.report.model import (
     Coverage,
     NotAudited,
@@ -150,7 +150,7 @@ def plan_scan(
     planted = tuple(
         plant_canaries(packed, window, tokenizer, config.probes, config.engine_settings.seed) for window in packed.windows
     )
-    if config.probes and any(not plan.needles for _, plan in planted):
+    if config.probes and any(not plan.canaries for _, plan in planted):
         notes.append("some windows had no room for recall canaries: their recall is not measured")
     rule_ids = [rule.id for rule in rules]
     requests = tuple(
@@ -334,7 +334,7 @@ def _model_run(plan: ScanPlan, completions: Sequence[Completion]) -> ModelRun:
         files={path: texts[path] for path in _carried(plan.packed)},
         locator=IndexLocator(prepared.indexes),
         edges=prepared.graph,
-        virtual_paths=frozenset(path for _, canaries in plan.planted for needle in canaries.needles for path in needle.paths),
+        virtual_paths=frozenset(path for _, canaries in plan.planted for canary in canaries.canaries for path in canary.paths),
     )
     rules_by_id = {rule.id: rule for rule in plan.rules}
     windows, errors, findings, rejected = _read_completions(
@@ -436,7 +436,7 @@ def _read_completions(
     rejected: list[Rejected] = []
     for (window, plan), completion in zip(planted, completions):
         parsed = parse_answer(completion.text)
-        canaries = read_canaries(plan, parsed.probes, recall_threshold)
+        canaries = read_canaries(plan, parsed.canary_answers, recall_threshold)
         claims = tuple(claim for claim in parsed.claims if not _cites_canary(claim, plan))
         rejected.extend(
             Rejected("cites a recall-probe identifier", claim, window.index)
@@ -494,10 +494,10 @@ def _read_completions(
 
 def _cites_canary(claim: Claim, plan: CanaryPlan) -> bool:
     """Whether a claim names a canary's virtual file or identifiers at its sink or on its chain."""
-    if not plan.needles:
+    if not plan.canaries:
         return False
     steps = (claim.sink, *claim.chain)
-    return any(cites_probe(step.path, step.function, plan.needles) for step in steps)
+    return any(cites_canary(step.path, step.function, plan.canaries) for step in steps)
 
 
 def _window_recall(report: CanaryReport | None) -> WindowRecall | None:

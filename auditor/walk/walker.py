@@ -22,6 +22,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from auditor import defaults
 from auditor.errors import UsageError
 from auditor.languages import language_for_path
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
@@ -44,7 +45,7 @@ class WalkOptions:
 
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
-    max_file_bytes: int = 1_000_000
+    max_file_bytes: int = defaults.MAX_FILE_BYTES
     default_excludes: bool = True
     use_gitignore: bool = True
 

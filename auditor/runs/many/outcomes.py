@@ -9,11 +9,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from auditor.report import render
+from auditor.errors import Shortfall, worst_shortfall
+from auditor.report import Format, render
 from auditor.report.model import ScanResult
 from auditor.runs.many.targets import Target
 
-REPORT_FILES: dict[str, str] = {"json": "report.json", "sarif": "report.sarif", "markdown": "report.md"}
+# A repository's status besides its shortfall (``auditor.errors.Shortfall``).
+OK = "ok"
+FAILED = "failed"
+
+REPORT_FILES: dict[Format, str] = {Format.JSON: "report.json", Format.SARIF: "report.sarif", Format.MARKDOWN: "report.md"}
 
 
 @dataclass(frozen=True)
@@ -75,17 +80,22 @@ class ManyResult:
     @property
     def failures(self) -> int:
         """Repositories that failed or are incomplete."""
-        return sum(outcome.status in ("failed", "incomplete") for outcome in self.repositories)
+        return sum(outcome.status in (FAILED, Shortfall.INCOMPLETE) for outcome in self.repositories)
 
     @property
     def recall_degraded(self) -> int:
         """Repositories with a window whose canary recall fell below the threshold."""
-        return sum(outcome.status == "recall-degraded" for outcome in self.repositories)
+        return sum(outcome.status == Shortfall.RECALL_DEGRADED for outcome in self.repositories)
 
     @property
     def partial(self) -> int:
         """Repositories audited only in part (files, windows or rules left out)."""
-        return sum(outcome.status == "partial" for outcome in self.repositories)
+        return sum(outcome.status == Shortfall.PARTIAL for outcome in self.repositories)
+
+    @property
+    def shortfall(self) -> Shortfall | None:
+        """What keeps the run from a clean pass (the worst over its repositories), or None."""
+        return worst_shortfall(incomplete=bool(self.failures), recall_degraded=bool(self.recall_degraded), partial=bool(self.partial))
 
     def summary(self) -> str:
         """One line: repositories, windows, tokens, failures."""
@@ -98,17 +108,12 @@ class ManyResult:
 
 
 def _status(result: ScanResult) -> str:
-    """A repository's status, in the order scan's exit codes take: incomplete first."""
-    if not result.complete:
-        return "incomplete"
-    if result.recall_degraded:
-        return "recall-degraded"
-    if result.partial:
-        return "partial"
-    return "ok"
+    """A repository's status: its worst shortfall (the order scan's exit codes take), else "ok"."""
+    shortfall = result.shortfall
+    return OK if shortfall is None else shortfall.value
 
 
-def render_reports(result: ScanResult, formats: Iterable[str]) -> dict[str, str]:
+def render_reports(result: ScanResult, formats: Iterable[Format]) -> dict[str, str]:
     """The repository's reports, file name -> text, for each requested format."""
     return {REPORT_FILES[fmt]: render(result, fmt) for fmt in sorted(formats)}
 
@@ -121,7 +126,7 @@ def succeeded_outcome(target: Target, commit: str | None, result: ScanResult, re
         revision=target.revision,
         commit=commit,
         status=_status(result),
-        error=None if _status(result) == "ok" else "; ".join(e.message for e in result.errors) or "incomplete windows",
+        error=None if _status(result) == OK else "; ".join(e.message for e in result.errors) or "incomplete windows",
         windows=len(result.windows),
         windows_reused=reused,
         findings=len(result.findings),
@@ -135,7 +140,7 @@ def succeeded_outcome(target: Target, commit: str | None, result: ScanResult, re
 def failed_outcome(target: Target, error: str) -> RepositoryOutcome:
     """The index line of a repository that could not be scanned."""
     return RepositoryOutcome(key=target.key, source=target.source, revision=target.revision, commit=None,
-                             status="failed", error=error)
+                             status=FAILED, error=error)
 
 
 def write_reports(out: Path, key: str, reports: Mapping[str, str]) -> None:

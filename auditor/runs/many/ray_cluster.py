@@ -57,6 +57,7 @@ from auditor.engine.opening import EngineChoice, choose_engine, open_engine
 from auditor.errors import AuditorError, EngineUnavailable
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
 from auditor.runs.many.outcomes import (
+    FAILED,
     ManyResult,
     RepositoryOutcome,
     failed_outcome,
@@ -337,7 +338,7 @@ def _run(config: ManyConfig, targets: Sequence[Target], engine: EngineChoice, pr
         for number, row in enumerate(_rows(finished), start=1):
             key = row["repository"]
             outcomes[key] = pickle.loads(row["outcome"])
-            if outcomes[key].status == "failed":
+            if outcomes[key].status == FAILED:
                 state.record_repository_failure(key, outcomes[key].error or "finish failed")
             else:
                 write_reports(config.out, key, json.loads(row["reports"]))

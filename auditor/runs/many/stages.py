@@ -18,6 +18,7 @@ from auditor.engine.base import (
 from auditor.engine.opening import EngineChoice
 from auditor.errors import AuditorError, UsageError
 from auditor.progress import ProgressCallback, no_progress
+from auditor.report import Format
 from auditor.report.model import ScanResult
 from auditor.config.scan import ScanConfig
 from auditor.runs.many.checkout import Checkout, checkout_target
@@ -51,7 +52,7 @@ class ManyConfig:
     out: Path
     scan: ScanConfig = field(default_factory=lambda: ScanConfig(root=Path(".")))
     endpoints: tuple[str, ...] = ()
-    formats: tuple[str, ...] = ("json", "sarif", "markdown")
+    formats: tuple[Format, ...] = (Format.JSON, Format.SARIF, Format.MARKDOWN)
     batch_size: int = 8
     backend: Backend = "auto"
     ray_address: str | None = None
