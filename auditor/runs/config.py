@@ -18,6 +18,12 @@ DEFAULT_CANARIES = 3
 DEFAULT_RECALL_THRESHOLD = 0.8
 
 
+def tree_cache_scope(root: Path, name: str | None = None) -> str:
+    """The name a tree's caches (index pack, token counts, relevance scores, seed chains) are
+    kept under: ``name`` when given (review's temporary worktrees), else the resolved root."""
+    return name or str(Path(root).resolve())
+
+
 @dataclass(frozen=True)
 class WindowOptions:
     """How windows are cut and rendered (the window length itself is the model's, in
@@ -60,8 +66,8 @@ class ScanConfig:
 
     @property
     def scope(self) -> str:
-        """The effective cache scope."""
-        return self.cache_scope or str(self.root.resolve())
+        """The name this tree's caches are kept under (``tree_cache_scope``)."""
+        return tree_cache_scope(self.root, self.cache_scope)
 
     @property
     def pack(self) -> PackOptions:
