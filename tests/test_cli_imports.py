@@ -22,7 +22,6 @@ from auditor.cli.app import app
 # Modules that only scan-like commands, plan/doctor or probe need: neither building the CLI
 # nor packing may import them.
 NOT_FOR_PACK = (
-    "auditor.recall.canaries",
     "auditor.runs.diff",
     "auditor.runs.doctor",
     # auditor.engine.base (EngineSettings, the flags' defaults) is a light leaf; the
@@ -36,7 +35,6 @@ NOT_FOR_PACK = (
     "auditor.runs.many.runner",
     "auditor.runs.many.ray_cluster",
     "auditor.planning.plan",
-    "auditor.recall.needles",
     "auditor.recall.grid",
     "auditor.report.model",
     "auditor.report.text",
@@ -47,7 +45,9 @@ NOT_FOR_PACK = (
     "auditor.runs.review",
     "auditor.runs.scan",
     # auditor.analysis.tx_outside_transaction and auditor.findings.model load for a pack:
-    # its windows are cut around the static candidates' chains (issue #16).
+    # its windows are cut around the static candidates' chains (issue #16); and
+    # auditor.recall.canaries with auditor.recall.needles (standard library only): a pack
+    # plants the scan's canaries, so its counts are the engine's (issue #21).
     "auditor.findings.suppress",
     "ray",
     "vllm",
