@@ -20,10 +20,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from auditor.analysis.transactions import TxOptions
 from auditor.pack.packer import PackOptions
-from auditor.runs.prepare import pack_prepared, prepare_repository
+from auditor.runs.prepare import pack_prepared, prepare_repository, run_static_pass
 from auditor.rules.loader import load_rules
-from auditor.analysis.transactions import analyze_tx_outside_transaction
 from auditor.tokens.tokenizer import TokenizerRequest, load_tokenizer, with_count_cache
 
 
@@ -40,12 +40,14 @@ def main() -> int:
     root = args.repo.resolve()
     tokenizer = with_count_cache(load_tokenizer(TokenizerRequest(tokenizer=args.tokenizer)), scope=str(root))
     prepared = prepare_repository(root, on_change=tokenizer.preload)
-    findings = analyze_tx_outside_transaction(prepared.indexes, prepared.texts, rules[0], prepared.graph).findings
+    # Every finding of the pass (min severity low), none listed in the prompts: the chains alone.
+    static = run_static_pass(prepared, rules, TxOptions(min_severity="low"), reported=False)
+    findings = static.findings
     options = PackOptions(
         neighbor_depth=args.neighbor_depth, include=("tests",) if args.include_tests else (),
         chain_windows=not args.no_chain_windows,
     )
-    packed = pack_prepared(prepared, rules=rules, tokenizer=tokenizer, options=options)
+    packed = pack_prepared(prepared, rules=rules, tokenizer=tokenizer, options=options, static=static)
 
     in_full = [
         {f.path for f in window.files if f.tier == "full" and (f.start_line, f.end_line) == (1, f.total_lines)}

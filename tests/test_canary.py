@@ -33,7 +33,7 @@ def _config(tokenizer_dir: Path, probes: int = 3) -> ScanConfig:
 
 def _answer(plan, correct_below: float) -> list[Completion]:
     completions = []
-    for (window, canaries), request in zip(plan.planted, plan.requests):
+    for (window, canaries), request in zip(plan.windows.planted, plan.requests):
         probes = [
             {"id": canary.id, "answer": canary.expected if depth < correct_below else (canary.distractors or ("0",))[0]}
             for canary, depth in zip(canaries.canaries, canaries.depths)
@@ -46,7 +46,7 @@ def _answer(plan, correct_below: float) -> list[Completion]:
 def test_canaries_are_planted_inside_the_budget(tiny_tokenizer_dir):
     config = _config(tiny_tokenizer_dir)
     plan = plan_scan(config, EngineChoice("replay"))
-    window, canaries = plan.planted[0]
+    window, canaries = plan.windows.planted[0]
     assert len(canaries.canaries) == 3
     assert window.prompt_tokens + config.pack.output_tokens <= config.pack.max_model_len
     for canary in canaries.canaries:
@@ -54,7 +54,7 @@ def test_canaries_are_planted_inside_the_budget(tiny_tokenizer_dir):
             assert f'<<<FILE path="{path}"' in window.prompt
         assert canary.question in window.prompt
     # The repository on disk is untouched: the canaries' virtual files are not walked files.
-    assert not any(path in plan.prepared.texts for canary in canaries.canaries for path in canary.paths)
+    assert not any(path in plan.inputs.repository.texts for canary in canaries.canaries for path in canary.paths)
 
 
 def test_all_correct_answers_give_full_recall(tiny_tokenizer_dir):
@@ -78,7 +78,7 @@ def test_wrong_answers_deep_in_the_window_mark_it_recall_degraded(tiny_tokenizer
 
 def test_a_claim_citing_a_canary_is_discarded_and_counted(tiny_tokenizer_dir):
     plan = plan_scan(_config(tiny_tokenizer_dir), EngineChoice("replay"))
-    _, canaries = plan.planted[0]
+    _, canaries = plan.windows.planted[0]
     canary_path = canaries.canaries[0].paths[0]
     claim = {"rule": RULE, "title": "x", "severity": "high", "explanation": "x",
              "sink": {"path": canary_path, "line": 1, "function": "f"}, "chain": []}

@@ -21,7 +21,6 @@ from auditor.cli.app import app
 # Modules that only scan-like commands, plan/doctor or probe need: neither building the CLI
 # nor packing may import them.
 NOT_FOR_PACK = (
-    "auditor.recall.windows",
     "auditor.walk.diff",
     "auditor.engine.doctor",
     # auditor.engine.base (EngineSettings, the flags' defaults) is a light leaf; the
@@ -35,7 +34,6 @@ NOT_FOR_PACK = (
     "auditor.runs.many.runner",
     "auditor.runs.many.ray_cluster",
     "auditor.planning",
-    "auditor.recall.canaries",
     "auditor.recall.grid",
     "auditor.report.model",
     "auditor.report.text",
@@ -46,7 +44,9 @@ NOT_FOR_PACK = (
     "auditor.runs.review",
     "auditor.runs.scan",
     # auditor.analysis.transactions and auditor.findings.model load for a pack:
-    # its windows are cut around the static candidates' chains (issue #16).
+    # its windows are cut around the static candidates' chains (issue #16); and
+    # auditor.recall.windows with auditor.recall.canaries (standard library only): a pack
+    # plants the scan's canaries, so its counts are the engine's (issue #21).
     "auditor.findings.suppress",
     "ray",
     "vllm",

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from auditor.errors import TokenizerError
-from auditor.pack.packer import PackInput, PackOptions, pack, relevance_scores
+from auditor.pack.packer import PackOptions, pack
+from auditor.pack.rank import PackInput, relevance_scores
 from auditor.rules.loader import builtin_rules
 from auditor.storage.digests import DigestStore, digest_of
 from auditor.tokens.tokenizer import (

@@ -20,7 +20,8 @@ from auditor.runs.judge import (
 )
 from auditor.findings.merge import merge_findings
 from auditor.findings.model import ChainStep, Finding, FindingChain, Verdict, fingerprint
-from auditor.pack.packer import PackInput, PackOptions, pack
+from auditor.pack.packer import PackOptions, pack
+from auditor.pack.rank import PackInput
 from auditor.pack.prompt import CandidateChain, render_candidates, render_task
 from auditor.recall.windows import plant_canaries
 from auditor.report.json_report import finding_to_dict

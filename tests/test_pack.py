@@ -9,7 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from auditor.errors import PackError
-from auditor.pack.packer import PackInput, PackOptions, pack, rank_files
+from auditor.pack.packer import PackOptions, pack
+from auditor.pack.rank import PackInput, rank_files
 from auditor.rules.loader import builtin_rules
 from auditor.tokens.tokenizer import TokenizerRequest, load_tokenizer
 

@@ -6,7 +6,8 @@ import pytest
 
 from auditor.errors import RuleError
 from auditor.pack.chains import seed_chains
-from auditor.pack.packer import PackInput, PackOptions, count_chains_whole, pack
+from auditor.pack.packer import PackOptions, count_chains_whole, pack
+from auditor.pack.rank import PackInput
 from auditor.pack.scope import scope_class
 from auditor.report.manifest import pack_manifest
 from auditor.rules.loader import builtin_rules, parse_rule
@@ -163,7 +164,7 @@ def test_seed_chains_follow_calls_from_entry_points_to_relevant_files():
     assert chains == {("shop/views.py", "shop/services.py", "shop/store.py")}
 
 
-def test_the_chain_cache_answers_an_unchanged_tree_without_running_the_analysis(tmp_path, monkeypatch):
+def test_the_chain_cache_answers_an_unchanged_tree_without_walking_the_graph_again(tmp_path, monkeypatch):
     from pathlib import Path
 
     from auditor.pack import chains as chains_module
@@ -171,36 +172,47 @@ def test_the_chain_cache_answers_an_unchanged_tree_without_running_the_analysis(
 
     fixture = Path(__file__).parent.parent / "fixtures" / "django_shop"
     prepared = prepare_repository(fixture, cache_dir=tmp_path / "cache")
+    rule = builtin_rules()["missing-authorization"]
+    seeds = ("shop/services/orders.py", "shop/services/payments.py")
     cache = chains_module.ChainCache(tmp_path / "cache")
-    first = cache.chains(prepared.indexes, prepared.texts, prepared.graph, [RULE], ())
+    first = cache.chains(prepared.indexes, prepared.texts, prepared.graph, [rule], seeds)
     assert first
 
     def fail(*args, **kwargs):
-        raise AssertionError("the analysis ran again")
+        raise AssertionError("the chains were computed again")
 
     monkeypatch.setattr(chains_module, "relevance_chains", fail)
-    assert cache.chains(prepared.indexes, prepared.texts, prepared.graph, [RULE], ()) == first
-    with pytest.raises(AssertionError, match="ran again"):
-        cache.chains(prepared.indexes, prepared.texts, prepared.graph, [RULE], ("shop/views.py",))
+    assert cache.chains(prepared.indexes, prepared.texts, prepared.graph, [rule], seeds) == first
+    with pytest.raises(AssertionError, match="again"):
+        cache.chains(prepared.indexes, prepared.texts, prepared.graph, [rule], seeds[:1])
+    with pytest.raises(AssertionError, match="again"):
+        cache.chains(prepared.indexes, prepared.texts, prepared.graph, [rule], seeds, include_tests=True)
 
 
 def test_pack_prepared_cuts_windows_around_the_static_candidates(tokenizer, tmp_path):
     from pathlib import Path
 
-    from auditor.runs.prepare import pack_prepared, prepare_repository
+    from auditor.analysis.transactions import TxOptions
+    from auditor.runs.prepare import pack_prepared, prepare_repository, run_static_pass
 
     fixture = Path(__file__).parent.parent / "fixtures" / "django_shop"
     prepared = prepare_repository(fixture, cache_dir=tmp_path / "cache")
+    # Not reported (--no-static): the windows are cut around its chains, nothing is listed.
+    static = run_static_pass(prepared, (RULE,), TxOptions(min_severity="low"), reported=False)
     options = PackOptions(max_model_len=12_000, output_tokens=500, probe_reserve_tokens=64, map_tokens=800)
-    result = pack_prepared(prepared, rules=(RULE,), tokenizer=tokenizer, options=options)
-    assert result.chains
+    result = pack_prepared(prepared, rules=(RULE,), tokenizer=tokenizer, options=options, static=static)
+    assert result.chains == static.file_chains
     assert result.chains_whole() == len(result.chains)
     by_rank = pack_prepared(
-        prepared, rules=(RULE,), tokenizer=tokenizer, options=_options(max_model_len=12_000, output_tokens=500,
-                                                                        map_tokens=800, chain_windows=False),
+        prepared, rules=(RULE,), tokenizer=tokenizer, static=static,
+        options=_options(max_model_len=12_000, output_tokens=500, map_tokens=800, chain_windows=False),
     )
     # Co-location is reported for the rank-order fill too.
     assert by_rank.chains == result.chains
+    # The windows are cut for the scan's own --min-severity: fewer findings, fewer chains.
+    shown = run_static_pass(prepared, (RULE,), TxOptions(min_severity="high"), reported=False)
+    assert set(shown.file_chains) < set(static.file_chains)
+    assert pack_prepared(prepared, rules=(RULE,), tokenizer=tokenizer, options=options, static=shown).chains == shown.file_chains
 
 
 def test_seed_paths_stay_in_scope(tokenizer):

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from auditor.analysis.transactions import TxOptions
 from auditor.engine.base import (
     ChatMessage,
     ChatRequest,
@@ -25,7 +26,7 @@ from auditor.engine.result_cache import (
 from auditor.pack.packer import PackOptions
 from auditor.progress import ProgressCallback, no_progress
 from auditor.rules.loader import builtin_rules
-from auditor.runs.prepare import pack_prepared, prepare_repository
+from auditor.runs.prepare import pack_prepared, prepare_repository, run_static_pass
 from auditor.tokens.tokenizer import TokenizerRequest, load_tokenizer
 
 RULE = builtin_rules()["tx-outside-transaction"]
@@ -73,7 +74,8 @@ def window_requests(root: Path, tokenizer) -> list[ChatRequest]:
     """The requests a scan sends for ``root``: one per packed window, as run_scan builds them."""
     prepared = prepare_repository(root, use_cache=False)
     options = PackOptions(max_model_len=4_000, output_tokens=300, probe_reserve_tokens=64, map_tokens=300)
-    packed = pack_prepared(prepared, rules=(RULE,), tokenizer=tokenizer, options=options)
+    static = run_static_pass(prepared, (RULE,), TxOptions())
+    packed = pack_prepared(prepared, rules=(RULE,), tokenizer=tokenizer, options=options, static=static)
     return [
         ChatRequest(
             id=f"window-{window.index}",

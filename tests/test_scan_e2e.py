@@ -323,7 +323,7 @@ def test_the_prompt_lists_the_static_candidates_the_window_carries(tiny_tokenize
         probes=0, use_cache=False, min_severity="low",
     )
     plan = plan_scan(config, EngineChoice("replay"))
-    (window, _), = plan.planted
+    (window, _), = plan.windows.planted
     user = plan.requests[0].messages[1].content
 
     assert [candidate.id for candidate in window.candidates] == ["S1", "S2"]

@@ -91,7 +91,9 @@ def _check_config_values(ctx: typer.Context, project: object) -> None:
     from auditor.errors import UsageError
 
     source = getattr(project, "source", None)
-    for name, values in getattr(project, "defaults", {}).items():
+    # The command being run first, so a bad shared value is reported for it.
+    defaults = sorted(getattr(project, "defaults", {}).items(), key=lambda item: item[0] != ctx.invoked_subcommand)
+    for name, values in defaults:
         command = ctx.command.commands[name]  # type: ignore[attr-defined]
         params = {param.name: param for param in command.params}
         trial = type(ctx)(command, info_name=name, parent=ctx)

@@ -1,5 +1,6 @@
-"""The ``auditor pack`` command: pack a repository into exact-token windows and show what
-went where (``--format text|json|prompt``)."""
+"""The ``auditor pack`` command: the scan's own planning step (``plan_windows``), shown — the
+exact-token windows ``auditor scan`` would send and what went where
+(``--format text|json|prompt``)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,17 @@ from typing import Annotated, Optional
 import typer
 
 from auditor.cli.console import print_notices, progress_for, stderr
-from auditor.cli.flags import CACHE, FILES, OUTPUT_PANEL, WINDOW, ScanFlags, shared_options
+from auditor.cli.flags import (
+    CACHE,
+    ENGINE,
+    FILES,
+    OUTPUT_PANEL,
+    RECALL,
+    WINDOW,
+    ScanFlags,
+    shared_option_names,
+    shared_options,
+)
 from auditor.cli.output import write_output
 from auditor.errors import UsageError
 
@@ -25,7 +36,12 @@ def render_rich(renderable: object, width: int | None) -> str:
     return console.file.getvalue()  # type: ignore[attr-defined]
 
 
-@shared_options(FILES, WINDOW, CACHE, exclude=("static", "min_severity"))
+# Besides the files and the window, what changes the windows a scan sends: whether the
+# static candidates are listed (--static) and the recall canaries (--probes, --seed).
+_SCAN_ONLY = tuple(name for name in shared_option_names(ENGINE, RECALL) if name not in ("static", "probes", "seed"))
+
+
+@shared_options(FILES, WINDOW, ENGINE, RECALL, CACHE, exclude=_SCAN_ONLY)
 def pack_command(
     path: Annotated[Path, typer.Argument(help="Repository (or subdirectory) to pack.")],
     *,
@@ -34,31 +50,28 @@ def pack_command(
     output: Annotated[Optional[Path], typer.Option("--output", "-o", rich_help_panel=OUTPUT_PANEL, help="Write to this file instead of stdout.")] = None,
     flags: ScanFlags,
 ) -> None:
-    """Pack a repository into exact-token windows for the model and report what went where."""
+    """Plan a scan's windows and report what went where: exactly what `auditor scan` with the
+    same options sends the model (all built-in rules by default), token for token."""
     from auditor.cli.options import scan_config
     from auditor.report.manifest import manifest_json, pack_tables
-    from auditor.rules.loader import load_rules
-    from auditor.runs.prepare import pack_prepared, prepare_repository
+    from auditor.runs.prepare import plan_windows
     from auditor.tokens.tokenizer import load_tokenizer, with_count_cache
 
     if format not in ("text", "json", "prompt"):
         raise UsageError(f"--format must be text, json or prompt, not {format!r}")
     config = scan_config(path, flags)
-    rules = load_rules(config.rules)
     with progress_for(format != "json" and stderr.is_terminal) as report:
         loaded = load_tokenizer(config.tokenizer_request)
-        if not loaded.info.exact:
-            print_notices([loaded.info.describe()], label="warning")
         if config.use_cache:
             loaded = with_count_cache(loaded, scope=config.scope)
-        prepared = prepare_repository(path, config.walk, use_cache=config.use_cache, progress=report, on_change=loaded.preload,
-                                      parse_budget_s=config.parse_budget_s)
-        result = pack_prepared(prepared, rules=rules, tokenizer=loaded, options=config.pack, progress=report)
+        plan = plan_windows(config, loaded, progress=report)
+    print_notices(plan.notices, label="warning")
+    sent, walked = plan.sent, plan.inputs.repository.walk
     if format == "json":
-        write_output(manifest_json(result, prepared.walk), output)
+        write_output(manifest_json(sent, walked), output)
     elif format == "prompt":
-        if window >= len(result.windows):
-            raise UsageError(f"--window {window}: the pack has {len(result.windows)} window(s)")
-        write_output(result.windows[window].prompt, output)
+        if window >= len(sent.windows):
+            raise UsageError(f"--window {window}: the pack has {len(sent.windows)} window(s)")
+        write_output(sent.windows[window].prompt, output)
     else:
-        write_output(render_rich(pack_tables(result, prepared.walk), width=None if output is None else 120), output)
+        write_output(render_rich(pack_tables(sent, walked), width=None if output is None else 120), output)

@@ -15,6 +15,12 @@ from auditor.tokens.tokenizer import TokenizerRequest
 from auditor.walk.walker import WalkOptions
 
 
+def tree_cache_scope(root: Path, name: str | None = None) -> str:
+    """The name a tree's caches (index pack, token counts, relevance scores, seed chains) are
+    kept under: ``name`` when given (review's temporary worktrees), else the resolved root."""
+    return name or str(Path(root).resolve())
+
+
 @dataclass(frozen=True)
 class WindowOptions:
     """How windows are cut and rendered (the window length itself is the model's, in
@@ -57,8 +63,8 @@ class ScanConfig:
 
     @property
     def scope(self) -> str:
-        """The effective cache scope."""
-        return self.cache_scope or str(self.root.resolve())
+        """The name this tree's caches are kept under (``tree_cache_scope``)."""
+        return tree_cache_scope(self.root, self.cache_scope)
 
     @property
     def pack(self) -> PackOptions:

@@ -1,11 +1,13 @@
-"""Relevance chains: the call chains (entry point -> ... -> sink) the packer keeps whole.
+"""Seed chains: the call chains (entry point -> ... -> relevant file) the packer keeps whole
+for the rules the static pass does not cover.
 
-Input: the index, texts and call graph of a repository, the selected rules, and the files
-each rule's relevance patterns match. Output: chains as tuples of file paths in call order
-(entry file first), which the packer places so that each chain's files are in full in one
-window. A rule with a static analysis contributes its candidates' chains; any other rule
-contributes, for each entry point, the shortest call paths to the functions of files its
-relevance patterns match (its *seeds*).
+Input: the index, texts and call graph of a repository, the rules that need the model
+alone, and the files their relevance patterns match (their *seeds*). Output: chains as
+``FileChain`` (the files in call order, entry file first), which the packer places so that
+each chain's files are in full in one window: for each entry point, the shortest call paths
+to the functions of the nearest seed files. A rule with a static analysis gets its chains
+from that analysis's findings instead (``auditor.runs.prepare.StaticPass``), so this module
+never runs one.
 """
 
 from __future__ import annotations
@@ -20,22 +22,18 @@ from auditor import __version__
 from auditor.callgraph.cache import graph_cache_key
 from auditor.callgraph.graph import CallGraph, FunctionRef
 from auditor.analysis.entrypoints import find_entry_points
-from auditor.analysis.registry import static_analysis_for
 from auditor.index.model import FileIndex
+from auditor.pack.packer import FileChain
 from auditor.rules.loader import Rule
 from auditor.storage.sealed import prune_least_recent, seal, unseal, write_atomically
 
 logger = logging.getLogger(__name__)
 
-Chain = tuple[str, ...]
-
-# Rules whose static analysis names candidate chains (the same registry as scan's
-# STATIC_ANALYSES; kept here so that `pack` does not import the scan run).
 MAX_SEED_DEPTH = 4
-"""Longest entry-point -> seed path (in calls) followed for rules without a static analysis."""
+"""Longest entry-point -> seed path (in calls) followed."""
 MAX_SEED_CHAINS_PER_ENTRY = 4
 """Seed files per entry point kept as chains (the nearest ones)."""
-CHAINS_CACHE_VERSION = 1
+CHAINS_CACHE_VERSION = 2
 """Version of the chain cache's format and key; part of its directory name."""
 MAX_CACHED_CHAIN_SETS = 16
 _CHAINS_MAGIC = b"auditor-chains\x00"
@@ -47,17 +45,14 @@ def relevance_chains(
     graph: CallGraph,
     rules: Sequence[Rule],
     seed_files: Collection[str],
-) -> tuple[Chain, ...]:
-    """Every rule's chains as file paths (entry file first, consecutive repeats dropped),
-    deduplicated and sorted; deterministic for the same inputs."""
-    chains: set[Chain] = set()
+    *,
+    include_tests: bool = False,
+) -> tuple[FileChain, ...]:
+    """Every rule's seed chains (``seed_chains``), deduplicated and sorted; deterministic for
+    the same inputs. ``include_tests`` counts test code and dev-data commands as entry points."""
+    chains: set[FileChain] = set()
     for rule in rules:
-        analysis = static_analysis_for(rule.id)
-        if analysis is not None:
-            for finding in analysis(indexes, texts, rule, graph).findings:
-                chains.add(_files_in_order([step.path for step in finding.chain] + [finding.path]))
-        else:
-            chains.update(seed_chains(indexes, graph, rule, texts, seed_files))
+        chains.update(seed_chains(indexes, graph, rule, texts, seed_files, include_tests=include_tests))
     return tuple(sorted(chains))
 
 
@@ -67,14 +62,16 @@ def seed_chains(
     rule: Rule,
     texts: Mapping[str, str],
     seed_files: Collection[str],
-) -> set[Chain]:
+    *,
+    include_tests: bool = False,
+) -> set[FileChain]:
     """Shortest call paths from each entry point to the nearest seed files (breadth-first,
     at most ``MAX_SEED_DEPTH`` calls and ``MAX_SEED_CHAINS_PER_ENTRY`` seed files each)."""
     seeds = frozenset(seed_files)
-    chains: set[Chain] = set()
+    chains: set[FileChain] = set()
     if not seeds:
         return chains
-    for entry in find_entry_points(indexes, graph, rule, texts):
+    for entry in find_entry_points(indexes, graph, rule, texts, include_tests=include_tests):
         parent: dict[FunctionRef, FunctionRef | None] = {entry.ref: None}
         depth = {entry.ref: 0}
         queue = deque([entry.ref])
@@ -88,7 +85,7 @@ def seed_chains(
                 while step is not None:
                     trail.append(step.path)
                     step = parent[step]
-                chains.add(_files_in_order(list(reversed(trail))))
+                chains.add(files_in_order(list(reversed(trail))))
             if depth[node] >= MAX_SEED_DEPTH:
                 continue
             for edge in graph.callees(node):
@@ -99,18 +96,18 @@ def seed_chains(
     return chains
 
 
-def _files_in_order(paths: Sequence[str]) -> Chain:
+def files_in_order(paths: Sequence[str]) -> FileChain:
     """The distinct files of a chain, in the order the chain first enters them."""
     return tuple(dict.fromkeys(paths))
 
 
 class ChainCache:
     """On-disk cache of ``relevance_chains`` results, so that a re-pack of an unchanged tree
-    does not run the static analysis again.
+    does not look for its entry points and walk the graph again.
 
     The key covers every indexed file (``graph_cache_key``: paths, languages, contents and
-    the index/graph versions), each rule's full definition, the seed files and auditor's
-    version. Files live under ``directory / f"chains-v{CHAINS_CACHE_VERSION}"``, sealed and
+    the index/graph versions), each rule's full definition, the seed files, whether tests
+    count as entry points, and auditor's version. Files live under ``directory / f"chains-v{CHAINS_CACHE_VERSION}"``, sealed and
     written atomically; an unreadable or malformed file is a miss. The
     ``MAX_CACHED_CHAIN_SETS`` most recently used are kept.
     """
@@ -125,10 +122,12 @@ class ChainCache:
         graph: CallGraph,
         rules: Sequence[Rule],
         seed_files: Collection[str],
-    ) -> tuple[Chain, ...]:
+        *,
+        include_tests: bool = False,
+    ) -> tuple[FileChain, ...]:
         """``relevance_chains`` of the inputs, from the cache when it holds them."""
         key = hashlib.sha256(
-            repr((__version__, graph_cache_key(indexes), tuple(rules), tuple(sorted(seed_files)))).encode()
+            repr((__version__, graph_cache_key(indexes), tuple(rules), tuple(sorted(seed_files)), include_tests)).encode()
         ).hexdigest()
         target = self.directory / f"{key}.chains"
         try:
@@ -139,7 +138,7 @@ class ChainCache:
             pass
         except (OSError, ValueError, EOFError, TypeError) as error:
             logger.debug("ignoring unreadable chain cache file %s: %s", target, error)
-        found = relevance_chains(indexes, texts, graph, rules, seed_files)
+        found = relevance_chains(indexes, texts, graph, rules, seed_files, include_tests=include_tests)
         if write_atomically(target, seal(_CHAINS_MAGIC, (key, found))):
             prune_least_recent(self.directory, "*.chains", MAX_CACHED_CHAIN_SETS, spare=target)
         return found

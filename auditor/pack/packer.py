@@ -1,26 +1,28 @@
 """Pack: rank the walked files for the selected rules, then compress and split them into
 windows that each fit the model's context exactly.
 
-Inputs: walked files, rules, a tokenizer, the per-file index (for skeletons and the map)
-and a file-neighbour function from the call graph. Output: ``PackResult`` — windows whose
+Inputs: walked files, rules, a tokenizer, the per-file index (for skeletons and the map),
+a file-neighbour function from the call graph, the call chains to keep whole
+(``FileChain``) and the static candidates to list. Output: ``PackResult`` — windows whose
 rendered prompt (chat template applied) is counted exactly and satisfies
 ``prompt_tokens + output_tokens + probe_reserve_tokens <= max_model_len``.
 
-Ranking: files matching a rule's relevance patterns come first (most matches first), then
-their call-graph neighbours; these *candidates* are carried in full, split across windows
-when needed so each appears in full at least once, ordered so callers sit next to callees.
-Every window carries the same repository map; remaining space holds skeletons of the next
-files by rank, and what room is still left turns those skeletons back into full text, in
-rank order (so a repository that fits one window is carried whole). Token counts: a cheap byte estimate screens items, exact counts are made only
-for what is placed, and each finished window is re-counted whole and corrected at the edge.
+Ranking (``auditor.pack.rank``): files matching a rule's relevance patterns come first
+(most matches first), then their call-graph neighbours; these *candidates* are carried in
+full, split across windows when needed so each appears in full at least once, ordered so
+callers sit next to callees. Windows are seeded with whole chains first. Every window
+carries the same repository map; remaining space holds skeletons of the next files by
+rank, and what room is still left turns those skeletons back into full text, in rank order
+(so a repository that fits one window is carried whole). Token counts: a cheap byte
+estimate screens items, exact counts are made only for what is placed, and each finished
+window is re-counted whole and corrected at the edge.
 """
 
 from __future__ import annotations
 
 import math
-from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
 from auditor import defaults
 from auditor.errors import PackError, UsageError
@@ -33,11 +35,16 @@ from auditor.pack.prompt import (
     render_skeleton_block,
     split_lines,
 )
+from auditor.pack.rank import NeighborFn, PackInput, rank_files
 from auditor.pack.scope import out_of_scope
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
 from auditor.rules.loader import Rule
-from auditor.storage.digests import DigestStore, digest_of
+from auditor.storage.digests import DigestStore
 from auditor.tokens.tokenizer import Message, PromptTokenizer, TokenizerInfo
+
+FileChain = tuple[str, ...]
+"""The distinct files a call chain passes through, in the order it first enters them
+(entry point's file first): the unit the packer keeps whole in one window."""
 
 DEFAULT_MAP_TOKENS = 8_192
 # Bytes per token used to screen items before exact counting; deliberately low (over-counts)
@@ -144,16 +151,6 @@ class OmittedFile:
 
 
 @dataclass(frozen=True)
-class PackInput:
-    """A walked, decodable file as the packer needs it."""
-
-    path: str
-    text: str
-    language: str | None
-    content_hash: str = ""  # the walk's content hash; keys cached per-file values when set
-
-
-@dataclass(frozen=True)
 class PackResult:
     """The windows of a pack and what was left out of them."""
 
@@ -166,7 +163,7 @@ class PackResult:
     candidates: tuple[str, ...]
     repo_map: str
     map_detail: int
-    chains: tuple[Chain, ...] = ()  # the relevance chains in scope, as file paths (entry first)
+    chains: tuple[FileChain, ...] = ()  # the relevance chains in scope, as file paths (entry first)
     chains_out_of_scope: int = 0  # chains passing through a file the audit scope leaves out
 
     def chains_whole(self) -> int:
@@ -174,7 +171,7 @@ class PackResult:
         return count_chains_whole(self.chains, self.windows)
 
 
-def count_chains_whole(chains: Sequence[Chain], windows: Sequence[Window]) -> int:
+def count_chains_whole(chains: Sequence[FileChain], windows: Sequence[Window]) -> int:
     """Chains whose every file is carried in full (whole, not a line range) by one window."""
     in_full = [
         frozenset(f.path for f in window.files if f.tier == "full" and f.start_line == 1 and f.end_line == f.total_lines)
@@ -205,96 +202,7 @@ class _Item:
     truncated: bool = False
 
 
-Chain = tuple[str, ...]
-"""A call chain as the files it passes through, entry point's file first."""
 SkeletonFn = Callable[[str], "tuple[tuple[int, int], ...] | None"]
-NeighborFn = Callable[[str], Iterable[str]]
-
-
-def relevance_scores(files: Sequence[PackInput], rules: Sequence[Rule], cache: DigestStore | None = None) -> dict[str, int]:
-    """Matches of the rules' relevance patterns per file (0 for none).
-
-    With ``cache``, a file's score is remembered under its content hash and the exact
-    pattern set, so an unchanged file is not searched again.
-    """
-    patterns = [pattern for rule in rules for pattern in rule.relevance_patterns()]
-    signature = "\n".join(f"{pattern.flags}:{pattern.pattern}" for pattern in patterns)
-    key_of = {
-        entry.path: digest_of(f"relevance\0{signature}\0{entry.content_hash}")
-        for entry in files
-        if cache is not None and entry.content_hash
-    }
-    known = dict(zip(key_of, cache.get_many(list(key_of.values())))) if cache is not None else {}
-    scores: dict[str, int] = {}
-    computed: dict[bytes, int] = {}
-    for entry in files:
-        score = known.get(entry.path)
-        if score is None:
-            score = sum(len(pattern.findall(entry.text)) for pattern in patterns)
-            if entry.path in key_of:
-                computed[key_of[entry.path]] = score
-        scores[entry.path] = score
-    if cache is not None and computed:
-        cache.put_many(computed)
-    return scores
-
-
-def rank_files(
-    files: Sequence[PackInput],
-    rules: Sequence[Rule],
-    neighbors: NeighborFn | None,
-    neighbor_depth: int,
-    seed_paths: Sequence[str] = (),
-    relevance_cache: DigestStore | None = None,
-) -> tuple[list[str], list[str]]:
-    """Split paths into (candidates in packing order, the rest in rank order).
-
-    ``seed_paths`` come first, in their order. With no rules every file is a candidate.
-    Otherwise seeds are the seed paths, then files matching a relevance pattern; candidates are seeds plus files within ``neighbor_depth`` call-graph hops.
-    Candidates are ordered by a breadth-first walk from the strongest seed so that callers
-    and callees land next to each other (and hence in the same window).
-    """
-    paths = sorted(entry.path for entry in files)
-    known = set(paths)
-    first = [path for path in dict.fromkeys(seed_paths) if path in known]
-    if not rules:
-        return first + [path for path in paths if path not in set(first)], []
-    scores = relevance_scores(files, rules, relevance_cache)
-    relevant = sorted((path for path in paths if scores[path] > 0 and path not in set(first)), key=lambda p: (-scores[p], p))
-    seeds = first + relevant
-    distance: dict[str, int] = {seed: 0 for seed in seeds}
-    frontier = list(seeds)
-    adjacency: dict[str, list[str]] = {}
-
-    def linked(path: str) -> list[str]:
-        if path not in adjacency:
-            adjacency[path] = sorted({n for n in (neighbors(path) if neighbors else ()) if n in known and n != path})
-        return adjacency[path]
-
-    for depth in range(1, neighbor_depth + 1):
-        next_frontier: list[str] = []
-        for path in frontier:
-            for other in linked(path):
-                if other not in distance:
-                    distance[other] = depth
-                    next_frontier.append(other)
-        frontier = next_frontier
-    ordered: list[str] = []
-    visited: set[str] = set()
-    for seed in seeds:
-        if seed in visited:
-            continue
-        queue = deque([seed])
-        visited.add(seed)
-        while queue:
-            path = queue.popleft()
-            ordered.append(path)
-            for other in linked(path):
-                if other in distance and other not in visited:
-                    visited.add(other)
-                    queue.append(other)
-    rest = sorted((path for path in paths if path not in distance), key=lambda p: (-scores[p], p))
-    return ordered, rest
 
 
 class _Counter:
@@ -508,7 +416,7 @@ def pack(
     progress: ProgressCallback = no_progress,
     relevance_cache: DigestStore | None = None,
     chains_to_judge: Sequence[CandidateChain] = (),
-    chains: Sequence[Chain] = (),
+    chains: Sequence[FileChain] = (),
 ) -> PackResult:
     """Pack files into windows within budget. See the module docstring for the strategy.
 
@@ -638,7 +546,7 @@ PLAN_MARGIN = 0.995
 
 
 def _plan_chain_windows(
-    chains: Sequence[Chain],
+    chains: Sequence[FileChain],
     by_path: Mapping[str, PackInput],
     order_of: Mapping[str, int],
     content_budget: int,
@@ -662,7 +570,7 @@ def _plan_chain_windows(
             items[path] = full[0] if len(full) == 1 else None
         return items[path]
 
-    costed: list[tuple[Chain, dict[str, int]]] = []
+    costed: list[tuple[FileChain, dict[str, int]]] = []
     for chain in chains:
         parts = [item_of(path) for path in chain]
         if any(part is None for part in parts):

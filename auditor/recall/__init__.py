@@ -1,7 +1,9 @@
-"""Recall: does the model still read the whole window? Canaries planted in windows, and the
-needle grids that measure recall over window lengths.
+"""Recall: does the model still read the whole window? Canaries (facts planted in the
+prompt, each with a question the answer must get right) measure it, in two places.
 
-- ``canaries``: facts planted in a scan's windows and the check that the answer cites them.
-- ``needles``: needle-in-a-haystack prompts and their scoring.
-- ``grid``: ``auditor probe``'s grid of needle runs over lengths and depths.
+- ``canaries``: making canaries (per-language sources, names, values), planting them at
+  depths, and scoring the answers to their questions.
+- ``windows``: canaries planted in a scan's windows and the check that the answer cites them.
+- ``grid``: ``auditor probe``'s grid of canary runs over window lengths and depths (a
+  needle-in-a-haystack test on real code).
 """

@@ -34,6 +34,8 @@ def pack_manifest(result: PackResult, walked: WalkResult) -> dict[str, Any]:
             {
                 "index": window.index,
                 "prompt_tokens": window.prompt_tokens,
+                # The static candidates the prompt lists for the model to judge (auditor scan's ids).
+                "static_candidates": [candidate.id for candidate in window.candidates],
                 "utilization": round(window.prompt_tokens / options.prompt_budget, 4),
                 "files": [
                     {

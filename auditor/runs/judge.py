@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from auditor.findings.answer import parse_answer
+from auditor.findings.answer import ParsedAnswer
 from auditor.findings.model import REFUTED, Finding, Verdict
 from auditor.pack.packer import Window
 from auditor.pack.prompt import CandidateChain, split_lines
@@ -138,12 +138,13 @@ def _refusal(
 def judge_windows(
     static_findings: Sequence[Finding],
     windows: Sequence[Window],
-    answers: Sequence[str],
+    answers: Sequence[ParsedAnswer],
     files: Mapping[str, str],
 ) -> JudgedFindings:
     """``judge_static_findings`` over the windows as sent (their ``candidates``) and their
-    answer texts, one per window; a truncated answer's complete verdicts are applied."""
-    sides: list[WindowVerdicts] = []
-    for window, text in zip(windows, answers, strict=True):
-        sides.append(WindowVerdicts(window.index, window.candidates, parse_answer(text).verdicts))
+    parsed answers, one per window; a truncated answer's complete verdicts are applied."""
+    sides = [
+        WindowVerdicts(window.index, window.candidates, answer.verdicts)
+        for window, answer in zip(windows, answers, strict=True)
+    ]
     return judge_static_findings(static_findings, sides, files)

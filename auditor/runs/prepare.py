@@ -1,29 +1,41 @@
-"""Pipeline glue: run walk -> index -> call graph -> pack for a command.
+"""Pipeline glue: walk -> index -> call graph -> static pass -> pack -> canaries, the
+planning every scan-like command shares.
 
-Each stage keeps its own module and typed entry point; this module only wires them in
-order and carries their outputs forward (``PreparedRepository``) so later stages (static
-analysis, grounding) reuse the same index and graph instead of recomputing them.
+Each stage keeps its own module and typed entry point; this module only wires them in order
+and carries their outputs forward, so later stages reuse them instead of recomputing them:
+``PreparedRepository`` (the walk, index and call graph), ``ScanInputs`` (that, the selected
+rules and the one ``StaticPass`` of the scan, run with the scan's options) and
+``WindowPlan`` (the windows a model scan sends, canaries planted). ``auditor scan`` and
+``auditor pack`` both plan through ``plan_windows``, so what ``pack`` shows is what the
+engine is sent, token for token.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Mapping
 
 from auditor import defaults
 from auditor.callgraph.cache import CallGraphCache
 from auditor.callgraph.graph import CallGraph
 from auditor.analysis.registry import static_analysis_for
+from auditor.analysis.transactions import StaticResult, TxOptions
+from auditor.findings.model import Finding
 from auditor.index.cache import IndexCache
 from auditor.index.indexer import IndexSkip, index_sources
 from auditor.index.model import FileIndex
-from auditor.pack.chains import ChainCache, relevance_chains
-from auditor.pack.packer import Chain, PackInput, PackOptions, PackResult, pack, relevance_scores
+from auditor.pack.chains import ChainCache, files_in_order, relevance_chains
+from auditor.pack.packer import FileChain, PackOptions, PackResult, Window, pack
 from auditor.pack.prompt import CandidateChain
+from auditor.pack.rank import PackInput, relevance_scores
 from auditor.pack.skeleton import build_skeleton
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
-from auditor.rules.loader import Rule
+from auditor.recall.windows import CanaryPlan, plant_canaries
+from auditor.rules.loader import Rule, builtin_rules, load_rules
+from auditor.config.scan import ScanConfig, tree_cache_scope
+from auditor.runs.judge import candidate_chains
 from auditor.storage.digests import DigestStore, digest_of
 from auditor.storage.dirs import cache_dir as store_dir
 from auditor.tokens.tokenizer import PromptTokenizer
@@ -40,13 +52,13 @@ class PreparedRepository:
     walk: WalkResult
     indexes: Mapping[str, FileIndex]
     graph: CallGraph
+    cache_scope: str  # the name this tree's caches are kept under (``tree_cache_scope``)
     cache_dir: Path | None = None  # the index cache in use; None when caching is off
-    cache_scope: str = ""  # the name this tree's caches are kept under (its root by default)
     index_skipped: tuple[IndexSkip, ...] = ()  # files the index gave up on (parse budget)
 
-    @property
-    def texts(self) -> dict[str, str]:
-        """Path -> text of every walked file."""
+    @cached_property
+    def texts(self) -> Mapping[str, str]:
+        """Path -> text of every walked file (built once)."""
         return {entry.path: entry.text for entry in self.walk.files}
 
 
@@ -75,15 +87,15 @@ def prepare_repository(
     what a change implies in the background, such as loading a tokenizer's vocabulary to
     count the changed text.
 
-    ``cache_scope`` names the tree's caches (index pack, relevance scores); by default its
-    root path. A caller that walks a temporary copy of a repository (review's worktrees)
+    ``cache_scope`` names the tree's caches (index pack, relevance scores, seed chains); by
+    default its resolved root (``tree_cache_scope``). A caller that walks a temporary copy of a repository (review's worktrees)
     passes a stable name so that the next run finds them again.
     """
     walked = walk(root, walk_options, progress)
     directory = cache_dir or store_dir("index")
     cache = IndexCache(directory) if use_cache else None
     sources = [(f.path, f.text, f.language, f.content_hash) for f in walked.files if f.language]
-    scope = cache_scope or str(walked.root)
+    scope = tree_cache_scope(walked.root, cache_scope)
     outcome = index_sources(sources, cache=cache, progress=progress, pack_name=scope, parse_budget_s=parse_budget_s)
     indexes = outcome.indexes
     progress(ProgressEvent(stage="graph", message=f"call graph over {len(indexes)} indexed files"))
@@ -106,26 +118,176 @@ def top_level_symbols(index: FileIndex) -> tuple[str, ...]:
     return tuple(definition.name for definition in index.definitions if definition.parent is None)
 
 
+def selected_rules(specs: tuple[str, ...]) -> tuple[Rule, ...]:
+    """The rules named by ``--rule``; all built-in rules when none is named."""
+    return load_rules(specs) if specs else tuple(builtin_rules().values())
+
+
+@dataclass(frozen=True)
+class StaticPass:
+    """The static pass of one scan, run once with the scan's ``options`` (``--min-severity``,
+    ``--include-tests``); packing, the prompts and the report all read this one result.
+
+    ``results`` holds the ``StaticResult`` of each selected rule that has a static analysis,
+    in rule order; ``not_run`` names the selected rules without one. ``reported``: whether its
+    findings go to the report and, as ``candidates`` (``S1``, ``S2``, … in report order), into
+    the prompts for the model to judge (``--static``, or no model runs); with ``--no-static`` a
+    model scan still cuts its windows around its chains.
+    """
+
+    options: TxOptions
+    results: tuple[tuple[Rule, StaticResult], ...]
+    not_run: tuple[str, ...]
+    reported: bool
+    candidates: tuple[CandidateChain, ...]
+
+    @property
+    def findings(self) -> tuple[Finding, ...]:
+        """Every finding of the pass, in rule order (reported or not)."""
+        return tuple(finding for _, result in self.results for finding in result.findings)
+
+    @property
+    def reported_findings(self) -> tuple[Finding, ...]:
+        """The findings the report merges: all of them when ``reported``, else none."""
+        return self.findings if self.reported else ()
+
+    @property
+    def file_chains(self) -> tuple[FileChain, ...]:
+        """The files of each finding's chain through its sink, deduplicated and sorted: the
+        chains the packer keeps whole in one window."""
+        return tuple(sorted({
+            files_in_order([step.path for step in finding.chain] + [finding.path]) for finding in self.findings
+        }))
+
+
+def run_static_pass(
+    prepared: PreparedRepository,
+    rules: tuple[Rule, ...],
+    options: TxOptions,
+    *,
+    reported: bool = True,
+    progress: ProgressCallback = no_progress,
+) -> StaticPass:
+    """Run each rule's static analysis (where it has one) over the prepared repository."""
+    results: list[tuple[Rule, StaticResult]] = []
+    not_run: list[str] = []
+    for rule in rules:
+        analysis = static_analysis_for(rule.id)
+        if analysis is None:
+            not_run.append(rule.id)
+            continue
+        progress(ProgressEvent(stage="static", message=f"static pass for {rule.id}"))
+        results.append((rule, analysis(prepared.indexes, prepared.texts, rule, prepared.graph, options=options)))
+    found = tuple(finding for _, result in results for finding in result.findings)
+    candidates = candidate_chains(found) if reported else ()
+    return StaticPass(options, tuple(results), tuple(not_run), reported, candidates)
+
+
+@dataclass(frozen=True)
+class ScanInputs:
+    """What a scan reads before any window is cut: the selected rules, the walked and
+    indexed repository, and its one static pass."""
+
+    rules: tuple[Rule, ...]
+    repository: PreparedRepository
+    static: StaticPass
+
+
+def prepare_scan(
+    config: ScanConfig,
+    *,
+    runs_model: bool,
+    prepared: PreparedRepository | None = None,
+    on_change: Callable[[], None] | None = None,
+    progress: ProgressCallback = no_progress,
+) -> ScanInputs:
+    """Select the rules, walk and index ``config.root`` (unless ``prepared`` is given) and run
+    the static pass with the scan's options. ``runs_model``: whether a model reads the
+    windows (then ``config.static`` decides whether the static findings are reported and
+    listed; without a model they always are). ``on_change`` as in ``prepare_repository``."""
+    rules = selected_rules(config.rules)
+    if prepared is None:
+        prepared = prepare_repository(
+            config.root, config.walk, use_cache=config.use_cache, progress=progress, on_change=on_change,
+            cache_scope=config.scope, parse_budget_s=config.parse_budget_s,
+        )
+    options = TxOptions(min_severity=config.min_severity, include_tests=config.include_tests)
+    static = run_static_pass(prepared, rules, options, reported=config.static or not runs_model, progress=progress)
+    return ScanInputs(rules, prepared, static)
+
+
+@dataclass(frozen=True)
+class WindowPlan:
+    """The windows a model scan sends, as ``auditor pack`` shows them: packed around the
+    static pass's chains, listing its candidates, each with its recall canaries planted.
+
+    ``packed`` is the pack before the canaries; ``planted`` pairs each window as sent with its
+    canaries (none when the repository has no file to audit); ``notices`` say what the
+    planning met (an estimated tokenizer, cut lines, windows without room for canaries)."""
+
+    inputs: ScanInputs
+    packed: PackResult
+    planted: tuple[tuple[Window, CanaryPlan], ...]
+    notices: tuple[str, ...]
+
+    @property
+    def sent(self) -> PackResult:
+        """The pack with its windows as sent (canaries planted): the prompts and their exact
+        token counts, which the engine counts too."""
+        return replace(self.packed, windows=tuple(window for window, _ in self.planted))
+
+
+def plan_windows(
+    config: ScanConfig,
+    tokenizer: PromptTokenizer,
+    *,
+    inputs: ScanInputs | None = None,
+    progress: ProgressCallback = no_progress,
+) -> WindowPlan:
+    """Plan a model scan's windows: ``prepare_scan`` (unless ``inputs`` are given), pack with
+    the static pass's chains and candidates, and plant ``config.probes`` canaries in each
+    window (seeded by ``config.engine_settings.seed``)."""
+    if inputs is None:
+        inputs = prepare_scan(config, runs_model=True, on_change=tokenizer.preload, progress=progress)
+    notes: list[str] = []
+    if not tokenizer.info.exact:
+        notes.append(tokenizer.info.describe())
+    packed = pack_prepared(
+        inputs.repository, rules=inputs.rules, tokenizer=tokenizer, options=config.pack, static=inputs.static,
+        progress=progress,
+    )
+    truncated = sorted({f.path for window in packed.windows for f in window.files if f.truncated})
+    if truncated:
+        notes.append(f"a line longer than a window was cut in {len(truncated)} file(s): {', '.join(truncated[:10])}")
+    if not any(window.files for window in packed.windows):
+        notes.append("the repository has no files to audit: no request was sent to the model")
+        return WindowPlan(inputs, packed, (), tuple(notes))
+    planted = tuple(
+        plant_canaries(packed, window, tokenizer, config.probes, config.engine_settings.seed) for window in packed.windows
+    )
+    if config.probes and any(not plan.canaries for _, plan in planted):
+        notes.append("some windows had no room for recall canaries: their recall is not measured")
+    return WindowPlan(inputs, packed, planted, tuple(notes))
+
+
 def pack_prepared(
     prepared: PreparedRepository,
     *,
     rules: tuple[Rule, ...],
     tokenizer: PromptTokenizer,
     options: PackOptions,
+    static: StaticPass,
     progress: ProgressCallback = no_progress,
-    chains_to_judge: Sequence[CandidateChain] = (),
-    chains: Sequence[Chain] | None = None,
 ) -> PackResult:
     """Pack a prepared repository: skeletons and map symbols from the index, neighbours from the graph.
 
-    Windows are cut around ``chains`` (call chains as file paths, entry file first); by
-    default they are the rules' relevance chains (``auditor.pack.chains``): the static
-    analysis's candidates for a rule that has one, entry-point -> relevant-file paths for
-    the others. A caller that has run the static pass already may pass its chains.
-    ``chains_to_judge`` (static candidates) are listed in the windows that carry them.
+    Windows are cut around the rules' chains: the static pass's (``StaticPass.file_chains``)
+    for the rules it covers, and for the others the entry-point -> relevant-file paths of
+    ``auditor.pack.chains`` (entry points as the static pass counts them). The static
+    candidates are listed in the windows that carry them.
     """
     indexes = prepared.indexes
-    texts = {entry.path: entry.text for entry in prepared.walk.files}
+    texts = prepared.texts
 
     def skeleton_of(path: str) -> tuple[tuple[int, int], ...] | None:
         index = indexes.get(path)
@@ -143,18 +305,21 @@ def pack_prepared(
     files = [PackInput(entry.path, entry.text, entry.language, entry.content_hash) for entry in prepared.walk.files]
     relevance_cache = None
     if prepared.cache_dir is not None:
-        scope = digest_of(prepared.cache_scope or str(prepared.walk.root)).hex()
+        scope = digest_of(prepared.cache_scope).hex()
         relevance_cache = DigestStore(prepared.cache_dir / f"relevance-v{RELEVANCE_CACHE_VERSION}" / f"{scope}.bin")
-    if chains is None:
-        chains = ()
-        if rules:  # computed for the co-location report even when windows are not cut around them
-            modelled = [rule for rule in rules if static_analysis_for(rule.id) is None]
-            scores = relevance_scores(files, modelled, relevance_cache) if modelled else {}
-            seeds = sorted(path for path, score in scores.items() if score > 0)
-            if prepared.cache_dir is not None:
-                chains = ChainCache(prepared.cache_dir).chains(indexes, texts, prepared.graph, rules, seeds)
-            else:
-                chains = relevance_chains(indexes, texts, prepared.graph, rules, seeds)
+    # Computed for the co-location report even when windows are not cut around them.
+    modelled = [rule for rule in rules if static_analysis_for(rule.id) is None]
+    seed_chains: tuple[FileChain, ...] = ()
+    if modelled:
+        scores = relevance_scores(files, modelled, relevance_cache)
+        seeds = sorted(path for path, score in scores.items() if score > 0)
+        include_tests = static.options.include_tests
+        if prepared.cache_dir is not None:
+            seed_chains = ChainCache(prepared.cache_dir).chains(
+                indexes, texts, prepared.graph, modelled, seeds, include_tests=include_tests
+            )
+        else:
+            seed_chains = relevance_chains(indexes, texts, prepared.graph, modelled, seeds, include_tests=include_tests)
     return pack(
         files,
         repository=prepared.walk.root.name,
@@ -166,6 +331,6 @@ def pack_prepared(
         neighbors=prepared.graph.file_neighbors,
         progress=progress,
         relevance_cache=relevance_cache,
-        chains_to_judge=chains_to_judge,
-        chains=chains,
+        chains_to_judge=static.candidates,
+        chains=tuple(sorted({*static.file_chains, *seed_chains})),
     )

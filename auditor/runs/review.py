@@ -133,7 +133,7 @@ def run_review(config: ReviewConfig, progress: ProgressCallback = no_progress, *
     # The head and base trees may be temporary worktrees: their caches are kept under the
     # repository's own name. Every cache is keyed by content, so the trees share what they
     # have in common (all but the change) and the next review finds it again.
-    scope = config.scan.cache_scope or str(root)
+    scope = config.scan.scope
     with _tree_at(root, diff.head if config.head is not None else None) as head_root:
         if not head_root.is_dir():
             raise GitError(f"{config.scan.root} does not exist at the head revision {diff.head[:12]}")

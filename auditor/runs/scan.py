@@ -1,5 +1,6 @@
-"""Scan: the audit run — pack the repository, ask the engine, ground the answers, merge
-with the static pass, and assemble a ``ScanResult`` for the reporters.
+"""Scan: the audit run — plan the windows (``auditor.runs.prepare``: walk, index, the one
+static pass, pack, canaries), ask the engine, ground the answers, judge the static
+candidates, merge with the static pass, and assemble a ``ScanResult`` for the reporters.
 
 Inputs: a frozen ``ScanConfig``. Output: ``ScanResult``. Every failure that leaves part of
 the repository unread or a rule unchecked (an incomplete window, an engine error, a skipped
@@ -14,8 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
 from auditor import __version__
-from auditor.analysis.registry import static_analysis_for
-from auditor.analysis.transactions import StaticResult, TxOptions
+from auditor.analysis.transactions import StaticResult
 from auditor.engine.base import (
     ChatRequest,
     Completion,
@@ -24,7 +24,7 @@ from auditor.engine.base import (
 from auditor.engine.opening import EngineChoice, NoModel, choose_engine, open_engine
 from auditor.engine.result_cache import CachingEngine, default_result_cache_dir
 from auditor.errors import AuditorError
-from auditor.findings.answer import answer_schema_json, parse_answer
+from auditor.findings.answer import ParsedAnswer, answer_schema_json, parse_answer
 from auditor.findings.grounding import RepositoryView, ground_answer
 from auditor.findings.injection import detect_injections
 from auditor.findings.merge import merge_findings
@@ -44,7 +44,6 @@ from auditor.progress import ProgressCallback, ProgressEvent, no_progress
 from auditor.recall.windows import (
     CanaryPlan,
     CanaryReport,
-    plant_canaries,
     read_canaries,
 )
 from auditor.recall.canaries import cites_canary
@@ -56,40 +55,30 @@ from auditor.report.model import (
     WindowOutcome,
     WindowRecall,
 )
-from auditor.rules.loader import Rule, builtin_rules, load_rules
+from auditor.rules.loader import Rule, builtin_rules
 from auditor.config.scan import ScanConfig
-from auditor.runs.judge import candidate_chains, judge_windows
-from auditor.runs.prepare import PreparedRepository, pack_prepared, prepare_repository
+from auditor.runs.judge import judge_windows
+from auditor.runs.prepare import PreparedRepository, ScanInputs, WindowPlan, plan_windows, prepare_scan
 from auditor.tokens.tokenizer import (
     PromptTokenizer,
-    TokenizerInfo,
     load_tokenizer,
     with_count_cache,
 )
 
 STATIC_TOKENIZER_SOURCE = "none (static pass)"
 
-def selected_rules(specs: tuple[str, ...]) -> tuple[Rule, ...]:
-    """The rules named by ``--rule``; all built-in rules when none is named."""
-    return load_rules(specs) if specs else tuple(builtin_rules().values())
-
 
 @dataclass(frozen=True)
 class ScanPlan:
     """A repository ready for generation: everything ``finish_scan`` needs besides the
-    completions. ``packed`` is None and ``requests`` empty when no model runs (static)."""
+    completions. ``windows`` is None and ``requests`` empty when no model runs (static)."""
 
     config: ScanConfig
     engine: EngineChoice
-    rules: tuple[Rule, ...]
-    prepared: PreparedRepository
-    static_findings: tuple[Finding, ...]
+    inputs: ScanInputs
     notices: tuple[str, ...]
-    packed: PackResult | None = None
-    planted: tuple[tuple[Window, CanaryPlan], ...] = ()
+    windows: WindowPlan | None = None
     requests: tuple[ChatRequest, ...] = ()
-    tokenizer: TokenizerInfo | None = None
-    rules_not_run: tuple[str, ...] = ()  # rules with no static analysis when no model ran
 
 
 def plan_scan(
@@ -100,59 +89,32 @@ def plan_scan(
     prepared: PreparedRepository | None = None,
     progress: ProgressCallback = no_progress,
 ) -> ScanPlan:
-    """Walk, index, run the static pass, pack, and plant canaries: the requests for ``engine``.
+    """Walk, index, run the static pass, and plan the windows (``plan_windows``, as ``auditor
+    pack`` does): the requests for ``engine``.
 
     Request ids are ``<request_prefix>window-<i>``. ``prepared`` reuses a walked and indexed
     repository.
     """
-    rules = selected_rules(config.rules)
     notes = list(engine.notices)
     tokenizer: PromptTokenizer | None = None
     if engine.runs_model:
         tokenizer = load_tokenizer(config.tokenizer_request)  # the vocabulary itself loads when first needed
         if config.use_cache:
             tokenizer = with_count_cache(tokenizer, scope=config.scope)
-    if prepared is None:
-        prepared = prepare_repository(
-            config.root, config.walk, use_cache=config.use_cache, progress=progress,
-            on_change=tokenizer.preload if tokenizer is not None else None, cache_scope=config.cache_scope,
-            parse_budget_s=config.parse_budget_s,
-        )
-    static_findings: list[Finding] = []
-    not_run: list[str] = []
-    if config.static or not engine.runs_model:
-        for rule in rules:
-            analysis = static_analysis_for(rule.id)
-            if analysis is None:
-                if not engine.runs_model:
-                    not_run.append(rule.id)
-                continue
-            progress(ProgressEvent(stage="static", message=f"static pass for {rule.id}"))
-            options = TxOptions(min_severity=config.min_severity, include_tests=config.include_tests)
-            result = analysis(prepared.indexes, prepared.texts, rule, prepared.graph, options=options)
-            static_findings.extend(result.findings)
-            notes.extend(_static_notes(rule, result, config))
-    if not engine.runs_model:
-        notes.append("no model ran: findings come from the static pass only")
-        return ScanPlan(config, engine, rules, prepared, tuple(static_findings), tuple(notes), rules_not_run=tuple(not_run))
-
-    assert tokenizer is not None  # loaded above for every engine that runs a model
-    if not tokenizer.info.exact:
-        notes.append(tokenizer.info.describe())
-    packed = pack_prepared(prepared, rules=rules, tokenizer=tokenizer, options=config.pack, progress=progress,
-                           chains_to_judge=candidate_chains(static_findings))
-    truncated = sorted({f.path for window in packed.windows for f in window.files if f.truncated})
-    if truncated:
-        notes.append(f"a line longer than a window was cut in {len(truncated)} file(s): {', '.join(truncated[:10])}")
-    if not any(window.files for window in packed.windows):
-        notes.append("the repository has no files to audit: no request was sent to the model")
-        return ScanPlan(config, engine, rules, prepared, tuple(static_findings), tuple(notes), packed, (), (), tokenizer.info)
-    planted = tuple(
-        plant_canaries(packed, window, tokenizer, config.probes, config.engine_settings.seed) for window in packed.windows
+    inputs = prepare_scan(
+        config, runs_model=engine.runs_model, prepared=prepared,
+        on_change=tokenizer.preload if tokenizer is not None else None, progress=progress,
     )
-    if config.probes and any(not plan.canaries for _, plan in planted):
-        notes.append("some windows had no room for recall canaries: their recall is not measured")
-    rule_ids = [rule.id for rule in rules]
+    if inputs.static.reported:
+        for rule, result in inputs.static.results:
+            notes.extend(_static_notes(rule, result, config))
+    if tokenizer is None:
+        notes.append("no model ran: findings come from the static pass only")
+        return ScanPlan(config, engine, inputs, tuple(notes))
+
+    windows = plan_windows(config, tokenizer, inputs=inputs, progress=progress)
+    notes.extend(windows.notices)
+    rule_ids = [rule.id for rule in inputs.rules]
     requests = tuple(
         ChatRequest(
             id=f"{request_prefix}window-{window.index}",
@@ -162,11 +124,11 @@ def plan_scan(
             thinking=config.window.thinking,
             json_schema=answer_schema_json(rule_ids, [candidate.id for candidate in window.candidates]),
         )
-        for window, _ in planted
+        for window, _ in windows.planted
     )
-    progress(ProgressEvent(stage="engine", message=_time_estimate(packed, config.window.output_tokens, engine.name)))
-    return ScanPlan(config, engine, rules, prepared, tuple(static_findings), tuple(notes), packed, planted,
-                    requests, tokenizer.info)
+    if requests:
+        progress(ProgressEvent(stage="engine", message=_time_estimate(windows.sent, config.window.output_tokens, engine.name)))
+    return ScanPlan(config, engine, inputs, tuple(notes), windows, requests)
 
 
 @dataclass(frozen=True)
@@ -186,18 +148,19 @@ class ModelRun:
 def finish_scan(plan: ScanPlan, completions: Sequence[Completion]) -> ScanResult:
     """Parse, ground and score the completions (one per request, in order), merge with the
     static pass, apply suppressions and the baseline: the scan's result."""
-    config, prepared, rules = plan.config, plan.prepared, plan.rules
+    config, prepared, rules = plan.config, plan.inputs.repository, plan.inputs.rules
     texts = prepared.texts
-    if plan.packed is None or plan.tokenizer is None:
-        run = ModelRun(static_findings=plan.static_findings)
+    if plan.windows is None:
+        run = ModelRun(static_findings=plan.inputs.static.reported_findings)
         coverage = Coverage(full=tuple(sorted(prepared.indexes)), skeleton=(),
                             omitted=tuple(sorted(set(texts) - set(prepared.indexes))))
         engine, model, tokenizer_source, tokenizer_exact = "static", None, STATIC_TOKENIZER_SOURCE, False
     else:
-        run = _model_run(plan, completions)
-        coverage = _coverage(plan.packed, texts)
+        run = _model_run(plan, plan.windows, completions)
+        coverage = _coverage(plan.windows.packed, texts)
         engine, model = plan.engine.name, config.engine_settings.model
-        tokenizer_source, tokenizer_exact = plan.tokenizer.source, plan.tokenizer.exact
+        tokenizer = plan.windows.packed.tokenizer
+        tokenizer_source, tokenizer_exact = tokenizer.source, tokenizer.exact
     not_audited = _not_audited(prepared, rules)
     coverage = replace(coverage, not_audited=not_audited)
     gaps = _coverage_gaps(not_audited, plan, coverage)
@@ -258,15 +221,16 @@ def _coverage_gaps(not_audited: Sequence[NotAudited], plan: ScanPlan, coverage: 
         for item in not_audited
         if item.source
     ]
-    if plan.packed is not None:
-        capped = [omitted.path for omitted in plan.packed.omitted if omitted.reason.startswith("over --max-windows")]
+    if plan.windows is not None:
+        capped = [omitted.path for omitted in plan.windows.packed.omitted if omitted.reason.startswith("over --max-windows")]
         if capped:
             gaps.append(ScanError(
                 "windows-capped",
                 f"--max-windows {plan.config.window.max_windows} left {len(capped)} file(s) out of every window: "
                 f"the model did not read them ({', '.join(sorted(capped)[:5])}{', ...' if len(capped) > 5 else ''})",
             ))
-    for rule_id in plan.rules_not_run:
+    # Without a model, a rule with no static analysis is not checked at all.
+    for rule_id in plan.inputs.static.not_run if plan.windows is None else ():
         gaps.append(ScanError(
             "rule-not-run",
             f"rule {rule_id} was not checked: it has no static analysis and no model ran "
@@ -323,25 +287,26 @@ def _decoded_summary(prepared: PreparedRepository) -> tuple[str, ...]:
     return (f"{len(decoded)} file(s) decoded from another encoding than UTF-8: {named}",)
 
 
-def _model_run(plan: ScanPlan, completions: Sequence[Completion]) -> ModelRun:
+def _model_run(plan: ScanPlan, planned: WindowPlan, completions: Sequence[Completion]) -> ModelRun:
     """Read the model's completions against the packed repository."""
-    assert plan.packed is not None
     if len(completions) != len(plan.requests):
         raise ValueError(f"{len(completions)} completions for {len(plan.requests)} requests")
-    prepared = plan.prepared
+    prepared = plan.inputs.repository
     texts = prepared.texts
     repository = RepositoryView(
-        files={path: texts[path] for path in _carried(plan.packed)},
+        files={path: texts[path] for path in _carried(planned.packed)},
         locator=IndexLocator(prepared.indexes),
         edges=prepared.graph,
-        virtual_paths=frozenset(path for _, canaries in plan.planted for canary in canaries.canaries for path in canary.paths),
+        virtual_paths=frozenset(path for _, canaries in planned.planted for canary in canaries.canaries for path in canary.paths),
     )
-    rules_by_id = {rule.id: rule for rule in plan.rules}
-    windows, errors, findings, rejected = _read_completions(
-        list(plan.planted), list(completions), repository, rules_by_id, plan.config.recall_threshold
+    rules_by_id = {rule.id: rule for rule in plan.inputs.rules}
+    windows, errors, findings, rejected, answers = _read_completions(
+        list(planned.planted), list(completions), repository, rules_by_id, plan.config.recall_threshold
     )
     # The model judged the static candidates its windows listed: confirmed, or disputed with a reason.
-    judged = judge_windows(plan.static_findings, [w for w, _ in plan.planted], [c.text for c in completions], repository.files)
+    judged = judge_windows(
+        plan.inputs.static.reported_findings, [w for w, _ in planned.planted], answers, repository.files
+    )
     errors.extend(ScanError("verdict", f"window {p.window}: {p.message}", p.window) for p in judged.problems)
     return ModelRun(
         windows=tuple(windows), errors=tuple(errors), findings=tuple(findings), rejected=tuple(rejected),
@@ -427,15 +392,18 @@ def _read_completions(
     repository: RepositoryView,
     rules: Mapping[str, Rule],
     recall_threshold: float,
-) -> tuple[list[WindowOutcome], list[ScanError], list[Finding], list[Rejected]]:
+) -> tuple[list[WindowOutcome], list[ScanError], list[Finding], list[Rejected], list[ParsedAnswer]]:
     """Parse and ground each window's answer, score its canaries; record incomplete and
-    recall-degraded windows as errors."""
+    recall-degraded windows as errors. Also returns each window's parsed answer as the model
+    gave it (for the judging of the static candidates)."""
     windows: list[WindowOutcome] = []
     errors: list[ScanError] = []
     findings: list[Finding] = []
     rejected: list[Rejected] = []
+    answers: list[ParsedAnswer] = []
     for (window, plan), completion in zip(planted, completions):
         parsed = parse_answer(completion.text)
+        answers.append(parsed)
         canaries = read_canaries(plan, parsed.canary_answers, recall_threshold)
         claims = tuple(claim for claim in parsed.claims if not _cites_canary(claim, plan))
         rejected.extend(
@@ -489,7 +457,7 @@ def _read_completions(
                 recall=recall,
             )
         )
-    return windows, errors, findings, rejected
+    return windows, errors, findings, rejected, answers
 
 
 def _cites_canary(claim: Claim, plan: CanaryPlan) -> bool:

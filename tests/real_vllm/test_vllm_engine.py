@@ -42,11 +42,11 @@ def scan(model: Path, tmp_path: Path, *flags: str) -> dict[str, Any]:
     )
 
 
-def packed_prompt_tokens(model: Path, tmp_path: Path) -> list[int]:
-    """auditor's own count of each window's prompt (``auditor pack``, same window options)."""
+def packed_prompt_tokens(model: Path, tmp_path: Path, *flags: str) -> list[int]:
+    """auditor's own count of each window's prompt (``auditor pack``, the scan's options)."""
     manifest = run_cli(
         "pack", str(FIXTURE), "--rule", RULE, "--model", str(model), "--max-model-len", str(MAX_MODEL_LEN),
-        "--output-tokens", str(OUTPUT_TOKENS), "--no-cache", tmp_path=tmp_path,
+        "--output-tokens", str(OUTPUT_TOKENS), "--probes", "0", "--no-static", "--no-cache", *flags, tmp_path=tmp_path,
     )
     return [window["prompt_tokens"] for window in manifest["windows"]]
 
@@ -76,7 +76,7 @@ def test_scan_thinking_off_chunked_prefill_and_structured_output(
         assert window["reasoning"] == ""
         assert window["cached_prompt_tokens"] == 0  # prefix caching is off
     # The report's prompt sizes are vLLM's own counts; auditor packed by the same numbers.
-    assert [w["prompt_tokens"] for w in report["windows"]] == packed_prompt_tokens(nemotron_h_dir, tmp_path)
+    assert [w["prompt_tokens"] for w in report["windows"]] == packed_prompt_tokens(nemotron_h_dir, tmp_path, "--no-thinking")
     assert any("for testing only" in record.getMessage() for record in caplog.records)
 
 

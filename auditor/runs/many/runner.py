@@ -47,9 +47,7 @@ from auditor.runs.many.stages import (
 )
 from auditor.runs.many.state import STATE_FILE, RunState, WorkItem, engine_fingerprint, work_item
 from auditor.runs.many.targets import Target, parse_targets
-from auditor.runs.scan import (
-    selected_rules,
-)
+from auditor.runs.prepare import selected_rules
 
 logger = logging.getLogger(__name__)
 

@@ -101,7 +101,7 @@ def plan_repository(
     """Walk, index, statically analyse and pack ``config.root`` exactly as ``auditor scan``
     does for ``engine``, with request ids prefixed by ``key``."""
     plan = plan_scan(config, engine, request_prefix=f"{key}/", progress=progress)
-    return RepositoryPlan(key, plan, rule_set(plan.rules))
+    return RepositoryPlan(key, plan, rule_set(plan.inputs.rules))
 
 
 def finish_repository(plan: RepositoryPlan, completions: Sequence[Completion]) -> ScanResult:

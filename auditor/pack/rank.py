@@ -1,0 +1,116 @@
+"""Rank: which walked files the pack carries in full for the selected rules, and in what order.
+
+Input: walked files (``PackInput``), the rules, and a file-neighbour function from the call
+graph. Output: the candidates in packing order (files matching a rule's relevance patterns,
+most matches first, then their call-graph neighbours, walked breadth-first so callers sit
+next to callees) and the rest in rank order.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable, Iterable, Sequence
+
+from auditor.rules.loader import Rule
+from auditor.storage.digests import DigestStore, digest_of
+
+NeighborFn = Callable[[str], Iterable[str]]
+"""A file's call-graph neighbours (the files it calls into or is called from)."""
+
+
+@dataclass(frozen=True)
+class PackInput:
+    """A walked, decodable file as the packer needs it."""
+
+    path: str
+    text: str
+    language: str | None
+    content_hash: str = ""  # the walk's content hash; keys cached per-file values when set
+
+
+
+def relevance_scores(files: Sequence[PackInput], rules: Sequence[Rule], cache: DigestStore | None = None) -> dict[str, int]:
+    """Matches of the rules' relevance patterns per file (0 for none).
+
+    With ``cache``, a file's score is remembered under its content hash and the exact
+    pattern set, so an unchanged file is not searched again.
+    """
+    patterns = [pattern for rule in rules for pattern in rule.relevance_patterns()]
+    signature = "\n".join(f"{pattern.flags}:{pattern.pattern}" for pattern in patterns)
+    key_of = {
+        entry.path: digest_of(f"relevance\0{signature}\0{entry.content_hash}")
+        for entry in files
+        if cache is not None and entry.content_hash
+    }
+    known = dict(zip(key_of, cache.get_many(list(key_of.values())))) if cache is not None else {}
+    scores: dict[str, int] = {}
+    computed: dict[bytes, int] = {}
+    for entry in files:
+        score = known.get(entry.path)
+        if score is None:
+            score = sum(len(pattern.findall(entry.text)) for pattern in patterns)
+            if entry.path in key_of:
+                computed[key_of[entry.path]] = score
+        scores[entry.path] = score
+    if cache is not None and computed:
+        cache.put_many(computed)
+    return scores
+
+
+def rank_files(
+    files: Sequence[PackInput],
+    rules: Sequence[Rule],
+    neighbors: NeighborFn | None,
+    neighbor_depth: int,
+    seed_paths: Sequence[str] = (),
+    relevance_cache: DigestStore | None = None,
+) -> tuple[list[str], list[str]]:
+    """Split paths into (candidates in packing order, the rest in rank order).
+
+    ``seed_paths`` come first, in their order. With no rules every file is a candidate.
+    Otherwise seeds are the seed paths, then files matching a relevance pattern; candidates are seeds plus files within ``neighbor_depth`` call-graph hops.
+    Candidates are ordered by a breadth-first walk from the strongest seed so that callers
+    and callees land next to each other (and hence in the same window).
+    """
+    paths = sorted(entry.path for entry in files)
+    known = set(paths)
+    first = [path for path in dict.fromkeys(seed_paths) if path in known]
+    if not rules:
+        return first + [path for path in paths if path not in set(first)], []
+    scores = relevance_scores(files, rules, relevance_cache)
+    relevant = sorted((path for path in paths if scores[path] > 0 and path not in set(first)), key=lambda p: (-scores[p], p))
+    seeds = first + relevant
+    distance: dict[str, int] = {seed: 0 for seed in seeds}
+    frontier = list(seeds)
+    adjacency: dict[str, list[str]] = {}
+
+    def linked(path: str) -> list[str]:
+        if path not in adjacency:
+            adjacency[path] = sorted({n for n in (neighbors(path) if neighbors else ()) if n in known and n != path})
+        return adjacency[path]
+
+    for depth in range(1, neighbor_depth + 1):
+        next_frontier: list[str] = []
+        for path in frontier:
+            for other in linked(path):
+                if other not in distance:
+                    distance[other] = depth
+                    next_frontier.append(other)
+        frontier = next_frontier
+    ordered: list[str] = []
+    visited: set[str] = set()
+    for seed in seeds:
+        if seed in visited:
+            continue
+        queue = deque([seed])
+        visited.add(seed)
+        while queue:
+            path = queue.popleft()
+            ordered.append(path)
+            for other in linked(path):
+                if other in distance and other not in visited:
+                    visited.add(other)
+                    queue.append(other)
+    rest = sorted((path for path in paths if path not in distance), key=lambda p: (-scores[p], p))
+    return ordered, rest
