@@ -12,9 +12,6 @@ from dataclasses import dataclass
 
 from auditor.rules.severity import Severity
 
-# Severity name -> rank, for auditor.analysis.transactions until it ranks by ``Severity``.
-SEVERITY_ORDER = {severity.value: severity.rank for severity in Severity}
-
 
 @dataclass(frozen=True)
 class ChainStep:

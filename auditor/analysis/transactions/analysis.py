@@ -74,7 +74,8 @@ from auditor.analysis.transactions.languages import family
 from auditor.analysis.transactions.reach import Reach, Trail, production_entries
 from auditor.analysis.transactions.sequences import Sequences
 from auditor.errors import UsageError
-from auditor.findings.model import SEVERITY_ORDER, Finding
+from auditor.findings.model import Finding
+from auditor.rules.severity import Severity
 from auditor.index.indexer import collection_paused
 from auditor.index.model import FileIndex
 from auditor.rules.loader import Rule
@@ -93,13 +94,12 @@ class TxOptions:
     (``populatedb``, ``seed_*``...) and dev-data scripts (``populate.py``...) as entry points too.
     """
 
-    min_severity: str = "low"
+    min_severity: str = Severity.LOW
     include_tests: bool = False
 
     def __post_init__(self) -> None:
-        if self.min_severity not in SEVERITY_ORDER:
-            known = ", ".join(sorted(SEVERITY_ORDER, key=SEVERITY_ORDER.__getitem__))
-            raise InvalidSeverityError(f"unknown severity {self.min_severity!r} (known: {known})")
+        if Severity.parse(self.min_severity) is None:
+            raise InvalidSeverityError(f"unknown severity {self.min_severity!r} (known: {', '.join(Severity.names())})")
 
 
 @dataclass(frozen=True)
@@ -132,7 +132,7 @@ class Outcome:
 
     reached: Mapping[FunctionRef, tuple[EntryPoint, Trail]]
     reachable: frozenset[FunctionRef]
-    graded: Mapping[FunctionRef, tuple[str, str]]
+    graded: Mapping[FunctionRef, tuple[Severity, str]]
     folded: frozenset[FunctionRef]
     hidden: frozenset[FunctionRef]
     findings: tuple[Finding, ...]
@@ -188,13 +188,13 @@ class Analysis:
         reachable = self.reach.reachable_ignoring_boundaries(entries)
         sinks, covered_sinks = self._count_sinks(reached, reachable)
         path_of = self.sequences.path_of
-        graded: dict[FunctionRef, tuple[str, str]] = {}
+        graded: dict[FunctionRef, tuple[Severity, str]] = {}
         for ref in sorted(reached):
             found = grade_function(ref, path_of(ref))
             if found is not None:
                 graded[ref] = found
         entry_refs = frozenset(entry.ref for entry in entries)
-        threshold = SEVERITY_ORDER[self.options.min_severity]
+        threshold = Severity.rank_of(self.options.min_severity)
         folded_refs: set[FunctionRef] = set()
         hidden: set[FunctionRef] = set()
         findings: list[Finding] = []
@@ -203,7 +203,7 @@ class Analysis:
             if folded(ref, callers, graded, ref in entry_refs, self.blocked, path_of):
                 folded_refs.add(ref)
                 continue
-            if SEVERITY_ORDER[severity] > threshold:
+            if Severity.rank_of(severity) > threshold:
                 hidden.add(ref)
                 continue
             entry, trail = reached[ref]

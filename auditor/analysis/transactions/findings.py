@@ -17,6 +17,7 @@ from auditor.analysis.transactions.base import Effect
 from auditor.analysis.transactions.grading import DB_EFFECTS, SIDE_EFFECTS, WRITES, Step
 from auditor.findings.model import ChainStep, EffectSite, Finding, fingerprint
 from auditor.rules.loader import Rule
+from auditor.rules.severity import Severity
 
 FOUND_BY = ("static",)
 """What finds the static pass's findings."""
@@ -51,7 +52,7 @@ def build_finding(
     entry: EntryPoint,
     trail: tuple[Edge, ...],
     steps: tuple[Step, ...],
-    graded: tuple[str, str],
+    graded: tuple[Severity, str],
     sink_text: str,
     edge_kinds: Mapping[Edge, str],
 ) -> Finding:

@@ -24,6 +24,7 @@ from auditor.callgraph.graph import FunctionRef
 from auditor.analysis.entrypoints import split_arguments
 from auditor.analysis.transactions.base import DOTTED, Effect
 from auditor.index.model import CallSite
+from auditor.rules.severity import Severity
 
 DB_EFFECTS = (Effect.WRITE, Effect.UPDATE, Effect.DELETE, Effect.IDEMPOTENT, Effect.UPSERT, Effect.AUDIT, Effect.REPOSITORY, Effect.COMMIT)
 WRITES = (Effect.WRITE, Effect.UPDATE, Effect.DELETE, Effect.IDEMPOTENT, Effect.UPSERT)
@@ -91,13 +92,13 @@ def weight(step: Step) -> int:
     return len(step.effects)
 
 
-def grade(steps: tuple[Step, ...]) -> tuple[str, str] | None:
+def grade(steps: tuple[Step, ...]) -> tuple[Severity, str] | None:
     """The severity of a function's path and, when a sequence is graded below critical or
     high for what its writes are, the reason in a few words; None when it is no finding."""
     effects = [effect for step in steps for effect in step.effects]
     if len(steps) == 1:
         single = steps[0].callee is None and len(effects) == 1 and effects[0] in (*WRITES, Effect.AUDIT)
-        return ("low", "") if single else None
+        return (Severity.LOW, "") if single else None
     database = [position for position, effect in enumerate(effects) if effect in DB_EFFECTS]
     # Only a side effect between two database effects leaves a partial state behind: one
     # after the last write is the right order (the mail goes out for committed data).
@@ -108,21 +109,21 @@ def grade(steps: tuple[Step, ...]) -> tuple[str, str] | None:
     side_effects = sum(effect in SIDE_EFFECTS for effect in between) + after.count(Effect.UPLOAD)
     # An update is a plain write to every grade but the re-runnable one (_rerunnable).
     graded = _grade_writes(steps, [Effect.WRITE if effect is Effect.UPDATE else effect for effect in effects], side_effects)
-    if Effect.SIDE_EFFECT in after and (graded is None or graded[0] == "low"):
-        return "medium", "the side effect comes after the last write, the right order: a transaction would not undo it"
+    if Effect.SIDE_EFFECT in after and (graded is None or graded[0] == Severity.LOW):
+        return Severity.MEDIUM, "the side effect comes after the last write, the right order: a transaction would not undo it"
     return graded
 
 
-def grade_function(ref: FunctionRef, steps: tuple[Step, ...]) -> tuple[str, str] | None:
+def grade_function(ref: FunctionRef, steps: tuple[Step, ...]) -> tuple[Severity, str] | None:
     """:func:`grade` of ``ref``'s path, demoted to medium when the function's name says it
     rebuilds derived data (the name says more than "re-runnable" does)."""
     graded = grade(steps)
-    if graded is not None and (graded[0] in ("critical", "high") or graded[1] == RERUNNABLE) and derived(ref):
-        return "medium", DERIVED
+    if graded is not None and (graded[0] in (Severity.CRITICAL, Severity.HIGH) or graded[1] == RERUNNABLE) and derived(ref):
+        return Severity.MEDIUM, DERIVED
     return graded
 
 
-def _grade_writes(steps: tuple[Step, ...], effects: list[Effect], side_effects: int) -> tuple[str, str] | None:
+def _grade_writes(steps: tuple[Step, ...], effects: list[Effect], side_effects: int) -> tuple[Severity, str] | None:
     """:func:`grade` for the path's writes, commits and the side effects between them."""
     plain = effects.count(Effect.WRITE)
     deletes = effects.count(Effect.DELETE)
@@ -132,7 +133,7 @@ def _grade_writes(steps: tuple[Step, ...], effects: list[Effect], side_effects: 
     commits = effects.count(Effect.COMMIT) + effects.count(Effect.REPOSITORY)
     if writes == 1 and not (bookkeeping or commits or side_effects):
         direct = [step for step in steps if step.callee is None and any(effect in WRITES for effect in step.effects)]
-        return ("low", "") if direct else None
+        return (Severity.LOW, "") if direct else None
     unretried = ""
     if not commits and not side_effects and writes + bookkeeping >= 2:
         retried = _retried(steps, effects, writes, plain, deletes, upserts)
@@ -142,30 +143,30 @@ def _grade_writes(steps: tuple[Step, ...], effects: list[Effect], side_effects: 
             unretried = _UNRETRIED
     if not commits and not side_effects and _rerunnable(steps):
         if not caught_later(steps):
-            return "medium", RERUNNABLE
+            return Severity.MEDIUM, RERUNNABLE
         unretried = _UNRETRIED
     if writes >= 2 or (writes and (commits or side_effects)):
-        return "critical", unretried
+        return Severity.CRITICAL, unretried
     if commits >= 2 or (commits and side_effects):
-        return "high", ""
+        return Severity.HIGH, ""
     if writes + bookkeeping >= 2 or (bookkeeping and (commits or side_effects)):
-        return "medium", "one write, the rest bookkeeping (event rows, search vectors, rate-limit counters)"
+        return Severity.MEDIUM, "one write, the rest bookkeeping (event rows, search vectors, rate-limit counters)"
     return None
 
 
 def _retried(
     steps: tuple[Step, ...], effects: list[Effect], writes: int, plain: int, deletes: int, upserts: int
-) -> tuple[str, str] | None:
+) -> tuple[Severity, str] | None:
     """The medium grade of a sequence whose partial state a retry or re-run completes, if
     the path's writes are such a sequence."""
     if writes and deletes == writes:
-        return "medium", "only deletes: a retry finishes the cleanup"
+        return Severity.MEDIUM, "only deletes: a retry finishes the cleanup"
     if writes and not plain and not deletes:
-        return "medium", "only idempotent writes (upserts, relation changes, constant updates): a re-run completes them"
+        return Severity.MEDIUM, "only idempotent writes (upserts, relation changes, constant updates): a re-run completes them"
     if plain == 1 and upserts == writes - 1 and [effect for effect in effects if effect in WRITES][-1] is Effect.WRITE:
-        return "medium", "only upserts or links before the last write: a re-run finds what they left and completes the path"
+        return Severity.MEDIUM, "only upserts or links before the last write: a re-run finds what they left and completes the path"
     if _one_object(steps):
-        return "medium", "every write is to one object's row and its relations: what a failure leaves is that object, valid and editable"
+        return Severity.MEDIUM, "every write is to one object's row and its relations: what a failure leaves is that object, valid and editable"
     return None
 
 
