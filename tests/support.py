@@ -1,15 +1,33 @@
-"""Test doubles shared by the suite: a mock engine tests script (llm's MockModel: say what the
-model answers, then assert what auditor did with it) and one way to run git."""
+"""What the suite shares, in one place: where things are (the repository, its fixtures, the
+test data, ../shared), the text the test tokenizer is trained on, a mock engine tests script
+(llm's MockModel: say what the model answers, then assert what auditor did with it) and one
+way to run git.
+
+The tests mirror the package: ``tests/unit/<stage>/`` holds a stage's tests, ``tests/unit/``
+the whole-package ones (architecture, exit codes), ``tests/hostile/`` the hostile-input
+suite across stages, ``tests/real_vllm/`` the real-engine tests (run apart, see .ci/run)."""
 
 from __future__ import annotations
 
 import subprocess
+import textwrap
 from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from auditor.analysis.transactions import StaticResult, TxOptions, analyze_tx_outside_transaction
 from auditor.engine.base import ChatRequest, Completion, error_completion
+from auditor.findings.model import Finding
+from auditor.index.extract import index_source
+from auditor.index.model import FileIndex
+from auditor.languages import language_for_path
 from auditor.progress import ProgressCallback, no_progress
+from auditor.rules.loader import Rule
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = REPO_ROOT / "fixtures"
+TEST_DATA = REPO_ROOT / "tests" / "data"
+SHARED = REPO_ROOT.parent / "shared"
 
 
 class Failure(str):
@@ -69,3 +87,113 @@ def git(repo: Path, *args: str) -> str:
         cwd=repo, check=True, capture_output=True, text=True,
     )
     return completed.stdout.strip()
+
+
+# vllm.LLM keyword arguments auditor may pass (FACTS.md, vLLM 0.33.0 offline API).
+VLLM_LLM_KWARGS = {
+    "model",
+    "trust_remote_code",
+    "max_model_len",
+    "enable_chunked_prefill",
+    "max_num_batched_tokens",
+    "kv_cache_dtype",
+    "mamba_ssm_cache_dtype",
+    "enable_prefix_caching",
+    "gpu_memory_utilization",
+    "max_num_seqs",
+    "tensor_parallel_size",
+    "seed",
+    "reasoning_parser",
+    "structured_outputs_config",
+}
+
+# Nemotron 3 Nano's special-token layout: ids 0-13 as in the real vocabulary.
+SPECIAL_TOKENS = [
+    "<unk>", "<s>", "</s>", "<SPECIAL_3>", "<SPECIAL_4>", "<SPECIAL_5>", "<SPECIAL_6>", "<SPECIAL_7>",
+    "<SPECIAL_8>", "[TOOL_CALLS]", "<|im_start|>", "<|im_end|>", "<think>", "</think>",
+]
+
+# Same turn format as the upstream template: a system turn always, and the thinking switch
+# in the generation prompt.
+CHAT_TEMPLATE = (
+    "{%- set enable_thinking = enable_thinking if enable_thinking is defined else True %}"
+    "{%- if messages[0]['role'] == 'system' %}{%- set system = messages[0]['content'] %}"
+    "{%- set rest = messages[1:] %}{%- else %}{%- set system = '' %}{%- set rest = messages %}{%- endif %}"
+    "{{- '<|im_start|>system\\n' ~ system ~ '<|im_end|>\\n' }}"
+    "{%- for m in rest %}{{- '<|im_start|>' ~ m['role'] ~ '\\n' ~ m['content'] ~ '<|im_end|>\\n' }}{%- endfor %}"
+    "{%- if add_generation_prompt %}{%- if enable_thinking %}{{- '<|im_start|>assistant\\n<think>\\n' }}"
+    "{%- else %}{{- '<|im_start|>assistant\\n<think></think>' }}{%- endif %}{%- endif %}"
+)
+
+TRAINING_TEXT = [
+    "def save_order(order):\n    order.save()\n    return order\n",
+    "from django.db import transaction\n\n@transaction.atomic\ndef checkout(request):\n    pass\n",
+    "class OrderService:\n    def create(self, session, item):\n        session.add(item)\n        session.commit()\n",
+    "function handler(req, res) { return db.query('INSERT INTO t VALUES (1)'); }\n",
+    "func main() { db.Exec(\"UPDATE accounts SET balance = 0\") }\n",
+    "public class A { @Transactional public void run() { repo.save(x); } }\n",
+    "<<<FILE path=\"app/views.py\" view=full lines=1-10/10>>>\n1|import os\n2|\n<<<END FILE \"app/views.py\">>>\n",
+    "You are auditor. Report only what you can trace. Repository map, findings, chain, sink.\n",
+] * 20
+
+
+def build_tiny_tokenizer(directory: Path) -> Path:
+    """Train a byte-level BPE with Nemotron's special tokens and save it as an HF tokenizer dir."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = Tokenizer(models.BPE(unk_token=None))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=600,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(TRAINING_TEXT, trainer=trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, bos_token="<s>", eos_token="<|im_end|>", unk_token="<unk>", pad_token="<unk>"
+    )
+    fast.chat_template = CHAT_TEMPLATE
+    directory.mkdir(parents=True, exist_ok=True)
+    fast.save_pretrained(str(directory))
+    return directory
+
+
+# --- the static tx-outside-transaction pass on fixture apps and inline sources -------------
+
+
+def load_app(root: Path) -> tuple[dict[str, FileIndex], dict[str, str]]:
+    """Index every source file under ``root`` (paths relative to it) and read its text."""
+    indexes: dict[str, FileIndex] = {}
+    texts: dict[str, str] = {}
+    for file in sorted(root.rglob("*")):
+        language = language_for_path(file.name) if file.is_file() else None
+        if language is None:
+            continue
+        path = file.relative_to(root).as_posix()
+        texts[path] = file.read_text(encoding="utf-8")
+        indexes[path] = index_source(path, texts[path], language)
+    return indexes, texts
+
+
+ALL_SEVERITIES = TxOptions(min_severity="low")
+
+
+def analyze_app(app: str, rule: Rule, options: TxOptions = ALL_SEVERITIES) -> StaticResult:
+    """The static pass on the bundled fixture app ``fixtures/<app>``."""
+    indexes, texts = load_app(FIXTURES / app)
+    return analyze_tx_outside_transaction(indexes, texts, rule, options=options)
+
+
+def analyze_source(files: dict[str, str], rule: Rule, options: TxOptions = ALL_SEVERITIES) -> StaticResult:
+    """The static pass on inline sources (``{path: text}``, dedented)."""
+    texts = {path: textwrap.dedent(text).lstrip("\n") for path, text in files.items()}
+    indexes = {path: index_source(path, text, language_for_path(path) or "") for path, text in texts.items()}
+    return analyze_tx_outside_transaction(indexes, texts, rule, options=options)
+
+
+def reported(result: StaticResult) -> dict[tuple[str, str], Finding]:
+    """A result's findings by (path, function)."""
+    return {(finding.path, finding.function): finding for finding in result.findings}

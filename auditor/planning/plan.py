@@ -38,6 +38,7 @@ from auditor.planning.checkpoint import (
     Checkpoint,
     PlanError,
     Precision,
+    PrecisionDetection,
     default_kv_cache_dtype,
     detect_precision,
     text_config,

@@ -18,7 +18,6 @@ stops the walk.
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import dataclass
 from pathlib import Path
 

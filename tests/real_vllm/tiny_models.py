@@ -11,7 +11,7 @@ this, random weights fill any JSON string until the budget runs out.
 ``build_tiny_nemotron_h``: NemotronH with a dense layer pattern (``M*M-``: Mamba-2,
 attention, Mamba-2, MLP; vLLM's CPU backend has no MoE kernel for ``E``), Nemotron's
 special-token layout (``<think>`` 12, ``</think>`` 13) and the Nemotron-shaped chat template
-from tests/conftest.py. ``build_tiny_qwen2``: a tiny Qwen2 (attention only) for
+from tests/support.py. ``build_tiny_qwen2``: a tiny Qwen2 (attention only) for
 prefix-cache accounting, which NemotronH cannot have on the CPU backend.
 """
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.conftest import build_tiny_tokenizer
+from tests.support import build_tiny_tokenizer
 
 MAX_POSITION_EMBEDDINGS = 8192
 
