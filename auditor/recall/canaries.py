@@ -35,13 +35,31 @@ import random
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Final, TypeVar
 
 from auditor import defaults
 from auditor.errors import AuditorError, UsageError
 from auditor.findings.model import CanaryAnswer
 from auditor.pack.prompt import render_full_block, split_lines
+from auditor.recall.syntax import (
+    ADJECTIVES,
+    ATTRIBUTES,
+    BEHAVIOURS,
+    NOUNS,
+    ROOT_WORDS,
+    SUBJECTS,
+    SYNTAX,
+    VERBS,
+    batch_module,
+    class_identifiers,
+    constant_name,
+    constants_module,
+    function_name,
+    functions_module,
+    module_path,
+    pascal,
+    snake,
+)
 
 KINDS: Final = ("constant", "two-hop", "described-function")
 # Index languages that canaries are written in: TSX files get TypeScript canaries.
@@ -89,257 +107,6 @@ class Canary:
     def paths(self) -> tuple[str, ...]:
         """The virtual paths of the canary's files."""
         return tuple(path for path, _ in self.files)
-
-
-# --------------------------------------------------------------------------------------
-# Vocabulary: descriptions in words and the identifier words they become.
-# --------------------------------------------------------------------------------------
-
-SUBJECTS: Final = (
-    ("ledger sync worker", ("ledger", "sync")),
-    ("invoice archiver", ("invoice", "archiver")),
-    ("shipment queue", ("shipment", "queue")),
-    ("thumbnail renderer", ("thumbnail", "renderer")),
-    ("log rotator", ("log", "rotator")),
-    ("search indexer", ("search", "indexer")),
-    ("payout scheduler", ("payout", "scheduler")),
-    ("inventory reconciler", ("inventory", "reconciler")),
-    ("email digest sender", ("digest", "sender")),
-    ("webhook dispatcher", ("webhook", "dispatcher")),
-    ("report exporter", ("report", "exporter")),
-    ("cache warmer", ("cache", "warmer")),
-    ("sitemap builder", ("sitemap", "builder")),
-    ("backup uploader", ("backup", "uploader")),
-    ("price feed importer", ("price", "feed")),
-    ("coupon redeemer", ("coupon", "redeemer")),
-    ("loyalty tracker", ("loyalty", "tracker")),
-    ("warehouse picker", ("warehouse", "picker")),
-    ("refund processor", ("refund", "processor")),
-    ("newsletter mailer", ("newsletter", "mailer")),
-    ("image resizer", ("image", "resizer")),
-    ("metrics flusher", ("metrics", "flusher")),
-    ("audit trail compactor", ("trail", "compactor")),
-    ("address normaliser", ("address", "normaliser")),
-)
-
-ATTRIBUTES: Final = (
-    ("flush interval (in milliseconds)", ("flush", "interval", "ms")),
-    ("maximum payload size (in bytes)", ("max", "payload", "bytes")),
-    ("retry ceiling (in milliseconds)", ("retry", "ceiling", "ms")),
-    ("daily request quota", ("daily", "quota")),
-    ("starting sequence number", ("start", "sequence")),
-    ("cool-down period (in milliseconds)", ("cooldown", "ms")),
-    ("maximum number of rows read per run", ("max", "rows", "per", "run")),
-    ("buffer capacity (in bytes)", ("buffer", "capacity", "bytes")),
-    ("lease duration (in milliseconds)", ("lease", "duration", "ms")),
-    ("page size limit", ("page", "size", "limit")),
-)
-
-ADJECTIVES: Final = (
-    "amber", "copper", "velvet", "granite", "hollow", "silent", "crimson", "marble", "willow", "cobalt",
-    "saffron", "misty", "brisk", "gentle", "lunar", "polar", "rustic", "sunny", "tidal", "ivory",
-    "jade", "coral", "dusky", "frosty", "golden", "hazel", "indigo", "lilac", "maple", "olive",
-)
-NOUNS: Final = (
-    "harbor", "meadow", "lantern", "falcon", "orchard", "canyon", "beacon", "glacier", "thicket", "prairie",
-    "summit", "harvest", "pebble", "compass", "ember", "quarry", "raven", "spindle", "tundra", "valley",
-    "anchor", "bramble", "cedar", "dune", "fjord", "grove", "heron", "island", "juniper", "kestrel",
-)
-VERBS: Final = ("fold", "mend", "weave", "shape", "blend", "carve", "stitch", "trim", "polish", "brew", "knit", "tune")
-ROOT_WORDS: Final = (
-    "harborline", "stonebridge", "bluefern", "northwind", "redcliff", "oakhaven", "silverpine", "fernwood",
-    "brightwater", "ironvale", "ashgrove", "larkspur", "millbrook", "thornfield", "westmere", "elmstead",
-)
-
-# Integer expressions over ``first`` and ``second`` that are valid in all five languages.
-BEHAVIOURS: Final = (
-    ("the sum of the squares of its two arguments", "first * first + second * second"),
-    ("the product of its two arguments plus one", "first * second + 1"),
-    ("three times the difference of its first and second arguments (first minus second)", "(first - second) * 3"),
-    ("twice the sum of its two arguments", "(first + second) * 2"),
-    ("the square of its first argument minus its second argument", "first * first - second"),
-    ("the sum of its two arguments plus ten", "first + second + 10"),
-    ("the product of its two arguments minus their sum", "first * second - (first + second)"),
-    ("the cube of its first argument, ignoring the second", "first * first * first"),
-    ("its first argument times one hundred, plus its second argument", "first * 100 + second"),
-    ("its second argument minus its first argument", "second - first"),
-    ("its first argument plus twice its second argument", "first + 2 * second"),
-    ("the square of the sum of its two arguments", "(first + second) * (first + second)"),
-    ("seven times its first argument minus its second argument", "first * 7 - second"),
-    ("the sum of its two arguments times their difference (first minus second)", "(first + second) * (first - second)"),
-)
-
-def _upper(words: Sequence[str]) -> str:
-    return "_".join(word.upper() for word in words)
-
-
-def _snake(words: Sequence[str]) -> str:
-    return "_".join(words)
-
-
-def _camel(words: Sequence[str]) -> str:
-    return words[0] + "".join(word.capitalize() for word in words[1:])
-
-
-def _pascal(words: Sequence[str]) -> str:
-    return "".join(word.capitalize() for word in words)
-
-
-# --------------------------------------------------------------------------------------
-# How canary sources are written, per language.
-# --------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class CanarySyntax:
-    """How canary sources are written in one language: naming conventions and source templates.
-
-    Templates are ``str.format`` strings. A module template receives ``root`` and ``leaf``
-    (the directory names), ``package`` (the leaf as a Go package name), ``class_name``,
-    ``doc`` and ``doc_sentence`` (the doc with a lowercase first letter), the ``body``
-    rendered line by line from the line templates, and for a batch module ``used`` (the
-    imported constants) and ``constants_module``/``constants_class`` (where they live). A
-    ``path`` template receives ``root``, ``leaf``, ``module`` and ``class_name``.
-    """
-
-    constant_case: Callable[[Sequence[str]], str]
-    function_case: Callable[[Sequence[str]], str]
-    path: str
-    constant_line: str
-    constants_module: str
-    batch_function: str
-    batch_module: str
-    function: str
-    functions_module: str
-    # Java names its classes, so they are identifiers a finding could cite.
-    classes_are_identifiers: bool = False
-
-
-_JAVA_CLASS = "public final class {class_name} {{\n{body}\n    private {class_name}() {{\n    }}\n}}\n"
-
-SYNTAX: Final[Mapping[str, CanarySyntax]] = MappingProxyType(
-    {
-        "python": CanarySyntax(
-            constant_case=_upper,
-            function_case=_snake,
-            path="{root}/{leaf}/{module}.py",
-            constant_line="{name} = {value}\n",
-            constants_module='"""{doc}"""\n\n{body}',
-            batch_function="\n\ndef {name}(queue):\n    return queue.take({constant})\n",
-            batch_module='"""Batch helpers for the background workers."""\n\nfrom {root}.{leaf}.{constants_module} import {used}\n{body}',
-            function="\n\ndef {name}(first, second):\n    return {expression}\n",
-            functions_module='"""Small arithmetic helpers."""\n{body}',
-        ),
-        "javascript": CanarySyntax(
-            constant_case=_upper,
-            function_case=_camel,
-            path="{root}/{leaf}/{module}.js",
-            constant_line="export const {name} = {value};\n",
-            constants_module="// {doc}\n\n{body}",
-            batch_function="\nexport function {name}(queue) {{\n  return queue.take({constant});\n}}\n",
-            batch_module='// Batch helpers for the background workers.\n\nimport {{ {used} }} from "./{constants_module}";\n{body}',
-            function="\nexport function {name}(first, second) {{\n  return {expression};\n}}\n",
-            functions_module="// Small arithmetic helpers.\n{body}",
-        ),
-        "typescript": CanarySyntax(
-            constant_case=_upper,
-            function_case=_camel,
-            path="{root}/{leaf}/{module}.ts",
-            constant_line="export const {name}: number = {value};\n",
-            constants_module="// {doc}\n\n{body}",
-            batch_function=(
-                "\nexport function {name}(queue: {{ take(count: number): number[] }}): number[] {{\n"
-                "  return queue.take({constant});\n}}\n"
-            ),
-            batch_module='// Batch helpers for the background workers.\n\nimport {{ {used} }} from "./{constants_module}";\n{body}',
-            function="\nexport function {name}(first: number, second: number): number {{\n  return {expression};\n}}\n",
-            functions_module="// Small arithmetic helpers.\n{body}",
-        ),
-        "go": CanarySyntax(
-            constant_case=_pascal,
-            function_case=_pascal,
-            path="{root}/{leaf}/{module}.go",
-            constant_line="\t{name} = {value}\n",
-            constants_module="// Package {package}: {doc_sentence}\npackage {package}\n\nconst (\n{body})\n",
-            batch_function="\nfunc {name}(queue Queue) []int {{\n\treturn queue.Take({constant})\n}}\n",
-            batch_module="package {package}\n{body}",
-            function="\nfunc {name}(first int, second int) int {{\n\treturn {expression}\n}}\n",
-            functions_module="package {package}\n{body}",
-        ),
-        "java": CanarySyntax(
-            constant_case=_upper,
-            function_case=_camel,
-            path="{root}/{leaf}/{class_name}.java",
-            constant_line="    public static final int {name} = {value};\n",
-            constants_module="package {root}.{leaf};\n\n/** {doc} */\n" + _JAVA_CLASS,
-            batch_function=(
-                "\n    public static List<Integer> {name}(BatchQueue queue) {{\n"
-                "        return queue.take({constants_class}.{constant});\n    }}\n"
-            ),
-            batch_module=(
-                "package {root}.{leaf};\n\nimport java.util.List;\n\n/** Batch helpers for the background workers. */\n"
-                + _JAVA_CLASS.replace("{class_name}", "Batches")
-            ),
-            function="\n    public static int {name}(int first, int second) {{\n        return {expression};\n    }}\n",
-            functions_module="package {root}.{leaf};\n\n/** Small arithmetic helpers. */\n" + _JAVA_CLASS,
-            classes_are_identifiers=True,
-        ),
-    }
-)
-LANGUAGES: Final = tuple(SYNTAX)
-
-
-def constant_name(language: str, words: Sequence[str]) -> str:
-    """A module constant's name in the language's convention (``LEDGER_SYNC_MS``; Go: ``LedgerSyncMs``)."""
-    return SYNTAX[language].constant_case(words)
-
-
-def function_name(language: str, words: Sequence[str]) -> str:
-    """A function's name in the language's convention (snake, camel, or exported Pascal for Go)."""
-    return SYNTAX[language].function_case(words)
-
-
-def _module(template: str, package: tuple[str, str], body: str, **fields: str) -> str:
-    root, leaf = package
-    return template.format(root=root, leaf=leaf, package=leaf.replace("_", ""), body=body, **fields)
-
-
-def _constants_module(language: str, package: tuple[str, str], class_name: str, doc: str, constants: Sequence[tuple[str, int]]) -> str:
-    """Source of a module holding integer constants. ``package`` is (root, leaf) directory names."""
-    syntax = SYNTAX[language]
-    body = "".join(syntax.constant_line.format(name=name, value=value) for name, value in constants)
-    return _module(syntax.constants_module, package, body, class_name=class_name, doc=doc, doc_sentence=doc[0].lower() + doc[1:])
-
-
-def _batch_module(
-    language: str, package: tuple[str, str], constants_module: str, constants_class: str, functions: Sequence[tuple[str, str]]
-) -> str:
-    """Source of a module whose functions each take a batch sized by an imported constant.
-
-    ``functions`` are (function name, constant name) pairs.
-    """
-    syntax = SYNTAX[language]
-    used = ", ".join(sorted({constant for _, constant in functions}))
-    body = "".join(
-        syntax.batch_function.format(name=name, constant=constant, constants_class=constants_class) for name, constant in functions
-    )
-    return _module(syntax.batch_module, package, body, used=used, constants_module=constants_module)
-
-
-def _functions_module(language: str, package: tuple[str, str], class_name: str, functions: Sequence[tuple[str, str]]) -> str:
-    """Source of a module of small integer functions; ``functions`` are (name, expression) pairs."""
-    syntax = SYNTAX[language]
-    body = "".join(syntax.function.format(name=name, expression=expression) for name, expression in functions)
-    return _module(syntax.functions_module, package, body, class_name=class_name)
-
-
-def _module_path(language: str, root: str, leaf: str, module: str, class_name: str) -> str:
-    return SYNTAX[language].path.format(root=root, leaf=leaf, module=module, class_name=class_name)
-
-
-def _class_identifiers(language: str, *class_names: str) -> list[str]:
-    """The class names a canary defines that count as identifiers (Java's only)."""
-    return list(class_names) if SYNTAX[language].classes_are_identifiers else []
 
 
 # --------------------------------------------------------------------------------------
@@ -409,19 +176,19 @@ def _make_constant(drawer: _Drawer, language: str, root: str, canary_id: str) ->
 
     def ok(choice: tuple[int, int, int, int]) -> bool:
         pairs, identifiers = names(choice)
-        leaf = _snake(SUBJECTS[choice[0]][1])
+        leaf = snake(SUBJECTS[choice[0]][1])
         return not drawer.subject_attributes.intersection(pairs) and all(map(drawer.fresh, identifiers + [f"{root}/{leaf}"]))
 
     choice = drawer.draw(pick, ok, "setting name")
     pairs, identifiers = names(choice)
     drawer.subject_attributes.update(pairs)
-    leaf = _snake(SUBJECTS[choice[0]][1])
-    class_name = _pascal(SUBJECTS[choice[0]][1]) + "Settings"
+    leaf = snake(SUBJECTS[choice[0]][1])
+    class_name = pascal(SUBJECTS[choice[0]][1]) + "Settings"
     drawer.claim(*identifiers, f"{root}/{leaf}", class_name)
     values = [drawer.value() for _ in identifiers]
     constants = list(zip(identifiers, values))
     rng.shuffle(constants)
-    source = _constants_module(language, (root, leaf), class_name, "Operational limits for the background workers.", constants)
+    source = constants_module(language, (root, leaf), class_name, "Operational limits for the background workers.", constants)
     subject_phrase, attribute_phrase = SUBJECTS[choice[0]][0], ATTRIBUTES[choice[1]][0]
     question = (
         f"What value does the code configure as the {attribute_phrase} of the {subject_phrase}? "
@@ -431,11 +198,11 @@ def _make_constant(drawer: _Drawer, language: str, root: str, canary_id: str) ->
         id=canary_id,
         kind="constant",
         language=language,
-        files=((_module_path(language, root, leaf, "settings", class_name), source),),
+        files=((module_path(language, root, leaf, "settings", class_name), source),),
         question=question,
         expected=str(values[0]),
         distractors=tuple(str(value) for value in values[1:]),
-        identifiers=tuple(sorted([*identifiers, *_class_identifiers(language, class_name)])),
+        identifiers=tuple(sorted([*identifiers, *class_identifiers(language, class_name)])),
     )
 
 
@@ -477,11 +244,11 @@ def _make_two_hop(drawer: _Drawer, language: str, root: str, canary_id: str) -> 
     rng.shuffle(constants)
     uses = [(functions[0], keys[0]), (functions[1], keys[1])]
     rng.shuffle(uses)
-    constants_source = _constants_module(language, (root, leaf), "Limits", "Limits shared by the background workers.", constants)
-    batch_source = _batch_module(language, (root, leaf), "limits", "Limits", uses)
+    constants_source = constants_module(language, (root, leaf), "Limits", "Limits shared by the background workers.", constants)
+    batch_source = batch_module(language, (root, leaf), "limits", "Limits", uses)
     files = (
-        (_module_path(language, root, leaf, "limits", "Limits"), constants_source),
-        (_module_path(language, root, leaf, "batches", "Batches"), batch_source),
+        (module_path(language, root, leaf, "limits", "Limits"), constants_source),
+        (module_path(language, root, leaf, "batches", "Batches"), batch_source),
     )
     question = (
         f"The function that takes the next batch from the {SUBJECTS[choice[4]][0]} sizes the batch with a named "
@@ -495,7 +262,7 @@ def _make_two_hop(drawer: _Drawer, language: str, root: str, canary_id: str) -> 
         question=question,
         expected=str(values[0]),
         distractors=tuple(str(value) for value in values[1:]),
-        identifiers=tuple(sorted(keys + functions + _class_identifiers(language, "Limits", "Batches"))),
+        identifiers=tuple(sorted(keys + functions + class_identifiers(language, "Limits", "Batches"))),
     )
 
 
@@ -518,7 +285,7 @@ def _make_described_function(drawer: _Drawer, language: str, root: str, canary_i
             function_name(language, (other_verb, adjective, noun)),
             function_name(language, (verb, adjective, other_noun)),
         ]
-        return functions, f"{root}/{_snake(leaf)}"
+        return functions, f"{root}/{snake(leaf)}"
 
     def ok(choice: Choice) -> bool:
         functions, directory = names(choice)
@@ -527,12 +294,12 @@ def _make_described_function(drawer: _Drawer, language: str, root: str, canary_i
     choice = drawer.draw(pick, ok, "function name")
     functions, directory = names(choice)
     drawer.behaviours.update(choice[2])
-    class_name = _pascal(directory.split("/", 1)[1].split("_")) + "Math"
+    class_name = pascal(directory.split("/", 1)[1].split("_")) + "Math"
     drawer.claim(*functions, directory, class_name)
     leaf = directory.split("/", 1)[1]
     definitions = [(name, BEHAVIOURS[behaviour][1]) for name, behaviour in zip(functions, choice[2])]
     rng.shuffle(definitions)
-    source = _functions_module(language, (root, leaf), class_name, definitions)
+    source = functions_module(language, (root, leaf), class_name, definitions)
     question = (
         f"Which function returns {BEHAVIOURS[choice[2][0]][0]}? "
         "Answer with the function's name exactly as it is defined, without parentheses."
@@ -541,11 +308,11 @@ def _make_described_function(drawer: _Drawer, language: str, root: str, canary_i
         id=canary_id,
         kind="described-function",
         language=language,
-        files=((_module_path(language, root, leaf, "arithmetic", class_name), source),),
+        files=((module_path(language, root, leaf, "arithmetic", class_name), source),),
         question=question,
         expected=functions[0],
         distractors=tuple(functions[1:]),
-        identifiers=tuple(sorted([*functions, *_class_identifiers(language, class_name)])),
+        identifiers=tuple(sorted([*functions, *class_identifiers(language, class_name)])),
     )
 
 

@@ -11,9 +11,9 @@ from auditor.errors import UsageError
 from auditor.findings.model import CanaryAnswer
 from auditor.languages.grammars import parser_for
 from auditor.pack.prompt import split_lines
+from auditor.recall.syntax import LANGUAGES
 from auditor.recall.canaries import (
     KINDS,
-    LANGUAGES,
     SECRET_LOOKING,
     Canary,
     CanaryError,
