@@ -161,7 +161,8 @@ def is_sink_line(line_text: str, rule: Rule) -> bool:
         if any(sinks.match(callee) for callee in (*callees, expression)):
             return True
     if rule.sql_write:
-        sql = re.compile(rule.sql_write)
+        sql = rule.sql_write_pattern()
+        assert sql is not None
         return any(sql.search(match.group(2)) for match in _STRING_LITERAL.finditer(line_text))
     return False
 

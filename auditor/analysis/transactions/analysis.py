@@ -114,6 +114,7 @@ from auditor.index.indexer import collection_paused
 from auditor.index.model import CallSite, FileIndex
 from auditor.languages.grammars import parser_for
 from auditor.rules.loader import Rule
+from auditor.rules.patterns import LinearPattern
 
 FOUND_BY = ("static",)
 
@@ -306,7 +307,7 @@ class _FileFacts:
         index: FileIndex,
         text: str,
         patterns: _RulePatterns,
-        sql_write: re.Pattern[str] | None,
+        sql_write: LinearPattern | None,
         related_managers: frozenset[str],
         verdicts: dict[tuple[object, ...], Classification | None],
     ) -> None:
@@ -449,7 +450,7 @@ class _FileFacts:
                 return definition.end_line
         return len(self.lines)
 
-    def _writes_sql(self, call: CallSite, sql_write: re.Pattern[str] | None) -> bool:
+    def _writes_sql(self, call: CallSite, sql_write: LinearPattern | None) -> bool:
         if sql_write is None or call.name not in _EXECUTE_NAMES:
             return False
         statement = self._sql_text(call)
@@ -571,7 +572,7 @@ class _Analysis:
         self.rule = rule
         self.graph = graph
         self.options = options
-        sql_write = re.compile(rule.sql_write) if rule.sql_write else None
+        sql_write = rule.sql_write_pattern()
         languages = {_LANGUAGE_FAMILY.get(language, language) for language in rule.languages}
         self.patterns = _RulePatterns(_PatternSet(rule.sinks), _PatternSet(rule.boundaries), _PatternSet(_NON_ATOMIC))
         self._calls_by_line: dict[str, dict[tuple[str | None, int], list[CallSite]]] = {}
