@@ -36,6 +36,7 @@ from auditor.errors import UsageError
 from auditor.languages import language_for_path
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
 from auditor.storage.sealed import file_kind
+from auditor.walk import placeholders
 
 __all__ = [
     "FileEntry",
@@ -92,6 +93,9 @@ class SkipReason(str, Enum):
     SYMLINK_OUTSIDE = "symlink-outside-root"
     SYMLINK_LOOP = "symlink-loop"
     NOT_A_FILE = "not-a-file"
+    SUBMODULE = placeholders.SUBMODULE
+    NESTED_REPOSITORY = placeholders.NESTED_REPOSITORY
+    PLACEHOLDER = placeholders.PLACEHOLDER
 
 
 @dataclass(frozen=True)
@@ -1097,6 +1101,9 @@ def walk(root: Path, options: WalkOptions = WalkOptions(), progress: ProgressCal
     skipped: list[SkippedFile] = list(listing.skipped)
     for completed, path in enumerate(listing.candidates, start=1):
         outcome = classifier.classify(path)
+        stand_in = placeholders.recognise_stand_in(scan_root, outcome)
+        if stand_in is not None:
+            outcome = SkippedFile(outcome.path, SkipReason(stand_in.reason), stand_in.detail)
         if isinstance(outcome, FileEntry):
             files.append(outcome)
         else:
