@@ -1,5 +1,6 @@
-"""Command endings shared by the CLI: where output goes (stdout, or a file with a clean
-error when it cannot be written) and which exit code a scan-like result earns."""
+"""Command endings shared by the CLI: where output goes (stdout, or a file written whole
+or not at all, with a clean error when it cannot be) and which exit code a scan-like
+result earns."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from auditor.errors import UsageError
+from auditor.storage.atomic import check_writable, write_atomically
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -18,15 +19,21 @@ if TYPE_CHECKING:
 def write_output(text: str, output: Path | None) -> None:
     """Write ``text`` to ``output``, or to stdout when ``output`` is None.
 
-    An unwritable path is a UsageError naming it (exit 64), never a traceback.
+    The file is replaced whole (auditor.storage.atomic): never truncated by a full disk
+    (exit 2, the previous file kept), never written through a link at ``output``. An
+    unwritable path is a UsageError naming it (exit 64), never a traceback.
     """
     if output is None:
         sys.stdout.write(text)
         return
-    try:
-        output.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from exc
+    write_atomically(output, text)
+
+
+def check_outputs(*outputs: Path | None) -> None:
+    """Fail now, before any work, when one of the output files could not be written."""
+    for output in outputs:
+        if output is not None:
+            check_writable(output)
 
 
 def exit_for(result: "ScanResult", *, blocking: int, error: bool, console: "Console", what: str = "scan") -> None:

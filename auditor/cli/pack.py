@@ -12,7 +12,7 @@ import typer
 
 from auditor.cli.console import print_notices, progress_for, stderr
 from auditor.cli.flags import CACHE, FILES, OUTPUT_PANEL, WINDOW, ScanFlags, shared_options
-from auditor.cli.output import write_output
+from auditor.cli.output import check_outputs, write_output
 from auditor.errors import UsageError
 
 
@@ -44,6 +44,7 @@ def pack_command(
     if format not in ("text", "json", "prompt"):
         raise UsageError(f"--format must be text, json or prompt, not {format!r}")
     config = scan_config(path, flags)
+    check_outputs(output)
     rules = load_rules(config.rules)
     with progress_for(format != "json" and stderr.is_terminal) as report:
         loaded = load_tokenizer(config.tokenizer_request)

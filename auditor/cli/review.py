@@ -26,7 +26,7 @@ from auditor.cli.flags import (
     ScanFlags,
     shared_options,
 )
-from auditor.cli.output import exit_for, write_output
+from auditor.cli.output import check_outputs, exit_for, write_output
 from auditor.cli.scan import LinkBaseOption
 from auditor.errors import UsageError
 
@@ -57,6 +57,7 @@ def review_command(
     if flags.format not in REPORT_FORMATS:
         raise UsageError(f"--format must be one of {', '.join(REPORT_FORMATS)}, not {flags.format!r}")
     scan = scan_config(path, flags)
+    check_outputs(flags.output, *flags.requested_outputs().values())
     config = ReviewConfig(scan=scan, base=base, head=head, include_existing=all_findings, compare_base=compare_base)
     # One engine for the head and the base scans: a vLLM model loads once.
     choice = choose_engine(scan.engine, scan.engine_settings)

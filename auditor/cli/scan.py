@@ -20,7 +20,7 @@ from auditor.cli.flags import (
     ScanFlags,
     shared_options,
 )
-from auditor.cli.output import exit_for, write_output
+from auditor.cli.output import check_outputs, exit_for, write_output
 from auditor.errors import AuditorError, UsageError
 
 LinkBaseOption = Annotated[
@@ -48,6 +48,7 @@ def scan_command(
     if flags.format not in REPORT_FORMATS:
         raise UsageError(f"--format must be one of {', '.join(REPORT_FORMATS)}, not {flags.format!r}")
     config = scan_config(path, flags)
+    check_outputs(flags.output, *flags.requested_outputs().values(), write_baseline)
     options = ReportOptions(link_base=link_base if link_base is not None else infer_link_base(path))
     try:
         with progress_for(flags.format == "text" and stderr.is_terminal) as report:

@@ -25,10 +25,7 @@ import stat
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from auditor.walk.walker import FileEntry, SkippedFile
+from typing import Protocol
 
 SUBMODULE = "submodule"
 NESTED_REPOSITORY = "nested-repository"
@@ -42,6 +39,13 @@ _GIT_CRYPT_HEADER = b"\x00GITCRYPT\x00"
 _GITLINK_MODE = "160000"
 
 
+class WalkOutcome(Protocol):
+    """The walk's outcome for one path (a ``FileEntry`` with ``text``, or a ``SkippedFile``
+    with ``reason`` and ``detail``): this module reads it without importing the walker."""
+
+    path: str
+
+
 @dataclass(frozen=True)
 class StandIn:
     """Why a path is not audited: ``reason`` is the skip reason's value, ``detail`` the words."""
@@ -50,7 +54,7 @@ class StandIn:
     detail: str
 
 
-def recognise_stand_in(root: Path, outcome: FileEntry | SkippedFile) -> StandIn | None:
+def recognise_stand_in(root: Path, outcome: WalkOutcome) -> StandIn | None:
     """A :class:`StandIn` when the walk's ``outcome`` for a path under ``root`` is a
     submodule, a nested repository or a placeholder file, else None (cheap for the common
     case: only small files, directories, binaries and broken links are looked at)."""
@@ -59,7 +63,7 @@ def recognise_stand_in(root: Path, outcome: FileEntry | SkippedFile) -> StandIn 
         return _placeholder_text(text)
     reason = getattr(getattr(outcome, "reason", None), "value", "")
     absolute = os.path.join(root, outcome.path)
-    if reason == "not-a-file" and outcome.detail == "directory":
+    if reason == "not-a-file" and getattr(outcome, "detail", "") == "directory":
         return _nested_tree(root, outcome.path, absolute)
     if reason == "binary" and _starts_with(absolute, _GIT_CRYPT_HEADER):
         return StandIn(PLACEHOLDER, "encrypted by git-crypt: run `git-crypt unlock` to audit it")
