@@ -26,7 +26,8 @@ ClickException = _click_class("ClickException")
 ClickAbort = typer.Abort
 
 from auditor import __version__
-from auditor.cli.console import exit_on_error, print_error, stderr
+from auditor.cli.console import exit_on_error, print_error, print_interrupted, stderr
+from auditor.cli.signals import exit_code_for, interrupt_on_termination
 from auditor.errors import AuditorError, ExitCode
 
 # Start-up cost matters (``auditor pack`` is benchmarked end to end): this module and the
@@ -128,12 +129,14 @@ for _name, _command in (
 
 def main() -> None:
     """Console-script entry point. typer/click's own parse errors (a bad value, an unknown
-    option, a missing argument) exit 64 like every usage error, not click's 2."""
+    option, a missing argument) exit 64 like every usage error, not click's 2. SIGTERM and
+    SIGHUP stop a run as Ctrl-C does (auditor.cli.signals), exiting 128 + the signal."""
+    interrupt_on_termination()
     try:
         code = app(standalone_mode=False)
-    except (ClickAbort, KeyboardInterrupt):
-        stderr.print("interrupted: stopped before the run finished (its report, if any, is incomplete)", highlight=False)
-        raise SystemExit(int(ExitCode.INTERRUPTED)) from None
+    except (ClickAbort, KeyboardInterrupt) as interrupt:
+        print_interrupted(interrupt)
+        raise SystemExit(int(exit_code_for(interrupt))) from None
     except ClickUsageError as error:
         error.show()
         raise SystemExit(int(ExitCode.USAGE)) from None
