@@ -545,7 +545,8 @@ def test_control_and_bidi_characters_never_reach_text_or_markdown_raw(tiny_token
 
 
 def test_enormous_fields_and_chains_are_cut_with_a_marker(tiny_tokenizer_dir: Path, tmp_path: Path) -> None:
-    steps = [dict(BASE_FINDING["chain"][0], line=n % 90 + 1) for n in range(12_000)]
+    # Distinct functions: a chain that repeats one is cut to its loop-free path instead.
+    steps = [dict(BASE_FINDING["chain"][0], line=n % 90 + 1, function=f"step_{n}") for n in range(12_000)]
     finding = dict(BASE_FINDING, explanation="x" * 3_000_000, chain=[*steps, BASE_FINDING["chain"][-1]])
     recording = write_recording(tmp_path, json.dumps({"findings": [finding], "probes": []}))
     code, stdout = scan(tiny_tokenizer_dir, "--engine", "replay", "--replay", str(recording), "--no-static")
@@ -683,3 +684,22 @@ def test_a_redirect_never_leaks_the_key_nor_drops_the_body(
                    for _, path, auth, body in home.seen)
     else:
         assert error is not None and f"HTTP {code} redirect" in error and "refused" in error
+
+
+@pytest.mark.parametrize("shape", ["two-step-loop", "self-loop", "loop-back-to-the-entry"])
+def test_a_cyclic_chain_loses_its_loops_with_a_note(tiny_tokenizer_dir: Path, tmp_path: Path, shape: str) -> None:
+    entry, sink = BASE_FINDING["chain"][0], BASE_FINDING["chain"][-1]
+    middle = [dict(entry, function="helper_a"), dict(entry, function="helper_b")]
+    body = {
+        "two-step-loop": [entry, *middle * 100],  # the 200-step chain of issue 22
+        "self-loop": [entry, *[middle[0]] * 200],
+        "loop-back-to-the-entry": [*[entry, *middle] * 67],
+    }[shape]
+    finding = dict(BASE_FINDING, chain=[*body, sink])
+    recording = write_recording(tmp_path, json.dumps({"findings": [finding], "probes": []}))
+    code, stdout = scan(tiny_tokenizer_dir, "--engine", "replay", "--replay", str(recording), "--no-static")
+    assert code == ExitCode.OK
+    [reported] = json.loads(stdout)["findings"]
+    functions = [(step["path"], step["function"]) for step in reported["chain"]]
+    assert len(functions) <= 4 and len(set(functions)) == len(functions), functions
+    assert any("a cycle of" in step["note"] for step in reported["chain"])

@@ -88,11 +88,15 @@ def main_callback(
 
 def _check_config_values(ctx: typer.Context, project: object) -> None:
     """Convert every value the configuration file sets the way its option would, so a bad
-    value is a usage error naming the file and the key, not the flag."""
+    value is a usage error naming the file and the key, not the flag. Only the command
+    being run is checked: a shared value it rejects is named as its own."""
     from auditor.errors import UsageError
 
     source = getattr(project, "source", None)
+    invoked = ctx.invoked_subcommand
     for name, values in getattr(project, "defaults", {}).items():
+        if invoked is not None and name != invoked:
+            continue
         command = ctx.command.commands[name]  # type: ignore[attr-defined]
         params = {param.name: param for param in command.params}
         probe = type(ctx)(command, info_name=name, parent=ctx)

@@ -463,7 +463,9 @@ def _read_completions(
             problem_is_parse = True
         if problem and not completion.error:
             errors.append(ScanError("incomplete-window", f"window {window.index}: {problem}", window.index))
-        if not problem_is_parse:  # else they already make up the problem above
+        # Parse errors already make up a parse problem; a failed or empty answer has nothing
+        # to parse ("empty answer" would repeat the problem as a second error).
+        if not problem_is_parse and not completion.error and completion.text.strip():
             for message in parsed.errors:
                 errors.append(ScanError("parse", f"window {window.index}: {message}", window.index))
         recall = _window_recall(canaries)

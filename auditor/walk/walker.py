@@ -1076,6 +1076,8 @@ def _resolve_root(root: Path) -> Path:
     """The resolved scan root; a missing path or a non-directory is a usage error."""
     path = Path(root)
     if not path.exists():
+        if path.is_symlink():
+            raise UsageError(f"broken or looping symbolic link: {path} (its target cannot be resolved)")
         raise UsageError(f"path does not exist: {path}")
     if not path.is_dir():
         raise UsageError(f"not a directory: {path}")
