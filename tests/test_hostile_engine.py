@@ -703,3 +703,32 @@ def test_a_cyclic_chain_loses_its_loops_with_a_note(tiny_tokenizer_dir: Path, tm
     functions = [(step["path"], step["function"]) for step in reported["chain"]]
     assert len(functions) <= 4 and len(set(functions)) == len(functions), functions
     assert any("a cycle of" in step["note"] for step in reported["chain"])
+
+
+def test_redirect_variants_relative_scheme_change_and_loops(two_servers: tuple[Recorder, Recorder]) -> None:
+    home, _ = two_servers
+    settings = EngineSettings(base_url=home.origin + "/v1", api_key="sk-secret", model="m", timeout_s=5, retries=0)
+
+    def answer_with(location: str, code: int = 307) -> Callable[[str, str], tuple[int, dict[str, str], bytes]]:
+        def answer(method: str, path: str) -> tuple[int, dict[str, str], bytes]:
+            if path == "/v1/chat/completions":
+                return code, {"Location": location}, b"{}"
+            if path.endswith("/models"):
+                return 200, {}, json.dumps({"data": [{"id": "m"}]}).encode()
+            return (200, {}, chat(ANSWER)) if method == "POST" else (404, {}, b"{}")
+        return answer
+
+    # A relative Location on the same origin keeps the POST and its body.
+    home.answer = answer_with("/moved/chat/completions")
+    [completion] = OpenAIEngine(settings).generate([request()])
+    assert completion.error is None and completion.text == ANSWER
+    assert [(m, p, a, bool(b)) for m, p, a, b in home.seen][-1] == ("POST", "/moved/chat/completions", "Bearer sk-secret", True)
+    # The same host over https is another origin.
+    host, port = home.server.server_address[:2]
+    home.answer = answer_with(f"https://{host}:{port}/moved/chat/completions", 308)
+    [completion] = OpenAIEngine(settings).generate([request()])
+    assert "HTTP 308 redirect" in (completion.error or "") and "leaves the server's origin" in (completion.error or "")
+    # A same-origin loop ends as a named redirect error, not a hang.
+    home.answer = answer_with("/v1/chat/completions")
+    [completion] = OpenAIEngine(settings).generate([request()])
+    assert completion.finish_reason == "error" and "redirect" in (completion.error or "")

@@ -34,7 +34,8 @@ PLACEHOLDER = "placeholder"
 # The LFS specification caps a pointer file at 1024 bytes; git-annex pointers are shorter.
 _POINTER_MAX_CHARS = 1024
 _LFS_POINTER = re.compile(r"\Aversion https://(?:git-lfs\.github\.com|hawser\.github\.com)/spec/v\d+\r?\n")
-_ANNEX_POINTER = re.compile(r"\A(?:[^\n]*/)?annex/objects/[^\s]+\r?\n?\Z")
+# "/annex/objects/" and a key: backend, fields such as "-s<size>", "--", then the name.
+_ANNEX_POINTER = re.compile(r"\A/annex/objects/[A-Z0-9]+(?:-[a-zA-Z]\d+)*--[^\s/]+\r?\n?\Z")
 _GIT_CRYPT_HEADER = b"\x00GITCRYPT\x00"
 _GITLINK_MODE = "160000"
 
@@ -65,6 +66,9 @@ def recognise_stand_in(root: Path, outcome: WalkOutcome) -> StandIn | None:
     absolute = os.path.join(root, outcome.path)
     if reason == "not-a-file" and getattr(outcome, "detail", "") == "directory":
         return _nested_tree(root, outcome.path, absolute)
+    if reason == "vanished" and not os.path.lexists(absolute) and _is_gitlink(root, outcome.path):
+        return StandIn(SUBMODULE, "git submodule whose directory is missing: run `git submodule update --init`, "
+                                  f"then scan it on its own: auditor scan {outcome.path}")
     if reason == "binary" and _starts_with(absolute, _GIT_CRYPT_HEADER):
         return StandIn(PLACEHOLDER, "encrypted by git-crypt: run `git-crypt unlock` to audit it")
     if reason == "symlink-loop" and "/annex/objects/" in _link_target(absolute):
