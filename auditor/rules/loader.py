@@ -9,7 +9,7 @@ A rule file looks like::
     severity: high
     languages: [python, go, java, javascript, typescript]
     description: One-paragraph summary (SARIF shortDescription/fullDescription).
-    relevance:          # regexes over file text; matching files rank first when packing
+    relevance:          # RE2 regexes (linear time) over file text; matching files rank first when packing
       - '\\.save\\('
     sinks:              # callee patterns (fnmatch over the call's attribute chain)
       - '*.objects.create'
