@@ -73,6 +73,7 @@ CLI_SHELL = {
     "auditor.cli.probe",
     "auditor.cli.review",
     "auditor.cli.scan",
+    "auditor.cli.signals",
     "auditor.engine",
     "auditor.engine.base",
     "auditor.errors",

@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from auditor.storage.atomic import check_writable, write_atomically
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -23,6 +22,8 @@ def write_output(text: str, output: Path | None) -> None:
     (exit 2, the previous file kept), never written through a link at ``output``. An
     unwritable path is a UsageError naming it (exit 64), never a traceback.
     """
+    from auditor.storage.atomic import write_atomically
+
     if output is None:
         sys.stdout.write(text)
         return
@@ -31,6 +32,8 @@ def write_output(text: str, output: Path | None) -> None:
 
 def check_outputs(*outputs: Path | None) -> None:
     """Fail now, before any work, when one of the output files could not be written."""
+    from auditor.storage.atomic import check_writable
+
     for output in outputs:
         if output is not None:
             check_writable(output)
