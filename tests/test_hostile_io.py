@@ -750,3 +750,40 @@ def test_a_planted_output_path_is_replaced_never_written_through(tmp_path: Path,
     assert victim.read_text() == "precious\n"
     assert sorted(path.name for path in victim.parent.iterdir()) == ["victim.txt"]
     assert output.is_file() and not output.is_symlink()
+
+
+@pytest.mark.parametrize("case", range(20))
+def test_compiled_globs_decide_as_pathspec_does(case: int) -> None:
+    import pathspec
+
+    from auditor.walk.globs import GlobSet
+
+    rng = random.Random(f"{SEED}-globs-{case}")
+    patterns = tuple(random_pattern(rng) for _ in range(rng.randint(1, 6)))
+    try:
+        reference = pathspec.GitIgnoreSpec.from_lines(patterns, backend="simple")
+    except ValueError:
+        return
+    globs = GlobSet(patterns, "--include")
+    names = ("a", "b", "ab", "ba", "aa", "b.a", "x", "*", "a b")
+    for _ in range(300):
+        path = "/".join(rng.choice(names) for _ in range(rng.randint(1, 4)))
+        result = reference.check_file(path)
+        expected = str(reference.patterns[result.index].pattern) if result.include and result.index is not None else None
+        assert globs.matched(path) == expected, (patterns, path)
+        assert globs.selects(path) == (expected is not None), (patterns, path)
+
+
+def test_twenty_thousand_include_patterns_are_one_matcher(tmp_path: Path) -> None:
+    root = tmp_path / "tree"
+    for number in range(400):
+        directory = root / f"dir{number * 37}" / "sub"
+        directory.mkdir(parents=True)
+        (directory / f"file{number}.py").write_text("x = 1\n")
+    include = tuple(f"dir{number}/**/*.py" for number in range(20_000))
+    with time_limit(30):
+        started = time.monotonic()
+        result = walk(root, WalkOptions(include=include))
+        elapsed = time.monotonic() - started
+    assert len(result.files) == sum(number * 37 < 20_000 for number in range(400))
+    assert elapsed < 10, f"{elapsed:.1f} s"

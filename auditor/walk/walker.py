@@ -30,13 +30,12 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
-import pathspec
-
 from auditor.errors import UsageError
 from auditor.languages import language_for_path
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
 from auditor.storage.sealed import file_kind
 from auditor.walk import placeholders
+from auditor.walk.globs import GlobSet
 
 __all__ = [
     "FileEntry",
@@ -847,24 +846,6 @@ def _list_candidates(root: Path, use_gitignore: bool, progress: ProgressCallback
 # --------------------------------------------------------------------------------------
 
 
-def _compile_globs(patterns: tuple[str, ...], flag: str) -> pathspec.GitIgnoreSpec | None:
-    """Compile user globs once; an invalid glob is a usage error naming the flag."""
-    if not patterns:
-        return None
-    try:
-        return pathspec.GitIgnoreSpec.from_lines(patterns)
-    except ValueError as error:
-        raise UsageError(f"invalid {flag} pattern: {error}") from error
-
-
-def _matched_glob(spec: pathspec.GitIgnoreSpec, path: str) -> str | None:
-    """The glob of ``spec`` that selects ``path`` (last match wins, '!' negates), if any."""
-    result = spec.check_file(path)
-    if result.include and result.index is not None:
-        return str(spec.patterns[result.index].pattern)
-    return None
-
-
 def _is_utf8_text(path: str) -> bool:
     """Whether a decoded file name came from valid UTF-8 (no surrogate escapes)."""
     try:
@@ -888,8 +869,9 @@ class _Classifier:
         if git_root is not None and root != git_root and root.is_relative_to(git_root):
             ignore_root, self._ignore_prefix = str(git_root), root.relative_to(git_root).as_posix() + "/"
         self._auditorignore = _IgnoreTree(ignore_root, _AUDITORIGNORE)
-        self._include = _compile_globs(options.include, "--include")
-        self._exclude = _compile_globs(options.exclude, "--exclude")
+        # Compiled once, into one matcher (auditor.walk.globs); an invalid glob is a usage error.
+        self._include = GlobSet(options.include, "--include") if options.include else None
+        self._exclude = GlobSet(options.exclude, "--exclude") if options.exclude else None
         self._languages: dict[str, str | None] = {}
         # git lists regular files, links and submodule directories only, never a device
         # (whose mere opening can act on hardware), so its paths are opened before any
@@ -907,10 +889,10 @@ class _Classifier:
             detail = f"matched pattern '{ignored.text}' in {ignored.source}"
             return SkippedFile(path, SkipReason.AUDITORIGNORE, detail)
         if self._exclude is not None:
-            glob = _matched_glob(self._exclude, path)
+            glob = self._exclude.matched(path)
             if glob is not None:
                 return SkippedFile(path, SkipReason.EXCLUDED, f"matched pattern '{glob}'")
-        if self._include is not None and _matched_glob(self._include, path) is None:
+        if self._include is not None and not self._include.selects(path):
             return SkippedFile(path, SkipReason.NOT_INCLUDED, "no --include pattern matched")
         if self._options.default_excludes:
             excluded = _path_exclusion(path)
