@@ -21,7 +21,9 @@ class ExitCode(IntEnum):
     INCOMPLETE = 5
     RECALL_DEGRADED = 6
     USAGE = 64
-    INTERRUPTED = 130
+    HANGUP = 129  # 128 + SIGHUP: stopped as by Ctrl-C (auditor.cli.signals)
+    INTERRUPTED = 130  # 128 + SIGINT (Ctrl-C)
+    TERMINATED = 143  # 128 + SIGTERM: stopped as by Ctrl-C
 
 
 class Shortfall(StrEnum):

@@ -26,7 +26,8 @@ ClickException = _click_class("ClickException")
 ClickAbort = typer.Abort
 
 from auditor import __version__
-from auditor.cli.console import exit_on_error, print_error, stderr
+from auditor.cli.console import exit_on_error, print_error, print_interrupted, stderr
+from auditor.cli.signals import exit_code_for, interrupt_on_termination
 from auditor.errors import AuditorError, ExitCode
 
 # Start-up cost matters (``auditor pack`` is benchmarked end to end): this module and the
@@ -87,13 +88,15 @@ def main_callback(
 
 def _check_config_values(ctx: typer.Context, project: object) -> None:
     """Convert every value the configuration file sets the way its option would, so a bad
-    value is a usage error naming the file and the key, not the flag."""
+    value is a usage error naming the file and the key, not the flag. Only the command
+    being run is checked: a shared value it rejects is named as its own."""
     from auditor.errors import UsageError
 
     source = getattr(project, "source", None)
-    # The command being run first, so a bad shared value is reported for it.
-    defaults = sorted(getattr(project, "defaults", {}).items(), key=lambda item: item[0] != ctx.invoked_subcommand)
-    for name, values in defaults:
+    invoked = ctx.invoked_subcommand
+    for name, values in getattr(project, "defaults", {}).items():
+        if invoked is not None and name != invoked:
+            continue
         command = ctx.command.commands[name]  # type: ignore[attr-defined]
         params = {param.name: param for param in command.params}
         trial = type(ctx)(command, info_name=name, parent=ctx)
@@ -134,12 +137,14 @@ for _name, _command in (
 
 def main() -> None:
     """Console-script entry point. typer/click's own parse errors (a bad value, an unknown
-    option, a missing argument) exit 64 like every usage error, not click's 2."""
+    option, a missing argument) exit 64 like every usage error, not click's 2. SIGTERM and
+    SIGHUP stop a run as Ctrl-C does (auditor.cli.signals), exiting 128 + the signal."""
+    interrupt_on_termination()
     try:
         code = app(standalone_mode=False)
-    except (ClickAbort, KeyboardInterrupt):
-        stderr.print("interrupted: stopped before the run finished (its report, if any, is incomplete)", highlight=False)
-        raise SystemExit(int(ExitCode.INTERRUPTED)) from None
+    except (ClickAbort, KeyboardInterrupt) as interrupt:
+        print_interrupted(interrupt)
+        raise SystemExit(int(exit_code_for(interrupt))) from None
     except ClickUsageError as error:
         error.show()
         raise SystemExit(int(ExitCode.USAGE)) from None

@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from auditor.cli.signals import exit_code_for, termination_of
 from auditor.errors import AuditorError
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
 
@@ -19,7 +20,8 @@ F = TypeVar("F", bound=Callable[..., object])
 
 
 def exit_on_error(command: F) -> F:
-    """Map AuditorError to its exit code with a one-line message; nothing else is caught."""
+    """Map AuditorError to its exit code with a one-line message, and an interrupt (Ctrl-C,
+    SIGTERM, SIGHUP: auditor.cli.signals) to 128 + the signal with one; nothing else is caught."""
 
     @functools.wraps(command)
     def wrapper(*args: object, **kwargs: object) -> object:
@@ -28,8 +30,19 @@ def exit_on_error(command: F) -> F:
         except AuditorError as error:
             print_error(error)
             raise typer.Exit(int(error.exit_code)) from None
+        except KeyboardInterrupt as interrupt:
+            # typer would turn it into a silent exit 130, whatever the signal.
+            print_interrupted(interrupt)
+            raise typer.Exit(int(exit_code_for(interrupt))) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def print_interrupted(interrupt: BaseException) -> None:
+    """One line on stderr saying the run was stopped, and by which signal."""
+    terminated = termination_of(interrupt)
+    what = f"{terminated.args[0]} received" if terminated is not None else "interrupted"
+    stderr.print(f"{what}: stopped before the run finished (its report, if any, is incomplete)", highlight=False)
 
 
 def print_error(error: AuditorError) -> None:

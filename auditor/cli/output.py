@@ -1,7 +1,7 @@
-"""Command endings shared by the CLI: where output goes (stdout, or a file with a clean
-error when it cannot be written), how a scan-like result ends the command (its
-shortfall said on the console, its exit code from ``auditor.errors.exit_code``), and
-the text-or-JSON choice and label/value tables that ``plan`` and ``doctor`` print."""
+"""Command endings shared by the CLI: where output goes (stdout, or a file written whole
+or not at all, with a clean error when it cannot be), how a scan-like result ends the
+command (its shortfall said on the console, its exit code from ``auditor.errors.exit_code``),
+and the text-or-JSON choice and label/value tables that ``plan`` and ``doctor`` print."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 
-from auditor.errors import Shortfall, UsageError, exit_code
+from auditor.errors import Shortfall, exit_code
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -25,15 +25,25 @@ if TYPE_CHECKING:
 def write_output(text: str, output: Path | None) -> None:
     """Write ``text`` to ``output``, or to stdout when ``output`` is None.
 
-    An unwritable path is a UsageError naming it (exit 64), never a traceback.
+    The file is replaced whole (auditor.storage.atomic): never truncated by a full disk
+    (exit 2, the previous file kept), never written through a link at ``output``. An
+    unwritable path is a UsageError naming it (exit 64), never a traceback.
     """
+    from auditor.storage.atomic import write_atomically
+
     if output is None:
         sys.stdout.write(text)
         return
-    try:
-        output.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from exc
+    write_atomically(output, text)
+
+
+def check_outputs(*outputs: Path | None) -> None:
+    """Fail now, before any work, when one of the output files could not be written."""
+    from auditor.storage.atomic import check_writable
+
+    for output in outputs:
+        if output is not None:
+            check_writable(output)
 
 
 def end_with(

@@ -23,7 +23,7 @@ from auditor.cli.flags import (
     shared_option_names,
     shared_options,
 )
-from auditor.cli.output import write_output
+from auditor.cli.output import check_outputs, write_output
 from auditor.errors import UsageError
 
 
@@ -60,6 +60,7 @@ def pack_command(
     if format not in ("text", "json", "prompt"):
         raise UsageError(f"--format must be text, json or prompt, not {format!r}")
     config = scan_config(path, flags)
+    check_outputs(output)
     with progress_for(format != "json" and stderr.is_terminal) as report:
         loaded = load_tokenizer(config.tokenizer_request)
         if config.use_cache:

@@ -25,7 +25,7 @@ from auditor.cli.flags import (
     ScanFlags,
     shared_options,
 )
-from auditor.cli.output import exit_for, write_output
+from auditor.cli.output import check_outputs, exit_for, write_output
 from auditor.cli.scan import LinkBaseOption
 
 REVIEW_PANEL = "Change under review"
@@ -54,6 +54,7 @@ def review_command(
 
     report_format = flags.report_format()
     scan = scan_config(path, flags)
+    check_outputs(flags.output, *flags.requested_outputs().values())
     config = ReviewConfig(scan=scan, base=base, head=head, include_existing=all_findings, compare_base=compare_base)
     # One engine for the head and the base scans: a vLLM model loads once.
     choice = choose_engine(scan.engine, scan.engine_settings)

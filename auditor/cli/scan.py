@@ -19,7 +19,7 @@ from auditor.cli.flags import (
     ScanFlags,
     shared_options,
 )
-from auditor.cli.output import exit_for, write_output
+from auditor.cli.output import check_outputs, exit_for, write_output
 from auditor.errors import AuditorError
 
 LinkBaseOption = Annotated[
@@ -46,6 +46,7 @@ def scan_command(
 
     report_format = flags.report_format()
     config = scan_config(path, flags)
+    check_outputs(flags.output, *flags.requested_outputs().values(), write_baseline)
     options = ReportOptions(link_base=link_base if link_base is not None else infer_link_base(path))
     try:
         with progress_for(report_format is Format.TEXT and stderr.is_terminal) as report:

@@ -4,6 +4,7 @@ it. Light on purpose: ``auditor pack`` builds one without importing the scan run
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,8 +18,9 @@ from auditor.walk.walker import WalkOptions
 
 def tree_cache_scope(root: Path, name: str | None = None) -> str:
     """The name a tree's caches (index pack, token counts, relevance scores, seed chains) are
-    kept under: ``name`` when given (review's temporary worktrees), else the resolved root."""
-    return name or str(Path(root).resolve())
+    kept under: ``name`` when given (review's temporary worktrees), else the resolved root.
+    Never raises: a looping link resolves to itself here, and the walk names it."""
+    return name or os.path.realpath(root)
 
 
 @dataclass(frozen=True)

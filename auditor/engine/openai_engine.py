@@ -56,6 +56,7 @@ from auditor.engine.base import (
     error_completion,
 )
 from auditor.engine.reasoning import THINK_CLOSE, split_output, split_reasoning
+from auditor.engine.redirects import RedirectRefused, SameOriginRedirects
 from auditor.errors import EngineUnavailable, UsageError
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
 
@@ -159,7 +160,8 @@ def _shut(sock: socket.socket) -> None:
 
 
 def _guarded_opener(guard: _Guard) -> urllib.request.OpenerDirector:
-    """An opener (proxies honoured as by ``urlopen``) whose connections ``guard`` watches."""
+    """An opener (proxies honoured as by ``urlopen``) whose connections ``guard`` watches,
+    following same-origin redirects only (auditor.engine.redirects)."""
 
     def connection_class(base: type[http.client.HTTPConnection]) -> type[http.client.HTTPConnection]:
         class Guarded(base):  # type: ignore[misc,valid-type]
@@ -193,7 +195,7 @@ def _guarded_opener(guard: _Guard) -> urllib.request.OpenerDirector:
         def https_open(self, req: urllib.request.Request) -> Any:
             return self.do_open(https_class, req, context=self._context)
 
-    return urllib.request.build_opener(GuardedHTTPHandler(), GuardedHTTPSHandler())
+    return urllib.request.build_opener(GuardedHTTPHandler(), GuardedHTTPSHandler(), SameOriginRedirects())
 
 
 def _read_body(response: Any, guard: _Guard) -> bytes:
@@ -354,9 +356,14 @@ class OpenAIEngine:
             detail = _error_detail(exc)
             if exc.code in TRANSIENT_STATUS:
                 raise _Transient(f"HTTP {exc.code}: {detail}", _retry_after_s(exc)) from exc
+            if 300 <= exc.code < 400:
+                location = exc.headers.get("Location") if exc.headers is not None else None
+                detail = f"a redirect auditor does not follow (Location: {location or 'none'}): {detail}"
             raise _Refused(f"HTTP {exc.code}: {detail}", exc.code) from exc
         except (_Refused, _Deadline):
             raise
+        except RedirectRefused as exc:
+            raise _Refused(str(exc)) from exc
         except (urllib.error.URLError, TimeoutError, http.client.HTTPException, OSError) as exc:
             guard.check()  # a socket shut down at the deadline surfaces as any of these
             if isinstance(exc, TimeoutError) or isinstance(getattr(exc, "reason", None), TimeoutError):

@@ -47,6 +47,8 @@ from auditor.engine.base import (
 from auditor.engine.reasoning import split_output
 from auditor.errors import UsageError
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
+from auditor.storage.atomic import write_atomically
+from auditor.storage.jsonl import jsonl_lines
 
 OPTIONAL_INT_FIELDS = ("prompt_tokens", "completion_tokens", "cached_prompt_tokens")
 
@@ -122,9 +124,7 @@ def _read_text(path: Path) -> str:
 
 def _read_jsonl(path: Path) -> list[ReplayRecord]:
     records = []
-    for number, line in enumerate(_read_text(path).splitlines(), start=1):
-        if not line.strip():
-            continue
+    for number, line in jsonl_lines(_read_text(path)):
         where = f"{path}:{number}"
         try:
             data = json.loads(line)
@@ -203,7 +203,7 @@ def write_recording(
         lines.append(json.dumps(record, sort_keys=True, ensure_ascii=False))
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    write_atomically(target, "".join(line + "\n" for line in lines))
     return target
 
 

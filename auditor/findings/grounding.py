@@ -117,12 +117,11 @@ _FUNCTION_SEPARATORS = re.compile(r"::|#|->")
 
 
 def normalise_path(path: str) -> str:
-    """A claimed path in the packed form: forward slashes, no leading './' or '/', and no
-    word joiners (the packer breaks control-token text in paths with them)."""
+    """A claimed path in the packed form: forward slashes, no '.' segments or empty ones
+    (``shop/./a.py``, ``shop//a.py``, a leading './' or '/'), and no word joiners (the packer
+    breaks control-token text in paths with them). '..' is kept: such a path is rejected."""
     cleaned = path.strip().replace("\\", "/").replace("\u2060", "")
-    while cleaned.startswith("./"):
-        cleaned = cleaned[2:]
-    return cleaned.lstrip("/")
+    return "/".join(segment for segment in cleaned.split("/") if segment not in ("", "."))
 
 
 def normalise_severity(severity: str, rule: Rule) -> Severity:
@@ -161,7 +160,8 @@ def is_sink_line(line_text: str, rule: Rule) -> bool:
         if any(sinks.match(callee) for callee in (*callees, expression)):
             return True
     if rule.sql_write:
-        sql = re.compile(rule.sql_write)
+        sql = rule.sql_write_pattern()
+        assert sql is not None
         return any(sql.search(match.group(2)) for match in _STRING_LITERAL.finditer(line_text))
     return False
 
@@ -385,8 +385,10 @@ def _ground_chain(
 ) -> tuple[ChainStep, ...]:
     """Resolve each step, make the last step the sink's function, then check every edge.
 
-    A chain over ``MAX_CHAIN_STEPS`` keeps its first steps and its last; the step before
-    the cut notes how many were left out."""
+    A chain that returns to a function already on it has the loop left out, noted on that
+    function's step (see ``_without_cycles``). A chain over ``MAX_CHAIN_STEPS`` keeps its
+    first steps and its last; the step before the cut notes how many were left out."""
+    claimed_chain, loops = _without_cycles(claimed_chain)
     left_out = len(claimed_chain) - MAX_CHAIN_STEPS
     if left_out > 0:
         claimed_chain = (*claimed_chain[: MAX_CHAIN_STEPS - 1], claimed_chain[-1])
@@ -394,6 +396,10 @@ def _ground_chain(
     if left_out > 0:
         cut = steps[MAX_CHAIN_STEPS - 2]
         steps[MAX_CHAIN_STEPS - 2] = replace(cut, notes=(*cut.notes, f"{left_out:,} chain steps left out (chains are capped at {MAX_CHAIN_STEPS:,} steps)"))
+    for index, looped in loops.items():
+        if index < len(steps):
+            note = f"the chain came back to this function: a cycle of {looped:,} step(s) left out"
+            steps[index] = replace(steps[index], notes=(*steps[index].notes, note))
     sink_notes = (sink_note,) if sink_note else ()
     last_claimed = claimed_chain[-1] if claimed_chain else None
     if last_claimed is not None and normalise_path(last_claimed.path) == sink_path and (
@@ -427,6 +433,33 @@ def _ground_chain(
         note = f"{last.note}; {UNCONFIRMED_CHAIN_NOTE}" if last.note else UNCONFIRMED_CHAIN_NOTE
         grounded[-1] = replace(last, note=note)
     return tuple(grounded)
+
+
+def _without_cycles(chain: tuple[ClaimedStep, ...]) -> tuple[tuple[ClaimedStep, ...], dict[int, int]]:
+    """``chain`` with every loop cut out: where a step names a function (path and name)
+    already on the chain, the steps since that function's first appearance are dropped and
+    the later appearance takes its place (its line is the call onward). Also returns, per
+    kept step's index, how many steps were dropped after it."""
+    kept: list[ClaimedStep] = []
+    dropped: dict[int, int] = {}
+    first: dict[tuple[str, str], int] = {}
+
+    def key(step: ClaimedStep) -> tuple[str, str]:
+        return normalise_path(step.path), step.function.strip()
+
+    for step in chain:
+        earlier = first.get(key(step))
+        if earlier is None:
+            first[key(step)] = len(kept)
+            kept.append(step)
+            continue
+        for gone in kept[earlier + 1:]:
+            first.pop(key(gone), None)
+        loop = len(kept) - earlier + sum(dropped.pop(index) for index in [i for i in dropped if i > earlier])
+        dropped[earlier] = dropped.get(earlier, 0) + loop
+        del kept[earlier + 1:]
+        kept[earlier] = step
+    return tuple(kept), dropped
 
 
 def _at_call(step: _Step, callee: _Step, repo: RepositoryView) -> _Step:

@@ -37,7 +37,7 @@ def relevance_scores(files: Sequence[PackInput], rules: Sequence[Rule], cache: D
     pattern set, so an unchanged file is not searched again.
     """
     patterns = [pattern for rule in rules for pattern in rule.relevance_patterns()]
-    signature = "\n".join(f"{pattern.flags}:{pattern.pattern}" for pattern in patterns)
+    signature = "\n".join(f"re2:{pattern.pattern}" for pattern in patterns)
     key_of = {
         entry.path: digest_of(f"relevance\0{signature}\0{entry.content_hash}")
         for entry in files

@@ -18,10 +18,12 @@ caching prefills each length about once.
 
 from __future__ import annotations
 
+import io
 import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import BinaryIO
 from pathlib import Path
 
 import auditor
@@ -57,6 +59,7 @@ from auditor.recall.canaries import (
     summarize,
     wilson_interval,
 )
+from auditor.storage.atomic import write_atomically
 from auditor.tokens.tokenizer import Message, PromptTokenizer
 from auditor.walk.walker import WalkOptions, walk
 
@@ -659,7 +662,7 @@ def require_matplotlib() -> None:
         raise ProbeDependencyError(f"the probe plots need matplotlib: {PROBE_EXTRA_HINT}") from None
 
 
-def render_heatmap(data: HeatmapData, path: Path, title: str) -> None:
+def render_heatmap(data: HeatmapData, path: Path | BinaryIO, title: str) -> None:
     """Write the depth x length recall heatmap (red to green, NIAH style) as a PNG."""
     require_matplotlib()
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -686,7 +689,7 @@ def render_heatmap(data: HeatmapData, path: Path, title: str) -> None:
     figure.savefig(path, dpi=120, metadata={"Software": None})
 
 
-def render_recall_by_depth(data: HeatmapData, path: Path, title: str) -> None:
+def render_recall_by_depth(data: HeatmapData, path: Path | BinaryIO, title: str) -> None:
     """Write recall against depth, one line per length, as a PNG."""
     require_matplotlib()
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -715,17 +718,19 @@ def write_outputs(result: GridResult, out_dir: Path) -> tuple[Path, ...]:
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         cells_path = out_dir / "cells.jsonl"
-        cells_path.write_text(
+        write_atomically(
+            cells_path,
             "".join(json.dumps(record, sort_keys=True, ensure_ascii=False) + "\n" for record in cell_records(result)),
-            encoding="utf-8",
         )
         summary_path = out_dir / "summary.json"
-        summary_path.write_text(json.dumps(summary_json(result), sort_keys=True, indent=2) + "\n", encoding="utf-8")
+        write_atomically(summary_path, json.dumps(summary_json(result), sort_keys=True, indent=2) + "\n")
         data = heatmap_matrix(result)
-        heatmap_path = out_dir / "heatmap.png"
-        render_heatmap(data, heatmap_path, "Needle recall by depth and context length")
-        line_path = out_dir / "recall_by_depth.png"
-        render_recall_by_depth(data, line_path, "Needle recall by depth")
+        heatmap_path, line_path = out_dir / "heatmap.png", out_dir / "recall_by_depth.png"
+        heatmap, by_depth = io.BytesIO(), io.BytesIO()
+        render_heatmap(data, heatmap, "Needle recall by depth and context length")
+        render_recall_by_depth(data, by_depth, "Needle recall by depth")
+        write_atomically(heatmap_path, heatmap.getvalue())
+        write_atomically(line_path, by_depth.getvalue())
     except OSError as exc:
         raise UsageError(f"cannot write probe outputs to {out_dir}: {exc.strerror or exc}") from exc
     return cells_path, summary_path, heatmap_path, line_path

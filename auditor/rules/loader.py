@@ -9,7 +9,7 @@ A rule file looks like::
     severity: high
     languages: [python, go, java, javascript, typescript]
     description: One-paragraph summary (SARIF shortDescription/fullDescription).
-    relevance:          # regexes over file text; matching files rank first when packing
+    relevance:          # RE2 regexes (linear time) over file text; matching files rank first when packing
       - '\\.save\\('
     sinks:              # callee patterns (fnmatch over the call's attribute chain)
       - '*.objects.create'
@@ -34,6 +34,7 @@ from pathlib import Path
 import yaml
 
 from auditor.errors import RuleError
+from auditor.rules.patterns import LinearPattern, PatternError, compile_linear
 from auditor.rules.severity import Severity
 
 # The file classes a rule's pack_include may name (auditor.pack.scope.SCOPE_CLASSES; kept
@@ -62,16 +63,14 @@ class Rule:
     # generated, seed: see auditor.pack.scope) that this rule wants packed anyway.
     pack_include: tuple[str, ...] = ()
 
-    def relevance_patterns(self) -> tuple[re.Pattern[str], ...]:
-        """The relevance patterns, compiled (each is searched on its own: patterns that start
-        with a literal are scanned much faster than one big alternation)."""
-        return tuple(re.compile(pattern) for pattern in self.relevance)
+    def relevance_patterns(self) -> tuple[LinearPattern, ...]:
+        """The relevance patterns, compiled for linear-time matching (auditor.rules.patterns),
+        each searched on its own."""
+        return tuple(compile_linear(pattern) for pattern in self.relevance)
 
-    def relevance_regex(self) -> re.Pattern[str] | None:
-        """One compiled alternation of the relevance patterns, or None when there are none."""
-        if not self.relevance:
-            return None
-        return re.compile("|".join(f"(?:{pattern})" for pattern in self.relevance))
+    def sql_write_pattern(self) -> LinearPattern | None:
+        """``sql_write`` compiled for linear-time matching, or None when the rule has none."""
+        return compile_linear(self.sql_write) if self.sql_write else None
 
 
 def parse_rule(text: str, source: str) -> Rule:
@@ -115,18 +114,14 @@ def parse_rule(text: str, source: str) -> Rule:
     relevance = list_field("relevance")
     for pattern in relevance:
         try:
-            re.compile(pattern)
-        except re.error as exc:
+            compile_linear(pattern)
+        except PatternError as exc:
             raise RuleError(f"{source}: relevance pattern {pattern!r} is not a valid regex: {exc}") from exc
-    try:
-        re.compile("|".join(f"(?:{pattern})" for pattern in relevance))
-    except re.error as exc:
-        raise RuleError(f"{source}: relevance patterns cannot be combined (use scoped flags like '(?i:...)'): {exc}") from exc
     sql_write = text_field("sql_write", required=False) or None
     if sql_write:
         try:
-            re.compile(sql_write)
-        except re.error as exc:
+            compile_linear(sql_write)
+        except PatternError as exc:
             raise RuleError(f"{source}: sql_write {sql_write!r} is not a valid regex: {exc}") from exc
     pack_include = list_field("pack_include")
     unknown = sorted(set(pack_include) - set(PACK_INCLUDE_CLASSES))

@@ -26,7 +26,6 @@ Steps:
 from __future__ import annotations
 
 import contextlib
-import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -56,6 +55,7 @@ from auditor.walk.diff import (
 )
 from auditor.runs.prepare import PreparedRepository, prepare_repository
 from auditor.runs.scan import run_scan
+from auditor.runs.worktrees import review_worktree
 
 
 class ScanFunction(Protocol):
@@ -231,21 +231,14 @@ def _tree_at(root: Path, commit: str | None) -> Iterator[Path]:
 def checkout_revision(root: Path, revision: str) -> Iterator[Path]:
     """The directory matching ``root`` in a temporary detached ``git worktree`` at ``revision``.
 
-    The worktree is removed (and its registration pruned) on exit, also after an error.
+    The worktree is removed (and its registration pruned) on exit, also after an error or
+    a signal; worktrees of earlier, killed reviews are removed first (auditor.runs.worktrees).
     Raises ``GitError`` when the worktree cannot be created.
     """
     commit = resolve_revision(root, revision)
     prefix = run_git(root, ["rev-parse", "--show-prefix"]).decode("utf-8", "surrogateescape").strip()
-    with tempfile.TemporaryDirectory(prefix="auditor-review-") as temporary:
-        tree = Path(temporary) / "tree"
-        run_git(root, ["worktree", "add", "--detach", "--quiet", str(tree), commit])
-        try:
-            yield tree / prefix if prefix else tree
-        finally:
-            try:
-                run_git(root, ["worktree", "remove", "--force", str(tree)])
-            except GitError:
-                run_git(root, ["worktree", "prune"])
+    with review_worktree(root, commit) as tree:
+        yield tree / prefix if prefix else tree
 
 
 def base_fingerprints_after_renames(

@@ -192,7 +192,10 @@ def finish_scan(plan: ScanPlan, completions: Sequence[Completion]) -> ScanResult
 
 # Skip reasons that leave a file the user meant to audit unread (as opposed to the defaults
 # and the user's own --exclude/--include/.auditorignore, which are listed but deliberate).
-_UNREAD_REASONS = frozenset({"too-large", "non-utf8", "unreadable", "vanished", "binary", "parse-budget", "not-a-file"})
+_UNREAD_REASONS = frozenset({"too-large", "non-utf8", "unreadable", "vanished", "binary", "parse-budget", "not-a-file",
+                             "placeholder"})
+# Skip reasons that leave a whole tree of source unread (auditor.walk.placeholders), whatever its name.
+_UNREAD_TREES = frozenset({"submodule", "nested-repository"})
 _LISTED_IN_NOTICES = 10
 
 
@@ -209,7 +212,7 @@ def _not_audited(prepared: PreparedRepository, rules: Sequence[Rule]) -> tuple[N
     for skipped in (*prepared.walk.skipped, *prepared.index_skipped):
         reason = getattr(skipped.reason, "value", str(skipped.reason))
         language = language_for_path(skipped.path)
-        source = reason in _UNREAD_REASONS and language is not None and language in covered
+        source = reason in _UNREAD_TREES or (reason in _UNREAD_REASONS and language is not None and language in covered)
         items.append(NotAudited(skipped.path, reason, skipped.detail, source))
     return tuple(sorted(items, key=lambda item: (not item.source, item.path, item.reason)))
 
@@ -428,7 +431,9 @@ def _read_completions(
             problem_is_parse = True
         if problem and not completion.error:
             errors.append(ScanError("incomplete-window", f"window {window.index}: {problem}", window.index))
-        if not problem_is_parse:  # else they already make up the problem above
+        # Parse errors already make up a parse problem; a failed or empty answer has nothing
+        # to parse ("empty answer" would repeat the problem as a second error).
+        if not problem_is_parse and not completion.error and completion.text.strip():
             for message in parsed.errors:
                 errors.append(ScanError("parse", f"window {window.index}: {message}", window.index))
         recall = _window_recall(canaries)

@@ -210,7 +210,8 @@ def compute_diff(root: Path, base: str, head: str | None = None) -> Diff:
 
 def _parse_name_status(output: bytes) -> list[tuple[str, str, str]]:
     """(status letter, old path, new path) per file from ``--name-status -z`` output."""
-    fields = [field.decode("utf-8", "surrogateescape") for field in output.split(b"\0")]
+    # A name that is not UTF-8 is shown escaped, as the walk shows it (reports are UTF-8 text).
+    fields = [field.decode("utf-8", "backslashreplace") for field in output.split(b"\0")]
     entries: list[tuple[str, str, str]] = []
     position = 0
     while position < len(fields) and fields[position]:

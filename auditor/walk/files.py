@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from auditor.walk import placeholders
+
 __all__ = ["DECODED_ENCODINGS", "UTF8", "FileEntry", "SkipReason", "SkippedFile"]
 
 
@@ -27,6 +29,9 @@ class SkipReason(str, Enum):
     SYMLINK_OUTSIDE = "symlink-outside-root"
     SYMLINK_LOOP = "symlink-loop"
     NOT_A_FILE = "not-a-file"
+    SUBMODULE = placeholders.SUBMODULE
+    NESTED_REPOSITORY = placeholders.NESTED_REPOSITORY
+    PLACEHOLDER = placeholders.PLACEHOLDER
 
 
 @dataclass(frozen=True)

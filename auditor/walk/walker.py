@@ -25,6 +25,7 @@ from auditor import defaults
 from auditor.errors import UsageError
 from auditor.languages import language_for_path
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
+from auditor.walk import placeholders
 from auditor.walk.classify import classify_content, classify_path, name_suffix
 from auditor.walk.files import FileEntry, SkippedFile, SkipReason
 from auditor.walk.globs import GlobList
@@ -137,6 +138,8 @@ def _resolve_root(root: Path) -> Path:
     """The resolved scan root; a missing path or a non-directory is a usage error."""
     path = Path(root)
     if not path.exists():
+        if path.is_symlink():
+            raise UsageError(f"broken or looping symbolic link: {path} (its target cannot be resolved)")
         raise UsageError(f"path does not exist: {path}")
     if not path.is_dir():
         raise UsageError(f"not a directory: {path}")
@@ -162,6 +165,9 @@ def walk(root: Path, options: WalkOptions = WalkOptions(), progress: ProgressCal
     skipped: list[SkippedFile] = list(listing.skipped)
     for completed, path in enumerate(listing.candidates, start=1):
         outcome = classifier.classify(path)
+        stand_in = placeholders.recognise_stand_in(scan_root, outcome)
+        if stand_in is not None:
+            outcome = SkippedFile(outcome.path, SkipReason(stand_in.reason), stand_in.detail)
         if isinstance(outcome, FileEntry):
             files.append(outcome)
         else:

@@ -11,6 +11,10 @@ Answer side: contract-breaking JSON, control and bidi characters, enormous field
 chains, replayed through `auditor scan`: the window is incomplete (exit 5) rather than
 clean, and no report passes raw control characters or grows without bound.
 
+Redirects: every redirect code (301, 302, 303, 307, 308) on both endpoints, to the same
+origin or another: the key never reaches another origin, a POST never arrives as a GET, a
+refused redirect is named in the error (issue 22 item 7 is the cross-origin 302).
+
 Input classes and their outcomes are tabulated in ``SERVER_CASES`` / ``ANSWER_CASES``
 (the class and the expected outcome of each case).
 """
@@ -18,6 +22,7 @@ Input classes and their outcomes are tabulated in ``SERVER_CASES`` / ``ANSWER_CA
 from __future__ import annotations
 
 import _thread
+import http.server
 import json
 import random
 import re
@@ -540,7 +545,8 @@ def test_control_and_bidi_characters_never_reach_text_or_markdown_raw(tiny_token
 
 
 def test_enormous_fields_and_chains_are_cut_with_a_marker(tiny_tokenizer_dir: Path, tmp_path: Path) -> None:
-    steps = [dict(BASE_FINDING["chain"][0], line=n % 90 + 1) for n in range(12_000)]
+    # Distinct functions: a chain that repeats one is cut to its loop-free path instead.
+    steps = [dict(BASE_FINDING["chain"][0], line=n % 90 + 1, function=f"step_{n}") for n in range(12_000)]
     finding = dict(BASE_FINDING, explanation="x" * 3_000_000, chain=[*steps, BASE_FINDING["chain"][-1]])
     recording = write_recording(tmp_path, json.dumps({"findings": [finding], "probes": []}))
     code, stdout = scan(tiny_tokenizer_dir, "--engine", "replay", "--replay", str(recording), "--no-static")
@@ -556,3 +562,173 @@ def test_enormous_fields_and_chains_are_cut_with_a_marker(tiny_tokenizer_dir: Pa
     assert len(sarif.encode()) <= 10 * 1024 * 1024
     [flow] = json.loads(sarif)["runs"][0]["results"][0]["codeFlows"]
     assert len(flow["threadFlows"][0]["locations"]) <= 10_000
+
+
+# ---------------------------------------------------------------------------- redirects
+
+
+class Recorder:
+    """An HTTP server that answers each request with ``answer(method, path)`` (status,
+    headers, body) and records (method, path, Authorization header, body) of each."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str, str | None, bytes]] = []
+        self.answer: Callable[[str, str], tuple[int, dict[str, str], bytes]] = lambda method, path: (404, {}, b"{}")
+        owner = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def _any(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                owner.seen.append((self.command, self.path, self.headers.get("Authorization"), body))
+                status, headers, payload = owner.answer(self.command, self.path)
+                self.send_response(status)
+                for name, value in {"Content-Type": "application/json", "Content-Length": str(len(payload)), **headers}.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(payload)
+
+            do_GET = do_POST = do_HEAD = _any
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+
+    @property
+    def origin(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def two_servers() -> Iterator[tuple[Recorder, Recorder]]:
+    first, second = Recorder(), Recorder()
+    yield first, second
+    first.close()
+    second.close()
+
+
+def redirecting(code: int, target: str, on: str) -> Callable[[str, str], tuple[int, dict[str, str], bytes]]:
+    """Redirect requests whose path ends with ``on`` to ``target`` + that path; answer the rest."""
+
+    def answer(method: str, path: str) -> tuple[int, dict[str, str], bytes]:
+        if path.endswith(on) and not path.startswith("/moved"):
+            return code, {"Location": target + path}, b"{}"
+        if path.endswith("/models"):
+            return 200, {}, json.dumps({"data": [{"id": "m"}]}).encode()
+        if method != "POST":
+            return 404, {}, b"{}"
+        return 200, {}, chat(ANSWER)
+
+    return answer
+
+
+def test_a_cross_origin_302_is_refused_and_the_key_stays_home(two_servers: tuple[Recorder, Recorder]) -> None:
+    home, elsewhere = two_servers
+    elsewhere.answer = redirecting(302, elsewhere.origin, "/never")
+    home.answer = redirecting(302, elsewhere.origin, "/chat/completions")
+    engine = OpenAIEngine(EngineSettings(base_url=home.origin + "/v1", api_key="sk-secret", model="m", timeout_s=5, retries=0))
+    [completion] = engine.generate([request()])
+    assert completion.finish_reason == "error"
+    assert "HTTP 302 redirect of POST" in (completion.error or "") and elsewhere.origin in (completion.error or "")
+    assert elsewhere.seen == []
+    home.answer = redirecting(302, elsewhere.origin, "/models")
+    with pytest.raises(Exception, match="leaves the server's origin"):
+        OpenAIEngine(EngineSettings(base_url=home.origin + "/v1", api_key="sk-secret", timeout_s=5, retries=0)).model()
+    assert elsewhere.seen == []
+
+
+# Every redirect code, on both endpoints, to the same origin or another, absolute target:
+# the key never reaches another origin, a POST never arrives as a GET, and a refusal names
+# the redirect.
+REDIRECT_CASES = [
+    (code, on, cross)
+    for code in (301, 302, 303, 307, 308)
+    for on in ("/models", "/chat/completions")
+    for cross in (False, True)
+]
+
+
+@pytest.mark.parametrize(("code", "on", "cross"), REDIRECT_CASES, ids=[f"{c}-{o.strip('/').replace('/', '-')}-{'cross' if x else 'same'}" for c, o, x in REDIRECT_CASES])
+def test_a_redirect_never_leaks_the_key_nor_drops_the_body(
+    code: int, on: str, cross: bool, two_servers: tuple[Recorder, Recorder]
+) -> None:
+    home, elsewhere = two_servers
+    elsewhere.answer = redirecting(code, elsewhere.origin, "/never")
+    target = (elsewhere.origin if cross else home.origin) + "/moved"
+    home.answer = redirecting(code, target, on)
+    settings = EngineSettings(base_url=home.origin + "/v1", api_key="sk-secret", timeout_s=5, retries=0,
+                              model=None if on == "/models" else "m")
+    engine = OpenAIEngine(settings)
+    try:
+        engine.model()
+        [completion] = engine.generate([request()])
+        error = completion.error
+    except Exception as failure:  # the /models probe refusing is an EngineUnavailable
+        error = str(failure)
+    assert all(authorization is None for _, _, authorization, _ in elsewhere.seen)
+    assert elsewhere.seen == []
+    posts_as_gets = [path for method, path, _, _ in home.seen if path.startswith("/moved") and path.endswith("/chat/completions") and method != "POST"]
+    assert posts_as_gets == []
+    follows = not cross and (on == "/models" or code in (307, 308))
+    if follows:
+        assert error is None, error
+        assert any(path.startswith("/moved") and auth == "Bearer sk-secret" and (on == "/models" or body)
+                   for _, path, auth, body in home.seen)
+    else:
+        assert error is not None and f"HTTP {code} redirect" in error and "refused" in error
+
+
+@pytest.mark.parametrize("shape", ["two-step-loop", "self-loop", "loop-back-to-the-entry"])
+def test_a_cyclic_chain_loses_its_loops_with_a_note(tiny_tokenizer_dir: Path, tmp_path: Path, shape: str) -> None:
+    entry, sink = BASE_FINDING["chain"][0], BASE_FINDING["chain"][-1]
+    middle = [dict(entry, function="helper_a"), dict(entry, function="helper_b")]
+    body = {
+        "two-step-loop": [entry, *middle * 100],  # the 200-step chain of issue 22
+        "self-loop": [entry, *[middle[0]] * 200],
+        "loop-back-to-the-entry": [*[entry, *middle] * 67],
+    }[shape]
+    finding = dict(BASE_FINDING, chain=[*body, sink])
+    recording = write_recording(tmp_path, json.dumps({"findings": [finding], "probes": []}))
+    code, stdout = scan(tiny_tokenizer_dir, "--engine", "replay", "--replay", str(recording), "--no-static")
+    assert code == ExitCode.OK
+    [reported] = json.loads(stdout)["findings"]
+    functions = [(step["path"], step["function"]) for step in reported["chain"]]
+    assert len(functions) <= 4 and len(set(functions)) == len(functions), functions
+    assert any("a cycle of" in step["note"] for step in reported["chain"])
+
+
+def test_redirect_variants_relative_scheme_change_and_loops(two_servers: tuple[Recorder, Recorder]) -> None:
+    home, _ = two_servers
+    settings = EngineSettings(base_url=home.origin + "/v1", api_key="sk-secret", model="m", timeout_s=5, retries=0)
+
+    def answer_with(location: str, code: int = 307) -> Callable[[str, str], tuple[int, dict[str, str], bytes]]:
+        def answer(method: str, path: str) -> tuple[int, dict[str, str], bytes]:
+            if path == "/v1/chat/completions":
+                return code, {"Location": location}, b"{}"
+            if path.endswith("/models"):
+                return 200, {}, json.dumps({"data": [{"id": "m"}]}).encode()
+            return (200, {}, chat(ANSWER)) if method == "POST" else (404, {}, b"{}")
+        return answer
+
+    # A relative Location on the same origin keeps the POST and its body.
+    home.answer = answer_with("/moved/chat/completions")
+    [completion] = OpenAIEngine(settings).generate([request()])
+    assert completion.error is None and completion.text == ANSWER
+    assert [(m, p, a, bool(b)) for m, p, a, b in home.seen][-1] == ("POST", "/moved/chat/completions", "Bearer sk-secret", True)
+    # The same host over https is another origin.
+    host, port = home.server.server_address[:2]
+    home.answer = answer_with(f"https://{host}:{port}/moved/chat/completions", 308)
+    [completion] = OpenAIEngine(settings).generate([request()])
+    assert "HTTP 308 redirect" in (completion.error or "") and "leaves the server's origin" in (completion.error or "")
+    # A same-origin loop ends as a named redirect error, not a hang.
+    home.answer = answer_with("/v1/chat/completions")
+    [completion] = OpenAIEngine(settings).generate([request()])
+    assert completion.finish_reason == "error" and "redirect" in (completion.error or "")

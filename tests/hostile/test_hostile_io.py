@@ -6,6 +6,14 @@ entry, never a traceback. The variants are not the ones issue 15 reported (those
 own regression tests next to the code): other pattern shapes, other special files, nested
 encodings, deep nesting, odd file names, huge lines, and every store's entries truncated,
 bit-flipped or replaced by something that is not a regular file.
+
+Issue 22's classes, in variants the issue did not report: placeholder formats (LFS pointers
+with CRLF, BOM, extensions or the legacy spec URL; git-annex pointers and links; git-crypt
+files) next to look-alikes that must stay audited (an empty stub, a quoted pointer line, a
+large file starting like one); submodules deep, missing or under a subdirectory root and a
+nested repository with a ``.git`` file; rule pattern shapes that backtrack exponentially,
+and ones only a backtracking engine runs (a rule error); output paths planted as links,
+dangling links, links to directories, FIFOs and link chains, for pack, review and baselines.
 """
 
 from __future__ import annotations
@@ -546,3 +554,236 @@ def test_index_workers_exit_when_the_parent_is_killed(tmp_path: Path) -> None:
             except OSError:
                 pass
 
+
+
+# --------------------------------------------------------------------------------------
+# Issue 22: placeholders and trees that are not here, rule pattern shapes, outputs.
+# The variants are not the issue's own (those are in test_stand_ins.py/test_outputs.py).
+# --------------------------------------------------------------------------------------
+
+_LFS_OID = "oid sha256:" + "ab" * 32
+
+
+def _placeholder_cases(rng: random.Random) -> dict[str, tuple[bytes | str, str | None]]:
+    """path -> (content, or "link:TARGET"; the skip reason expected, None for audited)."""
+    size = rng.randrange(1, 10**9)
+    return {
+        "crlf/lfs.go": (f"version https://git-lfs.github.com/spec/v1\r\n{_LFS_OID}\r\nsize {size}\r\n".encode(), "placeholder"),
+        "legacy/hawser.java": (f"version https://hawser.github.com/spec/v1\n{_LFS_OID}\nsize {size}\n".encode(), "placeholder"),
+        "ext/lfs_ext.ts": (f"version https://git-lfs.github.com/spec/v1\next-0-foo sha256:{'cd' * 32}\n{_LFS_OID}\nsize {size}\n".encode(), "placeholder"),
+        "bom/lfs.py": (b"\xef\xbb\xbfversion https://git-lfs.github.com/spec/v1\n" + f"{_LFS_OID}\nsize {size}\n".encode(), "placeholder"),
+        "annex/unlocked.js": (f"/annex/objects/SHA256E-s{size}--{'ef' * 32}.js\n".encode(), "placeholder"),
+        "annex/locked.java": (f"link:../.git/annex/objects/Xx/Yy/SHA256E-s{size}--{'01' * 32}.java/SHA256E-s{size}--{'01' * 32}.java", "placeholder"),
+        "crypt/secret.go": (b"\x00GITCRYPT\x00" + rng.randbytes(64), "placeholder"),
+        # Not placeholders: an empty stub, a file that quotes the pointer line, a real file
+        # over the pointer size limit that starts like one, a long annex-looking path list.
+        "stub/__init__.py": (b"", None),
+        "docs/quoting.py": (b"# version https://git-lfs.github.com/spec/v1\nx = 1\n", None),
+        "big/starts_like_a_pointer.py": (b"version https://git-lfs.github.com/spec/v1\n" + b"x = 1\n" * 300, None),
+        "notes/annex.py": (b"paths = ['/annex/objects/a', '/annex/objects/b']\n", None),
+    }
+
+
+def test_placeholder_variants_are_named_and_real_files_are_audited(tmp_path: Path) -> None:
+    root = tmp_path / "tree"
+    cases = _placeholder_cases(random.Random(f"{SEED}-placeholders"))
+    for path, (content, _) in cases.items():
+        target = root / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, str):
+            target.symlink_to(content.removeprefix("link:"))
+        else:
+            target.write_bytes(content)
+    with time_limit(10):
+        result = walk(root)
+    skipped = {item.path: item.reason.value for item in result.skipped}
+    audited = {entry.path for entry in result.files}
+    for path, (_, expected) in cases.items():
+        if expected is None:
+            assert path in audited, (path, skipped.get(path))
+        else:
+            assert skipped.get(path) == expected, (path, skipped.get(path))
+
+
+@pytest.mark.skipif(not git_available(), reason="needs git")
+def test_tree_variants_submodule_deep_missing_and_nested_gitfile(tmp_path: Path) -> None:
+    from tests.support import git
+
+    library = tmp_path / "library"
+    library.mkdir()
+    (library / "lib.py").write_text("def f(order):\n    order.save()\n")
+    git(library, "init", "-q")
+    git(library, "add", "-A")
+    git(library, "commit", "-qm", "lib")
+    outer = tmp_path / "outer"
+    (outer / "src").mkdir(parents=True)
+    (outer / "src" / "app.py").write_text("x = 1\n")
+    git(outer, "init", "-q")
+    for where in ("src/deep/er/lib", "src/gone"):
+        git(outer, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(library), where)
+    git(outer, "commit", "-qm", "two submodules")
+    shutil.rmtree(outer / "src" / "gone")  # the submodule's directory deleted
+    nested = outer / "src" / "linked"
+    nested.mkdir()
+    (nested / "x.py").write_text("y = 2\n")
+    (nested / ".git").write_text(f"gitdir: {library / '.git'}\n")  # a .git file, as worktrees have
+    with time_limit(20):
+        result = walk(outer / "src")  # a subdirectory root: paths are relative to it
+    skipped = {item.path: item.reason.value for item in result.skipped}
+    assert skipped["deep/er/lib"] == "submodule"
+    assert skipped["gone"] == "submodule"
+    assert skipped["linked"] == "nested-repository"
+
+
+# Pattern shapes that backtrack exponentially or quadratically in a backtracking engine,
+# each with the one long line that triggers it.
+HOSTILE_RULE_PATTERNS = {
+    "nested-plus": (r"(a+)+$", "a" * 200_000 + "!"),
+    "overlapping-alternation": (r"(a|aa)*c", "a" * 200_000),
+    "counted-dot-star": (r"(.*,){12}x", "," * 200_000),
+    "word-space-star": (r"(\w+\s?)*$", "ab " * 100_000 + "!"),
+    "email-shape": (r"^([a-zA-Z0-9])(([\-.]|[_]+)?([a-zA-Z0-9]+))*(@){1}[a-z0-9]+[.]{1}(([a-z]{2,3})|([a-z]{2,3}[.]{1}[a-z]{2,3}))$", "a" * 100_000 + "!"),
+    "case-folded-keywords": (r"(?i:\b(insert|update)\b.*\b(where)\b.*(\+|%))", "UPDATE " * 100_000),
+    "dot-star-pairs": (r".*.*=.*;", "=" * 200_000),
+}
+
+
+def _custom_rule(pattern: str, field: str = "relevance") -> str:
+    quoted = pattern.replace("'", "''")
+    value = f"\n  - '{quoted}'" if field == "relevance" else f" '{quoted}'"
+    return (f"---\nid: hostile-shape\ntitle: t\nseverity: low\nlanguages: [python]\ndescription: d\n"
+            f"{field}:{value}\n---\nLook.\n")
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_RULE_PATTERNS))
+def test_hostile_rule_pattern_shapes_match_in_linear_time(name: str) -> None:
+    from auditor.pack.rank import relevance_scores
+    from auditor.rules.loader import parse_rule
+
+    pattern, line = HOSTILE_RULE_PATTERNS[name]
+    rule = parse_rule(_custom_rule(pattern), f"{name}.md")
+    entry = type("Entry", (), {"path": "long.py", "text": "# " + line + "\n", "content_hash": ""})()
+    with time_limit(10):
+        started = time.monotonic()
+        relevance_scores([entry], [rule])
+        sql = parse_rule(_custom_rule(pattern, "sql_write"), f"{name}.md").sql_write_pattern()
+        assert sql is not None
+        sql.search(line)
+        elapsed = time.monotonic() - started
+    assert elapsed < 2, f"{name}: {elapsed:.1f} s"
+
+
+@pytest.mark.parametrize("pattern", [r"(?<=select)\s", r"(['\"]).*\1", r"a++b", r"(?>a+)b", r"x\Z", r"(?=.*select)"])
+def test_a_pattern_only_a_backtracking_engine_runs_is_a_rule_error_naming_it(tmp_path: Path, pattern: str) -> None:
+    from typer.testing import CliRunner
+
+    from auditor.cli.app import app
+
+    rule = tmp_path / "shape.md"
+    rule.write_text(_custom_rule(pattern), encoding="utf-8")
+    small_repository(tmp_path / "repo")
+    result = CliRunner().invoke(app, ["scan", str(tmp_path / "repo"), "--engine", "static", "--rule", str(rule)])
+    assert result.exit_code == 3
+    assert "linear time" in " ".join(result.output.split())
+
+
+def test_a_long_line_under_the_size_limit_scans_in_seconds(tmp_path: Path) -> None:
+    import subprocess as sp
+
+    small_repository(tmp_path / "repo")
+    # Every built-in rule's relevance patterns over ~0.9 MB lines of several shapes.
+    (tmp_path / "repo" / "app" / "long_select.py").write_text("# " + "select " * 130_000 + "\n")
+    (tmp_path / "repo" / "app" / "long_quotes.py").write_text("s = '" + "select '" * 110_000 + "\n")
+    (tmp_path / "repo" / "app" / "long_calls.py").write_text("x = " + "a.save(" * 120_000 + "\n")
+    env = {**os.environ, "AUDITOR_CACHE_DIR": str(tmp_path / "cache")}
+    started = time.monotonic()
+    completed = sp.run([sys.executable, "-m", "auditor", "scan", str(tmp_path / "repo"), "--engine", "static", "-f", "json"],
+                       capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert completed.returncode == 0, completed.stderr
+    assert time.monotonic() - started < 60
+
+
+# Output paths a repository can plant, for every command that writes one.
+OUTPUT_PLANTS = ("link-to-victim", "dangling-link", "link-to-directory", "fifo", "link-chain")
+
+
+def _plant(path: Path, kind: str, victim: Path) -> None:
+    if kind == "link-to-victim":
+        path.symlink_to(victim)
+    elif kind == "dangling-link":
+        path.symlink_to(path.parent / "nowhere" / "file")
+    elif kind == "link-to-directory":
+        path.symlink_to(victim.parent)
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "link-chain":
+        hop = path.with_name("hop")
+        hop.symlink_to(victim)
+        path.symlink_to(hop)
+
+
+@pytest.mark.parametrize("command", ["pack", "review", "baseline"])
+@pytest.mark.parametrize("kind", OUTPUT_PLANTS)
+def test_a_planted_output_path_is_replaced_never_written_through(tmp_path: Path, command: str, kind: str) -> None:
+    from typer.testing import CliRunner
+
+    from auditor.cli.app import app
+    from tests.support import git
+
+    victim = tmp_path / "victim" / "victim.txt"
+    victim.parent.mkdir()
+    victim.write_text("precious\n")
+    repo = tmp_path / "repo"
+    small_repository(repo)
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "base")
+    output = repo / "out.json"
+    _plant(output, kind, victim)
+    args = {
+        "pack": ["pack", str(repo), "-f", "json", "-o", str(output)],
+        "review": ["review", str(repo), "--base", "HEAD", "--engine", "static", "-f", "json", "-o", str(output)],
+        "baseline": ["scan", str(repo), "--engine", "static", "--write-baseline", str(output)],
+    }[command]
+    with time_limit(60):
+        result = CliRunner().invoke(app, args)
+    assert result.exit_code in (0, 5), result.output
+    assert victim.read_text() == "precious\n"
+    assert sorted(path.name for path in victim.parent.iterdir()) == ["victim.txt"]
+    assert output.is_file() and not output.is_symlink()
+
+
+@pytest.mark.parametrize("case", range(20))
+def test_compiled_globs_decide_as_pathspec_does(case: int) -> None:
+    import pathspec
+
+    from auditor.walk.globs import GlobList
+
+    rng = random.Random(f"{SEED}-globs-{case}")
+    patterns = tuple(random_pattern(rng) for _ in range(rng.randint(1, 6)))
+    try:
+        reference = pathspec.GitIgnoreSpec.from_lines(patterns, backend="simple")
+    except ValueError:
+        return
+    globs = GlobList(patterns, "--include")
+    names = ("a", "b", "ab", "ba", "aa", "b.a", "x", "*", "a b")
+    for _ in range(300):
+        path = "/".join(rng.choice(names) for _ in range(rng.randint(1, 4)))
+        result = reference.check_file(path)
+        expected = str(reference.patterns[result.index].pattern) if result.include and result.index is not None else None
+        assert globs.matched(path) == expected, (patterns, path)
+
+
+def test_twenty_thousand_include_patterns_are_one_matcher(tmp_path: Path) -> None:
+    root = tmp_path / "tree"
+    for number in range(400):
+        directory = root / f"dir{number * 37}" / "sub"
+        directory.mkdir(parents=True)
+        (directory / f"file{number}.py").write_text("x = 1\n")
+    include = tuple(f"dir{number}/**/*.py" for number in range(20_000))
+    with time_limit(30):
+        started = time.monotonic()
+        result = walk(root, WalkOptions(include=include))
+        elapsed = time.monotonic() - started
+    assert len(result.files) == sum(number * 37 < 20_000 for number in range(400))
+    assert elapsed < 10, f"{elapsed:.1f} s"

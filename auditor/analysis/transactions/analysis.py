@@ -56,7 +56,6 @@ docstring says which).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -152,7 +151,7 @@ class Analysis:
         self.rule = rule
         self.graph = graph
         self.options = options
-        sql_write = re.compile(rule.sql_write) if rule.sql_write else None
+        sql_write = rule.sql_write_pattern()
         languages = {family(language) for language in rule.languages}
         patterns = RulePatterns(PatternSet(rule.sinks), PatternSet(rule.boundaries), PatternSet(NON_ATOMIC))
         related = django.related_managers(texts)

@@ -26,6 +26,21 @@ class Checkout:
     commit: str | None
 
 
+# git's whole message is shown (the cause is often on the first line, e.g. "fatal: could not
+# read Username", the last one only says "Could not read from remote repository"), bounded.
+_GIT_MESSAGE_CHARS = 2000
+
+
+def git_failure(stderr: str, returncode: int) -> str:
+    """git's stderr as one line (its lines joined with " | "), cut to a bound; the exit
+    status when git said nothing."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    if not lines:
+        return f"exit {returncode}"
+    message = " | ".join(lines)
+    return message if len(message) <= _GIT_MESSAGE_CHARS else message[: _GIT_MESSAGE_CHARS - 3] + "..."
+
+
 def _git(args: Sequence[str], cwd: Path) -> str:
     try:
         done = subprocess.run(
@@ -34,8 +49,7 @@ def _git(args: Sequence[str], cwd: Path) -> str:
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise TargetError(f"git {args[0]} failed: {exc}") from exc
     if done.returncode != 0:
-        message = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"
-        raise TargetError(f"git {args[0]} failed: {message}")
+        raise TargetError(f"git {args[0]} failed: {git_failure(done.stderr, done.returncode)}")
     return done.stdout.strip()
 
 

@@ -13,6 +13,7 @@ from auditor.errors import Shortfall, worst_shortfall
 from auditor.report import Format, render
 from auditor.report.model import ScanResult
 from auditor.runs.many.targets import Target
+from auditor.storage.atomic import write_atomically
 
 # A repository's status besides its shortfall (``auditor.errors.Shortfall``).
 OK = "ok"
@@ -148,7 +149,7 @@ def write_reports(out: Path, key: str, reports: Mapping[str, str]) -> None:
     directory = out / "repos" / key
     directory.mkdir(parents=True, exist_ok=True)
     for name, text in sorted(reports.items()):
-        (directory / name).write_text(text, encoding="utf-8")
+        write_atomically(directory / name, text)
 
 
 def index_json(result: ManyResult) -> str:
@@ -199,5 +200,5 @@ def index_markdown(result: ManyResult) -> str:
 def write_index(result: ManyResult) -> None:
     """Write ``index.json`` and ``index.md`` into the run directory."""
     result.out.mkdir(parents=True, exist_ok=True)
-    (result.out / "index.json").write_text(index_json(result), encoding="utf-8")
-    (result.out / "index.md").write_text(index_markdown(result), encoding="utf-8")
+    write_atomically(result.out / "index.json", index_json(result))
+    write_atomically(result.out / "index.md", index_markdown(result))

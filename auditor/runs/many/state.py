@@ -20,6 +20,7 @@ from auditor.engine.base import (
 )
 from auditor.engine.result_cache import cacheable, request_key
 from auditor.rules.loader import Rule
+from auditor.storage.jsonl import jsonl_lines
 
 logger = logging.getLogger(__name__)
 
@@ -86,7 +87,7 @@ class RunState:
             if text and not text.endswith("\n"):
                 with path.open("a", encoding="utf-8") as handle:
                     handle.write("\n")
-            for number, line in enumerate(text.splitlines(), start=1):
+            for number, line in jsonl_lines(text):
                 try:
                     record = json.loads(line)
                     if record["status"] == "repository-failed":

@@ -76,6 +76,7 @@ CLI_SHELL = {
     "auditor.cli.review",
     "auditor.cli.rules",
     "auditor.cli.scan",
+    "auditor.cli.signals",
     "auditor.defaults",
     "auditor.engine",
     "auditor.engine.base",

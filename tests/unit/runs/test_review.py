@@ -20,7 +20,7 @@ from auditor.report.model import Coverage
 from auditor.config.scan import ScanConfig
 from auditor.walk.diff import ChangedFile, Diff, GitError, Hunk, compute_diff
 from auditor.runs.review import ReviewConfig, change_coverage, locate_touch, run_review
-from tests.support import SHARED, git
+from tests.support import REPO_ROOT, SHARED, git
 
 TX = "tx-outside-transaction"
 
@@ -475,3 +475,27 @@ def test_a_change_to_a_write_further_down_the_sequence_puts_the_finding_on_the_d
     # Not on the sequence, not on the chain: not on the diff.
     other = ChangedFile("app/ledger.py", "app/ledger.py", "M", (Hunk(40, 1),))
     assert locate_touch(finding, Diff("base", "head", (other,)), {("app/ledger.py", "void_entry"): (38, 45)}) is None
+
+
+def test_a_change_adding_a_non_utf8_file_name_reviews_to_valid_utf8(tmp_path: Path) -> None:
+    """Issue 22 item 4: the name is escaped as the walk escapes it, stdout and -o are UTF-8 JSON."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    root = tmp_path / "bytes"
+    root.mkdir()
+    git(root, "init", "-q")
+    write(root, "shop/views.py", VIEWS)
+    base = commit(root, "base")
+    (root / "shop").joinpath(os.fsdecode(b"bad\xff.py")).write_bytes(b"x = 1\n")
+    commit(root, "a file whose name is not UTF-8")
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "AUDITOR_CACHE_DIR": str(tmp_path / "cache")}
+    argv = [sys.executable, "-m", "auditor", "review", str(root), "--base", base, "--engine", "static", "-f", "json"]
+    shown = subprocess.run(argv, capture_output=True, env=env, check=False)
+    assert shown.returncode == 0, shown.stderr
+    report = json.loads(shown.stdout.decode("utf-8"))
+    assert "shop/bad\\xff.py" in report["review"]["changed_files"]
+    written = subprocess.run([*argv, "-o", str(tmp_path / "review.json")], capture_output=True, env=env, check=False)
+    assert written.returncode == 0 and json.loads((tmp_path / "review.json").read_text(encoding="utf-8"))["review"]

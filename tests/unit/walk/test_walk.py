@@ -617,14 +617,16 @@ def test_named_pipe_is_not_a_file_and_does_not_hang(tmp_path: Path) -> None:
 
 
 @requires_git
-def test_nested_repository_and_submodule_directories_are_not_files(tmp_path: Path) -> None:
+def test_a_nested_repository_is_named_not_audited(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo", {"a.py": "a\n"})
     make_repo(repo / "nested", {"n.py": "n\n"})
 
     result = walk(repo)
 
     assert reported(result) == git_listing(repo) == {"a.py", "nested"}
-    assert result.skipped == (SkippedFile("nested", SkipReason.NOT_A_FILE, "directory"),)
+    [nested] = result.skipped
+    assert (nested.path, nested.reason) == ("nested", SkipReason.NESTED_REPOSITORY)
+    assert "auditor scan nested" in nested.detail
 
 
 # --------------------------------------------------------------------------------------

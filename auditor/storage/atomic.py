@@ -1,0 +1,93 @@
+"""Writing an output file whole or not at all, and never through a link.
+
+A report is written to a temporary file in the destination's directory and renamed over
+the destination (``os.replace``): a full disk or an interruption leaves the previous report
+as it was, never a truncated one, and a symbolic link planted at the output path (a
+repository can commit ``auditor.sarif -> ../victim.txt``) is replaced by the report, its
+target left untouched. :func:`check_writable` finds an unwritable destination before the
+work that produces the report runs.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+from auditor.errors import AuditorError, UsageError
+
+# Errors that are the machine's state (a full disk, a quota, a failing device), not a
+# wrong path the user gave: exit 2, not a usage error.
+_DISK_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS, errno.EFBIG})
+
+
+class OutputError(AuditorError):
+    """An output could not be written for a reason of the machine's (a full disk): exit 2."""
+
+
+def write_atomically(path: Path, data: str | bytes) -> None:
+    """Replace ``path`` with a regular file holding ``data`` (text as UTF-8), or leave it as
+    it was. A link at ``path`` is replaced, not followed. Raises :class:`OutputError` for a
+    full disk or a failing device, :class:`UsageError` for a path that cannot be written."""
+    target = Path(path)
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    directory = target.parent if str(target.parent) else Path(".")
+    temporary: str | None = None
+    try:
+        _refuse_directory(target)
+        descriptor, temporary = tempfile.mkstemp(dir=directory, prefix=f".{target.name}.", suffix=".tmp")
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(payload)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(temporary, 0o666 & ~_umask())
+        os.replace(temporary, target)
+        temporary = None
+    except OSError as error:
+        raise _output_error(target, error) from error
+    finally:
+        if temporary is not None:
+            try:
+                os.unlink(temporary)
+            except OSError:
+                pass
+
+
+def check_writable(path: Path) -> None:
+    """Raise :class:`UsageError` (or :class:`OutputError` for a full disk) now when
+    :func:`write_atomically` could not write ``path`` later: its directory is missing or
+    not writable, or the path is a directory. Creates and removes one empty file."""
+    target = Path(path)
+    directory = target.parent if str(target.parent) else Path(".")
+    try:
+        _refuse_directory(target)
+        descriptor, probe = tempfile.mkstemp(dir=directory, prefix=f".{target.name}.", suffix=".tmp")
+        os.close(descriptor)
+        os.unlink(probe)
+    except OSError as error:
+        raise _output_error(target, error) from error
+
+
+def _refuse_directory(target: Path) -> None:
+    """A directory (not a link to one: that is replaced) cannot take a report's place."""
+    try:
+        mode = os.lstat(target).st_mode
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(target))
+
+
+def _output_error(target: Path, error: OSError) -> AuditorError:
+    reason = error.strerror or str(error)
+    if error.errno in _DISK_ERRORS:
+        return OutputError(f"cannot write {target}: {reason} (the previous file, if any, is unchanged)")
+    return UsageError(f"cannot write {target}: {reason}")
+
+
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
