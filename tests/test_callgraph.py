@@ -304,6 +304,63 @@ def test_javascript_go_and_java_resolution():
     assert ("java/OrderService.java:OrderService.place", "java/OrderService.java:OrderService.audit", False) in pairs
 
 
+MIXED_LANGUAGES = {
+    "app/views.py": """
+        from .models import Order
+
+        def archive(request):
+            others = Order.objects.filter(name=request.POST["name"])
+            others.exclude(pk=1)
+            request.session_store.purge_rows()
+            return Selection()
+        """,
+    "app/models.py": "class Order:\n    def archive_all(self):\n        return 1\n",
+    "frontend/src/selection.ts": """
+        export class Selection {
+          private ids = new Set<number>();
+          exclude(id: number): void {
+            this.ids.delete(id);
+          }
+          purge_rows(): void {
+            this.ids.clear();
+          }
+          refresh(order: any): void {
+            order.archive_all();
+            this.chart.redrawChart();
+          }
+        }
+        """,
+    "frontend/src/chart.js": "export class Chart {\n  redrawChart() {\n    return 1;\n  }\n}\n",
+    "go/api/handlers.go": "package api\n\nfunc Save(id int) error {\n\tnormalise(id)\n\treturn nil\n}\n",
+    "go/api/normalise.py": "def normalise(value):\n    return value\n",
+    "java/OrderService.java": """
+        import com.shop.Money;
+
+        public class OrderService {
+            public void place(Order order) {
+                Money.of(order);
+            }
+        }
+        """,
+    "java/money.py": "class Money:\n    def of(self, order):\n        return order\n",
+}
+
+
+def test_calls_resolve_only_within_their_language_family():
+    indexes, _, graph = build(MIXED_LANGUAGES)
+    family = {"python": "python", "typescript": "javascript", "javascript": "javascript", "go": "go", "java": "java"}
+    crossing = [edge for edge in graph.edges if family[indexes[edge.caller.path].language] != family[indexes[edge.callee.path].language]]
+    assert crossing == []
+    assert graph.callees(FunctionRef("app/views.py", "archive")) == ()
+    assert graph.callees(FunctionRef("go/api/handlers.go", "Save")) == ()
+    assert graph.callees(FunctionRef("java/OrderService.java", "OrderService.place")) == ()
+    assert graph.resolve("app/views.py", "Selection") is None
+    # TypeScript and JavaScript are one program: a unique name still links them.
+    pairs = edge_pairs(graph)
+    assert ("frontend/src/selection.ts:Selection.refresh", "frontend/src/chart.js:Chart.redrawChart", True) in pairs
+    assert graph.resolve("frontend/src/selection.ts", "Chart") == FunctionRef("frontend/src/chart.js", "Chart")
+
+
 def test_build_is_deterministic():
     indexes, _, first = build(PY_APP)
     second = CallGraph.build(dict(reversed(list(indexes.items()))))
