@@ -497,6 +497,49 @@ def test_django_entry_points():
     assert found["shop/management/commands/rebuild_index.py:Command.handle"] == ("cli", "django management command")
 
 
+def test_a_class_based_view_keeps_its_own_route_when_a_subclass_is_routed_first():
+    found = entry_points(
+        {
+            "notes/views.py": """
+                from django.views import View
+
+                class SystemNotificationsView(View):
+                    def get(self, request):
+                        return request
+
+                    def post(self, request):
+                        return request
+
+                class PersonalNotificationsView(SystemNotificationsView):
+                    def post(self, request):
+                        return request
+
+                class SettingsBase:
+                    def post(self, request):
+                        return request
+
+                class SettingsView(SettingsBase):
+                    pass
+                """,
+            "notes/urls.py": """
+                from django.urls import re_path
+                from . import views
+
+                urlpatterns = [
+                    re_path(r"^notifications$", views.PersonalNotificationsView.as_view()),
+                    re_path(r"^notifications/system$", views.SystemNotificationsView.as_view()),
+                    re_path(r"^settings$", views.SettingsView.as_view()),
+                ]
+                """,
+        }
+    )
+    assert found["notes/views.py:SystemNotificationsView.get"] == ("http", "django urlconf '^notifications/system$'")
+    assert found["notes/views.py:SystemNotificationsView.post"] == ("http", "django urlconf '^notifications/system$'")
+    assert found["notes/views.py:PersonalNotificationsView.post"] == ("http", "django urlconf '^notifications$'")
+    # Reached only through a subclass's row: the label says which class the route is of.
+    assert found["notes/views.py:SettingsBase.post"] == ("http", "django urlconf '^settings$' via SettingsView")
+
+
 def test_flask_fastapi_tasks_cli_and_main_entry_points():
     found = entry_points(
         {
