@@ -540,6 +540,38 @@ def test_a_class_based_view_keeps_its_own_route_when_a_subclass_is_routed_first(
     assert found["notes/views.py:SettingsBase.post"] == ("http", "django urlconf '^settings$' via SettingsView")
 
 
+def test_a_url_row_never_takes_a_method_matched_by_name_for_its_view():
+    found = entry_points(
+        {
+            "pages/__init__.py": "",
+            "pages/views/__init__.py": "from .home import *\nfrom . import about\nabout_page = about.about_page\n",
+            "pages/views/home.py": "def landing(request):\n    return request\n",
+            "pages/views/about.py": "def about_page(request):\n    return request\n",
+            "pages/urls.py": """
+                from django.urls import path
+                from pages import views
+
+                urlpatterns = [path("", views.landing), path("about/", views.about_page)]
+                """,
+            "shop/cart.py": """
+                class Banner:
+                    def landing(self):
+                        return 1
+
+                    def about_page(self):
+                        return 2
+                """,
+        }
+    )
+    # ``views.landing`` is the function the package re-exports with ``*``.
+    assert found["pages/views/home.py:landing"] == ("http", "django urlconf ''")
+    # ``views.about_page`` is bound by an assignment the resolver cannot follow: the row
+    # names no view then, not another class's method of that name.
+    assert found["pages/views/about.py:about_page"] == ("http", "django view")
+    assert "shop/cart.py:Banner.landing" not in found
+    assert "shop/cart.py:Banner.about_page" not in found
+
+
 def test_flask_fastapi_tasks_cli_and_main_entry_points():
     found = entry_points(
         {

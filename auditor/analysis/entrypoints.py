@@ -472,8 +472,17 @@ def _python_registrations(path: str, index: FileIndex, search: _Search) -> None:
         if ref is not None and definition is not None:
             if definition.kind == "class":
                 _add_view_class(graph, collector, ref, detail)
-            else:
+            elif definition.parent is None or _names_owner(target, definition.parent):
                 collector.add(ref, "http", detail)
+
+
+def _names_owner(target: str, owner: str) -> bool:
+    """Whether a URL row's ``target`` text names the class ``owner`` of the method it
+    resolved to (``Views.landing``). A row names a module's function or class; a method
+    reached without its class (``views.landing`` matched by name to ``Thing.landing``)
+    is some other function."""
+    parts = target.split(".")
+    return len(parts) >= 2 and parts[-2] == owner.rsplit(".", 1)[-1]
 
 
 def _add_view_class(graph: CallGraph, collector: _Collector, class_ref: FunctionRef, detail: str) -> None:

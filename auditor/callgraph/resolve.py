@@ -419,6 +419,10 @@ class Repository:
         inner = self.imports.bindings(module_path).get(remaining[0])
         if inner is not None and hops < _MAX_HOPS:
             return self._follow(module_path, inner, remaining[1:], hops + 1)
+        for star in self.imports.star_imports(module_path):
+            found = self.top_level(star, remaining[0])
+            if found is not None:
+                return self._descend(star, found, remaining[1:])
         return _UNRESOLVED
 
     def fallback(self, path: str, parts: list[str]) -> tuple[str, Definition] | None:
