@@ -349,7 +349,8 @@ MIXED_LANGUAGES = {
 def test_calls_resolve_only_within_their_language_family():
     indexes, _, graph = build(MIXED_LANGUAGES)
     family = {"python": "python", "typescript": "javascript", "javascript": "javascript", "go": "go", "java": "java"}
-    crossing = [edge for edge in graph.edges if family[indexes[edge.caller.path].language] != family[indexes[edge.callee.path].language]]
+    language = {path: family[index.language] for path, index in indexes.items()}
+    crossing = [edge for edge in graph.edges if language[edge.caller.path] != language[edge.callee.path]]
     assert crossing == []
     assert graph.callees(FunctionRef("app/views.py", "archive")) == ()
     assert graph.callees(FunctionRef("go/api/handlers.go", "Save")) == ()
