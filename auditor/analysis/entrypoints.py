@@ -287,13 +287,24 @@ def _view_methods(graph: CallGraph, class_ref: FunctionRef, names: tuple[str, ..
 
 
 class _Collector:
-    """Accumulates entry points, keeping the first (most specific) one per function."""
+    """Accumulates entry points, keeping the first (most specific) one per function; a
+    label ``borrowed`` from another class (a subclass's URL row reaching an inherited
+    method) gives way to any label of the function's own seen later."""
 
     def __init__(self) -> None:
         self.found: dict[FunctionRef, EntryPoint] = {}
+        self._borrowed: set[FunctionRef] = set()
 
-    def add(self, ref: FunctionRef, kind: str, detail: str) -> None:
-        self.found.setdefault(ref, EntryPoint(ref, kind, detail))
+    def add(self, ref: FunctionRef, kind: str, detail: str, *, borrowed: bool = False) -> None:
+        """Record ``ref`` as an entry point unless it has a label already (one of its own,
+        or a borrowed one when this label is borrowed too)."""
+        if ref in self.found and (borrowed or ref not in self._borrowed):
+            return
+        self.found[ref] = EntryPoint(ref, kind, detail)
+        if borrowed:
+            self._borrowed.add(ref)
+        else:
+            self._borrowed.discard(ref)
 
 
 @dataclass(frozen=True)
@@ -339,7 +350,9 @@ def find_entry_points(
     decorator); then URLconf/router registrations; then module-convention detection
     (Django views modules, management commands, form-wizard ``done``, admin hooks,
     ``main``). Test files (see :func:`is_test_path`) define no entry points unless
-    ``include_tests``.
+    ``include_tests``. A function keeps the first label it gets, except that a URL row's
+    label reaching an inherited view method through a subclass gives way to a label of
+    the method's own (its class's row, or its class being a view).
     """
     rule_patterns = rule.entry_points if rule is not None else ()
     collector = _Collector()
@@ -450,8 +463,7 @@ def _python_registrations(path: str, index: FileIndex, search: _Search) -> None:
         if ".as_view(" in target or target.endswith(".as_view"):
             class_ref = graph.resolve(path, target.split(".as_view", 1)[0])
             if class_ref is not None:
-                for method in _view_methods(graph, class_ref):
-                    collector.add(method, "http", detail)
+                _add_view_class(graph, collector, class_ref, detail)
             continue
         if not _REFERENCE.match(target):
             continue
@@ -459,10 +471,31 @@ def _python_registrations(path: str, index: FileIndex, search: _Search) -> None:
         definition = graph.definition(ref) if ref is not None else None
         if ref is not None and definition is not None:
             if definition.kind == "class":
-                for method in _view_methods(graph, ref):
-                    collector.add(method, "http", detail)
-            else:
+                _add_view_class(graph, collector, ref, detail)
+            elif definition.parent is None or _names_owner(target, definition.parent):
                 collector.add(ref, "http", detail)
+
+
+def _names_owner(target: str, owner: str) -> bool:
+    """Whether a URL row's ``target`` text names the class ``owner`` of the method it
+    resolved to (``Views.landing``). A row names a module's function or class; a method
+    reached without its class (``views.landing`` matched by name to ``Thing.landing``)
+    is some other function."""
+    parts = target.split(".")
+    return len(parts) >= 2 and parts[-2] == owner.rsplit(".", 1)[-1]
+
+
+def _add_view_class(graph: CallGraph, collector: _Collector, class_ref: FunctionRef, detail: str) -> None:
+    """The view methods of the class a URL row names, labelled with the row's ``detail``.
+    A method the class inherits serves its defining class's own rows and every other
+    subclass's too: its label names the class this row reached it through, and gives way
+    to one of its own (``SystemNotificationsView.get`` is not ``PersonalNotificationsView``'s
+    route because that subclass inherits it)."""
+    for method in _view_methods(graph, class_ref):
+        if method.path == class_ref.path and method.qualname.rsplit(".", 1)[0] == class_ref.qualname:
+            collector.add(method, "http", detail)
+        else:
+            collector.add(method, "http", f"{detail} via {class_ref.qualname}", borrowed=True)
 
 
 def _signal_connection(path: str, arguments: str, graph: CallGraph, collector: _Collector) -> None:

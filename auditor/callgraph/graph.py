@@ -280,7 +280,8 @@ class CallGraph:
     def resolve(self, path: str, name: str) -> FunctionRef | None:
         """Resolve a dotted name as written at module level of ``path`` (functions and classes).
 
-        Falls back to a unique repository-wide definition with the same last name.
+        Falls back to a unique definition with the same last name among the files of
+        ``path``'s language family.
         """
         text = strip_arguments(name)
         if not text:
@@ -293,7 +294,7 @@ class CallGraph:
             return None
         fallback = self._repository.fallback(path, parts)
         if fallback is None:
-            classes = self._repository.classes_by_name.get(parts[-1], [])
+            classes = self._repository.classes_named(path, parts[-1])
             return FunctionRef(classes[0][0], classes[0][1].qualname) if len(classes) == 1 else None
         return FunctionRef(fallback[0], fallback[1].qualname)
 

@@ -22,7 +22,7 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from auditor.callgraph.languages import rules_for
+from auditor.callgraph.languages import call_family, rules_for
 from auditor.callgraph.names import python_module_name
 from auditor.index.model import FileIndex, Import
 
@@ -52,8 +52,9 @@ class ImportTable:
     the first time a lookup needs them (a run that loads the call graph from the cache
     resolves names in a few files only)."""
 
-    def __init__(self, indexes: Mapping[str, FileIndex], directories: Mapping[str, list[str]]) -> None:
-        """Tables over ``indexes``; ``directories`` lists each directory's indexed files."""
+    def __init__(self, indexes: Mapping[str, FileIndex], directories: Mapping[tuple[str, str], list[str]]) -> None:
+        """Tables over ``indexes``; ``directories`` lists the indexed files by language
+        family and directory (an import binds files of the importer's family only)."""
         self.indexes = indexes
         self.directories = directories
         self.modules: dict[str, str] = {}
@@ -171,11 +172,12 @@ class ImportTable:
                     return candidate
         return None
 
-    def _go_directory(self, module: str) -> str | None:
-        """The repository directory whose path is the longest tail of a Go import path."""
+    def _go_directory(self, module: str, family: str) -> str | None:
+        """The repository directory with files of ``family`` whose path is the longest tail
+        of a Go import path."""
         best: str | None = None
-        for directory in self.directories:
-            if not directory:
+        for directory_family, directory in self.directories:
+            if not directory or directory_family != family:
                 continue
             if (module == directory or module.endswith("/" + directory)) and (best is None or len(directory) > len(best)):
                 best = directory
@@ -245,13 +247,14 @@ class ImportTable:
         """``import "a/b"`` or ``import c "a/b"``: the package's name (or alias) binds the
         repository directory the path ends with, else the external package."""
         module = record.module
-        directory = self._go_directory(module)
+        family = call_family(self.indexes[path].language)
+        directory = self._go_directory(module, family)
         local = record.alias or module.rstrip("/").split("/")[-1]
         if local in ("_", "."):
             return
         bindings[local] = self._module_binding(f"go:{directory}" if directory is not None else f"ext:{module}")
         if directory is not None:
-            imported.update(self.directories[directory])
+            imported.update(self.directories[(family, directory)])
 
     def _bind_java(
         self, path: str, record: Import, bindings: dict[str, Binding], stars: list[str], imported: set[str]

@@ -5,6 +5,9 @@ Every language shares scopes, imports and the unique-name fallback; a row here a
 one language does beyond them (Java's injected fields, Go's packages, Python's builtins).
 A language without a row gets :data:`DEFAULT_RULES`. How each language's import
 statements bind names is in :mod:`auditor.callgraph.imports`.
+
+A call only ever reaches a definition of its own language family (:func:`call_family`): a
+Python ``qs.exclude()`` never runs a TypeScript class's ``exclude``, however unique the name.
 """
 
 from __future__ import annotations
@@ -85,3 +88,14 @@ RULES: dict[str, CallRules] = {
 def rules_for(language: str | None) -> CallRules:
     """The call rules of ``language`` (:data:`DEFAULT_RULES` for one without a row, or None)."""
     return RULES.get(language or "", DEFAULT_RULES)
+
+
+CALL_FAMILIES: dict[str, str] = {"typescript": "javascript", "tsx": "javascript"}
+"""Languages whose files call each other's definitions, by the family they belong to:
+TypeScript and TSX import JavaScript modules (and each other) within one program. A
+language without a row is a family of its own."""
+
+
+def call_family(language: str | None) -> str:
+    """The family of ``language``: the languages whose definitions its calls may reach."""
+    return CALL_FAMILIES.get(language or "", language or "")

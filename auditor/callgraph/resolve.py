@@ -17,6 +17,11 @@ shared with common library APIs (``get``, ``save``, ``append``...) are never res
 name alone. Calls at module level are attributed to the pseudo-function ``<module>``; calls
 inside an ``if __name__ == "__main__":`` block to ``<main>``.
 
+A call resolves only to definitions of its own language family
+(:func:`~auditor.callgraph.languages.call_family`): the name tables, a directory's files and
+the fallback are kept per family, so a Python ``qs.exclude()`` never reaches a TypeScript
+method named ``exclude``.
+
 What each language adds is data (:mod:`auditor.callgraph.languages`). Java and Go: a call
 on a Java field resolves through the field's name to the imported or same-package class
 named after it (``deptService`` -> ``ISysDeptService``), and an interface's abstract method
@@ -34,7 +39,7 @@ from collections.abc import Mapping
 from typing import NamedTuple
 
 from auditor.callgraph.imports import Binding, ImportTable, Module, Symbol
-from auditor.callgraph.languages import rules_for
+from auditor.callgraph.languages import call_family, rules_for
 from auditor.callgraph.names import MAIN_FUNCTION, MODULE_FUNCTION, strip_arguments
 from auditor.index.model import Definition, FileIndex
 
@@ -83,13 +88,18 @@ class Repository:
     """Lookup tables over all indexed files, shared by resolution and the graph's queries."""
 
     def __init__(self, indexes: Mapping[str, FileIndex]) -> None:
-        """Tables over ``indexes``: definitions by file, name and class name, files by
-        directory; import bindings (in ``imports``) are made per file on first use."""
+        """Tables over ``indexes``: definitions by file; functions, classes and files by
+        language family and name or directory; import bindings (in ``imports``) are made
+        per file on first use."""
         self.indexes = indexes
         self.definitions: dict[str, dict[str, Definition]] = {}
-        self.by_name: dict[str, list[tuple[str, Definition]]] = defaultdict(list)
-        self.classes_by_name: dict[str, list[tuple[str, Definition]]] = defaultdict(list)
-        self.directories: dict[str, list[str]] = defaultdict(list)
+        self.families: dict[str, str] = {path: call_family(index.language) for path, index in indexes.items()}
+        self.by_name: dict[tuple[str, str], list[tuple[str, Definition]]] = defaultdict(list)
+        """Functions and methods by (family, name), in path order."""
+        self.classes_by_name: dict[tuple[str, str], list[tuple[str, Definition]]] = defaultdict(list)
+        """Classes by (family, name), in path order."""
+        self.directories: dict[tuple[str, str], list[str]] = defaultdict(list)
+        """Files by (family, directory), in path order."""
         self._enclosing_classes: dict[tuple[str, str], Definition | None] = {}
         self._bases: dict[tuple[str, int, int], tuple[tuple[str, Definition], ...]] = {}
         self.languages: dict[str, str] = {path: index.language for path, index in indexes.items()}
@@ -98,18 +108,28 @@ class Repository:
         self._calls: dict[str, frozenset[str]] = {}
         for path in sorted(indexes):
             index = indexes[path]
+            family = self.families[path]
             table: dict[str, Definition] = {}
             for definition in index.definitions:
                 table.setdefault(definition.qualname, definition)
                 if definition.kind in _FUNCTION_KINDS:
-                    self.by_name[definition.name].append((path, definition))
+                    self.by_name[(family, definition.name)].append((path, definition))
                 elif definition.kind == "class":
-                    self.classes_by_name[definition.name].append((path, definition))
+                    self.classes_by_name[(family, definition.name)].append((path, definition))
             self.definitions[path] = table
-            self.directories[posixpath.dirname(path)].append(path)
+            self.directories[(family, posixpath.dirname(path))].append(path)
         self.imports = ImportTable(indexes, self.directories)
 
     # -- definitions ---------------------------------------------------------------------
+
+    def classes_named(self, path: str, name: str) -> list[tuple[str, Definition]]:
+        """The classes named ``name`` that a call written in ``path`` may reach (those of
+        its language family), in path order."""
+        return self.classes_by_name.get((self.families.get(path, ""), name), [])
+
+    def sibling_files(self, path: str) -> list[str]:
+        """The files of ``path``'s directory and language family (``path`` among them)."""
+        return self.directories.get((self.families.get(path, ""), posixpath.dirname(path)), [])
 
     def top_level(self, path: str, name: str) -> Definition | None:
         """A module-level definition of ``name`` in ``path``."""
@@ -213,7 +233,7 @@ class Repository:
             if typed is not None:
                 return typed
         if rules.shares_package_name(head):
-            for sibling in self.directories[posixpath.dirname(path)]:
+            for sibling in self.sibling_files(path):
                 found = self.top_level(sibling, head)
                 if found is not None:
                     return self._descend(sibling, found, parts[1:])
@@ -258,7 +278,7 @@ class Repository:
                 if resolved.target is not None and resolved.target.kind == "class":
                     found.append((resolved.path, resolved.target))
         language = self.languages[path]
-        for sibling_path, cls in self._package_classes(posixpath.dirname(path), language):
+        for sibling_path, cls in self._package_classes(path, language):
             if cls.name.endswith(suffix) and (sibling_path, cls) not in found:
                 found.append((sibling_path, cls))
         members = [hit for hit in (self.class_member(cls_path, cls, member) for cls_path, cls in found) if hit is not None]
@@ -277,16 +297,16 @@ class Repository:
             return _Resolution(implementations[0][1], implementations[0][0])
         return _STOP  # abstract, or one line (the index cannot tell): no edge either way
 
-    def _package_classes(self, directory: str, language: str) -> list[tuple[str, Definition]]:
-        """The top-level classes of the ``language`` files in ``directory``, in path order."""
-        key = (directory, language)
+    def _package_classes(self, path: str, language: str) -> list[tuple[str, Definition]]:
+        """The top-level classes of the ``language`` files in ``path``'s directory, in path order."""
+        key = (posixpath.dirname(path), language)
         found = self._directory_classes.get(key)
         if found is None:
             found = self._directory_classes[key] = [
-                (path, definition)
-                for path in self.directories.get(directory, ())
-                if self.languages.get(path) == language
-                for definition in self.definitions.get(path, {}).values()
+                (sibling, definition)
+                for sibling in self.sibling_files(path)
+                if self.languages.get(sibling) == language
+                for definition in self.definitions.get(sibling, {}).values()
                 if definition.kind == "class" and definition.parent is None
             ]
         return found
@@ -326,7 +346,7 @@ class Repository:
                 directory = module[3:]
                 if not rest:
                     return _UNRESOLVED
-                for file_path in self.directories.get(directory, ()):
+                for file_path in self.directories.get((self.families[path], directory), ()):
                     found = self.top_level(file_path, rest[0])
                     if found is not None:
                         return self._descend(file_path, found, rest[1:])
@@ -348,7 +368,7 @@ class Repository:
                 return _UNRESOLVED
             return self._descend(target, found, rest) if found is not None else _STOP
         if module.startswith("java:"):
-            candidates = self.classes_by_name.get(name, [])
+            candidates = self.classes_named(path, name)
             dotted = module[5:].replace(".", "/")
             exact = [item for item in candidates if item[0].endswith(dotted + ".java")]
             chosen = exact or (candidates if len(candidates) == 1 else [])
@@ -399,14 +419,19 @@ class Repository:
         inner = self.imports.bindings(module_path).get(remaining[0])
         if inner is not None and hops < _MAX_HOPS:
             return self._follow(module_path, inner, remaining[1:], hops + 1)
+        for star in self.imports.star_imports(module_path):
+            found = self.top_level(star, remaining[0])
+            if found is not None:
+                return self._descend(star, found, remaining[1:])
         return _UNRESOLVED
 
     def fallback(self, path: str, parts: list[str]) -> tuple[str, Definition] | None:
-        """A unique definition with the call's last name, preferring files this file imports."""
+        """A unique definition of ``path``'s language family with the call's last name,
+        preferring files this file imports."""
         name = parts[-1]
         if name in _COMMON_NAMES or (name.startswith("__") and name.endswith("__")):
             return None
-        candidates = self.by_name.get(name, [])
+        candidates = self.by_name.get((self.families.get(path, ""), name), [])
         if len(parts) == 1:
             candidates = [item for item in candidates if item[1].parent is None]
         elif rules_for(self.languages.get(path)).attribute_calls_reach_methods:

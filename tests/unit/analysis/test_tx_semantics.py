@@ -885,3 +885,46 @@ def test_a_subclass_that_overrides_the_dispatching_method_in_a_transaction_is_no
     assert ("shop/mutations.py", "AddressCreate.save") not in found  # its own perform_mutation is atomic
     update = found[("shop/mutations.py", "AddressUpdate.save")]
     assert [step.function for step in update.chain][-1] == "AddressUpdate.save"
+
+
+DJANGO_AND_TYPESCRIPT = {
+    "app/models.py": """
+        from django.db import models
+
+        class Order(models.Model):
+            name = models.CharField(max_length=20)
+        """,
+    "app/views.py": """
+        from django.http import JsonResponse
+
+        from .models import Order
+
+        def archive(request):
+            order = Order.objects.create(name=request.POST["name"])
+            others = Order.objects.filter(name=order.name)
+            others.exclude(pk=order.pk)
+            return JsonResponse({"id": order.pk})
+        """,
+    "app/urls.py": """
+        from django.urls import path
+
+        from . import views
+
+        urlpatterns = [path("archive/", views.archive)]
+        """,
+    "frontend/src/selection.ts": """
+        export class Selection {
+          private ids = new Set<number>();
+
+          exclude(id: number): void {
+            this.ids.delete(id);
+          }
+        }
+        """,
+}
+
+
+def test_a_python_queryset_call_never_runs_a_typescript_method_of_the_same_name(rule):
+    finding = reported(analyze_source(DJANGO_AND_TYPESCRIPT, rule))[("app/views.py", "archive")]
+    assert [(step.path, step.function) for step in finding.sequence] == [("app/views.py", "archive")]
+    assert finding.title == "Database write outside a transaction in archive"

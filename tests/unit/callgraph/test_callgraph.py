@@ -304,6 +304,64 @@ def test_javascript_go_and_java_resolution():
     assert ("java/OrderService.java:OrderService.place", "java/OrderService.java:OrderService.audit", False) in pairs
 
 
+MIXED_LANGUAGES = {
+    "app/views.py": """
+        from .models import Order
+
+        def archive(request):
+            others = Order.objects.filter(name=request.POST["name"])
+            others.exclude(pk=1)
+            request.session_store.purge_rows()
+            return Selection()
+        """,
+    "app/models.py": "class Order:\n    def archive_all(self):\n        return 1\n",
+    "frontend/src/selection.ts": """
+        export class Selection {
+          private ids = new Set<number>();
+          exclude(id: number): void {
+            this.ids.delete(id);
+          }
+          purge_rows(): void {
+            this.ids.clear();
+          }
+          refresh(order: any): void {
+            order.archive_all();
+            this.chart.redrawChart();
+          }
+        }
+        """,
+    "frontend/src/chart.js": "export class Chart {\n  redrawChart() {\n    return 1;\n  }\n}\n",
+    "go/api/handlers.go": "package api\n\nfunc Save(id int) error {\n\tnormalise(id)\n\treturn nil\n}\n",
+    "go/api/normalise.py": "def normalise(value):\n    return value\n",
+    "java/OrderService.java": """
+        import com.shop.Money;
+
+        public class OrderService {
+            public void place(Order order) {
+                Money.of(order);
+            }
+        }
+        """,
+    "java/money.py": "class Money:\n    def of(self, order):\n        return order\n",
+}
+
+
+def test_calls_resolve_only_within_their_language_family():
+    indexes, _, graph = build(MIXED_LANGUAGES)
+    family = {"python": "python", "typescript": "javascript", "javascript": "javascript", "go": "go", "java": "java"}
+    language = {path: family[index.language] for path, index in indexes.items()}
+    crossing = [edge for edge in graph.edges if language[edge.caller.path] != language[edge.callee.path]]
+    assert crossing == []
+    assert graph.callees(FunctionRef("app/views.py", "archive")) == ()
+    assert graph.callees(FunctionRef("go/api/handlers.go", "Save")) == ()
+    assert graph.callees(FunctionRef("java/OrderService.java", "OrderService.place")) == ()
+    assert graph.resolve("app/views.py", "Selection") is None
+    # TypeScript and JavaScript are one program: a unique name still links them.
+    pairs = edge_pairs(graph)
+    assert ("frontend/src/selection.ts:Selection.refresh", "frontend/src/chart.js:Chart.redrawChart", True) in pairs
+    assert graph.resolve("frontend/src/selection.ts", "Chart") == FunctionRef("frontend/src/chart.js", "Chart")
+
+
 def test_build_is_deterministic():
     indexes, _, first = build(PY_APP)
     second = CallGraph.build(dict(reversed(list(indexes.items()))))
@@ -438,6 +496,81 @@ def test_django_entry_points():
     assert found["shop/views.py:ping"] == ("http", "drf @api_view")
     assert found["shop/handlers.py:refund"] == ("http", r"django urlconf '^refund/(?P<order_id>\d+)/$'")
     assert found["shop/management/commands/rebuild_index.py:Command.handle"] == ("cli", "django management command")
+
+
+def test_a_class_based_view_keeps_its_own_route_when_a_subclass_is_routed_first():
+    found = entry_points(
+        {
+            "notes/views.py": """
+                from django.views import View
+
+                class SystemNotificationsView(View):
+                    def get(self, request):
+                        return request
+
+                    def post(self, request):
+                        return request
+
+                class PersonalNotificationsView(SystemNotificationsView):
+                    def post(self, request):
+                        return request
+
+                class SettingsBase:
+                    def post(self, request):
+                        return request
+
+                class SettingsView(SettingsBase):
+                    pass
+                """,
+            "notes/urls.py": """
+                from django.urls import re_path
+                from . import views
+
+                urlpatterns = [
+                    re_path(r"^notifications$", views.PersonalNotificationsView.as_view()),
+                    re_path(r"^notifications/system$", views.SystemNotificationsView.as_view()),
+                    re_path(r"^settings$", views.SettingsView.as_view()),
+                ]
+                """,
+        }
+    )
+    assert found["notes/views.py:SystemNotificationsView.get"] == ("http", "django urlconf '^notifications/system$'")
+    assert found["notes/views.py:SystemNotificationsView.post"] == ("http", "django urlconf '^notifications/system$'")
+    assert found["notes/views.py:PersonalNotificationsView.post"] == ("http", "django urlconf '^notifications$'")
+    # Reached only through a subclass's row: the label says which class the route is of.
+    assert found["notes/views.py:SettingsBase.post"] == ("http", "django urlconf '^settings$' via SettingsView")
+
+
+def test_a_url_row_never_takes_a_method_matched_by_name_for_its_view():
+    found = entry_points(
+        {
+            "pages/__init__.py": "",
+            "pages/views/__init__.py": "from .home import *\nfrom . import about\nabout_page = about.about_page\n",
+            "pages/views/home.py": "def landing(request):\n    return request\n",
+            "pages/views/about.py": "def about_page(request):\n    return request\n",
+            "pages/urls.py": """
+                from django.urls import path
+                from pages import views
+
+                urlpatterns = [path("", views.landing), path("about/", views.about_page)]
+                """,
+            "shop/cart.py": """
+                class Banner:
+                    def landing(self):
+                        return 1
+
+                    def about_page(self):
+                        return 2
+                """,
+        }
+    )
+    # ``views.landing`` is the function the package re-exports with ``*``.
+    assert found["pages/views/home.py:landing"] == ("http", "django urlconf ''")
+    # ``views.about_page`` is bound by an assignment the resolver cannot follow: the row
+    # names no view then, not another class's method of that name.
+    assert found["pages/views/about.py:about_page"] == ("http", "django view")
+    assert "shop/cart.py:Banner.landing" not in found
+    assert "shop/cart.py:Banner.about_page" not in found
 
 
 def test_flask_fastapi_tasks_cli_and_main_entry_points():
