@@ -35,6 +35,10 @@ Scoring, per case:
   counted separately (``fix_chains_through_function``), not held against the fix. Sink lines
   are not used at the fix (lines move).
 
+Every case is scored twice: on the findings ``--min-severity`` shows (default ``high``, what
+a user sees by default) and on every finding (``any_severity`` in the JSON); the totals split
+both by the round that added the case (``round`` in cases.json, absent for rounds 1 to 3).
+
 A scan that fails, times out or reports an incomplete result (exit 5/6, ``complete: false``)
 makes the affected cases ``error``; the others still run. Totals: recall on parents, the
 silent-after-fix rate over all cases and over the cases reported at the parent (a fix that is
@@ -340,8 +344,39 @@ def score(case: dict[str, Any], parent: ScanOutcome, fix: ScanOutcome, min_sever
     return row
 
 
+def score_both(case: dict[str, Any], parent: ScanOutcome, fix: ScanOutcome, min_severity: str) -> dict[str, Any]:
+    """The case's row scored on what ``min_severity`` shows, with the same scoring on every
+    finding at any severity under ``any_severity``, and the case's round under ``round``."""
+    row = score(case, parent, fix, min_severity)
+    row["round"] = case_round(case)
+    if row["status"] == "ok":
+        anywhere = score(case, parent, fix, "low")
+        row["any_severity"] = {"reported_at_parent": anywhere["reported_at_parent"],
+                               "silent_after_fix": anywhere["silent_after_fix"],
+                               "match": _match_kind(anywhere) if anywhere["reported_at_parent"] else None}
+    return row
+
+
+def case_round(case: dict[str, Any]) -> str:
+    """The benchmark round that added the case (``round`` in cases.json; the first 38 cases,
+    rounds 1 to 3, carry none)."""
+    return str(case.get("round", "1-3"))
+
+
+def headline(rows: list[dict[str, Any]], any_severity: bool = False) -> dict[str, int]:
+    """Scored cases, reported at the parent, silent after the fix and both, over ``rows``
+    (errors excluded), on the default-shown findings or on ``any_severity``'s."""
+    ok = [r for r in rows if r["status"] == "ok"]
+    views = [r.get("any_severity", {}) if any_severity else r for r in ok]
+    return {"scored": len(ok),
+            "reported_at_parent": sum(1 for v in views if v.get("reported_at_parent")),
+            "silent_after_fix": sum(1 for v in views if v.get("silent_after_fix")),
+            "reported_and_silent": sum(1 for v in views if v.get("reported_at_parent") and v.get("silent_after_fix"))}
+
+
 def compute_totals(rows: list[dict[str, Any]], seconds: float = 0.0) -> dict[str, Any]:
-    """Totals over per-case rows (errors excluded from the rates)."""
+    """Totals over per-case rows (errors excluded from the rates); ``by_round`` splits the
+    headline figures by the round that added the cases, shown by default and at any severity."""
     ok = [r for r in rows if r["status"] == "ok"]
     found = [r for r in ok if r["reported_at_parent"]]
     silent = [r for r in ok if r["silent_after_fix"]]
@@ -359,6 +394,10 @@ def compute_totals(rows: list[dict[str, Any]], seconds: float = 0.0) -> dict[str
         "by_framework": {fw: {"cases": n, "reported_at_parent": sum(1 for r in found if r["framework"] == fw),
                               "reported_and_silent": sum(1 for r in recognised if r["framework"] == fw)}
                          for fw, n in sorted(Counter(r["framework"] for r in ok).items())},
+        "any_severity": headline(rows, any_severity=True),
+        "by_round": {name: {"default": headline(group), "any_severity": headline(group, any_severity=True)}
+                     for name in sorted({r.get("round", "1-3") for r in rows})
+                     for group in [[r for r in rows if r.get("round", "1-3") == name]]},
         "seconds": round(seconds, 1),
     }
 
@@ -373,16 +412,24 @@ def _match_kind(row: dict[str, Any]) -> str:
 
 def render_markdown(totals: dict[str, Any], rows: list[dict[str, Any]], title: str) -> str:
     """The results as Markdown: a table, the totals and the misses."""
-    out = [f"# {title}", "", "| id | framework | parent | fix | findings in file | worst matching severity | function |",
-           "| --- | --- | --- | --- | --- | --- | --- |"]
+    out = [f"# {title}", "", "Parent and fix are scored on the findings shown by default (`--min-severity high`); "
+           "the 'any severity' columns score every finding.", "",
+           "| id | round | framework | parent | fix | parent, any severity | fix, any severity "
+           "| findings in file | worst matching severity | function |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         if r["status"] == "error":
-            out.append(f"| {r['id']} | {r['framework']} | ERROR | | | | `{r['function']}` ({r['error']}) |")
+            out.append(f"| {r['id']} | {r.get('round', '1-3')} | {r['framework']} | ERROR | | | | | | "
+                       f"`{r['function']}` ({r['error']}) |")
             continue
         par = _match_kind(r) if r["reported_at_parent"] else "**MISS**"
         fix = "silent" if r["silent_after_fix"] else "**STILL**"
+        anywhere = r.get("any_severity", {})
+        any_par = anywhere.get("match") or "**MISS**"
+        any_fix = "silent" if anywhere.get("silent_after_fix") else "**STILL**"
         best = r.get("parent_best_severity") or "none"
-        out.append(f"| {r['id']} | {r['framework']} | {par} | {fix} | {r['parent_findings_in_file']} | {best} | `{r['function']}` |")
+        out.append(f"| {r['id']} | {r.get('round', '1-3')} | {r['framework']} | {par} | {fix} | {any_par} | {any_fix} "
+                   f"| {r['parent_findings_in_file']} | {best} | `{r['function']}` |")
     t = totals
     out += ["", "## Totals", "",
             f"- cases: {t['cases']} (scored {t['scored']}, errors {t['errors']})",
@@ -394,6 +441,22 @@ def render_markdown(totals: dict[str, Any], rows: list[dict[str, Any]], title: s
             f"- silent after fix, all cases: {pct(t['silent_after_fix'], t['scored'])}",
             f"- silent after fix, of those reported at the parent: {pct(t['reported_and_silent'], t['reported_at_parent'])}",
             ""]
+    if t.get("by_round"):
+        out += ["| cases | scored | shown by default: reported at parent | silent after fix | reported and silent "
+                "| any severity: reported at parent | silent after fix | reported and silent |",
+                "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+        groups = [(f"round {name}", g) for name, g in t["by_round"].items()]
+        groups.append(("all", {"default": {k: t[k] for k in ("scored", "reported_at_parent", "silent_after_fix",
+                                                              "reported_and_silent")},
+                               "any_severity": t["any_severity"]}))
+        for label, g in groups:
+            d, a = g["default"], g["any_severity"]
+            out.append(f"| {label} | {d['scored']} | {pct(d['reported_at_parent'], d['scored'])} "
+                       f"| {pct(d['silent_after_fix'], d['scored'])} "
+                       f"| {pct(d['reported_and_silent'], d['reported_at_parent'])} "
+                       f"| {pct(a['reported_at_parent'], a['scored'])} | {pct(a['silent_after_fix'], a['scored'])} "
+                       f"| {pct(a['reported_and_silent'], a['reported_at_parent'])} |")
+        out.append("")
     out += ["| framework | cases | reported at parent | reported and silent after fix |", "| --- | --- | --- | --- |"]
     for fw, b in t["by_framework"].items():
         out.append(f"| {fw} | {b['cases']} | {b['reported_at_parent']} | {b['reported_and_silent']} |")
@@ -402,7 +465,8 @@ def render_markdown(totals: dict[str, Any], rows: list[dict[str, Any]], title: s
         out += ["", "## Misses at the parent", ""]
         for r in misses:
             out.append(f"- {r['id']}: `{r['path']}` `{r['function']}` -- {r['parent_findings_in_file']} finding(s) "
-                       f"in the file; {r['miss_reason']}")
+                       f"in the file; {r['miss_reason']}; worst matching severity: "
+                       f"{r.get('parent_best_severity') or 'none'}")
     still = [r for r in rows if r["status"] == "ok" and not r["silent_after_fix"]]
     if still:
         out += ["", "## Still reported after the fix", ""]
@@ -491,10 +555,11 @@ def main() -> int:
         try:
             parent = scan_commit(case["repo"], case["parent_commit"])
             fix = scan_commit(case["repo"], case["fix_commit"])
-            rows.append(score(case, parent, fix, args.min_severity))
+            rows.append(score_both(case, parent, fix, args.min_severity))
         except Exception as exc:
             rows.append({"id": case["id"], "repo": case["repo"], "framework": case["framework"], "path": case["path"],
-                         "function": case["function"], "status": "error", "error": f"{type(exc).__name__}: {exc}"})
+                         "function": case["function"], "round": case_round(case), "status": "error",
+                         "error": f"{type(exc).__name__}: {exc}"})
     shutil.rmtree(scratch, ignore_errors=True)
 
     # Table.
@@ -518,6 +583,14 @@ def main() -> int:
           f" 'chain' = only a chain through it)")
     print(f"silent after fix (all):   {pct(len(silent), len(ok))}")
     print(f"silent after fix (found): {pct(len(recognised), len(found))}   (reported at parent and silent at fix)")
+    anywhere = totals["any_severity"]
+    print(f"at any severity: recall {pct(anywhere['reported_at_parent'], anywhere['scored'])}, silent after fix "
+          f"{pct(anywhere['silent_after_fix'], anywhere['scored'])}")
+    for name, group in totals["by_round"].items():
+        d, a = group["default"], group["any_severity"]
+        print(f"  round {name:6} default recall {pct(d['reported_at_parent'], d['scored'])}, silent "
+              f"{pct(d['silent_after_fix'], d['scored'])}; any severity recall "
+              f"{pct(a['reported_at_parent'], a['scored'])}, silent {pct(a['silent_after_fix'], a['scored'])}")
     for fw, t in totals["by_framework"].items():
         print(f"  {fw:10} recall {pct(t['reported_at_parent'], t['cases'])}, fixed-and-silent {t['reported_and_silent']}")
     if len(ok) != len(rows):
