@@ -51,6 +51,9 @@ class ScanConfig:
     # dev-data commands are audited (entry points for the static pass, packed for the model).
     min_severity: str = "high"
     include_tests: bool = False
+    # The project's transaction-model files (relative to ``root`` unless absolute), read by
+    # the static pass after the built-in ones.
+    tx_models: tuple[Path, ...] = ()
     probes: int = DEFAULT_CANARIES
     recall_threshold: float = DEFAULT_RECALL_THRESHOLD
     baseline: Path | None = None
@@ -62,6 +65,11 @@ class ScanConfig:
     def scope(self) -> str:
         """The effective cache scope."""
         return self.cache_scope or str(self.root.resolve())
+
+    @property
+    def tx_model_paths(self) -> tuple[Path, ...]:
+        """The project's transaction-model files, relative ones resolved against ``root``."""
+        return tuple(path if path.is_absolute() else self.root / path for path in self.tx_models)
 
     @property
     def pack(self) -> PackOptions:

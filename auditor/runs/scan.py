@@ -128,7 +128,7 @@ def plan_scan(
                     not_run.append(rule.id)
                 continue
             progress(ProgressEvent(stage="static", message=f"static pass for {rule.id}"))
-            options = TxOptions(min_severity=config.min_severity, include_tests=config.include_tests)
+            options = TxOptions(min_severity=config.min_severity, include_tests=config.include_tests, models=config.tx_model_paths)
             result = analysis(prepared.indexes, prepared.texts, rule, prepared.graph, options=options)
             static_findings.extend(result.findings)
             notes.extend(_static_notes(rule, result, config))
