@@ -7,6 +7,12 @@ repository function that wraps it) is the boundary; ``ATOMIC_REQUESTS = True`` i
 settings module the project runs with (``DJANGO_SETTINGS_MODULE`` as set in
 ``manage.py``/``wsgi.py``/``asgi.py``) wraps every view, except those decorated
 ``non_atomic_requests``; ``transaction.on_commit`` callbacks run after the commit.
+``Model.delete()``/``QuerySet.delete()`` are one write: the collector runs the cascades and
+sends ``pre_delete``/``post_delete`` inside its own ``atomic``, so those receivers (and
+``m2m_changed``'s, sent inside the related manager's ``atomic``) are covered by the call that
+sent the signal (:func:`receiver_signals` says which signals each receiver listens to);
+``post_save`` receivers run outside any transaction. Those facts, and the manager method
+names below, are rows of ``models/django.yaml``, each citing Django's source.
 
 Inside a ``Manager`` or ``QuerySet`` subclass, ``self.create/get_or_create/update_or_create/
 bulk_create/bulk_update/update/delete(...)`` write too (the manager is the model's table).
