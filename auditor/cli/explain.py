@@ -21,6 +21,7 @@ def explain_command(
     min_severity: Annotated[str, typer.Option("--min-severity", help="Lowest severity the scan would report (critical, high, medium, low).")] = "high",
     include_tests: Annotated[bool, typer.Option("--include-tests", help="Count test code, fixtures and dev-data commands as entry points too.")] = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the file index and call graph caches.")] = False,
+    tx_models: Annotated[list[Path], typer.Option("--tx-models", help="A transaction-models file with the project's own boundary helpers, writes and signals (repeatable; relative to PATH).")] = [],
 ) -> None:
     """Explain why the tx-outside-transaction static pass reported a function or not."""
     from auditor.analysis.transactions import TxOptions
@@ -33,7 +34,8 @@ def explain_command(
     file, separator, function = target.rpartition(":")
     if not separator or not file or not function:
         raise UsageError(f"give the function as FILE:FUNCTION, not {target!r}")
-    options = TxOptions(min_severity=min_severity.lower(), include_tests=include_tests)
+    models = tuple(model if model.is_absolute() else path / model for model in tx_models)
+    options = TxOptions(min_severity=min_severity.lower(), include_tests=include_tests, models=models)
     prepared = prepare_repository(path, use_cache=not no_cache)
     inputs = AnalysisInputs(prepared.indexes, prepared.texts, builtin_rules()["tx-outside-transaction"], prepared.graph)
     explanation = explain(inputs, Path(file).as_posix(), function, options)

@@ -61,6 +61,7 @@ class ScanFlags:
     min_severity: MinSeverity = MinSeverity.HIGH
     static: bool = True
     baseline: Path | None = None
+    tx_models: tuple[Path, ...] = ()
     # window and packing
     model: str | None = None
     tokenizer: str | None = None
@@ -152,6 +153,7 @@ _SHARED: tuple[tuple[str, Any, str], ...] = (
     ("retries", Annotated[int, _option("--retries", min=0, panel=ENGINE_PANEL, help="Extra attempts after a transient server error.")], _ENGINE),
     ("probes", Annotated[int, _option("--probes", min=0, max=8, panel=RECALL_PANEL, help="Recall canaries planted per window (0 disables).")], _RECALL),
     ("recall_threshold", Annotated[float, _option("--recall-threshold", min=0.0, max=1.0, panel=RECALL_PANEL, help="Canary recall below this marks a window recall-degraded.")], _RECALL),
+    ("tx_models", Annotated[list[Path], _option("--tx-models", panel=FILES_PANEL, help="A transaction-models file with the project's own boundary helpers, writes and signals (repeatable; relative to the repository; docs/tx-models.md).")], _FILES),
     ("baseline", Annotated[Path | None, _option("--baseline", panel=OUTPUT_PANEL, help="Suppress the findings listed in this baseline file (auditor scan --write-baseline).")], _OUTPUT),
     ("format", Annotated[str, _option("--format", "-f", panel=OUTPUT_PANEL, help=" | ".join(Format))], _OUTPUT),
     ("output", Annotated[Path | None, _option("--output", "-o", panel=OUTPUT_PANEL, help="Write the report here instead of stdout.")], _OUTPUT),

@@ -62,4 +62,5 @@ def scan_config(path: Path, flags: ScanFlags) -> ScanConfig:
         probes=flags.probes,
         recall_threshold=flags.recall_threshold,
         baseline=flags.baseline,
+        tx_models=tuple(flags.tx_models),
     )

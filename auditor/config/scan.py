@@ -56,6 +56,9 @@ class ScanConfig:
     # dev-data commands are audited (entry points for the static pass, packed for the model).
     min_severity: Severity = Severity.HIGH
     include_tests: bool = False
+    # The project's transaction-model files (relative to ``root`` unless absolute), read by
+    # the static pass after the built-in ones.
+    tx_models: tuple[Path, ...] = ()
     probes: int = defaults.CANARIES
     recall_threshold: float = defaults.RECALL_THRESHOLD
     baseline: Path | None = None
@@ -67,6 +70,11 @@ class ScanConfig:
     def scope(self) -> str:
         """The name this tree's caches are kept under (``tree_cache_scope``)."""
         return tree_cache_scope(self.root, self.cache_scope)
+
+    @property
+    def tx_model_paths(self) -> tuple[Path, ...]:
+        """The project's transaction-model files, relative ones resolved against ``root``."""
+        return tuple(path if path.is_absolute() else self.root / path for path in self.tx_models)
 
     @property
     def pack(self) -> PackOptions:

@@ -211,7 +211,7 @@ def prepare_scan(
             config.root, config.walk, use_cache=config.use_cache, progress=progress, on_change=on_change,
             cache_scope=config.scope, parse_budget_s=config.parse_budget_s,
         )
-    options = TxOptions(min_severity=config.min_severity, include_tests=config.include_tests)
+    options = TxOptions(min_severity=config.min_severity, include_tests=config.include_tests, models=config.tx_model_paths)
     static = run_static_pass(prepared, rules, options, reported=config.static or not runs_model, progress=progress)
     return ScanInputs(rules, prepared, static)
 

@@ -8,9 +8,13 @@
   :mod:`.spring`, :mod:`.go_sql`, :mod:`.side_effects` and :mod:`.generic`: one
   transaction model per framework; :mod:`.effects`: the models asked in order and the
   effect a call counts as.
+- :mod:`.framework_facts`: framework facts as data (``models/*.yaml`` and a project's
+  ``--tx-models`` files): boundaries, opt-outs, after-commit calls, writes, and the signals
+  sent inside a transaction; the format is in docs/tx-models.md.
 - :mod:`.facts`: per-file effect sites and the regions boundaries cover.
 - :mod:`.boundaries`: which decorators, ``with`` expressions and entry points open a
-  transaction, and which call edges a boundary blocks.
+  transaction (a delete's ``pre_delete``/``post_delete`` receivers run inside one), and
+  which call edges a boundary blocks.
 - :mod:`.reach`: entry points, the edges followed (graph plus :mod:`.dispatch` and
   :mod:`.receivers` edges) and the search from the entry points.
 - :mod:`.arguments`: a call's arguments against its callee's parameters (which are false).

@@ -58,6 +58,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from auditor.callgraph.graph import CallGraph, Edge, FunctionRef
 from auditor.analysis.entrypoints import EntryPoint
@@ -66,7 +67,8 @@ from auditor.analysis.transactions.arguments import Arguments
 from auditor.analysis.transactions.boundaries import Boundaries
 from auditor.analysis.transactions.dispatch import Dispatch
 from auditor.analysis.transactions.effects import Verdicts
-from auditor.analysis.transactions.facts import NON_ATOMIC, FileFacts, PatternSet, RulePatterns, enclosing_of
+from auditor.analysis.transactions.facts import FileFacts, PatternSet, RulePatterns, enclosing_of
+from auditor.analysis.transactions.framework_facts import Kind, load_facts
 from auditor.analysis.transactions.findings import build_finding, folded
 from auditor.analysis.transactions.grading import DB_EFFECTS, grade_function
 from auditor.analysis.transactions.languages import family
@@ -90,11 +92,14 @@ class TxOptions:
 
     ``min_severity``: the lowest severity returned (``"low"`` shows single autocommit
     writes); ``include_tests``: treat test code, fixtures, dev-data management commands
-    (``populatedb``, ``seed_*``...) and dev-data scripts (``populate.py``...) as entry points too.
+    (``populatedb``, ``seed_*``...) and dev-data scripts (``populate.py``...) as entry points too;
+    ``models``: a project's transaction-model files, read after the built-in ones
+    (:mod:`.framework_facts`, docs/tx-models.md).
     """
 
     min_severity: str = Severity.LOW
     include_tests: bool = False
+    models: tuple[Path, ...] = ()
 
     def __post_init__(self) -> None:
         if Severity.parse(self.min_severity) is None:
@@ -153,7 +158,13 @@ class Analysis:
         self.options = options
         sql_write = rule.sql_write_pattern()
         languages = {family(language) for language in rule.languages}
-        patterns = RulePatterns(PatternSet(rule.sinks), PatternSet(rule.boundaries), PatternSet(NON_ATOMIC))
+        framework = load_facts(options.models)
+        patterns = RulePatterns(
+            sinks=PatternSet(rule.sinks + framework.calls(Kind.WRITE)),
+            boundaries=PatternSet(rule.boundaries + framework.calls(Kind.OPENS)),
+            non_atomic=PatternSet(framework.calls(Kind.OPTS_OUT)),
+            after_commit=PatternSet(framework.calls(Kind.AFTER_COMMIT)),
+        )
         related = django.related_managers(texts)
         verdicts: Verdicts = {}
         self.facts: dict[str, FileFacts] = {}
@@ -162,7 +173,10 @@ class Analysis:
             if languages and family(index.language) not in languages:
                 continue
             self.facts[path] = FileFacts(path, index, texts.get(path, ""), patterns, sql_write, related, verdicts)
-        self.boundaries = Boundaries(indexes, graph, self.facts, patterns, django.atomic_requests(indexes, texts))
+        self.boundaries = Boundaries(
+            indexes, graph, self.facts, patterns, django.atomic_requests(indexes, texts),
+            django.receiver_signals(indexes, graph), framework.signals(Kind.INSIDE),
+        )  # fmt: skip
         self.reach = Reach(indexes, graph, Dispatch(indexes, graph, texts), self.facts)
         self.arguments = Arguments(graph, self.facts)
         self.sequences = Sequences(graph, self.facts, self.reach, self.boundaries, self.arguments)

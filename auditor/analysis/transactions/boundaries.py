@@ -1,10 +1,13 @@
 """Transaction boundaries on functions and calls: which decorators and ``with``
 expressions open a transaction (the rule's patterns, or a repository function wrapping
-one), which entry points Django runs inside ``ATOMIC_REQUESTS``, and which call edges a
-boundary blocks.
+one), which entry points Django runs inside ``ATOMIC_REQUESTS``, which signal receivers
+run inside the transaction of the call that sends their signal (``pre_delete``/
+``post_delete`` inside ``Collector.delete``: rows ``kind: inside`` of the framework facts),
+and which call edges a boundary blocks.
 
 Inputs: the call graph, the per-file facts (whose regions grow by the wrappers found
-here), the rule's patterns and whether the project turns ``ATOMIC_REQUESTS`` on. Output:
+here), the rule's patterns, whether the project turns ``ATOMIC_REQUESTS`` on, and the
+signals each receiver is connected to with those sent inside a transaction. Output:
 :class:`Boundaries` (``entry_covered``, ``edge_blocked``, ``decorated_boundary``).
 """
 
@@ -36,6 +39,8 @@ class Boundaries:
         facts: Mapping[str, FileFacts],
         patterns: RulePatterns,
         atomic_requests: bool,
+        receiver_signals: Mapping[FunctionRef, frozenset[str]],
+        inside_signals: frozenset[str],
     ) -> None:
         self.indexes = indexes
         self.graph = graph
@@ -43,6 +48,10 @@ class Boundaries:
         self.patterns = patterns
         self.atomic_requests = atomic_requests
         """Whether Django runs every view in a transaction (``ATOMIC_REQUESTS``)."""
+        self.receiver_signals = receiver_signals
+        """The signals each receiver function is connected to (last names)."""
+        self.inside_signals = inside_signals
+        """Signals whose receivers run inside the sending call's transaction."""
         self._wrappers: dict[tuple[str, str], bool] = {}
         self._pattern_verdicts: dict[str, bool | None] = {}
         self._wrapper_targets: dict[tuple[str, str], FunctionRef | None] = {}
@@ -88,14 +97,24 @@ class Boundaries:
         return self._wrappers[key]
 
     def entry_covered(self, entry: EntryPoint) -> bool:
-        """Whether the entry point runs inside a transaction: a boundary decorator, or a
-        Django view under ``ATOMIC_REQUESTS`` that does not opt out."""
-        if self.decorated_boundary(entry.ref):
+        """Whether the entry point runs inside a transaction: a boundary decorator, a signal
+        receiver connected only to signals sent inside a transaction (a delete's
+        ``pre_delete``/``post_delete``), or a Django view under ``ATOMIC_REQUESTS`` that
+        does not opt out."""
+        if self.decorated_boundary(entry.ref) or self.covering_signals(entry):
             return True
         django_view = entry.kind == "http" and entry.detail.startswith(("django", "drf"))
         if django_view and self.atomic_requests:
             return not any(self.patterns.non_atomic.matches(decorator) for decorator in self.decorators(entry.ref))
         return False
+
+    def covering_signals(self, entry: EntryPoint) -> frozenset[str]:
+        """The signals a receiver entry point is connected to when every one of them is sent
+        inside a transaction (its writes are covered by the call that sent it); else none."""
+        if entry.kind != "consumer":
+            return frozenset()
+        signals = self.receiver_signals.get(entry.ref, frozenset())
+        return signals if signals and signals <= self.inside_signals else frozenset()
 
     def edge_blocked(self, edge: Edge, call: CallSite | None) -> bool:
         """Whether a boundary stands on the call ``edge`` (``call`` is its call site): the

@@ -7,6 +7,12 @@ repository function that wraps it) is the boundary; ``ATOMIC_REQUESTS = True`` i
 settings module the project runs with (``DJANGO_SETTINGS_MODULE`` as set in
 ``manage.py``/``wsgi.py``/``asgi.py``) wraps every view, except those decorated
 ``non_atomic_requests``; ``transaction.on_commit`` callbacks run after the commit.
+``Model.delete()``/``QuerySet.delete()`` are one write: the collector runs the cascades and
+sends ``pre_delete``/``post_delete`` inside its own ``atomic``, so those receivers (and
+``m2m_changed``'s, sent inside the related manager's ``atomic``) are covered by the call that
+sent the signal (:func:`receiver_signals` says which signals each receiver listens to);
+``post_save`` receivers run outside any transaction. Those facts, and the manager method
+names below, are rows of ``models/django.yaml``, each citing Django's source.
 
 Inside a ``Manager`` or ``QuerySet`` subclass, ``self.create/get_or_create/update_or_create/
 bulk_create/bulk_update/update/delete(...)`` write too (the manager is the model's table).
@@ -36,15 +42,17 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from auditor.callgraph.graph import CallGraph, FunctionRef
 from auditor.callgraph.names import python_module_name, strip_arguments
 from auditor.analysis.entrypoints import is_test_path, split_arguments
 from auditor.analysis.transactions.base import DOTTED, FOR_LOOP, CallContext, Classification, Effect
+from auditor.analysis.transactions.framework_facts import Kind, builtin_facts
 from auditor.analysis.transactions.grading import relative_value
 from auditor.index.model import CallSite, FileIndex
 
-_MANAGER_METHODS = frozenset(
-    {"add", "set", "remove", "clear", "create", "get_or_create", "update_or_create", "bulk_create", "update", "delete"}
-)
+# Writes through a related or many-to-many manager, and through a manager's or queryset's
+# own ``self``: rows of models/django.yaml.
+_MANAGER_METHODS = builtin_facts().methods(Kind.WRITE, "related-manager")
 _TREE_METHODS = frozenset({"add_root", "add_child", "add_sibling", "move_to", "insert_node", "delete_node"})
 _SESSION_METHODS = frozenset({"save", "flush", "delete", "clear", "cycle_key", "set_expiry", "create"})
 _NOT_SAVED = re.compile(r"^\s*(commit|save)\s*=\s*False\s*$")
@@ -56,7 +64,7 @@ _RELATED_FIELD = re.compile(r"(?m)^\s*(\w+)\s*=\s*(?:models\.)?(?:ManyToManyFiel
 _RELATED_NAME = re.compile(r"""related_name\s*=\s*['"](\w+)['"]""")
 _EXECUTE_NAMES = frozenset({"execute", "executemany", "executescript", "exec_driver_sql", "query", "raw", "run", "exec"})
 _LAUNCHERS = ("manage.py", "wsgi.py", "asgi.py")
-MANAGER_SELF_WRITES = frozenset({"create", "get_or_create", "update_or_create", "bulk_create", "bulk_update", "update", "delete"})
+MANAGER_SELF_WRITES = builtin_facts().methods(Kind.WRITE, "manager")
 _KEYWORD_ONLY = frozenset({"update", "create", "get_or_create", "update_or_create"})
 _KEYWORD = re.compile(r"^\s*(\*\*|\w+\s*=(?!=))")
 _MANAGER_CLASS = re.compile(r"(?:^|\.)\w*(?:Manager|QuerySet)$")
@@ -119,6 +127,58 @@ def atomic_requests(indexes: Mapping[str, FileIndex], texts: Mapping[str, str]) 
             if target is not None:
                 settings.append(target)
     return False
+
+
+def receiver_signals(indexes: Mapping[str, FileIndex], graph: CallGraph) -> dict[FunctionRef, frozenset[str]]:
+    """The signals each Python function is connected to as a receiver, by last name:
+    ``@receiver(post_delete, ...)`` / ``@receiver([pre_delete, post_delete], ...)`` (its
+    first argument, or ``signal=``) and ``post_delete.connect(handler, ...)`` (its first
+    argument, or ``receiver=``). A function connected to several signals lists them all."""
+    found: dict[FunctionRef, set[str]] = {}
+    for path in sorted(indexes):
+        index = indexes[path]
+        if index.language != "python":
+            continue
+        for definition in index.definitions:
+            if definition.kind not in ("function", "method"):
+                continue
+            for decorator in definition.decorators:
+                name = strip_arguments(decorator)
+                if name == "receiver" or name.endswith(".receiver"):
+                    signals = _signal_argument(decorator[decorator.find("(") + 1 : decorator.rfind(")")] if "(" in decorator else "", "signal")
+                    found.setdefault(FunctionRef(path, definition.qualname), set()).update(signals)
+        for call in index.calls:
+            if call.name != "connect" or "." not in call.callee:
+                continue
+            handler = _handler_argument(call.arguments)
+            ref = graph.resolve(path, handler) if handler is not None else None
+            if ref is not None:
+                found.setdefault(ref, set()).add(strip_arguments(call.callee).split(".")[-2])
+    return {ref: frozenset(signals) for ref, signals in found.items()}
+
+
+def _signal_argument(arguments: str, keyword: str) -> tuple[str, ...]:
+    """The last names of the signal(s) a ``receiver(...)`` decorator's arguments name."""
+    parts = split_arguments(arguments)
+    value = next((part.split("=", 1)[1].strip() for part in parts if part.startswith(f"{keyword}=")), None)
+    if value is None and parts and not _KEYWORD.match(parts[0]):
+        value = parts[0]
+    if value is None:
+        return ()
+    if value[:1] in "[(" and value[-1:] in "])":
+        items = split_arguments(value[1:-1])
+    else:
+        items = [value]
+    return tuple(item.rsplit(".", 1)[-1] for item in items if DOTTED.match(item))
+
+
+def _handler_argument(arguments: str) -> str | None:
+    """The handler a ``signal.connect(...)`` call connects (first argument or ``receiver=``)."""
+    parts = split_arguments(arguments)
+    handler = next((part.split("=", 1)[1].strip() for part in parts if part.startswith("receiver=")), None)
+    if handler is None and parts and not _KEYWORD.match(parts[0]):
+        handler = parts[0]
+    return handler if handler is not None and DOTTED.match(handler) else None
 
 
 def _demo_path(path: str) -> bool:

@@ -194,8 +194,12 @@ def _entry_path(analysis: Analysis, entry: EntryPoint, trail: Trail) -> EntryPat
     boundaries = analysis.boundaries
     found: list[str] = []
     if boundaries.entry_covered(entry):
+        signals = boundaries.covering_signals(entry)
         if boundaries.decorated_boundary(entry.ref):
             found.append(f"{entry.ref.qualname} has a boundary decorator")
+        elif signals:
+            names = ", ".join(sorted(signals))
+            found.append(f"{entry.ref.qualname} receives {names}: it runs inside the transaction of the call that sends it")
         else:
             found.append(f"Django runs the view {entry.ref.qualname} in a transaction (ATOMIC_REQUESTS)")
     hops = []

@@ -42,9 +42,6 @@ from auditor.analysis.transactions.scanning import (
 from auditor.index.model import CallSite, FileIndex
 from auditor.languages.grammars import parser_for
 
-NON_ATOMIC = ("transaction.non_atomic_requests", "non_atomic_requests")
-"""Decorators that opt a Django view out of ``ATOMIC_REQUESTS``."""
-_ON_COMMIT = compile_patterns(("on_commit", "*.on_commit"))
 _ENQUEUE = frozenset({"delay", "apply_async"})
 _EXTENT_LINES = 400
 _EXTENT_QUOTES = "\"'`"
@@ -104,26 +101,29 @@ class PatternSet:
 
 @dataclass(frozen=True)
 class RulePatterns:
-    """A rule's sink, boundary and non-atomic-request patterns, compiled once."""
+    """The sink and boundary patterns (the rule's and the framework facts'), the decorators
+    that opt a view out of ``ATOMIC_REQUESTS`` and the calls whose callbacks run after the
+    commit (``transaction.on_commit``), compiled once."""
 
     sinks: PatternSet
     boundaries: PatternSet
     non_atomic: PatternSet
+    after_commit: PatternSet
 
     @cached_property
     def call_names(self) -> frozenset[str] | None:
         """Every last name of a call a file's facts may look at beyond the sink and
         boundary patterns' own (an ``on_commit``, an execute-like call, a name a model
         claims), or None when a pattern's last name is a wildcard and any call may match."""
-        if self.sinks.any_name or self.boundaries.any_name:
+        if self.sinks.any_name or self.boundaries.any_name or self.after_commit.any_name:
             return None
-        return self.sinks.names | self.boundaries.names | EXECUTE_NAMES | MODEL_NAMES | {"on_commit"}
+        return self.sinks.names | self.boundaries.names | EXECUTE_NAMES | MODEL_NAMES | self.after_commit.names
 
     @cached_property
     def claim_prefixes(self) -> tuple[str, ...]:
-        """The sink and boundary patterns' last-name prefixes (``send_*``): beside
-        :attr:`call_names`, a call whose last name starts with one may matter too."""
-        return self.sinks.prefixes + self.boundaries.prefixes
+        """The sink, boundary and after-commit patterns' last-name prefixes (``send_*``):
+        beside :attr:`call_names`, a call whose last name starts with one may matter too."""
+        return self.sinks.prefixes + self.boundaries.prefixes + self.after_commit.prefixes
 
 
 class FileFacts:
@@ -156,7 +156,7 @@ class FileFacts:
         for call in calls:
             if patterns.boundaries.matches(call.callee, call.name) and (call.line, call.enclosing) not in block_lines:
                 self.regions.append(self._call_region(call))
-            elif call.name == "on_commit" and _ON_COMMIT is not None and _ON_COMMIT.match(strip_arguments(call.callee)):
+            elif patterns.after_commit.matches(call.callee, call.name):
                 on_commit.append(self._extent(call))
         self.sites: dict[FunctionRef, list[Site]] = {}
         for call in calls:

@@ -73,6 +73,7 @@ FRAMEWORK_ENTRIES = {
             Audit.objects.create(note="never")
             Audit.objects.create(note="twice")
 
+        post_save.connect(on_ticket_deleted, sender=Ticket)
         pre_delete.connect(on_ticket_deleted, sender=Ticket)
         """,
     "shop/serializers.py": """
@@ -102,7 +103,9 @@ def test_framework_invoked_methods_are_entry_points(rule: Rule):
     assert ("shop/views.py", "TicketViewSet.copy") in found
     receiver = found[("shop/signals.py", "on_ticket_saved")]
     assert "django signal receiver" in receiver.chain[0].note
-    assert ("shop/signals.py", "on_ticket_deleted") in found  # post_save.connect(handler)
+    # post_save.connect(handler); also connected to pre_delete, but a save runs it outside
+    # any transaction (a pre_delete-only receiver is covered: tests/unit/analysis/test_tx_deletes.py)
+    assert ("shop/signals.py", "on_ticket_deleted") in found
     assert "drf serializer" in found[("shop/serializers.py", "TicketSerializer.create")].chain[0].note
     # Negative controls: a function no signal connects, a create() of a plain class.
     assert ("shop/signals.py", "never_connected") not in found

@@ -1,0 +1,201 @@
+"""Framework facts as data (like CodeQL's models-as-data): which calls open a transaction or
+take a view out of the request's, which register callbacks that run after the commit,
+which write, and which signals the framework sends inside a transaction of its own.
+
+Inputs: the package's model files (``models/*.yaml``, one per framework, each row naming
+the framework file and function that proves it) and, optionally, a project's own files of
+the same format (``tx-models`` in ``[tool.auditor]`` or ``--tx-models``). Output:
+:class:`FrameworkFacts`, the rows of all of them; :func:`builtin_facts` for the package's
+alone. A bad row is a :class:`ModelsFileError` naming the file, the row and the field.
+The format is documented in docs/tx-models.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from auditor.errors import UsageError
+
+_BUILTIN_FILES = ("django.yaml",)
+_SUBJECTS = ("call", "method", "signal")
+_THROUGH = frozenset({"model", "queryset", "manager", "related-manager"})
+_FIELDS = frozenset({"kind", *_SUBJECTS, "through", "atomic", "proof", "note"})
+_PROOF_FIELDS = frozenset({"file", "function"})
+
+
+class ModelsFileError(UsageError):
+    """A transaction-models file that cannot be read, or a row in it that is not valid."""
+
+
+class Kind(str, Enum):
+    """What a row says about its call or signal."""
+
+    OPENS = "opens"
+    """The call (decorator, ``with`` expression) runs what it wraps in one transaction."""
+    OPTS_OUT = "opts-out"
+    """The decorator takes a view out of the transaction ``ATOMIC_REQUESTS`` opens."""
+    AFTER_COMMIT = "after-commit"
+    """The callbacks the call registers run after the transaction commits."""
+    WRITE = "write"
+    """The call writes to the database (``atomic``: in one transaction of its own)."""
+    INSIDE = "inside"
+    """The signal's receivers run inside the transaction of the call that sends it."""
+    OUTSIDE = "outside"
+    """The signal's receivers run in no transaction the framework opens."""
+
+
+# Which subject each kind takes.
+_SUBJECT_OF = {
+    Kind.OPENS: ("call",),
+    Kind.OPTS_OUT: ("call",),
+    Kind.AFTER_COMMIT: ("call",),
+    Kind.WRITE: ("call", "method"),
+    Kind.INSIDE: ("signal",),
+    Kind.OUTSIDE: ("signal",),
+}
+
+
+@dataclass(frozen=True)
+class Proof:
+    """The framework file and function whose source shows a fact."""
+
+    file: str
+    function: str
+
+
+@dataclass(frozen=True)
+class FrameworkFact:
+    """One row: a call pattern (``call``, fnmatch over the callee text), a framework method
+    reached ``through`` a kind of receiver (``method``, built-in files only) or a signal name
+    (``signal``), what it does (``kind``), and where that is proven."""
+
+    kind: Kind
+    framework: str
+    call: str = ""
+    method: str = ""
+    through: str = ""
+    signal: str = ""
+    atomic: bool = False
+    proof: Proof | None = None
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class FrameworkFacts:
+    """The rows of one or more model files, in file order."""
+
+    facts: tuple[FrameworkFact, ...] = ()
+
+    def calls(self, kind: Kind) -> tuple[str, ...]:
+        """The call patterns of the rows of ``kind``, in row order, each once."""
+        return tuple(dict.fromkeys(fact.call for fact in self.facts if fact.kind is kind and fact.call))
+
+    def methods(self, kind: Kind, through: str) -> frozenset[str]:
+        """The method names of the rows of ``kind`` reached through ``through``."""
+        return frozenset(fact.method for fact in self.facts if fact.kind is kind and fact.through == through and fact.method)
+
+    def signals(self, kind: Kind) -> frozenset[str]:
+        """The signal names of the rows of ``kind``."""
+        return frozenset(fact.signal for fact in self.facts if fact.kind is kind and fact.signal)
+
+    def extended(self, other: FrameworkFacts) -> FrameworkFacts:
+        """These rows, then ``other``'s."""
+        return FrameworkFacts(self.facts + other.facts)
+
+
+@cache
+def builtin_facts() -> FrameworkFacts:
+    """The rows of the package's model files (read once; the result is immutable)."""
+    found = FrameworkFacts()
+    folder = resources.files(__package__).joinpath("models")
+    for name in _BUILTIN_FILES:
+        text = folder.joinpath(name).read_text(encoding="utf-8")
+        found = found.extended(parse_facts(text, f"{__package__}/models/{name}", builtin=True))
+    return found
+
+
+def load_facts(paths: tuple[Path, ...]) -> FrameworkFacts:
+    """The built-in rows, then those of each project file in ``paths``."""
+    found = builtin_facts()
+    for path in paths:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ModelsFileError(f"{path}: cannot read transaction models: {exc}") from exc
+        found = found.extended(parse_facts(text, str(path), builtin=False))
+    return found
+
+
+def parse_facts(text: str, source: str, *, builtin: bool) -> FrameworkFacts:
+    """The rows of one model file's text (``source`` names it in errors). A project's file
+    (``builtin`` False) may leave out ``proof`` and may not use ``method`` rows, which feed
+    the built-in framework models' own method tables."""
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ModelsFileError(f"{source}: not valid YAML: {exc}") from exc
+    if not isinstance(document, dict):
+        raise ModelsFileError(f"{source}: expected a mapping with 'framework' and 'facts'")
+    unknown = sorted(set(document) - {"framework", "source", "facts"})
+    if unknown:
+        raise ModelsFileError(f"{source}: unknown top-level key {unknown[0]!r} (known: facts, framework, source)")
+    framework = document.get("framework")
+    if not isinstance(framework, str) or not framework:
+        raise ModelsFileError(f"{source}: 'framework' must name the framework or project the rows are about")
+    if builtin and not isinstance(document.get("source"), str):
+        raise ModelsFileError(f"{source}: 'source' must name the release the proofs were read in")
+    rows = document.get("facts")
+    if not isinstance(rows, list):
+        raise ModelsFileError(f"{source}: 'facts' must be a list of rows")
+    return FrameworkFacts(tuple(_fact(row, framework, f"{source}: row {number}", builtin) for number, row in enumerate(rows, 1)))
+
+
+def _fact(row: Any, framework: str, where: str, builtin: bool) -> FrameworkFact:
+    if not isinstance(row, dict):
+        raise ModelsFileError(f"{where}: a row must be a mapping, not {type(row).__name__}")
+    unknown = sorted(set(row) - _FIELDS)
+    if unknown:
+        raise ModelsFileError(f"{where}: unknown field {unknown[0]!r} (known: {', '.join(sorted(_FIELDS))})")
+    try:
+        kind = Kind(row.get("kind"))
+    except ValueError:
+        known = ", ".join(kind.value for kind in Kind)
+        raise ModelsFileError(f"{where}: field 'kind': {row.get('kind')!r} is not one of {known}") from None
+    subjects = [name for name in _SUBJECTS if name in row]
+    if len(subjects) != 1:
+        raise ModelsFileError(f"{where}: a row names exactly one of {', '.join(_SUBJECT_OF[kind])} (found: {', '.join(subjects) or 'none'})")
+    subject = subjects[0]
+    if subject not in _SUBJECT_OF[kind]:
+        raise ModelsFileError(f"{where}: field {subject!r}: a '{kind.value}' row names {' or '.join(_SUBJECT_OF[kind])}")
+    value = row[subject]
+    if not isinstance(value, str) or not value.strip():
+        raise ModelsFileError(f"{where}: field {subject!r} must be a non-empty string")
+    if subject == "method" and not builtin:
+        raise ModelsFileError(f"{where}: field 'method': only the built-in models use method rows; name the call with 'call'")
+    through = row.get("through", "")
+    if subject == "method" and through not in _THROUGH:
+        raise ModelsFileError(f"{where}: field 'through' must be one of {', '.join(sorted(_THROUGH))}")
+    if subject != "method" and "through" in row:
+        raise ModelsFileError(f"{where}: field 'through' goes with 'method' only")
+    atomic = row.get("atomic", False)
+    if not isinstance(atomic, bool) or (atomic and kind is not Kind.WRITE):
+        raise ModelsFileError(f"{where}: field 'atomic' is true or false, on 'write' rows only")
+    note = row.get("note", "")
+    if not isinstance(note, str):
+        raise ModelsFileError(f"{where}: field 'note' must be a string")
+    return FrameworkFact(kind, framework, atomic=atomic, proof=_proof(row.get("proof"), where, builtin), note=note, through=through, **{subject: value.strip()})
+
+
+def _proof(value: Any, where: str, builtin: bool) -> Proof | None:
+    if value is None and not builtin:
+        return None
+    if not isinstance(value, dict) or set(value) != _PROOF_FIELDS or not all(isinstance(value[key], str) and value[key] for key in _PROOF_FIELDS):
+        raise ModelsFileError(f"{where}: field 'proof' must be {{file: ..., function: ...}} naming where the framework's source shows the fact")
+    return Proof(value["file"], value["function"])
