@@ -9,6 +9,8 @@ from entry points).
   paths, components, ``resolve``, ``class_member``).
 - ``resolve``: how a call site's callee text becomes an edge (scopes, classes, imports,
   the unique-name fallback).
+- ``symbols``: the tables resolution reads (definitions by file, name and directory) and
+  the lookups by name alone.
 - ``imports``: what each file's imports bind, per language, and Python module names.
 - ``languages``: what calls mean in each language, as data (``RULES``), not branches.
 - ``names``: ``<module>``/``<main>``, ``python_module_name``, ``strip_arguments``.

@@ -176,7 +176,7 @@ class CallGraph:
 
     def definition(self, ref: FunctionRef) -> Definition | None:
         """The index definition behind a reference (None for ``<module>``/``<main>``)."""
-        return self._repository.definitions.get(ref.path, {}).get(ref.qualname)
+        return self._repository.symbols.definitions.get(ref.path, {}).get(ref.qualname)
 
     def paths(self, source: FunctionRef, target: FunctionRef, max_depth: int = 8) -> tuple[tuple[Edge, ...], ...]:
         """Simple call paths from ``source`` to ``target`` of at most ``max_depth`` edges.
@@ -258,7 +258,7 @@ class CallGraph:
         """References in ``path`` for a qualname, or for a bare name (all definitions with it)."""
         if function in (MODULE_FUNCTION, MAIN_FUNCTION):
             return [FunctionRef(path, function)]
-        table = self._repository.definitions.get(path, {})
+        table = self._repository.symbols.definitions.get(path, {})
         if function in table:
             return [FunctionRef(path, function)]
         short = function.split(".")[-1]
@@ -292,9 +292,9 @@ class CallGraph:
             return FunctionRef(resolution.path, resolution.target.qualname)
         if resolution.stop:
             return None
-        fallback = self._repository.fallback(path, parts)
+        fallback = self._repository.symbols.fallback(path, parts)
         if fallback is None:
-            classes = self._repository.classes_named(path, parts[-1])
+            classes = self._repository.symbols.classes_named(path, parts[-1])
             return FunctionRef(classes[0][0], classes[0][1].qualname) if len(classes) == 1 else None
         return FunctionRef(fallback[0], fallback[1].qualname)
 

@@ -3,7 +3,9 @@
 Input: ``FileIndex`` objects keyed by repository path. Output: per file, the sorted, distinct
 (caller, callee path, callee, line, approximate) rows of :func:`file_edges`, which
 :class:`~auditor.callgraph.graph.CallGraph` keeps; and the :class:`Repository` lookups
-the graph's queries (``resolve``, ``class_member``, ``base_classes``) ask.
+the graph's queries (``resolve``, ``class_member``, ``base_classes``) ask. The tables it
+resolves over, and the lookups by name alone (the unique-name fallback among them), are
+:mod:`auditor.callgraph.symbols`.
 
 Resolution is best-effort and static. In order, a call's callee text is resolved through:
 ``self.``/``cls.``/``this.`` methods of the enclosing class and its bases within the
@@ -33,36 +35,21 @@ method itself is never taken.
 
 from __future__ import annotations
 
-import posixpath
-from collections import defaultdict
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from auditor.callgraph.imports import Binding, ImportTable, Module, Symbol
-from auditor.callgraph.languages import call_family, rules_for
+from auditor.callgraph.imports import Binding, Module, Symbol
+from auditor.callgraph.languages import rules_for
 from auditor.callgraph.names import MAIN_FUNCTION, MODULE_FUNCTION, strip_arguments
+from auditor.callgraph.symbols import Symbols
 from auditor.index.model import Definition, FileIndex
 
 # Bound on re-export chains followed through package ``__init__`` files and base classes.
 _MAX_HOPS = 8
 
-_FUNCTION_KINDS = ("function", "method")
 RECEIVERS_SELF = frozenset({"self", "cls", "this"})
 """Receivers that name the enclosing class's instance (or the class itself)."""
 
-# Method and function names shared with builtins, containers, strings, ORMs, HTTP clients
-# and test tools: a bare name match on these says nothing about which definition runs.
-_COMMON_NAMES = frozenset(
-    """
-    add all any append apply bool call clear close commit copy count create decode delete
-    dict discard dispatch encode execute exists extend filter find first flush format from_dict
-    get get_or_create group handle head index info init insert int items join keys len list
-    load loads log main map merge next open options patch pop post print process put read
-    refresh remove render replace reset run save send set setdefault sort split start stop
-    str strip super to_dict update update_or_create validate values warning write error
-    debug exception filter_by query delete_many insert_one
-    """.split()
-)
 
 class _Resolution(NamedTuple):
     """Outcome of resolving callee text: a target, or why no fallback should be tried.
@@ -83,80 +70,20 @@ _UNRESOLVED = _Resolution()
 _STOP = _Resolution(stop=True)
 
 
-
 class Repository:
-    """Lookup tables over all indexed files, shared by resolution and the graph's queries."""
+    """Name resolution over all indexed files' symbol tables, shared by the edges and the
+    graph's queries: dotted names through scopes, classes and their bases, and imports."""
 
     def __init__(self, indexes: Mapping[str, FileIndex]) -> None:
-        """Tables over ``indexes``: definitions by file; functions, classes and files by
-        language family and name or directory; import bindings (in ``imports``) are made
-        per file on first use."""
-        self.indexes = indexes
-        self.definitions: dict[str, dict[str, Definition]] = {}
-        self.families: dict[str, str] = {path: call_family(index.language) for path, index in indexes.items()}
-        self.by_name: dict[tuple[str, str], list[tuple[str, Definition]]] = defaultdict(list)
-        """Functions and methods by (family, name), in path order."""
-        self.classes_by_name: dict[tuple[str, str], list[tuple[str, Definition]]] = defaultdict(list)
-        """Classes by (family, name), in path order."""
-        self.directories: dict[tuple[str, str], list[str]] = defaultdict(list)
-        """Files by (family, directory), in path order."""
-        self._enclosing_classes: dict[tuple[str, str], Definition | None] = {}
+        """Resolution over the symbol tables of ``indexes`` (in ``symbols``)."""
+        self.symbols = Symbols(indexes)
         self._bases: dict[tuple[str, int, int], tuple[tuple[str, Definition], ...]] = {}
-        self.languages: dict[str, str] = {path: index.language for path, index in indexes.items()}
-        self._directory_classes: dict[tuple[str, str], list[tuple[str, Definition]]] = {}
-        self._subclasses_by_language: dict[str, dict[str, list[tuple[str, Definition]]]] = {}
-        self._calls: dict[str, frozenset[str]] = {}
-        for path in sorted(indexes):
-            index = indexes[path]
-            family = self.families[path]
-            table: dict[str, Definition] = {}
-            for definition in index.definitions:
-                table.setdefault(definition.qualname, definition)
-                if definition.kind in _FUNCTION_KINDS:
-                    self.by_name[(family, definition.name)].append((path, definition))
-                elif definition.kind == "class":
-                    self.classes_by_name[(family, definition.name)].append((path, definition))
-            self.definitions[path] = table
-            self.directories[(family, posixpath.dirname(path))].append(path)
-        self.imports = ImportTable(indexes, self.directories)
 
-    # -- definitions ---------------------------------------------------------------------
-
-    def classes_named(self, path: str, name: str) -> list[tuple[str, Definition]]:
-        """The classes named ``name`` that a call written in ``path`` may reach (those of
-        its language family), in path order."""
-        return self.classes_by_name.get((self.families.get(path, ""), name), [])
-
-    def sibling_files(self, path: str) -> list[str]:
-        """The files of ``path``'s directory and language family (``path`` among them)."""
-        return self.directories.get((self.families.get(path, ""), posixpath.dirname(path)), [])
-
-    def top_level(self, path: str, name: str) -> Definition | None:
-        """A module-level definition of ``name`` in ``path``."""
-        definition = self.definitions.get(path, {}).get(name)
-        return definition if definition is not None and definition.parent is None else None
-
-    def enclosing_class(self, path: str, scope: str | None) -> Definition | None:
-        """The innermost class around the function ``scope``."""
-        if not scope:
-            return None
-        key = (path, scope)
-        if key not in self._enclosing_classes:
-            self._enclosing_classes[key] = self._find_enclosing_class(path, scope)
-        return self._enclosing_classes[key]
-
-    def _find_enclosing_class(self, path: str, scope: str) -> Definition | None:
-        table = self.definitions.get(path, {})
-        parts = scope.split(".")
-        for size in range(len(parts) - 1, 0, -1):
-            candidate = table.get(".".join(parts[:size]))
-            if candidate is not None and candidate.kind == "class":
-                return candidate
-        return None
+    # -- classes -------------------------------------------------------------------------
 
     def class_member(self, path: str, cls: Definition, member: str, hops: int = 0) -> tuple[str, Definition] | None:
         """The definition ``member`` of class ``cls`` or of its repository bases."""
-        found = self.definitions.get(path, {}).get(f"{cls.qualname}.{member}")
+        found = self.symbols.definitions.get(path, {}).get(f"{cls.qualname}.{member}")
         if found is not None:
             return path, found
         if hops >= _MAX_HOPS:
@@ -197,9 +124,9 @@ class Repository:
         if not parts or hops > _MAX_HOPS:
             return _UNRESOLVED
         head = parts[0]
-        table = self.definitions.get(path, {})
+        table = self.symbols.definitions.get(path, {})
         if head in RECEIVERS_SELF or head == "super":
-            cls = self.enclosing_class(path, scope)
+            cls = self.symbols.enclosing_class(path, scope)
             if cls is None or len(parts) != 2:
                 return _UNRESOLVED  # self.repository.save(): the attribute's type is unknown
             if head == "super":
@@ -212,20 +139,20 @@ class Repository:
             if member is not None:
                 return _Resolution(member[1], member[0])
             return _STOP
-        rules = rules_for(self.languages[path])
+        rules = rules_for(self.symbols.languages[path])
         if scope and len(parts) == 1:
             nested = table.get(f"{scope}.{head}")
             if nested is not None:
                 return _Resolution(nested, path)
             if rules.implicit_members:
-                cls = self.enclosing_class(path, scope)
+                cls = self.symbols.enclosing_class(path, scope)
                 member = self.class_member(path, cls, head) if cls is not None else None
                 if member is not None:
                     return _Resolution(member[1], member[0])
         local = table.get(head)
         if local is not None and local.parent is None:
             return self._descend(path, local, parts[1:])
-        binding = self.imports.bindings(path).get(head)
+        binding = self.symbols.imports.bindings(path).get(head)
         if binding is not None:
             return self._follow(path, binding, parts[1:], hops)
         if rules.typed_fields and len(parts) == 2 and head[:1].islower():
@@ -233,14 +160,14 @@ class Repository:
             if typed is not None:
                 return typed
         if rules.shares_package_name(head):
-            for sibling in self.sibling_files(path):
-                found = self.top_level(sibling, head)
+            for sibling in self.symbols.sibling_files(path):
+                found = self.symbols.top_level(sibling, head)
                 if found is not None:
                     return self._descend(sibling, found, parts[1:])
         if rules.stops_on_external_results and len(parts) > 2 and self._chain_on_external_call(path, parts, scope, hops):
             return _STOP
-        for star in self.imports.star_imports(path):
-            found = self.top_level(star, head)
+        for star in self.symbols.imports.star_imports(path):
+            found = self.symbols.top_level(star, head)
             if found is not None:
                 return self._descend(star, found, parts[1:])
         if head in rules.builtins and len(parts) == 1:
@@ -251,14 +178,11 @@ class Repository:
         """Whether ``parts`` calls a method on the result of another call in the file that
         runs no repository function (Go) (``s.db.QueryRow(q).Scan(&id)``: ``Scan`` belongs to
         ``*sql.Row``, not to a repository type that happens to have a ``Scan``)."""
-        calls = self._calls.get(path)
-        if calls is None:
-            calls = self._calls[path] = frozenset(call.callee for call in self.indexes[path].calls)
         prefix = parts[:-1]
-        if ".".join(prefix) not in calls:
+        if ".".join(prefix) not in self.symbols.callee_texts(path):
             return False
         inner = self.resolve_name(path, prefix, scope, hops + 1)
-        return inner.target is None and (inner.stop or self.fallback(path, prefix) is None)
+        return inner.target is None and (inner.stop or self.symbols.fallback(path, prefix) is None)
 
     def _typed_field_member(self, path: str, field: str, member: str) -> _Resolution | None:
         """``field.member()`` on a field named after its type (Java), as injected fields are
@@ -272,59 +196,30 @@ class Repository:
         class."""
         suffix = field[0].upper() + field[1:]
         found: list[tuple[str, Definition]] = []
-        for name, binding in sorted(self.imports.bindings(path).items()):
+        for name, binding in sorted(self.symbols.imports.bindings(path).items()):
             if name.endswith(suffix) and isinstance(binding, Symbol) and binding.module.startswith("java:"):
                 resolved = self._follow(path, binding, [], 0)
                 if resolved.target is not None and resolved.target.kind == "class":
                     found.append((resolved.path, resolved.target))
-        language = self.languages[path]
-        for sibling_path, cls in self._package_classes(path, language):
+        language = self.symbols.languages[path]
+        for sibling_path, cls in self.symbols.package_classes(path, language):
             if cls.name.endswith(suffix) and (sibling_path, cls) not in found:
                 found.append((sibling_path, cls))
         members = [hit for hit in (self.class_member(cls_path, cls, member) for cls_path, cls in found) if hit is not None]
         if len(members) != 1:
             return None
         member_path, definition = members[0]
-        owner = self.definitions.get(member_path, {}).get(definition.parent or "")
+        owner = self.symbols.definitions.get(member_path, {}).get(definition.parent or "")
         if definition.body_start_line <= definition.end_line or _transactional(definition, owner):
             return _Resolution(definition, member_path)
         implementations = []
-        for sub_path, sub in self._subclasses(language).get(owner.name if owner is not None else "", ()):
-            hit = self.definitions.get(sub_path, {}).get(f"{sub.qualname}.{member}")
+        for sub_path, sub in self.symbols.subclasses(language).get(owner.name if owner is not None else "", ()):
+            hit = self.symbols.definitions.get(sub_path, {}).get(f"{sub.qualname}.{member}")
             if hit is not None:
                 implementations.append((sub_path, hit))
         if len(implementations) == 1:
             return _Resolution(implementations[0][1], implementations[0][0])
         return _STOP  # abstract, or one line (the index cannot tell): no edge either way
-
-    def _package_classes(self, path: str, language: str) -> list[tuple[str, Definition]]:
-        """The top-level classes of the ``language`` files in ``path``'s directory, in path order."""
-        key = (posixpath.dirname(path), language)
-        found = self._directory_classes.get(key)
-        if found is None:
-            found = self._directory_classes[key] = [
-                (sibling, definition)
-                for sibling in self.sibling_files(path)
-                if self.languages.get(sibling) == language
-                for definition in self.definitions.get(sibling, {}).values()
-                if definition.kind == "class" and definition.parent is None
-            ]
-        return found
-
-    def _subclasses(self, language: str) -> dict[str, list[tuple[str, Definition]]]:
-        """The ``language`` classes by the simple name of each class or interface they
-        extend or implement (type arguments dropped), in path order."""
-        found = self._subclasses_by_language.get(language)
-        if found is None:
-            found = self._subclasses_by_language[language] = defaultdict(list)
-            for path in sorted(self.indexes):
-                if self.languages[path] != language:
-                    continue
-                for definition in self.indexes[path].definitions:
-                    if definition.kind == "class":
-                        for base in definition.bases:
-                            found[strip_arguments(base).rsplit(".", 1)[-1]].append((path, definition))
-        return found
 
     def _descend(self, path: str, definition: Definition, rest: list[str]) -> _Resolution:
         """Apply the remaining attribute names to a definition (class members only)."""
@@ -346,8 +241,8 @@ class Repository:
                 directory = module[3:]
                 if not rest:
                     return _UNRESOLVED
-                for file_path in self.directories.get((self.families[path], directory), ()):
-                    found = self.top_level(file_path, rest[0])
+                for file_path in self.symbols.directories.get((self.symbols.families[path], directory), ()):
+                    found = self.symbols.top_level(file_path, rest[0])
                     if found is not None:
                         return self._descend(file_path, found, rest[1:])
                 return _STOP
@@ -355,7 +250,7 @@ class Repository:
                 target = module[5:]
                 if not rest:
                     return _UNRESOLVED
-                found = self.top_level(target, rest[0])
+                found = self.symbols.top_level(target, rest[0])
                 return self._descend(target, found, rest[1:]) if found is not None else _STOP
             return self._in_python_module(path, module, rest, hops)
         module, name = binding.module, binding.name
@@ -363,12 +258,12 @@ class Repository:
             return _STOP
         if module.startswith("file:"):
             target = module[5:]
-            found = self.top_level(target, name)
+            found = self.symbols.top_level(target, name)
             if found is None and name == "default":
                 return _UNRESOLVED
             return self._descend(target, found, rest) if found is not None else _STOP
         if module.startswith("java:"):
-            candidates = self.classes_named(path, name)
+            candidates = self.symbols.classes_named(path, name)
             dotted = module[5:].replace(".", "/")
             exact = [item for item in candidates if item[0].endswith(dotted + ".java")]
             chosen = exact or (candidates if len(candidates) == 1 else [])
@@ -383,28 +278,28 @@ class Repository:
         """Resolve ``dotted`` (a module, or module.symbol) followed by ``rest`` attributes."""
         if symbol is not None:
             module, name = symbol
-            module_path = self.imports.find_module(module, path) if module else None
+            module_path = self.symbols.imports.find_module(module, path) if module else None
             if module_path is not None:
-                found = self.top_level(module_path, name)
+                found = self.symbols.top_level(module_path, name)
                 if found is not None:
                     return self._descend(module_path, found, rest)
-                inner = self.imports.bindings(module_path).get(name)
+                inner = self.symbols.imports.bindings(module_path).get(name)
                 if inner is not None and hops < _MAX_HOPS:
                     return self._follow(module_path, inner, rest, hops + 1)
-                for star in self.imports.star_imports(module_path):
-                    found = self.top_level(star, name)
+                for star in self.symbols.imports.star_imports(module_path):
+                    found = self.symbols.top_level(star, name)
                     if found is not None:
                         return self._descend(star, found, rest)
-            submodule = self.imports.find_module(dotted, path)
+            submodule = self.symbols.imports.find_module(dotted, path)
             if submodule is None:
                 return _STOP if module_path is None else _UNRESOLVED
             return self._in_python_module(path, dotted, rest, hops)
         # ``dotted`` names a module; extend it with leading attributes that are submodules.
-        module_path = self.imports.find_module(dotted, path)
+        module_path = self.symbols.imports.find_module(dotted, path)
         remaining = list(rest)
         current = dotted
         while remaining:
-            deeper = self.imports.find_module(f"{current}.{remaining[0]}", path)
+            deeper = self.symbols.imports.find_module(f"{current}.{remaining[0]}", path)
             if deeper is None:
                 break
             current, module_path = f"{current}.{remaining[0]}", deeper
@@ -413,39 +308,18 @@ class Repository:
             return _STOP
         if not remaining:
             return _UNRESOLVED
-        found = self.top_level(module_path, remaining[0])
+        found = self.symbols.top_level(module_path, remaining[0])
         if found is not None:
             return self._descend(module_path, found, remaining[1:])
-        inner = self.imports.bindings(module_path).get(remaining[0])
+        inner = self.symbols.imports.bindings(module_path).get(remaining[0])
         if inner is not None and hops < _MAX_HOPS:
             return self._follow(module_path, inner, remaining[1:], hops + 1)
-        for star in self.imports.star_imports(module_path):
-            found = self.top_level(star, remaining[0])
+        for star in self.symbols.imports.star_imports(module_path):
+            found = self.symbols.top_level(star, remaining[0])
             if found is not None:
                 return self._descend(star, found, remaining[1:])
         return _UNRESOLVED
 
-    def fallback(self, path: str, parts: list[str]) -> tuple[str, Definition] | None:
-        """A unique definition of ``path``'s language family with the call's last name,
-        preferring files this file imports."""
-        name = parts[-1]
-        if name in _COMMON_NAMES or (name.startswith("__") and name.endswith("__")):
-            return None
-        candidates = self.by_name.get((self.families.get(path, ""), name), [])
-        if len(parts) == 1:
-            candidates = [item for item in candidates if item[1].parent is None]
-        elif rules_for(self.languages.get(path)).attribute_calls_reach_methods:
-            # ``x.name()`` on an object runs a method: a module's function would have been
-            # reached through the import (``user.set_password()`` is not the view
-            # ``set_password``).
-            candidates = [item for item in candidates if item[1].parent is not None]
-        if len(candidates) == 1:
-            return candidates[0]
-        if not candidates:
-            return None
-        nearby = self.imports.imported_paths(path) | {path}
-        close = [item for item in candidates if item[0] in nearby]
-        return close[0] if len(close) == 1 else None
 
 
 def _transactional(method: Definition, owner: Definition | None) -> bool:
@@ -485,7 +359,7 @@ def _resolve_call(repository: Repository, path: str, callee: str, scope: str | N
         return (target[0], target[1].qualname, False) if target is not None else None
     if resolution.stop:
         return None
-    fallback = repository.fallback(path, parts)
+    fallback = repository.symbols.fallback(path, parts)
     if fallback is None or _call_on_another_object(repository, path, parts, scope, fallback):
         return None
     return fallback[0], fallback[1].qualname, True
@@ -498,7 +372,7 @@ def _call_on_another_object(
     object's ``m`` (an injected service's method of the same name), not recursion: so in
     languages whose rules say ``receiver_calls_never_recurse`` (Java, Go)."""
     return (
-        rules_for(repository.languages.get(path)).receiver_calls_never_recurse
+        rules_for(repository.symbols.languages.get(path)).receiver_calls_never_recurse
         and len(parts) > 1
         and parts[0] not in RECEIVERS_SELF
         and target[0] == path
@@ -514,7 +388,7 @@ def file_edges(repository: Repository, path: str, index: FileIndex) -> list[tupl
     resolution can depend on it (``self.``/``super`` receivers, names nested in it, languages
     whose rules are ``scope_bound``), otherwise None, as the same text then resolves the same anywhere in the file.
     """
-    table = repository.definitions.get(path, {})
+    table = repository.symbols.definitions.get(path, {})
     scope_bound = rules_for(index.language).scope_bound
     main_start, main_end = index.main_block or (0, -1)
     resolved_by_key: dict[tuple[str, str | None], tuple[str, str, bool] | None] = {}

@@ -1,6 +1,7 @@
-"""The package layout is the architecture: one subpackage per pipeline stage, and imports
+"""The package layout is the architecture: one subpackage per pipeline stage, imports
 that only run one way (no module cycle, no stage cycle), read from the source with ``ast``
-(function-local imports included, since they are real dependencies too)."""
+(function-local imports included, since they are real dependencies too), and no module or
+class grown past the size of one job."""
 
 from __future__ import annotations
 
@@ -105,3 +106,25 @@ def test_the_call_graph_never_imports_the_analyses_built_on_it() -> None:
     for module, imported in _graph().items():
         if _stage(module) == "callgraph":
             assert not {m for m in imported if _stage(m) in ("analysis", "pack", "findings")}, module
+
+
+MAX_MODULE_LINES = 800
+MAX_CLASS_LINES = 300
+
+
+def test_no_module_or_class_outgrows_one_job() -> None:
+    # A module or class this long is doing several jobs: split it along a seam, not by
+    # joining lines.
+    offenders: list[str] = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        name = path.relative_to(PACKAGE.parent).as_posix()
+        text = path.read_text(encoding="utf-8")
+        lines = len(text.splitlines())
+        if lines > MAX_MODULE_LINES:
+            offenders.append(f"{name}: module of {lines} lines (at most {MAX_MODULE_LINES})")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ClassDef):
+                size = node.end_lineno - node.lineno + 1 if node.end_lineno is not None else 0
+                if size > MAX_CLASS_LINES:
+                    offenders.append(f"{name}:{node.lineno}: class {node.name} of {size} lines (at most {MAX_CLASS_LINES})")
+    assert not offenders, "\n".join(offenders)

@@ -1,0 +1,168 @@
+"""Symbol tables: what the indexed files define and where, looked up by name alone.
+
+Input: ``FileIndex`` objects keyed by repository path. Output: a :class:`Symbols` whose
+tables (definitions per file; functions, classes and files per language family and name or
+directory; import bindings) and lookups need no name resolution: a file's top-level names,
+the class around a function, a package's classes, a language's subclasses by base name, and
+the unique-name fallback. :class:`~auditor.callgraph.resolve.Repository` resolves callee
+text over them.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections import defaultdict
+from collections.abc import Mapping
+
+from auditor.callgraph.imports import ImportTable
+from auditor.callgraph.languages import call_family, rules_for
+from auditor.callgraph.names import strip_arguments
+from auditor.index.model import Definition, FileIndex
+
+_FUNCTION_KINDS = ("function", "method")
+
+# Method and function names shared with builtins, containers, strings, ORMs, HTTP clients
+# and test tools: a bare name match on these says nothing about which definition runs.
+_COMMON_NAMES = frozenset(
+    """
+    add all any append apply bool call clear close commit copy count create decode delete
+    dict discard dispatch encode execute exists extend filter find first flush format from_dict
+    get get_or_create group handle head index info init insert int items join keys len list
+    load loads log main map merge next open options patch pop post print process put read
+    refresh remove render replace reset run save send set setdefault sort split start stop
+    str strip super to_dict update update_or_create validate values warning write error
+    debug exception filter_by query delete_many insert_one
+    """.split()
+)
+
+
+class Symbols:
+    """Lookup tables over all indexed files, and the lookups that take a name as written."""
+
+    def __init__(self, indexes: Mapping[str, FileIndex]) -> None:
+        """Tables over ``indexes``: definitions by file; functions, classes and files by
+        language family and name or directory; import bindings (in ``imports``) are made
+        per file on first use."""
+        self.indexes = indexes
+        self.definitions: dict[str, dict[str, Definition]] = {}
+        self.families: dict[str, str] = {path: call_family(index.language) for path, index in indexes.items()}
+        self.by_name: dict[tuple[str, str], list[tuple[str, Definition]]] = defaultdict(list)
+        """Functions and methods by (family, name), in path order."""
+        self.classes_by_name: dict[tuple[str, str], list[tuple[str, Definition]]] = defaultdict(list)
+        """Classes by (family, name), in path order."""
+        self.directories: dict[tuple[str, str], list[str]] = defaultdict(list)
+        """Files by (family, directory), in path order."""
+        self.languages: dict[str, str] = {path: index.language for path, index in indexes.items()}
+        self._enclosing_classes: dict[tuple[str, str], Definition | None] = {}
+        self._directory_classes: dict[tuple[str, str], list[tuple[str, Definition]]] = {}
+        self._subclasses_by_language: dict[str, dict[str, list[tuple[str, Definition]]]] = {}
+        self._calls: dict[str, frozenset[str]] = {}
+        for path in sorted(indexes):
+            index = indexes[path]
+            family = self.families[path]
+            table: dict[str, Definition] = {}
+            for definition in index.definitions:
+                table.setdefault(definition.qualname, definition)
+                if definition.kind in _FUNCTION_KINDS:
+                    self.by_name[(family, definition.name)].append((path, definition))
+                elif definition.kind == "class":
+                    self.classes_by_name[(family, definition.name)].append((path, definition))
+            self.definitions[path] = table
+            self.directories[(family, posixpath.dirname(path))].append(path)
+        self.imports = ImportTable(indexes, self.directories)
+
+    # -- files ---------------------------------------------------------------------------
+
+    def sibling_files(self, path: str) -> list[str]:
+        """The files of ``path``'s directory and language family (``path`` among them)."""
+        return self.directories.get((self.families.get(path, ""), posixpath.dirname(path)), [])
+
+    def top_level(self, path: str, name: str) -> Definition | None:
+        """A module-level definition of ``name`` in ``path``."""
+        definition = self.definitions.get(path, {}).get(name)
+        return definition if definition is not None and definition.parent is None else None
+
+    def callee_texts(self, path: str) -> frozenset[str]:
+        """The distinct callee texts of ``path``'s call sites."""
+        calls = self._calls.get(path)
+        if calls is None:
+            calls = self._calls[path] = frozenset(call.callee for call in self.indexes[path].calls)
+        return calls
+
+    # -- classes -------------------------------------------------------------------------
+
+    def classes_named(self, path: str, name: str) -> list[tuple[str, Definition]]:
+        """The classes named ``name`` that a call written in ``path`` may reach (those of
+        its language family), in path order."""
+        return self.classes_by_name.get((self.families.get(path, ""), name), [])
+
+    def enclosing_class(self, path: str, scope: str | None) -> Definition | None:
+        """The innermost class around the function ``scope``."""
+        if not scope:
+            return None
+        key = (path, scope)
+        if key not in self._enclosing_classes:
+            self._enclosing_classes[key] = self._find_enclosing_class(path, scope)
+        return self._enclosing_classes[key]
+
+    def _find_enclosing_class(self, path: str, scope: str) -> Definition | None:
+        table = self.definitions.get(path, {})
+        parts = scope.split(".")
+        for size in range(len(parts) - 1, 0, -1):
+            candidate = table.get(".".join(parts[:size]))
+            if candidate is not None and candidate.kind == "class":
+                return candidate
+        return None
+
+    def package_classes(self, path: str, language: str) -> list[tuple[str, Definition]]:
+        """The top-level classes of the ``language`` files in ``path``'s directory, in path order."""
+        key = (posixpath.dirname(path), language)
+        found = self._directory_classes.get(key)
+        if found is None:
+            found = self._directory_classes[key] = [
+                (sibling, definition)
+                for sibling in self.sibling_files(path)
+                if self.languages.get(sibling) == language
+                for definition in self.definitions.get(sibling, {}).values()
+                if definition.kind == "class" and definition.parent is None
+            ]
+        return found
+
+    def subclasses(self, language: str) -> dict[str, list[tuple[str, Definition]]]:
+        """The ``language`` classes by the simple name of each class or interface they
+        extend or implement (type arguments dropped), in path order."""
+        found = self._subclasses_by_language.get(language)
+        if found is None:
+            found = self._subclasses_by_language[language] = defaultdict(list)
+            for path in sorted(self.indexes):
+                if self.languages[path] != language:
+                    continue
+                for definition in self.indexes[path].definitions:
+                    if definition.kind == "class":
+                        for base in definition.bases:
+                            found[strip_arguments(base).rsplit(".", 1)[-1]].append((path, definition))
+        return found
+
+    # -- by name alone -------------------------------------------------------------------
+
+    def fallback(self, path: str, parts: list[str]) -> tuple[str, Definition] | None:
+        """A unique definition of ``path``'s language family with the call's last name,
+        preferring files this file imports."""
+        name = parts[-1]
+        if name in _COMMON_NAMES or (name.startswith("__") and name.endswith("__")):
+            return None
+        candidates = self.by_name.get((self.families.get(path, ""), name), [])
+        if len(parts) == 1:
+            candidates = [item for item in candidates if item[1].parent is None]
+        elif rules_for(self.languages.get(path)).attribute_calls_reach_methods:
+            # ``x.name()`` on an object runs a method: a module's function would have been
+            # reached through the import (``user.set_password()`` is not the view
+            # ``set_password``).
+            candidates = [item for item in candidates if item[1].parent is not None]
+        if len(candidates) == 1:
+            return candidates[0]
+        if not candidates:
+            return None
+        nearby = self.imports.imported_paths(path) | {path}
+        close = [item for item in candidates if item[0] in nearby]
+        return close[0] if len(close) == 1 else None
