@@ -20,6 +20,7 @@ from auditor.cli.flags import (
     shared_options,
 )
 from auditor.cli.output import check_outputs, exit_for, write_output
+from auditor.storage.atomic import check_writable
 from auditor.errors import AuditorError
 
 LinkBaseOption = Annotated[
@@ -46,7 +47,9 @@ def scan_command(
 
     report_format = flags.report_format()
     config = scan_config(path, flags)
-    check_outputs(flags.output, *flags.requested_outputs().values(), write_baseline)
+    check_outputs(flags.output, *flags.requested_outputs().values())
+    if write_baseline is not None:
+        check_writable(write_baseline, create_parents=True)  # the baseline writer makes its directory
     options = ReportOptions(link_base=link_base if link_base is not None else infer_link_base(path))
     try:
         with progress_for(report_format is Format.TEXT and stderr.is_terminal) as report:

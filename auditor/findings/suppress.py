@@ -23,9 +23,7 @@ accepts a list of bare fingerprint strings and a JSON report (its ``findings``).
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -213,23 +211,17 @@ def write_baseline(path: Path, findings: Iterable[Finding]) -> Baseline:
 
     Raises ``BaselineError`` when the file cannot be written.
     """
+    from auditor.storage.atomic import write_atomically
+
     baseline = baseline_from_findings(findings)
     target = Path(path)
-    temporary: str | None = None
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(
-            "w", encoding="utf-8", dir=target.parent, prefix=f".{target.name}.", suffix=".tmp", delete=False
-        ) as handle:
-            temporary = handle.name
-            handle.write(baseline_json(baseline))
-        os.replace(temporary, target)
-        temporary = None
+        write_atomically(target, baseline_json(baseline))
     except OSError as error:
         raise BaselineError(f"cannot write baseline {target}: {error.strerror or error}") from error
-    finally:
-        if temporary is not None:
-            Path(temporary).unlink(missing_ok=True)
+    except AuditorError as error:
+        raise BaselineError(f"cannot write baseline: {error}") from error
     return Baseline(baseline.entries, source=str(target))
 
 

