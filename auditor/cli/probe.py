@@ -80,6 +80,9 @@ def probe_command(
     loaded = load_tokenizer(TokenizerRequest(tokenizer=tokenizer, model=model))
     if not loaded.info.exact:
         stderr.print(f"[yellow]warning:[/] {escape(loaded.info.describe())}: cell lengths are approximate", highlight=False)
+    from auditor.storage.atomic import check_writable
+
+    check_writable(out / "summary.json", create_parents=True)  # before the grid's GPU time, not after
     with progress_for(stderr.is_terminal) as report:
         files = load_haystack(sources, report)
         result = run_grid(

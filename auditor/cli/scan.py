@@ -20,7 +20,6 @@ from auditor.cli.flags import (
     shared_options,
 )
 from auditor.cli.output import check_outputs, exit_for, write_output
-from auditor.storage.atomic import check_writable
 from auditor.errors import AuditorError
 
 LinkBaseOption = Annotated[
@@ -44,6 +43,7 @@ def scan_command(
     from auditor.report import Format, ReportOptions, render
     from auditor.walk.diff import infer_link_base
     from auditor.runs.scan import failed_result, run_scan
+    from auditor.storage.atomic import check_writable
 
     report_format = flags.report_format()
     config = scan_config(path, flags)

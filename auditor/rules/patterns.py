@@ -12,6 +12,7 @@ which is ASCII where it matters.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Protocol
 
 import re2
@@ -34,9 +35,11 @@ class PatternError(ValueError):
     """A rule pattern RE2 cannot compile; the message says why."""
 
 
+@lru_cache(maxsize=256)
 def compile_linear(pattern: str) -> LinearPattern:
-    """``pattern`` compiled for linear-time matching. Raises :class:`PatternError` for a
-    pattern that is not valid RE2 syntax (backreferences, lookaround, ...)."""
+    """``pattern`` compiled for linear-time matching, once per process (RE2 keeps no cache of
+    its own, and grounding asks per line). Raises :class:`PatternError` for a pattern that is
+    not valid RE2 syntax (backreferences, lookaround, ...)."""
     try:
         return re2.compile(pattern, options=_OPTIONS)
     except re2.error as error:

@@ -5,7 +5,8 @@
 - ``scan``: ``plan_scan`` / ``finish_scan`` / ``run_scan``: one repository end to end.
 - ``judge``: the model as judge of the static candidates (verdicts applied to findings).
 - ``review``: a change reviewed: the base and head trees scanned, findings the change
-  touches (the git diff itself is ``auditor.walk.diff``).
+  touches (the git diff itself is ``auditor.walk.diff``); ``worktrees``: the temporary
+  worktrees it checks revisions out in, and those a killed review left behind.
 - ``many/``: scan-many, sequential or as a Ray pipeline.
 
 The configuration a run is given is ``auditor.config``; the command line that builds it,

@@ -15,6 +15,9 @@
   compiled into one matcher.
 - :mod:`auditor.walk.classify`: default exclusions (vendored, lockfile, minified,
   generated, binary type) as tables of rules with reasons.
+- :mod:`auditor.walk.placeholders`: submodules, nested repositories and stand-in files (Git
+  LFS and git-annex pointers, git-crypt ciphertext), named as not audited, never read as
+  clean code.
 - :mod:`auditor.walk.reading`: reading a candidate off disk (links, non-files, size
   limit) and decoding its text (UTF-8, UTF-16/32 with BOM, cp1252; binary, non-utf8).
 - :mod:`auditor.walk.diff`: what a change touches, from git (changed files, new-side hunks,

@@ -68,7 +68,7 @@ def recognise_stand_in(root: Path, outcome: WalkOutcome) -> StandIn | None:
         return _nested_tree(root, outcome.path, absolute)
     if reason == "vanished" and not os.path.lexists(absolute) and _is_gitlink(root, outcome.path):
         return StandIn(SUBMODULE, "git submodule whose directory is missing: run `git submodule update --init`, "
-                                  f"then scan it on its own: auditor scan {outcome.path}")
+                                  f"then scan it on its own (`auditor scan {outcome.path}` run in the scanned directory)")
     if reason == "binary" and _starts_with(absolute, _GIT_CRYPT_HEADER):
         return StandIn(PLACEHOLDER, "encrypted by git-crypt: run `git-crypt unlock` to audit it")
     if reason == "symlink-loop" and "/annex/objects/" in _link_target(absolute):
@@ -94,7 +94,7 @@ def _nested_tree(root: Path, path: str, absolute: str) -> StandIn | None:
             return None  # a link to a directory: not a tree of its own
     except OSError:
         return None
-    scan_alone = f"scan it on its own: auditor scan {path}"
+    scan_alone = f"scan it on its own (`auditor scan {path}` run in the scanned directory)"
     if _is_gitlink(root, path):
         if not os.path.lexists(os.path.join(absolute, ".git")):
             return StandIn(SUBMODULE, f"git submodule, not checked out: run `git submodule update --init`, then {scan_alone}")
@@ -108,7 +108,7 @@ def _is_gitlink(root: Path, path: str) -> bool:
     """Whether git's index records ``path`` as a submodule (mode 160000)."""
     try:
         completed = subprocess.run(
-            ["git", "-C", str(root), "ls-files", "--stage", "-z", "--", path],
+            ["git", "-C", str(root), "--literal-pathspecs", "ls-files", "--stage", "-z", "--", path],
             capture_output=True, check=False, stdin=subprocess.DEVNULL, timeout=30,
         )
     except (OSError, subprocess.TimeoutExpired):

@@ -41,6 +41,7 @@ from auditor.analysis.transactions.scanning import (
 )
 from auditor.index.model import CallSite, FileIndex
 from auditor.languages.grammars import parser_for
+from auditor.rules.patterns import LinearPattern
 
 _ENQUEUE = frozenset({"delay", "apply_async"})
 _EXTENT_LINES = 400
@@ -135,7 +136,7 @@ class FileFacts:
         index: FileIndex,
         text: str,
         patterns: RulePatterns,
-        sql_write: re.Pattern[str] | None,
+        sql_write: LinearPattern | None,
         related_managers: frozenset[str],
         verdicts: Verdicts,
     ) -> None:
@@ -266,7 +267,7 @@ class FileFacts:
                 return definition.end_line
         return len(self.lines)
 
-    def _writes_sql(self, call: CallSite, sql_write: re.Pattern[str] | None) -> bool:
+    def _writes_sql(self, call: CallSite, sql_write: LinearPattern | None) -> bool:
         if sql_write is None or call.name not in EXECUTE_NAMES:
             return False
         statement = self._sql_text(call)

@@ -94,6 +94,32 @@ def test_a_killed_reviews_worktree_is_pruned_by_the_next_review(tmp_path: Path) 
     assert _worktrees(repo) == [] and not left.exists()
 
 
+def test_a_review_never_prunes_the_users_own_worktrees(tmp_path: Path) -> None:
+    from auditor.runs.worktrees import review_worktree
+    from tests.support import git
+
+    repo = _review_repo(tmp_path)
+    # The user's own worktree, its directory away for now (an unmounted disk, say).
+    mine = tmp_path / "elsewhere" / "mine"
+    git(repo, "worktree", "add", "--detach", "-q", str(mine), "HEAD~1")
+    moved = tmp_path / "parked"
+    mine.rename(moved)
+    with review_worktree(repo, "HEAD") as tree:
+        assert str(tree) in _worktrees(repo)
+    assert _worktrees(repo) == [str(mine)]
+
+
+def test_a_worktree_owned_on_another_host_is_left_alone(tmp_path: Path) -> None:
+    from auditor.runs.worktrees import prune_stale_worktrees, review_worktree
+
+    repo = _review_repo(tmp_path)
+    with review_worktree(repo, "HEAD~1") as tree:
+        # Another container sharing the checkout: its pid means nothing here.
+        (tree.parent / "owner.pid").write_text("1\nsome-other-host\n", encoding="utf-8")
+        assert prune_stale_worktrees(repo) == ()
+        assert tree.is_dir()
+
+
 @pytest.mark.skipif(os.name != "posix", reason="POSIX signals")
 @pytest.mark.parametrize("signum", [signal.SIGTERM, getattr(signal, "SIGHUP", 1)], ids=["SIGTERM", "SIGHUP"])
 def test_a_signal_during_a_review_removes_its_worktree(tmp_path: Path, signum: int) -> None:
