@@ -103,7 +103,7 @@ def full_blocks(
     while pending:
         start, end = pending.pop()
         text = whole if (start, end) == (1, len(lines)) else render_full_block(entry.path, lines, start, end)
-        item = Block(entry.path, "full", start, end, len(lines), text, candidate, order, screen_tokens(text))
+        item = Block(entry.path, "full", start, end, len(lines), text, candidate, order, screen_tokens(text), reason=reason)
         # A byte-level token spans >= 1 byte, so a block of at most chunk_budget bytes fits
         # without counting; only bigger ones are counted here.
         if len(text.encode("utf-8")) <= chunk_budget or counter.counts([item])[0] <= chunk_budget:
@@ -115,7 +115,9 @@ def full_blocks(
             cut = list(lines)
             cut[start - 1] = _truncate_line(cut[start - 1], chunk_budget)
             text = render_full_block(entry.path, cut, start, end)
-            items.append(Block(entry.path, "full", start, end, len(lines), text, candidate, order, screen_tokens(text), True))
+            items.append(
+                Block(entry.path, "full", start, end, len(lines), text, candidate, order, screen_tokens(text), True, reason)
+            )
     return items
 
 
