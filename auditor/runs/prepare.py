@@ -33,7 +33,6 @@ from auditor.pack.packer import FileChain, PackOptions, PackResult, Window, pack
 from auditor.pack.prompt import CandidateChain
 from auditor.pack.rank import PackInput, relevance_scores
 from auditor.pack.skeleton import build_skeleton
-from auditor.planning.timing import estimate_time
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
 from auditor.recall.windows import CanaryPlan, plant_canaries
 from auditor.rules.loader import Rule, builtin_rules, load_rules
@@ -286,6 +285,9 @@ def token_ratio_notice(packed: PackResult, window: WindowOptions) -> str | None:
     ratio = token_ratio(packed)
     if not ratio.exceeds(limit):
         return None
+    # Imported here: `auditor pack` loads the device profiles only when the guard fires.
+    from auditor.planning.timing import estimate_time
+
     seconds = sum(estimate_time(w.prompt_tokens, window.output_tokens).total_s for w in packed.windows)
     return (
         f"the plan sends {ratio.prompt_tokens:,} prompt tokens in {len(packed.windows)} window(s) for "
