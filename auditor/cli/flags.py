@@ -69,6 +69,7 @@ class ScanFlags:
     output_tokens: int = defaults.OUTPUT_TOKENS
     thinking: bool = True
     max_windows: int = defaults.MAX_WINDOWS
+    max_token_ratio: float = 0.0
     # engine
     engine: str = "auto"
     base_url: str | None = None
@@ -136,6 +137,7 @@ _SHARED: tuple[tuple[str, Any, str], ...] = (
     ("output_tokens", Annotated[int, _option("--output-tokens", min=1, panel=WINDOW_PANEL, help="Tokens reserved for the model's reasoning and answer.")], _WINDOW),
     ("thinking", Annotated[bool, _option("--thinking/--no-thinking", panel=WINDOW_PANEL, help="Render the prompt with reasoning on or off.")], _WINDOW),
     ("max_windows", Annotated[int, _option("--max-windows", min=0, panel=WINDOW_PANEL, help="Send at most this many windows per repository (0: no limit); a capped scan is partial.")], _WINDOW),
+    ("max_token_ratio", Annotated[float, _option("--max-token-ratio", min=0.0, panel=WINDOW_PANEL, help="Stop before sending anything when the planned prompt tokens exceed this many times the tokens of the code audited (0: a notice above 3x, never a stop).")], _WINDOW),
     ("engine", Annotated[str, _option("--engine", "-e", panel=ENGINE_PANEL, help="auto | vllm | openai | replay | static | a plugin's name.")], _ENGINE),
     ("static", Annotated[bool, _option("--static/--no-static", panel=ENGINE_PANEL, help="Also run the static pass and merge its findings.")], _ENGINE),
     ("base_url", Annotated[str | None, _option("--base-url", envvar="AUDITOR_BASE_URL", panel=ENGINE_PANEL, help="OpenAI-compatible server, e.g. http://host:8000/v1.")], _ENGINE),

@@ -36,7 +36,10 @@ def engine_settings(flags: ScanFlags, *, max_model_len: int | None = None) -> En
 
 def window_options(flags: ScanFlags) -> WindowOptions:
     """How windows are cut and rendered."""
-    return WindowOptions(output_tokens=flags.output_tokens, thinking=flags.thinking, max_windows=flags.max_windows)
+    return WindowOptions(
+        output_tokens=flags.output_tokens, thinking=flags.thinking, max_windows=flags.max_windows,
+        max_token_ratio=flags.max_token_ratio,
+    )
 
 
 def walk_options(flags: ScanFlags) -> WalkOptions:

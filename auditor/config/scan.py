@@ -34,6 +34,9 @@ class WindowOptions:
     thinking: bool = True
     max_windows: int = defaults.MAX_WINDOWS
     seed_paths: tuple[str, ...] = ()
+    # Stop before sending when the planned prompt tokens exceed this many times the tokens
+    # of the code audited (auditor.pack.guard); 0: only a notice, above the default ratio.
+    max_token_ratio: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -20,22 +20,16 @@ window is re-counted whole and corrected at the edge.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
-from typing import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Callable, Mapping, Sequence
 
 from auditor import defaults
 from auditor.errors import PackError, UsageError
-from auditor.pack.prompt import (
-    CandidateChain,
-    MapEntry,
-    build_messages,
-    render_full_block,
-    render_map,
-    render_skeleton_block,
-    split_lines,
-)
+from auditor.pack.blocks import Block, PendingFile, TokenCounter, describe, full_blocks
+from auditor.pack.fill import Fillers, SkeletonFn, fill_candidates, fill_gap, upgrade_skeletons
+from auditor.pack.prompt import CandidateChain, MapEntry, build_messages, render_map
 from auditor.pack.rank import NeighborFn, PackInput, rank_files
+from auditor.pack.reasons import PackReason
 from auditor.pack.scope import out_of_scope
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
 from auditor.rules.loader import Rule
@@ -47,20 +41,6 @@ FileChain = tuple[str, ...]
 (entry point's file first): the unit the packer keeps whole in one window."""
 
 DEFAULT_MAP_TOKENS = 8_192
-# Bytes per token used to screen items before exact counting; deliberately low (over-counts)
-# so screening never rejects an item that would fit.
-SCREEN_BYTES_PER_TOKEN = 2.0
-# Stop looking for filler once a window's free space is below this share of its budget.
-FILL_TOLERANCE = 0.005
-# An item whose byte screen is this many times the free space cannot fit (the screen
-# over-counts real tokenizers ~1.5-2x), so it is skipped without an exact count.
-SCREEN_SLACK = 4
-# Gap filling gives up after this many consecutive filler items that do not fit.
-MAX_FILLER_MISSES = 256
-# Upgrading filler skeletons to full text gives up after this many that do not fit, and
-# passes over texts longer than this many characters per token of room without counting.
-MAX_UPGRADE_MISSES = 16
-MAX_CHARS_PER_TOKEN = 8
 
 
 @dataclass(frozen=True)
@@ -98,6 +78,7 @@ class PackedFile:
     end_line: int
     total_lines: int
     truncated: bool = False  # a line longer than a window was cut (and marked in the text)
+    reason: PackReason = PackReason.RELEVANT  # why the window holds it (auditor.pack.reasons)
 
 
 @dataclass(frozen=True)
@@ -180,105 +161,6 @@ def count_chains_whole(chains: Sequence[FileChain], windows: Sequence[Window]) -
     return sum(1 for chain in chains if any(all(path in window for path in chain) for window in in_full))
 
 
-@dataclass(frozen=True)
-class _Pending:
-    """A candidate file not yet rendered into blocks."""
-
-    path: str
-    order: int
-
-
-@dataclass(frozen=True)
-class _Item:
-    path: str
-    tier: str
-    start: int
-    end: int
-    total: int
-    text: str
-    candidate: bool
-    order: int = 0
-    screen: int = field(default=0, compare=False)
-    truncated: bool = False
-
-
-SkeletonFn = Callable[[str], "tuple[tuple[int, int], ...] | None"]
-
-
-class _Counter:
-    """Exact token counts of rendered items, made once and only for items being placed."""
-
-    def __init__(self, tokenizer: PromptTokenizer):
-        self._tokenizer = tokenizer
-        self._counts: dict[tuple[str, str, int, int, int], int] = {}
-
-    @staticmethod
-    def _key(item: _Item) -> tuple[str, str, int, int, int]:
-        return (item.path, item.tier, item.start, item.end, len(item.text))
-
-    def counts(self, items: Sequence[_Item]) -> list[int]:
-        missing = list({self._key(item): item for item in items if self._key(item) not in self._counts}.values())
-        for item, count in zip(missing, self._tokenizer.count_many([item.text for item in missing])):
-            self._counts[self._key(item)] = count
-        return [self._counts[self._key(item)] for item in items]
-
-
-def _describe(entry: _Item | _Pending) -> str:
-    return entry.path if isinstance(entry, _Pending) else f"{entry.path} lines {entry.start}-{entry.end}"
-
-
-def _screen(text: str) -> int:
-    return math.ceil(len(text.encode("utf-8")) / SCREEN_BYTES_PER_TOKEN)
-
-
-def _full_items(entry: PackInput, candidate: bool, chunk_budget: int, counter: _Counter, order: int = 0) -> list[_Item]:
-    """The file in full, or consecutive line-range chunks when it is too big for one window.
-
-    ``chunk_budget`` is in tokens. The byte screen proposes chunk boundaries; any chunk
-    whose exact count is still over budget is halved until it fits (a single line that
-    alone exceeds the budget is cut and marked, the only case where text is truncated).
-    """
-    lines = split_lines(entry.text)
-    whole = render_full_block(entry.path, lines)
-    if _screen(whole) <= chunk_budget or len(lines) <= 1:
-        spans = [(1, len(lines))]
-    else:
-        spans = []
-        start = 1
-        while start <= len(lines):
-            size = 0
-            end = start - 1
-            while end < len(lines) and (end < start or size + _screen(lines[end]) + 4 <= chunk_budget):
-                size += _screen(lines[end]) + 4
-                end += 1
-            spans.append((start, end))
-            start = end + 1
-    items: list[_Item] = []
-    pending = list(reversed(spans))
-    while pending:
-        start, end = pending.pop()
-        text = whole if (start, end) == (1, len(lines)) else render_full_block(entry.path, lines, start, end)
-        item = _Item(entry.path, "full", start, end, len(lines), text, candidate, order, _screen(text))
-        # A byte-level token spans >= 1 byte, so a block of at most chunk_budget bytes fits
-        # without counting; only bigger ones are counted here.
-        if len(text.encode("utf-8")) <= chunk_budget or counter.counts([item])[0] <= chunk_budget:
-            items.append(item)
-        elif end > start:
-            middle = (start + end) // 2
-            pending.extend([(middle + 1, end), (start, middle)])
-        else:
-            cut = list(lines)
-            cut[start - 1] = _truncate_line(cut[start - 1], chunk_budget)
-            text = render_full_block(entry.path, cut, start, end)
-            items.append(_Item(entry.path, "full", start, end, len(lines), text, candidate, order, _screen(text), True))
-    return items
-
-
-def _truncate_line(line: str, budget: int) -> str:
-    """Cut a line to at most ``budget // 2`` UTF-8 bytes (a byte-level token is >= 1 byte), marked."""
-    data = line.encode("utf-8")[: max(budget // 2 - 16, 1)]
-    return data.decode("utf-8", errors="ignore") + f" …[line cut: {len(line.encode('utf-8')):,} bytes]"
-
 
 _BLOCKS_SENTINEL = "\x00auditor-blocks\x00"
 
@@ -351,7 +233,7 @@ class _WindowBuilder:
             )
         return self._frames[key]
 
-    def listed(self, items: Sequence[_Item]) -> tuple[CandidateChain, ...]:
+    def listed(self, items: Sequence[Block]) -> tuple[CandidateChain, ...]:
         """The candidates whose every cited line is in full text among ``items``, in order."""
         if not self.candidates:
             return ()
@@ -368,7 +250,7 @@ class _WindowBuilder:
         frame = self.frame(index)
         return self.tokenizer.count(frame.prompt_head + frame.prompt_tail)
 
-    def count(self, index: int, items: Sequence[_Item], counter: _Counter) -> int:
+    def count(self, index: int, items: Sequence[Block], counter: TokenCounter) -> int:
         """Exact token count of the rendered window."""
         frame = self.frame(index, self.listed(items))
         return count_framed(self.tokenizer, frame, [item.text for item in items], counter.counts(items))
@@ -450,7 +332,8 @@ def pack(
         excluded = out_of_scope(((entry.path, entry.text) for entry in files if entry.path not in named), include)
     in_scope = [entry for entry in files if entry.path not in excluded]
     by_path = {entry.path: entry for entry in in_scope}
-    candidates, rest = rank_files(in_scope, rules, neighbors, options.neighbor_depth, options.seed_paths, relevance_cache)
+    ranking = rank_files(in_scope, rules, neighbors, options.neighbor_depth, options.seed_paths, relevance_cache)
+    candidates, rest = list(ranking.candidates), list(ranking.rest)
     # The candidates the model judges are chains too: their files belong in one window.
     judged_chains = [tuple(dict.fromkeys((*(path for path, _, _ in c.steps), c.sink_path))) for c in chains_to_judge]
     kept_chains = tuple(dict.fromkeys(
@@ -474,9 +357,9 @@ def pack(
         )
     # Chunks of oversized files take at most 90% of a window, leaving room for edge effects.
     chunk_budget = max(content_budget * 9 // 10, 1)
-    counter = _Counter(tokenizer)
+    counter = TokenCounter(tokenizer)
 
-    plans: list[list[_Item]] = []
+    plans: list[list[Block]] = []
     if options.chain_windows and kept_chains:
         order_of = {path: order for order, path in enumerate(candidates)}
         plans = _plan_chain_windows(
@@ -485,13 +368,14 @@ def pack(
     planned = {item.path for plan in plans for item in plan}
     # Candidates are expanded into blocks only when the fill reaches them: with
     # --max-windows, files beyond the last window are never rendered or counted.
-    queue: list[_Item | _Pending] = [
-        _Pending(path, order) for order, path in enumerate(candidates) if path not in planned
+    queue: list[Block | PendingFile] = [
+        PendingFile(path, order) for order, path in enumerate(candidates) if path not in planned
     ]
 
-    def expand(pending: _Pending) -> list[_Item]:
-        return _full_items(by_path[pending.path], True, chunk_budget, counter, pending.order)
-    fillers = _Fillers(candidates, rest, by_path, skeleton_of, chunk_budget, counter)
+    def expand(pending: PendingFile) -> list[Block]:
+        reason = ranking.reasons.get(pending.path, PackReason.CHAIN_FILE)
+        return full_blocks(by_path[pending.path], True, chunk_budget, counter, pending.order, reason)
+    fillers = Fillers(candidates, rest, by_path, skeleton_of, chunk_budget, counter)
 
     windows: list[Window] = []
     total_items = len(candidates)
@@ -500,16 +384,17 @@ def pack(
             break
         index = len(windows)
         seeded = plans.pop(0) if plans else []
-        placed = seeded + _fill(queue, content_budget - sum(counter.counts(seeded)), counter, expand)
+        placed = seeded + fill_candidates(queue, content_budget - sum(counter.counts(seeded)), counter, expand)
         space = content_budget - sum(counter.counts(placed))
-        extra = _fill_gap(fillers.items({item.path for item in placed}), space, counter, content_budget)
-        extra = _upgrade_skeletons(extra, space - sum(counter.counts(extra)), by_path, chunk_budget, counter)
+        extra = fill_gap(fillers.items({item.path for item in placed}), space, counter, content_budget)
+        extra = upgrade_skeletons(extra, space - sum(counter.counts(extra)), by_path, chunk_budget, counter, fillers.carried)
         if queue and not placed:
-            raise PackError(f"{_describe(queue[0])} cannot fit an empty window")
+            raise PackError(f"{describe(queue[0])} cannot fit an empty window")
         window, kept_candidates = _finish_window(builder, index, placed, extra, counter, options, queue)
         if queue and not kept_candidates:
-            raise PackError(f"{_describe(queue[0])} cannot fit an empty window")
+            raise PackError(f"{describe(queue[0])} cannot fit an empty window")
         windows.append(window)
+        fillers.place(window.files)
         remaining_files = len({item.path for item in queue} | {item.path for plan in plans for item in plan})
         progress(ProgressEvent(stage="pack", completed=total_items - remaining_files, total=total_items))
         if not candidates:
@@ -551,9 +436,9 @@ def _plan_chain_windows(
     order_of: Mapping[str, int],
     content_budget: int,
     chunk_budget: int,
-    counter: _Counter,
+    counter: TokenCounter,
     seed_paths: frozenset[str],
-) -> list[list[_Item]]:
+) -> list[list[Block]]:
     """Group whole chains into windows: the full-text items each window starts with.
 
     Chains touching ``seed_paths`` go first, then the costliest (first-fit decreasing);
@@ -562,11 +447,11 @@ def _plan_chain_windows(
     window, cannot be whole and is left to the ordinary fill.
     """
     budget = int(content_budget * PLAN_MARGIN)
-    items: dict[str, _Item | None] = {}
+    items: dict[str, Block | None] = {}
 
-    def item_of(path: str) -> _Item | None:
+    def item_of(path: str) -> Block | None:
         if path not in items:
-            full = _full_items(by_path[path], True, chunk_budget, counter, order_of[path])
+            full = full_blocks(by_path[path], True, chunk_budget, counter, order_of[path], PackReason.CHAIN)
             items[path] = full[0] if len(full) == 1 else None
         return items[path]
 
@@ -599,156 +484,22 @@ def _plan_chain_windows(
             if path not in window:
                 window[path] = tokens
         loads[best[1]] += best[0]
-    plans: list[list[_Item]] = []
+    plans: list[list[Block]] = []
     for window in windows:
         plan = [items[path] for path in window]
         plans.append(sorted((item for item in plan if item is not None), key=lambda item: item.order))
     return plans
 
 
-class _Fillers:
-    """Gap filler for windows, in rank order, built lazily and reused across windows.
-
-    First the skeletons of candidate files (their full text sits in another window, so the
-    skeleton keeps their signatures in view), then the other files: skeletons where one
-    exists, else the full text of small files.
-    """
-
-    def __init__(
-        self,
-        candidates: Sequence[str],
-        rest: Sequence[str],
-        by_path: Mapping[str, PackInput],
-        skeleton_of: SkeletonFn | None,
-        chunk_budget: int,
-        counter: _Counter,
-    ):
-        self._order = [(path, True) for path in candidates] + [(path, False) for path in rest]
-        self._by_path = by_path
-        self._skeleton_of = skeleton_of
-        self._chunk_budget = chunk_budget
-        self._counter = counter
-        self._built: dict[str, _Item | None] = {}
-
-    def _build(self, rank: int, path: str, candidate: bool) -> _Item | None:
-        entry = self._by_path[path]
-        elisions = self._skeleton_of(path) if self._skeleton_of else None
-        if elisions:
-            lines = split_lines(entry.text)
-            text = render_skeleton_block(path, lines, elisions)
-            return _Item(path, "skeleton", 1, len(lines), len(lines), text, False, rank, _screen(text))
-        if candidate:
-            return None
-        lines = split_lines(entry.text)
-        text = render_full_block(path, lines)
-        if _screen(text) > self._chunk_budget:
-            return None  # a big file without a skeleton is not filler: it stays map-only
-        return _Item(path, "full", 1, len(lines), len(lines), text, False, rank, _screen(text))
-
-    def items(self, exclude: set[str]) -> Iterator[_Item]:
-        """Filler items in rank order, skipping files in ``exclude``."""
-        for rank, (path, candidate) in enumerate(self._order):
-            if path in exclude:
-                continue
-            if path not in self._built:
-                self._built[path] = self._build(len(self._order) + rank, path, candidate)
-            item = self._built[path]
-            if item is not None:
-                yield item
-
-
-def _fill(pool: list[_Item | _Pending], budget: int, counter: _Counter, expand: Callable[[_Pending], list[_Item]]) -> list[_Item]:
-    """First-fit in pool order: move items that fit out of ``pool`` into the returned list.
-
-    Pending files are expanded into blocks as the scan reaches them. Items whose byte
-    screen already exceeds the free space are skipped without counting; the rest are
-    counted exactly in small batches.
-    """
-    placed: list[_Item] = []
-    remaining = budget
-    index = 0
-    batch = 32
-    stop_at = budget * FILL_TOLERANCE
-    while index < len(pool) and remaining > stop_at:
-        expanded: list[_Item] = []
-        for entry in pool[index : index + batch]:
-            expanded.extend(expand(entry) if isinstance(entry, _Pending) else [entry])
-        pool[index : index + batch] = expanded
-        window = expanded[:batch]
-        screened = [item for item in window if item.screen <= remaining * SCREEN_SLACK]
-        counts = dict(zip((id(item) for item in screened), counter.counts(screened)))
-        kept: list[_Item] = []
-        for item in window:
-            count = counts.get(id(item))
-            if count is not None and count <= remaining:
-                placed.append(item)
-                remaining -= count
-            else:
-                kept.append(item)
-        pool[index : index + batch] = kept
-        index += len(kept)
-    return placed
-
-
-def _fill_gap(items: Iterator[_Item], space: int, counter: _Counter, budget: int) -> list[_Item]:
-    """Take filler items in order while they fit ``space``; stop near full or after a long miss run."""
-    placed: list[_Item] = []
-    misses = 0
-    stop_at = budget * FILL_TOLERANCE
-    for item in items:
-        if space <= stop_at or misses >= MAX_FILLER_MISSES:
-            break
-        if item.screen > space * SCREEN_SLACK:
-            misses += 1
-            continue
-        count = counter.counts([item])[0]
-        if count <= space:
-            placed.append(item)
-            space -= count
-            misses = 0
-        else:
-            misses += 1
-    return placed
-
-
-def _upgrade_skeletons(
-    extra: list[_Item], space: int, by_path: Mapping[str, PackInput], chunk_budget: int, counter: _Counter
-) -> list[_Item]:
-    """Replace filler skeletons by their files' full text, in rank order, while the room
-    left in the window allows: a repository that fits is carried whole, and a spare
-    window's room goes to the code around its files (bodies show the calls a chain follows)."""
-    upgraded = list(extra)
-    misses = 0
-    for position, item in enumerate(extra):
-        if space <= 0 or misses >= MAX_UPGRADE_MISSES:
-            break
-        if item.tier != "skeleton":
-            continue
-        room = space + counter.counts([item])[0]
-        # Code runs well under MAX_CHARS_PER_TOKEN characters per token: a longer text
-        # cannot fit, and is passed over without rendering or counting it.
-        if len(by_path[item.path].text) > room * MAX_CHARS_PER_TOKEN:
-            misses += 1
-            continue
-        full = _full_items(by_path[item.path], False, chunk_budget, counter, item.order)
-        growth = counter.counts(full)[0] - room + space if len(full) == 1 else space + 1
-        if growth <= space:
-            upgraded[position] = full[0]
-            space -= growth
-            misses = 0
-        else:
-            misses += 1
-    return upgraded
-
 
 def _finish_window(
     builder: _WindowBuilder,
     index: int,
-    placed: list[_Item],
-    extra: list[_Item],
-    counter: _Counter,
+    placed: list[Block],
+    extra: list[Block],
+    counter: TokenCounter,
     options: PackOptions,
-    queue: list[_Item | _Pending],
+    queue: list[Block | PendingFile],
 ) -> tuple[Window, int]:
     """Render the window, count it whole, and drop trailing items until it fits exactly.
 
@@ -767,7 +518,7 @@ def _finish_window(
         raise PackError(f"window {index}: the scaffold alone takes {prompt_tokens} tokens, over the budget {options.prompt_budget}")
     counts = counter.counts(items)
     files = tuple(
-        PackedFile(item.path, item.tier, count, item.start, item.end, item.total, item.truncated)
+        PackedFile(item.path, item.tier, count, item.start, item.end, item.total, item.truncated, item.reason)
         for item, count in zip(items, counts)
     )
     listed = builder.listed(items)

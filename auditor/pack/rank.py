@@ -1,7 +1,7 @@
 """Rank: which walked files the pack carries in full for the selected rules, and in what order.
 
 Input: walked files (``PackInput``), the rules, and a file-neighbour function from the call
-graph. Output: the candidates in packing order (files matching a rule's relevance patterns,
+graph. Output: a ``Ranking``: the candidates in packing order (files matching a rule's relevance patterns,
 most matches first, then their call-graph neighbours, walked breadth-first so callers sit
 next to callees) and the rest in rank order.
 """
@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
+from auditor.pack.reasons import PackReason
 from auditor.rules.loader import Rule
 from auditor.storage.digests import DigestStore, digest_of
 
@@ -58,6 +59,16 @@ def relevance_scores(files: Sequence[PackInput], rules: Sequence[Rule], cache: D
     return scores
 
 
+@dataclass(frozen=True)
+class Ranking:
+    """The walked paths split for packing: ``candidates`` (carried in full, in packing
+    order) with why each is one, and ``rest`` (filler, in rank order)."""
+
+    candidates: tuple[str, ...]
+    rest: tuple[str, ...]
+    reasons: Mapping[str, PackReason]
+
+
 def rank_files(
     files: Sequence[PackInput],
     rules: Sequence[Rule],
@@ -65,8 +76,9 @@ def rank_files(
     neighbor_depth: int,
     seed_paths: Sequence[str] = (),
     relevance_cache: DigestStore | None = None,
-) -> tuple[list[str], list[str]]:
-    """Split paths into (candidates in packing order, the rest in rank order).
+) -> Ranking:
+    """Split paths into candidates in packing order (each with its ``PackReason``: changed,
+    rule-relevant, neighbour, or repository when there are no rules) and the rest in rank order.
 
     ``seed_paths`` come first, in their order. With no rules every file is a candidate.
     Otherwise seeds are the seed paths, then files matching a relevance pattern; candidates are seeds plus files within ``neighbor_depth`` call-graph hops.
@@ -76,8 +88,10 @@ def rank_files(
     paths = sorted(entry.path for entry in files)
     known = set(paths)
     first = [path for path in dict.fromkeys(seed_paths) if path in known]
+    changed = {path: PackReason.CHANGED for path in first}
     if not rules:
-        return first + [path for path in paths if path not in set(first)], []
+        everything = first + [path for path in paths if path not in set(first)]
+        return Ranking(tuple(everything), (), {**{path: PackReason.REPOSITORY for path in everything}, **changed})
     scores = relevance_scores(files, rules, relevance_cache)
     relevant = sorted((path for path in paths if scores[path] > 0 and path not in set(first)), key=lambda p: (-scores[p], p))
     seeds = first + relevant
@@ -113,4 +127,7 @@ def rank_files(
                     visited.add(other)
                     queue.append(other)
     rest = sorted((path for path in paths if path not in distance), key=lambda p: (-scores[p], p))
-    return ordered, rest
+    reasons = {
+        path: PackReason.RELEVANT if distance[path] == 0 else PackReason.NEIGHBOUR for path in ordered
+    }
+    return Ranking(tuple(ordered), tuple(rest), {**reasons, **changed})

@@ -1,7 +1,10 @@
 """Audit scope: which walked files an audit rule's windows carry in full or as skeletons.
 
 Input: a walked file's path and text. Output: the scope class it falls out of (tests,
-fixtures, migrations, generated code, dev-data seed code) or None for production code.
+fixtures, migrations, generated code, dev-data seed code, or a file kind no code rule
+reasons about: translations, prose docs and changelogs, data) or None for production code.
+The kinds are the walk's (``auditor.walk.classify.file_kind``: one table, also used to
+report tokens by kind); whether a kind is packed is decided here, per rule.
 Files out of scope are not packed for audit rules unless the rule (``pack_include`` in its
 front matter) or the pack options ask for their class; they stay in the repository map
 and are listed as omitted with the class as the reason. Classification is a pure function
@@ -14,13 +17,17 @@ import re
 from typing import Iterable
 
 from auditor.analysis.entrypoints import is_test_path
+from auditor.walk.classify import FileKind, file_kind
 
 TESTS = "tests"
 FIXTURES = "fixtures"
 MIGRATIONS = "migrations"
 GENERATED = "generated"
 SEED = "seed"
-SCOPE_CLASSES = (TESTS, FIXTURES, MIGRATIONS, GENERATED, SEED)
+TRANSLATIONS = FileKind.TRANSLATIONS.value
+DOCS = FileKind.DOCS.value
+DATA = FileKind.DATA.value
+SCOPE_CLASSES = (TESTS, FIXTURES, MIGRATIONS, GENERATED, SEED, TRANSLATIONS, DOCS, DATA)
 """Every class of file the audit scope can leave out, in the order they are checked."""
 
 REASONS = {
@@ -29,7 +36,11 @@ REASONS = {
     MIGRATIONS: "schema/data migration: out of the audit scope (listed in the map)",
     GENERATED: "generated code: out of the audit scope (listed in the map)",
     SEED: "dev-data seed code: out of the audit scope (listed in the map)",
+    TRANSLATIONS: "translation catalogue: not code a rule reasons about (pack_include: [translations] packs it; listed in the map)",
+    DOCS: "prose docs or changelog: not code a rule reasons about (pack_include: [docs] packs it; listed in the map)",
+    DATA: "data file: not code a rule reasons about (pack_include: [data] packs it; listed in the map)",
 }
+_KIND_CLASSES = {FileKind.TRANSLATIONS: TRANSLATIONS, FileKind.DOCS: DOCS, FileKind.DATA: DATA}
 
 # Only names that mean test data or schema history; "snapshots", "seed" or "migrate" alone
 # also name production code (a snapshot service, a seed for a random generator).
@@ -73,7 +84,7 @@ def scope_class(path: str, text: str) -> str | None:
         return GENERATED
     if _SEED_FILE.match(name) or any(directory in _SEED_DIRECTORIES for directory in lowered):
         return SEED
-    return None
+    return _KIND_CLASSES.get(file_kind(path, len(text)))
 
 
 def out_of_scope(files: Iterable[tuple[str, str]], include: Iterable[str]) -> dict[str, str]:

@@ -13,15 +13,47 @@ from typing import Any
 from rich.console import Group
 from rich.table import Table
 
-from auditor.pack.packer import PackResult
+from auditor.pack.guard import token_ratio
+from auditor.pack.packer import PackedFile, PackResult
+from auditor.walk.classify import FileKind, file_kind
 from auditor.walk.walker import WalkResult
+
+
+def kind_labels(walked: WalkResult) -> dict[str, str]:
+    """Each walked file's kind as reported: its language for code (``python``,
+    ``typescript``, ...), else the walk's kind (``translations``, ``docs``, ``data``, ``other``)."""
+    labels: dict[str, str] = {}
+    for entry in walked.files:
+        kind = file_kind(entry.path, len(entry.text))
+        labels[entry.path] = entry.language if kind is FileKind.CODE and entry.language else kind.value
+    return labels
+
+
+def _totals(files: list[PackedFile], key: dict[str, str] | None = None) -> dict[str, int]:
+    """Tokens per reason (or, with ``key``, per the path's label), sorted by label."""
+    totals: Counter[str] = Counter()
+    for placed in files:
+        totals[key.get(placed.path, FileKind.OTHER.value) if key is not None else placed.reason.value] += placed.tokens
+    return dict(sorted(totals.items()))
 
 
 def pack_manifest(result: PackResult, walked: WalkResult) -> dict[str, Any]:
     """The manifest of issue #2: tokenizer, budget, windows with their files, skipped files."""
     options = result.options
+    kinds = kind_labels(walked)
+    placed = [f for window in result.windows for f in window.files]
+    ratio = token_ratio(result)
     return {
         "repository": result.repository,
+        # File tokens by why they are in a window (auditor.pack.reasons) and by file kind,
+        # over all windows (a file repeated for chains counts each time).
+        "tokens_by_reason": _totals(placed),
+        "tokens_by_kind": _totals(placed, kinds),
+        "token_ratio": {
+            "prompt_tokens": ratio.prompt_tokens,
+            "audited_tokens": ratio.audited_tokens,
+            "ratio": round(ratio.ratio, 3),
+        },
         "tokenizer": {"source": result.tokenizer.source, "exact": result.tokenizer.exact, "chat_template": result.tokenizer.chat_template},
         "max_model_len": options.max_model_len,
         "output_tokens": options.output_tokens,
@@ -37,6 +69,7 @@ def pack_manifest(result: PackResult, walked: WalkResult) -> dict[str, Any]:
                 # The static candidates the prompt lists for the model to judge (auditor scan's ids).
                 "static_candidates": [candidate.id for candidate in window.candidates],
                 "utilization": round(window.prompt_tokens / options.prompt_budget, 4),
+                "tokens_by_reason": _totals(list(window.files)),
                 "files": [
                     {
                         "path": f.path,
@@ -45,6 +78,8 @@ def pack_manifest(result: PackResult, walked: WalkResult) -> dict[str, Any]:
                         "lines": [f.start_line, f.end_line],
                         "total_lines": f.total_lines,
                         "truncated": f.truncated,
+                        "reason": f.reason.value,
+                        "kind": kinds.get(f.path, FileKind.OTHER.value),
                     }
                     for f in window.files
                 ],
@@ -119,4 +154,26 @@ def pack_tables(result: PackResult, walked: WalkResult, largest: int = 10) -> Gr
     skipped.add_column("files", justify="right")
     for reason, count in sorted(reasons.items()):
         skipped.add_row(reason, str(count))
-    return Group(windows, files, directories, skipped)
+    return Group(windows, _held_table(result, walked), files, directories, skipped)
+
+
+def _held_table(result: PackResult, walked: WalkResult) -> Table:
+    """Tokens the windows hold by reason and by file kind, with the token-ratio guard's figures."""
+    placed = [f for window in result.windows for f in window.files]
+    held = Table(title="What the windows hold (file tokens, all windows)")
+    for column in ("by reason", "tokens", "by kind", "tokens "):
+        held.add_column(column, justify="right" if column.startswith("tokens") else "left")
+    by_reason = list(_totals(placed).items())
+    by_kind = sorted(_totals(placed, kind_labels(walked)).items(), key=lambda kv: (-kv[1], kv[0]))
+    for row in range(max(len(by_reason), len(by_kind))):
+        reason, reason_tokens = by_reason[row] if row < len(by_reason) else ("", None)
+        kind, kind_tokens = by_kind[row] if row < len(by_kind) else ("", None)
+        held.add_row(
+            reason, "" if reason_tokens is None else f"{reason_tokens:,}", kind, "" if kind_tokens is None else f"{kind_tokens:,}"
+        )
+    ratio = token_ratio(result)
+    held.caption = (
+        f"prompt tokens {ratio.prompt_tokens:,} for {ratio.audited_tokens:,} tokens of distinct code in full: "
+        f"{ratio.ratio:.2f}x"
+    )
+    return held

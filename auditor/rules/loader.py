@@ -17,6 +17,8 @@ A rule file looks like::
       - 'transaction.atomic'
     sql_write: '(?i)\\b(insert|update|delete)\\b'   # optional: SQL text that counts as a write
     pack_include: [migrations]   # optional: out-of-scope classes the rule wants packed
+                                 # (tests, fixtures, migrations, generated, seed,
+                                 #  translations, docs, data)
     ---
     Instruction body for the model (Markdown).
 
@@ -39,7 +41,7 @@ from auditor.rules.severity import Severity
 
 # The file classes a rule's pack_include may name (auditor.pack.scope.SCOPE_CLASSES; kept
 # here as literals so that loading a rule does not import the packer).
-PACK_INCLUDE_CLASSES = ("tests", "fixtures", "migrations", "generated", "seed")
+PACK_INCLUDE_CLASSES = ("tests", "fixtures", "migrations", "generated", "seed", "translations", "docs", "data")
 _RULE_ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 
 
@@ -60,7 +62,8 @@ class Rule:
     entry_points: tuple[str, ...] = ()
     sql_write: str | None = None
     # Classes of files outside the default audit scope (tests, fixtures, migrations,
-    # generated, seed: see auditor.pack.scope) that this rule wants packed anyway.
+    # generated, seed, translations, docs, data: see auditor.pack.scope) that this rule
+    # wants packed anyway.
     pack_include: tuple[str, ...] = ()
 
     def relevance_patterns(self) -> tuple[LinearPattern, ...]:

@@ -26,7 +26,9 @@ from auditor.findings.model import Finding
 from auditor.index.cache import IndexCache
 from auditor.index.indexer import IndexSkip, index_sources
 from auditor.index.model import FileIndex
+from auditor.errors import PackError
 from auditor.pack.chains import ChainCache, files_in_order, relevance_chains
+from auditor.pack.guard import DEFAULT_MAX_TOKEN_RATIO, token_ratio
 from auditor.pack.packer import FileChain, PackOptions, PackResult, Window, pack
 from auditor.pack.prompt import CandidateChain
 from auditor.pack.rank import PackInput, relevance_scores
@@ -34,7 +36,7 @@ from auditor.pack.skeleton import build_skeleton
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
 from auditor.recall.windows import CanaryPlan, plant_canaries
 from auditor.rules.loader import Rule, builtin_rules, load_rules
-from auditor.config.scan import ScanConfig, tree_cache_scope
+from auditor.config.scan import ScanConfig, WindowOptions, tree_cache_scope
 from auditor.runs.judge import candidate_chains
 from auditor.storage.digests import DigestStore, digest_of
 from auditor.storage.dirs import cache_dir as store_dir
@@ -256,6 +258,11 @@ def plan_windows(
         inputs.repository, rules=inputs.rules, tokenizer=tokenizer, options=config.pack, static=inputs.static,
         progress=progress,
     )
+    over_ratio = token_ratio_notice(packed, config.window)
+    if over_ratio and config.window.max_token_ratio:
+        raise PackError(f"{over_ratio} (--max-token-ratio {config.window.max_token_ratio:g}); nothing was sent")
+    if over_ratio:
+        notes.append(over_ratio)
     truncated = sorted({f.path for window in packed.windows for f in window.files if f.truncated})
     if truncated:
         notes.append(f"a line longer than a window was cut in {len(truncated)} file(s): {', '.join(truncated[:10])}")
@@ -268,6 +275,26 @@ def plan_windows(
     if config.probes and any(not plan.canaries for _, plan in planted):
         notes.append("some windows had no room for recall canaries: their recall is not measured")
     return WindowPlan(inputs, packed, planted, tuple(notes))
+
+
+def token_ratio_notice(packed: PackResult, window: WindowOptions) -> str | None:
+    """The guard's notice when ``packed`` spends more prompt tokens per audited token than
+    ``window.max_token_ratio`` (else ``DEFAULT_MAX_TOKEN_RATIO``) allows, with the windows'
+    estimated time on the default device profile (``auditor plan``'s ``estimate_time``)."""
+    limit = window.max_token_ratio or DEFAULT_MAX_TOKEN_RATIO
+    ratio = token_ratio(packed)
+    if not ratio.exceeds(limit):
+        return None
+    # Imported here: `auditor pack` loads the device profiles only when the guard fires.
+    from auditor.planning.timing import estimate_time
+
+    seconds = sum(estimate_time(w.prompt_tokens, window.output_tokens).total_s for w in packed.windows)
+    return (
+        f"the plan sends {ratio.prompt_tokens:,} prompt tokens in {len(packed.windows)} window(s) for "
+        f"{ratio.audited_tokens:,} tokens of audited code, {ratio.ratio:.1f}x (over {limit:g}x); "
+        f"estimated {seconds / 60:,.0f} min on {defaults.DEVICE_PROFILE} (auditor plan); "
+        "`auditor pack --format json` lists what each window holds, by reason"
+    )
 
 
 def pack_prepared(

@@ -7,22 +7,31 @@ generated-code headers). Each rule returns a :class:`SkippedFile` with its reaso
 detail, or None; the first rule that answers decides. Adding an exclusion is adding a
 rule to a table. Disk-level outcomes (too large, binary by content, undecodable, links,
 non-files) are :mod:`auditor.walk.reading`'s.
+
+A walked file also has a *kind* (:func:`file_kind`): code, translations, prose docs, data,
+or other text. Kinds are not exclusions here: whether a kind is packed depends on the rule
+(``auditor.pack.scope``), and a rule that asks for translations needs them walked.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from enum import Enum
 
+from auditor.languages import language_for_path
 from auditor.walk.files import SkippedFile, SkipReason
 
 __all__ = [
     "CONTENT_CLASSIFIERS",
+    "DATA_MIN_CHARS",
     "PATH_CLASSIFIERS",
     "ContentClassifier",
+    "FileKind",
     "PathClassifier",
     "classify_content",
     "classify_path",
+    "file_kind",
     "name_suffix",
 ]
 
@@ -225,3 +234,57 @@ def classify_content(path: str, text: str) -> SkippedFile | None:
         if skipped is not None:
             return skipped
     return None
+
+
+class FileKind(str, Enum):
+    """What a walked text file holds, for packing and for reporting tokens by kind; the
+    values are the strings users see."""
+
+    CODE = "code"
+    TRANSLATIONS = "translations"
+    DOCS = "docs"
+    DATA = "data"
+    OTHER = "other"
+
+
+_TRANSLATION_SUFFIXES = frozenset({".po", ".pot", ".mo", ".xlf", ".xliff", ".arb", ".strings", ".stringsdict", ".resx"})
+# Message catalogues in a generic format count as translations only inside a directory named so.
+_LOCALE_DIRECTORIES = frozenset({"locale", "locales", "i18n", "l10n", "translations", "lang", "langs", "languages"})
+_CATALOGUE_SUFFIXES = frozenset({".json", ".yaml", ".yml", ".properties", ".toml", ".xml"})
+_DOC_SUFFIXES = frozenset({".md", ".markdown", ".mdx", ".rst", ".txt", ".adoc", ".asciidoc", ".textile", ".rdoc"})
+# Prose names that carry no doc suffix (or a .txt one that is not prose is listed below).
+_DOC_NAME = re.compile(r"^(?:readme|changelog|changes|history|news|release[-_ ]?notes|authors|contributors|license|licence|copying|notice)(?:[.-].*)?$", re.IGNORECASE)
+_NOT_PROSE_TXT = re.compile(r"^(?:cmakelists|requirements|constraints|robots)(?:[.-].*)?\.txt$", re.IGNORECASE)
+_DATA_SUFFIXES = frozenset({".csv", ".tsv", ".jsonl", ".ndjson", ".geojson", ".svg"})
+_STRUCTURED_SUFFIXES = frozenset({".json", ".yaml", ".yml", ".xml"})
+# Structured files in a directory named for data hold data whatever their size.
+_DATA_DIRECTORIES = frozenset({"fixtures", "__fixtures__", "testdata", "test_data", "data", "sample_data", "seed_data"})
+DATA_MIN_CHARS = 32_768
+"""A JSON, YAML or XML file this long or longer holds data, not configuration."""
+
+
+def file_kind(path: str, chars: int) -> FileKind:
+    """The kind of a walked file from its root-relative path and its length in characters.
+
+    A file in a language auditor parses is code wherever it sits (Django's ``conf/locale/*/formats.py``
+    included); translations are catalogue formats, or JSON/YAML/XML inside a locale
+    directory; docs are prose formats, readmes and changelogs; data are tabular formats,
+    SVG, and JSON/YAML/XML in a data or fixtures directory or of at least
+    ``DATA_MIN_CHARS`` characters.
+    """
+    if language_for_path(path) is not None:
+        return FileKind.CODE
+    *directories, name = path.split("/")
+    suffix = name_suffix(name)
+    if suffix in _TRANSLATION_SUFFIXES or (
+        suffix in _CATALOGUE_SUFFIXES and any(directory.lower() in _LOCALE_DIRECTORIES for directory in directories)
+    ):
+        return FileKind.TRANSLATIONS
+    if (suffix in _DOC_SUFFIXES and not _NOT_PROSE_TXT.match(name)) or _DOC_NAME.match(name):
+        return FileKind.DOCS
+    if suffix in _DATA_SUFFIXES or (
+        suffix in _STRUCTURED_SUFFIXES
+        and (chars >= DATA_MIN_CHARS or any(directory.lower() in _DATA_DIRECTORIES for directory in directories))
+    ):
+        return FileKind.DATA
+    return FileKind.OTHER

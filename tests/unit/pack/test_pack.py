@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from auditor.errors import PackError
 from auditor.pack.packer import PackOptions, pack
 from auditor.pack.rank import PackInput, rank_files
+from auditor.pack.reasons import PackReason
 from auditor.rules.loader import builtin_rules
 from auditor.tokens.tokenizer import TokenizerRequest, load_tokenizer
 
@@ -95,9 +96,10 @@ def test_relevant_files_rank_first_and_rest_become_filler(tokenizer):
         PackInput("app/helpers.py", "def helper():\n    return fmt(1)\n", "python"),
     ]
     neighbors = {"app/views.py": ["app/helpers.py"], "app/helpers.py": ["app/views.py", "app/util.py"]}
-    candidates, rest = rank_files(repo, [RULE], lambda p: neighbors.get(p, []), neighbor_depth=1)
-    assert candidates == ["app/views.py", "app/helpers.py"]
-    assert rest == ["app/util.py"]
+    ranking = rank_files(repo, [RULE], lambda p: neighbors.get(p, []), neighbor_depth=1)
+    assert ranking.candidates == ("app/views.py", "app/helpers.py")
+    assert ranking.rest == ("app/util.py",)
+    assert ranking.reasons == {"app/views.py": PackReason.RELEVANT, "app/helpers.py": PackReason.NEIGHBOUR}
     body = (2, UTIL_BODY_LINES + 2)
     result = pack(repo, repository="demo", rules=[RULE], tokenizer=tokenizer, options=_options(6_000),
                   neighbors=lambda p: neighbors.get(p, []), skeleton_of=lambda p: (body,) if p == "app/util.py" else None)
@@ -189,6 +191,7 @@ def test_seed_paths_are_carried_first(tokenizer):
         PackInput("b.py", "def b():\n    return 1\n", "python"),
         PackInput("c.py", "def c():\n    return 2\n", "python"),
     ]
-    candidates, rest = rank_files(repo, [RULE], None, neighbor_depth=1, seed_paths=("c.py", "missing.py"))
-    assert candidates == ["c.py", "a.py"]
-    assert rest == ["b.py"]
+    ranking = rank_files(repo, [RULE], None, neighbor_depth=1, seed_paths=("c.py", "missing.py"))
+    assert ranking.candidates == ("c.py", "a.py")
+    assert ranking.rest == ("b.py",)
+    assert ranking.reasons["c.py"] is PackReason.CHANGED
