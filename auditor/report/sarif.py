@@ -249,10 +249,10 @@ def information_uri() -> str | None:
 
 
 def primary_location_line_hash(finding: Finding, occurrence: int) -> str:
-    """GitHub-style ``primaryLocationLineHash``: a hash of the sink's normalised line text
-    (through the finding's fingerprint, which never includes line numbers) and the
-    occurrence of that hash in the file, as in "0123456789abcdef:1"."""
-    return f"{finding.fingerprint[:16]}:{occurrence}"
+    """GitHub-style ``primaryLocationLineHash``: the finding's fingerprint (its structure,
+    never line numbers; the same 32 hex digits every report shows) and the occurrence of
+    that fingerprint in the file, as in "0123456789abcdef0123456789abcdef:1"."""
+    return f"{finding.fingerprint}:{occurrence}"
 
 
 def _level(rule_id: str, severity: str) -> Level:
@@ -483,7 +483,7 @@ def sarif_log(result: ScanResult, category: str | None = None) -> SarifLog:
     entries: list[tuple[Finding, SuppressedFinding | None]] = [(finding, None) for finding in result.sorted_findings()]
     entries += [(item.finding, item) for item in result.sorted_suppressed()]
     for finding, suppression in entries:
-        key = (finding.rule, finding.path, finding.fingerprint[:16])
+        key = (finding.rule, finding.path, finding.fingerprint)
         occurrences[key] = occurrences.get(key, 0) + 1
         reviewed = review.reviewed(finding.fingerprint) if review is not None else None
         results.append(_result(finding, rule_index[finding.rule], occurrences[key], reviewed, suppression))

@@ -17,8 +17,8 @@ from auditor.findings.model import (
     ClaimedStep,
     Finding,
     Rejected,
-    fingerprint,
 )
+from auditor.findings.fingerprints import fingerprint
 from auditor.report import REPORTERS, render
 from auditor.report.markdown import render_markdown
 from auditor.report.model import (
@@ -48,7 +48,7 @@ def _finding(rule: str, severity: str, path: str, line: int, function: str, chai
         chain=chain,
         explanation=extra.pop("explanation", ""),
         found_by=extra.pop("found_by", ("model",)),
-        fingerprint=fingerprint(rule, path, function, sink_text),
+        fingerprint=fingerprint(rule, path, function, (sink_text,)),
         window=extra.pop("window", 0),
     )
 
