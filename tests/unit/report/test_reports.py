@@ -215,7 +215,7 @@ def test_sarif_has_what_github_code_scanning_reads(result):
         assert not location["artifactLocation"]["uri"].startswith(("/", "file:"))
         assert location["artifactLocation"]["uriBaseId"] == "%SRCROOT%"
         assert location["region"]["startLine"] >= 1
-        assert re.fullmatch(r"[0-9a-f]{16}:\d+", item["partialFingerprints"]["primaryLocationLineHash"])
+        assert re.fullmatch(r"[0-9a-f]{32}:\d+", item["partialFingerprints"]["primaryLocationLineHash"])
     tx = results[1]
     assert tx["level"] == "warning"  # error only for a critical partial state
     assert tx["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "app/orders.py"
