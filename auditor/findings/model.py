@@ -106,6 +106,17 @@ class Finding:
         """True when the model refuted this static candidate (it stays in the report)."""
         return self.verdict == REFUTED
 
+    @property
+    def unverified(self) -> bool:
+        """True for a model's finding that no static pass found and whose every chain step
+        grounding could not confirm (the chain may be invented)."""
+        return "static" not in self.found_by and bool(self.chain) and not any(step.verified for step in self.chain)
+
+    @property
+    def contested(self) -> bool:
+        """Disputed or unverified: reported, but by default not blocking (``--block-disputed``)."""
+        return self.disputed or self.unverified
+
     def sort_key(self) -> tuple[object, ...]:
         """Deterministic report order: severity, rule, path, line, fingerprint."""
         return (Severity.rank_of(self.severity), self.rule, self.path, self.line, self.fingerprint)

@@ -262,6 +262,17 @@ def _level(rule_id: str, severity: str) -> Level:
     return SEVERITY_LEVEL.get(severity, "warning")
 
 
+def _finding_level(finding: Finding, block_disputed: bool) -> Level:
+    """A finding's SARIF level: its rule's for its severity; a disputed finding's ``note``
+    and an unverified one's at most ``warning`` (they do not block unless ``--block-disputed``)."""
+    level = _level(finding.rule, finding.severity)
+    if block_disputed or not finding.contested:
+        return level
+    if finding.disputed:
+        return "note"
+    return "warning" if level == "error" else level
+
+
 def _rule_name(rule_id: str) -> str:
     return "".join(part.capitalize() for part in rule_id.split("-") if part)
 
@@ -381,11 +392,12 @@ def _result(
     occurrence: int,
     reviewed: ReviewedFinding | None = None,
     suppressed: SuppressedFinding | None = None,
+    block_disputed: bool = False,
 ) -> Result:
     result: Result = {
         "ruleId": finding.rule,
         "ruleIndex": rule_index,
-        "level": _level(finding.rule, finding.severity),
+        "level": _finding_level(finding, block_disputed),
         "message": {"text": _message(finding)},
         "locations": [_location(finding.path, finding.line, finding.function)],
         "partialFingerprints": {"primaryLocationLineHash": primary_location_line_hash(finding, occurrence)},
@@ -486,7 +498,7 @@ def sarif_log(result: ScanResult, category: str | None = None) -> SarifLog:
         key = (finding.rule, finding.path, finding.fingerprint)
         occurrences[key] = occurrences.get(key, 0) + 1
         reviewed = review.reviewed(finding.fingerprint) if review is not None else None
-        results.append(_result(finding, rule_index[finding.rule], occurrences[key], reviewed, suppression))
+        results.append(_result(finding, rule_index[finding.rule], occurrences[key], reviewed, suppression, result.block_disputed))
 
     driver: ToolComponent = {
         "name": "auditor",

@@ -93,7 +93,7 @@ class ReviewResult:
     def blocking(self) -> int:
         """Findings that fail the run under ``--error``: new ones (and existing ones with ``--all``)."""
         review = self.result.review
-        return review.blocking_count if review is not None else len(self.result.findings)
+        return review.blocking_count if review is not None else self.result.blocking_count
 
 
 @dataclass(frozen=True)
@@ -174,6 +174,7 @@ def run_review(config: ReviewConfig, progress: ProgressCallback = no_progress, *
             line=touch.line,
             function=touch.function,
             touched_by=touch.reason,
+            blocks=head.result.blocks(finding),
         )
         for finding, touch in sorted(touched, key=lambda pair: pair[0].sort_key())
     )

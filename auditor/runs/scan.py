@@ -192,6 +192,7 @@ def finish_scan(plan: ScanPlan, completions: Sequence[Completion]) -> ScanResult
         prompt_tokens_sent=run.prompt_tokens_sent,
         suppressed=suppression.suppressed,
         warnings=suppression.warnings,
+        block_disputed=config.block_disputed,
     )
 
 
