@@ -4,7 +4,9 @@ Input: a ``ScanResult``. Output: SARIF JSON text (sorted keys, trailing newline)
 validates against the OASIS 2.1.0 schema and carries what GitHub code scanning reads:
 rule metadata with help and ``security-severity``, repo-relative locations with regions,
 ``partialFingerprints.primaryLocationLineHash``, call chains as ``codeFlows`` (entry point
-first, sink last), and errors and incomplete windows as tool execution notifications.
+first, sink last), and errors and incomplete windows as tool execution notifications. A
+result's level follows its rule and severity, except that a disputed finding is a ``note``
+and an unverified one at most a ``warning`` (unless ``--block-disputed``): they do not block.
 """
 
 from __future__ import annotations

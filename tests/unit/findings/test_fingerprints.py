@@ -16,9 +16,9 @@ import pytest
 
 from auditor.config.scan import ScanConfig
 from auditor.findings.fingerprints import LENGTH, normalise_call
+from auditor.rules.loader import builtin_rules
 from auditor.runs.review import ReviewConfig, run_review
 from tests.support import FIXTURES, analyze_source, git
-from auditor.rules.loader import builtin_rules
 
 TX = "tx-outside-transaction"
 COMMAND = "saleor/app/management/commands/create_app.py"
