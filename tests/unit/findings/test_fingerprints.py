@@ -1,6 +1,6 @@
 """Fingerprints survive edits that change nothing a finding is about (issue 23 item 2).
 
-The edits are commits on a copy of two real saleor files (fixtures/saleor_app): each must
+The edits are commits on a copy of a small Django app (fixtures/fingerprint_app): each must
 leave ``Command.handle``'s fingerprint as it was, and the review of each edit that touches
 the function against its parent must call the finding "existing"; a new write in the
 sequence must make it "new". (Moving the function touches only the lines above it, so the
@@ -21,9 +21,9 @@ from auditor.runs.review import ReviewConfig, run_review
 from tests.support import FIXTURES, analyze_source, git
 
 TX = "tx-outside-transaction"
-COMMAND = "saleor/app/management/commands/create_app.py"
-CREATE = '        app = App.objects.create(name=name, is_active=is_active, identifier=identifier)\n'
-SAVE = '            app.save(update_fields=["identifier"])\n'
+COMMAND = "kiosk/management/commands/register_device.py"
+CREATE = '        device = Device.objects.create(name=name, is_active=is_active, identifier=identifier)\n'
+SAVE = '            device.save(update_fields=["identifier"])\n'
 HANDLE = "    def handle(self, *args: Any, **options: Any) -> str | None:\n"
 
 
@@ -38,33 +38,32 @@ def _moved(text: str) -> str:
 
 def _black(text: str) -> str:
     exploded = (
-        "        app = App.objects.create(\n"
+        "        device = Device.objects.create(\n"
         "            name=name,\n"
         "            is_active=is_active,\n"
         "            identifier=identifier,\n"
         "        )\n"
     )
-    return text.replace(CREATE, exploded).replace(SAVE, "            app.save(update_fields=['identifier'])\n")
+    return text.replace(CREATE, exploded).replace(SAVE, "            device.save(update_fields=['identifier'])\n")
 
 
 def _renamed_local(text: str) -> str:
     start = text.index(HANDLE)
-    end = text.index("    class Meta", start) if "    class Meta" in text[start:] else len(text)
-    body = text[start:end].replace("app.", "new_app.").replace("app = ", "new_app = ").replace("(app", "(new_app")
-    return text[:start] + body + text[end:]
+    body = text[start:].replace("device.", "kiosk.").replace("device = ", "kiosk = ")
+    return text[:start] + body
 
 
 def _new_write(text: str) -> str:
-    return text.replace(SAVE, SAVE + '            app.tokens.create(name="default")\n')
+    return text.replace(SAVE, SAVE + '            device.tokens.create(name="spare")\n')
 
 
 KEEPS = {"comment": _comment, "moved": _moved, "black": _black, "renamed_local": _renamed_local}
 
 
 @pytest.fixture
-def saleor_repo(tmp_path: Path) -> Path:
-    root = tmp_path / "saleor"
-    shutil.copytree(FIXTURES / "saleor_app", root)
+def kiosk_repo(tmp_path: Path) -> Path:
+    root = tmp_path / "kiosk"
+    shutil.copytree(FIXTURES / "fingerprint_app", root)
     git(root, "init", "-q")
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "base")
@@ -88,7 +87,7 @@ def _review_after(root: Path, edit) -> tuple[str, int]:
 
 
 def _handle_fingerprint(command_text: str, writes: int = 4) -> str:
-    files = {path: (FIXTURES / "saleor_app" / path).read_text(encoding="utf-8") for path in ("saleor/app/models.py", COMMAND)}
+    files = {path: (FIXTURES / "fingerprint_app" / path).read_text(encoding="utf-8") for path in ("kiosk/models.py", COMMAND)}
     result = analyze_source({**files, COMMAND: command_text}, builtin_rules()[TX])
     (finding,) = [f for f in result.findings if f.path == COMMAND and f.function == "Command.handle"]
     assert len(finding.sequence) == writes  # create, save, permissions.set, tokens.create (and the new one)
@@ -97,20 +96,20 @@ def _handle_fingerprint(command_text: str, writes: int = 4) -> str:
 
 @pytest.mark.parametrize("edit", KEEPS.values(), ids=KEEPS.keys())
 def test_an_edit_that_changes_no_write_keeps_the_fingerprint(edit):
-    original = (FIXTURES / "saleor_app" / COMMAND).read_text(encoding="utf-8")
+    original = (FIXTURES / "fingerprint_app" / COMMAND).read_text(encoding="utf-8")
     assert _handle_fingerprint(edit(original)) == _handle_fingerprint(original)
 
 
 @pytest.mark.parametrize("edit", [_comment, _black, _renamed_local], ids=["comment", "black", "renamed_local"])
-def test_the_review_of_such_an_edit_calls_the_finding_existing(saleor_repo: Path, edit):
-    status, blocking = _review_after(saleor_repo, edit)
+def test_the_review_of_such_an_edit_calls_the_finding_existing(kiosk_repo: Path, edit):
+    status, blocking = _review_after(kiosk_repo, edit)
     assert (status, blocking) == ("existing", 0)
 
 
-def test_a_write_added_to_the_sequence_makes_the_finding_new(saleor_repo: Path):
-    original = (FIXTURES / "saleor_app" / COMMAND).read_text(encoding="utf-8")
+def test_a_write_added_to_the_sequence_makes_the_finding_new(kiosk_repo: Path):
+    original = (FIXTURES / "fingerprint_app" / COMMAND).read_text(encoding="utf-8")
     assert _handle_fingerprint(_new_write(original), writes=5) != _handle_fingerprint(original)
-    status, blocking = _review_after(saleor_repo, _new_write)
+    status, blocking = _review_after(kiosk_repo, _new_write)
     assert (status, blocking) == ("new", 1)
 
 
