@@ -9,11 +9,20 @@ import sys
 from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
+import typer
 from rich.markup import escape
 
+from auditor.cli.flags import OUTPUT_PANEL
 from auditor.errors import Shortfall, exit_code
+
+BlockDisputedOption = Annotated[
+    bool,
+    typer.Option("--block-disputed", rich_help_panel=OUTPUT_PANEL,
+                 help="Disputed findings (the model refuted them) and unverified ones (no chain step confirmed) fail --error too."),
+]
+
 
 if TYPE_CHECKING:
     from rich.console import Console

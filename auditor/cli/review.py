@@ -1,12 +1,13 @@
 """The ``auditor review`` command: the pre-merge check of a pull request in CI.
 
 Exit codes: 0 ok; 1 with ``--error`` when there are NEW findings on the change (existing
-ones too with ``--all``); 5 when the scan is incomplete; 6 when a window's canary recall
+ones too with ``--all``; disputed and unverified ones only with ``--block-disputed``); 5 when the scan is incomplete; 6 when a window's canary recall
 fell below ``--recall-threshold``; others from ``AuditorError``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from pathlib import Path
 from typing import Annotated, Optional
@@ -25,7 +26,7 @@ from auditor.cli.flags import (
     ScanFlags,
     shared_options,
 )
-from auditor.cli.output import check_outputs, exit_for, write_output
+from auditor.cli.output import BlockDisputedOption, check_outputs, exit_for, write_output
 from auditor.cli.scan import LinkBaseOption
 
 REVIEW_PANEL = "Change under review"
@@ -41,7 +42,8 @@ def review_command(
     compare_base: Annotated[bool, typer.Option("--compare-base/--no-compare-base", rich_help_panel=REVIEW_PANEL, help="Scan the base to tell new findings from existing ones.")] = True,
     sarif_category: Annotated[Optional[str], typer.Option("--sarif-category", rich_help_panel=OUTPUT_PANEL, help="SARIF automationDetails.id (GitHub's analysis category).")] = None,
     link_base: LinkBaseOption = None,
-    error: Annotated[bool, typer.Option("--error", rich_help_panel=OUTPUT_PANEL, help="Exit 1 when there are new findings on the change.")] = False,
+    error: Annotated[bool, typer.Option("--error", rich_help_panel=OUTPUT_PANEL, help="Exit 1 when there are new findings on the change (disputed and unverified ones aside).")] = False,
+    block_disputed: BlockDisputedOption = False,
     flags: ScanFlags,
 ) -> None:
     """Review a change: findings whose call chain the diff from --base touches, new vs existing."""
@@ -53,7 +55,7 @@ def review_command(
     from auditor.runs.scan import run_scan
 
     report_format = flags.report_format()
-    scan = scan_config(path, flags)
+    scan = dataclasses.replace(scan_config(path, flags), block_disputed=block_disputed)
     check_outputs(flags.output, *flags.requested_outputs().values())
     config = ReviewConfig(scan=scan, base=base, head=head, include_existing=all_findings, compare_base=compare_base)
     # One engine for the head and the base scans: a vLLM model loads once.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -19,7 +20,7 @@ from auditor.cli.flags import (
     ScanFlags,
     shared_options,
 )
-from auditor.cli.output import check_outputs, exit_for, write_output
+from auditor.cli.output import BlockDisputedOption, check_outputs, exit_for, write_output
 from auditor.errors import AuditorError
 
 LinkBaseOption = Annotated[
@@ -34,6 +35,7 @@ def scan_command(
     path: Annotated[Path, typer.Argument(help="Repository (or subdirectory) to audit.")],
     *,
     error: Annotated[bool, typer.Option("--error", rich_help_panel=OUTPUT_PANEL, help="Exit 1 when there are findings.")] = False,
+    block_disputed: BlockDisputedOption = False,
     write_baseline: Annotated[Optional[Path], typer.Option("--write-baseline", rich_help_panel=OUTPUT_PANEL, help="Write this scan's findings as a baseline file.")] = None,
     link_base: LinkBaseOption = None,
     flags: ScanFlags,
@@ -46,7 +48,7 @@ def scan_command(
     from auditor.storage.atomic import check_writable
 
     report_format = flags.report_format()
-    config = scan_config(path, flags)
+    config = replace(scan_config(path, flags), block_disputed=block_disputed)
     check_outputs(flags.output, *flags.requested_outputs().values())
     if write_baseline is not None:
         check_writable(write_baseline, create_parents=True)  # the baseline writer makes its directory
@@ -72,4 +74,4 @@ def scan_command(
     for extra_format, extra_path in flags.requested_outputs().items():
         write_output(render(result, extra_format, options), extra_path)
     write_output(render(result, report_format, options), flags.output)
-    exit_for(result, blocking=len(result.findings), error=error, console=stderr)
+    exit_for(result, blocking=result.blocking_count, error=error, console=stderr)

@@ -65,6 +65,8 @@ class ScanConfig:
     probes: int = defaults.CANARIES
     recall_threshold: float = defaults.RECALL_THRESHOLD
     baseline: Path | None = None
+    # Whether disputed and unverified findings fail ``--error`` too (``--block-disputed``).
+    block_disputed: bool = False
     # The name this tree's caches are kept under (default: its resolved root); review gives
     # its temporary worktrees stable names so that the next review finds them again.
     cache_scope: str | None = None

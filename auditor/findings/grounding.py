@@ -15,13 +15,13 @@ from types import MappingProxyType
 from typing import Final, Protocol
 
 from auditor.findings.answer import ParsedAnswer
+from auditor.findings.fingerprints import finding_fingerprint
 from auditor.findings.model import (
     ChainStep,
     Claim,
     ClaimedStep,
     Finding,
     Rejected,
-    fingerprint,
 )
 from auditor.rules.loader import Rule
 from auditor.rules.severity import Severity
@@ -245,7 +245,7 @@ def ground_claim(
         return reject(located)
     line, function, sink_note = located
     chain = _ground_chain(claim.chain, path, line, function, sink_note, repo)
-    return Finding(
+    finding = Finding(
         rule=rule.id,
         severity=normalise_severity(claim.severity, rule),
         title=claim.title or rule.title,
@@ -255,9 +255,10 @@ def ground_claim(
         chain=chain,
         explanation=claim.explanation,
         found_by=("model",),
-        fingerprint=fingerprint(rule.id, path, function, lines[line - 1]),
+        fingerprint="",
         window=window,
     )
+    return replace(finding, fingerprint=finding_fingerprint(finding, lambda _: lines))
 
 
 def ground_answer(

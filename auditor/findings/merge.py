@@ -1,5 +1,5 @@
 """Merging: findings from several windows and from the static pass, de-duplicated by
-fingerprint into report order.
+sink (rule, file, function and line of one scan) into report order.
 """
 
 from __future__ import annotations
@@ -12,7 +12,10 @@ from auditor.rules.severity import Severity
 
 
 def merge_findings(groups: Iterable[Iterable[Finding]]) -> tuple[Finding, ...]:
-    """De-duplicate findings by fingerprint across windows, rules and sources.
+    """De-duplicate findings by sink across windows, rules and sources: one finding per
+    rule, path, function and sink line (every finder read the same files). The merged
+    finding keeps the best chain's fingerprint (the static pass's when it found the sink:
+    a model's fingerprint has no entry point or sequence to hash).
 
     ``found_by`` becomes the sorted union. The chain kept is the best confirmed one: a
     static chain (derived from the call graph) first, then the chain with more verified
@@ -26,11 +29,11 @@ def merge_findings(groups: Iterable[Iterable[Finding]]) -> tuple[Finding, ...]:
     finding's own ``explanation`` is the kept chain's. ``verdicts`` is the union, in
     window order.
     """
-    by_fingerprint: dict[str, list[Finding]] = {}
+    by_sink: dict[tuple[str, str, str, int], list[Finding]] = {}
     for group in groups:
         for finding in group:
-            by_fingerprint.setdefault(finding.fingerprint, []).append(finding)
-    merged = [_merge_same(findings) for findings in by_fingerprint.values()]
+            by_sink.setdefault((finding.rule, finding.path, finding.function, finding.line), []).append(finding)
+    merged = [_merge_same(findings) for findings in by_sink.values()]
     return tuple(sorted(merged, key=lambda finding: finding.sort_key()))
 
 

@@ -1,13 +1,11 @@
-"""The findings' value objects: a grounded ``Finding`` with its ``ChainStep`` chain and
-fingerprint, and the claims as a model stated them (``Claim``, ``ClaimedStep``,
+"""The findings' value objects: a grounded ``Finding`` with its ``ChainStep`` chain (its
+fingerprint comes from ``findings.fingerprints``), and the claims as a model stated them (``Claim``, ``ClaimedStep``,
 ``CanaryAnswer``) before grounding; ``Rejected`` keeps a claim grounding refused, with the
 reason, for the report.
 """
 
 from __future__ import annotations
 
-import hashlib
-import re
 from dataclasses import dataclass
 
 from auditor.rules.severity import Severity
@@ -108,23 +106,20 @@ class Finding:
         """True when the model refuted this static candidate (it stays in the report)."""
         return self.verdict == REFUTED
 
+    @property
+    def unverified(self) -> bool:
+        """True for a model's finding that no static pass found and whose every chain step
+        grounding could not confirm (the chain may be invented)."""
+        return "static" not in self.found_by and bool(self.chain) and not any(step.verified for step in self.chain)
+
+    @property
+    def contested(self) -> bool:
+        """Disputed or unverified: reported, but by default not blocking (``--block-disputed``)."""
+        return self.disputed or self.unverified
+
     def sort_key(self) -> tuple[object, ...]:
         """Deterministic report order: severity, rule, path, line, fingerprint."""
         return (Severity.rank_of(self.severity), self.rule, self.path, self.line, self.fingerprint)
-
-
-_WHITESPACE = re.compile(r"\s+")
-
-
-def normalise_line_text(text: str) -> str:
-    """Collapse whitespace so re-indentation does not change a fingerprint."""
-    return _WHITESPACE.sub(" ", text).strip()
-
-
-def fingerprint(rule: str, path: str, function: str, sink_line_text: str) -> str:
-    """Stable identity of a finding: rule, path, function and normalised sink text — never line numbers."""
-    material = "\x1f".join((rule, path, function, normalise_line_text(sink_line_text)))
-    return hashlib.sha256(material.encode("utf-8")).hexdigest()[:32]
 
 
 @dataclass(frozen=True)

@@ -14,10 +14,14 @@ SQL and Lua all work). The marker must follow a comment opener on that line; tex
 string literals that happens to contain a comment opener is not told apart (as with
 semgrep's ``nosemgrep``).
 
-Baselines. A baseline is a JSON list of ``{"fingerprint", "rule", "path", "function"}``
-objects (written by ``auditor scan --write-baseline FILE``); only the fingerprint is
-matched, the other fields are there for people reading the file. ``read_baseline`` also
-accepts a list of bare fingerprint strings and a JSON report (its ``findings``).
+Baselines. A baseline is a JSON list of ``{"fingerprint", "rule", "path", "function",
+"scheme"}`` objects (written by ``auditor scan --write-baseline FILE``); ``scheme`` is
+the fingerprint definition that wrote it (``findings.fingerprints.SCHEME``) and only the
+fingerprint is matched. An entry without ``scheme`` was written before fingerprints were
+structural (scheme 1, the raw sink line): its fingerprint can no longer match, so it
+matches a finding of the same rule, path and function instead, until the baseline is
+written again. ``read_baseline`` also accepts a list of bare fingerprint strings and a
+JSON report (its ``findings``), both matched by fingerprint only.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from auditor.errors import AuditorError
+from auditor.findings.fingerprints import SCHEME
 from auditor.findings.grounding import file_lines
 from auditor.findings.model import Finding
 
@@ -94,17 +99,26 @@ class SuppressionResult:
 
 @dataclass(frozen=True)
 class BaselineEntry:
-    """One baselined finding: its fingerprint, plus rule, path and function for readers."""
+    """One baselined finding: its fingerprint, plus rule, path and function for readers,
+    and the fingerprint scheme that wrote it (1: an older auditor's, see the module docstring)."""
 
     fingerprint: str
     rule: str = ""
     path: str = ""
     function: str = ""
+    scheme: int = SCHEME
+
+    def accepts(self, finding: Finding) -> bool:
+        """Whether this entry baselines ``finding``: by fingerprint, or for an entry of an
+        older scheme (its fingerprint means something else now) by rule, path and function."""
+        if self.scheme == SCHEME:
+            return self.fingerprint == finding.fingerprint
+        return bool(self.rule) and (self.rule, self.path, self.function) == (finding.rule, finding.path, finding.function)
 
 
 @dataclass(frozen=True)
 class Baseline:
-    """The findings a team has accepted: matched by fingerprint only."""
+    """The findings a team has accepted (see ``BaselineEntry.accepts``)."""
 
     entries: tuple[BaselineEntry, ...]
     source: str = BASELINE_REASON
@@ -113,6 +127,12 @@ class Baseline:
     def fingerprints(self) -> frozenset[str]:
         """Every fingerprint in the baseline."""
         return frozenset(entry.fingerprint for entry in self.entries)
+
+    def accepts(self, finding: Finding) -> bool:
+        """Whether some entry baselines ``finding``."""
+        return finding.fingerprint in self.fingerprints or any(
+            entry.accepts(finding) for entry in self.entries if entry.scheme != SCHEME
+        )
 
 
 def find_ignore_comments(path: str, text: str) -> tuple[IgnoreComment, ...]:
@@ -172,15 +192,13 @@ def apply_suppressions(
                 if rule not in known:
                     warnings.append(f"{path}:{comment.line}: ignore comment names unknown rule {rule!r}")
 
-    accepted = baseline.fingerprints if baseline is not None else frozenset()
     kept: list[Finding] = []
     suppressed: list[SuppressedFinding] = []
     for finding in findings:
         covering = next((c for c in comments.get(finding.path, ()) if c.covers(finding.rule, finding.line)), None)
         if covering is not None:
             suppressed.append(SuppressedFinding(finding, "inline", _describe(covering), f"{covering.path}:{covering.line}"))
-        elif finding.fingerprint in accepted:
-            assert baseline is not None
+        elif baseline is not None and baseline.accepts(finding):
             suppressed.append(SuppressedFinding(finding, "baseline", BASELINE_REASON, baseline.source))
         else:
             kept.append(finding)
@@ -200,7 +218,7 @@ def baseline_from_findings(findings: Iterable[Finding]) -> Baseline:
 def baseline_json(baseline: Baseline) -> str:
     """The baseline file's text: a JSON list of entries, sorted, 2-space indent, trailing newline."""
     entries = [
-        {"fingerprint": entry.fingerprint, "rule": entry.rule, "path": entry.path, "function": entry.function}
+        {"fingerprint": entry.fingerprint, "rule": entry.rule, "path": entry.path, "function": entry.function, "scheme": entry.scheme}
         for entry in sorted(baseline.entries, key=lambda entry: entry.fingerprint)
     ]
     return json.dumps(entries, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
@@ -239,7 +257,8 @@ def read_baseline(path: Path) -> Baseline:
         raise BaselineError(f"cannot read baseline {source}: {error.strerror or error}") from error
     except ValueError as error:
         raise BaselineError(f"baseline {source} is not valid JSON: {error}") from error
-    if isinstance(data, dict) and isinstance(data.get("findings"), list):
+    report = isinstance(data, dict) and isinstance(data.get("findings"), list)
+    if report:
         data = data["findings"]
     if not isinstance(data, list):
         raise BaselineError(f"baseline {source} must be a JSON list of findings or fingerprints")
@@ -251,10 +270,12 @@ def read_baseline(path: Path) -> Baseline:
         if not isinstance(item, dict) or not isinstance(item.get("fingerprint"), str) or not item["fingerprint"].strip():
             raise BaselineError(f"baseline {source}: entry {number} has no fingerprint")
         fields = {key: item.get(key) for key in ("rule", "path", "function")}
+        scheme = item.get("scheme", SCHEME if report else 1)
         entries.append(
             BaselineEntry(
                 item["fingerprint"].strip(),
                 *(value if isinstance(value, str) else "" for value in fields.values()),
+                scheme=scheme if isinstance(scheme, int) else 1,
             )
         )
     return Baseline(tuple(entries), source=str(source))

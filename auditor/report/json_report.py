@@ -32,6 +32,7 @@ def finding_to_dict(finding: Finding) -> dict[str, Any]:
         "chains": [_chain_to_dict(chain) for chain in finding.entry_chains()],
         "verdict": finding.verdict,
         "disputed": finding.disputed,
+        "unverified": finding.unverified,
         "verdicts": [_verdict_to_dict(verdict) for verdict in finding.verdicts],
         "sequence": [
             {"path": site.path, "line": site.line, "function": site.function, "effect": site.effect} for site in finding.sequence

@@ -126,6 +126,9 @@ class ReviewedFinding:
     line: int
     function: str
     touched_by: str
+    blocks: bool = True
+    """Whether the finding can fail the run: False for a disputed or unverified one
+    (``Finding.contested``) unless ``--block-disputed``."""
 
 
 @dataclass(frozen=True)
@@ -175,8 +178,9 @@ class ReviewSummary:
 
     @property
     def blocking_count(self) -> int:
-        """Findings that fail the run under ``--error``: new ones, and existing ones with ``--all``."""
-        return self.new_count + (self.existing_count if self.existing_blocking else 0)
+        """Findings that fail the run under ``--error``: new ones, and existing ones with
+        ``--all``; a disputed or unverified one only with ``--block-disputed``."""
+        return sum(item.blocks and (item.status == "new" or self.existing_blocking) for item in self.findings)
 
 
 @dataclass(frozen=True)
@@ -201,6 +205,18 @@ class ScanResult:
     suppressed: tuple[SuppressedFinding, ...] = ()
     warnings: tuple[str, ...] = ()
     review: ReviewSummary | None = None
+    block_disputed: bool = False
+    """Whether disputed and unverified findings fail the run too (``--block-disputed``)."""
+
+    def blocks(self, finding: Finding) -> bool:
+        """Whether ``finding`` fails the run under ``--error``: any finding but a disputed or
+        unverified one (``Finding.contested``), which does only with ``--block-disputed``."""
+        return self.block_disputed or not finding.contested
+
+    @property
+    def blocking_count(self) -> int:
+        """The findings that fail a scan under ``--error``."""
+        return sum(self.blocks(finding) for finding in self.findings)
 
     @property
     def complete(self) -> bool:

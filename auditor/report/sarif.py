@@ -4,7 +4,9 @@ Input: a ``ScanResult``. Output: SARIF JSON text (sorted keys, trailing newline)
 validates against the OASIS 2.1.0 schema and carries what GitHub code scanning reads:
 rule metadata with help and ``security-severity``, repo-relative locations with regions,
 ``partialFingerprints.primaryLocationLineHash``, call chains as ``codeFlows`` (entry point
-first, sink last), and errors and incomplete windows as tool execution notifications.
+first, sink last), and errors and incomplete windows as tool execution notifications. A
+result's level follows its rule and severity, except that a disputed finding is a ``note``
+and an unverified one at most a ``warning`` (unless ``--block-disputed``): they do not block.
 """
 
 from __future__ import annotations
@@ -249,10 +251,10 @@ def information_uri() -> str | None:
 
 
 def primary_location_line_hash(finding: Finding, occurrence: int) -> str:
-    """GitHub-style ``primaryLocationLineHash``: a hash of the sink's normalised line text
-    (through the finding's fingerprint, which never includes line numbers) and the
-    occurrence of that hash in the file, as in "0123456789abcdef:1"."""
-    return f"{finding.fingerprint[:16]}:{occurrence}"
+    """GitHub-style ``primaryLocationLineHash``: the finding's fingerprint (its structure,
+    never line numbers; the same 32 hex digits every report shows) and the occurrence of
+    that fingerprint in the file, as in "0123456789abcdef0123456789abcdef:1"."""
+    return f"{finding.fingerprint}:{occurrence}"
 
 
 def _level(rule_id: str, severity: str) -> Level:
@@ -260,6 +262,17 @@ def _level(rule_id: str, severity: str) -> Level:
     if rule_id in CORRECTNESS_RULES:
         return CORRECTNESS_LEVEL.get(severity, "warning")
     return SEVERITY_LEVEL.get(severity, "warning")
+
+
+def _finding_level(finding: Finding, block_disputed: bool) -> Level:
+    """A finding's SARIF level: its rule's for its severity; a disputed finding's ``note``
+    and an unverified one's at most ``warning`` (they do not block unless ``--block-disputed``)."""
+    level = _level(finding.rule, finding.severity)
+    if block_disputed or not finding.contested:
+        return level
+    if finding.disputed:
+        return "note"
+    return "warning" if level == "error" else level
 
 
 def _rule_name(rule_id: str) -> str:
@@ -381,11 +394,12 @@ def _result(
     occurrence: int,
     reviewed: ReviewedFinding | None = None,
     suppressed: SuppressedFinding | None = None,
+    block_disputed: bool = False,
 ) -> Result:
     result: Result = {
         "ruleId": finding.rule,
         "ruleIndex": rule_index,
-        "level": _level(finding.rule, finding.severity),
+        "level": _finding_level(finding, block_disputed),
         "message": {"text": _message(finding)},
         "locations": [_location(finding.path, finding.line, finding.function)],
         "partialFingerprints": {"primaryLocationLineHash": primary_location_line_hash(finding, occurrence)},
@@ -483,10 +497,10 @@ def sarif_log(result: ScanResult, category: str | None = None) -> SarifLog:
     entries: list[tuple[Finding, SuppressedFinding | None]] = [(finding, None) for finding in result.sorted_findings()]
     entries += [(item.finding, item) for item in result.sorted_suppressed()]
     for finding, suppression in entries:
-        key = (finding.rule, finding.path, finding.fingerprint[:16])
+        key = (finding.rule, finding.path, finding.fingerprint)
         occurrences[key] = occurrences.get(key, 0) + 1
         reviewed = review.reviewed(finding.fingerprint) if review is not None else None
-        results.append(_result(finding, rule_index[finding.rule], occurrences[key], reviewed, suppression))
+        results.append(_result(finding, rule_index[finding.rule], occurrences[key], reviewed, suppression, result.block_disputed))
 
     driver: ToolComponent = {
         "name": "auditor",

@@ -77,7 +77,7 @@ def _finding(finding: Finding, reviewed: ReviewedFinding | None = None) -> Rende
             body.append(Padding(Text(f"disputed: the model refuted {verdict.candidate}{proof}: {verdict.reason}"), (0, 0, 0, 2)))
     judged = f" · {finding.verdict} by model" if finding.verdict == "confirmed" else ""
     body.append(
-        Padding(Text(f"found by {', '.join(finding.found_by)}{judged} · fingerprint {finding.fingerprint[:16]}", style="dim"), (0, 0, 0, 2))
+        Padding(Text(f"found by {', '.join(finding.found_by)}{judged} · fingerprint {finding.fingerprint}", style="dim"), (0, 0, 0, 2))
     )
     return Group(*body)
 

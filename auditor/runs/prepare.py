@@ -120,9 +120,26 @@ def top_level_symbols(index: FileIndex) -> tuple[str, ...]:
     return tuple(definition.name for definition in index.definitions if definition.parent is None)
 
 
-def selected_rules(specs: tuple[str, ...]) -> tuple[Rule, ...]:
-    """The rules named by ``--rule``; all built-in rules when none is named."""
-    return load_rules(specs) if specs else tuple(builtin_rules().values())
+def needs_model(rule: Rule) -> bool:
+    """Whether only a model checks ``rule`` (it has no static analysis)."""
+    return static_analysis_for(rule.id) is None
+
+
+def selected_rules(specs: tuple[str, ...], *, runs_model: bool = True) -> tuple[Rule, ...]:
+    """The rules named by ``--rule``; when none is named, every built-in rule, or without a
+    model only those the static pass checks (a rule that needs a model would go unchecked
+    and leave the scan partial; named with ``--rule`` it does)."""
+    if specs:
+        return load_rules(specs)
+    return tuple(rule for rule in builtin_rules().values() if runs_model or not needs_model(rule))
+
+
+def unselected_rules(specs: tuple[str, ...], *, runs_model: bool) -> tuple[str, ...]:
+    """The built-in rules ``selected_rules`` leaves out by default: those that need a model
+    when none runs (none when ``--rule`` names the rules)."""
+    if specs or runs_model:
+        return ()
+    return tuple(rule.id for rule in builtin_rules().values() if needs_model(rule))
 
 
 @dataclass(frozen=True)
@@ -188,11 +205,13 @@ def run_static_pass(
 @dataclass(frozen=True)
 class ScanInputs:
     """What a scan reads before any window is cut: the selected rules, the walked and
-    indexed repository, and its one static pass."""
+    indexed repository, its one static pass, and the built-in rules not selected."""
 
     rules: tuple[Rule, ...]
     repository: PreparedRepository
     static: StaticPass
+    unselected: tuple[str, ...] = ()
+    """Built-in rules left out because they need a model and none runs."""
 
 
 def prepare_scan(
@@ -206,8 +225,9 @@ def prepare_scan(
     """Select the rules, walk and index ``config.root`` (unless ``prepared`` is given) and run
     the static pass with the scan's options. ``runs_model``: whether a model reads the
     windows (then ``config.static`` decides whether the static findings are reported and
-    listed; without a model they always are). ``on_change`` as in ``prepare_repository``."""
-    rules = selected_rules(config.rules)
+    listed; without a model they always are, and the built-in rules that need one are not
+    selected: ``unselected`` names them). ``on_change`` as in ``prepare_repository``."""
+    rules = selected_rules(config.rules, runs_model=runs_model)
     if prepared is None:
         prepared = prepare_repository(
             config.root, config.walk, use_cache=config.use_cache, progress=progress, on_change=on_change,
@@ -215,7 +235,7 @@ def prepare_scan(
         )
     options = TxOptions(min_severity=config.min_severity, include_tests=config.include_tests, models=config.tx_model_paths)
     static = run_static_pass(prepared, rules, options, reported=config.static or not runs_model, progress=progress)
-    return ScanInputs(rules, prepared, static)
+    return ScanInputs(rules, prepared, static, unselected_rules(config.rules, runs_model=runs_model))
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,8 @@ from typing import Protocol
 
 from auditor.callgraph.graph import CallGraph
 from auditor.findings.grounding import file_lines
-from auditor.findings.model import Finding, fingerprint
+from auditor.findings.fingerprints import finding_fingerprint
+from auditor.findings.model import Finding
 from auditor.index.model import FileIndex
 from auditor.languages import language_for_path
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
@@ -92,7 +93,7 @@ class ReviewResult:
     def blocking(self) -> int:
         """Findings that fail the run under ``--error``: new ones (and existing ones with ``--all``)."""
         review = self.result.review
-        return review.blocking_count if review is not None else len(self.result.findings)
+        return review.blocking_count if review is not None else self.result.blocking_count
 
 
 @dataclass(frozen=True)
@@ -173,6 +174,7 @@ def run_review(config: ReviewConfig, progress: ProgressCallback = no_progress, *
             line=touch.line,
             function=touch.function,
             touched_by=touch.reason,
+            blocks=head.result.blocks(finding),
         )
         for finding, touch in sorted(touched, key=lambda pair: pair[0].sort_key())
     )
@@ -247,20 +249,18 @@ def base_fingerprints_after_renames(
     """Fingerprints of the base's findings as they would read on the head.
 
     A finding in a file the change renamed gets the fingerprint it has under the new path
-    (same rule, function and sink text), so a rename alone never makes a finding "new".
+    (same rule, functions and write calls; the entry point's file renamed too), so a rename alone never makes a finding "new".
     ``texts`` are the base's file texts; ``renames`` maps new path -> old path.
     """
     new_path_of = {old: new for new, old in renames.items()}
     mapped: set[str] = set()
     for finding in findings:
-        new_path = new_path_of.get(finding.path)
-        text = texts.get(finding.path)
-        if new_path is None or text is None:
+        touched = {finding.path, *(site.path for site in finding.sequence), *(step.path for step in finding.chain[:1])}
+        if not touched & new_path_of.keys():
             mapped.add(finding.fingerprint)
             continue
-        lines = file_lines(text)
-        sink_text = lines[finding.line - 1] if 1 <= finding.line <= len(lines) else ""
-        mapped.add(fingerprint(finding.rule, new_path, finding.function, sink_text))
+        lines = {path: file_lines(texts.get(path, "")) for path in {finding.path, *(site.path for site in finding.sequence)}}
+        mapped.add(finding_fingerprint(finding, lines.__getitem__, lambda path: new_path_of.get(path, path)))
     return frozenset(mapped)
 
 

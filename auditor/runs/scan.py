@@ -108,6 +108,11 @@ def plan_scan(
     if inputs.static.reported:
         for rule, result in inputs.static.results:
             notes.extend(_static_notes(rule, result, config))
+    if inputs.unselected:
+        notes.append(
+            f"rules that need a model were not selected, as no model runs: {', '.join(inputs.unselected)} "
+            "(name one with --rule to check it with a model; without one the scan is then partial)"
+        )
     if tokenizer is None:
         notes.append("no model ran: findings come from the static pass only")
         return ScanPlan(config, engine, inputs, tuple(notes))
@@ -187,6 +192,7 @@ def finish_scan(plan: ScanPlan, completions: Sequence[Completion]) -> ScanResult
         prompt_tokens_sent=run.prompt_tokens_sent,
         suppressed=suppression.suppressed,
         warnings=suppression.warnings,
+        block_disputed=config.block_disputed,
     )
 
 

@@ -56,7 +56,7 @@ docstring says which).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -221,8 +221,7 @@ class Analysis:
                 continue
             entry, trail = reached[ref]
             steps = path_of(ref)
-            sink_text = self.facts[ref.path].line_text(steps[0].line)
-            findings.append(build_finding(self.rule, ref, entry, trail, steps, (severity, reason), sink_text, self.reach.dispatch.kinds))
+            findings.append(build_finding(self.rule, ref, entry, trail, steps, (severity, reason), self._lines_of, self.reach.dispatch.kinds))
         findings.sort(key=Finding.sort_key)
         return Outcome(
             reached=reached,
@@ -235,6 +234,11 @@ class Analysis:
             covered_sinks=covered_sinks,
             unresolved_calls=self.reach.unresolved(reached),
         )
+
+    def _lines_of(self, path: str) -> Sequence[str]:
+        """The lines of an analysed file (none for another)."""
+        facts = self.facts.get(path)
+        return facts.lines if facts is not None else ()
 
     def _count_sinks(self, reached: Mapping[FunctionRef, object], reachable: set[FunctionRef]) -> tuple[int, int]:
         """Every database effect site, and those a boundary covers (in their own function,

@@ -9,13 +9,15 @@ trail that reach it. Output: a :class:`~auditor.findings.model.Finding` with
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 
 from auditor.callgraph.graph import Edge, FunctionRef
 from auditor.analysis.entrypoints import EntryPoint
 from auditor.analysis.transactions.base import Effect
 from auditor.analysis.transactions.grading import DB_EFFECTS, SIDE_EFFECTS, WRITES, Step
-from auditor.findings.model import ChainStep, EffectSite, Finding, fingerprint
+from auditor.findings.fingerprints import finding_fingerprint
+from auditor.findings.model import ChainStep, EffectSite, Finding
 from auditor.rules.loader import Rule
 from auditor.rules.severity import Severity
 
@@ -53,12 +55,13 @@ def build_finding(
     trail: tuple[Edge, ...],
     steps: tuple[Step, ...],
     graded: tuple[Severity, str],
-    sink_text: str,
+    lines_of: Callable[[str], Sequence[str]],
     edge_kinds: Mapping[Edge, str],
 ) -> Finding:
     """The finding for ``ref``'s path ``steps`` graded ``graded`` (severity, reason),
-    reached from ``entry`` through ``trail``; ``sink_text`` is the source line of the first
-    step (it goes into the fingerprint), ``edge_kinds`` says how approximate edges resolve."""
+    reached from ``entry`` through ``trail``; ``lines_of`` gives a file's lines (the write
+    calls of the sequence go into the fingerprint), ``edge_kinds`` says how approximate
+    edges resolve."""
     severity, reason = graded
     first = steps[0]
     effects = [effect for step in steps for effect in step.effects]
@@ -90,7 +93,7 @@ def build_finding(
         explanation += _consequence(effects)
     if reason:
         explanation += f" Graded {severity}: {reason}."
-    return Finding(
+    finding = Finding(
         rule=rule.id,
         severity=severity,
         title=_title(ref, effects),
@@ -100,9 +103,10 @@ def build_finding(
         chain=tuple(chain),
         explanation=explanation,
         found_by=FOUND_BY,
-        fingerprint=fingerprint(rule.id, ref.path, ref.qualname, sink_text),
+        fingerprint="",
         sequence=effect_sites(ref, steps),
     )
+    return replace(finding, fingerprint=finding_fingerprint(finding, lines_of))
 
 
 def effect_sites(ref: FunctionRef, steps: tuple[Step, ...]) -> tuple[EffectSite, ...]:

@@ -13,7 +13,8 @@ from auditor.analysis.transactions import (
     TxOptions,
     analyze_tx_outside_transaction,
 )
-from auditor.findings.model import Finding, fingerprint
+from auditor.findings.fingerprints import fingerprint, normalise_call
+from auditor.findings.model import Finding
 from auditor.rules.loader import Rule, load_rule
 from tests.support import FIXTURES, analyze_app, analyze_source, load_app, reported
 
@@ -144,8 +145,9 @@ def test_finding_shape_matches_the_answer_contract(rule: Rule):
     finding = reported(result)[(path, "_release_reservation")]
     assert finding.rule == rule.id
     assert finding.found_by == FOUND_BY == ("static",)
-    sink_text = texts[path].split("\n")[finding.line - 1]
-    assert finding.fingerprint == fingerprint(rule.id, path, "_release_reservation", sink_text)
+    calls = tuple(normalise_call(site.path, texts[site.path].split("\n"), site.line) for site in finding.sequence)
+    entry = f"{finding.chain[0].path}:{finding.chain[0].function}"
+    assert finding.fingerprint == fingerprint(rule.id, path, "_release_reservation", calls, entry)
     assert all(step.verified for step in finding.chain)
     entry, middle, last = finding.chain
     # Each step's line is where it calls the next step; the last step's is the sink (issue 15).

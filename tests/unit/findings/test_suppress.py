@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from auditor.findings.model import ChainStep, Finding, fingerprint
+from auditor.findings.fingerprints import SCHEME, fingerprint, normalise_call
+from auditor.findings.model import ChainStep, Finding
 from auditor.findings.suppress import (
     BaselineError,
     apply_suppressions,
@@ -32,7 +33,7 @@ def make_finding(path: str, line: int, function: str, text: str, rule: str = TX)
         chain=(ChainStep(path, line, function, True),),
         explanation="",
         found_by=("static",),
-        fingerprint=fingerprint(rule, path, function, text),
+        fingerprint=fingerprint(rule, path, function, (normalise_call(path, [text], 1),)),
     )
 
 
@@ -147,7 +148,7 @@ def test_baseline_round_trip_suppresses_by_fingerprint(tmp_path: Path):
     target = tmp_path / "ci" / "auditor-baseline.json"
     written = write_baseline(target, [accepted, accepted])
     data = json.loads(target.read_text(encoding="utf-8"))
-    assert data == [{"fingerprint": accepted.fingerprint, "rule": TX, "path": "app/store.py", "function": "save_order"}]
+    assert data == [{"fingerprint": accepted.fingerprint, "rule": TX, "path": "app/store.py", "function": "save_order", "scheme": SCHEME}]
     baseline = read_baseline(target)
     assert baseline.entries == written.entries and baseline.fingerprints == {accepted.fingerprint}
 
@@ -185,3 +186,19 @@ def test_bad_baseline_files_raise_a_clear_error(tmp_path: Path, content: str, me
         read_baseline(target)
     with pytest.raises(BaselineError, match="not found"):
         read_baseline(tmp_path / "missing.json")
+
+
+def test_a_baseline_of_an_older_scheme_matches_by_rule_path_and_function(tmp_path: Path):
+    # Written before fingerprints were structural: no "scheme", a fingerprint of the raw sink line.
+    old = tmp_path / "old-baseline.json"
+    old.write_text(json.dumps([{"fingerprint": "0" * 32, "rule": TX, "path": "app/store.py", "function": "save_order"}]))
+    baseline = read_baseline(old)
+    assert [entry.scheme for entry in baseline.entries] == [1]
+    accepted = make_finding("app/store.py", 2, "save_order", "    order.save()")
+    other = make_finding("app/store.py", 11, "save_item", "    item.save()")
+    outcome = apply_suppressions([accepted, other], {}, KNOWN, baseline)
+    assert outcome.kept == (other,) and [item.finding for item in outcome.suppressed] == [accepted]
+    # A bare fingerprint or a current entry matches by fingerprint only.
+    current = tmp_path / "current.json"
+    current.write_text(json.dumps(["0" * 32, {"fingerprint": "1" * 32, "rule": TX, "path": "app/store.py", "function": "save_order", "scheme": SCHEME}]))
+    assert apply_suppressions([accepted], {}, KNOWN, read_baseline(current)).kept == (accepted,)

@@ -17,8 +17,8 @@ from auditor.findings.model import (
     ClaimedStep,
     Finding,
     Rejected,
-    fingerprint,
 )
+from auditor.findings.fingerprints import fingerprint
 from auditor.report import REPORTERS, render
 from auditor.report.markdown import render_markdown
 from auditor.report.model import (
@@ -48,7 +48,7 @@ def _finding(rule: str, severity: str, path: str, line: int, function: str, chai
         chain=chain,
         explanation=extra.pop("explanation", ""),
         found_by=extra.pop("found_by", ("model",)),
-        fingerprint=fingerprint(rule, path, function, sink_text),
+        fingerprint=fingerprint(rule, path, function, (sink_text,)),
         window=extra.pop("window", 0),
     )
 
@@ -215,7 +215,7 @@ def test_sarif_has_what_github_code_scanning_reads(result):
         assert not location["artifactLocation"]["uri"].startswith(("/", "file:"))
         assert location["artifactLocation"]["uriBaseId"] == "%SRCROOT%"
         assert location["region"]["startLine"] >= 1
-        assert re.fullmatch(r"[0-9a-f]{16}:\d+", item["partialFingerprints"]["primaryLocationLineHash"])
+        assert re.fullmatch(r"[0-9a-f]{32}:\d+", item["partialFingerprints"]["primaryLocationLineHash"])
     tx = results[1]
     assert tx["level"] == "warning"  # error only for a critical partial state
     assert tx["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "app/orders.py"

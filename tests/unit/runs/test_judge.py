@@ -19,7 +19,8 @@ from auditor.runs.judge import (
     judge_static_findings,
 )
 from auditor.findings.merge import merge_findings
-from auditor.findings.model import ChainStep, Finding, FindingChain, Verdict, fingerprint
+from auditor.findings.fingerprints import fingerprint
+from auditor.findings.model import ChainStep, Finding, FindingChain, Verdict
 from auditor.pack.packer import PackOptions, pack
 from auditor.pack.rank import PackInput
 from auditor.pack.prompt import CandidateChain, render_candidates, render_task
@@ -48,7 +49,7 @@ def _static(path: str, line: int, function: str, entry: tuple[str, int, str], se
         chain=(ChainStep(*entry, verified=True), ChainStep(path, line, function, verified=True)),
         explanation=f"static: {entry[2]} reaches {function}",
         found_by=("static",),
-        fingerprint=fingerprint(TX, path, function, f"write at {path}:{line}"),
+        fingerprint=fingerprint(TX, path, function, (f"write at {path}:{line}",)),
     )
 
 

@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 
 from auditor.cli.console import exit_on_error
 from auditor.cli.review import review_command
-from auditor.findings.model import ChainStep, EffectSite, Finding, fingerprint
+from auditor.findings.fingerprints import fingerprint
+from auditor.findings.model import ChainStep, EffectSite, Finding
 from auditor.report import render
 from auditor.report.markdown import REVIEW_MARKER
 from auditor.report.model import Coverage
@@ -196,7 +197,8 @@ def test_a_renamed_file_keeps_its_findings_fingerprints(repo):
     reviewed = static_review(repo["root"], repo["base"])
     charge = next(f for f in reviewed.result.findings if f.function == "charge")
     assert charge.path == "app/payments.py"
-    assert charge.fingerprint == fingerprint(TX, "app/payments.py", "charge", "    payment.save()")
+    entry = f"{charge.chain[0].path}:{charge.chain[0].function}"
+    assert charge.fingerprint == fingerprint(TX, "app/payments.py", "charge", ("_.save()",), entry)
     # The base reported it under the old path; mapped through the rename it is the same finding.
     assert reviewed.result.review.reviewed(charge.fingerprint).status == "existing"
     assert reviewed.result.review.renamed == (("app/billing.py", "app/payments.py"),)
