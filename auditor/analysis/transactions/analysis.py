@@ -65,12 +65,12 @@ from auditor.analysis.entrypoints import EntryPoint
 from auditor.analysis.transactions import django
 from auditor.analysis.transactions.arguments import Arguments
 from auditor.analysis.transactions.boundaries import Boundaries
-from auditor.analysis.transactions.dispatch import Dispatch
+from auditor.analysis.transactions.dispatch import Dispatch, class_of
 from auditor.analysis.transactions.effects import Verdicts
 from auditor.analysis.transactions.facts import FileFacts, PatternSet, RulePatterns, enclosing_of
 from auditor.analysis.transactions.framework_facts import Kind, load_facts
 from auditor.analysis.transactions.findings import build_finding, folded
-from auditor.analysis.transactions.grading import DB_EFFECTS, grade_function
+from auditor.analysis.transactions.grading import DB_EFFECTS, Step, grade_function, weight
 from auditor.analysis.transactions.languages import family
 from auditor.analysis.transactions.reach import Reach, Trail, production_entries
 from auditor.analysis.transactions.sequences import Sequences
@@ -197,15 +197,35 @@ class Analysis:
 
     def run(self, entries: tuple[EntryPoint, ...]) -> Outcome:
         """Search from ``entries``, grade every function reached and build the findings."""
-        reached = self.reach.search([entry for entry in entries if not self.boundaries.entry_covered(entry)], self.passable)
+        starts = [entry for entry in entries if not self.boundaries.entry_covered(entry)]
+        reached = self.reach.search(starts, self.passable)
+        # Along a chain ``self`` has the class the chain came through: an override edge
+        # another class's MRO picks is no way on (searched again with those edges closed).
+        first = {ref: self.sequences.receiver_along(trail) for ref, (_, trail) in reached.items()}
+        if any(not self.sequences.dispatch_feasible(edge, first.get(edge.caller)) for edge in self.reach.dispatch.kinds if edge.caller in reached):
+            reached = self.reach.search(starts, lambda edge: self.passable(edge) and self.sequences.dispatch_feasible(edge, first.get(edge.caller)))
         reachable = self.reach.reachable_ignoring_boundaries(entries)
         sinks, covered_sinks = self._count_sinks(reached, reachable)
-        path_of = self.sequences.path_of
+        reached = {ref: self._through_receiver(ref, reached) for ref in sorted(reached)}
+        receivers = {ref: self.sequences.receiver_along(trail) for ref, (_, trail) in reached.items()}
+        known: dict[FunctionRef, tuple[Step, ...]] = {}
+
+        def path_of(ref: FunctionRef) -> tuple[Step, ...]:
+            found = known.get(ref)
+            if found is None:
+                found = known[ref] = self.sequences.path_of(ref, receiver=receivers.get(ref))
+            return found
+
         graded: dict[FunctionRef, tuple[Severity, str]] = {}
         for ref in sorted(reached):
             found = grade_function(ref, path_of(ref))
             if found is not None:
                 graded[ref] = found
+
+        def carries_nothing(edge: Edge) -> bool:
+            # A call whose receiver class runs none of ``ref``'s effects needs no finding.
+            receiver = self.sequences.receiver_through(edge, receivers.get(edge.caller))
+            return self.blocked(edge) or (receiver is not None and not self.sequences.path_of(edge.callee, receiver=receiver))
         entry_refs = frozenset(entry.ref for entry in entries)
         threshold = Severity.rank_of(self.options.min_severity)
         folded_refs: set[FunctionRef] = set()
@@ -213,7 +233,7 @@ class Analysis:
         findings: list[Finding] = []
         for ref, (severity, reason) in graded.items():
             callers = [edge for edge in self.reach.callers(ref) if edge.caller in reached]
-            if folded(ref, callers, graded, ref in entry_refs, self.blocked, path_of):
+            if folded(ref, callers, graded, ref in entry_refs, carries_nothing, path_of):
                 folded_refs.add(ref)
                 continue
             if Severity.rank_of(severity) > threshold:
@@ -235,6 +255,25 @@ class Analysis:
             covered_sinks=covered_sinks,
             unresolved_calls=self.reach.unresolved(reached),
         )
+
+    def _through_receiver(self, ref: FunctionRef, reached: Mapping[FunctionRef, tuple[EntryPoint, Trail]]) -> tuple[EntryPoint, Trail]:
+        """The entry and trail to ``ref`` whose receiver class gives it the heaviest path:
+        the shortest trail unless a call from another reached caller enters ``ref`` with
+        ``self`` of a class whose overrides write more (a base method's ``self.save()``
+        runs the override of the class the chain came through, not every subclass's)."""
+        best = reached[ref]
+        if not self.reach.dispatch.descendants(class_of(ref)):
+            return best
+        weigh = lambda trail: sum(map(weight, self.sequences.path_of(ref, receiver=self.sequences.receiver_along(trail))))  # noqa: E731
+        heaviest = weigh(best[1])
+        for edge in self.reach.callers(ref):
+            if edge.caller not in reached or edge.caller == ref or not self.passable(edge):
+                continue
+            entry, trail = reached[edge.caller]
+            candidate = (entry, (*trail, edge))
+            if (found := weigh(candidate[1])) > heaviest:
+                best, heaviest = candidate, found
+        return best
 
     def _count_sinks(self, reached: Mapping[FunctionRef, object], reachable: set[FunctionRef]) -> tuple[int, int]:
         """Every database effect site, and those a boundary covers (in their own function,

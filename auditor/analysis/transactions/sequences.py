@@ -70,14 +70,19 @@ class Sequences:
         self.reach = reach
         self.boundaries = boundaries
         self.arguments = arguments
-        self._paths: dict[tuple[FunctionRef, frozenset[str]], tuple[Step, ...]] = {}
-        self._active: set[tuple[FunctionRef, frozenset[str]]] = set()
+        self._paths: dict[tuple[FunctionRef, frozenset[str], FunctionRef | None], tuple[Step, ...]] = {}
+        self._active: set[tuple[FunctionRef, frozenset[str], FunctionRef | None]] = set()
         self._bodies: dict[FunctionRef, Body] = {}
 
-    def path_of(self, ref: FunctionRef, off: frozenset[str] = frozenset(), depth: int = 0) -> tuple[Step, ...]:
+    def path_of(
+        self, ref: FunctionRef, off: frozenset[str] = frozenset(), depth: int = 0, receiver: FunctionRef | None = None
+    ) -> tuple[Step, ...]:
         """The heaviest feasible sequence of uncovered effects through ``ref`` (callees'
-        effects counted at their call sites), with the parameters ``off`` false."""
-        key = (ref, off)
+        effects counted at their call sites), with the parameters ``off`` false and, when
+        ``receiver`` (a subclass of ``ref``'s class) is given, ``self`` of that class: its
+        self-calls then run ``receiver``'s overrides only, not every subclass's."""
+        receiver = self._receiver_of(ref, receiver)
+        key = (ref, off, receiver)
         cached = self._paths.get(key)
         if cached is not None:
             return cached
@@ -87,11 +92,41 @@ class Sequences:
             return ()  # recursion: the cycle adds nothing new
         self._active.add(key)
         try:
-            result = self._compute_path(ref, off, depth)
+            result = self._compute_path(ref, off, depth, receiver)
         finally:
             self._active.discard(key)
         self._paths[key] = result
         return result
+
+    def receiver_along(self, trail: tuple[Edge, ...]) -> FunctionRef | None:
+        """The class ``self`` has in the last function of ``trail`` (None: any)."""
+        receiver: FunctionRef | None = None
+        for edge in trail:
+            receiver = self.receiver_through(edge, receiver)
+        return receiver
+
+    def receiver_through(self, edge: Edge, receiver: FunctionRef | None) -> FunctionRef | None:
+        """The class ``self`` has in ``edge.callee`` when it has ``receiver`` in the caller."""
+        call = self.reach.call_for(edge)
+        return self._receiver_of(edge.callee, self.reach.dispatch.receiver_after(edge, call.callee if call else None, receiver))
+
+    def dispatch_feasible(self, edge: Edge, receiver: FunctionRef | None) -> bool:
+        """Whether an override edge out of a method whose ``self`` has class ``receiver``
+        (None: any) is the one that class's MRO finds; every other edge is."""
+        receiver = self._receiver_of(edge.caller, receiver)
+        if receiver is None or self.reach.dispatch.kinds.get(edge) != OVERRIDE:
+            return True
+        return self.reach.dispatch.nearest(receiver, edge.callee.qualname.rsplit(".", 1)[-1]) == edge.callee
+
+    def _receiver_of(self, ref: FunctionRef, receiver: FunctionRef | None) -> FunctionRef | None:
+        """``receiver`` when it is a proper subclass of ``ref``'s class that some override
+        could tell apart; None otherwise (so paths that cannot differ share one cache entry)."""
+        if receiver is None:
+            return None
+        owner = class_of(ref)
+        if receiver == owner or not self.reach.dispatch.descendants(owner):
+            return None
+        return receiver if owner in self.reach.dispatch.lineage(receiver) else None
 
     def switched_off(self, edge: Edge, call: CallSite | None) -> bool:
         """A call whose constant false keyword arguments leave the callee no effect."""
@@ -100,7 +135,7 @@ class Sequences:
         off = self.arguments.off(edge.callee, call)
         return bool(off) and not self.path_of(edge.callee, off) and bool(self.path_of(edge.callee))
 
-    def _compute_path(self, ref: FunctionRef, off: frozenset[str], depth: int) -> tuple[Step, ...]:
+    def _compute_path(self, ref: FunctionRef, off: frozenset[str], depth: int, receiver: FunctionRef | None) -> tuple[Step, ...]:
         facts = self.facts.get(ref.path)
         events = self._own_events(ref, facts)
         by_line: dict[int, list[Edge]] = defaultdict(list)
@@ -110,7 +145,7 @@ class Sequences:
         overrides: dict[int, dict[FunctionRef, Step]] = defaultdict(dict)
         for line, edges in sorted(by_line.items()):
             for edge in edges:
-                step = self._edge_step(edge, off, depth)
+                step = self._edge_step(edge, off, depth, receiver)
                 if step is None:
                     continue
                 if edge.approximate and self.reach.dispatch.kinds.get(edge) == OVERRIDE:
@@ -119,7 +154,7 @@ class Sequences:
                     calls[line] = step
         body: Body | None = None
         heaviest: tuple[Step, ...] = ()
-        for chosen in self._override_variants(ref, overrides):
+        for chosen in self._override_variants(ref, overrides, receiver):
             variant: dict[int, list[Step]] = {line: list(steps) for line, steps in events.items()}
             for line, step in sorted({**calls, **chosen}.items()):
                 variant.setdefault(line, []).append(step)
@@ -161,15 +196,17 @@ class Sequences:
             events[call.line].append(Step(call.line, text, (site.effect,), subject=subject_of(call, site.orm)))
         return events
 
-    def _edge_step(self, edge: Edge, off: frozenset[str], depth: int) -> Step | None:
-        """The event a call into ``edge.callee`` adds at its line (its heaviest path), or
-        None when the call is blocked or the callee has no effect."""
+    def _edge_step(self, edge: Edge, off: frozenset[str], depth: int, receiver: FunctionRef | None = None) -> Step | None:
+        """The event a call into ``edge.callee`` adds at its line (its heaviest path, with
+        ``self`` of the class it has there when the caller's has ``receiver``), or None when
+        the call is blocked or the callee has no effect."""
         call = self.reach.call_for(edge)
         if self.boundaries.edge_blocked(edge, call):
             return self._own_transaction_step(edge, call, off, depth)
         if not self.reach.reaches_effect(edge.callee):
             return None
-        steps = self.path_of(edge.callee, self.arguments.off(edge.callee, call, off), depth + 1)
+        inner_receiver = self._receiver_of(edge.callee, self.reach.dispatch.receiver_after(edge, call.callee if call else None, receiver))
+        steps = self.path_of(edge.callee, self.arguments.off(edge.callee, call, off), depth + 1, inner_receiver)
         effects = tuple(effect for step in steps for effect in step.effects)
         owner = edge.callee.qualname.rpartition(".")[0]
         if bookkeeping(edge.callee) or (owner and _BOOKKEEPING_CLASS.search(owner)):
@@ -196,24 +233,29 @@ class Sequences:
             return None
         return Step(edge.line, f"calls {edge.callee.qualname} (its own transaction)", (Effect.REPOSITORY,), edge.callee)
 
-    def _override_variants(self, ref: FunctionRef, overrides: Mapping[int, Mapping[FunctionRef, Step]]) -> list[dict[int, Step]]:
+    def _override_variants(
+        self, ref: FunctionRef, overrides: Mapping[int, Mapping[FunctionRef, Step]], receiver: FunctionRef | None = None
+    ) -> list[dict[int, Step]]:
         """The overrides one concrete class runs at each dispatching line, per class that
         defines one (nearest definition in its lineage), plus the base's own (none): the
         alternatives a base-class path has. Never a mix no single class runs. A class that
         overrides ``ref`` itself enters it only through its own override (``super()``,
-        perhaps inside a transaction): its variant is that override's to count."""
+        perhaps inside a transaction): its variant is that override's to count. With a
+        known ``receiver`` class, its variant alone (its own override or its nearest base's)."""
         if not overrides:
             return [{}]
         dispatch = self.reach.dispatch
         base = class_of(ref)
         method = ref.qualname.rsplit(".", 1)[-1]
         classes = sorted({class_of(target) for targets in overrides.values() for target in targets})
+        if receiver is not None:
+            classes = [receiver]
         by_line = {line: {class_of(target): step for target, step in targets.items()} for line, targets in overrides.items()}
         variants: list[dict[int, Step]] = [{}]
         seen: set[tuple[tuple[int, FunctionRef], ...]] = {()}
         for cls in classes:
             override = dispatch.override_below(cls, base, method)
-            if override is not None and not self.reach.calls_super(override, method):
+            if receiver is None and override is not None and not self.reach.calls_super(override, method):
                 continue
             lineage = dispatch.lineage(cls)
             chosen: dict[int, Step] = {}
