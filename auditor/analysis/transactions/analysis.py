@@ -208,12 +208,13 @@ class Analysis:
         sinks, covered_sinks = self._count_sinks(reached, reachable)
         reached = {ref: self._through_receiver(ref, reached) for ref in sorted(reached)}
         receivers = {ref: self.sequences.receiver_along(trail) for ref, (_, trail) in reached.items()}
+        offs = {ref: self.sequences.off_along(trail) for ref, (_, trail) in reached.items()}
         known: dict[FunctionRef, tuple[Step, ...]] = {}
 
         def path_of(ref: FunctionRef) -> tuple[Step, ...]:
             found = known.get(ref)
             if found is None:
-                found = known[ref] = self.sequences.path_of(ref, receiver=receivers.get(ref))
+                found = known[ref] = self.sequences.path_of(ref, offs.get(ref, frozenset()), receiver=receivers.get(ref))
             return found
 
         graded: dict[FunctionRef, tuple[Severity, str]] = {}
@@ -225,7 +226,8 @@ class Analysis:
         def carries_nothing(edge: Edge) -> bool:
             # A call whose receiver class runs none of ``ref``'s effects needs no finding.
             receiver = self.sequences.receiver_through(edge, receivers.get(edge.caller))
-            return self.blocked(edge) or (receiver is not None and not self.sequences.path_of(edge.callee, receiver=receiver))
+            off = self.sequences.off_along((edge,))
+            return self.blocked(edge) or ((receiver is not None or off) and not self.sequences.path_of(edge.callee, off, receiver=receiver))
         entry_refs = frozenset(entry.ref for entry in entries)
         threshold = Severity.rank_of(self.options.min_severity)
         folded_refs: set[FunctionRef] = set()
@@ -262,9 +264,10 @@ class Analysis:
         ``self`` of a class whose overrides write more (a base method's ``self.save()``
         runs the override of the class the chain came through, not every subclass's)."""
         best = reached[ref]
-        if not self.reach.dispatch.descendants(class_of(ref)):
+        if not self.reach.dispatch.descendants(class_of(ref)) and not self.sequences.off_along(best[1]):
             return best
-        weigh = lambda trail: sum(map(weight, self.sequences.path_of(ref, receiver=self.sequences.receiver_along(trail))))  # noqa: E731
+        sequences = self.sequences
+        weigh = lambda trail: sum(map(weight, sequences.path_of(ref, sequences.off_along(trail), receiver=sequences.receiver_along(trail))))  # noqa: E731
         heaviest = weigh(best[1])
         for edge in self.reach.callers(ref):
             if edge.caller not in reached or edge.caller == ref or not self.passable(edge):

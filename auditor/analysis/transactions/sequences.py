@@ -105,6 +105,11 @@ class Sequences:
             receiver = self.receiver_through(edge, receiver)
         return receiver
 
+    def off_along(self, trail: tuple[Edge, ...]) -> frozenset[str]:
+        """What is known false in the last function of ``trail``: its object is a row that
+        exists when the last call saves one read from the database."""
+        return frozenset({paths.EXISTING_ROW}) if trail and self._saves_existing_row(trail[-1]) else frozenset()
+
     def receiver_through(self, edge: Edge, receiver: FunctionRef | None) -> FunctionRef | None:
         """The class ``self`` has in ``edge.callee`` when it has ``receiver`` in the caller."""
         call = self.reach.call_for(edge)
@@ -167,7 +172,10 @@ class Sequences:
                     body = self._body(ref, facts)
                 node, source, offset = body
                 shifted = {line - offset: steps for line, steps in variant.items()}
-                found = tuple(paths.heaviest_path(node, source, shifted, weight, off, caught))
+                found = ()
+                for walked_off in _row_cases(off, source[node.start_byte : node.end_byte] if node is not None else b""):
+                    walk = tuple(paths.heaviest_path(node, source, shifted, weight, walked_off, caught))
+                    found = walk if sum(map(weight, walk)) > sum(map(weight, found)) else found
             if facts is not None:
                 found = _without_idle_commits(found, facts, body)
             if sum(map(weight, found)) > sum(map(weight, heaviest)):
@@ -205,8 +213,11 @@ class Sequences:
             return self._own_transaction_step(edge, call, off, depth)
         if not self.reach.reaches_effect(edge.callee):
             return None
+        inner_off = self.arguments.off(edge.callee, call, off)
+        if self._saves_existing_row(edge):
+            inner_off = inner_off | {paths.EXISTING_ROW}  # its "new object only" arms do not run
         inner_receiver = self._receiver_of(edge.callee, self.reach.dispatch.receiver_after(edge, call.callee if call else None, receiver))
-        steps = self.path_of(edge.callee, self.arguments.off(edge.callee, call, off), depth + 1, inner_receiver)
+        steps = self.path_of(edge.callee, inner_off, depth + 1, inner_receiver)
         effects = tuple(effect for step in steps for effect in step.effects)
         owner = edge.callee.qualname.rpartition(".")[0]
         if bookkeeping(edge.callee) or (owner and _BOOKKEEPING_CLASS.search(owner)):
@@ -220,6 +231,13 @@ class Sequences:
             edge.line, f"calls {edge.callee.qualname}", effects, edge.callee, edge.approximate, target,
             carries_on=caught_later(steps), inner=steps,
         )
+
+    def _saves_existing_row(self, edge: Edge) -> bool:
+        """Whether the call behind ``edge`` saves a row read from the database (its site is
+        classified an update: ``x = M.objects.get(...); x.save()``)."""
+        facts = self.facts.get(edge.caller.path)
+        sites = facts.sites.get(edge.caller, ()) if facts is not None else ()
+        return any(site.call.line == edge.line and site.call.name == "save" and site.effect is Effect.UPDATE for site in sites)
 
     def _own_transaction_step(self, edge: Edge, call: CallSite | None, off: frozenset[str], depth: int) -> Step | None:
         """A call from outside any transaction into a function that opens its own (a
@@ -300,6 +318,15 @@ class Sequences:
         if facts.tree is None:
             return _NO_BODY
         return paths.function_body(facts.tree, definition.start_line, definition.end_line), facts.source, 0
+
+
+def _row_cases(off: frozenset[str], source: bytes) -> tuple[frozenset[str], ...]:
+    """The ``off`` sets to walk a body with: as given, or, when it may test whether its object
+    is new and the caller did not say, once for a new row and once for an existing one (a
+    "new object only" arm and an "existing object only" arm never both run)."""
+    if paths.EXISTING_ROW in off or paths.FRESH_ROW in off or not paths.row_guarded(source):
+        return (off,)
+    return (off | {paths.FRESH_ROW}, off | {paths.EXISTING_ROW})
 
 
 def _without_idle_commits(steps: tuple[Step, ...], facts: FileFacts, body: Body | None = None) -> tuple[Step, ...]:

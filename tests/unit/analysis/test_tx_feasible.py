@@ -3,6 +3,8 @@ override of the class the chain came through, not every subclass's."""
 
 from __future__ import annotations
 
+import textwrap
+
 import pytest
 
 from auditor.rules.loader import Rule, load_rule
@@ -71,3 +73,103 @@ def test_a_chain_through_the_subclass_that_writes_twice_is_reported(rule: Rule):
     findings = [finding for finding in analyze_source(_files(views), rule).findings if finding.severity == "critical"]
     assert len(findings) == 1, [f.title for f in findings]
     assert [step.function for step in findings[0].chain][:2] == ["order", "BaseCheckout.process"]
+
+
+TICKET_MODELS = """
+    from django.db import models
+
+    class Counter(models.Model):
+        pass
+
+    class Ticket(models.Model):
+        def save(self, *args, **kwargs):
+            if self._state.adding:
+                Counter.objects.create(kind="ticket")
+                Counter.objects.create(kind="queue")
+            super().save(*args, **kwargs)
+
+        def apply(self, request):
+            if self.pk is None:
+                Counter.objects.create(kind="a")
+                Counter.objects.create(kind="b")
+            Counter.objects.filter(kind="x").update(n=1)
+            if self.pk:
+                Counter.objects.filter(kind="y").delete()
+    """
+
+
+def _ticket_findings(rule: Rule, views: str) -> dict:
+    return reported(analyze_source({"shop/views.py": views, "shop/models.py": TICKET_MODELS}, rule))
+
+
+def test_new_object_writes_are_not_on_the_edit_path(rule: Rule):
+    views = """
+        from .models import Ticket
+
+        def rename_ticket(request, pk):
+            ticket = Ticket.objects.get(pk=pk)
+            ticket.title = request.title
+            ticket.save()
+        """
+    found = _ticket_findings(rule, views)[("shop/models.py", "Ticket.save")]
+    assert found.severity == "low", found.explanation  # only super().save() runs for an existing row
+
+
+def test_new_object_writes_count_when_the_chain_creates_the_row(rule: Rule):
+    views = """
+        from .models import Ticket
+
+        def open_ticket(request):
+            Ticket.objects.create(title=request.title)
+        """
+    found = _ticket_findings(rule, views)[("shop/models.py", "Ticket.save")]
+    assert found.severity == "critical"
+    assert found.title.startswith("3 database writes")
+
+
+def test_new_object_and_existing_object_arms_never_run_together(rule: Rule):
+    views = """
+        from .models import Ticket
+
+        def apply_ticket(request, pk):
+            ticket = Ticket.objects.get(pk=pk)
+            ticket.apply(request)
+        """
+    found = _ticket_findings(rule, views)[("shop/models.py", "Ticket.apply")]
+    # pk is None: two creates and the update, never also the delete that runs when pk is set
+    assert found.title.startswith("3 database writes"), found.explanation
+    assert "delete" not in found.explanation
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        """
+        qs = Stock.objects.filter(sku=request.sku)
+        if qs.exists():
+            qs.update(count=request.count)
+        else:
+            Stock.objects.create(sku=request.sku, count=request.count)
+        """,
+        """
+        stock = Stock.objects.filter(sku=request.sku).first()
+        if stock:
+            stock.count = request.count
+            stock.save()
+        else:
+            Stock.objects.create(sku=request.sku)
+        """,
+        """
+        stock = Stock.objects.filter(sku=request.sku).first()
+        if stock:
+            stock.save()
+            return stock
+        return Stock.objects.create(sku=request.sku)
+        """,
+    ],
+)
+def test_update_else_create_is_one_write(rule: Rule, body: str):
+    lines = textwrap.dedent(body).strip("\n").splitlines()
+    views = "from .models import Stock\n\ndef upsert_stock(request):\n" + "\n".join("    " + line for line in lines) + "\n"
+    found = reported(analyze_source({"shop/views.py": views, "shop/models.py": "class Stock:\n    pass\n"}, rule))
+    assert found[("shop/views.py", "upsert_stock")].severity == "low"
