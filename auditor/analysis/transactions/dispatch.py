@@ -23,6 +23,8 @@ _PREFIX = re.compile(r"""^[rbuRBU]*[fF]?(['"])([A-Za-z_]\w*?)(?:%|\{|\1)""")
 _MIN_PREFIX = 3
 OVERRIDE = "dispatch to a subclass override"
 """The kind of a base-class self-call's edge into one subclass's override."""
+GETATTR = "getattr string dispatch"
+"""The kind of a ``getattr(self, "prefix_%s" % name)`` edge into a method with that prefix."""
 
 
 class Dispatch:
@@ -156,7 +158,7 @@ class Dispatch:
                     found.append(self._edge(ref, target, call.line, OVERRIDE))
             elif parts == ["getattr"]:
                 for target in self._prefixed(owner, call):
-                    found.append(self._edge(ref, target, call.line, "getattr string dispatch"))
+                    found.append(self._edge(ref, target, call.line, GETATTR))
         return tuple(sorted(set(found)))
 
     def _edge(self, caller: FunctionRef, callee: FunctionRef, line: int, kind: str) -> Edge:

@@ -71,6 +71,22 @@ _EXISTING = re.compile(r"(?:not (?:is_new|created|\w+\._state\.adding)|(?:\w+\.)
 _GUARD_WORDS = re.compile(rb"\bcreated\b|\bis_new\b|_state\.adding|\.(?:pk|id) is None|\bnot [\w.]+\.(?:pk|id)\b")
 
 
+_LOOPS = frozenset({"for_statement", "while_statement", "for_in_statement", "enhanced_for_statement", "do_statement"})
+
+
+def loop_lines(body: Node) -> list[tuple[int, int]]:
+    """The line ranges of the loops in ``body`` (nested functions aside)."""
+    found: list[tuple[int, int]] = []
+    pending = [body]
+    while pending:
+        node = pending.pop()
+        if node.type in _LOOPS:
+            found.append((first_line(node), last_line(node)))
+        elif node.type not in _NESTED or node is body:
+            pending.extend(node.named_children)
+    return found
+
+
 def row_guarded(source: bytes) -> bool:
     """Whether a body may test whether its object is new (``created``, ``_state.adding``,
     ``pk is None``): its paths are then walked once for a new and once for an existing row."""

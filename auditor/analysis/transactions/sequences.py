@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from dataclasses import replace
 from collections.abc import Mapping
 
 from tree_sitter import Node
@@ -176,6 +177,8 @@ class Sequences:
                 for walked_off in _row_cases(off, source[node.start_byte : node.end_byte] if node is not None else b""):
                     walk = tuple(paths.heaviest_path(node, source, shifted, weight, walked_off, caught))
                     found = walk if sum(map(weight, walk)) > sum(map(weight, found)) else found
+            if body is not None and body[0] is not None:
+                found = _marked_in_loops(found, body)
             if facts is not None:
                 found = _without_idle_commits(found, facts, body)
             if sum(map(weight, found)) > sum(map(weight, heaviest)):
@@ -318,6 +321,17 @@ class Sequences:
         if facts.tree is None:
             return _NO_BODY
         return paths.function_body(facts.tree, definition.start_line, definition.end_line), facts.source, 0
+
+
+def _marked_in_loops(steps: tuple[Step, ...], body: Body) -> tuple[Step, ...]:
+    """``steps`` with those inside a loop of the body marked ``in_loop``."""
+    node, _, offset = body
+    loops = paths.loop_lines(node) if node is not None else []
+    if not loops:
+        return steps
+    return tuple(
+        replace(step, in_loop=True) if any(low <= step.line - offset <= high for low, high in loops) else step for step in steps
+    )
 
 
 def _row_cases(off: frozenset[str], source: bytes) -> tuple[frozenset[str], ...]:

@@ -173,3 +173,45 @@ def test_update_else_create_is_one_write(rule: Rule, body: str):
     views = "from .models import Stock\n\ndef upsert_stock(request):\n" + "\n".join("    " + line for line in lines) + "\n"
     found = reported(analyze_source({"shop/views.py": views, "shop/models.py": "class Stock:\n    pass\n"}, rule))
     assert found[("shop/views.py", "upsert_stock")].severity == "low"
+
+
+def test_a_loop_of_get_or_create_and_create_is_not_graded_re_runnable(rule: Rule):
+    views = """
+        from .models import Tag, Label
+
+        def label_items(request):
+            for name in request.names:
+                tag, _ = Tag.objects.get_or_create(name=name)
+                Label.objects.create(tag=tag)
+
+        def label_once(request):
+            tag, _ = Tag.objects.get_or_create(name=request.name)
+            Label.objects.create(tag=tag)
+        """
+    found = reported(analyze_source({"shop/views.py": views, "shop/models.py": "class Tag:\n    pass\n\nclass Label:\n    pass\n"}, rule))
+    assert found[("shop/views.py", "label_items")].severity == "critical"  # a re-run creates the earlier labels again
+    assert found[("shop/views.py", "label_once")].severity == "medium"  # the control: a re-run completes it
+
+
+def test_a_chain_over_an_edge_the_pass_could_not_prove_is_not_verified(rule: Rule):
+    views = """
+        from .handlers import Handler
+
+        def dispatch_view(request):
+            Handler().handle(request)
+        """
+    handlers = """
+        from .models import Order, Line
+
+        class Handler:
+            def handle(self, request):
+                return getattr(self, "handle_%s" % request.action)(request)
+
+            def handle_order(self, request):
+                order = Order.objects.create(total=1)
+                Line.objects.create(order=order)
+        """
+    files = {"shop/views.py": views, "shop/handlers.py": handlers, "shop/models.py": "class Order:\n    pass\n\nclass Line:\n    pass\n"}
+    found = reported(analyze_source(files, rule))[("shop/handlers.py", "Handler.handle_order")]
+    verified = {step.function: step.verified for step in found.chain}
+    assert verified == {"dispatch_view": True, "Handler.handle": True, "Handler.handle_order": False}, found.chain
