@@ -65,7 +65,7 @@ from auditor.analysis.entrypoints import EntryPoint
 from auditor.analysis.transactions import django
 from auditor.analysis.transactions.arguments import Arguments
 from auditor.analysis.transactions.boundaries import Boundaries
-from auditor.analysis.transactions.dispatch import Dispatch, class_of
+from auditor.analysis.transactions.dispatch import Dispatch
 from auditor.analysis.transactions.effects import Verdicts
 from auditor.analysis.transactions.facts import FileFacts, PatternSet, RulePatterns, enclosing_of
 from auditor.analysis.transactions.framework_facts import Kind, load_facts
@@ -73,6 +73,7 @@ from auditor.analysis.transactions.findings import build_finding, folded
 from auditor.analysis.transactions.grading import DB_EFFECTS, Step, grade_function, weight
 from auditor.analysis.transactions.languages import family
 from auditor.analysis.transactions.reach import Reach, Trail, production_entries
+from auditor.analysis.transactions.receiver_search import first_reach, search_by_receiver
 from auditor.analysis.transactions.sequences import Sequences
 from auditor.errors import UsageError
 from auditor.findings.model import Finding
@@ -198,15 +199,11 @@ class Analysis:
     def run(self, entries: tuple[EntryPoint, ...]) -> Outcome:
         """Search from ``entries``, grade every function reached and build the findings."""
         starts = [entry for entry in entries if not self.boundaries.entry_covered(entry)]
-        reached = self.reach.search(starts, self.passable)
-        # Along a chain ``self`` has the class the chain came through: an override edge
-        # another class's MRO picks is no way on (searched again with those edges closed).
-        first = {ref: self.sequences.receiver_along(trail) for ref, (_, trail) in reached.items()}
-        if any(not self.sequences.dispatch_feasible(edge, first.get(edge.caller)) for edge in self.reach.dispatch.kinds if edge.caller in reached):
-            reached = self.reach.search(starts, lambda edge: self.passable(edge) and self.sequences.dispatch_feasible(edge, first.get(edge.caller)))
+        by_receiver = search_by_receiver(self.reach, self.sequences, starts, self.passable)
+        reached = first_reach(by_receiver)
         reachable = self.reach.reachable_ignoring_boundaries(entries)
         sinks, covered_sinks = self._count_sinks(reached, reachable)
-        reached = {ref: self._through_receiver(ref, reached) for ref in sorted(reached)}
+        reached = {ref: self._heaviest_receiver(ref, by_receiver[ref], reached) for ref in sorted(reached)}
         receivers = {ref: self.sequences.receiver_along(trail) for ref, (_, trail) in reached.items()}
         offs = {ref: self.sequences.off_along(trail) for ref, (_, trail) in reached.items()}
         known: dict[FunctionRef, tuple[Step, ...]] = {}
@@ -258,25 +255,38 @@ class Analysis:
             unresolved_calls=self.reach.unresolved(reached),
         )
 
-    def _through_receiver(self, ref: FunctionRef, reached: Mapping[FunctionRef, tuple[EntryPoint, Trail]]) -> tuple[EntryPoint, Trail]:
-        """The entry and trail to ``ref`` whose receiver class gives it the heaviest path:
-        the shortest trail unless a call from another reached caller enters ``ref`` with
-        ``self`` of a class whose overrides write more (a base method's ``self.save()``
-        runs the override of the class the chain came through, not every subclass's)."""
-        best = reached[ref]
-        if not self.reach.dispatch.descendants(class_of(ref)) and not self.sequences.off_along(best[1]):
-            return best
+    def _heaviest_receiver(
+        self, ref: FunctionRef, states: Mapping[FunctionRef | None, tuple[EntryPoint, Trail]], reached: Mapping[FunctionRef, tuple[EntryPoint, Trail]]
+    ) -> tuple[EntryPoint, Trail]:
+        """The entry and trail to ``ref`` whose receiver class (and what its last call says
+        of the row it saves) gives it the heaviest path: the shortest trail unless another
+        enters ``ref`` with ``self`` of a class whose overrides write more (a base method's
+        ``self.save()`` runs the override of the class the chain came through)."""
+        shortest = reached[ref]
+        existing_row = bool(self.sequences.off_along(shortest[1]))
+        if len(states) == 1 and not existing_row:
+            return shortest
         sequences = self.sequences
-        weigh = lambda trail: sum(map(weight, sequences.path_of(ref, sequences.off_along(trail), receiver=sequences.receiver_along(trail))))  # noqa: E731
-        heaviest = weigh(best[1])
-        for edge in self.reach.callers(ref):
-            if edge.caller not in reached or edge.caller == ref or not self.passable(edge):
-                continue
-            entry, trail = reached[edge.caller]
-            candidate = (entry, (*trail, edge))
+
+        def weigh(trail: Trail) -> int:
+            return sum(map(weight, sequences.path_of(ref, sequences.off_along(trail), receiver=sequences.receiver_along(trail))))
+
+        best, heaviest = shortest, weigh(shortest[1])
+        candidates = [*states.values(), *(self._through_callers(ref, reached) if existing_row else ())]
+        for candidate in sorted(candidates, key=lambda reached: len(reached[1])):
             if (found := weigh(candidate[1])) > heaviest:
                 best, heaviest = candidate, found
         return best
+
+    def _through_callers(self, ref: FunctionRef, reached: Mapping[FunctionRef, tuple[EntryPoint, Trail]]) -> list[tuple[EntryPoint, Trail]]:
+        """Trails to ``ref`` through each of its other reached callers (one call longer): the
+        shortest may save a row that exists where another call creates one."""
+        found = []
+        for edge in self.reach.callers(ref):
+            if edge.caller in reached and edge.caller != ref and self.passable(edge):
+                entry, trail = reached[edge.caller]
+                found.append((entry, (*trail, edge)))
+        return found
 
     def _count_sinks(self, reached: Mapping[FunctionRef, object], reachable: set[FunctionRef]) -> tuple[int, int]:
         """Every database effect site, and those a boundary covers (in their own function,

@@ -102,11 +102,12 @@ class Dispatch:
         return None
 
     def receiver_after(self, edge: Edge, callee_text: str | None, receiver: FunctionRef | None) -> FunctionRef | None:
-        """The class ``self`` has inside ``edge.callee`` when the caller's ``self`` has class
-        ``receiver`` (None: unknown): the subclass an override edge enters, the caller's
-        class (or ``receiver``) for a ``self.m()``/``cls.m()``/``super().m()`` call, the
-        class a ``Class.m()`` call names. None when the call says nothing of it. Along a
-        chain, a base method's self-calls resolve by this class's MRO (:meth:`nearest`)."""
+        """The class ``self`` has inside ``edge.callee`` (it or a subclass of it) when the
+        caller's ``self`` has class ``receiver`` (None: unknown): the subclass an override
+        edge enters, the caller's class (or ``receiver``) for a ``self.m()``/``cls.m()``/
+        ``super().m()`` call, the class a ``Class.m()`` call names. None when the call says
+        nothing of it. Along a chain, a base method's self-calls then resolve by this
+        class's MRO (:meth:`nearest`) or to its subclasses' overrides, never a sibling's."""
         callee_class = class_of(edge.callee)
         if self.kinds.get(edge) == OVERRIDE:
             return receiver if receiver is not None and callee_class in self.lineage(receiver) else callee_class

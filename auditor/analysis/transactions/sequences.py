@@ -80,8 +80,9 @@ class Sequences:
     ) -> tuple[Step, ...]:
         """The heaviest feasible sequence of uncovered effects through ``ref`` (callees'
         effects counted at their call sites), with the parameters ``off`` false and, when
-        ``receiver`` (a subclass of ``ref``'s class) is given, ``self`` of that class: its
-        self-calls then run ``receiver``'s overrides only, not every subclass's."""
+        ``receiver`` (a subclass of ``ref``'s class) is given, ``self`` of that class or
+        below: its self-calls then run the overrides of ``receiver``'s MRO and its
+        subclasses, not those of every subclass of ``ref``'s class."""
         receiver = self._receiver_of(ref, receiver)
         key = (ref, off, receiver)
         cached = self._paths.get(key)
@@ -117,12 +118,22 @@ class Sequences:
         return self._receiver_of(edge.callee, self.reach.dispatch.receiver_after(edge, call.callee if call else None, receiver))
 
     def dispatch_feasible(self, edge: Edge, receiver: FunctionRef | None) -> bool:
-        """Whether an override edge out of a method whose ``self`` has class ``receiver``
-        (None: any) is the one that class's MRO finds; every other edge is."""
+        """Whether an override edge out of a method whose ``self`` is ``receiver`` or one of
+        its subclasses (None: any class) may run: the override of a class at or below
+        ``receiver``, or the one ``receiver``'s MRO finds above it; not a sibling's. Every
+        other edge may."""
         receiver = self._receiver_of(edge.caller, receiver)
         if receiver is None or self.reach.dispatch.kinds.get(edge) != OVERRIDE:
             return True
-        return self.reach.dispatch.nearest(receiver, edge.callee.qualname.rsplit(".", 1)[-1]) == edge.callee
+        return self._runs_for(receiver, class_of(edge.callee), edge.callee.qualname.rsplit(".", 1)[-1])
+
+    def _runs_for(self, receiver: FunctionRef, cls: FunctionRef, method: str) -> bool:
+        """Whether ``cls``'s override of ``method`` may run on a ``self`` of ``receiver`` or below."""
+        dispatch = self.reach.dispatch
+        if receiver in dispatch.lineage(cls):
+            return True  # cls is receiver or one of its subclasses
+        nearest = dispatch.nearest(receiver, method)
+        return nearest is not None and class_of(nearest) == cls
 
     def _receiver_of(self, ref: FunctionRef, receiver: FunctionRef | None) -> FunctionRef | None:
         """``receiver`` when it is a proper subclass of ``ref``'s class that some override
@@ -262,21 +273,22 @@ class Sequences:
         alternatives a base-class path has. Never a mix no single class runs. A class that
         overrides ``ref`` itself enters it only through its own override (``super()``,
         perhaps inside a transaction): its variant is that override's to count. With a
-        known ``receiver`` class, its variant alone (its own override or its nearest base's)."""
+        known ``receiver`` class, its variant (its own override or its nearest base's) and
+        those of its subclasses, never a sibling's."""
         if not overrides:
             return [{}]
         dispatch = self.reach.dispatch
         base = class_of(ref)
         method = ref.qualname.rsplit(".", 1)[-1]
         classes = sorted({class_of(target) for targets in overrides.values() for target in targets})
-        if receiver is not None:
-            classes = [receiver]
+        if receiver is not None:  # self is receiver or below it: its own variant and its subclasses'
+            classes = [receiver, *(cls for cls in classes if cls != receiver and receiver in dispatch.lineage(cls))]
         by_line = {line: {class_of(target): step for target, step in targets.items()} for line, targets in overrides.items()}
         variants: list[dict[int, Step]] = [{}]
         seen: set[tuple[tuple[int, FunctionRef], ...]] = {()}
         for cls in classes:
             override = dispatch.override_below(cls, base, method)
-            if receiver is None and override is not None and not self.reach.calls_super(override, method):
+            if (receiver is None or cls != receiver) and override is not None and not self.reach.calls_super(override, method):
                 continue
             lineage = dispatch.lineage(cls)
             chosen: dict[int, Step] = {}
