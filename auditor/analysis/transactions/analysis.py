@@ -165,6 +165,7 @@ class Analysis:
             boundaries=PatternSet(rule.boundaries + framework.calls(Kind.OPENS)),
             non_atomic=PatternSet(framework.calls(Kind.OPTS_OUT)),
             after_commit=PatternSet(framework.calls(Kind.AFTER_COMMIT)),
+            lookups=PatternSet(framework.calls(Kind.LOOKUP)),
         )
         related = django.related_managers(texts)
         verdicts: Verdicts = {}

@@ -215,3 +215,38 @@ def test_a_chain_over_an_edge_the_pass_could_not_prove_is_not_verified(rule: Rul
     found = reported(analyze_source(files, rule))[("shop/handlers.py", "Handler.handle_order")]
     verified = {step.function: step.verified for step in found.chain}
     assert verified == {"dispatch_view": True, "Handler.handle": True, "Handler.handle_order": False}, found.chain
+
+
+def test_registry_lookups_are_not_counted_as_business_writes(rule: Rule):
+    views = """
+        from django.contrib.auth.models import Group, Permission
+        from django.contrib.contenttypes.models import ContentType
+
+        from .models import Order, Line
+
+        def grant(request):
+            content_type, _ = ContentType.objects.get_or_create(app_label="shop", model="order")
+            permission, _ = Permission.objects.get_or_create(codename="view_order", content_type=content_type)
+            group, _ = Group.objects.get_or_create(name="staff")
+            order = Order.objects.create(total=1)
+
+        def grant_and_order(request):
+            ContentType.objects.get_or_create(app_label="shop", model="order")
+            order = Order.objects.create(total=1)
+            Line.objects.create(order=order)
+        """
+    files = {"shop/views.py": views, "shop/models.py": "class Order:\n    pass\n\nclass Line:\n    pass\n"}
+    found = reported(analyze_source(files, rule))
+    assert found[("shop/views.py", "grant")].severity == "low"  # one business write
+    both = found[("shop/views.py", "grant_and_order")]
+    assert both.title.startswith("2 database writes"), both.title
+    assert [site.effect for site in both.sequence] == ["write", "write"]  # no lookup among them
+
+
+def test_the_registry_rows_name_their_proof_in_django():
+    from auditor.analysis.transactions.framework_facts import Kind, builtin_facts
+
+    facts = builtin_facts()
+    lookups = facts.calls(Kind.LOOKUP)
+    assert {"ContentType.objects.get_or_create", "Permission.objects.get_or_create", "Site.objects.get_or_create"} <= set(lookups)
+    assert all(fact.proof is not None for fact in facts.facts if fact.kind is Kind.LOOKUP)
