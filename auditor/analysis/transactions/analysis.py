@@ -24,7 +24,11 @@ helper's writes at their own lines), and counters.
    into functions with effects (the callee's heaviest path counted at the call site). The
    heaviest feasible path through the function (:mod:`.paths`) is its sequence; a
    base-class method's self-calls into subclass overrides are taken per concrete class
-   (the heaviest class counts, never a sum of different classes' overrides). A
+   (the heaviest class counts, never a sum of different classes' overrides); along a
+   chain ``self`` has the class the chain came through, or one below it, so a sibling
+   subclass's override is never on it (:mod:`.receiver_search`). "New object only" arms
+   (``if created:``, ``_state.adding``, ``pk is None``) do not run for a saved row that
+   exists, nor with "existing object only" arms. A
    function is reported where the sequence is formed: two or more events on its path; a
    helper with one write folds into the caller that sequences it.
 4. **Severity** (:mod:`.grading`). ``critical``: two or more autocommit writes, or an autocommit write and a
