@@ -24,7 +24,11 @@ helper's writes at their own lines), and counters.
    into functions with effects (the callee's heaviest path counted at the call site). The
    heaviest feasible path through the function (:mod:`.paths`) is its sequence; a
    base-class method's self-calls into subclass overrides are taken per concrete class
-   (the heaviest class counts, never a sum of different classes' overrides). A
+   (the heaviest class counts, never a sum of different classes' overrides); along a
+   chain ``self`` has the class the chain came through, or one below it, so a sibling
+   subclass's override is never on it (:mod:`.receiver_search`). "New object only" arms
+   (``if created:``, ``_state.adding``, ``pk is None``) do not run for a saved row that
+   exists, nor with "existing object only" arms. A
    function is reported where the sequence is formed: two or more events on its path; a
    helper with one write folds into the caller that sequences it.
 4. **Severity** (:mod:`.grading`). ``critical``: two or more autocommit writes, or an autocommit write and a
@@ -70,9 +74,10 @@ from auditor.analysis.transactions.effects import Verdicts
 from auditor.analysis.transactions.facts import FileFacts, PatternSet, RulePatterns, enclosing_of
 from auditor.analysis.transactions.framework_facts import Kind, load_facts
 from auditor.analysis.transactions.findings import build_finding, folded
-from auditor.analysis.transactions.grading import DB_EFFECTS, grade_function
+from auditor.analysis.transactions.grading import DB_EFFECTS, Step, grade_function, weight
 from auditor.analysis.transactions.languages import family
 from auditor.analysis.transactions.reach import Reach, Trail, production_entries
+from auditor.analysis.transactions.receiver_search import first_reach, search_by_receiver
 from auditor.analysis.transactions.sequences import Sequences
 from auditor.errors import UsageError
 from auditor.findings.model import Finding
@@ -164,6 +169,7 @@ class Analysis:
             boundaries=PatternSet(rule.boundaries + framework.calls(Kind.OPENS)),
             non_atomic=PatternSet(framework.calls(Kind.OPTS_OUT)),
             after_commit=PatternSet(framework.calls(Kind.AFTER_COMMIT)),
+            lookups=PatternSet(framework.calls(Kind.LOOKUP)),
         )
         related = django.related_managers(texts)
         verdicts: Verdicts = {}
@@ -197,15 +203,33 @@ class Analysis:
 
     def run(self, entries: tuple[EntryPoint, ...]) -> Outcome:
         """Search from ``entries``, grade every function reached and build the findings."""
-        reached = self.reach.search([entry for entry in entries if not self.boundaries.entry_covered(entry)], self.passable)
+        starts = [entry for entry in entries if not self.boundaries.entry_covered(entry)]
+        by_receiver = search_by_receiver(self.reach, self.sequences, starts, self.passable)
+        reached = first_reach(by_receiver)
         reachable = self.reach.reachable_ignoring_boundaries(entries)
         sinks, covered_sinks = self._count_sinks(reached, reachable)
-        path_of = self.sequences.path_of
+        reached = {ref: self._heaviest_receiver(ref, by_receiver[ref], reached) for ref in sorted(reached)}
+        receivers = {ref: self.sequences.receiver_along(trail) for ref, (_, trail) in reached.items()}
+        offs = {ref: self.sequences.off_along(trail) for ref, (_, trail) in reached.items()}
+        known: dict[FunctionRef, tuple[Step, ...]] = {}
+
+        def path_of(ref: FunctionRef) -> tuple[Step, ...]:
+            found = known.get(ref)
+            if found is None:
+                found = known[ref] = self.sequences.path_of(ref, offs.get(ref, frozenset()), receiver=receivers.get(ref))
+            return found
+
         graded: dict[FunctionRef, tuple[Severity, str]] = {}
         for ref in sorted(reached):
             found = grade_function(ref, path_of(ref))
             if found is not None:
                 graded[ref] = found
+
+        def carries_nothing(edge: Edge) -> bool:
+            # A call whose receiver class runs none of ``ref``'s effects needs no finding.
+            receiver = self.sequences.receiver_through(edge, receivers.get(edge.caller))
+            off = self.sequences.off_along((edge,))
+            return self.blocked(edge) or ((receiver is not None or off) and not self.sequences.path_of(edge.callee, off, receiver=receiver))
         entry_refs = frozenset(entry.ref for entry in entries)
         threshold = Severity.rank_of(self.options.min_severity)
         folded_refs: set[FunctionRef] = set()
@@ -213,7 +237,7 @@ class Analysis:
         findings: list[Finding] = []
         for ref, (severity, reason) in graded.items():
             callers = [edge for edge in self.reach.callers(ref) if edge.caller in reached]
-            if folded(ref, callers, graded, ref in entry_refs, self.blocked, path_of):
+            if folded(ref, callers, graded, ref in entry_refs, carries_nothing, path_of):
                 folded_refs.add(ref)
                 continue
             if Severity.rank_of(severity) > threshold:
@@ -239,6 +263,39 @@ class Analysis:
         """The lines of an analysed file (none for another)."""
         facts = self.facts.get(path)
         return facts.lines if facts is not None else ()
+
+    def _heaviest_receiver(
+        self, ref: FunctionRef, states: Mapping[FunctionRef | None, tuple[EntryPoint, Trail]], reached: Mapping[FunctionRef, tuple[EntryPoint, Trail]]
+    ) -> tuple[EntryPoint, Trail]:
+        """The entry and trail to ``ref`` whose receiver class (and what its last call says
+        of the row it saves) gives it the heaviest path: the shortest trail unless another
+        enters ``ref`` with ``self`` of a class whose overrides write more (a base method's
+        ``self.save()`` runs the override of the class the chain came through)."""
+        shortest = reached[ref]
+        existing_row = bool(self.sequences.off_along(shortest[1]))
+        if len(states) == 1 and not existing_row:
+            return shortest
+        sequences = self.sequences
+
+        def weigh(trail: Trail) -> int:
+            return sum(map(weight, sequences.path_of(ref, sequences.off_along(trail), receiver=sequences.receiver_along(trail))))
+
+        best, heaviest = shortest, weigh(shortest[1])
+        candidates = [*states.values(), *(self._through_callers(ref, reached) if existing_row else ())]
+        for candidate in sorted(candidates, key=lambda reached: len(reached[1])):
+            if (found := weigh(candidate[1])) > heaviest:
+                best, heaviest = candidate, found
+        return best
+
+    def _through_callers(self, ref: FunctionRef, reached: Mapping[FunctionRef, tuple[EntryPoint, Trail]]) -> list[tuple[EntryPoint, Trail]]:
+        """Trails to ``ref`` through each of its other reached callers (one call longer): the
+        shortest may save a row that exists where another call creates one."""
+        found = []
+        for edge in self.reach.callers(ref):
+            if edge.caller in reached and edge.caller != ref and self.passable(edge):
+                entry, trail = reached[edge.caller]
+                found.append((entry, (*trail, edge)))
+        return found
 
     def _count_sinks(self, reached: Mapping[FunctionRef, object], reachable: set[FunctionRef]) -> tuple[int, int]:
         """Every database effect site, and those a boundary covers (in their own function,

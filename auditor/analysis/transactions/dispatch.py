@@ -23,6 +23,8 @@ _PREFIX = re.compile(r"""^[rbuRBU]*[fF]?(['"])([A-Za-z_]\w*?)(?:%|\{|\1)""")
 _MIN_PREFIX = 3
 OVERRIDE = "dispatch to a subclass override"
 """The kind of a base-class self-call's edge into one subclass's override."""
+GETATTR = "getattr string dispatch"
+"""The kind of a ``getattr(self, "prefix_%s" % name)`` edge into a method with that prefix."""
 
 
 class Dispatch:
@@ -91,6 +93,36 @@ class Dispatch:
                 return override
         return None
 
+    def nearest(self, cls: FunctionRef, method: str) -> FunctionRef | None:
+        """The definition of ``method`` a call on ``cls`` finds (its MRO, nearest first)."""
+        for item in self.lineage(cls):
+            found = FunctionRef(item.path, f"{item.qualname}.{method}")
+            if self.graph.definition(found) is not None:
+                return found
+        return None
+
+    def receiver_after(self, edge: Edge, callee_text: str | None, receiver: FunctionRef | None) -> FunctionRef | None:
+        """The class ``self`` has inside ``edge.callee`` (it or a subclass of it) when the
+        caller's ``self`` has class ``receiver`` (None: unknown): the subclass an override
+        edge enters, the caller's class (or ``receiver``) for a ``self.m()``/``cls.m()``/
+        ``super().m()`` call, the class a ``Class.m()`` call names. None when the call says
+        nothing of it. Along a chain, a base method's self-calls then resolve by this
+        class's MRO (:meth:`nearest`) or to its subclasses' overrides, never a sibling's."""
+        callee_class = class_of(edge.callee)
+        if self.kinds.get(edge) == OVERRIDE:
+            return receiver if receiver is not None and callee_class in self.lineage(receiver) else callee_class
+        if callee_text is None or self.graph.definition(callee_class) is None:
+            return None
+        head = strip_arguments(callee_text).split(".")[0]
+        if head in _SELF or head == "super":
+            caller_class = class_of(edge.caller) if self.graph.definition(class_of(edge.caller)) is not None else None
+            found = receiver or caller_class
+        elif "." in callee_text and head[:1].isupper():
+            found = self.graph.resolve(edge.caller.path, strip_arguments(callee_text).rsplit(".", 1)[0])
+        else:
+            return None
+        return found if found is not None and found != callee_class and callee_class in self.lineage(found) else None
+
     def _function_calls(self, path: str) -> dict[str, list[CallSite]]:
         table = self._calls.get(path)
         if table is None:
@@ -127,7 +159,7 @@ class Dispatch:
                     found.append(self._edge(ref, target, call.line, OVERRIDE))
             elif parts == ["getattr"]:
                 for target in self._prefixed(owner, call):
-                    found.append(self._edge(ref, target, call.line, "getattr string dispatch"))
+                    found.append(self._edge(ref, target, call.line, GETATTR))
         return tuple(sorted(set(found)))
 
     def _edge(self, caller: FunctionRef, callee: FunctionRef, line: int, kind: str) -> Edge:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 from tree_sitter import Node
@@ -110,6 +110,8 @@ class RulePatterns:
     boundaries: PatternSet
     non_atomic: PatternSet
     after_commit: PatternSet
+    lookups: PatternSet = field(default_factory=lambda: PatternSet(()))
+    """Calls that look up or create a framework registry row: no effect of the path."""
 
     @cached_property
     def call_names(self) -> frozenset[str] | None:
@@ -161,6 +163,8 @@ class FileFacts:
                 on_commit.append(self._extent(call))
         self.sites: dict[FunctionRef, list[Site]] = {}
         for call in calls:
+            if patterns.lookups.matches(call.callee, call.name):
+                continue  # a registry row (ContentType, Permission...): not a business write
             is_sink = patterns.sinks.matches(call.callee, call.name) or self._writes_sql(call, sql_write)
             if not is_sink and not worth_classifying(call, related_managers):
                 continue

@@ -15,12 +15,16 @@ from dataclasses import replace
 from auditor.callgraph.graph import Edge, FunctionRef
 from auditor.analysis.entrypoints import EntryPoint
 from auditor.analysis.transactions.base import Effect
+from auditor.analysis.transactions.dispatch import GETATTR
 from auditor.analysis.transactions.grading import DB_EFFECTS, SIDE_EFFECTS, WRITES, Step
 from auditor.findings.fingerprints import finding_fingerprint
 from auditor.findings.model import ChainStep, EffectSite, Finding
 from auditor.rules.loader import Rule
 from auditor.rules.severity import Severity
 
+UNPROVEN_KINDS = ("resolved by name", GETATTR)
+"""The approximate edges' kinds that prove nothing of the callee (a name-only fallback is
+an approximate edge with no kind)."""
 FOUND_BY = ("static",)
 """What finds the static pass's findings."""
 
@@ -68,6 +72,9 @@ def build_finding(
     chain: list[ChainStep] = []
     hops = [entry.ref, *(edge.callee for edge in trail)]
     for position, hop in enumerate(hops):
+        # A hop reached over an edge the pass could not prove (a name-only fallback, a
+        # getattr string) is lower confidence: not verified.
+        verified = position == 0 or proven(trail[position - 1], edge_kinds)
         if position == len(hops) - 1:
             line, note = first.line, ""
         else:
@@ -77,7 +84,7 @@ def build_finding(
             note = f"calls {edge.callee.qualname} at line {edge.line}" + (f" ({how})" if how else "")
         if position == 0:
             note = f"entry point: {entry.detail}" + (f"; {note}" if note else "")
-        chain.append(ChainStep(path=hop.path, line=line, function=hop.qualname, verified=True, note=note))
+        chain.append(ChainStep(path=hop.path, line=line, function=hop.qualname, verified=verified, note=note))
     steps_text = "; ".join(f"line {step.line}: {step.text}" + _effects_note(step) for step in steps)
     route = " -> ".join(f"{hop.path}:{hop.qualname}" for hop in hops)
     reach = (
@@ -107,6 +114,13 @@ def build_finding(
         sequence=effect_sites(ref, steps),
     )
     return replace(finding, fingerprint=finding_fingerprint(finding, lines_of))
+
+
+def proven(edge: Edge, edge_kinds: Mapping[Edge, str]) -> bool:
+    """Whether the pass resolved ``edge`` from what the code says: an exact edge, or an
+    approximate one whose receiver class it read (an override of the class the chain came
+    through, a typed variable, a manager); not a name-only fallback or a ``getattr`` string."""
+    return not edge.approximate or edge_kinds.get(edge, UNPROVEN_KINDS[0]) not in UNPROVEN_KINDS
 
 
 def effect_sites(ref: FunctionRef, steps: tuple[Step, ...]) -> tuple[EffectSite, ...]:

@@ -1,6 +1,7 @@
 """Framework facts as data (like CodeQL's models-as-data): which calls open a transaction or
 take a view out of the request's, which register callbacks that run after the commit,
-which write, and which signals the framework sends inside a transaction of its own.
+which write, which only look up a framework registry row (``lookup``: a content type, a
+permission), and which signals the framework sends inside a transaction of its own.
 
 Inputs: the package's model files (``models/*.yaml``, one per framework, each row naming
 the framework file and function that proves it) and, optionally, a project's own files of
@@ -23,7 +24,7 @@ import yaml
 
 from auditor.errors import UsageError
 
-_BUILTIN_FILES = ("django.yaml",)
+_BUILTIN_FILES = ("django.yaml", "django_lookups.yaml")
 _SUBJECTS = ("call", "method", "signal")
 _THROUGH = frozenset({"model", "queryset", "manager", "related-manager"})
 _FIELDS = frozenset({"kind", *_SUBJECTS, "through", "atomic", "proof", "note"})
@@ -49,6 +50,9 @@ class Kind(str, Enum):
     """The signal's receivers run inside the transaction of the call that sends it."""
     OUTSIDE = "outside"
     """The signal's receivers run in no transaction the framework opens."""
+    LOOKUP = "lookup"
+    """The call reads, or creates once, a framework registry row (a content type, a
+    permission, a site): no business write, not counted in a sequence."""
 
 
 # Which subject each kind takes.
@@ -59,6 +63,7 @@ _SUBJECT_OF = {
     Kind.WRITE: ("call", "method"),
     Kind.INSIDE: ("signal",),
     Kind.OUTSIDE: ("signal",),
+    Kind.LOOKUP: ("call",),
 }
 
 

@@ -77,6 +77,9 @@ class Step:
     carries_on: bool = False
     """For a call: whether the callee's path goes on past a caught write failure
     (:func:`caught_later`), leaving a partial state of its own that nobody retries."""
+    in_loop: bool = False
+    """Whether the step sits in a loop of its function: a re-run after a failure in a later
+    iteration repeats the earlier iterations' writes."""
     inner: tuple[Step, ...] = field(default=(), compare=False, repr=False)
     """For a call: the callee's path whose effects the step counts (empty for a direct
     effect and for a call into a function that opens its own transaction)."""
@@ -163,11 +166,20 @@ def _retried(
         return Severity.MEDIUM, "only deletes: a retry finishes the cleanup"
     if writes and not plain and not deletes:
         return Severity.MEDIUM, "only idempotent writes (upserts, relation changes, constant updates): a re-run completes them"
-    if plain == 1 and upserts == writes - 1 and [effect for effect in effects if effect in WRITES][-1] is Effect.WRITE:
+    rerun_completes = not _creates_in_loop(steps)  # a re-run creates the earlier iterations' rows again
+    if plain == 1 and upserts == writes - 1 and [effect for effect in effects if effect in WRITES][-1] is Effect.WRITE and rerun_completes:
         return Severity.MEDIUM, "only upserts or links before the last write: a re-run finds what they left and completes the path"
     if _one_object(steps):
         return Severity.MEDIUM, "every write is to one object's row and its relations: what a failure leaves is that object, valid and editable"
     return None
+
+
+def _creates_in_loop(steps: tuple[Step, ...]) -> bool:
+    """Whether a plain write (a new row) on the path sits in a loop, here or in a callee."""
+    for step in steps:
+        if Effect.WRITE in step.effects and (step.in_loop or _creates_in_loop(step.inner)):
+            return True
+    return False
 
 
 def caught_later(steps: tuple[Step, ...]) -> bool:

@@ -58,6 +58,39 @@ _WRITE_FAILURE = re.compile(
 # DoesNotExist): not a write's failure.
 _LOOKUP_FAILURE = re.compile(r"(?i)emptyresult\w*|\w*doesnotexist|\w*notfound\w*")
 _TYPE_NAME = re.compile(r"[A-Za-z_][\w.]*")
+EXISTING_ROW = "<an existing row>"
+"""In a path's ``off`` set: the object the function saves is a row read from the database,
+so a "new object only" guard (:data:`_FRESH_ROW`) is false."""
+FRESH_ROW = "<a new row>"
+"""In a path's ``off`` set: the object is new, so an "existing object only" guard is false."""
+# Guards true only while the object is not yet a row: Django's ``created`` (get_or_create,
+# post_save), ``_state.adding`` (set False by Model.save_base once the row is written,
+# django/db/models/base.py), a primary key not yet assigned.
+_FRESH_ROW = re.compile(r"(?:is_new|created|\w+\._state\.adding|(?:\w+\.)+(?:pk|id) is None|not (?:\w+\.)+(?:pk|id))")
+_EXISTING = re.compile(r"(?:not (?:is_new|created|\w+\._state\.adding)|(?:\w+\.)+(?:pk|id)(?: is not None)?)")
+_GUARD_WORDS = re.compile(rb"\bcreated\b|\bis_new\b|_state\.adding|\.(?:pk|id) is None|\bnot [\w.]+\.(?:pk|id)\b")
+
+
+_LOOPS = frozenset({"for_statement", "while_statement", "for_in_statement", "enhanced_for_statement", "do_statement"})
+
+
+def loop_lines(body: Node) -> list[tuple[int, int]]:
+    """The line ranges of the loops in ``body`` (nested functions aside)."""
+    found: list[tuple[int, int]] = []
+    pending = [body]
+    while pending:
+        node = pending.pop()
+        if node.type in _LOOPS:
+            found.append((first_line(node), last_line(node)))
+        elif node.type not in _NESTED or node is body:
+            pending.extend(node.named_children)
+    return found
+
+
+def row_guarded(source: bytes) -> bool:
+    """Whether a body may test whether its object is new (``created``, ``_state.adding``,
+    ``pk is None``): its paths are then walked once for a new and once for an existing row."""
+    return _GUARD_WORDS.search(source) is not None
 
 
 def first_line(node: Node) -> int:
@@ -211,6 +244,10 @@ class _Walk(Generic[Event]):
             return True
         text = self.source[condition.start_byte : condition.end_byte].decode("utf-8", "replace").strip("() \t")
         head = text.split(" and ", 1)[0].split("&&", 1)[0].strip("() \t")
+        if EXISTING_ROW in self.off and _FRESH_ROW.fullmatch(head):
+            return False
+        if FRESH_ROW in self.off and _EXISTING.fullmatch(head):
+            return False
         return head not in self.off
 
     def branch(self, node: Node) -> tuple[Path | None, Path | None]:

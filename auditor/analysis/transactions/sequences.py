@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from dataclasses import replace
 from collections.abc import Mapping
 
 from tree_sitter import Node
@@ -70,14 +71,20 @@ class Sequences:
         self.reach = reach
         self.boundaries = boundaries
         self.arguments = arguments
-        self._paths: dict[tuple[FunctionRef, frozenset[str]], tuple[Step, ...]] = {}
-        self._active: set[tuple[FunctionRef, frozenset[str]]] = set()
+        self._paths: dict[tuple[FunctionRef, frozenset[str], FunctionRef | None], tuple[Step, ...]] = {}
+        self._active: set[tuple[FunctionRef, frozenset[str], FunctionRef | None]] = set()
         self._bodies: dict[FunctionRef, Body] = {}
 
-    def path_of(self, ref: FunctionRef, off: frozenset[str] = frozenset(), depth: int = 0) -> tuple[Step, ...]:
+    def path_of(
+        self, ref: FunctionRef, off: frozenset[str] = frozenset(), depth: int = 0, receiver: FunctionRef | None = None
+    ) -> tuple[Step, ...]:
         """The heaviest feasible sequence of uncovered effects through ``ref`` (callees'
-        effects counted at their call sites), with the parameters ``off`` false."""
-        key = (ref, off)
+        effects counted at their call sites), with the parameters ``off`` false and, when
+        ``receiver`` (a subclass of ``ref``'s class) is given, ``self`` of that class or
+        below: its self-calls then run the overrides of ``receiver``'s MRO and its
+        subclasses, not those of every subclass of ``ref``'s class."""
+        receiver = self._receiver_of(ref, receiver)
+        key = (ref, off, receiver)
         cached = self._paths.get(key)
         if cached is not None:
             return cached
@@ -87,11 +94,56 @@ class Sequences:
             return ()  # recursion: the cycle adds nothing new
         self._active.add(key)
         try:
-            result = self._compute_path(ref, off, depth)
+            result = self._compute_path(ref, off, depth, receiver)
         finally:
             self._active.discard(key)
         self._paths[key] = result
         return result
+
+    def receiver_along(self, trail: tuple[Edge, ...]) -> FunctionRef | None:
+        """The class ``self`` has in the last function of ``trail`` (None: any)."""
+        receiver: FunctionRef | None = None
+        for edge in trail:
+            receiver = self.receiver_through(edge, receiver)
+        return receiver
+
+    def off_along(self, trail: tuple[Edge, ...]) -> frozenset[str]:
+        """What is known false in the last function of ``trail``: its object is a row that
+        exists when the last call saves one read from the database."""
+        return frozenset({paths.EXISTING_ROW}) if trail and self._saves_existing_row(trail[-1]) else frozenset()
+
+    def receiver_through(self, edge: Edge, receiver: FunctionRef | None) -> FunctionRef | None:
+        """The class ``self`` has in ``edge.callee`` when it has ``receiver`` in the caller."""
+        call = self.reach.call_for(edge)
+        return self._receiver_of(edge.callee, self.reach.dispatch.receiver_after(edge, call.callee if call else None, receiver))
+
+    def dispatch_feasible(self, edge: Edge, receiver: FunctionRef | None) -> bool:
+        """Whether an override edge out of a method whose ``self`` is ``receiver`` or one of
+        its subclasses (None: any class) may run: the override of a class at or below
+        ``receiver``, or the one ``receiver``'s MRO finds above it; not a sibling's. Every
+        other edge may."""
+        receiver = self._receiver_of(edge.caller, receiver)
+        if receiver is None or self.reach.dispatch.kinds.get(edge) != OVERRIDE:
+            return True
+        return self._runs_for(receiver, class_of(edge.callee), edge.callee.qualname.rsplit(".", 1)[-1])
+
+    def _runs_for(self, receiver: FunctionRef, cls: FunctionRef, method: str) -> bool:
+        """Whether ``cls``'s override of ``method`` may run on a ``self`` of ``receiver`` or below."""
+        dispatch = self.reach.dispatch
+        if receiver in dispatch.lineage(cls):
+            return True  # cls is receiver or one of its subclasses
+        nearest = dispatch.nearest(receiver, method)
+        return nearest is not None and class_of(nearest) == cls
+
+    def _receiver_of(self, ref: FunctionRef, receiver: FunctionRef | None) -> FunctionRef | None:
+        """``receiver`` when it is a proper subclass of ``ref``'s class that some override
+        could tell apart; None otherwise (so paths that cannot differ share one cache entry)."""
+        if receiver is None:
+            return None
+        owner = class_of(ref)
+        if receiver == owner or not self.reach.dispatch.descendants(owner):
+            return None
+        return receiver if owner in self.reach.dispatch.lineage(receiver) else None
 
     def switched_off(self, edge: Edge, call: CallSite | None) -> bool:
         """A call whose constant false keyword arguments leave the callee no effect."""
@@ -100,7 +152,7 @@ class Sequences:
         off = self.arguments.off(edge.callee, call)
         return bool(off) and not self.path_of(edge.callee, off) and bool(self.path_of(edge.callee))
 
-    def _compute_path(self, ref: FunctionRef, off: frozenset[str], depth: int) -> tuple[Step, ...]:
+    def _compute_path(self, ref: FunctionRef, off: frozenset[str], depth: int, receiver: FunctionRef | None) -> tuple[Step, ...]:
         facts = self.facts.get(ref.path)
         events = self._own_events(ref, facts)
         by_line: dict[int, list[Edge]] = defaultdict(list)
@@ -110,7 +162,7 @@ class Sequences:
         overrides: dict[int, dict[FunctionRef, Step]] = defaultdict(dict)
         for line, edges in sorted(by_line.items()):
             for edge in edges:
-                step = self._edge_step(edge, off, depth)
+                step = self._edge_step(edge, off, depth, receiver)
                 if step is None:
                     continue
                 if edge.approximate and self.reach.dispatch.kinds.get(edge) == OVERRIDE:
@@ -119,7 +171,7 @@ class Sequences:
                     calls[line] = step
         body: Body | None = None
         heaviest: tuple[Step, ...] = ()
-        for chosen in self._override_variants(ref, overrides):
+        for chosen in self._override_variants(ref, overrides, receiver):
             variant: dict[int, list[Step]] = {line: list(steps) for line, steps in events.items()}
             for line, step in sorted({**calls, **chosen}.items()):
                 variant.setdefault(line, []).append(step)
@@ -132,7 +184,12 @@ class Sequences:
                     body = self._body(ref, facts)
                 node, source, offset = body
                 shifted = {line - offset: steps for line, steps in variant.items()}
-                found = tuple(paths.heaviest_path(node, source, shifted, weight, off, caught))
+                found = ()
+                for walked_off in _row_cases(off, source[node.start_byte : node.end_byte] if node is not None else b""):
+                    walk = tuple(paths.heaviest_path(node, source, shifted, weight, walked_off, caught))
+                    found = walk if sum(map(weight, walk)) > sum(map(weight, found)) else found
+            if body is not None and body[0] is not None:
+                found = _marked_in_loops(found, body)
             if facts is not None:
                 found = _without_idle_commits(found, facts, body)
             if sum(map(weight, found)) > sum(map(weight, heaviest)):
@@ -161,15 +218,20 @@ class Sequences:
             events[call.line].append(Step(call.line, text, (site.effect,), subject=subject_of(call, site.orm)))
         return events
 
-    def _edge_step(self, edge: Edge, off: frozenset[str], depth: int) -> Step | None:
-        """The event a call into ``edge.callee`` adds at its line (its heaviest path), or
-        None when the call is blocked or the callee has no effect."""
+    def _edge_step(self, edge: Edge, off: frozenset[str], depth: int, receiver: FunctionRef | None = None) -> Step | None:
+        """The event a call into ``edge.callee`` adds at its line (its heaviest path, with
+        ``self`` of the class it has there when the caller's has ``receiver``), or None when
+        the call is blocked or the callee has no effect."""
         call = self.reach.call_for(edge)
         if self.boundaries.edge_blocked(edge, call):
             return self._own_transaction_step(edge, call, off, depth)
         if not self.reach.reaches_effect(edge.callee):
             return None
-        steps = self.path_of(edge.callee, self.arguments.off(edge.callee, call, off), depth + 1)
+        inner_off = self.arguments.off(edge.callee, call, off)
+        if self._saves_existing_row(edge):
+            inner_off = inner_off | {paths.EXISTING_ROW}  # its "new object only" arms do not run
+        inner_receiver = self._receiver_of(edge.callee, self.reach.dispatch.receiver_after(edge, call.callee if call else None, receiver))
+        steps = self.path_of(edge.callee, inner_off, depth + 1, inner_receiver)
         effects = tuple(effect for step in steps for effect in step.effects)
         owner = edge.callee.qualname.rpartition(".")[0]
         if bookkeeping(edge.callee) or (owner and _BOOKKEEPING_CLASS.search(owner)):
@@ -184,6 +246,13 @@ class Sequences:
             carries_on=caught_later(steps), inner=steps,
         )
 
+    def _saves_existing_row(self, edge: Edge) -> bool:
+        """Whether the call behind ``edge`` saves a row read from the database (its site is
+        classified an update: ``x = M.objects.get(...); x.save()``)."""
+        facts = self.facts.get(edge.caller.path)
+        sites = facts.sites.get(edge.caller, ()) if facts is not None else ()
+        return any(site.call.line == edge.line and site.call.name == "save" and site.effect is Effect.UPDATE for site in sites)
+
     def _own_transaction_step(self, edge: Edge, call: CallSite | None, off: frozenset[str], depth: int) -> Step | None:
         """A call from outside any transaction into a function that opens its own (a
         boundary decorator: ``@atomic``, ``@Transactional``): one committed unit at the call
@@ -196,24 +265,30 @@ class Sequences:
             return None
         return Step(edge.line, f"calls {edge.callee.qualname} (its own transaction)", (Effect.REPOSITORY,), edge.callee)
 
-    def _override_variants(self, ref: FunctionRef, overrides: Mapping[int, Mapping[FunctionRef, Step]]) -> list[dict[int, Step]]:
+    def _override_variants(
+        self, ref: FunctionRef, overrides: Mapping[int, Mapping[FunctionRef, Step]], receiver: FunctionRef | None = None
+    ) -> list[dict[int, Step]]:
         """The overrides one concrete class runs at each dispatching line, per class that
         defines one (nearest definition in its lineage), plus the base's own (none): the
         alternatives a base-class path has. Never a mix no single class runs. A class that
         overrides ``ref`` itself enters it only through its own override (``super()``,
-        perhaps inside a transaction): its variant is that override's to count."""
+        perhaps inside a transaction): its variant is that override's to count. With a
+        known ``receiver`` class, its variant (its own override or its nearest base's) and
+        those of its subclasses, never a sibling's."""
         if not overrides:
             return [{}]
         dispatch = self.reach.dispatch
         base = class_of(ref)
         method = ref.qualname.rsplit(".", 1)[-1]
         classes = sorted({class_of(target) for targets in overrides.values() for target in targets})
+        if receiver is not None:  # self is receiver or below it: its own variant and its subclasses'
+            classes = [receiver, *(cls for cls in classes if cls != receiver and receiver in dispatch.lineage(cls))]
         by_line = {line: {class_of(target): step for target, step in targets.items()} for line, targets in overrides.items()}
         variants: list[dict[int, Step]] = [{}]
         seen: set[tuple[tuple[int, FunctionRef], ...]] = {()}
         for cls in classes:
             override = dispatch.override_below(cls, base, method)
-            if override is not None and not self.reach.calls_super(override, method):
+            if (receiver is None or cls != receiver) and override is not None and not self.reach.calls_super(override, method):
                 continue
             lineage = dispatch.lineage(cls)
             chosen: dict[int, Step] = {}
@@ -258,6 +333,26 @@ class Sequences:
         if facts.tree is None:
             return _NO_BODY
         return paths.function_body(facts.tree, definition.start_line, definition.end_line), facts.source, 0
+
+
+def _marked_in_loops(steps: tuple[Step, ...], body: Body) -> tuple[Step, ...]:
+    """``steps`` with those inside a loop of the body marked ``in_loop``."""
+    node, _, offset = body
+    loops = paths.loop_lines(node) if node is not None else []
+    if not loops:
+        return steps
+    return tuple(
+        replace(step, in_loop=True) if any(low <= step.line - offset <= high for low, high in loops) else step for step in steps
+    )
+
+
+def _row_cases(off: frozenset[str], source: bytes) -> tuple[frozenset[str], ...]:
+    """The ``off`` sets to walk a body with: as given, or, when it may test whether its object
+    is new and the caller did not say, once for a new row and once for an existing one (a
+    "new object only" arm and an "existing object only" arm never both run)."""
+    if paths.EXISTING_ROW in off or paths.FRESH_ROW in off or not paths.row_guarded(source):
+        return (off,)
+    return (off | {paths.FRESH_ROW}, off | {paths.EXISTING_ROW})
 
 
 def _without_idle_commits(steps: tuple[Step, ...], facts: FileFacts, body: Body | None = None) -> tuple[Step, ...]:
