@@ -8,6 +8,7 @@ fell below ``--recall-threshold``; others from ``AuditorError``.
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -26,7 +27,8 @@ from auditor.cli.flags import (
     shared_options,
 )
 from auditor.cli.output import check_outputs, exit_for, write_output
-from auditor.cli.scan import LinkBaseOption
+from auditor.cli.scan import LinkBaseOption, SarifCategoryOption
+from auditor.errors import AuditorError
 
 REVIEW_PANEL = "Change under review"
 
@@ -39,7 +41,7 @@ def review_command(
     head: Annotated[Optional[str], typer.Option("--head", rich_help_panel=REVIEW_PANEL, help="Head revision (default: the working tree as checked out).")] = None,
     all_findings: Annotated[bool, typer.Option("--all", rich_help_panel=REVIEW_PANEL, help="Existing findings on the change block too.")] = False,
     compare_base: Annotated[bool, typer.Option("--compare-base/--no-compare-base", rich_help_panel=REVIEW_PANEL, help="Scan the base to tell new findings from existing ones.")] = True,
-    sarif_category: Annotated[Optional[str], typer.Option("--sarif-category", rich_help_panel=OUTPUT_PANEL, help="SARIF automationDetails.id (GitHub's analysis category).")] = None,
+    sarif_category: SarifCategoryOption = None,
     link_base: LinkBaseOption = None,
     error: Annotated[bool, typer.Option("--error", rich_help_panel=OUTPUT_PANEL, help="Exit 1 when there are new findings on the change.")] = False,
     flags: ScanFlags,
@@ -50,27 +52,35 @@ def review_command(
     from auditor.report import ReportOptions, render
     from auditor.walk.diff import infer_link_base
     from auditor.runs.review import ReviewConfig, run_review
-    from auditor.runs.scan import run_scan
+    from auditor.report.markdown import REVIEW_MARKER
+    from auditor.runs.scan import failed_result, run_scan
 
     report_format = flags.report_format()
     scan = scan_config(path, flags)
     check_outputs(flags.output, *flags.requested_outputs().values())
     config = ReviewConfig(scan=scan, base=base, head=head, include_existing=all_findings, compare_base=compare_base)
-    # One engine for the head and the base scans: a vLLM model loads once.
-    choice = choose_engine(scan.engine, scan.engine_settings)
-    print_notices(choice.notices)
-    engine = open_engine(choice, scan.engine_settings, use_cache=scan.use_cache)
-    with notices_only() as report:
-        if isinstance(engine, NoModel):
-            from dataclasses import replace
-
-            reviewed = run_review(replace(config, scan=replace(scan, engine=engine.name)), report)
-        else:
-            reviewed = run_review(config, report, scan=functools.partial(run_scan, engine=engine))
+    options = ReportOptions(link_base=link_base if link_base is not None else infer_link_base(path),
+                            sarif_category=sarif_category, comment_marker=REVIEW_MARKER)
+    try:
+        # One engine for the head and the base scans: a vLLM model loads once.
+        choice = choose_engine(scan.engine, scan.engine_settings)
+        print_notices(choice.notices)
+        engine = open_engine(choice, scan.engine_settings, use_cache=scan.use_cache)
+        with notices_only() as report:
+            if isinstance(engine, NoModel):
+                reviewed = run_review(replace(config, scan=replace(scan, engine=engine.name)), report)
+            else:
+                reviewed = run_review(config, report, scan=functools.partial(run_scan, engine=engine))
+    except AuditorError as failure:
+        # The pull request still gets a comment (and code scanning a log) saying why.
+        failed = failed_result(scan, failure)
+        for extra_format, extra_path in flags.requested_outputs().items():
+            write_output(render(failed, extra_format, options), extra_path)
+        if flags.output is not None:
+            write_output(render(failed, report_format, options), flags.output)
+        raise
     result = reviewed.result
     print_notices(result.warnings, label="warning")
-    options = ReportOptions(link_base=link_base if link_base is not None else infer_link_base(path),
-                            sarif_category=sarif_category)
     for extra_format, extra_path in flags.requested_outputs().items():
         write_output(render(result, extra_format, options), extra_path)
     write_output(render(result, report_format, options), flags.output)

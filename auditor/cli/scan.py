@@ -25,7 +25,11 @@ from auditor.errors import AuditorError
 LinkBaseOption = Annotated[
     Optional[str],
     typer.Option("--link-base", rich_help_panel=OUTPUT_PANEL,
-                 help="Prefix for Markdown links, e.g. https://github.com/o/r/blob/SHA/ (default: from the git remote and commit when it is a GitHub remote)."),
+                 help="Prefix for Markdown links, e.g. https://github.com/o/r/blob/SHA/ (default: from the git remote and commit when it is on GitHub or GitLab; else links are relative)."),
+]
+SarifCategoryOption = Annotated[
+    Optional[str],
+    typer.Option("--sarif-category", rich_help_panel=OUTPUT_PANEL, help="SARIF automationDetails.id (GitHub's analysis category)."),
 ]
 
 
@@ -36,6 +40,7 @@ def scan_command(
     error: Annotated[bool, typer.Option("--error", rich_help_panel=OUTPUT_PANEL, help="Exit 1 when there are findings.")] = False,
     write_baseline: Annotated[Optional[Path], typer.Option("--write-baseline", rich_help_panel=OUTPUT_PANEL, help="Write this scan's findings as a baseline file.")] = None,
     link_base: LinkBaseOption = None,
+    sarif_category: SarifCategoryOption = None,
     flags: ScanFlags,
 ) -> None:
     """Audit a repository for the selected rules (all built-in rules by default)."""
@@ -47,7 +52,8 @@ def scan_command(
     report_format = flags.report_format()
     config = scan_config(path, flags)
     check_outputs(flags.output, *flags.requested_outputs().values(), write_baseline)
-    options = ReportOptions(link_base=link_base if link_base is not None else infer_link_base(path))
+    options = ReportOptions(link_base=link_base if link_base is not None else infer_link_base(path),
+                            sarif_category=sarif_category)
     try:
         with progress_for(report_format is Format.TEXT and stderr.is_terminal) as report:
             result = run_scan(config, report)

@@ -50,6 +50,7 @@ class ReportOptions:
 
     link_base: str | None = None
     sarif_category: str | None = None
+    comment_marker: str | None = None  # the Markdown report's first line (default: a review's marker)
 
 
 Reporter = Callable[["ScanResult", ReportOptions], str]
@@ -93,7 +94,7 @@ def _reporters() -> dict[Format, Reporter]:
             Format.TEXT: lambda result, options: text(result),
             Format.JSON: lambda result, options: json_report(result),
             Format.SARIF: lambda result, options: sarif(result, options.sarif_category),
-            Format.MARKDOWN: lambda result, options: markdown(result, options.link_base),
+            Format.MARKDOWN: lambda result, options: markdown(result, options.link_base, options.comment_marker),
         }
         globals()["REPORTERS"] = registry
     return registry

@@ -194,6 +194,8 @@ def render_markdown(result: ScanResult, link_base: str | None = None, marker: st
     """
     result = bounded_result(result)
     base = link_base or ""
+    if base and not base.endswith("/"):
+        base += "/"  # `…/blob/SHA` names a directory: never glue a path onto the SHA
     review = result.review
     incomplete = result.incomplete_windows
     if review is not None:
@@ -207,7 +209,7 @@ def render_markdown(result: ScanResult, link_base: str | None = None, marker: st
     if incomplete:
         headline.append(f"{len(incomplete)} of {len(result.windows)} windows INCOMPLETE")
     if result.errors:
-        headline.append(f"{len(result.errors)} errors")
+        headline.append(f"{len(result.errors)} {'error' if len(result.errors) == 1 else 'errors'}")
     title = "auditor review" if review is not None else "auditor"
     lines = [f"## {title}: {' · '.join(headline)}", ""]
     marker = marker if marker is not None else (REVIEW_MARKER if review is not None else None)
@@ -242,9 +244,10 @@ def render_markdown(result: ScanResult, link_base: str | None = None, marker: st
     recall = [line for window in sorted(result.windows, key=lambda w: w.index) if (line := recall_line(window))]
     if recall:
         lines += ["**Recall canaries:**", "", *(f"- {_escape(line)}" for line in recall), ""]
-    lines += _file_list("Files in full", coverage.full)
-    lines += _file_list("Files as skeleton", coverage.skeleton)
-    lines += _file_list("Files omitted", coverage.omitted)
+    if result.windows:  # what a model saw: nothing to list after a static-only run
+        lines += _file_list("Files in full", coverage.full)
+        lines += _file_list("Files as skeleton", coverage.skeleton)
+        lines += _file_list("Files omitted", coverage.omitted)
 
     findings = result.sorted_findings()
     size = sum(len(line) + 1 for line in lines)
