@@ -27,7 +27,7 @@ from auditor.cli.flags import (
     shared_options,
 )
 from auditor.cli.output import check_outputs, exit_for, write_output
-from auditor.cli.scan import LinkBaseOption, SarifCategoryOption
+from auditor.cli.scan import LinkBaseOption, SarifCategoryOption, report_options
 from auditor.errors import AuditorError
 
 REVIEW_PANEL = "Change under review"
@@ -49,18 +49,16 @@ def review_command(
     """Review a change: findings whose call chain the diff from --base touches, new vs existing."""
     from auditor.cli.options import scan_config
     from auditor.engine.opening import NoModel, choose_engine, open_engine
-    from auditor.report import ReportOptions, render
-    from auditor.walk.diff import infer_link_base
+    from auditor.report import render
     from auditor.runs.review import ReviewConfig, run_review
-    from auditor.report.markdown import REVIEW_MARKER
     from auditor.runs.scan import failed_result, run_scan
 
     report_format = flags.report_format()
     scan = scan_config(path, flags)
     check_outputs(flags.output, *flags.requested_outputs().values())
     config = ReviewConfig(scan=scan, base=base, head=head, include_existing=all_findings, compare_base=compare_base)
-    options = ReportOptions(link_base=link_base if link_base is not None else infer_link_base(path),
-                            sarif_category=sarif_category, comment_marker=REVIEW_MARKER)
+    # Review reports paths from the repository's top, also for a subdirectory.
+    options = report_options(path, flags, link_base, sarif_category=sarif_category, review=True)
     try:
         # One engine for the head and the base scans: a vLLM model loads once.
         choice = choose_engine(scan.engine, scan.engine_settings)

@@ -235,9 +235,12 @@ def render_markdown(result: ScanResult, link_base: str | None = None, marker: st
     if review is not None:
         lines += _review_section(review)
     coverage = result.coverage
+    seen = (
+        f"{len(coverage.full)} files in full, {len(coverage.skeleton)} as skeleton, {len(coverage.omitted)} omitted"
+        if result.windows else f"{len(coverage.full)} files analysed statically (no model run), {len(coverage.omitted)} left out"
+    )
     lines.append(
-        f"**Coverage:** {len(coverage.full)} files in full, {len(coverage.skeleton)} as skeleton, "
-        f"{len(coverage.omitted)} omitted · rules: {', '.join(_code(rule.id) for rule in sorted(result.rules, key=lambda r: r.id))}"
+        f"**Coverage:** {seen} · rules: {', '.join(_code(rule.id) for rule in sorted(result.rules, key=lambda r: r.id))}"
         f" · engine {_code(result.engine)}" + (f" ({_code(result.model)})" if result.model else "")
     )
     lines.append("")
