@@ -122,8 +122,11 @@ def test_the_vllm_serve_workflow_installs_a_pinned_auditor_reviews_and_reports(t
         "LINK_BASE": "https://github.com/o/r/blob/0123abc/",
     }
 
-    # No pin, or a bare name from the index: the install step refuses (64), installs nothing.
-    for spec in ("", "auditor", "auditor==0.1.0"):
+    # No pin, a bare name from the index, a git URL at no revision, a remote wheel: the
+    # install step refuses (64) and installs nothing.
+    unpinned = ("", "auditor", "auditor==0.1.0", "git+https://github.com/o/auditor", "git+ssh://git@github.com/o/auditor",
+                "https://example.com/auditor.whl")
+    for spec in unpinned:
         code, _, output = run_step(install, repo, {**env, "AUDITOR_PIP_SPEC": spec})
         assert code == 64 and "pinned source" in output, output
     assert not (bin_dir / "auditor").exists()
