@@ -49,7 +49,7 @@ def report_options(path: Path, flags: ScanFlags, link_base: str | None, *, sarif
     from auditor.walk.diff import GitError, infer_link_base, repository_top
 
     try:
-        prefix = "" if review else repository_top(path.resolve())[1]
+        prefix = "" if review else repository_top(path)[1]
     except GitError:
         prefix = ""  # not in a git work tree: the scanned directory is the top
     if link_base is None:
