@@ -135,13 +135,25 @@ for _name, _command in (
     app.command(_name)(exit_on_error(_command))
 
 
+def plain_flags(command: object) -> object:
+    """``command`` (a typer group) with no type shown for on/off flags in ``--help``
+    (typer shows ``<bool>`` on each, ``--help`` included), for it and every subcommand."""
+    commands = [command, *getattr(command, "commands", {}).values()]
+    for each in commands:
+        context = typer.Context(each, help_option_names=["-h", "--help"])  # type: ignore[arg-type]
+        for param in [*each.params, each.get_help_option(context)]:  # type: ignore[attr-defined]
+            if param is not None and getattr(param, "is_flag", False):
+                param.metavar = ""
+    return command
+
+
 def main() -> None:
     """Console-script entry point. typer/click's own parse errors (a bad value, an unknown
     option, a missing argument) exit 64 like every usage error, not click's 2. SIGTERM and
     SIGHUP stop a run as Ctrl-C does (auditor.cli.signals), exiting 128 + the signal."""
     interrupt_on_termination()
     try:
-        code = app(standalone_mode=False)
+        code = plain_flags(typer.main.get_command(app))(standalone_mode=False)  # type: ignore[operator]
     except (ClickAbort, KeyboardInterrupt) as interrupt:
         print_interrupted(interrupt)
         raise SystemExit(int(exit_code_for(interrupt))) from None

@@ -201,12 +201,16 @@ def shared_options(*groups: str, exclude: tuple[str, ...] = ()) -> Callable[[F],
             inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=_typer_default(name), annotation=declared[name])
             for name in names
         ]
-        # Arguments first, then the shared options (so --help shows their panels first),
-        # then the command's own options.
+        # Arguments first, then the command's options in panels of its own (review's
+        # "Change under review": --help shows what the command is about first), then the
+        # shared options, then the command's options in shared panels.
         positional = [p for p in kept if p.kind is not inspect.Parameter.KEYWORD_ONLY]
         keyword = [p for p in kept if p.kind is inspect.Parameter.KEYWORD_ONLY]
+        shared_panels = {_panel_of(p.annotation) for p in shared}
+        leading = [p for p in keyword if _panel_of(p.annotation) not in shared_panels]
+        trailing = [p for p in keyword if _panel_of(p.annotation) in shared_panels]
         # typer sees keyword-only parameters with and without defaults alike.
-        parameters = positional + shared + keyword
+        parameters = positional + leading + shared + trailing
 
         @functools.wraps(command)
         def wrapper(*args: object, **kwargs: object) -> object:
@@ -219,6 +223,15 @@ def shared_options(*groups: str, exclude: tuple[str, ...] = ()) -> Callable[[F],
         return wrapper  # type: ignore[return-value]
 
     return decorate
+
+
+def _panel_of(annotation: Any) -> str | None:
+    """The ``--help`` panel an ``Annotated[..., typer.Option(...)]`` parameter is shown in."""
+    for info in getattr(annotation, "__metadata__", ()):
+        panel = getattr(info, "rich_help_panel", None)
+        if panel is not None:
+            return panel
+    return None
 
 
 def _typer_default(name: str) -> Any:

@@ -20,7 +20,7 @@ from auditor.errors import AuditorError, UsageError
 
 if TYPE_CHECKING:
     from auditor.planning.plan import MemoryPlan
-    from auditor.planning.timing import TimeEstimate
+    from auditor.planning.timing import DeviceProfile, TimeEstimate
 
 from auditor import defaults
 
@@ -63,7 +63,7 @@ def plan_command(
     params: Annotated[
         float | None, typer.Option(help="Parameter count, e.g. 31.6e9, when the config cannot tell.")
     ] = None,
-    profile: Annotated[str, typer.Option(help="Device profile for the time estimate.")] = defaults.DEVICE_PROFILE,
+    profile: Annotated[str, typer.Option(help="Device profile for the time estimate: dgx-spark (measured), h100, h200 or b200 (estimates scaled from it); the checkpoint's precision picks the variant, or name one, e.g. h200-bf16.")] = defaults.DEVICE_PROFILE,
     output_tokens: Annotated[
         int, typer.Option(min=0, help="Output tokens for the time estimate.")
     ] = defaults.OUTPUT_TOKENS,
@@ -87,10 +87,14 @@ def plan_command(
     except AuditorError as exc:
         _fail(exc)
     if output_format is OutputFormat.JSON:
-        payload = {"engine_args": engine_args, "plan": plan_to_dict(plan), "time_estimate": asdict(estimate)}
+        time_estimate = {
+            **asdict(estimate), "device": device_profile.device, "precision": device_profile.precision,
+            "measured": device_profile.measured, "scaled_from": device_profile.scaled_from, "source": device_profile.source,
+        }
+        payload = {"engine_args": engine_args, "plan": plan_to_dict(plan), "time_estimate": time_estimate}
         typer.echo(json.dumps(payload, indent=2, sort_keys=True))
         return
-    render_plan(Console(), plan, estimate, engine_args, measured_on=device_profile.model)
+    render_plan(Console(), plan, estimate, engine_args, device=device_profile)
 
 
 def _plan(model: str | None, config: Path | None, request: Any, profile: str, output_tokens: int) -> tuple[Any, ...]:
@@ -106,7 +110,7 @@ def _plan(model: str | None, config: Path | None, request: Any, profile: str, ou
     else:
         raise UsageError("pass exactly one of --model or --config")
     plan = plan_memory(checkpoint, request)
-    device_profile = load_device_profile(profile)
+    device_profile = load_device_profile(profile, plan.precision.value)
     estimate = estimate_time(plan.max_model_len, output_tokens, device_profile)
     engine_args = engine_args_for_plan(plan, model=str(checkpoint.directory), gpu_memory_utilization=request.gpu_memory_utilization)
     return plan, estimate, engine_args, device_profile
@@ -118,9 +122,9 @@ def _fail(exc: AuditorError) -> NoReturn:
 
 
 def render_plan(
-    console: Console, plan: MemoryPlan, estimate: TimeEstimate, engine_args: dict[str, object], *, measured_on: str
+    console: Console, plan: MemoryPlan, estimate: TimeEstimate, engine_args: dict[str, object], *, device: DeviceProfile
 ) -> None:
-    """Print a plan as rich tables; ``measured_on`` names the model the time profile measured."""
+    """Print a plan as rich tables; ``device`` is the profile the time estimate comes from."""
     layers = plan.layers
     params = "not derivable, pass --params" if plan.parameter_count is None else f"{plan.parameter_count / 1e9:.2f} B"
     console.print(
@@ -181,13 +185,18 @@ def render_plan(
         key_value_table(
             f"Time per full window ({estimate.profile})",
             [
-                ("measured with", measured_on),
+                ("device", device.device),
+                ("numbers", f"measured with {device.model}, at {device.precision.upper()} (assumed: see the source, --format json)" if device.measured
+                 else f"ESTIMATE at {device.precision.upper()}, scaled from {device.scaled_from} (see --format json for the source)"),
                 ("time to first token", f"{estimate.ttft_s:,.1f} s"),
                 ("decode", f"{estimate.decode_s:,.1f} s"),
                 ("end to end", f"{estimate.total_s:,.1f} s"),
             ],
         )
     )
+    if device.precision != plan.precision.value:
+        console.print(f"[yellow]note:[/yellow] the {escape(device.name)} profile is at {device.precision}, the weights are "
+                      f"{plan.precision.value}: the time is for the other precision", highlight=False)
     console.print(key_value_table("vllm.LLM arguments", list(engine_args.items())))
     for note in plan.notes:
         console.print(f"[yellow]note:[/yellow] {escape(note)}", highlight=False)

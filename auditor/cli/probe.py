@@ -14,8 +14,8 @@ from rich.markup import escape
 
 from auditor import defaults
 from auditor.cli.console import print_notices, progress_for, stderr
-from auditor.cli.flags import ENGINE, OUTPUT_PANEL, WINDOW_PANEL, ScanFlags, shared_options
-from auditor.errors import UsageError
+from auditor.cli.flags import ENGINE, OUTPUT_PANEL, RECALL, WINDOW_PANEL, ScanFlags, shared_options
+from auditor.errors import ExitCode, UsageError
 
 if TYPE_CHECKING:
     from auditor.recall.grid import GridResult
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 GRID_PANEL = "Grid"
 
 
-@shared_options(ENGINE, exclude=("static", "seed"))
+@shared_options(ENGINE, RECALL, exclude=("static", "seed", "probes"))
 def probe_command(
     *,
     lengths: Annotated[str, typer.Option("--lengths", rich_help_panel=GRID_PANEL, help="Context lengths in tokens, comma-separated; 8K = 8192.")] = defaults.PROBE_LENGTHS,
@@ -41,7 +41,10 @@ def probe_command(
     out: Annotated[Path, typer.Option("--out", "-o", rich_help_panel=OUTPUT_PANEL, help="Directory for cells.jsonl, summary.json and the PNGs.")] = Path("probe-results"),
     flags: ScanFlags,
 ) -> None:
-    """Measure needle recall by depth and context length (a NIAH-style grid on real code)."""
+    """Measure needle recall by depth and context length (a NIAH-style grid on real code).
+
+    Exits 6 (recall degraded), as a scan does, when recall at the shortest length is below
+    --recall-threshold: the engine does not find what it was shown."""
     from dataclasses import replace
 
     from rich.console import Console
@@ -92,6 +95,14 @@ def probe_command(
     written = write_outputs(result, out)
     render_grid(result, options.keep)
     Console().print("wrote " + ", ".join(str(path) for path in written), highlight=False)
+    shortest = result.by_length[0].recall.recall if result.by_length else None
+    if shortest is None or shortest < flags.recall_threshold:
+        measured = "no answer" if shortest is None else f"{shortest:.2f}"
+        stderr.print(
+            f"[bold yellow]recall degraded:[/] {measured} at the shortest length, below --recall-threshold "
+            f"{flags.recall_threshold:.2f}", highlight=False,
+        )
+        raise typer.Exit(int(ExitCode.RECALL_DEGRADED))
 
 
 def render_grid(result: GridResult, keep: float) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -27,7 +28,8 @@ from auditor.cli.flags import (
     shared_options,
 )
 from auditor.cli.output import BlockDisputedOption, check_outputs, exit_for, write_output
-from auditor.cli.scan import LinkBaseOption
+from auditor.cli.scan import LinkBaseOption, SarifCategoryOption, report_options
+from auditor.errors import AuditorError
 
 REVIEW_PANEL = "Change under review"
 
@@ -40,7 +42,7 @@ def review_command(
     head: Annotated[Optional[str], typer.Option("--head", rich_help_panel=REVIEW_PANEL, help="Head revision (default: the working tree as checked out).")] = None,
     all_findings: Annotated[bool, typer.Option("--all", rich_help_panel=REVIEW_PANEL, help="Existing findings on the change block too.")] = False,
     compare_base: Annotated[bool, typer.Option("--compare-base/--no-compare-base", rich_help_panel=REVIEW_PANEL, help="Scan the base to tell new findings from existing ones.")] = True,
-    sarif_category: Annotated[Optional[str], typer.Option("--sarif-category", rich_help_panel=OUTPUT_PANEL, help="SARIF automationDetails.id (GitHub's analysis category).")] = None,
+    sarif_category: SarifCategoryOption = None,
     link_base: LinkBaseOption = None,
     error: Annotated[bool, typer.Option("--error", rich_help_panel=OUTPUT_PANEL, help="Exit 1 when there are new findings on the change (disputed and unverified ones aside).")] = False,
     block_disputed: BlockDisputedOption = False,
@@ -49,30 +51,36 @@ def review_command(
     """Review a change: findings whose call chain the diff from --base touches, new vs existing."""
     from auditor.cli.options import scan_config
     from auditor.engine.opening import NoModel, choose_engine, open_engine
-    from auditor.report import ReportOptions, render
-    from auditor.walk.diff import infer_link_base
+    from auditor.report import render
     from auditor.runs.review import ReviewConfig, run_review
-    from auditor.runs.scan import run_scan
+    from auditor.runs.scan import failed_result, run_scan
 
     report_format = flags.report_format()
     scan = dataclasses.replace(scan_config(path, flags), block_disputed=block_disputed)
     check_outputs(flags.output, *flags.requested_outputs().values())
     config = ReviewConfig(scan=scan, base=base, head=head, include_existing=all_findings, compare_base=compare_base)
-    # One engine for the head and the base scans: a vLLM model loads once.
-    choice = choose_engine(scan.engine, scan.engine_settings)
-    print_notices(choice.notices)
-    engine = open_engine(choice, scan.engine_settings, use_cache=scan.use_cache)
-    with notices_only() as report:
-        if isinstance(engine, NoModel):
-            from dataclasses import replace
-
-            reviewed = run_review(replace(config, scan=replace(scan, engine=engine.name)), report)
-        else:
-            reviewed = run_review(config, report, scan=functools.partial(run_scan, engine=engine))
+    # Review reports paths from the repository's top, also for a subdirectory.
+    options = report_options(path, flags, link_base, sarif_category=sarif_category, review=True)
+    try:
+        # One engine for the head and the base scans: a vLLM model loads once.
+        choice = choose_engine(scan.engine, scan.engine_settings)
+        print_notices(choice.notices)
+        engine = open_engine(choice, scan.engine_settings, use_cache=scan.use_cache)
+        with notices_only() as report:
+            if isinstance(engine, NoModel):
+                reviewed = run_review(replace(config, scan=replace(scan, engine=engine.name)), report)
+            else:
+                reviewed = run_review(config, report, scan=functools.partial(run_scan, engine=engine))
+    except AuditorError as failure:
+        # The pull request still gets a comment (and code scanning a log) saying why.
+        failed = failed_result(scan, failure)
+        for extra_format, extra_path in flags.requested_outputs().items():
+            write_output(render(failed, extra_format, options), extra_path)
+        if flags.output is not None:
+            write_output(render(failed, report_format, options), flags.output)
+        raise
     result = reviewed.result
     print_notices(result.warnings, label="warning")
-    options = ReportOptions(link_base=link_base if link_base is not None else infer_link_base(path),
-                            sarif_category=sarif_category)
     for extra_format, extra_path in flags.requested_outputs().items():
         write_output(render(result, extra_format, options), extra_path)
     write_output(render(result, report_format, options), flags.output)

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
+
+if TYPE_CHECKING:
+    from auditor.report import ReportOptions
 
 from auditor.cli.console import print_notices, progress_for, stderr
 from auditor.cli.flags import (
@@ -26,8 +29,37 @@ from auditor.errors import AuditorError
 LinkBaseOption = Annotated[
     Optional[str],
     typer.Option("--link-base", rich_help_panel=OUTPUT_PANEL,
-                 help="Prefix for Markdown links, e.g. https://github.com/o/r/blob/SHA/ (default: from the git remote and commit when it is a GitHub remote)."),
+                 help="Prefix for Markdown links, e.g. https://github.com/o/r/blob/SHA/ (default: from the git remote and commit when it is on GitHub or GitLab; else links are relative)."),
 ]
+SarifCategoryOption = Annotated[
+    Optional[str],
+    typer.Option("--sarif-category", rich_help_panel=OUTPUT_PANEL, help="SARIF automationDetails.id (GitHub's analysis category)."),
+]
+
+
+def report_options(path: Path, flags: ScanFlags, link_base: str | None, *, sarif_category: str | None = None,
+                   review: bool = False) -> "ReportOptions":
+    """The reports' options for a scan (or, with ``review``, a review) of ``path``.
+
+    SARIF paths go from the repository's top (a scan of a subdirectory gets its path put
+    before them; a review's paths start there already). Without ``--link-base``, the Markdown
+    links come from the git remote; when it is not on GitHub or GitLab a notice asks for one.
+    """
+    from auditor.report import Format, ReportOptions
+    from auditor.report.markdown import REVIEW_MARKER
+    from auditor.walk.diff import GitError, infer_link_base, repository_top
+
+    try:
+        prefix = "" if review else repository_top(path)[1]
+    except GitError:
+        prefix = ""  # not in a git work tree: the scanned directory is the top
+    if link_base is None:
+        link_base = infer_link_base(path, from_top=review)
+        if link_base is None and Format.MARKDOWN in (flags.report_format(), *flags.requested_outputs()):
+            print_notices(["Markdown links are relative: the git remote is not on GitHub or GitLab (or there is none); "
+                           "pass --link-base https://HOST/OWNER/REPO/blob/COMMIT/ for links that open"])
+    return ReportOptions(link_base=link_base, sarif_category=sarif_category, source_prefix=prefix,
+                         comment_marker=REVIEW_MARKER if review else None)
 
 
 @shared_options(FILES, WINDOW, ENGINE, RECALL, CACHE, OUTPUT)
@@ -38,12 +70,12 @@ def scan_command(
     block_disputed: BlockDisputedOption = False,
     write_baseline: Annotated[Optional[Path], typer.Option("--write-baseline", rich_help_panel=OUTPUT_PANEL, help="Write this scan's findings as a baseline file.")] = None,
     link_base: LinkBaseOption = None,
+    sarif_category: SarifCategoryOption = None,
     flags: ScanFlags,
 ) -> None:
     """Audit a repository for the selected rules (all built-in rules by default)."""
     from auditor.cli.options import scan_config
-    from auditor.report import Format, ReportOptions, render
-    from auditor.walk.diff import infer_link_base
+    from auditor.report import Format, render
     from auditor.runs.scan import failed_result, run_scan
     from auditor.storage.atomic import check_writable
 
@@ -52,7 +84,7 @@ def scan_command(
     check_outputs(flags.output, *flags.requested_outputs().values())
     if write_baseline is not None:
         check_writable(write_baseline, create_parents=True)  # the baseline writer makes its directory
-    options = ReportOptions(link_base=link_base if link_base is not None else infer_link_base(path))
+    options = report_options(path, flags, link_base, sarif_category=sarif_category)
     try:
         with progress_for(report_format is Format.TEXT and stderr.is_terminal) as report:
             result = run_scan(config, report)

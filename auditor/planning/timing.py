@@ -1,8 +1,9 @@
 """Time: how long one request takes on a device, from shipped measurements.
 
 Input: a device profile (``device_profiles.json`` next to this module: measured TTFT,
-decode rate and end-to-end times of one model on one device, with their source), a prompt
-length and an output length. Output: a ``TimeEstimate`` (seconds to first token, of
+decode rate and end-to-end times of one model on one device at one weight precision, with
+their source; or such a profile scaled to another device or precision by datasheet ratios,
+marked as an estimate), a prompt length and an output length. Output: a ``TimeEstimate`` (seconds to first token, of
 decoding, and their sum). The curves and their extrapolation are documented in docs/plan.md.
 """
 
@@ -50,6 +51,13 @@ class DeviceProfile:
     decode: tuple[CurvePoint, ...]
     end_to_end: tuple[EndToEndPoint, ...]
     reported_prefill_tokens_per_s: tuple[CurvePoint, ...]
+    precision: str  # the weight precision measured (or estimated) at: "fp8" or "bf16"
+    scaled_from: str | None = None  # the measured profile an estimate was scaled from
+
+    @property
+    def measured(self) -> bool:
+        """Whether the numbers were measured on this device (else scaled: an estimate)."""
+        return self.scaled_from is None
 
 
 @dataclass(frozen=True)
@@ -66,9 +74,10 @@ def load_device_profiles() -> dict[str, DeviceProfile]:
     """The shipped device profiles (auditor/data/device_profiles.json), by name, sorted."""
     text = resources.files("auditor.planning").joinpath("device_profiles.json").read_text(encoding="utf-8")
     data = json.loads(text)
-    profiles = {}
-    for entry in data["profiles"]:
-        profile = DeviceProfile(
+    profiles: dict[str, DeviceProfile] = {}
+    entries = data["profiles"]
+    for entry in (item for item in entries if "scaled_from" not in item):
+        profiles[entry["name"]] = DeviceProfile(
             name=entry["name"],
             device=entry["device"],
             model=entry["model"],
@@ -81,9 +90,36 @@ def load_device_profiles() -> dict[str, DeviceProfile]:
                 for item in entry.get("end_to_end", [])
             ),
             reported_prefill_tokens_per_s=_curve(entry.get("reported_prefill_tokens_per_s", []), "tokens_per_s"),
+            precision=entry["precision"],
         )
-        profiles[profile.name] = profile
+    for entry in (item for item in entries if "scaled_from" in item):
+        profiles[entry["name"]] = _scaled(profiles[entry["scaled_from"]], entry)
     return dict(sorted(profiles.items()))
+
+
+def _scaled(base: DeviceProfile, entry: dict[str, Any]) -> DeviceProfile:
+    """``base`` scaled to another device or precision: prefill ``prefill_scale`` times as
+    fast (TTFT and end-to-end times divided by it), decode ``decode_scale`` times as fast."""
+    prefill, decode = float(entry["prefill_scale"]), float(entry["decode_scale"])
+    if prefill <= 0 or decode <= 0:
+        raise PlanError(f"device profile {entry['name']!r} needs positive scales")
+    return DeviceProfile(
+        name=entry["name"],
+        device=entry["device"],
+        model=entry["model"],
+        engine=entry["engine"],
+        source=entry["source"],
+        ttft=tuple(CurvePoint(point.prompt_tokens, point.value / prefill) for point in base.ttft),
+        decode=tuple(CurvePoint(point.prompt_tokens, point.value * decode) for point in base.decode),
+        end_to_end=tuple(
+            EndToEndPoint(point.prompt_tokens, point.output_tokens, point.seconds / prefill) for point in base.end_to_end
+        ),
+        reported_prefill_tokens_per_s=tuple(
+            CurvePoint(point.prompt_tokens, point.value * prefill) for point in base.reported_prefill_tokens_per_s
+        ),
+        precision=entry["precision"],
+        scaled_from=base.name,
+    )
 
 
 def _curve(items: list[dict[str, Any]], key: str) -> tuple[CurvePoint, ...]:
@@ -98,12 +134,18 @@ def _curve(items: list[dict[str, Any]], key: str) -> tuple[CurvePoint, ...]:
     return points
 
 
-def load_device_profile(name: str) -> DeviceProfile:
-    """One shipped device profile; PlanError lists the known names when ``name`` is unknown."""
+def load_device_profile(name: str, precision: str | None = None) -> DeviceProfile:
+    """One shipped device profile. A device name (``h200``) takes the profile at
+    ``precision`` (``h200-fp8`` for "fp8"), else the name itself (``dgx-spark``, measured at
+    FP8), else its FP8 profile; the caller compares ``DeviceProfile.precision`` with its own.
+    PlanError lists the known names when there is none."""
     profiles = load_device_profiles()
-    if name not in profiles:
-        raise PlanError(f"unknown device profile {name!r}; known: {', '.join(profiles)}")
-    return profiles[name]
+    for candidate in ((f"{name}-{precision}",) if precision else ()) + (name, f"{name}-fp8"):
+        profile = profiles.get(candidate)
+        if profile is not None:
+            return profile
+    devices = sorted({known.rsplit("-", 1)[0] if known.endswith(("-fp8", "-bf16")) else known for known in profiles})
+    raise PlanError(f"unknown device profile {name!r}; known devices: {', '.join(devices)} (or a full name: {', '.join(profiles)})")
 
 
 def _log_log(points: tuple[CurvePoint, ...], length: int) -> float:

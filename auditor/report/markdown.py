@@ -194,6 +194,8 @@ def render_markdown(result: ScanResult, link_base: str | None = None, marker: st
     """
     result = bounded_result(result)
     base = link_base or ""
+    if base and not base.endswith("/"):
+        base += "/"  # `…/blob/SHA` names a directory: never glue a path onto the SHA
     review = result.review
     incomplete = result.incomplete_windows
     if review is not None:
@@ -207,7 +209,7 @@ def render_markdown(result: ScanResult, link_base: str | None = None, marker: st
     if incomplete:
         headline.append(f"{len(incomplete)} of {len(result.windows)} windows INCOMPLETE")
     if result.errors:
-        headline.append(f"{len(result.errors)} errors")
+        headline.append(f"{len(result.errors)} {'error' if len(result.errors) == 1 else 'errors'}")
     title = "auditor review" if review is not None else "auditor"
     lines = [f"## {title}: {' · '.join(headline)}", ""]
     marker = marker if marker is not None else (REVIEW_MARKER if review is not None else None)
@@ -233,18 +235,22 @@ def render_markdown(result: ScanResult, link_base: str | None = None, marker: st
     if review is not None:
         lines += _review_section(review)
     coverage = result.coverage
+    seen = (
+        f"{len(coverage.full)} files in full, {len(coverage.skeleton)} as skeleton, {len(coverage.omitted)} omitted"
+        if result.windows else f"{len(coverage.full)} files analysed statically (no model run), {len(coverage.omitted)} left out"
+    )
     lines.append(
-        f"**Coverage:** {len(coverage.full)} files in full, {len(coverage.skeleton)} as skeleton, "
-        f"{len(coverage.omitted)} omitted · rules: {', '.join(_code(rule.id) for rule in sorted(result.rules, key=lambda r: r.id))}"
+        f"**Coverage:** {seen} · rules: {', '.join(_code(rule.id) for rule in sorted(result.rules, key=lambda r: r.id))}"
         f" · engine {_code(result.engine)}" + (f" ({_code(result.model)})" if result.model else "")
     )
     lines.append("")
     recall = [line for window in sorted(result.windows, key=lambda w: w.index) if (line := recall_line(window))]
     if recall:
         lines += ["**Recall canaries:**", "", *(f"- {_escape(line)}" for line in recall), ""]
-    lines += _file_list("Files in full", coverage.full)
-    lines += _file_list("Files as skeleton", coverage.skeleton)
-    lines += _file_list("Files omitted", coverage.omitted)
+    if result.windows:  # what a model saw: nothing to list after a static-only run
+        lines += _file_list("Files in full", coverage.full)
+        lines += _file_list("Files as skeleton", coverage.skeleton)
+        lines += _file_list("Files omitted", coverage.omitted)
 
     findings = result.sorted_findings()
     size = sum(len(line) + 1 for line in lines)

@@ -75,6 +75,14 @@ class ArtifactLocation(TypedDict):
     uriBaseId: NotRequired[str]
 
 
+class BaseLocation(TypedDict):
+    """An entry of originalUriBaseIds: what a base stands for (usually no URI: the checkout's
+    place differs from machine to machine, and GitHub resolves it itself)."""
+
+    description: Message
+    uri: NotRequired[str]  # only where the result names its root as an absolute path
+
+
 class Region(TypedDict):
     """A SARIF region: the line, counted from 1."""
 
@@ -228,7 +236,7 @@ class Run(TypedDict):
     invocations: list[Invocation]
     results: list[Result]
     columnKind: str
-    originalUriBaseIds: NotRequired[dict[str, ArtifactLocation]]
+    originalUriBaseIds: NotRequired[dict[str, BaseLocation]]
     automationDetails: NotRequired[AutomationDetails]
     properties: dict[str, object]
 
@@ -369,8 +377,13 @@ def _code_flow(finding: Finding, chain: tuple[ChainStep, ...] | None = None) -> 
 
 
 def _message(finding: Finding) -> str:
-    entry = finding.chain[0].function if finding.chain else finding.function
-    route = f"reached from {entry}" if entry != finding.function else "in an entry point"
+    entry = finding.chain[0] if finding.chain else None
+    if entry is None or (entry.path, entry.function) == (finding.path, finding.function):
+        route = "in an entry point"
+    elif entry.function == finding.function:  # two functions of one name: say which
+        route = f"reached from {entry.function} in {entry.path}"
+    else:
+        route = f"reached from {entry.function}"
     text = f"{finding.title} ({finding.function} at {finding.path}:{finding.line}, {route})."
     if finding.explanation:
         text += f"\n\n{finding.explanation}"
@@ -479,9 +492,13 @@ def _notifications(result: ScanResult) -> list[Notification]:
     return notes
 
 
-def sarif_log(result: ScanResult, category: str | None = None) -> SarifLog:
+def sarif_log(result: ScanResult, category: str | None = None, source_prefix: str = "") -> SarifLog:
     """The SARIF log as typed dictionaries (what ``render_sarif`` serialises), model text and
-    chains within the output limits."""
+    chains within the output limits.
+
+    Every location is relative to ``%SRCROOT%``, the repository's top directory (GitHub
+    resolves it to the checkout): ``source_prefix`` is the scanned directory's path from
+    there ("" or ending in "/"), put before each path of the result."""
     result = bounded_result(result)
     rules = sorted(result.rules, key=lambda rule: rule.id)
     descriptors = [_descriptor(rule) for rule in rules]
@@ -542,12 +559,28 @@ def sarif_log(result: ScanResult, category: str | None = None) -> SarifLog:
             "existing": review.existing_count,
             "outsideDiff": review.outside_diff,
         }
+    base: BaseLocation = {"description": {"text": "The top directory of the repository (the checkout)."}}
     root = PurePosixPath(result.root)
-    if root.is_absolute():
-        run["originalUriBaseIds"] = {SOURCE_ROOT: {"uri": root.as_uri().rstrip("/") + "/"}}
+    if root.is_absolute() and not source_prefix:
+        base["uri"] = root.as_uri().rstrip("/") + "/"
+    run["originalUriBaseIds"] = {SOURCE_ROOT: base}
+    if source_prefix:
+        _rebase(run, quote(source_prefix, safe="/"))
     if category:
         run["automationDetails"] = {"id": category if category.endswith("/") else f"{category}/"}
     return {"$schema": SARIF_SCHEMA_URI, "version": SARIF_VERSION, "runs": [run]}
+
+
+def _rebase(node: object, prefix: str) -> None:
+    """Put ``prefix`` before the URI of every ``%SRCROOT%``-relative artifact location in ``node``."""
+    if isinstance(node, dict):
+        if node.get("uriBaseId") == SOURCE_ROOT and isinstance(node.get("uri"), str):
+            node["uri"] = prefix + node["uri"]
+        for value in node.values():
+            _rebase(value, prefix)
+    elif isinstance(node, list):
+        for value in node:
+            _rebase(value, prefix)
 
 
 # GitHub code scanning refuses an upload over 10 MB (gzip); staying under it uncompressed is safe.
@@ -556,15 +589,16 @@ MAX_SARIF_BYTES = 10 * 1024 * 1024
 _SHRINK_STEPS = ((MAX_TEXT_CHARS, MAX_CHAIN_STEPS), (2_000, 1_000), (200, 50))
 
 
-def render_sarif(result: ScanResult, category: str | None = None) -> str:
-    """The SARIF 2.1.0 report; ``category`` becomes ``automationDetails.id`` (GitHub's category).
+def render_sarif(result: ScanResult, category: str | None = None, source_prefix: str = "") -> str:
+    """The SARIF 2.1.0 report; ``category`` becomes ``automationDetails.id`` (GitHub's category),
+    ``source_prefix`` as in ``sarif_log``.
 
     A log over ``MAX_SARIF_BYTES`` is rendered again with shorter explanations and chains
     (each cut marked), so it stays uploadable.
     """
     text = ""
     for text_limit, chain_limit in _SHRINK_STEPS:
-        log = sarif_log(bounded_result(result, text_limit, chain_limit), category)
+        log = sarif_log(bounded_result(result, text_limit, chain_limit), category, source_prefix)
         text = json.dumps(log, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
         if len(text.encode("utf-8")) <= MAX_SARIF_BYTES:
             break

@@ -51,6 +51,7 @@ from auditor.walk.diff import (
     GitError,
     Hunk,
     compute_diff,
+    repository_top,
     resolve_revision,
     run_git,
 )
@@ -123,8 +124,11 @@ def run_review(config: ReviewConfig, progress: ProgressCallback = no_progress, *
     pass one that reuses a loaded engine). Raises ``GitError`` when the root is not in a
     git work tree or a revision does not resolve, and what ``scan`` raises.
     """
-    root = config.scan.root.resolve()
-    diff = compute_diff(root, config.base, config.head)
+    # A subdirectory (a monorepo's project) is reviewed within its whole repository: the
+    # call graph sees callers outside it, and the findings inside it are reported, with
+    # repository-relative paths. Changes outside it are left out.
+    top, prefix = repository_top(config.scan.root.resolve())
+    diff = compute_diff(top, config.base, config.head).under(prefix)
     progress(
         ProgressEvent(
             stage="review",
@@ -135,15 +139,16 @@ def run_review(config: ReviewConfig, progress: ProgressCallback = no_progress, *
     # repository's own name. Every cache is keyed by content, so the trees share what they
     # have in common (all but the change) and the next review finds it again.
     scope = config.scan.scope
-    with _tree_at(root, diff.head if config.head is not None else None) as head_root:
-        if not head_root.is_dir():
+    with _tree_at(top, diff.head if config.head is not None else None) as head_root:
+        if not (head_root / prefix).is_dir():
             raise GitError(f"{config.scan.root} does not exist at the head revision {diff.head[:12]}")
         head = _scan_tree(replace(config.scan, root=head_root, cache_scope=scope), progress, scan, diff)
+    head = _inside(head, prefix)
     base_fingerprints: frozenset[str] = frozenset()
     if config.compare_base:
-        with _tree_at(root, diff.base) as base_root:
+        with _tree_at(top, diff.base) as base_root:
             # A directory the change adds has no base: nothing in it existed before.
-            if base_root.is_dir():
+            if (base_root / prefix).is_dir():
                 progress(ProgressEvent(stage="review", message=f"scanning the base {diff.base[:12]} for existing findings"))
                 base = _scan_tree(replace(config.scan, root=base_root, cache_scope=scope, baseline=None), progress, scan)
                 base_fingerprints = base_fingerprints_after_renames(base.result.findings, base.texts, diff.renames)
@@ -203,6 +208,18 @@ def run_review(config: ReviewConfig, progress: ProgressCallback = no_progress, *
         review=summary,
     )
     return ReviewResult(result=result, diff=diff)
+
+
+def _inside(tree: _Tree, prefix: str) -> _Tree:
+    """``tree`` with only the findings (and suppressed findings) whose sink is under ``prefix``."""
+    if not prefix:
+        return tree
+    result = tree.result
+    return replace(tree, result=replace(
+        result,
+        findings=tuple(finding for finding in result.findings if finding.path.startswith(prefix)),
+        suppressed=tuple(item for item in result.suppressed if item.finding.path.startswith(prefix)),
+    ))
 
 
 def _scan_tree(config: ScanConfig, progress: ProgressCallback, scan: ScanFunction, diff: Diff | None = None) -> _Tree:

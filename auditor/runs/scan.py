@@ -148,6 +148,7 @@ class ModelRun:
     rejected: tuple[Rejected, ...] = ()
     prompt_tokens_sent: int = 0
     static_findings: tuple[Finding, ...] = ()  # the static pass's, with the model's verdicts
+    warnings: tuple[str, ...] = ()  # verdicts that could not stand (ignored; nothing went unread)
 
 
 def finish_scan(plan: ScanPlan, completions: Sequence[Completion]) -> ScanResult:
@@ -191,7 +192,7 @@ def finish_scan(plan: ScanPlan, completions: Sequence[Completion]) -> ScanResult
         injection_flags=detect_injections({p: t for p, t in texts.items() if p in shown}),
         prompt_tokens_sent=run.prompt_tokens_sent,
         suppressed=suppression.suppressed,
-        warnings=suppression.warnings,
+        warnings=(*suppression.warnings, *run.warnings),
         block_disputed=config.block_disputed,
     )
 
@@ -316,10 +317,9 @@ def _model_run(plan: ScanPlan, planned: WindowPlan, completions: Sequence[Comple
     judged = judge_windows(
         plan.inputs.static.reported_findings, [w for w, _ in planned.planted], answers, repository.files
     )
-    errors.extend(ScanError("verdict", f"window {p.window}: {p.message}", p.window) for p in judged.problems)
     return ModelRun(
         windows=tuple(windows), errors=tuple(errors), findings=tuple(findings), rejected=tuple(rejected),
-        static_findings=judged.findings,
+        static_findings=judged.findings, warnings=tuple(f"window {p.window}: {p.message}" for p in judged.problems),
         prompt_tokens_sent=sum(c.prompt_tokens or r.prompt_tokens for c, r in zip(completions, plan.requests)),
     )
 

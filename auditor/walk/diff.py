@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 import subprocess
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from auditor.errors import AuditorError, ExitCode
@@ -115,6 +115,12 @@ class Diff:
         """The head-side changed file at ``path``, or None when the change leaves it alone."""
         return next((changed for changed in self.changed if changed.path == path), None)
 
+    def under(self, prefix: str) -> Diff:
+        """The change to files under ``prefix`` (a directory ending in "/"; "" keeps all)."""
+        if not prefix:
+            return self
+        return replace(self, files=tuple(changed for changed in self.files if changed.path.startswith(prefix)))
+
 
 def run_git(root: Path, arguments: Sequence[str]) -> bytes:
     """Run ``git -C root …`` and return stdout; ``GitError`` with git's message on failure."""
@@ -145,10 +151,11 @@ _HOSTED_REMOTE = re.compile(
 )
 
 
-def infer_link_base(root: Path) -> str | None:
-    """``https://host/owner/repo/blob/COMMIT/<root's path in the repository>/`` when ``root``
-    is in a git work tree whose ``origin`` is on GitHub or GitLab; else None (links stay
-    relative). Markdown links then work in a pull-request comment."""
+def infer_link_base(root: Path, *, from_top: bool = False) -> str | None:
+    """``https://host/owner/repo/blob/COMMIT/<root's path in the repository>/`` (with
+    ``from_top``, the repository's top: for paths relative to it) when ``root`` is in a git work
+    tree whose ``origin`` is on GitHub or GitLab; else None (links stay relative).
+    Markdown links then work in a pull-request comment."""
     try:
         top = Path(run_git(root, ["rev-parse", "--show-toplevel"]).decode("utf-8").strip())
         commit = run_git(root, ["rev-parse", "HEAD"]).decode("ascii").strip()
@@ -165,8 +172,22 @@ def infer_link_base(root: Path) -> str | None:
     except ValueError:
         return None
     blob = "blob" if host == "github.com" else "-/blob"
-    prefix = "" if inside == "." else f"{inside}/"
+    prefix = "" if inside == "." or from_top else f"{inside}/"
     return f"https://{host}/{project}/{blob}/{commit}/{prefix}"
+
+
+def repository_top(root: Path) -> tuple[Path, str]:
+    """The top directory of the git work tree holding ``root``, and ``root``'s path inside
+    it ("" at the top, else ending in "/"). Raises ``RevisionError`` when ``root`` is not in
+    a git work tree."""
+    try:
+        top = run_git(root, ["rev-parse", "--show-toplevel"]).decode("utf-8", "surrogateescape").strip()
+        prefix = run_git(root, ["rev-parse", "--show-prefix"]).decode("utf-8", "surrogateescape").strip()
+    except GitError as error:
+        if "not a git repository" not in str(error).lower():
+            raise
+        raise RevisionError(f"{root} is not inside a git work tree: review compares two revisions of one") from error
+    return Path(top), prefix
 
 
 def compute_diff(root: Path, base: str, head: str | None = None) -> Diff:

@@ -703,8 +703,10 @@ def test_a_long_line_under_the_size_limit_scans_in_seconds(tmp_path: Path) -> No
     assert time.monotonic() - started < 60
 
 
-# Output paths a repository can plant, for every command that writes one.
-OUTPUT_PLANTS = ("link-to-victim", "dangling-link", "link-to-directory", "fifo", "link-chain")
+# Output paths a repository can plant, for every command that writes one. Git commits
+# links, never pipes or devices: a pipe at the output path is the user's own, and is
+# written in place (tests/unit/storage/test_outputs.py).
+OUTPUT_PLANTS = ("link-to-victim", "dangling-link", "link-to-directory", "link-chain", "link-to-fifo")
 
 
 def _plant(path: Path, kind: str, victim: Path) -> None:
@@ -714,8 +716,10 @@ def _plant(path: Path, kind: str, victim: Path) -> None:
         path.symlink_to(path.parent / "nowhere" / "file")
     elif kind == "link-to-directory":
         path.symlink_to(victim.parent)
-    elif kind == "fifo":
-        os.mkfifo(path)
+    elif kind == "link-to-fifo":
+        pipe = victim.parent / "pipe"
+        os.mkfifo(pipe)
+        path.symlink_to(pipe)
     elif kind == "link-chain":
         hop = path.with_name("hop")
         hop.symlink_to(victim)
@@ -749,7 +753,7 @@ def test_a_planted_output_path_is_replaced_never_written_through(tmp_path: Path,
         result = CliRunner().invoke(app, args)
     assert result.exit_code in (0, 5), result.output
     assert victim.read_text() == "precious\n"
-    assert sorted(path.name for path in victim.parent.iterdir()) == ["victim.txt"]
+    assert sorted(path.name for path in victim.parent.iterdir() if path.name != "pipe") == ["victim.txt"]
     assert output.is_file() and not output.is_symlink()
 
 

@@ -426,3 +426,35 @@ def test_config_file_precision_comes_from_its_directory_name(tmp_path):
     plan = plan_memory(load_config_file(directory / "config.json"), PlanRequest())
     assert plan.precision is Precision.NVFP4
     assert plan.kv_cache_dtype == "fp8"
+
+
+def test_device_profiles_cover_datacenter_gpus_and_differ_by_precision():
+    from auditor.planning.timing import load_device_profiles
+
+    profiles = load_device_profiles()
+    assert profiles["dgx-spark"].measured and profiles["dgx-spark"].precision == "fp8"
+    for device in ("h100", "h200", "b200", "dgx-spark"):
+        fp8 = load_device_profile(device, "fp8")
+        bf16 = load_device_profile(device, "bf16")
+        assert bf16.precision == "bf16" and not bf16.measured and "ESTIMATE" in bf16.source
+        assert fp8.precision == "fp8" and (fp8.measured or "ESTIMATE" in fp8.source)
+        fast, slow = estimate_time(131072, 4096, fp8), estimate_time(131072, 4096, bf16)
+        assert slow.ttft_s > fast.ttft_s and slow.decode_s > fast.decode_s, device
+    # More memory bandwidth, faster decode; the measured Spark is the slowest.
+    decode = {device: estimate_time(8192, 4096, load_device_profile(device, "fp8")).decode_s for device in ("dgx-spark", "h100", "h200", "b200")}
+    assert decode["dgx-spark"] > decode["h100"] > decode["h200"] > decode["b200"]
+
+
+def test_plan_command_takes_a_gpu_profile_and_says_its_numbers_are_scaled(tmp_path):
+    directory = checkpoint_dir(tmp_path, nemotron_config(), name="NVIDIA-Nemotron-3-Nano-30B-A3B-FP8")
+    result = CliRunner().invoke(app(), ["plan", "--model", str(directory), "--gpu-memory", "141", "--profile", "h200", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    estimate = json.loads(result.output)["time_estimate"]
+    assert (estimate["profile"], estimate["precision"], estimate["measured"], estimate["scaled_from"]) == ("h200-fp8", "fp8", False, "dgx-spark")
+    bf16 = CliRunner().invoke(app(), ["plan", "--model", str(directory), "--gpu-memory", "141", "--profile", "h200",
+                                      "--precision", "bf16", "--format", "json"])
+    assert json.loads(bf16.output)["time_estimate"]["profile"] == "h200-bf16"
+    text = CliRunner().invoke(app(), ["plan", "--model", str(directory), "--gpu-memory", "141", "--profile", "h200"], env={"COLUMNS": "160"})
+    assert "ESTIMATE at FP8, scaled from dgx-spark" in text.output
+    unknown = CliRunner().invoke(app(), ["plan", "--model", str(directory), "--profile", "tpu"])
+    assert unknown.exit_code != 0 and "h200" in unknown.output

@@ -314,6 +314,13 @@ def test_probe_command_writes_the_outputs(tmp_path: Path, tiny_tokenizer_dir: Pa
     assert (out / "heatmap.png").is_file() and (out / "recall_by_depth.png").is_file()
     assert "effective length" in outcome.output
 
+    # Every needle answered wrong: recall 0.00 at the shortest length exits 6, like a scan.
+    wrong = [json.dumps({**json.loads(line), "content": json.dumps({"findings": [], "probes": []})}) for line in lines]
+    recording.write_text("\n".join(wrong) + "\n")
+    degraded = CliRunner().invoke(app, arguments)
+    assert degraded.exit_code == 6, degraded.output
+    assert "recall degraded" in degraded.output
+
 
 def test_missing_matplotlib_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     from auditor.recall.grid import ProbeDependencyError, require_matplotlib

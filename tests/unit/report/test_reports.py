@@ -264,7 +264,7 @@ def test_sarif_category_sets_automation_details(result):
 def test_markdown_is_a_pr_comment_with_collapsible_findings(result):
     text = render_markdown(result)
     first = text.splitlines()[0]
-    assert first == "## auditor: 2 findings (1 critical, 1 high) · 1 rejected claims · 1 of 2 windows INCOMPLETE · 1 errors"
+    assert first == "## auditor: 2 findings (1 critical, 1 high) · 1 rejected claims · 1 of 2 windows INCOMPLETE · 1 error"
     assert text.index("INCOMPLETE SCAN") < text.index("### Findings")
     assert text.count("<summary><b>") == 2
     assert "**Coverage:** 3 files in full, 1 as skeleton, 1 omitted" in text

@@ -314,7 +314,7 @@ def test_reviewing_a_directory_the_change_adds_reports_its_findings_as_new(tmp_p
     head = commit(root, "head")
     for revision in (head, None):
         review = static_review(root / "newpkg", base, revision).result.review
-        assert [(finding.path, finding.status) for finding in review.findings] == [("views.py", "new")]
+        assert [(finding.path, finding.status) for finding in review.findings] == [("newpkg/views.py", "new")]  # repository-relative
 
 
 def test_unknown_revision_is_a_git_error_naming_it(repo):

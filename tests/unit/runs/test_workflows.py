@@ -87,7 +87,8 @@ def test_review_command_line_uses_flags_auditor_accepts(path: Path):
     upload = next(step for step in steps(workflow) if step.get("uses") == "github/codeql-action/upload-sarif@v3")
     assert upload["with"]["sarif_file"] == arguments[arguments.index("--sarif-output") + 1]
     [job] = workflow["jobs"].values()
-    assert upload["with"]["category"] == job["env"]["SARIF_CATEGORY"]
+    assert upload["with"]["category"] == "${{ env.SARIF_CATEGORY }}"
+    assert arguments[arguments.index("--sarif-category") + 1] == "$SARIF_CATEGORY" and job["env"]["SARIF_CATEGORY"]
     assert "git merge-base" in next(step["run"] for step in steps(workflow) if step.get("id") == "base")
 
 
@@ -120,3 +121,36 @@ def test_run_scripts_take_values_from_the_environment_not_from_interpolation(pat
         assert "${{" not in step.get("run", ""), step.get("name")
     [job] = load(path)["jobs"].values()
     assert "head.repo.full_name == github.repository" in job["if"]  # no fork code on self-hosted runners
+
+
+@pytest.mark.parametrize("path", [SPARK, VLLM_SERVE], ids=["spark", "vllm-serve"])
+def test_a_push_to_the_default_branch_scans_it_for_a_code_scanning_baseline(path: Path):
+    workflow = load(path)
+    triggers = workflow.get("on", workflow.get(True))
+    assert "push" in triggers
+    [job] = workflow["jobs"].values()
+    assert "github.event.repository.default_branch" in job["if"]
+    scan = next(step for step in steps(workflow) if step.get("id") == "scan")
+    assert scan["if"] == "github.event_name == 'push'"
+    assert "scan ." in scan["run"] and '--sarif-category "$SARIF_CATEGORY"' in scan["run"]
+    comment = next(step for step in steps(workflow) if "comment" in step.get("name", ""))
+    assert "github.event_name == 'pull_request'" in comment["if"]
+
+
+def test_the_vllm_serve_workflow_installs_only_a_pinned_auditor_and_logs_its_version():
+    workflow = load(VLLM_SERVE)
+    [job] = workflow["jobs"].values()
+    assert job["env"]["AUDITOR_PIP_SPEC"] == "${{ vars.AUDITOR_PIP_SPEC }}"  # no default from the index
+    install = next(step for step in steps(workflow) if step.get("name", "").startswith("Install auditor"))["run"]
+    assert "exit 64" in install and "auditor --version" in install
+    # The server line in the header is the one docs/ci.md requires.
+    assert "--structured-outputs-config" in path_text(VLLM_SERVE)
+
+
+def test_the_spark_workflow_logs_the_installed_version():
+    workflow = load(SPARK)
+    assert any(step.get("run", "").strip().strip("'") == '"$AUDITOR_VENV/bin/auditor" --version' for step in steps(workflow))
+
+
+def path_text(path: Path) -> str:
+    return path.read_text(encoding="utf-8")

@@ -1,0 +1,132 @@
+"""A subdirectory of a repository (a monorepo's project): its review sees callers outside
+it, and its SARIF resolves every location from the repository's top (issue 23, item 5)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import typer
+from typer.testing import CliRunner
+
+from auditor.cli.console import exit_on_error
+from auditor.cli.scan import scan_command
+from auditor.config.scan import ScanConfig
+from auditor.runs.review import ReviewConfig, run_review
+from tests.support import git
+
+TX = "tx-outside-transaction"
+
+# The entry point lives outside hc/front; the writes it reaches live inside.
+ROUTES = '''
+from flask import Flask
+from hc.front.services import place_order
+
+app = Flask(__name__)
+
+
+@app.route("/orders")
+def create_order(request):
+    place_order(request)
+    return "ok"
+'''
+
+SERVICES = '''
+def place_order(order):
+    return order
+'''
+
+# A view inside hc/front, for the scan of that directory alone.
+VIEWS = '''
+from flask import Flask
+from .services import place_order
+
+app = Flask(__name__)
+
+
+@app.route("/front")
+def front(request):
+    place_order(request)
+    return "ok"
+'''
+
+SERVICES_CHANGED = '''
+def place_order(order):
+    order.total = 1
+    order.save()
+    order.lines.create(total=1)
+'''
+
+
+def write(repo: Path, path: str, text: str) -> None:
+    target = repo / path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+
+
+def commit(repo: Path, message: str) -> str:
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message)
+    return git(repo, "rev-parse", "HEAD")
+
+
+def monorepo(tmp_path: Path) -> tuple[Path, str, str]:
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q")
+    write(root, "hc/api/routes.py", ROUTES)
+    write(root, "hc/front/services.py", SERVICES)
+    write(root, "hc/front/__init__.py", "")
+    write(root, "hc/front/views.py", VIEWS)
+    write(root, "hc/api/__init__.py", "")
+    write(root, "hc/__init__.py", "")
+    base = commit(root, "base")
+    write(root, "hc/front/services.py", SERVICES_CHANGED)
+    head = commit(root, "head")
+    return root, base, head
+
+
+def test_a_subdirectory_review_reports_a_chain_entering_from_outside_it(tmp_path: Path):
+    root, base, head = monorepo(tmp_path)
+    scan = ScanConfig(root=root / "hc" / "front", engine="static", rules=(TX,), min_severity="low")
+    reviewed = run_review(ReviewConfig(scan=scan, base=base, head=head))
+    review = reviewed.result.review
+    assert review is not None
+    findings = reviewed.result.findings
+    assert findings, "the entry point outside hc/front was not seen"
+    assert {finding.path for finding in findings} == {"hc/front/services.py"}
+    entries = {chain.steps[0].path for finding in findings for chain in finding.entry_chains()}
+    assert "hc/api/routes.py" in entries
+    assert {item.status for item in review.findings} == {"new"}
+    assert review.changed_files == ("hc/front/services.py",)
+
+
+def test_a_subdirectory_scan_writes_sarif_locations_from_the_repository_top(tmp_path: Path):
+    root, _, _ = monorepo(tmp_path)
+    app = typer.Typer()
+    app.command("scan")(exit_on_error(scan_command))
+    app.command("other")(lambda: None)
+    outcome = CliRunner().invoke(
+        app, ["scan", str(root / "hc" / "front"), "--engine", "static", "--rule", TX, "--min-severity", "low",
+              "-f", "sarif", "--sarif-category", "monorepo"],
+    )
+    assert outcome.exit_code == 0, outcome.output
+    [run] = json.loads(outcome.stdout)["runs"]
+    assert run["results"]
+    assert run["automationDetails"]["id"] == "monorepo/"
+    assert "%SRCROOT%" in run["originalUriBaseIds"]
+    located = [
+        location["physicalLocation"]["artifactLocation"]
+        for result in run["results"]
+        for location in [*result["locations"], *result.get("relatedLocations", [])]
+    ]
+    located += [
+        step["location"]["physicalLocation"]["artifactLocation"]
+        for result in run["results"] for flow in result.get("codeFlows", [])
+        for thread in flow["threadFlows"] for step in thread["locations"]
+    ]
+    assert located
+    for artifact in located:
+        assert artifact["uriBaseId"] == "%SRCROOT%"
+        assert artifact["uri"].startswith("hc/front/") and (root / artifact["uri"]).is_file(), artifact
