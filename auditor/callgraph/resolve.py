@@ -95,7 +95,12 @@ class Repository:
         return None
 
     def base_classes(self, path: str, cls: Definition, hops: int = 0) -> tuple[tuple[str, Definition], ...]:
-        """The repository classes a class derives from (external bases are skipped)."""
+        """The repository classes a class derives from (external bases are skipped).
+
+        A class declared in a type stub (``.pyi``, such as a checked-in
+        ``stubs/django/db/models/base.pyi``) is external too: it stands for a library's
+        class, and its methods (``def save(self, ...): ...``) have no body that runs, so a
+        ``self.save()`` or a manager's ``create()`` on a subclass must not reach them."""
         # Keyed by identity: two classes may share a qualname in one file, and the
         # definitions live as long as the indexes this repository holds.
         key = (path, id(cls), hops)
@@ -113,8 +118,9 @@ class Repository:
             if not text:
                 continue
             resolution = self.resolve_name(path, text.split("."), None, hops + 1)
-            if resolution.target is not None and resolution.target.kind == "class":
-                found.append((resolution.path, resolution.target))
+            target = resolution.target
+            if target is not None and target.kind == "class" and not resolution.path.endswith(".pyi"):
+                found.append((resolution.path, target))
         return found
 
     # -- resolution ----------------------------------------------------------------------
