@@ -12,11 +12,11 @@ Resolution is best-effort and static. In order, a call's callee text is resolved
 repository (a class declared in a type stub, ``.pyi``, is no base); nested and module-level
 definitions of the same file; imports (``from x import y``, ``import x as z``, relative
 imports, re-exports through package ``__init__`` files, star imports; see
-:mod:`auditor.callgraph.imports`); then, when none of these applies and the receiver is not known to be an external module or a repository class lacking the
-method, a unique-name fallback whose edges are flagged ``approximate`` (in Python,
-``x.name()`` only to a method: a module's function is reached through its import). Names
-shared with common library APIs (``get``, ``save``, ``append``...) are never resolved by
-name alone. Calls at module level are attributed to the pseudo-function ``<module>``; calls
+:mod:`auditor.callgraph.imports`); then, when none of these applies and the receiver is not
+known to be an external module or a repository class lacking the method, a unique-name
+fallback whose edges are flagged ``approximate`` (in Python, ``x.name()`` only to a method:
+a module's function is reached through its import). Names shared with common library APIs
+(``get``, ``save``, ``append``...) are never resolved by name alone. Calls at module level are attributed to the pseudo-function ``<module>``; calls
 inside an ``if __name__ == "__main__":`` block to ``<main>``.
 
 A call resolves only to definitions of its own language family
