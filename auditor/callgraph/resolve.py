@@ -16,8 +16,9 @@ imports, re-exports through package ``__init__`` files, star imports; see
 known to be an external module or a repository class lacking the method, a unique-name
 fallback whose edges are flagged ``approximate`` (in Python, ``x.name()`` only to a method:
 a module's function is reached through its import). Names shared with common library APIs
-(``get``, ``save``, ``append``...) are never resolved by name alone. Calls at module level are attributed to the pseudo-function ``<module>``; calls
-inside an ``if __name__ == "__main__":`` block to ``<main>``.
+(``get``, ``save``, ``append``...) are never resolved by name alone. Calls at module level
+are attributed to the pseudo-function ``<module>``; calls inside an ``if __name__ ==
+"__main__":`` block to ``<main>``.
 
 A call resolves only to definitions of its own language family
 (:func:`~auditor.callgraph.languages.call_family`): the name tables, a directory's files and
