@@ -9,15 +9,16 @@ resolves over, and the lookups by name alone (the unique-name fallback among the
 
 Resolution is best-effort and static. In order, a call's callee text is resolved through:
 ``self.``/``cls.``/``this.`` methods of the enclosing class and its bases within the
-repository; nested and module-level definitions of the same file; imports (``from x import
-y``, ``import x as z``, relative imports, re-exports through package ``__init__`` files,
-star imports; see :mod:`auditor.callgraph.imports`); then, when none of these applies and
-the receiver is not known to be an external module or a repository class lacking the
-method, a unique-name fallback whose edges are flagged ``approximate`` (in Python,
-``x.name()`` only to a method: a module's function is reached through its import). Names
-shared with common library APIs (``get``, ``save``, ``append``...) are never resolved by
-name alone. Calls at module level are attributed to the pseudo-function ``<module>``; calls
-inside an ``if __name__ == "__main__":`` block to ``<main>``.
+repository (a class declared in a type stub, ``.pyi``, is no base); nested and module-level
+definitions of the same file; imports (``from x import y``, ``import x as z``, relative
+imports, re-exports through package ``__init__`` files, star imports; see
+:mod:`auditor.callgraph.imports`); then, when none of these applies and the receiver is not
+known to be an external module or a repository class lacking the method, a unique-name
+fallback whose edges are flagged ``approximate`` (in Python, ``x.name()`` only to a method:
+a module's function is reached through its import). Names shared with common library APIs
+(``get``, ``save``, ``append``...) are never resolved by name alone. Calls at module level
+are attributed to the pseudo-function ``<module>``; calls inside an ``if __name__ ==
+"__main__":`` block to ``<main>``.
 
 A call resolves only to definitions of its own language family
 (:func:`~auditor.callgraph.languages.call_family`): the name tables, a directory's files and
@@ -95,7 +96,12 @@ class Repository:
         return None
 
     def base_classes(self, path: str, cls: Definition, hops: int = 0) -> tuple[tuple[str, Definition], ...]:
-        """The repository classes a class derives from (external bases are skipped)."""
+        """The repository classes a class derives from (external bases are skipped).
+
+        A class declared in a type stub (``.pyi``, such as a checked-in
+        ``stubs/django/db/models/base.pyi``) is external too: it stands for a library's
+        class, and its methods (``def save(self, ...): ...``) have no body that runs, so a
+        ``self.save()`` or a manager's ``create()`` on a subclass must not reach them."""
         # Keyed by identity: two classes may share a qualname in one file, and the
         # definitions live as long as the indexes this repository holds.
         key = (path, id(cls), hops)
@@ -113,8 +119,9 @@ class Repository:
             if not text:
                 continue
             resolution = self.resolve_name(path, text.split("."), None, hops + 1)
-            if resolution.target is not None and resolution.target.kind == "class":
-                found.append((resolution.path, resolution.target))
+            target = resolution.target
+            if target is not None and target.kind == "class" and not resolution.path.endswith(".pyi"):
+                found.append((resolution.path, target))
         return found
 
     # -- resolution ----------------------------------------------------------------------

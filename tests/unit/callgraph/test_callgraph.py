@@ -162,6 +162,30 @@ def test_self_cls_super_and_inherited_methods():
     )
 
 
+def test_a_class_declared_in_a_type_stub_is_no_repository_base():
+    # ``models.Model`` resolves through the stub package's ``*`` re-export to the stub's
+    # class; its bodiless methods never run, so neither ``self.save()`` nor a manager's
+    # ``create()`` (receivers) may reach them.
+    _, _, graph = build(
+        {
+            "stubs/django/db/models/__init__.pyi": "from django.db.models.base import *\n",
+            "stubs/django/db/models/base.pyi": "class Model:\n    def save(self): ...\n",
+            "shop/models.py": """
+                from django.db import models
+
+                class Line(models.Model):
+                    def touch(self):
+                        self.save()
+                """,
+        }
+    )
+    assert graph.resolve("shop/models.py", "models.Model") == FunctionRef("stubs/django/db/models/base.pyi", "Model")
+    line = FunctionRef("shop/models.py", "Line")
+    assert graph.base_classes(line) == ()
+    assert graph.class_member(line, "save") is None
+    assert not graph.callees(FunctionRef("shop/models.py", "Line.touch"))
+
+
 def test_ambiguous_and_common_names_get_no_edge():
     _, _, graph = build(
         {
