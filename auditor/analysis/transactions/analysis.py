@@ -72,7 +72,8 @@ from auditor.analysis.transactions.framework_facts import Kind, load_facts
 from auditor.analysis.transactions.findings import build_finding, folded
 from auditor.analysis.transactions.grading import DB_EFFECTS, grade_function
 from auditor.analysis.transactions.languages import family
-from auditor.analysis.transactions.reach import Reach, Trail, production_entries
+from auditor.analysis.transactions.framework_calls import FrameworkCalls
+from auditor.analysis.transactions.reach import Reach, Trail, production_entries, real_entries
 from auditor.analysis.transactions.sequences import Sequences
 from auditor.errors import UsageError
 from auditor.findings.model import Finding
@@ -173,17 +174,24 @@ class Analysis:
             if languages and family(index.language) not in languages:
                 continue
             self.facts[path] = FileFacts(path, index, texts.get(path, ""), patterns, sql_write, related, verdicts)
+        receiver_signals = django.receiver_signals(indexes, graph)
         self.boundaries = Boundaries(
             indexes, graph, self.facts, patterns, django.atomic_requests(indexes, texts),
-            django.receiver_signals(indexes, graph), framework.signals(Kind.INSIDE),
+            receiver_signals, framework.signals(Kind.INSIDE),
         )  # fmt: skip
-        self.reach = Reach(indexes, graph, Dispatch(indexes, graph, texts), self.facts)
+        self.framework_calls = FrameworkCalls(graph, self.facts, framework, receiver_signals)
+        self.reach = Reach(indexes, graph, Dispatch(indexes, graph, texts), self.framework_calls, self.facts)
         self.arguments = Arguments(graph, self.facts)
         self.sequences = Sequences(graph, self.facts, self.reach, self.boundaries, self.arguments)
 
     def entries(self) -> tuple[EntryPoint, ...]:
-        """The production entry points (all of them with ``include_tests``)."""
-        return production_entries(self.indexes, self.graph, self.rule, self.texts, self.options.include_tests)
+        """The production entry points (all of them with ``include_tests``), with the view
+        actions DRF runs, less the framework-called functions a real entry point reaches
+        (:func:`.reach.real_entries`)."""
+        found = production_entries(
+            self.indexes, self.graph, self.rule, self.texts, self.options.include_tests, self.framework_calls.entries
+        )  # fmt: skip
+        return real_entries(found, self.reach)
 
     def passable(self, edge: Edge) -> bool:
         """Whether the search goes on through ``edge``: no boundary on it, and its constant
