@@ -48,6 +48,7 @@ class FrameworkCalls:
         self.graph = graph
         self.facts = facts
         self._out: dict[FunctionRef, set[Edge]] = defaultdict(set)
+        self._stands_for: dict[Edge, str] = {}
         self._names: dict[FunctionRef, frozenset[str]] = {}
         entries: list[EntryPoint] = []
         serializers: set[FunctionRef] = set()
@@ -105,27 +106,37 @@ class FrameworkCalls:
             return
         definition = self.graph.definition(caller)
         if definition is None:  # the framework's own method: it makes the call
-            lines = [self._line(owner)]
+            lines = [(self._line(owner), name)]
         else:
             lines = self._call_lines(caller, {name, row.method})
         known = {(edge.callee, edge.line) for edge in self.graph.callees(caller)}
         for callee in callees:
-            for line in lines:
+            for line, call_name in lines:
                 if (callee, line) not in known:
-                    self._out[caller].add(Edge(caller, callee, line, False))
+                    self._add(Edge(caller, callee, line, False), call_name)
+
+    def stands_for(self, edge: Edge) -> str | None:
+        """The last name of the call a framework edge goes through at its line
+        (``serializer.save()``, ``signal.send(...)``): its callee's path counts there, not
+        the call's own effect. None for other edges."""
+        return self._stands_for.get(edge)
+
+    def _add(self, edge: Edge, call_name: str) -> None:
+        self._out[edge.caller].add(edge)
+        self._stands_for[edge] = call_name
 
     def _saved_through(self, serializer: FunctionRef, method: str) -> FunctionRef | None:
         """What ``serializer.save()`` enters to run ``method``: the serializer's own ``save``
         override (which the save rows lead on), else its ``method``, when the project wrote them."""
         return self.graph.class_member(serializer, "save") or self.graph.class_member(serializer, method)
 
-    def _call_lines(self, caller: FunctionRef, names: set[str]) -> list[int]:
+    def _call_lines(self, caller: FunctionRef, names: set[str]) -> list[tuple[int, str]]:
         """The lines where the project's ``caller`` calls one of ``names`` (``serializer.save()``,
-        ``self.perform_create(...)``, ``super().perform_create(...)``)."""
+        ``self.perform_create(...)``, ``super().perform_create(...)``), with the name called."""
         facts = self.facts.get(caller.path)
         if facts is None:
             return []
-        return sorted({call.line for call in facts.index.calls if call.enclosing == caller.qualname and call.name in names})
+        return sorted({(call.line, call.name) for call in facts.index.calls if call.enclosing == caller.qualname and call.name in names})
 
     def _signal_sends(self, receiver_signals: Mapping[FunctionRef, frozenset[str]]) -> None:
         """``signal.send(...)`` of a project signal into each receiver connected to it
@@ -143,7 +154,7 @@ class FrameworkCalls:
                     continue
                 caller = FunctionRef(path, call.enclosing)
                 for receiver in receivers.get(parts[-2], ()):
-                    self._out[caller].add(Edge(caller, receiver, call.line, False))
+                    self._add(Edge(caller, receiver, call.line, False), call.name)
 
     def _classes(self, bases: frozenset[str]) -> list[FunctionRef]:
         """Every Python class that derives from one of the framework classes ``bases``."""
