@@ -1,7 +1,7 @@
 """Calls the framework makes on the project's behalf, as edges the call graph cannot see:
 DRF's dispatch from a view's action to its serializer (``create`` -> ``perform_create`` ->
 ``serializer.save()`` -> the serializer's ``create``, through the serializer's own ``save``
-when it overrides one; rows ``kind: invokes`` of the
+when it overrides one; a hand-built ``OrderSerializer(data=...)``'s ``save()`` the same; rows ``kind: invokes`` of the
 framework facts, models/drf.yaml), and a project signal's ``send`` to the receivers
 connected to it.
 
@@ -23,7 +23,7 @@ from collections.abc import Mapping
 
 from auditor.callgraph.graph import CallGraph, Edge, FunctionRef
 from auditor.callgraph.names import strip_arguments
-from auditor.analysis.entrypoints import DJANGO_SIGNALS, EntryPoint
+from auditor.analysis.entrypoints import DJANGO_SIGNALS, EntryPoint, split_arguments
 from auditor.analysis.transactions.facts import FileFacts
 from auditor.analysis.transactions.framework_facts import FrameworkFact, FrameworkFacts
 
@@ -33,6 +33,12 @@ _SERIALIZER_CALL = "serializer."
 _SERIALIZER_ATTRIBUTE = re.compile(r"^\s+serializer_class\s*=\s*([A-Za-z_][\w.]*)\s*(?:#.*)?$")
 _RETURNED_CLASS = re.compile(r"\breturn\s+([A-Za-z_][\w.]*)\s*(?:#.*)?$")
 _SEND_METHODS = frozenset({"send", "send_robust"})
+
+
+def _given_instance(arguments: str) -> bool:
+    """Whether a serializer's constructor arguments give it an instance to update."""
+    parts = split_arguments(arguments)
+    return any(part.startswith("instance=") for part in parts) or bool(parts and "=" not in parts[0].split("(")[0])
 
 
 class FrameworkCalls:
@@ -67,6 +73,8 @@ class FrameworkCalls:
                 if self._provides(view, row) and self.graph.definition(ref) is None and self._leads_to_project(ref):
                     base = sorted(self._lineage_names(view) & set(row.bases))[0]
                     entries.append(EntryPoint(ref, "http", f"drf {base}.{row.method} of {view.qualname}"))
+        serializer_bases = frozenset(base for row in serializer_rows for base in row.bases)
+        serializers.update(self._hand_built_saves(serializer_bases))
         for serializer in sorted(serializers):
             if self.graph.class_member(serializer, "save") is None:
                 continue  # DRF's own save: the hooks' edges go past it
@@ -137,6 +145,39 @@ class FrameworkCalls:
         if facts is None:
             return []
         return sorted({(call.line, call.name) for call in facts.index.calls if call.enclosing == caller.qualname and call.name in names})
+
+    def _hand_built_saves(self, bases: frozenset[str]) -> set[FunctionRef]:
+        """``serializer = OrderSerializer(data=...)`` then ``serializer.save()`` in one
+        function (a hand-written view, a task): an edge from the save to what it runs, the
+        serializer's ``update`` when it was given an instance (first argument, ``instance=``),
+        else its ``create``. The serializer classes saved so. (Only constructor calls whose
+        name ends in ``Serializer`` are resolved: DRF's naming, and a bound on the work.)"""
+        found: set[FunctionRef] = set()
+        for path in sorted(self.facts):
+            facts = self.facts[path]
+            if facts.index.language != "python":
+                continue
+            built: dict[tuple[str, str], tuple[FunctionRef, str]] = {}
+            for call in facts.index.calls:
+                if call.enclosing is None or not call.name.endswith("Serializer"):
+                    continue
+                assigned = re.match(rf"\s*(\w+)\s*=\s*{re.escape(call.callee)}\s*\(", facts.line_text(call.line))
+                cls = self.graph.resolve(path, strip_arguments(call.callee)) if assigned else None
+                if assigned and cls is not None and self._lineage_names(cls) & bases:
+                    built[(call.enclosing, assigned.group(1))] = (cls, "update" if _given_instance(call.arguments) else "create")
+            for call in facts.index.calls:
+                parts = call.callee.split(".")
+                target = built.get((call.enclosing or "", parts[0])) if call.name == "save" and len(parts) == 2 else None
+                if target is None:
+                    continue
+                cls, method = target
+                callee = self._saved_through(cls, method)
+                if callee is not None:
+                    found.add(cls)
+                    caller = FunctionRef(path, call.enclosing or "")
+                    if (callee, call.line) not in {(edge.callee, edge.line) for edge in self.graph.callees(caller)}:
+                        self._add(Edge(caller, callee, call.line, False), call.name)
+        return found
 
     def _signal_sends(self, receiver_signals: Mapping[FunctionRef, frozenset[str]]) -> None:
         """``signal.send(...)`` of a project signal into each receiver connected to it

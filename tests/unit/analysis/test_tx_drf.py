@@ -177,3 +177,41 @@ def test_serializer_save_in_a_perform_create_override_is_the_path_not_a_write(ru
     found = reported(analyze_source(files, rule))[("app/serializers.py", "TagSerializer.create")]
     assert [step.function for step in found.chain] == ["TagViewSet.perform_create", "TagSerializer.create"]
     assert [site.line for site in found.sequence] == [6, 7]
+
+
+HAND_BUILT = {
+    "app/serializers.py": SERIALIZER_ALONE,
+    "app/views.py": """
+        from django.db import transaction
+        from rest_framework import viewsets
+        from rest_framework.views import APIView
+        from .serializers import TagSerializer
+
+        class TagViewSet(viewsets.ModelViewSet):
+            serializer_class = TagSerializer
+
+            def perform_create(self, serializer):
+                with transaction.atomic():
+                    serializer.save()
+
+        class TagImportView(APIView):
+            def post(self, request):
+                serializer = TagSerializer(data=request.data)
+                serializer.is_valid(raise_exception=True)
+                serializer.save()
+    """,
+}
+
+
+def test_a_hand_built_serializer_saved_outside_a_transaction_is_reported_from_its_view(rule: Rule):
+    # the viewset's path is covered; the hand-written view's is not
+    found = reported(analyze_source(HAND_BUILT, rule))[("app/serializers.py", "TagSerializer.create")]
+    assert [step.function for step in found.chain] == ["TagImportView.post", "TagSerializer.create"]
+
+
+def test_a_hand_built_serializer_saved_inside_atomic_is_covered(rule: Rule):
+    views = HAND_BUILT["app/views.py"].replace(
+        "                serializer.save()\n    ", "                with transaction.atomic():\n                    serializer.save()\n    "
+    )
+    assert views != HAND_BUILT["app/views.py"]
+    assert ("app/serializers.py", "TagSerializer.create") not in reported(analyze_source({**HAND_BUILT, "app/views.py": views}, rule))
