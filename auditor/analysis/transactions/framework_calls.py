@@ -180,11 +180,14 @@ class FrameworkCalls:
         return found
 
     def _signal_sends(self, receiver_signals: Mapping[FunctionRef, frozenset[str]]) -> None:
-        """``signal.send(...)`` of a project signal into each receiver connected to it
-        (Django sends its own signals from its own code: those receivers stay entry points)."""
+        """``signal.send(...)`` of a project signal into each receiver connected only to
+        project signals (Django sends its own from its own code, wherever a model is saved or
+        deleted: a receiver of one of those stays an entry point)."""
         receivers: dict[str, list[FunctionRef]] = defaultdict(list)
         for ref, signals in sorted(receiver_signals.items()):
-            for signal in signals - DJANGO_SIGNALS:
+            if signals & DJANGO_SIGNALS:
+                continue
+            for signal in signals:
                 receivers[signal].append(ref)
         if not receivers:
             return

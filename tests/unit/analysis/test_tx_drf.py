@@ -65,13 +65,14 @@ def test_a_plain_model_viewset_reports_the_serializer_from_the_view(result: Stat
 def test_view_actions_are_entry_points_where_they_lead_to_the_project(rule: Rule):
     # create and update lead to a perform_* override or a serializer's own method; Invoice's
     # update and every destroy lead nowhere in the project. The serializers and receivers a
-    # real entry point reaches are no entry points of their own.
+    # real entry point reaches are no entry points of their own (a receiver of post_save too
+    # stays one).
     indexes, texts = load_app(FIXTURES / "django_drf")
     analysis = Analysis(indexes, texts, rule, CallGraph.build(indexes), TxOptions())
     assert {entry.ref.qualname for entry in analysis.entries()} == {
         "OrderViewSet.create", "OrderViewSet.update", "StockViewSet.create", "StockViewSet.update",
         "InvoiceViewSet.create", "AtomicModelViewSet.perform_create", "AtomicModelViewSet.perform_update",
-        "pay_invoice", "count_stock", "recount",
+        "pay_invoice", "count_stock", "recount", "mirror_invoice",
     }  # fmt: skip
 
 
@@ -215,3 +216,8 @@ def test_a_hand_built_serializer_saved_inside_atomic_is_covered(rule: Rule):
     )
     assert views != HAND_BUILT["app/views.py"]
     assert ("app/serializers.py", "TagSerializer.create") not in reported(analyze_source({**HAND_BUILT, "app/views.py": views}, rule))
+
+
+def test_a_receiver_of_a_django_signal_too_stays_an_entry_point(result: StaticResult):
+    # pay_invoice sends invoice_paid inside atomic, but Django sends post_save on any save
+    assert _chain(result, SIGNALS, "mirror_invoice") == ["mirror_invoice"]
