@@ -69,10 +69,9 @@ _SERIALIZER_BASE = re.compile(r"(^|\.)\w*Serializer$")
 _SERIALIZER_METHODS = ("create", "update")
 _SERIALIZER_SAVE = "drf serializer save()"
 _SIGNAL_RECEIVER = "django signal receiver"
-FRAMEWORK_INVOKED = frozenset({_SERIALIZER_SAVE, _SIGNAL_RECEIVER})
-"""The details of entry points the framework calls from the project's own code paths (a
-view's ``serializer.save()``, a ``signal.send(...)``): where an analysis sees such a path,
-the function is reached through it and is no entry point of its own."""
+_FRAMEWORK_INVOKED = frozenset({_SERIALIZER_SAVE, _SIGNAL_RECEIVER})
+# DRF's generic views run these hooks from their create/update/destroy actions.
+_DRF_HOOKS = frozenset({"perform_create", "perform_update", "perform_destroy"})
 # Django's built-in signals; a project's own are the module-level ``name = Signal(...)``.
 DJANGO_SIGNALS = frozenset(
     """
@@ -97,6 +96,17 @@ class EntryPoint:
     ref: FunctionRef
     kind: str
     detail: str
+
+
+def framework_invoked(entry: EntryPoint) -> bool:
+    """Whether the framework calls the entry point from a path that starts at another one
+    (a view's ``serializer.save()``, a generic view's ``create`` -> ``perform_create``, a
+    ``signal.send(...)``): where an analysis sees such a path, the function is reached
+    through it and is no entry point of its own."""
+    hook = entry.kind == "http" and entry.ref.qualname.rsplit(".", 1)[-1] in _DRF_HOOKS
+    return hook or entry.detail in _FRAMEWORK_INVOKED
+
+
 _SPLIT_STOPS = re.compile(r"""["'`()\[\]{},]""")
 _QUOTE_STOPS = {quote: re.compile(rf"[\\{quote}]") for quote in "\"'`"}
 

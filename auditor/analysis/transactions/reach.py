@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from auditor.callgraph.graph import CallGraph, Edge, FunctionRef
 from auditor.callgraph.languages import PYTHON_BUILTINS
 from auditor.callgraph.names import MAIN_FUNCTION, MODULE_FUNCTION
-from auditor.analysis.entrypoints import FRAMEWORK_INVOKED, EntryPoint, find_entry_points, is_test_path
+from auditor.analysis.entrypoints import EntryPoint, find_entry_points, framework_invoked, is_test_path
 from auditor.analysis.transactions.base import SELF_RECEIVERS
 from auditor.analysis.transactions.dispatch import OVERRIDE, Dispatch, class_of
 from auditor.analysis.transactions.facts import FileFacts, enclosing_of
@@ -53,16 +53,16 @@ def production_entries(
 
 
 def real_entries(entries: tuple[EntryPoint, ...], reach: Reach) -> tuple[EntryPoint, ...]:
-    """The entry points less those the framework calls (a serializer's ``create``, a signal
-    receiver) that a real entry point reaches by a resolved call (a view's ``perform_create``,
-    a ``signal.send``): each of those is reached through its callers, so it is covered when
-    every such path runs through a boundary, and reported from the entry point of one that
-    does not. A framework-called function no real path is seen to reach stays an entry
-    point of its own."""
-    called = [entry for entry in entries if entry.detail in FRAMEWORK_INVOKED]
+    """The entry points less those the framework calls (a serializer's ``create``, a view's
+    ``perform_create``, a signal receiver) that a real entry point reaches by a resolved call
+    (a view's ``create`` action, ``serializer.save()``, a ``signal.send``): each of those is
+    reached through its callers, so it is covered when every such path runs through a
+    boundary, and reported from the entry point of one that does not. A framework-called
+    function no real path is seen to reach stays an entry point of its own."""
+    called = [entry for entry in entries if framework_invoked(entry)]
     if not called:
         return entries
-    reachable = reach.reachable_ignoring_boundaries(entry for entry in entries if entry.detail not in FRAMEWORK_INVOKED)
+    reachable = reach.reachable_ignoring_boundaries(entry for entry in entries if not framework_invoked(entry))
     reached = {
         entry.ref for entry in called
         if any(edge.caller in reachable and not edge.approximate and edge.caller != entry.ref for edge in reach.callers(entry.ref))
