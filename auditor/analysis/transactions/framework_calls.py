@@ -130,8 +130,18 @@ class FrameworkCalls:
         return self._stands_for.get(edge)
 
     def _add(self, edge: Edge, call_name: str) -> None:
+        """Record ``edge``; it stands for the call ``call_name`` at its line unless its
+        callee runs the framework's own method too (``super().create(...)``: DRF's write,
+        which the call's own effect stands for)."""
         self._out[edge.caller].add(edge)
-        self._stands_for[edge] = call_name
+        if not self._calls_super(edge.callee):
+            self._stands_for[edge] = call_name
+
+    def _calls_super(self, ref: FunctionRef) -> bool:
+        facts = self.facts.get(ref.path)
+        method = ref.qualname.rsplit(".", 1)[-1]
+        calls = facts.index.calls if facts is not None and self.graph.definition(ref) is not None else ()
+        return any(call.enclosing == ref.qualname and call.name == method and call.callee.startswith("super") for call in calls)
 
     def _saved_through(self, serializer: FunctionRef, method: str) -> FunctionRef | None:
         """What ``serializer.save()`` enters to run ``method``: the serializer's own ``save``
@@ -157,20 +167,23 @@ class FrameworkCalls:
             facts = self.facts[path]
             if facts.index.language != "python":
                 continue
-            built: dict[tuple[str, str], tuple[FunctionRef, str]] = {}
+            built: dict[tuple[str, str], list[tuple[int, FunctionRef, str]]] = defaultdict(list)
             for call in facts.index.calls:
                 if call.enclosing is None or not call.name.endswith("Serializer"):
                     continue
                 assigned = re.match(rf"\s*(\w+)\s*=\s*{re.escape(call.callee)}\s*\(", facts.line_text(call.line))
                 cls = self.graph.resolve(path, strip_arguments(call.callee)) if assigned else None
                 if assigned and cls is not None and self._lineage_names(cls) & bases:
-                    built[(call.enclosing, assigned.group(1))] = (cls, "update" if _given_instance(call.arguments) else "create")
+                    method = "update" if _given_instance(call.arguments) else "create"
+                    built[(call.enclosing, assigned.group(1))].append((call.line, cls, method))
             for call in facts.index.calls:
                 parts = call.callee.split(".")
-                target = built.get((call.enclosing or "", parts[0])) if call.name == "save" and len(parts) == 2 else None
+                assignments = built.get((call.enclosing or "", parts[0]), ()) if call.name == "save" and len(parts) == 2 else ()
+                # the variable's last assignment above the save (a view often rebinds it after)
+                target = max((item for item in assignments if item[0] <= call.line), default=None, key=lambda item: item[0])
                 if target is None:
                     continue
-                cls, method = target
+                _, cls, method = target
                 callee = self._saved_through(cls, method)
                 if callee is not None:
                     found.add(cls)

@@ -220,3 +220,51 @@ def test_a_hand_built_serializer_saved_inside_atomic_is_covered(rule: Rule):
 def test_a_receiver_of_a_django_signal_too_stays_an_entry_point(result: StaticResult):
     # pay_invoice sends invoice_paid inside atomic, but Django sends post_save on any save
     assert _chain(result, SIGNALS, "mirror_invoice") == ["mirror_invoice"]
+
+
+REBOUND = {
+    "app/serializers.py": """
+        from rest_framework import serializers
+        from .models import Link
+
+        class LinkSerializer(serializers.ModelSerializer):
+            def create(self, validated_data):
+                return Link.objects.create(**validated_data)
+
+            def update(self, instance, validated_data):
+                Link.objects.filter(url=instance.url).exclude(pk=instance.pk).delete()
+                return super().update(instance, validated_data)
+    """,
+    "app/views.py": """
+        from rest_framework import viewsets
+        from .models import Link, Issue
+        from .serializers import LinkSerializer
+
+        class LinkViewSet(viewsets.ViewSet):
+            def create(self, request):
+                serializer = LinkSerializer(data=request.data)
+                serializer.save()
+                Issue.objects.filter(pk=1).update(links=1)
+                serializer = LinkSerializer(Link.objects.get(pk=serializer.data["id"]))
+                return serializer.data
+
+            def partial_update(self, request, pk):
+                serializer = LinkSerializer(Link.objects.get(pk=pk), data=request.data, partial=True)
+                serializer.save()
+                Issue.objects.filter(pk=1).update(links=1)
+    """,
+}
+
+
+def test_a_save_runs_the_serializer_its_variable_holds_at_that_line(rule: Rule):
+    # rebound to an instance only after the save: the save ran create
+    found = reported(analyze_source(REBOUND, rule))[("app/views.py", "LinkViewSet.create")]
+    assert [(site.function, site.line) for site in found.sequence][0] == ("LinkSerializer.create", 6)
+
+
+def test_a_serializer_method_calling_super_keeps_drf_s_write_at_the_save(rule: Rule):
+    # update deletes, then super().update saves the instance (DRF's ModelSerializer.update)
+    found = reported(analyze_source(REBOUND, rule))[("app/views.py", "LinkViewSet.partial_update")]
+    assert [(site.function, site.line) for site in found.sequence] == [
+        ("LinkViewSet.partial_update", 15), ("LinkSerializer.update", 9), ("LinkViewSet.partial_update", 16),
+    ]  # fmt: skip
