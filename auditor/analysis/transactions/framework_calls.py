@@ -33,6 +33,7 @@ _SERIALIZER_CALL = "serializer."
 _SERIALIZER_ATTRIBUTE = re.compile(r"^\s+serializer_class\s*=\s*([A-Za-z_][\w.]*)\s*(?:#.*)?$")
 _RETURNED_CLASS = re.compile(r"\breturn\s+([A-Za-z_][\w.]*)\s*(?:#.*)?$")
 _SEND_METHODS = frozenset({"send", "send_robust"})
+_SECOND_PARAMETER = re.compile(r"\bdef\s+\w+\s*\(\s*\w+\s*,\s*(\w+)")
 
 
 def _given_instance(arguments: str) -> bool:
@@ -116,7 +117,8 @@ class FrameworkCalls:
         if definition is None:  # the framework's own method: it makes the call
             lines = [(self._line(owner), name)]
         else:
-            lines = self._call_lines(caller, {name, row.method})
+            receiver = self._serializer_parameter(caller) if row.calls.startswith(_SERIALIZER_CALL) else "self"
+            lines = self._call_lines(caller, receiver, name, row.method)
         known = {(edge.callee, edge.line) for edge in self.graph.callees(caller)}
         for callee in callees:
             for line, call_name in lines:
@@ -148,13 +150,31 @@ class FrameworkCalls:
         override (which the save rows lead on), else its ``method``, when the project wrote them."""
         return self.graph.class_member(serializer, "save") or self.graph.class_member(serializer, method)
 
-    def _call_lines(self, caller: FunctionRef, names: set[str]) -> list[tuple[int, str]]:
-        """The lines where the project's ``caller`` calls one of ``names`` (``serializer.save()``,
-        ``self.perform_create(...)``, ``super().perform_create(...)``), with the name called."""
+    def _call_lines(self, caller: FunctionRef, receiver: str | None, name: str, method: str) -> list[tuple[int, str]]:
+        """The lines where the project's ``caller`` makes the framework's call: ``name`` on
+        ``receiver`` (``serializer.save()``, ``self.perform_create(...)``) or the framework's
+        own ``method`` (``super().perform_create(...)``), with the name called."""
         facts = self.facts.get(caller.path)
         if facts is None:
             return []
-        return sorted({(call.line, call.name) for call in facts.index.calls if call.enclosing == caller.qualname and call.name in names})
+        found = set()
+        for call in facts.index.calls:
+            if call.enclosing != caller.qualname:
+                continue
+            through = call.callee.rsplit(".", 1)[0] if "." in call.callee else ""
+            if (call.name == name and receiver is not None and through == receiver) or (call.name == method and through.startswith("super")):
+                found.add((call.line, call.name))
+        return sorted(found)
+
+    def _serializer_parameter(self, hook: FunctionRef) -> str | None:
+        """The name of a ``perform_*`` hook's serializer parameter (its first after ``self``)."""
+        definition = self.graph.definition(hook)
+        facts = self.facts.get(hook.path)
+        if definition is None or facts is None:
+            return None
+        signature = " ".join(facts.line_text(line) for line in range(definition.start_line, definition.body_start_line + 1))
+        found = _SECOND_PARAMETER.search(signature)
+        return found.group(1) if found else None
 
     def _hand_built_saves(self, bases: frozenset[str]) -> set[FunctionRef]:
         """``serializer = OrderSerializer(data=...)`` then ``serializer.save()`` in one

@@ -268,3 +268,28 @@ def test_a_serializer_method_calling_super_keeps_drf_s_write_at_the_save(rule: R
     assert [(site.function, site.line) for site in found.sequence] == [
         ("LinkViewSet.partial_update", 15), ("LinkSerializer.update", 9), ("LinkViewSet.partial_update", 16),
     ]  # fmt: skip
+
+
+def test_only_the_hook_s_serializer_save_is_the_framework_s_call(rule: Rule):
+    files = {
+        "app/serializers.py": SERIALIZER_ALONE,
+        "app/views.py": """
+            from rest_framework import viewsets
+            from .models import Audit
+            from .serializers import TagSerializer
+
+            class TagViewSet(viewsets.ModelViewSet):
+                serializer_class = TagSerializer
+
+                def perform_create(self, tag_serializer):
+                    audit = Audit(action="create")
+                    audit.save()
+                    tag_serializer.save()
+        """,
+    }
+    found = reported(analyze_source(files, rule))[("app/views.py", "TagViewSet.perform_create")]
+    # audit.save() is a write of its own; tag_serializer.save() runs TagSerializer.create
+    assert [(site.function, site.line) for site in found.sequence] == [
+        ("TagViewSet.perform_create", 10), ("TagSerializer.create", 6), ("TagSerializer.create", 7),
+    ]  # fmt: skip
+    assert [step.function for step in found.chain] == ["TagViewSet.create", "TagViewSet.perform_create"]
