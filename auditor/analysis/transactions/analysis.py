@@ -16,7 +16,11 @@ helper's writes at their own lines), and counters.
    commit and are dropped.
 2. **Reachability.** Breadth-first from the entry points (tests, fixtures and dev-data
    commands excluded unless ``include_tests``) over the call graph plus approximate
-   dispatch edges (:mod:`.dispatch`), never through a boundary: a boundary-decorated
+   dispatch edges (:mod:`.dispatch`) and the framework's calls into the project (DRF's
+   ``create`` -> ``perform_create`` -> the serializer's ``create``, a project signal's
+   ``send``: :mod:`.framework_calls`). A serializer method, ``perform_*`` hook or signal
+   receiver that a real entry point reaches is no entry point of its own: it is judged on
+   the paths from real entry points (:func:`.reach.real_entries`). Never through a boundary: a boundary-decorated
    callee (Spring: unless self-invoked), a call inside a boundary, an entry point Django
    wraps in ``ATOMIC_REQUESTS``; and never through a call whose constant arguments switch
    off every effect of the callee.
