@@ -67,8 +67,13 @@ _ADMIN_METHODS = ("save_model", "delete_model", "save_formset", "save_related", 
 # DRF's ``serializer.save()`` (called by the generic views' ``perform_create/update``) runs these.
 _SERIALIZER_BASE = re.compile(r"(^|\.)\w*Serializer$")
 _SERIALIZER_METHODS = ("create", "update")
+_SERIALIZER_SAVE = "drf serializer save()"
+_SIGNAL_RECEIVER = "django signal receiver"
+_FRAMEWORK_INVOKED = frozenset({_SERIALIZER_SAVE, _SIGNAL_RECEIVER})
+# DRF's generic views run these hooks from their create/update/destroy actions.
+_DRF_HOOKS = frozenset({"perform_create", "perform_update", "perform_destroy"})
 # Django's built-in signals; a project's own are the module-level ``name = Signal(...)``.
-_DJANGO_SIGNALS = frozenset(
+DJANGO_SIGNALS = frozenset(
     """
     pre_init post_init pre_save post_save pre_delete post_delete m2m_changed pre_migrate post_migrate
     request_started request_finished got_request_exception setting_changed user_logged_in
@@ -91,6 +96,17 @@ class EntryPoint:
     ref: FunctionRef
     kind: str
     detail: str
+
+
+def framework_invoked(entry: EntryPoint) -> bool:
+    """Whether the framework calls the entry point from a path that starts at another one
+    (a view's ``serializer.save()``, a generic view's ``create`` -> ``perform_create``, a
+    ``signal.send(...)``): where an analysis sees such a path, the function is reached
+    through it and is no entry point of its own."""
+    hook = entry.kind == "http" and entry.ref.qualname.rsplit(".", 1)[-1] in _DRF_HOOKS
+    return hook or entry.detail in _FRAMEWORK_INVOKED
+
+
 _SPLIT_STOPS = re.compile(r"""["'`()\[\]{},]""")
 _QUOTE_STOPS = {quote: re.compile(rf"[\\{quote}]") for quote in "\"'`"}
 
@@ -194,7 +210,7 @@ def _python_decorator(decorator: str, rule_patterns: tuple[str, ...]) -> tuple[s
     if _matches(name, _DRF_DECORATORS):
         return "http", f"drf @{name}"
     if _matches(name, _SIGNAL_DECORATORS):
-        return "consumer", "django signal receiver"
+        return "consumer", _SIGNAL_RECEIVER
     if _matches(name, _ROUTE_DECORATORS) and "." in name:
         verb = name.rsplit(".", 1)[1]
         route = _first_string(arguments)
@@ -434,7 +450,7 @@ def _alias_task(
 
 def _signal_names(texts: Mapping[str, str] | None, paths: list[str]) -> frozenset[str]:
     """Django's built-in signal names and the project's module-level ``name = Signal(...)``."""
-    names = set(_DJANGO_SIGNALS)
+    names = set(DJANGO_SIGNALS)
     for path in paths if texts is not None else ():
         text = texts.get(path, "") if texts is not None else ""
         if path.endswith(".py") and "Signal(" in text:
@@ -509,7 +525,7 @@ def _signal_connection(path: str, arguments: str, graph: CallGraph, collector: _
     ref = graph.resolve(path, handler)
     definition = graph.definition(ref) if ref is not None else None
     if ref is not None and definition is not None and definition.kind in ("function", "method"):
-        collector.add(ref, "consumer", "django signal receiver")
+        collector.add(ref, "consumer", _SIGNAL_RECEIVER)
 
 
 def _python_conventions(path: str, index: FileIndex, text: str | None, search: _Search) -> None:
@@ -539,7 +555,7 @@ def _python_conventions(path: str, index: FileIndex, text: str | None, search: _
                     collector.add(method, "http", "django admin hook")
             elif derives(graph, ref, definition, _SERIALIZER_BASE):
                 for method in _view_methods(graph, ref, _SERIALIZER_METHODS):
-                    collector.add(method, "http", "drf serializer save()")
+                    collector.add(method, "http", _SERIALIZER_SAVE)
             continue
         if not views_module or definition.parent is not None or definition.name.startswith("_"):
             continue

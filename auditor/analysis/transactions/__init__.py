@@ -9,13 +9,17 @@
   transaction model per framework; :mod:`.effects`: the models asked in order and the
   effect a call counts as.
 - :mod:`.framework_facts`: framework facts as data (``models/*.yaml`` and a project's
-  ``--tx-models`` files): boundaries, opt-outs, after-commit calls, writes, and the signals
-  sent inside a transaction; the format is in docs/tx-models.md.
+  ``--tx-models`` files): boundaries, opt-outs, after-commit calls, writes, the signals
+  sent inside a transaction, and DRF's dispatch; the format is in docs/tx-models.md.
+- :mod:`.framework_calls`: the framework's calls into the project as edges (DRF's view
+  actions to the serializer's ``create``/``update``, a project signal's ``send`` to its
+  receivers) and the view actions that are entry points.
 - :mod:`.facts`: per-file effect sites and the regions boundaries cover.
 - :mod:`.boundaries`: which decorators, ``with`` expressions and entry points open a
   transaction (a delete's ``pre_delete``/``post_delete`` receivers run inside one), and
   which call edges a boundary blocks.
-- :mod:`.reach`: entry points, the edges followed (graph plus :mod:`.dispatch` and
+- :mod:`.reach`: entry points (less the framework-called ones a real entry point reaches),
+  the edges followed (graph plus :mod:`.framework_calls`, :mod:`.dispatch` and
   :mod:`.receivers` edges) and the search from the entry points.
 - :mod:`.arguments`: a call's arguments against its callee's parameters (which are false).
 - :mod:`.sequences`: each function's heaviest feasible path of effects, walked by

@@ -16,7 +16,11 @@ helper's writes at their own lines), and counters.
    commit and are dropped.
 2. **Reachability.** Breadth-first from the entry points (tests, fixtures and dev-data
    commands excluded unless ``include_tests``) over the call graph plus approximate
-   dispatch edges (:mod:`.dispatch`), never through a boundary: a boundary-decorated
+   dispatch edges (:mod:`.dispatch`) and the framework's calls into the project (DRF's
+   ``create`` -> ``perform_create`` -> the serializer's ``create``, a project signal's
+   ``send``: :mod:`.framework_calls`). A serializer method, ``perform_*`` hook or signal
+   receiver that a real entry point reaches is no entry point of its own: it is judged on
+   the paths from real entry points (:func:`.reach.real_entries`). Never through a boundary: a boundary-decorated
    callee (Spring: unless self-invoked), a call inside a boundary, an entry point Django
    wraps in ``ATOMIC_REQUESTS``; and never through a call whose constant arguments switch
    off every effect of the callee.
@@ -76,7 +80,8 @@ from auditor.analysis.transactions.framework_facts import Kind, load_facts
 from auditor.analysis.transactions.findings import build_finding, folded
 from auditor.analysis.transactions.grading import DB_EFFECTS, Step, grade_function, weight
 from auditor.analysis.transactions.languages import family
-from auditor.analysis.transactions.reach import Reach, Trail, production_entries
+from auditor.analysis.transactions.framework_calls import FrameworkCalls
+from auditor.analysis.transactions.reach import Reach, Trail, production_entries, real_entries
 from auditor.analysis.transactions.receiver_search import first_reach, search_by_receiver
 from auditor.analysis.transactions.sequences import Sequences
 from auditor.errors import UsageError
@@ -179,17 +184,24 @@ class Analysis:
             if languages and family(index.language) not in languages:
                 continue
             self.facts[path] = FileFacts(path, index, texts.get(path, ""), patterns, sql_write, related, verdicts)
+        receiver_signals = django.receiver_signals(indexes, graph)
         self.boundaries = Boundaries(
             indexes, graph, self.facts, patterns, django.atomic_requests(indexes, texts),
-            django.receiver_signals(indexes, graph), framework.signals(Kind.INSIDE),
+            receiver_signals, framework.signals(Kind.INSIDE),
         )  # fmt: skip
-        self.reach = Reach(indexes, graph, Dispatch(indexes, graph, texts), self.facts)
+        self.framework_calls = FrameworkCalls(graph, self.facts, framework, receiver_signals)
+        self.reach = Reach(indexes, graph, Dispatch(indexes, graph, texts), self.framework_calls, self.facts)
         self.arguments = Arguments(graph, self.facts)
         self.sequences = Sequences(graph, self.facts, self.reach, self.boundaries, self.arguments)
 
     def entries(self) -> tuple[EntryPoint, ...]:
-        """The production entry points (all of them with ``include_tests``)."""
-        return production_entries(self.indexes, self.graph, self.rule, self.texts, self.options.include_tests)
+        """The production entry points (all of them with ``include_tests``), with the view
+        actions DRF runs, less the framework-called functions a real entry point reaches
+        (:func:`.reach.real_entries`)."""
+        found = production_entries(
+            self.indexes, self.graph, self.rule, self.texts, self.options.include_tests, self.framework_calls.entries
+        )  # fmt: skip
+        return real_entries(found, self.reach)
 
     def passable(self, edge: Edge) -> bool:
         """Whether the search goes on through ``edge``: no boundary on it, and its constant

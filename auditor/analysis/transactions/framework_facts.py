@@ -1,7 +1,9 @@
 """Framework facts as data (like CodeQL's models-as-data): which calls open a transaction or
 take a view out of the request's, which register callbacks that run after the commit,
 which write, which only look up a framework registry row (``lookup``: a content type, a
-permission), and which signals the framework sends inside a transaction of its own.
+permission), which signals the framework sends inside a transaction of its own, and which
+methods the framework runs from which (DRF's ``create`` -> ``perform_create`` ->
+``serializer.save()`` -> the serializer's ``create``).
 
 Inputs: the package's model files (``models/*.yaml``, one per framework, each row naming
 the framework file and function that proves it) and, optionally, a project's own files of
@@ -24,10 +26,11 @@ import yaml
 
 from auditor.errors import UsageError
 
-_BUILTIN_FILES = ("django.yaml", "django_lookups.yaml")
+_BUILTIN_FILES = ("django.yaml", "django_lookups.yaml", "drf.yaml")
 _SUBJECTS = ("call", "method", "signal")
-_THROUGH = frozenset({"model", "queryset", "manager", "related-manager"})
-_FIELDS = frozenset({"kind", *_SUBJECTS, "through", "atomic", "proof", "note"})
+_THROUGH = frozenset({"model", "queryset", "manager", "related-manager", "drf-view", "drf-serializer"})
+_DISPATCH_THROUGH = frozenset({"drf-view", "drf-serializer"})
+_FIELDS = frozenset({"kind", *_SUBJECTS, "through", "atomic", "calls", "bases", "proof", "note"})
 _PROOF_FIELDS = frozenset({"file", "function"})
 
 
@@ -53,6 +56,8 @@ class Kind(str, Enum):
     LOOKUP = "lookup"
     """The call reads, or creates once, a framework registry row (a content type, a
     permission, a site): no business write, not counted in a sequence."""
+    INVOKES = "invokes"
+    """The framework's ``method`` (of the classes ``bases``) calls ``calls`` next."""
 
 
 # Which subject each kind takes.
@@ -64,6 +69,7 @@ _SUBJECT_OF = {
     Kind.INSIDE: ("signal",),
     Kind.OUTSIDE: ("signal",),
     Kind.LOOKUP: ("call",),
+    Kind.INVOKES: ("method",),
 }
 
 
@@ -79,7 +85,9 @@ class Proof:
 class FrameworkFact:
     """One row: a call pattern (``call``, fnmatch over the callee text), a framework method
     reached ``through`` a kind of receiver (``method``, built-in files only) or a signal name
-    (``signal``), what it does (``kind``), and where that is proven."""
+    (``signal``), what it does (``kind``), and where that is proven. An ``invokes`` row also
+    names what the method ``calls`` (``serializer.save``: a method of the view's serializer)
+    and the framework classes (``bases``) that provide the method."""
 
     kind: Kind
     framework: str
@@ -88,6 +96,8 @@ class FrameworkFact:
     through: str = ""
     signal: str = ""
     atomic: bool = False
+    calls: str = ""
+    bases: tuple[str, ...] = ()
     proof: Proof | None = None
     note: str = ""
 
@@ -109,6 +119,10 @@ class FrameworkFacts:
     def signals(self, kind: Kind) -> frozenset[str]:
         """The signal names of the rows of ``kind``."""
         return frozenset(fact.signal for fact in self.facts if fact.kind is kind and fact.signal)
+
+    def invocations(self, through: str) -> tuple[FrameworkFact, ...]:
+        """The ``invokes`` rows of methods reached through ``through``, in row order."""
+        return tuple(fact for fact in self.facts if fact.kind is Kind.INVOKES and fact.through == through)
 
     def extended(self, other: FrameworkFacts) -> FrameworkFacts:
         """These rows, then ``other``'s."""
@@ -195,7 +209,30 @@ def _fact(row: Any, framework: str, where: str, builtin: bool) -> FrameworkFact:
     note = row.get("note", "")
     if not isinstance(note, str):
         raise ModelsFileError(f"{where}: field 'note' must be a string")
-    return FrameworkFact(kind, framework, atomic=atomic, proof=_proof(row.get("proof"), where, builtin), note=note, through=through, **{subject: value.strip()})
+    calls, bases = _invocation(row, kind, through, where)
+    return FrameworkFact(
+        kind, framework, atomic=atomic, calls=calls, bases=bases, proof=_proof(row.get("proof"), where, builtin),
+        note=note, through=through, **{subject: value.strip()},
+    )  # fmt: skip
+
+
+def _invocation(row: dict[str, Any], kind: Kind, through: str, where: str) -> tuple[str, tuple[str, ...]]:
+    """An ``invokes`` row's ``calls`` and ``bases`` (empty on other rows, which may not
+    have them)."""
+    if kind is not Kind.INVOKES:
+        extra = sorted({"calls", "bases"} & set(row))
+        if extra:
+            raise ModelsFileError(f"{where}: field {extra[0]!r} goes with 'invokes' rows only")
+        return "", ()
+    if through not in _DISPATCH_THROUGH:
+        raise ModelsFileError(f"{where}: field 'through': an 'invokes' row is through {' or '.join(sorted(_DISPATCH_THROUGH))}")
+    calls = row.get("calls")
+    if not isinstance(calls, str) or not calls.strip():
+        raise ModelsFileError(f"{where}: field 'calls' must name the method the framework calls next")
+    bases = row.get("bases")
+    if not isinstance(bases, list) or not bases or not all(isinstance(base, str) and base for base in bases):
+        raise ModelsFileError(f"{where}: field 'bases' must list the framework classes that provide the method")
+    return calls.strip(), tuple(bases)
 
 
 def _proof(value: Any, where: str, builtin: bool) -> Proof | None:

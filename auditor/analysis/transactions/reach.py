@@ -1,8 +1,10 @@
 """Reachability for the transaction analysis: which functions the production entry
-points reach, over the call graph plus approximate dispatch edges (:mod:`.dispatch`), and
-which functions have any effect below them.
+points reach, over the call graph plus approximate dispatch edges (:mod:`.dispatch`) and
+the framework's calls into the project (:mod:`.framework_calls`), and which functions have
+any effect below them.
 
-Inputs: the index, the call graph, the dispatch edges and the per-file facts. Output:
+Inputs: the index, the call graph, the dispatch edges, the framework's calls and the
+per-file facts. Output:
 :class:`Reach` (``callees`` out of a function, the call site behind an edge, whether an
 effect lies below a function, a breadth-first ``search`` from the entry points) and
 :func:`production_entries`.
@@ -17,10 +19,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from auditor.callgraph.graph import CallGraph, Edge, FunctionRef
 from auditor.callgraph.languages import PYTHON_BUILTINS
 from auditor.callgraph.names import MAIN_FUNCTION, MODULE_FUNCTION
-from auditor.analysis.entrypoints import EntryPoint, find_entry_points, is_test_path
+from auditor.analysis.entrypoints import EntryPoint, find_entry_points, framework_invoked, is_test_path
 from auditor.analysis.transactions.base import SELF_RECEIVERS
 from auditor.analysis.transactions.dispatch import OVERRIDE, Dispatch, class_of
 from auditor.analysis.transactions.facts import FileFacts, enclosing_of
+from auditor.analysis.transactions.framework_calls import FrameworkCalls
 from auditor.index.model import CallSite, FileIndex
 from auditor.rules.loader import Rule
 
@@ -35,14 +38,36 @@ _FIXTURE_DIRECTORIES = frozenset({"fixtures", "fixture", "testdata", "test_data"
 
 
 def production_entries(
-    indexes: Mapping[str, FileIndex], graph: CallGraph, rule: Rule, texts: Mapping[str, str], include_tests: bool
+    indexes: Mapping[str, FileIndex], graph: CallGraph, rule: Rule, texts: Mapping[str, str], include_tests: bool,
+    framework_entries: tuple[EntryPoint, ...] = (),
 ) -> tuple[EntryPoint, ...]:
-    """The rule's entry points, less tests, fixtures and dev-data commands and scripts
-    unless ``include_tests``."""
+    """The rule's entry points and ``framework_entries`` (the view actions DRF runs, see
+    :mod:`.framework_calls`), less tests, fixtures and dev-data commands and scripts unless
+    ``include_tests``."""
     found = find_entry_points(indexes, graph, rule, texts, include_tests=include_tests)
+    known = {entry.ref for entry in found}
+    found = tuple(sorted((*found, *(entry for entry in framework_entries if entry.ref not in known))))
     if include_tests:
         return found
     return tuple(entry for entry in found if not _dev_or_fixture_path(entry.ref.path))
+
+
+def real_entries(entries: tuple[EntryPoint, ...], reach: Reach) -> tuple[EntryPoint, ...]:
+    """The entry points less those the framework calls (a serializer's ``create``, a view's
+    ``perform_create``, a signal receiver) that a real entry point reaches by a resolved call
+    (a view's ``create`` action, ``serializer.save()``, a ``signal.send``): each of those is
+    reached through its callers, so it is covered when every such path runs through a
+    boundary, and reported from the entry point of one that does not. A framework-called
+    function no real path is seen to reach stays an entry point of its own."""
+    called = [entry for entry in entries if framework_invoked(entry)]
+    if not called:
+        return entries
+    reachable = reach.reachable_ignoring_boundaries(entry for entry in entries if not framework_invoked(entry))
+    reached = {
+        entry.ref for entry in called
+        if any(edge.caller in reachable and not edge.approximate and edge.caller != entry.ref for edge in reach.callers(entry.ref))
+    }  # fmt: skip
+    return tuple(entry for entry in entries if entry.ref not in reached)
 
 
 def _dev_or_fixture_path(path: str) -> bool:
@@ -56,10 +81,13 @@ def _dev_or_fixture_path(path: str) -> bool:
 class Reach:
     """The call edges the analysis follows, and what lies below a function."""
 
-    def __init__(self, indexes: Mapping[str, FileIndex], graph: CallGraph, dispatch: Dispatch, facts: Mapping[str, FileFacts]) -> None:
+    def __init__(
+        self, indexes: Mapping[str, FileIndex], graph: CallGraph, dispatch: Dispatch, framework: FrameworkCalls, facts: Mapping[str, FileFacts]
+    ) -> None:
         self.indexes = indexes
         self.graph = graph
         self.dispatch = dispatch
+        self.framework = framework
         self.facts = facts
         self._site_refs = frozenset(ref for file_facts in facts.values() for ref in file_facts.sites)
         self._callees: dict[FunctionRef, tuple[Edge, ...]] = {}
@@ -70,10 +98,10 @@ class Reach:
         self._dispatch_into: dict[FunctionRef, list[Edge]] | None = None
 
     def callees(self, ref: FunctionRef) -> tuple[Edge, ...]:
-        """Graph edges out of ``ref`` plus dispatch edges, the graph's first."""
+        """Graph edges out of ``ref``, then the framework's calls, then dispatch edges."""
         found = self._callees.get(ref)
         if found is None:
-            graph_edges = self.graph.callees(ref)
+            graph_edges = self.graph.callees(ref) + self.framework.edges(ref)
             known = {(edge.callee, edge.line) for edge in graph_edges}
             extra = tuple(
                 edge for edge in self.dispatch.edges(ref)
@@ -83,12 +111,12 @@ class Reach:
         return found
 
     def callers(self, ref: FunctionRef) -> list[Edge]:
-        """Graph edges into ``ref``, then dispatch edges into it."""
+        """Graph edges into ``ref``, then the framework's calls and dispatch edges into it."""
         if self._dispatch_into is None:
             self._dispatch_into = defaultdict(list)
             for edge in sorted(self.dispatch.kinds):
                 self._dispatch_into[edge.callee].append(edge)
-        return [*self.graph.callers(ref), *self._dispatch_into.get(ref, [])]
+        return [*self.graph.callers(ref), *self.framework.callers(ref), *self._dispatch_into.get(ref, [])]
 
     def call_for(self, edge: Edge) -> CallSite | None:
         """The call site behind an edge (same caller and line, preferring the callee's name)."""

@@ -197,7 +197,7 @@ class Sequences:
         return heaviest
 
     def _own_events(self, ref: FunctionRef, facts: FileFacts | None) -> dict[int, list[Step]]:
-        """The function's own uncovered effects by line (a call a graph or receiver edge
+        """The function's own uncovered effects by line (a call a graph, receiver or framework edge
         stands for is counted through that edge; a row saved again counts once)."""
         events: dict[int, list[Step]] = defaultdict(list)
         if facts is None:
@@ -205,6 +205,7 @@ class Sequences:
         enclosing = enclosing_of(ref)
         exact_calls = {(edge.line, edge.callee.qualname.rsplit(".", 1)[-1]) for edge in self.graph.callees(ref) if not edge.approximate}
         exact_calls |= {(edge.line, name) for edge in self.reach.callees(ref) if (name := self.reach.dispatch.stands_for(edge)) is not None}
+        exact_calls |= {(edge.line, name) for edge in self.reach.framework.edges(ref) if (name := self.reach.framework.stands_for(edge)) is not None}
         saved: set[str] = set()
         for site in facts.sites.get(ref, ()):
             call = site.call

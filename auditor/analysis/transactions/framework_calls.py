@@ -1,0 +1,325 @@
+"""Calls the framework makes on the project's behalf, as edges the call graph cannot see:
+DRF's dispatch from a view's action to its serializer (``create`` -> ``perform_create`` ->
+``serializer.save()`` -> the serializer's ``create``, through the serializer's own ``save``
+when it overrides one; a hand-built ``OrderSerializer(data=...)``'s ``save()`` the same; rows ``kind: invokes`` of the
+framework facts, models/drf.yaml), and a project signal's ``send`` to the receivers
+connected to it.
+
+A framework method the project does not override is a node of its own, named after the
+class that inherits it (``OrderViewSet.create``, ``OrderViewSet.perform_create``): the chain of a
+finding shows the request's path through DRF. A view class whose inherited action leads to
+the project's code is an entry point at that action (:attr:`FrameworkCalls.entries`).
+
+Inputs: the call graph, the per-file facts, the framework facts and the signals each
+receiver is connected to. Output: :class:`FrameworkCalls` (``edges`` out of a function,
+``callers`` into one, the view-action ``entries``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Mapping
+
+from auditor.callgraph.graph import CallGraph, Edge, FunctionRef
+from auditor.callgraph.names import strip_arguments
+from auditor.analysis.entrypoints import DJANGO_SIGNALS, EntryPoint, split_arguments
+from auditor.analysis.transactions.facts import FileFacts
+from auditor.analysis.transactions.framework_facts import FrameworkFact, FrameworkFacts
+
+_VIEW = "drf-view"
+_SERIALIZER = "drf-serializer"
+_SERIALIZER_CALL = "serializer."
+_SERIALIZER_ATTRIBUTE = re.compile(r"^\s+serializer_class\s*=\s*([A-Za-z_][\w.]*)\s*(?:#.*)?$")
+_RETURNED_CLASS = re.compile(r"\breturn\s+([A-Za-z_][\w.]*)\s*(?:#.*)?$")
+_SEND_METHODS = frozenset({"send", "send_robust"})
+_SECOND_PARAMETER = re.compile(r"\bdef\s+\w+\s*\(\s*\w+\s*,\s*(\w+)")
+
+
+def _given_instance(arguments: str) -> bool:
+    """Whether a serializer's constructor arguments give it an instance to update."""
+    parts = split_arguments(arguments)
+    return any(part.startswith("instance=") for part in parts) or bool(parts and "=" not in parts[0].split("(")[0])
+
+
+class FrameworkCalls:
+    """The framework's calls into the project, for one run of the analysis."""
+
+    def __init__(
+        self,
+        graph: CallGraph,
+        facts: Mapping[str, FileFacts],
+        rows: FrameworkFacts,
+        receiver_signals: Mapping[FunctionRef, frozenset[str]],
+    ) -> None:
+        self.graph = graph
+        self.facts = facts
+        self._out: dict[FunctionRef, set[Edge]] = defaultdict(set)
+        self._stands_for: dict[Edge, str] = {}
+        self._names: dict[FunctionRef, frozenset[str]] = {}
+        entries: list[EntryPoint] = []
+        serializers: set[FunctionRef] = set()
+        view_rows, serializer_rows = rows.invocations(_VIEW), rows.invocations(_SERIALIZER)
+        view_bases = frozenset(base for row in view_rows for base in row.bases)
+        actions = [row for row in view_rows if row.method not in {other.calls for other in view_rows}]
+        for view in self._classes(view_bases):
+            classes = self._serializer_classes(view)
+            if not classes:
+                continue
+            serializers.update(classes)
+            for row in view_rows:
+                self._invoke(view, row, classes)
+            for row in actions:
+                ref = FunctionRef(view.path, f"{view.qualname}.{row.method}")
+                if self._provides(view, row) and self.graph.definition(ref) is None and self._leads_to_project(ref):
+                    base = sorted(self._lineage_names(view) & set(row.bases))[0]
+                    entries.append(EntryPoint(ref, "http", f"drf {base}.{row.method} of {view.qualname}"))
+        serializer_bases = frozenset(base for row in serializer_rows for base in row.bases)
+        serializers.update(self._hand_built_saves(serializer_bases))
+        for serializer in sorted(serializers):
+            if self.graph.class_member(serializer, "save") is None:
+                continue  # DRF's own save: the hooks' edges go past it
+            for row in serializer_rows:
+                self._invoke(serializer, row, ())
+        self._signal_sends(receiver_signals)
+        self.entries: tuple[EntryPoint, ...] = tuple(sorted(entries))
+        """The view actions DRF runs that lead to the project's code (``OrderViewSet.create``)."""
+        self._in: dict[FunctionRef, list[Edge]] = defaultdict(list)
+        for edges in self._out.values():
+            for edge in edges:
+                self._in[edge.callee].append(edge)
+
+    def edges(self, ref: FunctionRef) -> tuple[Edge, ...]:
+        """The framework's calls out of ``ref``, sorted."""
+        return tuple(sorted(self._out.get(ref, ())))
+
+    def callers(self, ref: FunctionRef) -> tuple[Edge, ...]:
+        """The framework's calls into ``ref``, sorted."""
+        return tuple(sorted(self._in.get(ref, ())))
+
+    def _invoke(self, owner: FunctionRef, row: FrameworkFact, serializers: tuple[FunctionRef, ...]) -> None:
+        """The edges of one row for one class: from the method (the project's override, or
+        the framework's own, named after ``owner``) to what it calls next."""
+        if not self._provides(owner, row):
+            return
+        caller = self._member(owner, row.method)
+        if row.calls.startswith(_SERIALIZER_CALL):
+            name = row.calls[len(_SERIALIZER_CALL):]
+            callees = [found for serializer in serializers if (found := self._saved_through(serializer, name)) is not None]
+            name = "save"  # what the hook calls on the serializer
+        else:
+            name = row.calls
+            found = self.graph.class_member(owner, name) if row.through == _SERIALIZER else self._member(owner, name)
+            callees = [found] if found is not None else []
+        if not callees:
+            return
+        definition = self.graph.definition(caller)
+        if definition is None:  # the framework's own method: it makes the call
+            lines = [(self._line(owner), name)]
+        else:
+            receiver = self._serializer_parameter(caller) if row.calls.startswith(_SERIALIZER_CALL) else "self"
+            lines = self._call_lines(caller, receiver, name, row.method)
+        known = {(edge.callee, edge.line) for edge in self.graph.callees(caller)}
+        for callee in callees:
+            for line, call_name in lines:
+                if (callee, line) not in known:
+                    self._add(Edge(caller, callee, line, False), call_name)
+
+    def stands_for(self, edge: Edge) -> str | None:
+        """The last name of the call a framework edge goes through at its line
+        (``serializer.save()``, ``signal.send(...)``): its callee's path counts there, not
+        the call's own effect. None for other edges."""
+        return self._stands_for.get(edge)
+
+    def _add(self, edge: Edge, call_name: str) -> None:
+        """Record ``edge``; it stands for the call ``call_name`` at its line unless its
+        callee runs the framework's own method too (``super().create(...)``: DRF's write,
+        which the call's own effect stands for)."""
+        self._out[edge.caller].add(edge)
+        if not self._calls_super(edge.callee):
+            self._stands_for[edge] = call_name
+
+    def _calls_super(self, ref: FunctionRef) -> bool:
+        facts = self.facts.get(ref.path)
+        method = ref.qualname.rsplit(".", 1)[-1]
+        calls = facts.index.calls if facts is not None and self.graph.definition(ref) is not None else ()
+        return any(call.enclosing == ref.qualname and call.name == method and call.callee.startswith("super") for call in calls)
+
+    def _saved_through(self, serializer: FunctionRef, method: str) -> FunctionRef | None:
+        """What ``serializer.save()`` enters to run ``method``: the serializer's own ``save``
+        override (which the save rows lead on), else its ``method``, when the project wrote them."""
+        return self.graph.class_member(serializer, "save") or self.graph.class_member(serializer, method)
+
+    def _call_lines(self, caller: FunctionRef, receiver: str | None, name: str, method: str) -> list[tuple[int, str]]:
+        """The lines where the project's ``caller`` makes the framework's call: ``name`` on
+        ``receiver`` (``serializer.save()``, ``self.perform_create(...)``) or the framework's
+        own ``method`` (``super().perform_create(...)``), with the name called."""
+        facts = self.facts.get(caller.path)
+        if facts is None:
+            return []
+        found = set()
+        for call in facts.index.calls:
+            if call.enclosing != caller.qualname:
+                continue
+            through = call.callee.rsplit(".", 1)[0] if "." in call.callee else ""
+            if (call.name == name and receiver is not None and through == receiver) or (call.name == method and through.startswith("super")):
+                found.add((call.line, call.name))
+        return sorted(found)
+
+    def _serializer_parameter(self, hook: FunctionRef) -> str | None:
+        """The name of a ``perform_*`` hook's serializer parameter (its first after ``self``)."""
+        definition = self.graph.definition(hook)
+        facts = self.facts.get(hook.path)
+        if definition is None or facts is None:
+            return None
+        signature = " ".join(facts.line_text(line) for line in range(definition.start_line, definition.body_start_line + 1))
+        found = _SECOND_PARAMETER.search(signature)
+        return found.group(1) if found else None
+
+    def _hand_built_saves(self, bases: frozenset[str]) -> set[FunctionRef]:
+        """``serializer = OrderSerializer(data=...)`` then ``serializer.save()`` in one
+        function (a hand-written view, a task): an edge from the save to what it runs, the
+        serializer's ``update`` when it was given an instance (first argument, ``instance=``),
+        else its ``create``. The serializer classes saved so. (Only constructor calls whose
+        name ends in ``Serializer`` are resolved: DRF's naming, and a bound on the work.)"""
+        found: set[FunctionRef] = set()
+        for path in sorted(self.facts):
+            facts = self.facts[path]
+            if facts.index.language != "python":
+                continue
+            built: dict[tuple[str, str], list[tuple[int, FunctionRef, str]]] = defaultdict(list)
+            for call in facts.index.calls:
+                if call.enclosing is None or not call.name.endswith("Serializer"):
+                    continue
+                assigned = re.match(rf"\s*(\w+)\s*=\s*{re.escape(call.callee)}\s*\(", facts.line_text(call.line))
+                cls = self.graph.resolve(path, strip_arguments(call.callee)) if assigned else None
+                if assigned and cls is not None and self._lineage_names(cls) & bases:
+                    method = "update" if _given_instance(call.arguments) else "create"
+                    built[(call.enclosing, assigned.group(1))].append((call.line, cls, method))
+            for call in facts.index.calls:
+                parts = call.callee.split(".")
+                assignments = built.get((call.enclosing or "", parts[0]), ()) if call.name == "save" and len(parts) == 2 else ()
+                # the variable's last assignment above the save (a view often rebinds it after)
+                target = max((item for item in assignments if item[0] <= call.line), default=None, key=lambda item: item[0])
+                if target is None:
+                    continue
+                _, cls, method = target
+                callee = self._saved_through(cls, method)
+                if callee is not None:
+                    found.add(cls)
+                    caller = FunctionRef(path, call.enclosing or "")
+                    if (callee, call.line) not in {(edge.callee, edge.line) for edge in self.graph.callees(caller)}:
+                        self._add(Edge(caller, callee, call.line, False), call.name)
+        return found
+
+    def _signal_sends(self, receiver_signals: Mapping[FunctionRef, frozenset[str]]) -> None:
+        """``signal.send(...)`` of a project signal into each receiver connected only to
+        project signals (Django sends its own from its own code, wherever a model is saved or
+        deleted: a receiver of one of those stays an entry point)."""
+        receivers: dict[str, list[FunctionRef]] = defaultdict(list)
+        for ref, signals in sorted(receiver_signals.items()):
+            if signals & DJANGO_SIGNALS:
+                continue
+            for signal in signals:
+                receivers[signal].append(ref)
+        if not receivers:
+            return
+        for path in sorted(self.facts):
+            for call in self.facts[path].index.calls:
+                parts = strip_arguments(call.callee).split(".")
+                if call.name not in _SEND_METHODS or len(parts) < 2 or call.enclosing is None:
+                    continue
+                caller = FunctionRef(path, call.enclosing)
+                for receiver in receivers.get(parts[-2], ()):
+                    self._add(Edge(caller, receiver, call.line, False), call.name)
+
+    def _classes(self, bases: frozenset[str]) -> list[FunctionRef]:
+        """Every Python class that derives from one of the framework classes ``bases``."""
+        found = []
+        for path in sorted(self.facts):
+            facts = self.facts[path]
+            if facts.index.language != "python":
+                continue
+            for definition in facts.index.definitions:
+                if definition.kind == "class":
+                    ref = FunctionRef(path, definition.qualname)
+                    if self._lineage_names(ref) & bases:
+                        found.append(ref)
+        return found
+
+    def _provides(self, cls: FunctionRef, row: FrameworkFact) -> bool:
+        return bool(self._lineage_names(cls) & set(row.bases))
+
+    def _lineage_names(self, cls: FunctionRef, seen: frozenset[FunctionRef] = frozenset()) -> frozenset[str]:
+        """The last names of the bases a class and its repository bases write."""
+        known = self._names.get(cls)
+        if known is not None:
+            return known
+        definition = self.graph.definition(cls)
+        names = {strip_arguments(base).rsplit(".", 1)[-1] for base in definition.bases if "=" not in base} if definition is not None else set()
+        for base in self.graph.base_classes(cls):
+            if base not in seen and base != cls:
+                names |= self._lineage_names(base, seen | {cls})
+        found = frozenset(names)
+        if not seen:
+            self._names[cls] = found
+        return found
+
+    def _serializer_classes(self, view: FunctionRef) -> tuple[FunctionRef, ...]:
+        """The serializer classes a view saves through: its (inherited) ``serializer_class``
+        and the classes its ``get_serializer_class`` returns by name."""
+        names: list[tuple[str, str]] = []
+        for cls in self._lineage(view):
+            names += [(cls.path, name) for name in self._class_lines(cls, _SERIALIZER_ATTRIBUTE)]
+            if names:
+                break
+        getter = self.graph.class_member(view, "get_serializer_class")
+        if getter is not None:
+            names += [(getter.path, name) for name in self._class_lines(getter, _RETURNED_CLASS)]
+        found = []
+        for path, name in names:
+            ref = self.graph.resolve(path, name)
+            definition = self.graph.definition(ref) if ref is not None else None
+            if ref is not None and definition is not None and definition.kind == "class" and ref not in found:
+                found.append(ref)
+        return tuple(found)
+
+    def _class_lines(self, ref: FunctionRef, pattern: re.Pattern[str]) -> list[str]:
+        """The names ``pattern`` reads on the lines of a definition."""
+        definition = self.graph.definition(ref)
+        facts = self.facts.get(ref.path)
+        if definition is None or facts is None:
+            return []
+        matches = (pattern.search(facts.line_text(line)) for line in range(definition.start_line, definition.end_line + 1))
+        return [match.group(1) for match in matches if match is not None]
+
+    def _lineage(self, cls: FunctionRef) -> list[FunctionRef]:
+        """The class, then its repository bases breadth-first (the nearest first)."""
+        order, queue = [cls], [cls]
+        while queue:
+            for base in self.graph.base_classes(queue.pop(0)):
+                if base not in order:
+                    order.append(base)
+                    queue.append(base)
+        return order
+
+    def _member(self, cls: FunctionRef, name: str) -> FunctionRef:
+        """The project's method ``name`` of ``cls`` (inherited or not), or the framework's
+        own, named after ``cls``."""
+        return self.graph.class_member(cls, name) or FunctionRef(cls.path, f"{cls.qualname}.{name}")
+
+    def _line(self, cls: FunctionRef) -> int:
+        definition = self.graph.definition(cls)
+        return definition.start_line if definition is not None else 1
+
+    def _leads_to_project(self, start: FunctionRef) -> bool:
+        """Whether the framework's calls from ``start`` reach a function the project defines."""
+        seen, stack = {start}, [start]
+        while stack:
+            for edge in self._out.get(stack.pop(), ()):
+                if self.graph.definition(edge.callee) is not None:
+                    return True
+                if edge.callee not in seen:
+                    seen.add(edge.callee)
+                    stack.append(edge.callee)
+        return False
