@@ -9,20 +9,37 @@ suite across stages, ``tests/real_vllm/`` the real-engine tests (run apart, see 
 
 from __future__ import annotations
 
+import json
+import shutil
+import socket
+import socketserver
 import subprocess
 import textwrap
+import threading
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from auditor.analysis.transactions import StaticResult, TxOptions, analyze_tx_outside_transaction
-from auditor.engine.base import ChatRequest, Completion, error_completion
+from auditor.config.scan import ScanConfig
+from auditor.engine.base import (
+    ChatMessage,
+    ChatRequest,
+    Completion,
+    EngineSettings,
+    error_completion,
+)
 from auditor.findings.model import Finding
 from auditor.index.extract import index_source
 from auditor.index.model import FileIndex
 from auditor.languages import language_for_path
 from auditor.progress import ProgressCallback, no_progress
+from auditor.report import render
 from auditor.rules.loader import Rule
+from auditor.runs.scan import run_scan
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = REPO_ROOT / "fixtures"
@@ -197,3 +214,207 @@ def analyze_source(files: dict[str, str], rule: Rule, options: TxOptions = ALL_S
 def reported(result: StaticResult) -> dict[tuple[str, str], Finding]:
     """A result's findings by (path, function)."""
     return {(finding.path, finding.function): finding for finding in result.findings}
+
+
+# --- moved from tests/hostile/test_hostile_engine.py (shared with other test modules) ---
+
+
+Behaviour = Callable[[socket.socket, "Exchange"], None]
+
+
+@dataclass
+class Exchange:
+    """One request as the hostile server read it, and how many it has answered so far."""
+
+    path: str
+    body: bytes
+    attempt: int
+    stop: threading.Event
+
+
+def _read_request(conn: socket.socket) -> tuple[str, str, bytes] | None:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return None
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    method, path, _ = lines[0].split(" ", 2)
+    length = 0
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        if name.strip().lower() == "content-length":
+            length = int(value.strip())
+    while len(body) < length:
+        chunk = conn.recv(65536)
+        if not chunk:
+            break
+        body += chunk
+    return method, path, body
+
+
+def http_response(status: int, body: bytes, *, content_type: str = "application/json", headers: dict[str, str] | None = None, length: int | None = None) -> bytes:
+    reason = {200: "OK", 429: "Too Many Requests", 500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable"}.get(status, "Status")
+    lines = [f"HTTP/1.1 {status} {reason}", f"Content-Type: {content_type}", f"Content-Length: {len(body) if length is None else length}", "Connection: close"]
+    lines += [f"{name}: {value}" for name, value in (headers or {}).items()]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+
+MODELS = http_response(200, json.dumps({"object": "list", "data": [{"id": "hostile-model", "root": "/models/hostile"}]}).encode())
+
+
+class HostileServer:
+    """A TCP server answering GET /models normally and each chat request with ``behaviour``."""
+
+    def __init__(self) -> None:
+        self.behaviour: Behaviour = lambda conn, exchange: conn.sendall(http_response(200, chat(ANSWER)))
+        self.attempts = 0
+        self.stop = threading.Event()
+        owner = self
+
+        class Handler(socketserver.BaseRequestHandler):
+            def handle(self) -> None:
+                conn: socket.socket = self.request
+                try:
+                    request = _read_request(conn)
+                    if request is None:
+                        return
+                    _, path, body = request
+                    if path.endswith("/models"):
+                        conn.sendall(MODELS)
+                        return
+                    owner.attempts += 1
+                    owner.behaviour(conn, Exchange(path, body, owner.attempts, owner.stop))
+                except OSError:
+                    pass  # the client gave up (deadline, cancel): that is the point
+
+        self.server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def __enter__(self) -> HostileServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+ANSWER = '{"findings": [], "probes": []}'
+
+
+def chat(content: Any, *, finish_reason: Any = "stop", message: dict[str, Any] | None = None, extra: dict[str, Any] | None = None) -> bytes:
+    body: dict[str, Any] = {
+        "id": "x",
+        "choices": [{"index": 0, "message": message if message is not None else {"role": "assistant", "content": content}, "finish_reason": finish_reason}],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 2},
+    }
+    body.update(extra or {})
+    return json.dumps(body).encode()
+
+
+def request(thinking: bool = False) -> ChatRequest:
+    return ChatRequest(id="window-0", messages=(ChatMessage("user", "audit"),), prompt_tokens=5, max_tokens=64, thinking=thinking)
+
+
+def drip(data: bytes, interval_s: float) -> Behaviour:
+    def behave(conn: socket.socket, exchange: Exchange) -> None:
+        for byte in data:
+            if exchange.stop.is_set():
+                return
+            conn.sendall(bytes([byte]))
+            time.sleep(interval_s)
+
+    return behave
+
+
+# --- moved from tests/unit/runs/test_many.py (shared with other test modules) ---
+
+
+MANY_FIXTURES = ("django_shop", "flask_ledger", "go_inventory")
+
+
+FORMATS = {"json": "report.json", "sarif": "report.sarif", "markdown": "report.md"}
+
+
+EMPTY_ANSWER = '</think>\n{"findings": [], "probes": []}'
+
+
+def django_answer() -> str:
+    return (REPO_ROOT / "fixtures/recorded/django_shop/trace_answer/window-0.txt").read_text(encoding="utf-8")
+
+
+def copy_fixtures(root: Path, names: Sequence[str] = MANY_FIXTURES) -> Path:
+    """Copies of the fixture repositories under ``root/repos``."""
+    repos = root / "repos"
+    for name in names:
+        shutil.copytree(REPO_ROOT / "fixtures" / name, repos / name)
+    return repos
+
+
+def answers() -> dict[str, str]:
+    """What the model 'said' for window 0 of each fixture."""
+    return {"django_shop": django_answer(), "flask_ledger": EMPTY_ANSWER, "go_inventory": EMPTY_ANSWER}
+
+
+def write_recording(path: Path, ids: dict[str, str]) -> Path:
+    """A replay JSONL: request id -> raw model output."""
+    lines = [json.dumps({"request_id": rid, "text": text, "completion_tokens": 11}) for rid, text in sorted(ids.items())]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def template(tokenizer_dir: Path, engine: str = "replay", replay: Path | None = None) -> ScanConfig:
+    return ScanConfig(
+        root=Path("."),
+        engine=engine,
+        engine_settings=EngineSettings(replay_path=str(replay) if replay else None),
+        tokenizer=str(tokenizer_dir),
+        use_cache=False,
+        rules=("tx-outside-transaction",),
+        probes=0,  # the recordings answer no canaries (fixtures/recorded/README.md)
+    )
+
+
+def single_scan_reports(repo: Path, tokenizer_dir: Path, recording: Path) -> dict[str, str]:
+    """What three separate `auditor scan` runs give: run_scan + render per format."""
+    config = ScanConfig(
+        root=repo,
+        engine="replay",
+        engine_settings=EngineSettings(replay_path=str(recording)),
+        tokenizer=str(tokenizer_dir),
+        use_cache=False,
+        rules=("tx-outside-transaction",),
+        probes=0,  # the recordings answer no canaries (fixtures/recorded/README.md)
+    )
+    result = run_scan(config)
+    return {name: render(result, fmt) for fmt, name in FORMATS.items()}
+
+
+def many_reports(out: Path, key: str) -> dict[str, str]:
+    return {name: (out / "repos" / key / name).read_text(encoding="utf-8") for name in FORMATS.values()}
+
+
+def expected_single_reports(tmp_path: Path, repos: Path, tokenizer_dir: Path) -> dict[str, dict[str, str]]:
+    expected = {}
+    for name, text in answers().items():
+        recording = write_recording(tmp_path / f"single-{name}.jsonl", {"window-0": text})
+        expected[name] = single_scan_reports(repos / name, tokenizer_dir, recording)
+    return expected
+
+
+def many_recording(tmp_path: Path) -> Path:
+    return write_recording(tmp_path / "many.jsonl", {f"{key}/window-0": text for key, text in answers().items()})
+
+
+def index(out: Path) -> dict:
+    return json.loads((out / "index.json").read_text(encoding="utf-8"))

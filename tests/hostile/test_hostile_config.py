@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from tests.support import REPO_ROOT
 
 FIXTURE = REPO_ROOT / "fixtures" / "go_inventory"

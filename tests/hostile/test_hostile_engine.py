@@ -27,7 +27,6 @@ import json
 import random
 import re
 import socket
-import socketserver
 import struct
 import threading
 import time
@@ -44,8 +43,17 @@ from auditor.engine import openai_engine
 from auditor.engine.base import ChatMessage, ChatRequest, EngineCancelled, EngineSettings
 from auditor.engine.openai_engine import OpenAIEngine
 from auditor.errors import ExitCode
-
-from tests.support import REPO_ROOT
+from tests.support import (
+    ANSWER,
+    REPO_ROOT,
+    Behaviour,
+    Exchange,
+    HostileServer,
+    chat,
+    drip,
+    http_response,
+    request,
+)
 
 SEED = 15
 DEADLINE_S = 0.5
@@ -58,95 +66,6 @@ RULE = "tx-outside-transaction"
 
 # ---------------------------------------------------------------------------- the server
 
-Behaviour = Callable[[socket.socket, "Exchange"], None]
-
-
-@dataclass
-class Exchange:
-    """One request as the hostile server read it, and how many it has answered so far."""
-
-    path: str
-    body: bytes
-    attempt: int
-    stop: threading.Event
-
-
-def _read_request(conn: socket.socket) -> tuple[str, str, bytes] | None:
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = conn.recv(65536)
-        if not chunk:
-            return None
-        data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    method, path, _ = lines[0].split(" ", 2)
-    length = 0
-    for line in lines[1:]:
-        name, _, value = line.partition(":")
-        if name.strip().lower() == "content-length":
-            length = int(value.strip())
-    while len(body) < length:
-        chunk = conn.recv(65536)
-        if not chunk:
-            break
-        body += chunk
-    return method, path, body
-
-
-def http_response(status: int, body: bytes, *, content_type: str = "application/json", headers: dict[str, str] | None = None, length: int | None = None) -> bytes:
-    reason = {200: "OK", 429: "Too Many Requests", 500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable"}.get(status, "Status")
-    lines = [f"HTTP/1.1 {status} {reason}", f"Content-Type: {content_type}", f"Content-Length: {len(body) if length is None else length}", "Connection: close"]
-    lines += [f"{name}: {value}" for name, value in (headers or {}).items()]
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
-
-
-MODELS = http_response(200, json.dumps({"object": "list", "data": [{"id": "hostile-model", "root": "/models/hostile"}]}).encode())
-
-
-class HostileServer:
-    """A TCP server answering GET /models normally and each chat request with ``behaviour``."""
-
-    def __init__(self) -> None:
-        self.behaviour: Behaviour = lambda conn, exchange: conn.sendall(http_response(200, chat(ANSWER)))
-        self.attempts = 0
-        self.stop = threading.Event()
-        owner = self
-
-        class Handler(socketserver.BaseRequestHandler):
-            def handle(self) -> None:
-                conn: socket.socket = self.request
-                try:
-                    request = _read_request(conn)
-                    if request is None:
-                        return
-                    _, path, body = request
-                    if path.endswith("/models"):
-                        conn.sendall(MODELS)
-                        return
-                    owner.attempts += 1
-                    owner.behaviour(conn, Exchange(path, body, owner.attempts, owner.stop))
-                except OSError:
-                    pass  # the client gave up (deadline, cancel): that is the point
-
-        self.server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}/v1"
-
-    def __enter__(self) -> HostileServer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        self.server.shutdown()
-        self.server.server_close()
-
 
 @pytest.fixture
 def hostile() -> Iterator[HostileServer]:
@@ -154,35 +73,7 @@ def hostile() -> Iterator[HostileServer]:
         yield server
 
 
-ANSWER = '{"findings": [], "probes": []}'
-
-
-def chat(content: Any, *, finish_reason: Any = "stop", message: dict[str, Any] | None = None, extra: dict[str, Any] | None = None) -> bytes:
-    body: dict[str, Any] = {
-        "id": "x",
-        "choices": [{"index": 0, "message": message if message is not None else {"role": "assistant", "content": content}, "finish_reason": finish_reason}],
-        "usage": {"prompt_tokens": 3, "completion_tokens": 2},
-    }
-    body.update(extra or {})
-    return json.dumps(body).encode()
-
-
-def request(thinking: bool = False) -> ChatRequest:
-    return ChatRequest(id="window-0", messages=(ChatMessage("user", "audit"),), prompt_tokens=5, max_tokens=64, thinking=thinking)
-
-
 # ---------------------------------------------------------------- behaviours (generated)
-
-
-def drip(data: bytes, interval_s: float) -> Behaviour:
-    def behave(conn: socket.socket, exchange: Exchange) -> None:
-        for byte in data:
-            if exchange.stop.is_set():
-                return
-            conn.sendall(bytes([byte]))
-            time.sleep(interval_s)
-
-    return behave
 
 
 def send_then(data: bytes, then: str = "close") -> Behaviour:

@@ -11,9 +11,9 @@ import pytest
 from typer.testing import CliRunner
 
 from auditor.cli.app import app
+from auditor.config.scan import ScanConfig
 from auditor.engine.base import EngineSettings
 from auditor.findings.grounding import normalise_path
-from auditor.config.scan import ScanConfig
 from auditor.runs.many.checkout import git_failure
 from auditor.runs.scan import run_scan
 from tests.support import FIXTURES, MockEngine

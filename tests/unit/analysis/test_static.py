@@ -7,12 +7,12 @@ import json
 
 import pytest
 
-from auditor.callgraph.graph import CallGraph
 from auditor.analysis.transactions import (
     FOUND_BY,
     TxOptions,
     analyze_tx_outside_transaction,
 )
+from auditor.callgraph.graph import CallGraph
 from auditor.findings.fingerprints import fingerprint, normalise_call
 from auditor.findings.model import Finding
 from auditor.rules.loader import Rule, load_rule

@@ -9,11 +9,11 @@ from collections import Counter
 
 import pytest
 
-from auditor.callgraph.graph import CallGraph, FunctionRef
 from auditor.analysis.entrypoints import split_arguments
 from auditor.analysis.transactions import TxOptions, analyze_tx_outside_transaction
 from auditor.analysis.transactions.scanning import closing_bracket
 from auditor.analysis.transactions.sequences import Sequences
+from auditor.callgraph.graph import CallGraph, FunctionRef
 from auditor.index.extract import index_source
 from auditor.languages import language_for_path
 from auditor.rules.loader import Rule, load_rule

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from auditor.callgraph.graph import FunctionRef
 from auditor.analysis.transactions.base import Effect
 from auditor.analysis.transactions.grading import Step, caught, grade
+from auditor.callgraph.graph import FunctionRef
 from auditor.findings.model import Finding
 from auditor.rules.loader import Rule, load_rule
-from tests.support import FIXTURES, analyze_app, reported
-from tests.support import analyze_source
+from tests.support import FIXTURES, analyze_app, analyze_source, reported
 
 VIEWS = "library/views.py"
 

@@ -16,8 +16,8 @@ import pytest
 from typer.testing import CliRunner
 
 from auditor.analysis.transactions import StaticResult, TxOptions
-from auditor.cli.app import app
 from auditor.analysis.transactions.framework_facts import Kind, ModelsFileError, builtin_facts, load_facts, parse_facts
+from auditor.cli.app import app
 from auditor.errors import ExitCode
 from auditor.rules.loader import Rule, load_rule
 from tests.support import ALL_SEVERITIES, analyze_app, analyze_source, reported

@@ -15,8 +15,8 @@ import pytest
 
 from auditor.analysis.transactions import StaticResult, TxOptions
 from auditor.analysis.transactions.analysis import Analysis
-from auditor.callgraph.graph import CallGraph
 from auditor.analysis.transactions.framework_facts import Kind, ModelsFileError, builtin_facts, parse_facts
+from auditor.callgraph.graph import CallGraph
 from auditor.rules.loader import Rule, load_rule
 from tests.support import FIXTURES, analyze_app, analyze_source, load_app, reported
 

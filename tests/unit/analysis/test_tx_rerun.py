@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from auditor.analysis.transactions.base import Effect
 from auditor.analysis.transactions import StaticResult
+from auditor.analysis.transactions.base import Effect
 from auditor.findings.model import Finding
 from auditor.rules.loader import Rule, load_rule
 from tests.support import analyze_app, analyze_source, reported

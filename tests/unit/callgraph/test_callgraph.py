@@ -8,9 +8,9 @@ import time
 
 import pytest
 
+from auditor.analysis.entrypoints import find_entry_points, split_arguments
 from auditor.callgraph.graph import CallGraph, Edge, FunctionRef
 from auditor.callgraph.names import MAIN_FUNCTION, python_module_name
-from auditor.analysis.entrypoints import find_entry_points, split_arguments
 from auditor.index.extract import index_source
 from auditor.index.model import FileIndex
 from auditor.languages import language_for_path

@@ -14,7 +14,6 @@ from auditor.cli.app import app
 from auditor.errors import ExitCode
 from auditor.rules.loader import builtin_rules
 from auditor.tokens.tokenizer import TokenizerRequest, load_tokenizer
-
 from tests.support import REPO_ROOT
 
 SHOP = REPO_ROOT / "fixtures" / "django_shop"

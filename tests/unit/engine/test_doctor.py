@@ -15,7 +15,6 @@ from typer.testing import CliRunner
 from auditor.cli.doctor import doctor_command
 from auditor.cli.plan import plan_command
 from auditor.engine.doctor import choose_engine, parse_nvidia_smi, run_doctor
-
 from tests.support import TEST_DATA, VLLM_LLM_KWARGS
 
 CONFIGS = TEST_DATA / "configs"

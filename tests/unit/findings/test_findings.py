@@ -16,6 +16,7 @@ from auditor.findings.answer import (
     answer_schema_json,
     parse_answer,
 )
+from auditor.findings.fingerprints import fingerprint
 from auditor.findings.grounding import (
     UNCONFIRMED_CHAIN_NOTE,
     VIRTUAL_FILE_REASON,
@@ -33,7 +34,6 @@ from auditor.findings.model import (
     Finding,
     Rejected,
 )
-from auditor.findings.fingerprints import fingerprint
 from auditor.rules.loader import builtin_rules
 
 RULE = "tx-outside-transaction"

@@ -20,7 +20,7 @@ from auditor.cli.flags import ScanFlags
 from auditor.cli.options import scan_config
 from auditor.runs.scan import run_scan
 from auditor.tokens.tokenizer import Message, TokenizerRequest, load_tokenizer
-from tests.support import MockEngine, REPO_ROOT
+from tests.support import REPO_ROOT, MockEngine
 
 FIXTURE = REPO_ROOT / "fixtures" / "django_shop"
 WINDOW = {"max_model_len": 16384, "output_tokens": 512}

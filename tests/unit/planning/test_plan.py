@@ -33,7 +33,6 @@ from auditor.planning.plan import (
     weight_bytes,
 )
 from auditor.planning.timing import estimate_time, load_device_profile
-
 from tests.support import SHARED, TEST_DATA, VLLM_LLM_KWARGS
 
 CONFIGS = TEST_DATA / "configs"

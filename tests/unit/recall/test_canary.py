@@ -8,10 +8,10 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from auditor.cli.app import app
+from auditor.config.scan import ScanConfig, WindowOptions
 from auditor.engine.base import Completion, EngineSettings
 from auditor.engine.opening import EngineChoice
 from auditor.errors import ExitCode
-from auditor.config.scan import ScanConfig, WindowOptions
 from auditor.runs.scan import finish_scan, plan_scan
 from tests.support import REPO_ROOT
 

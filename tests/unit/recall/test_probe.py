@@ -11,28 +11,28 @@ from auditor.errors import UsageError
 from auditor.findings.model import CanaryAnswer
 from auditor.languages.grammars import parser_for
 from auditor.pack.prompt import split_lines
-from auditor.recall.syntax import LANGUAGES
 from auditor.recall.canaries import (
     KINDS,
     SECRET_LOOKING,
     Canary,
     CanaryError,
+    canary_blocks,
+    canary_paths,
     cites_canary,
     effective_length,
     files_around,
     insert_blocks,
     judge,
     make_canaries,
-    canary_blocks,
     normalise_answer,
     plan_positions,
-    canary_paths,
     questions_text,
     score,
     spread_depths,
     summarize,
     wilson_interval,
 )
+from auditor.recall.syntax import LANGUAGES
 
 
 def planted_texts(canary: Canary) -> list[str]:

@@ -17,6 +17,7 @@ from auditor.engine.base import ChatRequest
 from auditor.engine.replay import ReplayEngine, ReplayRecord
 from auditor.errors import UsageError
 from auditor.progress import ProgressEvent
+from auditor.recall.canaries import Canary, canary_blocks
 from auditor.recall.grid import (
     Cell,
     GridOptions,
@@ -30,7 +31,6 @@ from auditor.recall.grid import (
     run_grid,
     write_outputs,
 )
-from auditor.recall.canaries import Canary, canary_blocks
 from auditor.tokens.tokenizer import HFTokenizer, TokenizerRequest, load_tokenizer
 from tests.support import MockEngine
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from auditor.errors import UsageError
+from auditor.findings.fingerprints import fingerprint
 from auditor.findings.model import (
     ChainStep,
     Claim,
@@ -18,7 +19,6 @@ from auditor.findings.model import (
     Finding,
     Rejected,
 )
-from auditor.findings.fingerprints import fingerprint
 from auditor.report import REPORTERS, render
 from auditor.report.markdown import render_markdown
 from auditor.report.model import (

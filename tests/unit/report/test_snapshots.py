@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from auditor import __version__
+from auditor.config.scan import ScanConfig
 from auditor.engine.base import EngineSettings
 from auditor.report import ReportOptions, render
-from auditor.config.scan import ScanConfig
 from auditor.runs.scan import run_scan
 from tests.support import REPO_ROOT
 

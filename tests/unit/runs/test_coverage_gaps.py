@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from auditor.config.scan import ScanConfig, WindowOptions
 from auditor.engine.base import EngineSettings
 from auditor.report import render
-from auditor.config.scan import ScanConfig, WindowOptions
 from auditor.runs.scan import run_scan
 from tests.support import MockEngine, git
 

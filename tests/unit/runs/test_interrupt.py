@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.hostile.test_hostile_engine import HostileServer, chat, drip, http_response
-from tests.support import REPO_ROOT
+from tests.support import REPO_ROOT, HostileServer, chat, drip, http_response
 
 FIXTURE = REPO_ROOT / "fixtures" / "go_inventory"
 

@@ -13,17 +13,12 @@ import jsonschema
 import pytest
 
 from auditor.findings.answer import ANSWER_SCHEMA, answer_schema_json, parse_answer
-from auditor.runs.judge import (
-    WindowVerdicts,
-    candidate_chains,
-    judge_static_findings,
-)
-from auditor.findings.merge import merge_findings
 from auditor.findings.fingerprints import fingerprint
+from auditor.findings.merge import merge_findings
 from auditor.findings.model import ChainStep, Finding, FindingChain, Verdict
 from auditor.pack.packer import PackOptions, pack
-from auditor.pack.rank import PackInput
 from auditor.pack.prompt import CandidateChain, render_candidates, render_task
+from auditor.pack.rank import PackInput
 from auditor.recall.windows import plant_canaries
 from auditor.report.json_report import finding_to_dict
 from auditor.report.markdown import render_markdown
@@ -31,6 +26,11 @@ from auditor.report.model import Coverage, ScanResult
 from auditor.report.sarif import render_sarif
 from auditor.report.text import render_text
 from auditor.rules.loader import builtin_rules
+from auditor.runs.judge import (
+    WindowVerdicts,
+    candidate_chains,
+    judge_static_findings,
+)
 from auditor.tokens.tokenizer import TokenizerRequest, load_tokenizer
 
 TX = "tx-outside-transaction"

@@ -15,101 +15,36 @@ import typer
 from typer.testing import CliRunner
 
 from auditor.cli.many import scan_many_command
+from auditor.config.scan import ScanConfig
 from auditor.engine import registry
 from auditor.engine.base import (
     ChatRequest,
     Completion,
-    EngineSettings,
     error_completion,
 )
 from auditor.engine.pool import EndpointPoolEngine
 from auditor.errors import EngineUnavailable, UsageError
 from auditor.progress import ProgressEvent
 from auditor.report import render
-from auditor.config.scan import ScanConfig
 from auditor.runs.many import runner as many_runner
 from auditor.runs.many.runner import RAY_MISSING_NOTICE, run_many
 from auditor.runs.many.stages import ManyConfig
 from auditor.runs.many.state import RunState, WorkItem
 from auditor.runs.many.targets import parse_target_line, parse_targets
 from auditor.runs.scan import run_scan
-from tests.support import Failure, MockEngine, REPO_ROOT
-
-FIXTURES = ("django_shop", "flask_ledger", "go_inventory")
-FORMATS = {"json": "report.json", "sarif": "report.sarif", "markdown": "report.md"}
-EMPTY_ANSWER = '</think>\n{"findings": [], "probes": []}'
-
-
-def django_answer() -> str:
-    return (REPO_ROOT / "fixtures/recorded/django_shop/trace_answer/window-0.txt").read_text(encoding="utf-8")
-
-
-def copy_fixtures(root: Path, names: Sequence[str] = FIXTURES) -> Path:
-    """Copies of the fixture repositories under ``root/repos``."""
-    repos = root / "repos"
-    for name in names:
-        shutil.copytree(REPO_ROOT / "fixtures" / name, repos / name)
-    return repos
-
-
-def answers() -> dict[str, str]:
-    """What the model 'said' for window 0 of each fixture."""
-    return {"django_shop": django_answer(), "flask_ledger": EMPTY_ANSWER, "go_inventory": EMPTY_ANSWER}
-
-
-def write_recording(path: Path, ids: dict[str, str]) -> Path:
-    """A replay JSONL: request id -> raw model output."""
-    lines = [json.dumps({"request_id": rid, "text": text, "completion_tokens": 11}) for rid, text in sorted(ids.items())]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
-
-
-def template(tokenizer_dir: Path, engine: str = "replay", replay: Path | None = None) -> ScanConfig:
-    return ScanConfig(
-        root=Path("."),
-        engine=engine,
-        engine_settings=EngineSettings(replay_path=str(replay) if replay else None),
-        tokenizer=str(tokenizer_dir),
-        use_cache=False,
-        rules=("tx-outside-transaction",),
-        probes=0,  # the recordings answer no canaries (fixtures/recorded/README.md)
-    )
-
-
-def single_scan_reports(repo: Path, tokenizer_dir: Path, recording: Path) -> dict[str, str]:
-    """What three separate `auditor scan` runs give: run_scan + render per format."""
-    config = ScanConfig(
-        root=repo,
-        engine="replay",
-        engine_settings=EngineSettings(replay_path=str(recording)),
-        tokenizer=str(tokenizer_dir),
-        use_cache=False,
-        rules=("tx-outside-transaction",),
-        probes=0,  # the recordings answer no canaries (fixtures/recorded/README.md)
-    )
-    result = run_scan(config)
-    return {name: render(result, fmt) for fmt, name in FORMATS.items()}
-
-
-def many_reports(out: Path, key: str) -> dict[str, str]:
-    return {name: (out / "repos" / key / name).read_text(encoding="utf-8") for name in FORMATS.values()}
-
-
-def expected_single_reports(tmp_path: Path, repos: Path, tokenizer_dir: Path) -> dict[str, dict[str, str]]:
-    expected = {}
-    for name, text in answers().items():
-        recording = write_recording(tmp_path / f"single-{name}.jsonl", {"window-0": text})
-        expected[name] = single_scan_reports(repos / name, tokenizer_dir, recording)
-    return expected
-
-
-def many_recording(tmp_path: Path) -> Path:
-    return write_recording(tmp_path / "many.jsonl", {f"{key}/window-0": text for key, text in answers().items()})
-
-
-def index(out: Path) -> dict:
-    return json.loads((out / "index.json").read_text(encoding="utf-8"))
-
+from tests.support import (
+    MANY_FIXTURES,
+    REPO_ROOT,
+    Failure,
+    MockEngine,
+    answers,
+    copy_fixtures,
+    expected_single_reports,
+    index,
+    many_recording,
+    many_reports,
+    template,
+)
 
 # --- targets ---------------------------------------------------------------------------
 
@@ -187,7 +122,7 @@ def test_sequential_scan_many_equals_three_single_scans(tmp_path: Path, tiny_tok
 
     assert result.backend == "sequential"
     assert RAY_MISSING_NOTICE in [event.message for event in events]
-    for name in FIXTURES:
+    for name in MANY_FIXTURES:
         assert many_reports(out, name) == expected[name], name
     assert json.loads(expected["django_shop"]["report.json"])["findings"], "the recorded answer grounds findings"
     summary = index(out)
@@ -221,13 +156,13 @@ def test_resume_redoes_only_the_window_that_failed(tmp_path: Path, tiny_tokenize
     assert {r.key: r.status for r in first.repositories} == {
         "django_shop": "ok", "flask_ledger": "incomplete", "go_inventory": "ok"}
     assert "GPU worker lost" in index(out)["repositories"][1]["error"]
-    before = {name: many_reports(out, name) for name in FIXTURES}
+    before = {name: many_reports(out, name) for name in MANY_FIXTURES}
 
     failing.clear()  # the GPU worker is back
     engine.history.clear()
     second = run_many(config)
     assert [request.id for request in engine.history] == ["flask_ledger/window-0"]
-    assert {r.key: r.status for r in second.repositories} == dict.fromkeys(FIXTURES, "ok")
+    assert {r.key: r.status for r in second.repositories} == dict.fromkeys(MANY_FIXTURES, "ok")
     assert (second.windows_generated, second.windows_reused) == (1, 2)
     for name in ("django_shop", "go_inventory"):
         assert many_reports(out, name) == before[name]

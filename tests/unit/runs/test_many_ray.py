@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
+from auditor.config.scan import ScanConfig
 from auditor.engine import vllm_engine
 from auditor.engine.base import ChatMessage, ChatRequest, EngineSettings
 from auditor.engine.opening import EngineChoice
 from auditor.errors import EngineUnavailable
-from auditor.config.scan import ScanConfig
 from auditor.runs.many.ray_cluster import (
     GenerationActor,
     GenerationOptions,
@@ -27,8 +27,8 @@ from auditor.runs.many.ray_cluster import (
 from auditor.runs.many.runner import run_many
 from auditor.runs.many.stages import ManyConfig
 from auditor.runs.many.state import completion_from_json, request_to_json
-from tests.unit.runs.test_many import (
-    FIXTURES,
+from tests.support import (
+    MANY_FIXTURES,
     copy_fixtures,
     expected_single_reports,
     index,
@@ -161,7 +161,7 @@ def test_ray_scan_many_equals_single_scans_and_resumes(local_ray, tmp_path: Path
     result = run_many(config)
 
     assert result.backend == "ray" and result.windows_generated == 3
-    for name in FIXTURES:
+    for name in MANY_FIXTURES:
         assert many_reports(out, name) == expected[name], name
     first_index = index(out)
     assert [r["status"] for r in first_index["repositories"]] == ["ok", "ok", "ok"]
@@ -169,7 +169,7 @@ def test_ray_scan_many_equals_single_scans_and_resumes(local_ray, tmp_path: Path
 
     again = run_many(config)
     assert (again.windows_generated, again.windows_reused) == (0, 3)
-    for name in FIXTURES:
+    for name in MANY_FIXTURES:
         assert many_reports(out, name) == expected[name], name
     sequential = tmp_path / "sequential"
     run_many(ManyConfig(targets=repos, out=sequential, scan=config.scan, backend="sequential"))

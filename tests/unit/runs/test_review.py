@@ -13,14 +13,14 @@ from typer.testing import CliRunner
 
 from auditor.cli.console import exit_on_error
 from auditor.cli.review import review_command
+from auditor.config.scan import ScanConfig
 from auditor.findings.fingerprints import fingerprint
 from auditor.findings.model import ChainStep, EffectSite, Finding
 from auditor.report import render
 from auditor.report.markdown import REVIEW_MARKER
 from auditor.report.model import Coverage
-from auditor.config.scan import ScanConfig
-from auditor.walk.diff import ChangedFile, Diff, GitError, Hunk, compute_diff
 from auditor.runs.review import ReviewConfig, change_coverage, locate_touch, run_review
+from auditor.walk.diff import ChangedFile, Diff, GitError, Hunk, compute_diff
 from tests.support import REPO_ROOT, SHARED, git
 
 TX = "tx-outside-transaction"

@@ -19,15 +19,14 @@ import pytest
 from typer.testing import CliRunner
 
 from auditor.cli.app import app
+from auditor.config.scan import ScanConfig, WindowOptions
 from auditor.engine.base import EngineSettings
 from auditor.engine.opening import EngineChoice
 from auditor.engine.vllm_engine import vllm_unavailable_reason
 from auditor.errors import ExitCode
 from auditor.rules.loader import builtin_rules
-from auditor.config.scan import ScanConfig, WindowOptions
 from auditor.runs.scan import plan_scan
 from auditor.tokens.tokenizer import load_tokenizer
-
 from tests.support import REPO_ROOT, SHARED
 
 FIXTURES = REPO_ROOT / "fixtures"

@@ -22,7 +22,6 @@ from auditor.storage import atomic
 from auditor.storage.jsonl import jsonl_lines
 from tests.support import FIXTURES
 
-
 FIXTURE = FIXTURES / "django_shop"
 OUTPUT_FLAGS = ("-o", "--json-output", "--sarif-output", "--markdown-output")
 
