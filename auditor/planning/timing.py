@@ -138,14 +138,14 @@ def load_device_profile(name: str, precision: str | None = None) -> DeviceProfil
     """One shipped device profile. A device name (``h200``) takes the profile at
     ``precision`` (``h200-fp8`` for "fp8"), else the name itself (``dgx-spark``, measured at
     FP8), else its FP8 profile; the caller compares ``DeviceProfile.precision`` with its own.
-    PlanError lists the known names when there is none."""
+    A usage error (exit 64) lists the known names when there is none."""
     profiles = load_device_profiles()
     for candidate in ((f"{name}-{precision}",) if precision else ()) + (name, f"{name}-fp8"):
         profile = profiles.get(candidate)
         if profile is not None:
             return profile
     devices = sorted({known.rsplit("-", 1)[0] if known.endswith(("-fp8", "-bf16")) else known for known in profiles})
-    raise PlanError(f"unknown device profile {name!r}; known devices: {', '.join(devices)} (or a full name: {', '.join(profiles)})")
+    raise UsageError(f"unknown device profile {name!r}; known devices: {', '.join(devices)} (or a full name: {', '.join(profiles)})")
 
 
 def _log_log(points: tuple[CurvePoint, ...], length: int) -> float:

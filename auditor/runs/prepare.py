@@ -278,11 +278,6 @@ def plan_windows(
         inputs.repository, rules=inputs.rules, tokenizer=tokenizer, options=config.pack, static=inputs.static,
         progress=progress,
     )
-    over_ratio = token_ratio_notice(packed, config.window)
-    if over_ratio and config.window.max_token_ratio:
-        raise PackError(f"{over_ratio} (--max-token-ratio {config.window.max_token_ratio:g}); nothing was sent")
-    if over_ratio:
-        notes.append(over_ratio)
     truncated = sorted({f.path for window in packed.windows for f in window.files if f.truncated})
     if truncated:
         notes.append(f"a line longer than a window was cut in {len(truncated)} file(s): {', '.join(truncated[:10])}")
@@ -294,7 +289,12 @@ def plan_windows(
     )
     if config.probes and any(not plan.canaries for _, plan in planted):
         notes.append("some windows had no room for recall canaries: their recall is not measured")
-    return WindowPlan(inputs, packed, planted, tuple(notes))
+    plan = WindowPlan(inputs, packed, planted, tuple(notes))
+    # The guard weighs the windows as sent, canaries included: the pack JSON's token_ratio.
+    over_ratio = token_ratio_notice(plan.sent, config.window)
+    if over_ratio and config.window.max_token_ratio:
+        raise PackError(f"{over_ratio} (--max-token-ratio {config.window.max_token_ratio:g}); nothing was sent")
+    return replace(plan, notices=(*plan.notices, over_ratio)) if over_ratio else plan
 
 
 def token_ratio_notice(packed: PackResult, window: WindowOptions) -> str | None:

@@ -142,7 +142,7 @@ def run_review(config: ReviewConfig, progress: ProgressCallback = no_progress, *
     with _tree_at(top, diff.head if config.head is not None else None) as head_root:
         if not (head_root / prefix).is_dir():
             raise GitError(f"{config.scan.root} does not exist at the head revision {diff.head[:12]}")
-        head = _scan_tree(replace(config.scan, root=head_root, cache_scope=scope), progress, scan, diff)
+        head = _scan_tree(replace(config.scan, root=head_root, cache_scope=scope, tx_models=_models_of(config.scan)), progress, scan, diff)
     head = _inside(head, prefix)
     base_fingerprints: frozenset[str] = frozenset()
     if config.compare_base:
@@ -150,7 +150,10 @@ def run_review(config: ReviewConfig, progress: ProgressCallback = no_progress, *
             # A directory the change adds has no base: nothing in it existed before.
             if (base_root / prefix).is_dir():
                 progress(ProgressEvent(stage="review", message=f"scanning the base {diff.base[:12]} for existing findings"))
-                base = _scan_tree(replace(config.scan, root=base_root, cache_scope=scope, baseline=None), progress, scan)
+                base = _scan_tree(
+                    replace(config.scan, root=base_root, cache_scope=scope, baseline=None, tx_models=_models_of(config.scan)),
+                    progress, scan,
+                )
                 base_fingerprints = base_fingerprints_after_renames(base.result.findings, base.texts, diff.renames)
             else:
                 progress(ProgressEvent(stage="review", message=f"the base {diff.base[:12]} has no {config.scan.root}: every finding is new"))
@@ -279,6 +282,13 @@ def base_fingerprints_after_renames(
         lines = {path: file_lines(texts.get(path, "")) for path in {finding.path, *(site.path for site in finding.sequence)}}
         mapped.add(finding_fingerprint(finding, lines.__getitem__, lambda path: new_path_of.get(path, path)))
     return frozenset(mapped)
+
+
+def _models_of(scan: ScanConfig) -> tuple[Path, ...]:
+    """The scan's transaction-model files as absolute paths in the user's checkout: a
+    relative one is read from the reviewed directory, as ``auditor scan PATH`` reads it, and
+    the base is scanned with the same rows as the head (a file the change adds included)."""
+    return tuple(path.resolve() for path in scan.tx_model_paths)
 
 
 def changed_functions(diff: Diff, indexes: Mapping[str, FileIndex]) -> dict[tuple[str, str], tuple[int, int]]:

@@ -306,7 +306,7 @@ def test_ttft_grows_with_prompt_length_and_continues_past_the_data():
 
 
 def test_unknown_profile_lists_known_ones():
-    with pytest.raises(PlanError, match="dgx-spark"):
+    with pytest.raises(UsageError, match="dgx-spark"):
         estimate_time(1000, 0, "no-such-device")
 
 
@@ -457,3 +457,14 @@ def test_plan_command_takes_a_gpu_profile_and_says_its_numbers_are_scaled(tmp_pa
     assert "ESTIMATE at FP8, scaled from dgx-spark" in text.output
     unknown = CliRunner().invoke(app(), ["plan", "--model", str(directory), "--profile", "tpu"])
     assert unknown.exit_code != 0 and "h200" in unknown.output
+
+
+def test_an_unknown_device_profile_is_a_usage_error_naming_the_known_ones():
+    from typer.testing import CliRunner
+
+    from auditor.cli.app import app
+
+    config = TEST_DATA / "configs" / "nemotron-3-nano-30b-a3b.json"
+    result = CliRunner().invoke(app, ["plan", "--config", str(config), "--profile", "bogus"])
+    assert result.exit_code == 64
+    assert "unknown device profile 'bogus'" in result.output and "dgx-spark" in result.output

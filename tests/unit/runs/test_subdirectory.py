@@ -130,3 +130,13 @@ def test_a_subdirectory_scan_writes_sarif_locations_from_the_repository_top(tmp_
     for artifact in located:
         assert artifact["uriBaseId"] == "%SRCROOT%"
         assert artifact["uri"].startswith("hc/front/") and (root / artifact["uri"]).is_file(), artifact
+
+
+def test_a_subdirectory_review_reads_its_transaction_models_from_the_reviewed_directory(tmp_path: Path):
+    root, base, _ = monorepo(tmp_path)
+    write(root, "hc/front/tx-models.yaml", "framework: hc\nfacts: []\n")  # no rows: nothing changes, but it must be found
+    head = commit(root, "models")
+    scan = ScanConfig(root=root / "hc" / "front", engine="static", rules=(TX,), min_severity="low",
+                      tx_models=(Path("tx-models.yaml"),))
+    reviewed = run_review(ReviewConfig(scan=scan, base=base, head=head))
+    assert {finding.path for finding in reviewed.result.findings} == {"hc/front/services.py"}
