@@ -106,6 +106,20 @@ def git(repo: Path, *args: str) -> str:
     return completed.stdout.strip()
 
 
+def write_source(repo: Path, path: str, text: str) -> None:
+    """Write ``text`` (dedented) to ``repo/path``, making its directories."""
+    target = repo / path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+
+
+def commit_all(repo: Path, message: str) -> str:
+    """Commit everything in ``repo``; the new commit's hash."""
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message)
+    return git(repo, "rev-parse", "HEAD")
+
+
 # vllm.LLM keyword arguments auditor may pass (FACTS.md, vLLM 0.33.0 offline API).
 VLLM_LLM_KWARGS = {
     "model",

@@ -4,7 +4,6 @@ chains are reported, pre-existing ones are "existing", renames keep fingerprints
 from __future__ import annotations
 
 import json
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,7 @@ from auditor.report.markdown import REVIEW_MARKER
 from auditor.report.model import Coverage
 from auditor.runs.review import ReviewConfig, change_coverage, locate_touch, run_review
 from auditor.walk.diff import ChangedFile, Diff, GitError, Hunk, compute_diff
-from tests.support import REPO_ROOT, SHARED, git
+from tests.support import REPO_ROOT, SHARED, commit_all, git, write_source
 
 TX = "tx-outside-transaction"
 
@@ -118,17 +117,6 @@ def save_audit(entry):
 
 
 
-def write(repo: Path, path: str, text: str) -> None:
-    target = repo / path
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
-
-
-def commit(repo: Path, message: str) -> str:
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", message)
-    return git(repo, "rev-parse", "HEAD")
-
 
 @pytest.fixture(autouse=True)
 def private_cache(monkeypatch, tmp_path: Path) -> None:
@@ -144,24 +132,24 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     root = tmp_path_factory.mktemp("review") / "repo"
     root.mkdir()
     git(root, "init", "-q")
-    write(root, "app/__init__.py", "")
-    write(root, "app/views.py", VIEWS)
-    write(root, "app/store.py", STORE)
-    write(root, "app/billing.py", BILLING)
-    write(root, "app/util.py", UTIL)
-    base = commit(root, "base")
+    write_source(root, "app/__init__.py", "")
+    write_source(root, "app/views.py", VIEWS)
+    write_source(root, "app/store.py", STORE)
+    write_source(root, "app/billing.py", BILLING)
+    write_source(root, "app/util.py", UTIL)
+    base = commit_all(root, "base")
 
     views = VIEWS.replace("    order = request\n", "    order = request\n    order.note = 'checked'\n")
-    write(root, "app/views.py", views)
-    touch = commit(root, "touch create_order")
+    write_source(root, "app/views.py", views)
+    touch = commit_all(root, "touch create_order")
 
     views = views.replace("from app.billing import charge", "from app.payments import charge\nfrom app.util import normalise")
     views = views.replace("import save_order, save_user", "import save_audit, save_invoice, save_order, save_user")
-    write(root, "app/views.py", views + NEW_ROUTES)
-    write(root, "app/store.py", STORE + NEW_STORE)
+    write_source(root, "app/views.py", views + NEW_ROUTES)
+    write_source(root, "app/store.py", STORE + NEW_STORE)
     git(root, "mv", "app/billing.py", "app/payments.py")
-    write(root, "app/payments.py", BILLING.replace("    amount = payment.amount\n", "    amount = payment.amount * 100\n"))
-    head = commit(root, "head")
+    write_source(root, "app/payments.py", BILLING.replace("    amount = payment.amount\n", "    amount = payment.amount * 100\n"))
+    head = commit_all(root, "head")
     return {"root": root, "base": base, "touch": touch, "head": head}
 
 
@@ -277,9 +265,9 @@ def test_deleted_lines_touch_the_function_around_them(tmp_path: Path):
     root = tmp_path / "repo"
     root.mkdir()
     git(root, "init", "-q")
-    write(root, "a.py", "def f(x):\n    a = 1\n    b = 2\n    x.save()\n\n\ndef g():\n    pass\n")
-    base = commit(root, "base")
-    write(root, "a.py", "def f(x):\n    a = 1\n    x.save()\n\n\ndef g():\n    pass\n")
+    write_source(root, "a.py", "def f(x):\n    a = 1\n    b = 2\n    x.save()\n\n\ndef g():\n    pass\n")
+    base = commit_all(root, "base")
+    write_source(root, "a.py", "def f(x):\n    a = 1\n    x.save()\n\n\ndef g():\n    pass\n")
     [changed] = compute_diff(root, base).files
     assert changed.hunks == (Hunk(2, 0),)
     assert changed.touches_span(1, 3) and not changed.touches_span(6, 7) and not changed.touches_line(2)
@@ -290,14 +278,14 @@ def test_a_file_turned_into_a_symlink_is_one_type_change_not_a_failed_diff(tmp_p
     root = tmp_path / "repo"
     root.mkdir()
     git(root, "init", "-q")
-    write(root, "a.py", "def f():\n    return 1\n")
-    write(root, "b.py", "X = 1\n")
-    write(root, "c.py", "Y = 1\n")
-    base = commit(root, "base")
+    write_source(root, "a.py", "def f():\n    return 1\n")
+    write_source(root, "b.py", "X = 1\n")
+    write_source(root, "c.py", "Y = 1\n")
+    base = commit_all(root, "base")
     (root / "b.py").unlink()
     (root / "b.py").symlink_to("a.py")
-    write(root, "c.py", "Y = 2\n")
-    head = commit(root, "head")
+    write_source(root, "c.py", "Y = 2\n")
+    head = commit_all(root, "head")
     files = {changed.path: changed for changed in compute_diff(root, base, head).files}
     assert sorted(files) == ["b.py", "c.py"]
     assert files["b.py"].status == "T" and files["b.py"].hunks == (Hunk(1, 1),)
@@ -308,10 +296,10 @@ def test_reviewing_a_directory_the_change_adds_reports_its_findings_as_new(tmp_p
     root = tmp_path / "repo"
     root.mkdir()
     git(root, "init", "-q")
-    write(root, "top.py", "X = 1\n")
-    base = commit(root, "base")
-    write(root, "newpkg/views.py", "from flask import Flask\napp = Flask(__name__)\n\n\n@app.route('/x')\ndef view():\n    Order.objects.create(total=1)\n")
-    head = commit(root, "head")
+    write_source(root, "top.py", "X = 1\n")
+    base = commit_all(root, "base")
+    write_source(root, "newpkg/views.py", "from flask import Flask\napp = Flask(__name__)\n\n\n@app.route('/x')\ndef view():\n    Order.objects.create(total=1)\n")
+    head = commit_all(root, "head")
     for revision in (head, None):
         review = static_review(root / "newpkg", base, revision).result.review
         assert [(finding.path, finding.status) for finding in review.findings] == [("newpkg/views.py", "new")]  # repository-relative
@@ -407,10 +395,10 @@ def test_cli_exits_6_when_the_models_canary_recall_is_degraded(tmp_path: Path, t
     root = tmp_path / "repo"
     root.mkdir()
     git(root, "init", "-q")
-    write(root, "app/store.py", STORE)
-    base = commit(root, "base")
-    write(root, "app/store.py", STORE + NEW_STORE)
-    commit(root, "head")
+    write_source(root, "app/store.py", STORE)
+    base = commit_all(root, "base")
+    write_source(root, "app/store.py", STORE + NEW_STORE)
+    commit_all(root, "head")
     recording = _replay_dir(tmp_path / "recording")
     common = ["review", str(root), "--base", base, "--engine", "replay", "--replay", str(recording), "--no-static",
               "--rule", TX, "--tokenizer", str(tiny_tokenizer_dir), "--max-model-len", "65536",
@@ -428,10 +416,10 @@ def test_cli_prints_warnings_with_brackets_verbatim(tmp_path: Path):
     root = tmp_path / "repo"
     root.mkdir()
     git(root, "init", "-q")
-    write(root, "app/store.py", STORE)
-    base = commit(root, "base")
-    write(root, "app/store.py", STORE + "\n\ndef save_note(note):\n    # auditor: ignore[] no rule named\n    note.save()\n")
-    commit(root, "head")
+    write_source(root, "app/store.py", STORE)
+    base = commit_all(root, "base")
+    write_source(root, "app/store.py", STORE + "\n\ndef save_note(note):\n    # auditor: ignore[] no rule named\n    note.save()\n")
+    commit_all(root, "head")
     outcome = CliRunner().invoke(_cli(), ["review", str(root), "--base", base, "--engine", "static", "--min-severity", "low", "--rule", TX])
     assert outcome.exit_code == 0, outcome.output
     assert "ignore comment names no rule (write auditor: ignore[rule-id] reason)" in " ".join(outcome.stderr.split())
@@ -489,10 +477,10 @@ def test_a_change_adding_a_non_utf8_file_name_reviews_to_valid_utf8(tmp_path: Pa
     root = tmp_path / "bytes"
     root.mkdir()
     git(root, "init", "-q")
-    write(root, "shop/views.py", VIEWS)
-    base = commit(root, "base")
+    write_source(root, "shop/views.py", VIEWS)
+    base = commit_all(root, "base")
     (root / "shop").joinpath(os.fsdecode(b"bad\xff.py")).write_bytes(b"x = 1\n")
-    commit(root, "a file whose name is not UTF-8")
+    commit_all(root, "a file whose name is not UTF-8")
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "AUDITOR_CACHE_DIR": str(tmp_path / "cache")}
     argv = [sys.executable, "-m", "auditor", "review", str(root), "--base", base, "--engine", "static", "-f", "json"]
     shown = subprocess.run(argv, capture_output=True, env=env, check=False)

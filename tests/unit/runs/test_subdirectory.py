@@ -4,7 +4,6 @@ it, and its SARIF resolves every location from the repository's top (issue 23, i
 from __future__ import annotations
 
 import json
-import textwrap
 from pathlib import Path
 
 import typer
@@ -14,7 +13,7 @@ from auditor.cli.console import exit_on_error
 from auditor.cli.scan import scan_command
 from auditor.config.scan import ScanConfig
 from auditor.runs.review import ReviewConfig, run_review
-from tests.support import git
+from tests.support import commit_all, git, write_source
 
 TX = "tx-outside-transaction"
 
@@ -59,31 +58,20 @@ def place_order(order):
 '''
 
 
-def write(repo: Path, path: str, text: str) -> None:
-    target = repo / path
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
-
-
-def commit(repo: Path, message: str) -> str:
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", message)
-    return git(repo, "rev-parse", "HEAD")
-
 
 def monorepo(tmp_path: Path) -> tuple[Path, str, str]:
     root = tmp_path / "repo"
     root.mkdir()
     git(root, "init", "-q")
-    write(root, "hc/api/routes.py", ROUTES)
-    write(root, "hc/front/services.py", SERVICES)
-    write(root, "hc/front/__init__.py", "")
-    write(root, "hc/front/views.py", VIEWS)
-    write(root, "hc/api/__init__.py", "")
-    write(root, "hc/__init__.py", "")
-    base = commit(root, "base")
-    write(root, "hc/front/services.py", SERVICES_CHANGED)
-    head = commit(root, "head")
+    write_source(root, "hc/api/routes.py", ROUTES)
+    write_source(root, "hc/front/services.py", SERVICES)
+    write_source(root, "hc/front/__init__.py", "")
+    write_source(root, "hc/front/views.py", VIEWS)
+    write_source(root, "hc/api/__init__.py", "")
+    write_source(root, "hc/__init__.py", "")
+    base = commit_all(root, "base")
+    write_source(root, "hc/front/services.py", SERVICES_CHANGED)
+    head = commit_all(root, "head")
     return root, base, head
 
 
@@ -134,8 +122,8 @@ def test_a_subdirectory_scan_writes_sarif_locations_from_the_repository_top(tmp_
 
 def test_a_subdirectory_review_reads_its_transaction_models_from_the_reviewed_directory(tmp_path: Path):
     root, base, _ = monorepo(tmp_path)
-    write(root, "hc/front/tx-models.yaml", "framework: hc\nfacts: []\n")  # no rows: nothing changes, but it must be found
-    head = commit(root, "models")
+    write_source(root, "hc/front/tx-models.yaml", "framework: hc\nfacts: []\n")  # no rows: nothing changes, but it must be found
+    head = commit_all(root, "models")
     scan = ScanConfig(root=root / "hc" / "front", engine="static", rules=(TX,), min_severity="low",
                       tx_models=(Path("tx-models.yaml"),))
     reviewed = run_review(ReviewConfig(scan=scan, base=base, head=head))
