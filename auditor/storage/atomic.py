@@ -17,6 +17,7 @@ import errno
 import os
 import stat
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 from auditor.errors import AuditorError, UsageError
@@ -36,29 +37,35 @@ def write_atomically(path: Path, data: str | bytes) -> None:
     full disk or a failing device, :class:`UsageError` for a path that cannot be written."""
     target = Path(path)
     payload = data.encode("utf-8") if isinstance(data, str) else data
-    directory = target.parent if str(target.parent) else Path(".")
-    temporary: str | None = None
     try:
         if _is_stream(target):
             _write_stream(target, payload)
             return
         _refuse_directory(target)
-        descriptor, temporary = tempfile.mkstemp(dir=directory, prefix=f".{target.name}.", suffix=".tmp")
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(payload)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(temporary, 0o666 & ~_umask())
-        os.replace(temporary, target)
-        temporary = None
+        replace_file(target, (payload,), prefix=f".{target.name}.", suffix=".tmp", report=True)
     except OSError as error:
         raise _output_error(target, error) from error
-    finally:
-        if temporary is not None:
-            try:
-                os.unlink(temporary)
-            except OSError:
-                pass
+
+
+def replace_file(target: Path, chunks: Iterable[bytes], *, prefix: str, suffix: str, report: bool) -> None:
+    """The one rename-over mechanism, for outputs and cache files alike: ``chunks`` go to a
+    temporary file beside ``target`` (named ``prefix``...``suffix``, removed on failure),
+    then renamed over ``target``. A ``report`` is flushed to the disk first and gets the
+    umask's permissions; a cache entry is not flushed and stays private to the user, as
+    ``mkstemp`` made it. Raises OSError."""
+    directory = target.parent if str(target.parent) else Path(".")
+    descriptor, temporary = tempfile.mkstemp(dir=directory, prefix=prefix, suffix=suffix)
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.writelines(chunks)
+            if report:
+                handle.flush()
+                os.fsync(handle.fileno())
+                os.chmod(temporary, 0o666 & ~_umask())
+        os.replace(temporary, target)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
 
 
 def check_writable(path: Path, *, create_parents: bool = False) -> None:

@@ -23,7 +23,6 @@ import logging
 import marshal
 import os
 import stat
-import tempfile
 import zlib
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -127,25 +126,20 @@ def unseal(magic: bytes, data: bytes) -> object:
 
 
 def write_atomically(target: Path, chunks: Iterable[bytes]) -> bool:
-    """Replace ``target`` by the concatenated ``chunks`` in one rename; False (logged)
-    when that fails."""
-    temporary: str | None = None
+    """Replace ``target`` by the concatenated ``chunks`` in one rename
+    (``auditor.storage.atomic.replace_file``); False (logged) when that fails: a cache
+    that cannot be written never fails a scan."""
+    from auditor.storage.atomic import replace_file
+
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         if not writable_directory(target.parent):
             raise OSError(errno.ELOOP, "the directory is a symbolic link")
-        descriptor, temporary = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix=target.suffix)
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.writelines(chunks)
-        os.replace(temporary, target)
-        temporary = None
+        replace_file(target, chunks, prefix=".tmp-", suffix=target.suffix, report=False)
         return True
     except OSError as error:
         logger.warning("could not write cache file %s: %s", target, error)
         return False
-    finally:
-        if temporary is not None:
-            Path(temporary).unlink(missing_ok=True)
 
 
 def prune_least_recent(
