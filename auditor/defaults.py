@@ -45,3 +45,6 @@ MAX_NUM_SEQS = 4
 MAX_NUM_BATCHED_TOKENS = 8_192
 # The device profile ``auditor plan`` estimates time for.
 DEVICE_PROFILE = "dgx-spark"
+# Above this many planned prompt tokens per token of audited code, scan and pack say so
+# before anything is sent (``--max-token-ratio`` sets it and makes it fatal).
+MAX_TOKEN_RATIO = 3.0

@@ -14,9 +14,6 @@ from dataclasses import dataclass
 
 from auditor.pack.packer import PackResult
 
-DEFAULT_MAX_TOKEN_RATIO = 3.0
-"""Above this many prompt tokens per audited token, a scan gives a notice."""
-
 
 @dataclass(frozen=True)
 class TokenRatio:

@@ -28,7 +28,7 @@ from auditor.index.indexer import IndexSkip, index_sources
 from auditor.index.model import FileIndex
 from auditor.errors import PackError
 from auditor.pack.chains import ChainCache, files_in_order, relevance_chains
-from auditor.pack.guard import DEFAULT_MAX_TOKEN_RATIO, token_ratio
+from auditor.pack.guard import token_ratio
 from auditor.pack.packer import FileChain, PackOptions, PackResult, Window, pack
 from auditor.pack.prompt import CandidateChain
 from auditor.pack.rank import PackInput, relevance_scores
@@ -299,9 +299,9 @@ def plan_windows(
 
 def token_ratio_notice(packed: PackResult, window: WindowOptions) -> str | None:
     """The guard's notice when ``packed`` spends more prompt tokens per audited token than
-    ``window.max_token_ratio`` (else ``DEFAULT_MAX_TOKEN_RATIO``) allows, with the windows'
+    ``window.max_token_ratio`` (else ``defaults.MAX_TOKEN_RATIO``) allows, with the windows'
     estimated time on the default device profile (``auditor plan``'s ``estimate_time``)."""
-    limit = window.max_token_ratio or DEFAULT_MAX_TOKEN_RATIO
+    limit = window.max_token_ratio or defaults.MAX_TOKEN_RATIO
     ratio = token_ratio(packed)
     if not ratio.exceeds(limit):
         return None
