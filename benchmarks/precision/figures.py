@@ -33,6 +33,22 @@ def table(title: str, groups: dict[str, list[str]]) -> list[str]:
     return lines
 
 
+def first_ten(ranked: list[dict]) -> list[str]:
+    """Per repository, the verdicts of the report's first 10 findings in report order (T/W/F),
+    and whether every TRUE the sample holds is among them."""
+    lines = ["| repo | first 10 in report order | TRUE in first 10 | TRUE after 10 (rank) |",
+             "|---|---|---|---|"]
+    by_repo: dict[str, list[dict]] = collections.defaultdict(list)
+    for finding in ranked:
+        by_repo[finding["repo"]].append(finding)
+    for repo, items in sorted(by_repo.items()):
+        items.sort(key=lambda f: f["rank"])
+        head = [f["label"][0] for f in items if f["rank"] <= 10]
+        late = [str(f["rank"]) for f in items if f["rank"] > 10 and f["label"] == "TRUE"]
+        lines.append(f"| {repo} | {' '.join(head)} | {head.count('T')} | {', '.join(late) or '-'} |")
+    return lines
+
+
 def main() -> None:
     path = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).with_name("judged.json")
     document = json.loads(path.read_text())
@@ -64,6 +80,11 @@ def main() -> None:
     out.append(f"Weighted by findings shown per repo: strict precision {weighted:.2f}, "
                f"FALSE {weighted_false:.0%}.")
     out.append("")
+
+    ranked = [f for f in judged if "rank" in f]
+    if ranked:
+        out += first_ten(ranked)
+        out.append("")
 
     causes = collections.Counter((f["label"], f["cause"]) for f in judged if f.get("cause"))
     out += ["| label | cause | count |", "|---|---|---|"]

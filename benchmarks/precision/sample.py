@@ -9,8 +9,10 @@ tx-outside-transaction --engine static --format json --no-cache --min-severity l
 auditor next to this interpreter), so every severity is counted. Findings shown are those
 of severity `--min-severity` or worse: `high` (critical and high, the CLI's default) unless
 told `medium` (the set judged first, before the CLI had the option). From each repository's default
-findings, sorted by path, line, function and fingerprint, `--cap` are drawn with
-random.Random(seed) (all of them when it has fewer), so no repository dominates.
+findings, the first `--first` in report order (default 10: what a user reads first) are
+always drawn, then the rest of `--cap`, sorted by path, line, function and fingerprint, with
+random.Random(seed) (all of them when it has fewer), so no repository dominates. Each record
+keeps its `rank`: its 1-based position among the findings the report shows by default.
 
 sample.json holds ids, paths, line numbers and titles only, never the scanned code: the
 effect list keeps each effect's line, kind and callee name, not its source expression.
@@ -59,9 +61,10 @@ def effects_of(explanation: str) -> list[dict]:
     return effects
 
 
-def record(repo: Path, commit: str, finding: dict) -> dict:
+def record(repo: Path, commit: str, finding: dict, rank: int) -> dict:
     return {
         "repo": repo.name,
+        "rank": rank,
         "commit": commit,
         "rule": finding["rule"],
         "severity": finding["severity"],
@@ -122,6 +125,8 @@ def main() -> None:
     parser.add_argument("repos", nargs="+", type=Path)
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--cap", type=int, default=15, help="most findings drawn per repo")
+    parser.add_argument("--first", type=int, default=10,
+                        help="the first N findings in report order are always drawn (within --cap)")
     parser.add_argument("--min-severity", choices=SEVERITIES[:3], default="high",
                         help="lowest severity shown (and sampled)")
     parser.add_argument("--out", type=Path, default=Path(__file__).with_name("sample.json"))
@@ -137,13 +142,19 @@ def main() -> None:
         findings = scan(repo.resolve())
         commit = commit_of(repo)
         by_severity = collections.Counter(f["severity"] for f in findings)
-        shown = sorted((f for f in findings if f["severity"] in shown_severities), key=order_key)
-        drawn = rng.sample(shown, min(args.cap, len(shown)))
+        # The scan's JSON lists findings in report order: a finding's rank is its place there.
+        in_order = [f for f in findings if f["severity"] in shown_severities]
+        rank = {f["fingerprint"]: position for position, f in enumerate(in_order, start=1)}
+        first = in_order[: min(args.first, args.cap)]
+        rest = sorted(in_order[len(first):], key=order_key)
+        drawn = first + rng.sample(rest, min(args.cap - len(first), len(rest)))
+        shown = in_order
         repos.append({"repo": repo.name, "commit": commit, "findings": len(findings),
                       "by_severity": dict(sorted(by_severity.items())),
                       "shown_by_default": len(shown), "hidden_low": by_severity["low"],
                       "sampled": len(drawn)})
-        sample.extend(record(repo, commit, f) for f in sorted(drawn, key=order_key))
+        sample.extend(record(repo, commit, f, rank[f["fingerprint"]])
+                      for f in sorted(drawn, key=lambda f: rank[f["fingerprint"]]))
         print(f"{repo.name}: {len(findings)} findings, {len(shown)} shown by default, "
               f"{len(drawn)} sampled", file=sys.stderr)
 
@@ -151,6 +162,7 @@ def main() -> None:
     if args.labels:
         print(f"labels carried over: {carried} of {len(sample)}; the rest are to judge", file=sys.stderr)
     document = {"rule": RULE, "engine": "static", "seed": args.seed, "cap_per_repo": args.cap,
+                "first_in_report_order": args.first,
                 "shown_by_default": list(shown_severities), "repos": repos, "sample": sample}
     args.out.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
 
