@@ -1,4 +1,5 @@
-"""Severity of a graded sequence as likelihood × impact (the rule file's matrix).
+"""Likelihood × impact of a graded sequence: the evidence its grade states and the
+strength the report orders findings of one severity by (the rule file defines both).
 
 Input: a function, its path, the grade :func:`~.grading.grade_function` gave for what its
 writes are, and the lines of the analysed files. Output: an :class:`Assessment` with the
@@ -6,7 +7,11 @@ severity, the likelihood (:mod:`.likelihood`) and impact (:mod:`.impact`) it res
 evidence of each, the reason the finding states and the strength of its evidence (the
 report sorts findings of one severity by it, most convincing first).
 
-A single autocommit write (graded low) is no sequence: it keeps its grade.
+The severity stays the one :mod:`.grading` gives for what the writes are. A matrix that
+lets likelihood × impact set it was measured and not adopted: the strict one (medium
+impact hidden unless a failure point is found) hid 6 of the 9 TRUE findings of the
+round-4 fresh draw for a precision of 0.17 (from 0.15); the static signals do not yet
+separate TRUE from WEAK well enough to hide findings by them.
 """
 
 from __future__ import annotations
@@ -20,15 +25,6 @@ from auditor.analysis.transactions.likelihood import Evidence, Likelihood, failu
 from auditor.callgraph.graph import FunctionRef
 from auditor.rules.severity import Severity
 
-MATRIX: dict[Impact, dict[Likelihood, Severity]] = {
-    Impact.HIGH: {Likelihood.LIKELY: Severity.CRITICAL, Likelihood.POSSIBLE: Severity.CRITICAL, Likelihood.UNLIKELY: Severity.CRITICAL},
-    Impact.MEDIUM: {Likelihood.LIKELY: Severity.CRITICAL, Likelihood.POSSIBLE: Severity.HIGH, Likelihood.UNLIKELY: Severity.HIGH},
-    Impact.LOW: {Likelihood.LIKELY: Severity.MEDIUM, Likelihood.POSSIBLE: Severity.MEDIUM, Likelihood.UNLIKELY: Severity.MEDIUM},
-}
-# Only a low impact hides a sequence below the default ``high``: the stricter matrix
-# (medium impact x unlikely or possible = medium) hid 6 of the 9 TRUE findings of the
-# round-4 fresh draw and raised its precision only from 0.15 to 0.17 (docs/benchmarks.md).
-"""Severity by impact (rows) and likelihood (columns), as the rule file writes it down."""
 _SHOWN_EVIDENCE = 3
 _IMPACT_STRENGTH = {Impact.HIGH: 20, Impact.MEDIUM: 10, Impact.LOW: 0}
 _LIKELIHOOD_STRENGTH = {Likelihood.LIKELY: 6, Likelihood.POSSIBLE: 3, Likelihood.UNLIKELY: 0}
@@ -46,7 +42,8 @@ class Assessment:
     impact_evidence: str
     """The sentence that states the impact's evidence ("" for a medium impact)."""
     reason: str
-    """The grade as the finding's explanation ends with it."""
+    """The grade as the finding's explanation ends with it: impact, likelihood and their
+    evidence, then :mod:`.grading`'s reason."""
     strength: int
     """How convincing the evidence is (higher: more): impact, then likelihood, then how
     many failure points were found."""
@@ -55,8 +52,8 @@ class Assessment:
 def assess(
     ref: FunctionRef, steps: tuple[Step, ...], graded: tuple[Severity, str], lines_of: Callable[[str], Sequence[str]]
 ) -> Assessment:
-    """The severity of ``ref``'s path ``steps``, whose writes :mod:`.grading` graded
-    ``graded`` (severity, reason), by likelihood × impact."""
+    """The assessment of ``ref``'s path ``steps``, whose writes :mod:`.grading` graded
+    ``graded`` (severity, reason): likelihood, impact, their evidence and strength."""
     base, base_reason = graded
     evidence = failure_points(ref.path, steps, lines_of)
     level = likelihood(evidence)
@@ -64,7 +61,7 @@ def assess(
     strength = _IMPACT_STRENGTH[found.impact] + _LIKELIHOOD_STRENGTH[level] + min(len(evidence), _SHOWN_EVIDENCE)
     if base == Severity.LOW:
         return Assessment(base, level, found.impact, evidence, found.evidence, "", 0)
-    severity = MATRIX[found.impact][level]
+    severity = base
     return Assessment(severity, level, found.impact, evidence, found.evidence, _reason(ref.path, severity, level, found.impact, evidence, found.evidence, base_reason), strength)
 
 
@@ -83,7 +80,6 @@ def _reason(
     severity: Severity, level: Likelihood, grade: Impact, evidence: tuple[Evidence, ...], impact_evidence: str, base_reason: str
 ) -> str:
     impact_text = f"{grade} impact" + (f": {impact_evidence}" if impact_evidence and impact_evidence != base_reason else "")
-    parts = [f"{impact_text}", describe_likelihood(level, evidence, path)]
-    if base_reason:
-        parts.append(base_reason)
-    return "; ".join(parts) + f" ({grade} impact × {level} = {severity})"
+    parts = [base_reason] if base_reason else []
+    parts += [impact_text, describe_likelihood(level, evidence, path)]
+    return "; ".join(parts)
