@@ -88,6 +88,9 @@ class Finding:
     # The static pass's sequence: every effect on the finding's path in path order, each
     # where it happens (empty for a model-only finding).
     sequence: tuple[EffectSite, ...] = ()
+    # How convincing the static pass's evidence is (higher: more; 0 for a model's finding):
+    # findings of one severity are reported most convincing first.
+    strength: int = 0
 
     def entry_chains(self) -> tuple[FindingChain, ...]:
         """Every distinct chain to the sink, the primary one (``chain``) first."""
@@ -118,8 +121,9 @@ class Finding:
         return self.disputed or self.unverified
 
     def sort_key(self) -> tuple[object, ...]:
-        """Deterministic report order: severity, rule, path, line, fingerprint."""
-        return (Severity.rank_of(self.severity), self.rule, self.path, self.line, self.fingerprint)
+        """Deterministic report order: severity, strength of evidence (most convincing
+        first), rule, path, line, fingerprint."""
+        return (Severity.rank_of(self.severity), -self.strength, self.rule, self.path, self.line, self.fingerprint)
 
 
 @dataclass(frozen=True)

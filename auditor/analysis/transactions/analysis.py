@@ -72,6 +72,7 @@ from auditor.callgraph.graph import CallGraph, Edge, FunctionRef
 from auditor.analysis.entrypoints import EntryPoint
 from auditor.analysis.transactions import django
 from auditor.analysis.transactions.arguments import Arguments
+from auditor.analysis.transactions.assessment import Assessment, assess
 from auditor.analysis.transactions.boundaries import Boundaries
 from auditor.analysis.transactions.dispatch import Dispatch
 from auditor.analysis.transactions.effects import Verdicts
@@ -140,13 +141,13 @@ class StaticResult:
 class Outcome:
     """What one run decided, function by function: ``reached`` (the uncovered entry point
     and trail of each function the search reached), ``reachable`` (every function an entry
-    point reaches over any edge), ``graded`` (severity and reason of each reached function
-    with a sequence), ``folded`` (graded functions whose callers carry the finding) and
+    point reaches over any edge), ``graded`` (the assessment of each reached function with
+    a sequence: severity by likelihood × impact, and its evidence), ``folded`` (graded functions whose callers carry the finding) and
     ``hidden`` (graded below ``min_severity``), then the findings and counters."""
 
     reached: Mapping[FunctionRef, tuple[EntryPoint, Trail]]
     reachable: frozenset[FunctionRef]
-    graded: Mapping[FunctionRef, tuple[Severity, str]]
+    graded: Mapping[FunctionRef, Assessment]
     folded: frozenset[FunctionRef]
     hidden: frozenset[FunctionRef]
     findings: tuple[Finding, ...]
@@ -231,11 +232,11 @@ class Analysis:
                 found = known[ref] = self.sequences.path_of(ref, offs.get(ref, frozenset()), receiver=receivers.get(ref))
             return found
 
-        graded: dict[FunctionRef, tuple[Severity, str]] = {}
+        graded: dict[FunctionRef, Assessment] = {}
         for ref in sorted(reached):
             found = grade_function(ref, path_of(ref))
             if found is not None:
-                graded[ref] = found
+                graded[ref] = assess(ref, path_of(ref), found, self._lines_of)
 
         def carries_nothing(edge: Edge) -> bool:
             # A call whose receiver class runs none of ``ref``'s effects needs no finding.
@@ -247,17 +248,17 @@ class Analysis:
         folded_refs: set[FunctionRef] = set()
         hidden: set[FunctionRef] = set()
         findings: list[Finding] = []
-        for ref, (severity, reason) in graded.items():
+        for ref, assessment in graded.items():
             callers = [edge for edge in self.reach.callers(ref) if edge.caller in reached]
             if folded(ref, callers, graded, ref in entry_refs, carries_nothing, path_of):
                 folded_refs.add(ref)
                 continue
-            if Severity.rank_of(severity) > threshold:
+            if Severity.rank_of(assessment.severity) > threshold:
                 hidden.add(ref)
                 continue
             entry, trail = reached[ref]
             steps = path_of(ref)
-            findings.append(build_finding(self.rule, ref, entry, trail, steps, (severity, reason), self._lines_of, self.reach.dispatch.kinds))
+            findings.append(build_finding(self.rule, ref, entry, trail, steps, assessment, self._lines_of, self.reach.dispatch.kinds))
         findings.sort(key=Finding.sort_key)
         return Outcome(
             reached=reached,

@@ -93,7 +93,9 @@ class Explanation:
     :data:`REPORTED`, :data:`HIDDEN`, :data:`FOLDED`, :data:`NO_SEQUENCE`,
     :data:`COVERED`, :data:`UNREACHABLE`) and ``summary`` in a sentence; the evidence in
     the other fields. ``severity`` and ``reason`` are the grade (None and "" when the
-    function was not graded); ``finding`` is the reported finding."""
+    function was not graded), ``likelihood`` and ``impact`` the levels it rests on and
+    ``evidence`` what can fail between the writes, each ``line N <what it does> (text)``;
+    ``finding`` is the reported finding."""
 
     path: str
     function: str
@@ -105,6 +107,9 @@ class Explanation:
     sequence: tuple[EffectSite, ...]
     severity: str | None = None
     reason: str = ""
+    likelihood: str | None = None
+    impact: str | None = None
+    evidence: tuple[str, ...] = ()
     finding: Finding | None = None
 
     def to_dict(self) -> dict[str, object]:
@@ -116,6 +121,8 @@ class Explanation:
         lines = [f"{self.path}:{self.function}: {self.outcome}", f"  {self.summary}"]
         if self.severity is not None:
             lines.append(f"  grade: {self.severity}" + (f" ({self.reason})" if self.reason else ""))
+            lines.append(f"  likelihood: {self.likelihood}; impact: {self.impact}")
+            lines.extend(f"    evidence: {piece}" for piece in self.evidence)
         lines.append("  entry paths:" if self.entry_paths else "  entry paths: none reaches it")
         for entry_path in self.entry_paths:
             lines.append(f"    {entry_path.kind} entry point {entry_path.entry_path}:{entry_path.entry_function} ({entry_path.detail})")
@@ -147,7 +154,7 @@ def explain(inputs: AnalysisInputs, path: str, function: str, options: TxOptions
         entry_paths = _entry_paths(analysis, outcome, entries, ref)
         steps = analysis.sequences.path_of(ref)
     outcome_name, summary = _outcome(analysis, outcome, ref, steps, options)
-    severity, reason = outcome.graded.get(ref, (None, ""))
+    assessment = outcome.graded.get(ref)
     return Explanation(
         path=ref.path,
         function=ref.qualname,
@@ -157,8 +164,11 @@ def explain(inputs: AnalysisInputs, path: str, function: str, options: TxOptions
         entry_paths=entry_paths,
         effects=_effects(analysis, ref),
         sequence=effect_sites(ref, steps),
-        severity=severity,
-        reason=reason,
+        severity=assessment.severity if assessment is not None else None,
+        reason=assessment.reason if assessment is not None else "",
+        likelihood=assessment.likelihood if assessment is not None else None,
+        impact=assessment.impact if assessment is not None else None,
+        evidence=tuple(piece.describe(ref.path) for piece in assessment.evidence) if assessment is not None else (),
         finding=next((f for f in outcome.findings if f.path == ref.path and f.function == ref.qualname), None),
     )
 
@@ -242,7 +252,7 @@ def _effects(analysis: Analysis, ref: FunctionRef) -> tuple[EffectLine, ...]:
 
 def _outcome(analysis: Analysis, outcome: Outcome, ref: FunctionRef, steps: tuple, options: TxOptions) -> tuple[str, str]:
     if ref in outcome.graded:
-        severity, _ = outcome.graded[ref]
+        severity = outcome.graded[ref].severity
         if ref in outcome.folded:
             callers = sorted({edge.caller.qualname for edge in analysis.reach.callers(ref) if edge.caller in outcome.graded})
             return FOLDED, f"every uncovered call into it comes from a function reported for a sequence through it ({', '.join(callers)})"

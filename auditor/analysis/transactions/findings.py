@@ -14,13 +14,13 @@ from dataclasses import replace
 
 from auditor.callgraph.graph import Edge, FunctionRef
 from auditor.analysis.entrypoints import EntryPoint
+from auditor.analysis.transactions.assessment import Assessment
 from auditor.analysis.transactions.base import Effect
 from auditor.analysis.transactions.dispatch import GETATTR
 from auditor.analysis.transactions.grading import DB_EFFECTS, SIDE_EFFECTS, WRITES, Step
 from auditor.findings.fingerprints import finding_fingerprint
 from auditor.findings.model import ChainStep, EffectSite, Finding
 from auditor.rules.loader import Rule
-from auditor.rules.severity import Severity
 
 UNPROVEN_KINDS = ("resolved by name", GETATTR)
 """The approximate edges' kinds that prove nothing of the callee (a name-only fallback is
@@ -58,15 +58,15 @@ def build_finding(
     entry: EntryPoint,
     trail: tuple[Edge, ...],
     steps: tuple[Step, ...],
-    graded: tuple[Severity, str],
+    assessment: Assessment,
     lines_of: Callable[[str], Sequence[str]],
     edge_kinds: Mapping[Edge, str],
 ) -> Finding:
-    """The finding for ``ref``'s path ``steps`` graded ``graded`` (severity, reason),
+    """The finding for ``ref``'s path ``steps`` assessed ``assessment`` (severity, reason),
     reached from ``entry`` through ``trail``; ``lines_of`` gives a file's lines (the write
     calls of the sequence go into the fingerprint), ``edge_kinds`` says how approximate
     edges resolve."""
-    severity, reason = graded
+    severity, reason = assessment.severity, assessment.reason
     first = steps[0]
     effects = [effect for step in steps for effect in step.effects]
     chain: list[ChainStep] = []
@@ -112,6 +112,7 @@ def build_finding(
         found_by=FOUND_BY,
         fingerprint="",
         sequence=effect_sites(ref, steps),
+        strength=assessment.strength,
     )
     return replace(finding, fingerprint=finding_fingerprint(finding, lines_of))
 

@@ -37,6 +37,12 @@ RERUNNABLE = "every write updates or deletes existing rows to values a re-run wi
 """The reason of a sequence graded medium for being re-runnable (:func:`grade`)."""
 DERIVED = "by its name the function rebuilds derived data, which the next run rewrites"
 """The reason of a function graded medium for its name (:func:`grade_function`)."""
+SIDE_EFFECT_AFTER = "the side effect comes after the last write, the right order: a transaction would not undo it"
+BOOKKEEPING_ONLY = "one write, the rest bookkeeping (event rows, search vectors, rate-limit counters)"
+ONLY_DELETES = "only deletes: a retry finishes the cleanup"
+ONLY_IDEMPOTENT = "only idempotent writes (upserts, relation changes, constant updates): a re-run completes them"
+UPSERTS_FIRST = "only upserts or links before the last write: a re-run finds what they left and completes the path"
+ONE_OBJECT = "every write is to one object's row and its relations: what a failure leaves is that object, valid and editable"
 # Bookkeeping: records of what happened and derived data a later run rebuilds. A failure
 # between the real write and one of these loses a log line or leaves an index stale.
 _BOOKKEEPING_FUNCTION = re.compile(r"(?i)(_events?$|^events?_|search_(vector|document|index)|mark_\w*dirty|_audit|^audit|_log$|^log_)")
@@ -113,7 +119,7 @@ def grade(steps: tuple[Step, ...]) -> tuple[Severity, str] | None:
     # An update is a plain write to every grade but the re-runnable one (_rerunnable).
     graded = _grade_writes(steps, [Effect.WRITE if effect is Effect.UPDATE else effect for effect in effects], side_effects)
     if Effect.SIDE_EFFECT in after and (graded is None or graded[0] == Severity.LOW):
-        return Severity.MEDIUM, "the side effect comes after the last write, the right order: a transaction would not undo it"
+        return Severity.MEDIUM, SIDE_EFFECT_AFTER
     return graded
 
 
@@ -153,7 +159,7 @@ def _grade_writes(steps: tuple[Step, ...], effects: list[Effect], side_effects: 
     if commits >= 2 or (commits and side_effects):
         return Severity.HIGH, ""
     if writes + bookkeeping >= 2 or (bookkeeping and (commits or side_effects)):
-        return Severity.MEDIUM, "one write, the rest bookkeeping (event rows, search vectors, rate-limit counters)"
+        return Severity.MEDIUM, BOOKKEEPING_ONLY
     return None
 
 
@@ -163,14 +169,14 @@ def _retried(
     """The medium grade of a sequence whose partial state a retry or re-run completes, if
     the path's writes are such a sequence."""
     if writes and deletes == writes:
-        return Severity.MEDIUM, "only deletes: a retry finishes the cleanup"
+        return Severity.MEDIUM, ONLY_DELETES
     if writes and not plain and not deletes:
-        return Severity.MEDIUM, "only idempotent writes (upserts, relation changes, constant updates): a re-run completes them"
+        return Severity.MEDIUM, ONLY_IDEMPOTENT
     rerun_completes = not _creates_in_loop(steps)  # a re-run creates the earlier iterations' rows again
     if plain == 1 and upserts == writes - 1 and [effect for effect in effects if effect in WRITES][-1] is Effect.WRITE and rerun_completes:
-        return Severity.MEDIUM, "only upserts or links before the last write: a re-run finds what they left and completes the path"
+        return Severity.MEDIUM, UPSERTS_FIRST
     if _one_object(steps):
-        return Severity.MEDIUM, "every write is to one object's row and its relations: what a failure leaves is that object, valid and editable"
+        return Severity.MEDIUM, ONE_OBJECT
     return None
 
 

@@ -1,0 +1,203 @@
+"""Impact: what a failure between a path's writes leaves behind, with the lines that say so.
+
+Input: a function's path (:class:`~.grading.Step` tuple, absolute lines), its file's lines
+(a callee's path is read in the callee's file) and the reason :func:`~.grading.grade` gave
+for what its writes are. Output: an :class:`ImpactFinding`, the :class:`Impact` level and
+the sentence that states its evidence (the rule file defines the levels).
+
+High: data destroyed before its replacement is written (a delete, then a write of the same
+kind), counters and money (``F()`` arithmetic, ``+=`` on a field, fields named like an
+amount), an object created and then configured by later writes (its children, options,
+relations). Low: what :mod:`.grading` already calls re-runnable, derived or bookkeeping,
+and writes whose other rows are log, event or history records. Medium: the rest.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from auditor.analysis.transactions.base import Effect
+from auditor.analysis.transactions.grading import (
+    BOOKKEEPING_ONLY,
+    DERIVED,
+    ONLY_IDEMPOTENT,
+    RERUNNABLE,
+    SIDE_EFFECT_AFTER,
+    DB_EFFECTS,
+    Step,
+)
+
+_COUNTED = DB_EFFECTS  # every database effect, bookkeeping too
+
+
+class Impact(StrEnum):
+    """How bad the partial state a failure between the writes leaves is."""
+
+    HIGH = "high"
+    """Data lost, counters or money wrong, or a new object left half-configured."""
+    MEDIUM = "medium"
+    """A partial update or create with no sign of the above."""
+    LOW = "low"
+    """Bookkeeping, derived or re-runnable data: the next run or a log line repairs it."""
+
+
+@dataclass(frozen=True)
+class ImpactFinding:
+    """An impact level and the sentence that states its evidence ("" when none)."""
+
+    impact: Impact
+    evidence: str = ""
+
+
+@dataclass(frozen=True)
+class _Site:
+    """One write on the path where it happens: file, line, effect and the line's text."""
+
+    path: str
+    line: int
+    effect: Effect
+    text: str
+
+
+_LOW_REASONS = frozenset({RERUNNABLE, DERIVED, BOOKKEEPING_ONLY, ONLY_IDEMPOTENT, SIDE_EFFECT_AFTER})
+"""Grades whose partial state the next run, or nobody, needs to repair. The other medium
+grades (only deletes, upserts before one write, one object's row and relations) are no
+claim of low impact: maintainers fixed such sequences (benchmarks/real_fixes)."""
+_COUNTER = re.compile(
+    r"\bF\(\s*['\"]\w+['\"]\s*\)\s*[-+*/]|\b\w+\.\w+\s*[-+]=|"
+    r"\b(?:balance|amount|quantity|stock|credit|debit|price|total|counter|num_\w+|\w+_count|count|position|quota)\s*[-+]?=(?!=)"
+)
+_BOOKKEEPING_ROW = re.compile(r"\b[A-Z]\w*(?:Log|Logs|Event|Events|Audit|History|Notification|Activity)\b|\blog_\w+\(|\baudit\w*\(")
+_ASSIGNED = re.compile(r"^\s*(?:const\s+|let\s+|var\s+|final\s+)?(?:\w+(?:<[^>]*>)?\s+)?([a-z_]\w*)(?:\s*,\s*\w+)?\s*:?=(?!=)")
+_SAVED = re.compile(r"\b([a-z_]\w*)\.(?:save|persist|insert)\w*\(")
+_KIND_NOISE = frozenset({
+    "self", "objects", "filter", "delete", "create", "save", "all", "get", "exclude", "update", "bulk", "remove",
+    "clear", "set", "add", "session", "db", "query", "none", "true", "false", "pk", "id", "request", "user",
+})
+_ROWS = re.compile(r"(\w+)\s*\.\s*(?:objects|all|filter|exclude|create|delete|bulk_create|add|set|query)\b|\b([A-Z]\w+)\(")
+
+
+def impact(
+    path: str, steps: tuple[Step, ...], lines_of: Callable[[str], Sequence[str]], reason: str
+) -> ImpactFinding:
+    """The impact of a failure between the writes of ``steps`` (a function's path in
+    ``path``) whose grade gave ``reason``."""
+    if reason == DERIVED:
+        return ImpactFinding(Impact.LOW, "by its name the function rebuilds derived data")
+    sites = list(_sites(path, steps, lines_of))
+    found = _destroyed_then_replaced(sites) or _counter(sites) or _half_configured(path, steps, lines_of)
+    if found:
+        return ImpactFinding(Impact.HIGH, found)
+    if reason in _LOW_REASONS:
+        return ImpactFinding(Impact.LOW, reason)
+    business = [site for site in sites if site.effect is not Effect.AUDIT and not _BOOKKEEPING_ROW.search(site.text)]
+    if len(business) <= 1 < len(sites):
+        return ImpactFinding(Impact.LOW, "the other writes are log, event or history rows")
+    return ImpactFinding(Impact.MEDIUM)
+
+
+def _sites(path: str, steps: tuple[Step, ...], lines_of: Callable[[str], Sequence[str]]) -> Iterator[_Site]:
+    """Every write on the path where it happens, as the call sites count them (a
+    bookkeeping callee's writes are bookkeeping)."""
+    lines = lines_of(path)
+    for step in steps:
+        if step.callee is not None and step.inner:
+            inner = list(_sites(step.callee.path, step.inner, lines_of))
+            counted = [effect for effect in step.effects if effect in _COUNTED]
+            for site, effect in zip(inner, counted):
+                yield _Site(site.path, site.line, effect, site.text)
+        else:
+            for effect in step.effects:
+                if effect in _COUNTED:
+                    yield _Site(path, step.line, effect, _text(lines, step.line) or step.text)
+
+
+def _destroyed_then_replaced(sites: list[_Site]) -> str:
+    """A delete and, after it, a write of the same kind of row: the old rows are gone
+    before the new ones exist."""
+    for position, deleted in enumerate(sites):
+        if deleted.effect is not Effect.DELETE:
+            continue
+        kinds = _kinds(deleted.text)
+        for written in sites[position + 1 :]:
+            if written.effect in (Effect.WRITE, Effect.UPSERT) and kinds & _kinds(written.text):
+                return (
+                    f"{_where(deleted)} deletes ({deleted.text}) and {_where(written)} writes the same kind again "
+                    f"({written.text}): a failure in between loses what was deleted"
+                )
+    return ""
+
+
+def _counter(sites: list[_Site]) -> str:
+    """A write of a counter, a position or an amount computed from what was there."""
+    for site in sites:
+        if site.effect is not Effect.AUDIT and _COUNTER.search(site.text):
+            return f"{_where(site)} changes a counter or an amount ({site.text}): a failure after it leaves the numbers wrong"
+    return ""
+
+
+def _half_configured(path: str, steps: tuple[Step, ...], lines_of: Callable[[str], Sequence[str]]) -> str:
+    """A new row (a create, not an update of a row read here) and a later write that names
+    it (its children, options, relations): a failure in between leaves it half-configured."""
+    lines = lines_of(path)
+    created: dict[str, int] = {}
+    for step in steps:
+        text = _text(lines, step.line)
+        writes = [effect for effect in step.effects if effect in _COUNTED and effect is not Effect.AUDIT]
+        if not writes or not text:
+            continue
+        for name, line in created.items():
+            if line != step.line and re.search(rf"\b{re.escape(name)}\b", text) and not _only_saves(name, text):
+                return (
+                    f"line {line} creates {name} and line {step.line} writes what belongs to it ({text}): "
+                    f"a failure in between leaves {name} half-configured"
+                )
+        if step.callee is None and Effect.WRITE in writes:
+            name = _created_name(text)
+            if name is not None:
+                created.setdefault(name, step.line)
+    for step in steps:
+        if step.callee is not None and step.inner:
+            found = _half_configured(step.callee.path, step.inner, lines_of)
+            if found:
+                return f"in {step.callee.qualname}, {found}"
+    return ""
+
+
+def _created_name(text: str) -> str | None:
+    """The variable a create's line binds (``token = Token.objects.create(...)``) or the
+    object a line saves (``token.save()``)."""
+    assigned = _ASSIGNED.match(text)
+    if assigned is not None and assigned.group(1) not in _KIND_NOISE:
+        return assigned.group(1)
+    saved = _SAVED.search(text)
+    return saved.group(1) if saved is not None and saved.group(1) not in _KIND_NOISE else None
+
+
+def _only_saves(name: str, text: str) -> bool:
+    """Whether the line only saves ``name`` again (the same row, not what belongs to it)."""
+    return re.fullmatch(rf"\s*{re.escape(name)}\.save\([^)]*\)\s*;?\s*", text) is not None
+
+
+def _kinds(text: str) -> set[str]:
+    """The names a write's line gives its rows, singular and lower case (``view.rules``,
+    ``Rule.objects`` and ``rule_set`` are one kind): a class or a collection a manager
+    method is called on, or a class constructed."""
+    kinds = set()
+    for word in _ROWS.findall(text):
+        name = next(part for part in word if part)
+        lowered = name.lower().removesuffix("_set").removesuffix("s")
+        if lowered not in _KIND_NOISE and len(lowered) > 2:
+            kinds.add(lowered)
+    return kinds
+
+
+def _where(site: _Site) -> str:
+    return f"line {site.line}"
+
+
+def _text(lines: Sequence[str], line: int) -> str:
+    return lines[line - 1].strip()[:100] if 0 < line <= len(lines) else ""

@@ -1,0 +1,111 @@
+"""Likelihood and impact of a path's failure between its writes, and the report order by
+the strength of that evidence (auditor/analysis/transactions/likelihood.py, impact.py,
+assessment.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from auditor.analysis.transactions.assessment import assess
+from auditor.analysis.transactions.base import Effect
+from auditor.analysis.transactions.grading import RERUNNABLE, Step
+from auditor.analysis.transactions.impact import Impact, impact
+from auditor.analysis.transactions.likelihood import Likelihood, failure_points, likelihood
+from auditor.callgraph.graph import FunctionRef
+from auditor.findings.model import Finding
+from auditor.rules.severity import Severity
+
+PATH = "app/views.py"
+
+
+def _lines(*source: str):
+    lines = list(source)
+    return lambda path: lines if path == PATH else []
+
+
+def _write(line: int, effect: Effect = Effect.WRITE, in_loop: bool = False) -> Step:
+    return Step(line, "write", (effect,), in_loop=in_loop)
+
+
+@pytest.mark.parametrize(
+    ("between", "kind"),
+    [
+        ("    raise ValueError('no')", "raise"),
+        ("    form.full_clean()", "validation"),
+        ("    serializer.is_valid(raise_exception=True)", "validation"),
+        ("    item = Item.objects.get(pk=pk)", "lookup"),
+        ("    code = request.POST['code']", "lookup"),
+        ("    quantity = int(value)", "parsing"),
+        ("    payload = json.loads(body)", "parsing"),
+        ("    requests.post(url, json=payload)", "external call"),
+        ("    notify_task.delay(order.pk)", "external call"),
+    ],
+)
+def test_a_failure_point_between_the_writes_makes_a_failure_likely(between: str, kind: str):
+    lines = _lines("    order.save()", between, "    line.save()")
+    evidence = failure_points(PATH, (_write(1), _write(3)), lines)
+    assert [(piece.line, piece.kind) for piece in evidence] == [(2, kind)]
+    assert likelihood(evidence) == Likelihood.LIKELY
+    assert evidence[0].describe(PATH).startswith("line 2 ")
+
+
+def test_writes_in_a_loop_are_possible_and_nothing_between_is_unlikely():
+    lines = _lines("    order.save()", "    total = 1", "    line.save()")
+    assert likelihood(failure_points(PATH, (_write(1), _write(3)), lines)) == Likelihood.UNLIKELY
+    looped = failure_points(PATH, (_write(1), _write(3, in_loop=True)), lines)
+    assert [piece.kind for piece in looped] == ["loop"] and likelihood(looped) == Likelihood.POSSIBLE
+
+
+def test_a_failure_point_before_the_first_write_or_after_the_last_does_not_count():
+    lines = _lines("    x = int(v)", "    order.save()", "    line.save()", "    raise Oops()")
+    assert failure_points(PATH, (_write(2), _write(3)), lines) == ()
+
+
+def test_a_delete_then_a_write_of_the_same_kind_destroys_before_it_replaces():
+    lines = _lines("    view.rules.all().delete()", "    Rule.objects.create(view=view)")
+    found = impact(PATH, (_write(1, Effect.DELETE), _write(2)), lines, "")
+    assert found.impact == Impact.HIGH
+    assert found.evidence.startswith("line 1 deletes") and "line 2 writes the same kind again" in found.evidence
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["    Wallet.objects.filter(pk=a).update(balance=F('balance') - amount)", "    product.stock -= 1", "    stock = 3"],
+)
+def test_counters_and_amounts_are_high_impact(text: str):
+    lines = _lines("    order.save()", text)
+    assert impact(PATH, (_write(1), _write(2)), lines, "").impact == Impact.HIGH
+
+
+def test_a_new_object_then_a_write_that_names_it_is_left_half_configured():
+    lines = _lines("    gateway = Gateway.objects.create(name=name)", "    Option.objects.create(gateway=gateway, key=key)")
+    found = impact(PATH, (_write(1), _write(2)), lines, "")
+    assert found.impact == Impact.HIGH and "leaves gateway half-configured" in found.evidence
+
+
+def test_bookkeeping_rows_and_re_runnable_grades_are_low_impact_and_the_rest_medium():
+    lines = _lines("    order.save()", "    OrderEvent.objects.create(order_id=pk)", "    other.save()")
+    assert impact(PATH, (_write(1), _write(2)), lines, "").impact == Impact.LOW
+    assert impact(PATH, (_write(1, Effect.UPDATE), _write(3, Effect.UPDATE)), lines, RERUNNABLE).impact == Impact.LOW
+    assert impact(PATH, (_write(1), _write(3)), lines, "").impact == Impact.MEDIUM
+
+
+def test_the_grade_states_its_evidence_and_keeps_the_grading_severity():
+    lines = _lines("    view.rules.all().delete()", "    n = int(raw)", "    Rule.objects.create(view=view, n=n)")
+    ref = FunctionRef(PATH, "save_view")
+    assessment = assess(ref, (_write(1, Effect.DELETE), _write(3)), (Severity.CRITICAL, ""), lines)
+    assert assessment.severity == Severity.CRITICAL
+    assert assessment.impact == Impact.HIGH and assessment.likelihood == Likelihood.LIKELY
+    assert "line 2 parses input (n = int(raw))" in assessment.reason and "line 1 deletes" in assessment.reason
+    plain = assess(ref, (_write(1), _write(3)), (Severity.CRITICAL, ""), _lines("    a.save()", "", "    b.save()"))
+    assert plain.strength < assessment.strength
+
+
+def _finding(path: str, severity: Severity, strength: int) -> Finding:
+    return Finding("tx-outside-transaction", severity, "t", path, 1, "f", (), "", ("static",), path, strength=strength)
+
+
+def test_the_report_orders_by_severity_then_strength_then_path():
+    findings = [_finding("a.py", Severity.CRITICAL, 0), _finding("z.py", Severity.CRITICAL, 26), _finding("b.py", Severity.HIGH, 30), _finding("c.py", Severity.CRITICAL, 26)]
+    ordered = [finding.path for finding in sorted(findings, key=Finding.sort_key)]
+    assert ordered == ["c.py", "z.py", "a.py", "b.py"]
