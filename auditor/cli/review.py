@@ -42,6 +42,7 @@ def review_command(
     head: Annotated[Optional[str], typer.Option("--head", rich_help_panel=REVIEW_PANEL, help="Head revision (default: the working tree as checked out).")] = None,
     all_findings: Annotated[bool, typer.Option("--all", rich_help_panel=REVIEW_PANEL, help="Existing findings on the change block too.")] = False,
     compare_base: Annotated[bool, typer.Option("--compare-base/--no-compare-base", rich_help_panel=REVIEW_PANEL, help="Scan the base to tell new findings from existing ones.")] = True,
+    full: Annotated[bool, typer.Option("--full", rich_help_panel=REVIEW_PANEL, help="Audit the head and the base whole (two full scans) instead of the change's subgraph.")] = False,
     sarif_category: SarifCategoryOption = None,
     link_base: LinkBaseOption = None,
     error: Annotated[bool, typer.Option("--error", rich_help_panel=OUTPUT_PANEL, help="Exit 1 when there are new findings on the change (disputed and unverified ones aside).")] = False,
@@ -58,7 +59,8 @@ def review_command(
     report_format = flags.report_format()
     scan = dataclasses.replace(scan_config(path, flags), block_disputed=block_disputed)
     check_outputs(flags.output, *flags.requested_outputs().values())
-    config = ReviewConfig(scan=scan, base=base, head=head, include_existing=all_findings, compare_base=compare_base)
+    config = ReviewConfig(scan=scan, base=base, head=head, include_existing=all_findings, compare_base=compare_base,
+                          full=full)
     # Review reports paths from the repository's top, also for a subdirectory.
     options = report_options(path, flags, link_base, sarif_category=sarif_category, review=True)
     try:

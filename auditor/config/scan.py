@@ -10,6 +10,7 @@ from pathlib import Path
 
 from auditor import defaults
 from auditor.engine.base import EngineSettings
+from auditor.pack.change import ChangeScope
 from auditor.pack.packer import PackOptions
 from auditor.rules.severity import Severity
 from auditor.tokens.tokenizer import TokenizerRequest
@@ -27,7 +28,8 @@ def tree_cache_scope(root: Path, name: str | None = None) -> str:
 class WindowOptions:
     """How windows are cut and rendered (the window length itself is the model's, in
     ``EngineSettings.max_model_len``). ``seed_paths`` are carried first, in this order (a
-    review's changed files)."""
+    review's changed files); ``change`` makes a diff-scoped review's pack (only the change's
+    subgraph, the changed lines listed in every prompt)."""
 
     output_tokens: int = defaults.OUTPUT_TOKENS
     probe_reserve_tokens: int = defaults.CANARY_RESERVE_TOKENS
@@ -37,6 +39,7 @@ class WindowOptions:
     # Stop before sending when the planned prompt tokens exceed this many times the tokens
     # of the code audited (auditor.pack.guard); 0: only a notice, above the default ratio.
     max_token_ratio: float = 0.0
+    change: ChangeScope | None = None
 
 
 @dataclass(frozen=True)
@@ -89,7 +92,7 @@ class ScanConfig:
             max_model_len=self.engine_settings.max_model_len, output_tokens=window.output_tokens,
             probe_reserve_tokens=window.probe_reserve_tokens, thinking=window.thinking,
             max_windows=window.max_windows, seed_paths=window.seed_paths,
-            include=("tests", "fixtures", "seed") if self.include_tests else (),
+            include=("tests", "fixtures", "seed") if self.include_tests else (), change=window.change,
         )
 
     @property

@@ -26,6 +26,7 @@ from typing import Callable, Mapping, Sequence
 from auditor import defaults
 from auditor.errors import PackError, UsageError
 from auditor.pack.blocks import Block, PendingFile, TokenCounter, describe, full_blocks
+from auditor.pack.change import OUTSIDE_CHANGE, ChangeScope
 from auditor.pack.fill import Fillers, SkeletonFn, fill_candidates, fill_gap, upgrade_skeletons
 from auditor.pack.prompt import CandidateChain, MapEntry, build_messages, render_map
 from auditor.pack.rank import NeighborFn, PackInput, rank_files
@@ -60,6 +61,9 @@ class PackOptions:
     include: tuple[str, ...] = ()
     # Cut windows around the relevance chains so each chain's files are in full in one window.
     chain_windows: bool = True
+    # A diff-scoped review's pack: only the change's subgraph is carried, and every window
+    # lists the changed lines after the map (auditor.pack.change).
+    change: ChangeScope | None = None
 
     @property
     def prompt_budget(self) -> int:
@@ -330,6 +334,9 @@ def pack(
         # Seed paths (a diff's changed files) were asked for by name: they stay in scope.
         named = set(options.seed_paths)
         excluded = out_of_scope(((entry.path, entry.text) for entry in files if entry.path not in named), include)
+    if options.change is not None:
+        subgraph = set(options.change.paths)
+        excluded.update((entry.path, OUTSIDE_CHANGE) for entry in files if entry.path not in subgraph and entry.path not in excluded)
     in_scope = [entry for entry in files if entry.path not in excluded]
     by_path = {entry.path: entry for entry in in_scope}
     ranking = rank_files(in_scope, rules, neighbors, options.neighbor_depth, options.seed_paths, relevance_cache)
@@ -347,6 +354,8 @@ def pack(
     entries = [MapEntry(path, symbols_of(path) if symbols_of else ()) for path in candidates + rest + sorted(excluded)]
     map_budget = min(options.map_tokens, max(options.prompt_budget // 4, 0))
     repo_map, map_detail = _choose_map(entries, tokenizer, map_budget)
+    if options.change is not None:
+        repo_map += options.change.render()
     builder = _WindowBuilder(repository, repo_map, rules, tokenizer, options.thinking, chains_to_judge)
     scaffold = builder.scaffold_tokens(0)
     content_budget = options.prompt_budget - scaffold

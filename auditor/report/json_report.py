@@ -119,6 +119,8 @@ def review_to_dict(review: ReviewSummary) -> dict[str, Any]:
         "outside_diff": review.outside_diff,
         "base_compared": review.base_compared,
         "existing_blocking": review.existing_blocking,
+        "scope": review.scope,
+        "prompt_tokens_sent": {"head": review.head_prompt_tokens, "base": review.base_prompt_tokens},
         "findings": [
             {
                 "fingerprint": item.fingerprint,

@@ -150,6 +150,7 @@ def _review_section(review: ReviewSummary) -> list[str]:
         "not shown (chains that do not touch the change)",
         "",
     ]
+    lines += [_review_cost(review), ""]
     if not review.base_compared:
         lines += ["The base was not scanned: every finding counts as new.", ""]
     if review.coverage:
@@ -170,6 +171,14 @@ def _review_section(review: ReviewSummary) -> list[str]:
             lines.append(f"| … and {len(ordered) - _MAX_LISTED_FILES * 2} more | | |")
         lines += ["", "</details>", ""]
     return lines
+
+
+def _review_cost(review: ReviewSummary) -> str:
+    what = "the change's subgraph" if review.scope == "diff" else "both trees whole (`--full`)"
+    return (
+        f"Audited {what} · prompt tokens sent: head {review.head_prompt_tokens:,}, "
+        f"base {review.base_prompt_tokens:,}"
+    )
 
 
 def _suppressed_block(result: ScanResult) -> list[str]:

@@ -149,6 +149,8 @@ class ReviewSummary:
     change); ``outside_diff`` counts head findings left out because it does not.
     ``existing_blocking`` is True when existing findings fail the run too (``--all``);
     ``base_compared`` is False when the base was not scanned (every finding is "new").
+    ``scope`` says how much was packed; ``head_prompt_tokens`` and ``base_prompt_tokens``
+    what each tree's windows cost.
     """
 
     base: str
@@ -161,6 +163,10 @@ class ReviewSummary:
     coverage: tuple[FileCoverage, ...]
     base_compared: bool = True
     existing_blocking: bool = False
+    # "diff": the head packed only the change's subgraph; "full": both trees whole (--full).
+    scope: str = "diff"
+    head_prompt_tokens: int = 0  # prompt tokens the head's windows sent
+    base_prompt_tokens: int = 0  # prompt tokens a base run sent (0: decided without a model)
 
     def reviewed(self, fingerprint: str) -> ReviewedFinding | None:
         """The review entry of the finding with this fingerprint, or None."""

@@ -35,6 +35,9 @@ from auditor.rules.severity import Severity
 DEFAULT_WIDTH = 100
 
 
+_SCOPES = {"diff": "the change's subgraph", "full": "both trees whole (--full)"}
+
+
 def chain_path(finding: Finding, steps: tuple[ChainStep, ...] | None = None) -> str:
     """The chain (or ``steps``, another chain of the finding) as one line:
     'a.py:10 view -> b.py:40 save_order' (unverified steps marked '[unverified]')."""
@@ -151,6 +154,10 @@ def render_text(result: ScanResult, width: int = DEFAULT_WIDTH) -> str:
                 f"{review.outside_diff} {'finding' if review.outside_diff == 1 else 'findings'} outside the change not shown"
             )
         )
+        console.print(Text(
+            f"Review scope: {_SCOPES.get(review.scope, review.scope)}; "
+            f"prompt tokens sent: head {review.head_prompt_tokens:,}, base {review.base_prompt_tokens:,}"
+        ))
         unseen = sorted(item.path for item in review.coverage if item.tier == "not packed")
         if unseen:
             console.print(Text(f"Not packed (changed files or their neighbours): {', '.join(unseen)}", style="red"))

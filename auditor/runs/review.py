@@ -11,14 +11,19 @@ Steps:
 
 1. ``compute_diff`` between base and head (the working tree when no head is given).
 2. Scan the head with ``run_scan`` (a temporary ``git worktree`` when a head revision is
-   given) and index it (cached) for function spans and the call graph.
+   given). By default the pack is diff-scoped (``auditor.runs.diffscope``): only the
+   changed files, the files of the static chains through the changed functions and their
+   callers and callees are packed, and every prompt lists the changed lines. ``full``
+   (``--full``) packs the whole tree, as ``auditor scan`` does.
 3. A finding touches the change when its sink or any chain step lies on a changed line, or
    in a function whose span the change touches (added, changed or deleted lines). Its
    primary location becomes that changed line — exact line hits first, nearest the sink
    first — so a pull-request view shows it where the author changed code.
-4. Scan the base in a temporary ``git worktree``; a touching finding whose fingerprint the
-   base has too (base paths mapped through the rename map first, so a renamed file keeps
-   its findings) is "existing", else "new".
+4. New or existing (base paths mapped through the rename map first, so a renamed file
+   keeps its findings). Diff-scoped: a static finding by its fingerprint among the base's
+   static pass (no model); a model's finding when its chain's functions existed unchanged
+   at the base, else by one base run restricted to the same subgraph
+   (``existing_at_base``). With ``full``: a full scan of the base.
 5. Apply inline ignore comments and the baseline; list the coverage of changed files and
    their call-graph neighbours (full / skeleton / not packed).
 """
@@ -32,9 +37,10 @@ from pathlib import Path
 from typing import Protocol
 
 from auditor.callgraph.graph import CallGraph
-from auditor.findings.grounding import file_lines
-from auditor.findings.fingerprints import finding_fingerprint
+from auditor.engine.opening import STATIC
+from auditor.findings.merge import merge_findings
 from auditor.findings.model import Finding
+from auditor.findings.suppress import apply_suppressions
 from auditor.index.model import FileIndex
 from auditor.languages import language_for_path
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
@@ -55,7 +61,12 @@ from auditor.walk.diff import (
     resolve_revision,
     run_git,
 )
-from auditor.runs.prepare import PreparedRepository, prepare_repository
+from auditor.pack.change import ChangeScope
+from auditor.pack.scope import scope_class
+from auditor.rules.loader import builtin_rules
+from auditor.runs.basecompare import base_fingerprints_after_renames, base_scope, found_statically, unchanged_at_base
+from auditor.runs.diffscope import ChangeTouch, changed_functions, locate_touch, review_scope
+from auditor.runs.prepare import PreparedRepository, needs_model, prepare_repository, prepare_scan
 from auditor.runs.scan import run_scan
 from auditor.runs.worktrees import review_worktree
 
@@ -72,8 +83,9 @@ class ScanFunction(Protocol):
 class ReviewConfig:
     """One review: scan settings (``scan.root`` is the directory to review, inside a git
     work tree), the base revision, the head revision (None: the working tree), whether
-    existing findings block (``include_existing``, ``--all``) and whether to scan the base
-    at all. Suppressions (inline comments, ``scan.baseline``) apply once, in the head scan;
+    existing findings block (``include_existing``, ``--all``), whether to compare with the
+    base at all, and whether to audit both trees whole (``full``, ``--full``) instead of
+    the change's subgraph. Suppressions (inline comments, ``scan.baseline``) apply once, in the head scan;
     the base is scanned without the baseline so that every existing finding is known."""
 
     scan: ScanConfig
@@ -81,6 +93,7 @@ class ReviewConfig:
     head: str | None = None
     include_existing: bool = False
     compare_base: bool = True
+    full: bool = False
 
 
 @dataclass(frozen=True)
@@ -98,16 +111,6 @@ class ReviewResult:
 
 
 @dataclass(frozen=True)
-class ChangeTouch:
-    """Where a finding's chain meets the change."""
-
-    path: str
-    line: int
-    function: str
-    reason: str
-
-
-@dataclass(frozen=True)
 class _Tree:
     """A scanned tree: its scan result and prepared index."""
 
@@ -115,6 +118,7 @@ class _Tree:
     indexes: Mapping[str, FileIndex]
     graph: CallGraph
     texts: Mapping[str, str]
+    change: ChangeScope | None = None  # a diff-scoped head's subgraph and changed lines
 
 
 def run_review(config: ReviewConfig, progress: ProgressCallback = no_progress, *, scan: ScanFunction = run_scan) -> ReviewResult:
@@ -138,25 +142,12 @@ def run_review(config: ReviewConfig, progress: ProgressCallback = no_progress, *
     # The head and base trees may be temporary worktrees: their caches are kept under the
     # repository's own name. Every cache is keyed by content, so the trees share what they
     # have in common (all but the change) and the next review finds it again.
-    scope = config.scan.scope
+    tree_config = replace(config.scan, cache_scope=config.scan.scope, tx_models=_models_of(config.scan))
     with _tree_at(top, diff.head if config.head is not None else None) as head_root:
         if not (head_root / prefix).is_dir():
             raise GitError(f"{config.scan.root} does not exist at the head revision {diff.head[:12]}")
-        head = _scan_tree(replace(config.scan, root=head_root, cache_scope=scope, tx_models=_models_of(config.scan)), progress, scan, diff)
+        head = _scan_head(replace(tree_config, root=head_root), progress, scan, diff, scoped=not config.full)
     head = _inside(head, prefix)
-    base_fingerprints: frozenset[str] = frozenset()
-    if config.compare_base:
-        with _tree_at(top, diff.base) as base_root:
-            # A directory the change adds has no base: nothing in it existed before.
-            if (base_root / prefix).is_dir():
-                progress(ProgressEvent(stage="review", message=f"scanning the base {diff.base[:12]} for existing findings"))
-                base = _scan_tree(
-                    replace(config.scan, root=base_root, cache_scope=scope, baseline=None, tx_models=_models_of(config.scan)),
-                    progress, scan,
-                )
-                base_fingerprints = base_fingerprints_after_renames(base.result.findings, base.texts, diff.renames)
-            else:
-                progress(ProgressEvent(stage="review", message=f"the base {diff.base[:12]} has no {config.scan.root}: every finding is new"))
 
     spans = changed_functions(diff, head.indexes)
     touched: list[tuple[Finding, ChangeTouch]] = []
@@ -164,6 +155,79 @@ def run_review(config: ReviewConfig, progress: ProgressCallback = no_progress, *
         touch = locate_touch(finding, diff, spans)
         if touch is not None:
             touched.append((finding, touch))
+    base = BaseOutcome()
+    if config.compare_base:
+        with _tree_at(top, diff.base) as base_root:
+            # A directory the change adds has no base: nothing in it existed before.
+            if (base_root / prefix).is_dir():
+                base_config = replace(tree_config, root=base_root, baseline=None)
+                if config.full:
+                    progress(ProgressEvent(stage="review", message=f"scanning the base {diff.base[:12]} for existing findings"))
+                    full_base = _scan_tree(base_config, progress, scan)
+                    base = BaseOutcome(
+                        base_fingerprints_after_renames(full_base.result.findings, full_base.texts, diff.renames),
+                        full_base.result.prompt_tokens_sent,
+                    )
+                else:
+                    base = existing_at_base(base_config, head, [finding for finding, _ in touched], diff, progress, scan)
+            else:
+                progress(ProgressEvent(stage="review", message=f"the base {diff.base[:12]} has no {config.scan.root}: every finding is new"))
+    return _review_result(config, diff, head, touched, spans, base)
+
+
+@dataclass(frozen=True)
+class BaseOutcome:
+    """What the base says about the head's findings on the change: the fingerprints that
+    existed there (as the head reads them), the prompt tokens a base run sent, and whether a
+    model read the base at all."""
+
+    existing: frozenset[str] = frozenset()
+    prompt_tokens_sent: int = 0
+    model_run: bool = False
+
+
+def existing_at_base(
+    config: ScanConfig, head: _Tree, findings: list[Finding], diff: Diff, progress: ProgressCallback, scan: ScanFunction
+) -> BaseOutcome:
+    """Which of the head's ``findings`` on the change existed at the base, without a full
+    base audit: a static finding by its fingerprint among the base's static pass; a model's
+    finding when its chain's code existed unchanged at the base; the rest by one base run
+    restricted to the head's subgraph (a model run only when such a finding is left)."""
+    progress(ProgressEvent(stage="review", message=f"static pass of the base {diff.base[:12]} for existing findings"))
+    prepared = _prepare(config, progress)
+    runs_model = config.engine != STATIC
+    inputs = prepare_scan(config, runs_model=runs_model, prepared=prepared, progress=progress)
+    known = set(builtin_rules()) | {rule.id for rule in inputs.rules}
+    static_findings = apply_suppressions(merge_findings([inputs.static.findings]), prepared.texts, known, None).kept
+    existing = set(base_fingerprints_after_renames(static_findings, prepared.texts, diff.renames))
+    head_code, base_code = (head.indexes, head.texts), (prepared.indexes, prepared.texts)
+    undecided = []
+    for finding in findings:
+        if found_statically(finding) or finding.fingerprint in existing:
+            continue
+        if unchanged_at_base(finding, head_code, base_code, diff.renames):
+            existing.add(finding.fingerprint)
+        else:
+            undecided.append(finding)
+    if not undecided or not runs_model or head.change is None:
+        return BaseOutcome(frozenset(existing))
+    subgraph = base_scope(head.change, diff.renames, prepared.texts)
+    progress(ProgressEvent(
+        stage="review",
+        message=f"{len(undecided)} model finding(s) on changed code: scanning the base's {len(subgraph.paths)} file(s) of the same subgraph",
+    ))
+    restricted = replace(config, window=replace(config.window, change=subgraph, seed_paths=()))
+    result = scan(restricted, progress, prepared=prepared)
+    existing |= base_fingerprints_after_renames(result.findings, prepared.texts, diff.renames)
+    return BaseOutcome(frozenset(existing), result.prompt_tokens_sent, model_run=True)
+
+
+def _review_result(
+    config: ReviewConfig, diff: Diff, head: _Tree, touched: list[tuple[Finding, ChangeTouch]],
+    spans: Mapping[tuple[str, str], tuple[int, int]], base: BaseOutcome,
+) -> ReviewResult:
+    """The review's report data: the findings on the change marked new or existing, the
+    suppressed ones on the change, and the review summary."""
     # The head scan applied the suppressions: keep those on the change.
     suppressed = tuple(item for item in head.result.suppressed if locate_touch(item.finding, diff, spans) is not None)
     changed_paths = {changed.path for changed in diff.changed}
@@ -173,11 +237,10 @@ def run_review(config: ReviewConfig, progress: ProgressCallback = no_progress, *
         for warning in head.result.warnings
         if warning.split(":", 1)[0] in changed_paths or warning.split(":", 1)[0] not in head.texts
     )
-
     reviewed = tuple(
         ReviewedFinding(
             fingerprint=finding.fingerprint,
-            status="existing" if finding.fingerprint in base_fingerprints else "new",
+            status="existing" if finding.fingerprint in base.existing else "new",
             path=touch.path,
             line=touch.line,
             function=touch.function,
@@ -197,6 +260,9 @@ def run_review(config: ReviewConfig, progress: ProgressCallback = no_progress, *
         coverage=change_coverage(diff, head.result.coverage, head.graph, head.texts),
         base_compared=config.compare_base,
         existing_blocking=config.include_existing,
+        scope="full" if config.full else "diff",
+        head_prompt_tokens=head.result.prompt_tokens_sent,
+        base_prompt_tokens=base.prompt_tokens_sent,
     )
     notices = head.result.notices
     if not config.compare_base:
@@ -225,17 +291,46 @@ def _inside(tree: _Tree, prefix: str) -> _Tree:
     ))
 
 
-def _scan_tree(config: ScanConfig, progress: ProgressCallback, scan: ScanFunction, diff: Diff | None = None) -> _Tree:
-    """Walk and index one tree, then scan it; with a diff, the pack carries the changed files
-    and their call-graph neighbours first."""
-    prepared = prepare_repository(
+def _prepare(config: ScanConfig, progress: ProgressCallback) -> PreparedRepository:
+    """Walk and index one tree (cached) with its call graph."""
+    return prepare_repository(
         config.root, config.walk, use_cache=config.use_cache, progress=progress, cache_scope=config.cache_scope,
         parse_budget_s=config.parse_budget_s,
     )
-    if diff is not None:
-        config = replace(config, window=replace(config.window, seed_paths=review_seed_paths(diff, prepared.graph)))
+
+
+def _scan_tree(config: ScanConfig, progress: ProgressCallback, scan: ScanFunction) -> _Tree:
+    """Walk, index and scan one whole tree."""
+    prepared = _prepare(config, progress)
     result = scan(config, progress, prepared=prepared)
     return _Tree(result=result, indexes=prepared.indexes, graph=prepared.graph, texts=prepared.texts)
+
+
+def _scan_head(config: ScanConfig, progress: ProgressCallback, scan: ScanFunction, diff: Diff, *, scoped: bool) -> _Tree:
+    """Scan the head: the pack carries the changed files and their call-graph neighbours
+    first; ``scoped`` restricts it to the change's subgraph (``review_scope``) and lists the
+    changed lines in every prompt, else the whole tree is packed (``--full``)."""
+    prepared = _prepare(config, progress)
+    seeds = review_seed_paths(diff, prepared.graph)
+    change = None
+    if scoped:
+        inputs = prepare_scan(config, runs_model=config.engine != STATIC, prepared=prepared, progress=progress)
+        found = review_scope(
+            diff, prepared.indexes, prepared.graph, prepared.texts, inputs.static.findings,
+            neighbours=any(needs_model(rule) for rule in inputs.rules),
+        )
+        change = found.change
+        in_scope = set(change.paths)
+        # Out-of-scope files (a changed test, a migration) stay out unless the options pack them.
+        seeds = tuple(path for path in seeds if path in in_scope and scope_class(path, prepared.texts[path]) is None)
+        progress(ProgressEvent(
+            stage="review",
+            message=f"diff-scoped pack: {len(found.functions)} changed function(s), {len(found.touching)} static chain(s) "
+            f"through them, {len(change.paths)} file(s) in scope (--full packs the whole tree)",
+        ))
+    config = replace(config, window=replace(config.window, seed_paths=seeds, change=change))
+    result = scan(config, progress, prepared=prepared)
+    return _Tree(result=result, indexes=prepared.indexes, graph=prepared.graph, texts=prepared.texts, change=change)
 
 
 @contextlib.contextmanager
@@ -263,88 +358,11 @@ def checkout_revision(root: Path, revision: str) -> Iterator[Path]:
         yield tree / prefix if prefix else tree
 
 
-def base_fingerprints_after_renames(
-    findings: tuple[Finding, ...], texts: Mapping[str, str], renames: Mapping[str, str]
-) -> frozenset[str]:
-    """Fingerprints of the base's findings as they would read on the head.
-
-    A finding in a file the change renamed gets the fingerprint it has under the new path
-    (same rule, functions and write calls; the entry point's file renamed too), so a rename alone never makes a finding "new".
-    ``texts`` are the base's file texts; ``renames`` maps new path -> old path.
-    """
-    new_path_of = {old: new for new, old in renames.items()}
-    mapped: set[str] = set()
-    for finding in findings:
-        touched = {finding.path, *(site.path for site in finding.sequence), *(step.path for step in finding.chain[:1])}
-        if not touched & new_path_of.keys():
-            mapped.add(finding.fingerprint)
-            continue
-        lines = {path: file_lines(texts.get(path, "")) for path in {finding.path, *(site.path for site in finding.sequence)}}
-        mapped.add(finding_fingerprint(finding, lines.__getitem__, lambda path: new_path_of.get(path, path)))
-    return frozenset(mapped)
-
-
 def _models_of(scan: ScanConfig) -> tuple[Path, ...]:
     """The scan's transaction-model files as absolute paths in the user's checkout: a
     relative one is read from the reviewed directory, as ``auditor scan PATH`` reads it, and
     the base is scanned with the same rows as the head (a file the change adds included)."""
     return tuple(path.resolve() for path in scan.tx_model_paths)
-
-
-def changed_functions(diff: Diff, indexes: Mapping[str, FileIndex]) -> dict[tuple[str, str], tuple[int, int]]:
-    """(path, qualname) -> span of every head function or method the change touches."""
-    touched: dict[tuple[str, str], tuple[int, int]] = {}
-    for changed in diff.changed:
-        index = indexes.get(changed.path)
-        if index is None:
-            continue
-        for definition in index.definitions:
-            if definition.kind != "class" and changed.touches_span(definition.start_line, definition.end_line):
-                touched[(changed.path, definition.qualname)] = (definition.start_line, definition.end_line)
-    return touched
-
-
-def locate_touch(finding: Finding, diff: Diff, spans: Mapping[tuple[str, str], tuple[int, int]]) -> ChangeTouch | None:
-    """Where the change touches the finding's chain or its sequence, or None when it does not.
-
-    ``spans`` are the changed functions (``changed_functions``).
-    Exact changed lines win over changed functions; the sink wins over the effects of its
-    sequence (a write a helper makes further down), which win over the chain, nearer the
-    sink first. For a changed function the location is its first changed line.
-    """
-    locations = [(finding.path, finding.line, finding.function, "sink")]
-    locations += [(site.path, site.line, site.function, site.effect) for site in finding.sequence]
-    locations += [(step.path, step.line, step.function, "chain step") for step in reversed(finding.chain)]
-    for path, line, function, role in locations:
-        changed = diff.file(path)
-        if changed is not None and line > 0 and changed.touches_line(line):
-            return ChangeTouch(path, line, function, _touch_reason(role, function, line))
-    for path, _, function, role in locations:
-        span = spans.get((path, function))
-        changed = diff.file(path)
-        if span is None or changed is None:
-            continue
-        line = _first_changed_line(changed.hunks, span)
-        return ChangeTouch(path, line, function, _touch_reason(role, function, None))
-    return None
-
-
-def _touch_reason(role: str, function: str, line: int | None) -> str:
-    """Why a finding is on the change: its sink, an effect of its sequence (``role`` names
-    the effect) or a chain step changed, at ``line`` (None: somewhere in the function)."""
-    if role == "sink":
-        return "sink line changed" if line is not None else "the sink's function changed"
-    article = "an" if role[:1] in "aeiou" else "a"
-    what = f"chain step {function}" if role == "chain step" else f"{function} ({article} {role} on the sequence)"
-    return f"{what} changed at line {line}" if line is not None else f"{what} changed"
-
-
-def _first_changed_line(hunks: tuple[Hunk, ...], span: tuple[int, int]) -> int:
-    """The first added/changed line inside ``span``; for a deletion, the line after it."""
-    first, last = span
-    candidates = [line for hunk in hunks for line in hunk.lines if first <= line <= last]
-    candidates += [min(hunk.start + 1, last) for hunk in hunks if not hunk.count and first <= hunk.start < last]
-    return min(candidates) if candidates else first
 
 
 def change_coverage(

@@ -18,7 +18,8 @@ from auditor.findings.model import ChainStep, EffectSite, Finding
 from auditor.report import render
 from auditor.report.markdown import REVIEW_MARKER
 from auditor.report.model import Coverage
-from auditor.runs.review import ReviewConfig, change_coverage, locate_touch, run_review
+from auditor.runs.diffscope import locate_touch
+from auditor.runs.review import ReviewConfig, change_coverage, run_review
 from auditor.walk.diff import ChangedFile, Diff, GitError, Hunk, compute_diff
 from tests.support import REPO_ROOT, SHARED, commit_all, git, write_source
 
