@@ -299,6 +299,7 @@ def pack(
     relevance_cache: DigestStore | None = None,
     chains_to_judge: Sequence[CandidateChain] = (),
     chains: Sequence[FileChain] = (),
+    keyword_rules: Sequence[Rule] | None = None,
 ) -> PackResult:
     """Pack files into windows within budget. See the module docstring for the strategy.
 
@@ -317,6 +318,9 @@ def pack(
     each window is seeded with whole chains, a chain going to the window that already holds
     most of its files (hub files repeat across windows), so that each chain's files are in
     full in one window; the other candidates fill the space left.
+    ``keyword_rules`` (default: all of ``rules``) are the rules whose relevance patterns make
+    a file a candidate (``rank_files``); for the others only ``chains`` and the candidates
+    to judge do, and a file only their patterns match is filler.
     Raises PackError when the scaffold alone does not fit the budget.
     """
     if options.prompt_budget <= 0:
@@ -332,7 +336,9 @@ def pack(
         excluded = out_of_scope(((entry.path, entry.text) for entry in files if entry.path not in named), include)
     in_scope = [entry for entry in files if entry.path not in excluded]
     by_path = {entry.path: entry for entry in in_scope}
-    ranking = rank_files(in_scope, rules, neighbors, options.neighbor_depth, options.seed_paths, relevance_cache)
+    ranking = rank_files(
+        in_scope, rules, neighbors, options.neighbor_depth, options.seed_paths, relevance_cache, keyword_rules
+    )
     candidates, rest = list(ranking.candidates), list(ranking.rest)
     # The candidates the model judges are chains too: their files belong in one window.
     judged_chains = [tuple(dict.fromkeys((*(path for path, _, _ in c.steps), c.sink_path))) for c in chains_to_judge]
@@ -409,7 +415,7 @@ def pack(
         elif path in dropped and path not in carried:
             omitted.append(OmittedFile(path, f"over --max-windows {options.max_windows}"))
         elif path not in carried:
-            omitted.append(OmittedFile(path, "not relevant to the selected rules and no room for a skeleton (listed in the map)"))
+            omitted.append(OmittedFile(path, _left_out_reason(path, ranking.off_chain)))
     return PackResult(
         repository=repository,
         tokenizer=tokenizer.info,
@@ -423,6 +429,12 @@ def pack(
         chains=kept_chains,
         chains_out_of_scope=len(set(chains)) - len(set(chains) & set(kept_chains)),
     )
+
+
+def _left_out_reason(path: str, off_chain: frozenset[str]) -> str:
+    if path in off_chain:
+        return "matches the rules' patterns but lies on no call chain, and no window had room left for it (listed in the map)"
+    return "not relevant to the selected rules and no room for a skeleton (listed in the map)"
 
 
 # Chains are planned against a little less than a window's content budget: the exact
