@@ -127,6 +127,9 @@ def test_a_rule_that_asks_for_translations_gets_them(tokenizer, tmp_path):
     assert "CHANGELOG.md" not in carried
 
 
+SAVES_RULE = "---\nid: saves\ntitle: t\nseverity: low\ndescription: d\nrelevance:\n  - 'save'\n---\nLook at saves.\n"
+
+
 def _many_files(count: int = 12) -> list[PackInput]:
     body = "".join(f"    value_{i} = compute({i}, 'text')\n" for i in range(12))
     return [PackInput(f"app/m{i}.py", f"def f{i}(request):\n    order.save()\n{body}", "python") for i in range(count)]
@@ -202,8 +205,11 @@ def test_max_token_ratio_makes_the_guard_fatal_before_sending(tmp_path, tiny_tok
     for path, text in ((f.path, f.text) for f in _many_files(40)):
         (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).write_text(text)
+    # A rule the model alone checks: its relevant files are candidates, packed in several windows.
+    rule = tmp_path / "saves.md"
+    rule.write_text(SAVES_RULE)
     arguments = [
-        "pack", str(root), "--format", "json", "--tokenizer", str(tiny_tokenizer_dir), "--rule", "tx-outside-transaction",
+        "pack", str(root), "--format", "json", "--tokenizer", str(tiny_tokenizer_dir), "--rule", str(rule),
         "--max-model-len", "9000", "--output-tokens", "300", "--no-cache",
     ]
     plain = CliRunner().invoke(app, arguments)
