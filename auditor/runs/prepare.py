@@ -313,6 +313,10 @@ def plan_windows(
     return replace(plan, notices=(*plan.notices, over_ratio)) if over_ratio else plan
 
 
+TOKEN_RATIO_NOTICE = "the plan sends"
+"""How the token-ratio guard's notice begins (a review carries its base's guard notice on)."""
+
+
 def token_ratio_notice(packed: PackResult, window: WindowOptions) -> str | None:
     """The guard's notice when ``packed`` spends more prompt tokens per audited token than
     ``window.max_token_ratio`` (else ``defaults.MAX_TOKEN_RATIO``) allows, with the windows'
@@ -326,7 +330,7 @@ def token_ratio_notice(packed: PackResult, window: WindowOptions) -> str | None:
 
     seconds = sum(estimate_time(w.prompt_tokens, window.output_tokens).total_s for w in packed.windows)
     return (
-        f"the plan sends {ratio.prompt_tokens:,} prompt tokens in {len(packed.windows)} window(s) for "
+        f"{TOKEN_RATIO_NOTICE} {ratio.prompt_tokens:,} prompt tokens in {len(packed.windows)} window(s) for "
         f"{ratio.audited_tokens:,} tokens of audited code, {ratio.ratio:.1f}x (over {limit:g}x); "
         f"estimated {seconds / 60:,.0f} min on {defaults.DEVICE_PROFILE} (auditor plan); "
         "`auditor pack --format json` lists what each window holds, by reason"

@@ -55,7 +55,7 @@ from auditor.walk.diff import (
     resolve_revision,
     run_git,
 )
-from auditor.runs.prepare import PreparedRepository, prepare_repository
+from auditor.runs.prepare import TOKEN_RATIO_NOTICE, PreparedRepository, prepare_repository
 from auditor.runs.scan import run_scan
 from auditor.runs.worktrees import review_worktree
 
@@ -145,6 +145,7 @@ def run_review(config: ReviewConfig, progress: ProgressCallback = no_progress, *
         head = _scan_tree(replace(config.scan, root=head_root, cache_scope=scope, tx_models=_models_of(config.scan)), progress, scan, diff)
     head = _inside(head, prefix)
     base_fingerprints: frozenset[str] = frozenset()
+    base_notices: tuple[str, ...] = ()
     if config.compare_base:
         with _tree_at(top, diff.base) as base_root:
             # A directory the change adds has no base: nothing in it existed before.
@@ -155,6 +156,7 @@ def run_review(config: ReviewConfig, progress: ProgressCallback = no_progress, *
                     progress, scan,
                 )
                 base_fingerprints = base_fingerprints_after_renames(base.result.findings, base.texts, diff.renames)
+                base_notices = _guard_notices(base.result.notices, diff.base)
             else:
                 progress(ProgressEvent(stage="review", message=f"the base {diff.base[:12]} has no {config.scan.root}: every finding is new"))
 
@@ -198,7 +200,7 @@ def run_review(config: ReviewConfig, progress: ProgressCallback = no_progress, *
         base_compared=config.compare_base,
         existing_blocking=config.include_existing,
     )
-    notices = head.result.notices
+    notices = (*head.result.notices, *base_notices)
     if not config.compare_base:
         notices = (*notices, "the base was not scanned: every finding on the change counts as new")
     result = replace(
@@ -211,6 +213,12 @@ def run_review(config: ReviewConfig, progress: ProgressCallback = no_progress, *
         review=summary,
     )
     return ReviewResult(result=result, diff=diff)
+
+
+def _guard_notices(notices: tuple[str, ...], base: str) -> tuple[str, ...]:
+    """The base scan's token-ratio guard notices (``plan_windows``), named as the base's: a
+    review says what both its scans cost, as a scan does before sending anything."""
+    return tuple(f"base {base[:12]}: {notice}" for notice in notices if notice.startswith(TOKEN_RATIO_NOTICE))
 
 
 def _inside(tree: _Tree, prefix: str) -> _Tree:
