@@ -28,7 +28,7 @@ from auditor.errors import PackError, UsageError
 from auditor.pack.blocks import Block, PendingFile, TokenCounter, describe, full_blocks
 from auditor.pack.fill import Fillers, SkeletonFn, fill_candidates, fill_gap, upgrade_skeletons
 from auditor.pack.prompt import CandidateChain, MapEntry, build_messages, render_map
-from auditor.pack.rank import NeighborFn, PackInput, rank_files
+from auditor.pack.rank import NeighborFn, PackInput, Ranking, rank_files
 from auditor.pack.reasons import PackReason
 from auditor.pack.scope import out_of_scope
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
@@ -415,7 +415,7 @@ def pack(
         elif path in dropped and path not in carried:
             omitted.append(OmittedFile(path, f"over --max-windows {options.max_windows}"))
         elif path not in carried:
-            omitted.append(OmittedFile(path, _left_out_reason(path, ranking.off_chain)))
+            omitted.append(OmittedFile(path, _left_out_reason(path, ranking)))
     return PackResult(
         repository=repository,
         tokenizer=tokenizer.info,
@@ -431,8 +431,10 @@ def pack(
     )
 
 
-def _left_out_reason(path: str, off_chain: frozenset[str]) -> str:
-    if path in off_chain:
+def _left_out_reason(path: str, ranking: Ranking) -> str:
+    if path in ranking.foreign:
+        return "in none of the rules' languages: not code they reason about (listed in the map)"
+    if path in ranking.off_chain:
         return "matches the rules' patterns but lies on no call chain, and no window had room left for it (listed in the map)"
     return "not relevant to the selected rules and no room for a skeleton (listed in the map)"
 

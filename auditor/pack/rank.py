@@ -70,6 +70,9 @@ class Ranking:
     # Files in ``rest`` that match a rule's relevance patterns: off the candidates because
     # their rules pick candidates by chain, not by keyword (``rank_files``' ``keyword_rules``).
     off_chain: frozenset[str] = frozenset()
+    # Files in none of the rules' languages (when every rule names its languages): not
+    # candidates, not filler; listed in the map only.
+    foreign: frozenset[str] = frozenset()
 
 
 def rank_files(
@@ -92,7 +95,9 @@ def rank_files(
     ``keyword_rules`` (default: all of ``rules``) are the rules whose relevance patterns make
     a file a candidate; the others pick their files by call chain (the packer's chains), so a
     file only their patterns match is ranked first among the rest (filler), listed in
-    ``off_chain``.
+    ``off_chain``. When every rule names its languages, a file in none of them (a template,
+    a stylesheet, a Svelte component for a Python rule) is neither a candidate nor filler:
+    it is listed in ``foreign`` (seed paths excepted).
     """
     paths = sorted(entry.path for entry in files)
     known = set(paths)
@@ -142,5 +147,11 @@ def rank_files(
     reasons = {
         path: PackReason.RELEVANT if distance[path] == 0 else PackReason.NEIGHBOUR for path in ordered
     }
+    languages = {language for rule in rules for language in rule.languages}
+    foreign = frozenset()
+    if languages and all(rule.languages for rule in rules):
+        language_of = {entry.path: entry.language for entry in files}
+        foreign = frozenset(path for path in rest if language_of[path] not in languages)
+        rest = [path for path in rest if path not in foreign]
     off_chain = frozenset(path for path in rest if scores[path] > 0)
-    return Ranking(tuple(ordered), tuple(rest), {**reasons, **changed}, off_chain)
+    return Ranking(tuple(ordered), tuple(rest), {**reasons, **changed}, off_chain, foreign)
