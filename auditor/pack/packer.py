@@ -350,7 +350,8 @@ def pack(
         # A chain's entry point need not match the rule's patterns: it is carried all the same.
         candidates = candidates + chain_files
         rest = [path for path in rest if path not in set(chain_files)]
-    entries = [MapEntry(path, symbols_of(path) if symbols_of else ()) for path in candidates + rest + sorted(excluded)]
+    mapped = candidates + rest + sorted(ranking.foreign) + sorted(excluded)
+    entries = [MapEntry(path, symbols_of(path) if symbols_of else ()) for path in mapped]
     map_budget = min(options.map_tokens, max(options.prompt_budget // 4, 0))
     repo_map, map_detail = _choose_map(entries, tokenizer, map_budget)
     builder = _WindowBuilder(repository, repo_map, rules, tokenizer, options.thinking, chains_to_judge)

@@ -116,7 +116,7 @@ def test_a_scan_plans_its_static_chains_not_its_keyword_files(tmp_path: Path, ti
 
 def test_a_file_in_none_of_the_rules_languages_is_not_filler(tokenizer):
     component = PackInput("web/Orders.svelte", "<script>\n  order.save();\n  order.delete();\n</script>\n" * 5, None)
-    settings = {"max_model_len": 7_000, "output_tokens": 300, "probe_reserve_tokens": 64, "map_tokens": 300}
+    settings = {"max_model_len": 7_000, "output_tokens": 300, "probe_reserve_tokens": 64, "map_tokens": 1_500}
     result = pack([*_files(), component], repository="r", rules=[RULE], tokenizer=tokenizer,
                   options=PackOptions(**settings), chains=CHAINS, keyword_rules=())
     assert all(f.path != component.path for window in result.windows for f in window.files)
