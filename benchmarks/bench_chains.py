@@ -7,7 +7,7 @@ the windows the way `auditor scan` and `auditor pack` do (``plan_windows``, cana
 planted: the prompt tokens are those `pack --format json` reports) and reports how many of
 those chains have every file in full text within a single window, and what that costs:
 
-- windows and prompt tokens as sent;
+- windows and prompt tokens as sent, and their estimated time (``auditor plan``'s estimate);
 - the tokens of the source files the rule audits (every walked file in the audit scope, in
   one of the rule's languages, counted whole) and the prompt tokens over them;
 - the token-ratio guard's ratio (prompt tokens over the distinct full text carried);
@@ -35,6 +35,7 @@ from pathlib import Path
 
 from auditor.config.scan import ScanConfig
 from auditor.pack.guard import token_ratio
+from auditor.planning.timing import estimate_time
 from auditor.pack.packer import PackOptions, PackResult
 from auditor.pack.scope import scope_class
 from auditor.report.manifest import kind_labels
@@ -95,8 +96,9 @@ def report(packed: PackResult, inputs: ScanInputs, tokenizer: PromptTokenizer, r
         for placed in window.files:
             by_kind[labels.get(placed.path, "other")] += placed.tokens
     guard = token_ratio(packed)
+    minutes = sum(estimate_time(w.prompt_tokens, packed.options.output_tokens).total_s for w in packed.windows) / 60
     whole_share = together / max(len(all_chains), 1)
-    print(f"windows: {len(packed.windows)}, prompt tokens in all: {tokens:,}")
+    print(f"windows: {len(packed.windows)}, prompt tokens in all: {tokens:,}, estimated {minutes:.1f} min on the default device profile")
     print(f"source files the rule audits: {len(audited):,}, {source_tokens:,} tokens; "
           f"prompt tokens / source tokens: {tokens / max(source_tokens, 1):.2f}x; guard ratio: {guard.ratio:.2f}x")
     print(f"chains (static {RULE} findings, every severity): {len(all_chains)}, "
@@ -111,7 +113,7 @@ def report(packed: PackResult, inputs: ScanInputs, tokenizer: PromptTokenizer, r
     print(f"file tokens by kind: {kinds}")
     if row is not None:
         print(
-            f"| {row} | {len(packed.windows)} | {tokens / 1e6:.2f} M | {source_tokens / 1e6:.2f} M | "
+            f"| {row} | {len(packed.windows)} | {tokens / 1e6:.2f} M | {minutes:.1f} min | {source_tokens / 1e6:.2f} M | "
             f"{tokens / max(source_tokens, 1):.2f}x | {guard.ratio:.2f}x | {together} / {len(all_chains)} ({whole_share:.1%}) | {kinds} |"
         )
 
