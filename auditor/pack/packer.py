@@ -29,7 +29,7 @@ from auditor.pack.blocks import Block, PendingFile, TokenCounter, describe, full
 from auditor.pack.change import OUTSIDE_CHANGE, ChangeScope
 from auditor.pack.fill import Fillers, SkeletonFn, fill_candidates, fill_gap, upgrade_skeletons
 from auditor.pack.prompt import CandidateChain, MapEntry, build_messages, render_map
-from auditor.pack.rank import NeighborFn, PackInput, rank_files
+from auditor.pack.rank import NeighborFn, PackInput, Ranking, rank_files
 from auditor.pack.reasons import PackReason
 from auditor.pack.scope import out_of_scope
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
@@ -303,6 +303,7 @@ def pack(
     relevance_cache: DigestStore | None = None,
     chains_to_judge: Sequence[CandidateChain] = (),
     chains: Sequence[FileChain] = (),
+    keyword_rules: Sequence[Rule] | None = None,
 ) -> PackResult:
     """Pack files into windows within budget. See the module docstring for the strategy.
 
@@ -321,6 +322,9 @@ def pack(
     each window is seeded with whole chains, a chain going to the window that already holds
     most of its files (hub files repeat across windows), so that each chain's files are in
     full in one window; the other candidates fill the space left.
+    ``keyword_rules`` (default: all of ``rules``) are the rules whose relevance patterns make
+    a file a candidate (``rank_files``); for the others only ``chains`` and the candidates
+    to judge do, and a file only their patterns match is filler.
     Raises PackError when the scaffold alone does not fit the budget.
     """
     if options.prompt_budget <= 0:
@@ -339,7 +343,9 @@ def pack(
         excluded.update((entry.path, OUTSIDE_CHANGE) for entry in files if entry.path not in subgraph and entry.path not in excluded)
     in_scope = [entry for entry in files if entry.path not in excluded]
     by_path = {entry.path: entry for entry in in_scope}
-    ranking = rank_files(in_scope, rules, neighbors, options.neighbor_depth, options.seed_paths, relevance_cache)
+    ranking = rank_files(
+        in_scope, rules, neighbors, options.neighbor_depth, options.seed_paths, relevance_cache, keyword_rules
+    )
     candidates, rest = list(ranking.candidates), list(ranking.rest)
     # The candidates the model judges are chains too: their files belong in one window.
     judged_chains = [tuple(dict.fromkeys((*(path for path, _, _ in c.steps), c.sink_path))) for c in chains_to_judge]
@@ -351,7 +357,8 @@ def pack(
         # A chain's entry point need not match the rule's patterns: it is carried all the same.
         candidates = candidates + chain_files
         rest = [path for path in rest if path not in set(chain_files)]
-    entries = [MapEntry(path, symbols_of(path) if symbols_of else ()) for path in candidates + rest + sorted(excluded)]
+    mapped = candidates + rest + sorted(ranking.foreign) + sorted(excluded)
+    entries = [MapEntry(path, symbols_of(path) if symbols_of else ()) for path in mapped]
     map_budget = min(options.map_tokens, max(options.prompt_budget // 4, 0))
     repo_map, map_detail = _choose_map(entries, tokenizer, map_budget)
     if options.change is not None:
@@ -418,7 +425,7 @@ def pack(
         elif path in dropped and path not in carried:
             omitted.append(OmittedFile(path, f"over --max-windows {options.max_windows}"))
         elif path not in carried:
-            omitted.append(OmittedFile(path, "not relevant to the selected rules and no room for a skeleton (listed in the map)"))
+            omitted.append(OmittedFile(path, _left_out_reason(path, ranking)))
     return PackResult(
         repository=repository,
         tokenizer=tokenizer.info,
@@ -432,6 +439,14 @@ def pack(
         chains=kept_chains,
         chains_out_of_scope=len(set(chains)) - len(set(chains) & set(kept_chains)),
     )
+
+
+def _left_out_reason(path: str, ranking: Ranking) -> str:
+    if path in ranking.foreign:
+        return "in none of the rules' languages: not code they reason about (listed in the map)"
+    if path in ranking.off_chain:
+        return "matches the rules' patterns but lies on no call chain, and no window had room left for it (listed in the map)"
+    return "not relevant to the selected rules and no room for a skeleton (listed in the map)"
 
 
 # Chains are planned against a little less than a window's content budget: the exact

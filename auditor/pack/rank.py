@@ -67,6 +67,12 @@ class Ranking:
     candidates: tuple[str, ...]
     rest: tuple[str, ...]
     reasons: Mapping[str, PackReason]
+    # Files in ``rest`` that match a rule's relevance patterns: off the candidates because
+    # their rules pick candidates by chain, not by keyword (``rank_files``' ``keyword_rules``).
+    off_chain: frozenset[str] = frozenset()
+    # Files in none of the rules' languages (when every rule names its languages): not
+    # candidates, not filler; listed in the map only.
+    foreign: frozenset[str] = frozenset()
 
 
 def rank_files(
@@ -76,6 +82,7 @@ def rank_files(
     neighbor_depth: int,
     seed_paths: Sequence[str] = (),
     relevance_cache: DigestStore | None = None,
+    keyword_rules: Sequence[Rule] | None = None,
 ) -> Ranking:
     """Split paths into candidates in packing order (each with its ``PackReason``: changed,
     rule-relevant, neighbour, or repository when there are no rules) and the rest in rank order.
@@ -84,6 +91,13 @@ def rank_files(
     Otherwise seeds are the seed paths, then files matching a relevance pattern; candidates are seeds plus files within ``neighbor_depth`` call-graph hops.
     Candidates are ordered by a breadth-first walk from the strongest seed so that callers
     and callees land next to each other (and hence in the same window).
+
+    ``keyword_rules`` (default: all of ``rules``) are the rules whose relevance patterns make
+    a file a candidate; the others pick their files by call chain (the packer's chains), so a
+    file only their patterns match is ranked first among the rest (filler), listed in
+    ``off_chain``. When every rule names its languages, a file in none of them (a template,
+    a stylesheet, a Svelte component for a Python rule) is neither a candidate nor filler:
+    it is listed in ``foreign`` (seed paths excepted).
     """
     paths = sorted(entry.path for entry in files)
     known = set(paths)
@@ -93,7 +107,10 @@ def rank_files(
         everything = first + [path for path in paths if path not in set(first)]
         return Ranking(tuple(everything), (), {**{path: PackReason.REPOSITORY for path in everything}, **changed})
     scores = relevance_scores(files, rules, relevance_cache)
-    relevant = sorted((path for path in paths if scores[path] > 0 and path not in set(first)), key=lambda p: (-scores[p], p))
+    by_keyword = scores if keyword_rules is None else (
+        relevance_scores(files, keyword_rules, relevance_cache) if keyword_rules else dict.fromkeys(paths, 0)
+    )
+    relevant = sorted((path for path in paths if by_keyword[path] > 0 and path not in set(first)), key=lambda p: (-by_keyword[p], p))
     seeds = first + relevant
     distance: dict[str, int] = {seed: 0 for seed in seeds}
     frontier = list(seeds)
@@ -130,4 +147,11 @@ def rank_files(
     reasons = {
         path: PackReason.RELEVANT if distance[path] == 0 else PackReason.NEIGHBOUR for path in ordered
     }
-    return Ranking(tuple(ordered), tuple(rest), {**reasons, **changed})
+    languages = {language for rule in rules for language in rule.languages}
+    foreign = frozenset()
+    if languages and all(rule.languages for rule in rules):
+        language_of = {entry.path: entry.language for entry in files}
+        foreign = frozenset(path for path in rest if language_of[path] not in languages)
+        rest = [path for path in rest if path not in foreign]
+    off_chain = frozenset(path for path in rest if scores[path] > 0)
+    return Ranking(tuple(ordered), tuple(rest), {**reasons, **changed}, off_chain, foreign)

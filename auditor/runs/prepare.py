@@ -36,6 +36,7 @@ from auditor.pack.skeleton import build_skeleton
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
 from auditor.recall.windows import CanaryPlan, plant_canaries
 from auditor.rules.loader import Rule, builtin_rules, load_rules
+from auditor.rules.severity import Severity
 from auditor.config.scan import ScanConfig, WindowOptions, tree_cache_scope
 from auditor.runs.judge import candidate_chains
 from auditor.storage.digests import DigestStore, digest_of
@@ -159,6 +160,9 @@ class StaticPass:
     not_run: tuple[str, ...]
     reported: bool
     candidates: tuple[CandidateChain, ...]
+    # Every finding of every severity (those below ``--min-severity`` too): the chains the
+    # windows are cut around, whatever the report shows.
+    chain_findings: tuple[Finding, ...] = ()
 
     @property
     def findings(self) -> tuple[Finding, ...]:
@@ -172,10 +176,12 @@ class StaticPass:
 
     @property
     def file_chains(self) -> tuple[FileChain, ...]:
-        """The files of each finding's chain through its sink, deduplicated and sorted: the
-        chains the packer keeps whole in one window."""
+        """The files of each finding's chain through its sink, of every severity
+        (``chain_findings``), deduplicated and sorted: the chains the packer keeps whole in
+        one window."""
         return tuple(sorted({
-            files_in_order([step.path for step in finding.chain] + [finding.path]) for finding in self.findings
+            files_in_order([step.path for step in finding.chain] + [finding.path])
+            for finding in (*self.chain_findings, *self.findings)
         }))
 
 
@@ -187,19 +193,29 @@ def run_static_pass(
     reported: bool = True,
     progress: ProgressCallback = no_progress,
 ) -> StaticPass:
-    """Run each rule's static analysis (where it has one) over the prepared repository."""
+    """Run each rule's static analysis (where it has one) over the prepared repository.
+
+    Each analysis runs once, at the lowest severity: its findings of every severity are the
+    pass's ``chain_findings``, and ``results`` holds those at ``options.min_severity`` or
+    above, the others counted as hidden, as a run at that severity returns them (grading
+    and folding do not depend on the threshold)."""
     results: list[tuple[Rule, StaticResult]] = []
     not_run: list[str] = []
+    every: list[Finding] = []
+    threshold = Severity.rank_of(options.min_severity)
     for rule in rules:
         analysis = static_analysis_for(rule.id)
         if analysis is None:
             not_run.append(rule.id)
             continue
         progress(ProgressEvent(stage="static", message=f"static pass for {rule.id}"))
-        results.append((rule, analysis(prepared.indexes, prepared.texts, rule, prepared.graph, options=options)))
+        result = analysis(prepared.indexes, prepared.texts, rule, prepared.graph, options=replace(options, min_severity=Severity.LOW))
+        every.extend(result.findings)
+        shown = tuple(finding for finding in result.findings if Severity.rank_of(finding.severity) <= threshold)
+        results.append((rule, replace(result, findings=shown, hidden_findings=result.hidden_findings + len(result.findings) - len(shown))))
     found = tuple(finding for _, result in results for finding in result.findings)
     candidates = candidate_chains(found) if reported else ()
-    return StaticPass(options, tuple(results), tuple(not_run), reported, candidates)
+    return StaticPass(options, tuple(results), tuple(not_run), reported, candidates, tuple(every))
 
 
 @dataclass(frozen=True)
@@ -297,6 +313,10 @@ def plan_windows(
     return replace(plan, notices=(*plan.notices, over_ratio)) if over_ratio else plan
 
 
+TOKEN_RATIO_NOTICE = "the plan sends"
+"""How the token-ratio guard's notice begins (a review carries its base's guard notice on)."""
+
+
 def token_ratio_notice(packed: PackResult, window: WindowOptions) -> str | None:
     """The guard's notice when ``packed`` spends more prompt tokens per audited token than
     ``window.max_token_ratio`` (else ``defaults.MAX_TOKEN_RATIO``) allows, with the windows'
@@ -310,7 +330,7 @@ def token_ratio_notice(packed: PackResult, window: WindowOptions) -> str | None:
 
     seconds = sum(estimate_time(w.prompt_tokens, window.output_tokens).total_s for w in packed.windows)
     return (
-        f"the plan sends {ratio.prompt_tokens:,} prompt tokens in {len(packed.windows)} window(s) for "
+        f"{TOKEN_RATIO_NOTICE} {ratio.prompt_tokens:,} prompt tokens in {len(packed.windows)} window(s) for "
         f"{ratio.audited_tokens:,} tokens of audited code, {ratio.ratio:.1f}x (over {limit:g}x); "
         f"estimated {seconds / 60:,.0f} min on {defaults.DEVICE_PROFILE} (auditor plan); "
         "`auditor pack --format json` lists what each window holds, by reason"
@@ -380,4 +400,7 @@ def pack_prepared(
         relevance_cache=relevance_cache,
         chains_to_judge=static.candidates,
         chains=tuple(sorted({*static.file_chains, *seed_chains})),
+        # A rule with a static analysis packs what lies on its chains, not every file its
+        # keywords match: those are filler, each carried once at most.
+        keyword_rules=modelled,
     )

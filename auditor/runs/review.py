@@ -37,12 +37,15 @@ from pathlib import Path
 from typing import Protocol
 
 from auditor.callgraph.graph import CallGraph
+from auditor.config.scan import ScanConfig
 from auditor.engine.opening import STATIC
 from auditor.findings.merge import merge_findings
 from auditor.findings.model import Finding
 from auditor.findings.suppress import apply_suppressions
 from auditor.index.model import FileIndex
 from auditor.languages import language_for_path
+from auditor.pack.change import ChangeScope
+from auditor.pack.scope import scope_class
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
 from auditor.report.model import (
     Coverage,
@@ -51,24 +54,20 @@ from auditor.report.model import (
     ReviewSummary,
     ScanResult,
 )
-from auditor.config.scan import ScanConfig
+from auditor.rules.loader import builtin_rules
+from auditor.runs.basecompare import base_fingerprints_after_renames, base_scope, found_statically, unchanged_at_base
+from auditor.runs.diffscope import ChangeTouch, changed_functions, locate_touch, review_scope
+from auditor.runs.prepare import TOKEN_RATIO_NOTICE, PreparedRepository, needs_model, prepare_repository, prepare_scan
+from auditor.runs.scan import run_scan
+from auditor.runs.worktrees import review_worktree
 from auditor.walk.diff import (
     Diff,
     GitError,
-    Hunk,
     compute_diff,
     repository_top,
     resolve_revision,
     run_git,
 )
-from auditor.pack.change import ChangeScope
-from auditor.pack.scope import scope_class
-from auditor.rules.loader import builtin_rules
-from auditor.runs.basecompare import base_fingerprints_after_renames, base_scope, found_statically, unchanged_at_base
-from auditor.runs.diffscope import ChangeTouch, changed_functions, locate_touch, review_scope
-from auditor.runs.prepare import PreparedRepository, needs_model, prepare_repository, prepare_scan
-from auditor.runs.scan import run_scan
-from auditor.runs.worktrees import review_worktree
 
 
 class ScanFunction(Protocol):
@@ -167,6 +166,7 @@ def run_review(config: ReviewConfig, progress: ProgressCallback = no_progress, *
                     base = BaseOutcome(
                         base_fingerprints_after_renames(full_base.result.findings, full_base.texts, diff.renames),
                         full_base.result.prompt_tokens_sent,
+                        notices=_guard_notices(full_base.result.notices, diff.base),
                     )
                 else:
                     base = existing_at_base(base_config, head, [finding for finding, _ in touched], diff, progress, scan)
@@ -179,11 +179,12 @@ def run_review(config: ReviewConfig, progress: ProgressCallback = no_progress, *
 class BaseOutcome:
     """What the base says about the head's findings on the change: the fingerprints that
     existed there (as the head reads them), the prompt tokens a base run sent, and whether a
-    model read the base at all."""
+    model read the base at all, and the base run's token-ratio guard notices."""
 
     existing: frozenset[str] = frozenset()
     prompt_tokens_sent: int = 0
     model_run: bool = False
+    notices: tuple[str, ...] = ()
 
 
 def existing_at_base(
@@ -219,7 +220,9 @@ def existing_at_base(
     restricted = replace(config, window=replace(config.window, change=subgraph, seed_paths=()))
     result = scan(restricted, progress, prepared=prepared)
     existing |= base_fingerprints_after_renames(result.findings, prepared.texts, diff.renames)
-    return BaseOutcome(frozenset(existing), result.prompt_tokens_sent, model_run=True)
+    return BaseOutcome(
+        frozenset(existing), result.prompt_tokens_sent, model_run=True, notices=_guard_notices(result.notices, diff.base)
+    )
 
 
 def _review_result(
@@ -264,7 +267,7 @@ def _review_result(
         head_prompt_tokens=head.result.prompt_tokens_sent,
         base_prompt_tokens=base.prompt_tokens_sent,
     )
-    notices = head.result.notices
+    notices = (*head.result.notices, *base.notices)
     if not config.compare_base:
         notices = (*notices, "the base was not scanned: every finding on the change counts as new")
     result = replace(
@@ -277,6 +280,12 @@ def _review_result(
         review=summary,
     )
     return ReviewResult(result=result, diff=diff)
+
+
+def _guard_notices(notices: tuple[str, ...], base: str) -> tuple[str, ...]:
+    """The base scan's token-ratio guard notices (``plan_windows``), named as the base's: a
+    review says what both its scans cost, as a scan does before sending anything."""
+    return tuple(f"base {base[:12]}: {notice}" for notice in notices if notice.startswith(TOKEN_RATIO_NOTICE))
 
 
 def _inside(tree: _Tree, prefix: str) -> _Tree:

@@ -62,18 +62,22 @@ def tokenizer(tiny_tokenizer_dir):
 
 
 def write_repository(root: Path) -> None:
+    """Six views of different sizes, each writing twice outside a transaction: six chains,
+    packed in several windows (windows are planned by chain cost, largest first)."""
     for number in range(6):
-        body = "".join(f"    value_{line} = compute({line}, 'text')\n" for line in range(40))
+        body = "".join(f"        value_{line} = compute({line}, 'text')\n" for line in range(30 + 8 * number))
         (root / "app").mkdir(parents=True, exist_ok=True)
         (root / "app" / f"module_{number}.py").write_text(
-            f"def handler_{number}(request):\n{body}    request.order.save()\n", encoding="utf-8"
+            f"from django.views import View\n\n\nclass Handler{number}(View):\n    def post(self, request):\n{body}"
+            "        order = Order.objects.create(total=1)\n        Payment.objects.create(order=order)\n",
+            encoding="utf-8",
         )
 
 
 def window_requests(root: Path, tokenizer) -> list[ChatRequest]:
     """The requests a scan sends for ``root``: one per packed window, as run_scan builds them."""
     prepared = prepare_repository(root, use_cache=False)
-    options = PackOptions(max_model_len=4_000, output_tokens=300, probe_reserve_tokens=64, map_tokens=300)
+    options = PackOptions(max_model_len=8_000, output_tokens=300, probe_reserve_tokens=64, map_tokens=300)
     static = run_static_pass(prepared, (RULE,), TxOptions())
     packed = pack_prepared(prepared, rules=(RULE,), tokenizer=tokenizer, options=options, static=static)
     return [

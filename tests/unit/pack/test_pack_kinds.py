@@ -127,6 +127,9 @@ def test_a_rule_that_asks_for_translations_gets_them(tokenizer, tmp_path):
     assert "CHANGELOG.md" not in carried
 
 
+SAVES_RULE = "---\nid: saves\ntitle: t\nseverity: low\ndescription: d\nrelevance:\n  - 'save'\n---\nLook at saves.\n"
+
+
 def _many_files(count: int = 12) -> list[PackInput]:
     body = "".join(f"    value_{i} = compute({i}, 'text')\n" for i in range(12))
     return [PackInput(f"app/m{i}.py", f"def f{i}(request):\n    order.save()\n{body}", "python") for i in range(count)]
@@ -192,23 +195,62 @@ def test_a_one_window_plan_never_trips_the_guard(tokenizer, tmp_path):
     assert token_ratio_notice(result, WindowOptions()) is None
 
 
-def test_max_token_ratio_makes_the_guard_fatal_before_sending(tmp_path, tiny_tokenizer_dir):
-    from typer.testing import CliRunner
-
-    from auditor.cli.app import app
-
+def _ratio_pack_arguments(tmp_path: Path, tiny_tokenizer_dir: Path) -> list[str]:
+    """``auditor pack`` arguments for a repository that packs in several windows."""
     root = tmp_path / "repo"
     root.mkdir()
     for path, text in ((f.path, f.text) for f in _many_files(40)):
         (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).write_text(text)
-    arguments = [
-        "pack", str(root), "--format", "json", "--tokenizer", str(tiny_tokenizer_dir), "--rule", "tx-outside-transaction",
+    # A rule the model alone checks: its relevant files are candidates, packed in several windows.
+    rule = tmp_path / "saves.md"
+    rule.write_text(SAVES_RULE)
+    return [
+        "pack", str(root), "--format", "json", "--tokenizer", str(tiny_tokenizer_dir), "--rule", str(rule),
         "--max-model-len", "9000", "--output-tokens", "300", "--no-cache",
     ]
+
+
+def test_max_token_ratio_makes_the_guard_fatal_before_sending(tmp_path, tiny_tokenizer_dir):
+    from typer.testing import CliRunner
+
+    from auditor.cli.app import app
+
+    arguments = _ratio_pack_arguments(tmp_path, tiny_tokenizer_dir)
     plain = CliRunner().invoke(app, arguments)
     assert plain.exit_code == 0, plain.output
     assert len(json.loads(plain.stdout)["windows"]) > 1
     fatal = CliRunner().invoke(app, [*arguments, "--max-token-ratio", "1.01"])
     assert fatal.exit_code == PackError.exit_code, fatal.output
     assert "nothing was sent" in fatal.output
+
+
+@pytest.mark.parametrize("table", ["[tool.auditor]", "[tool.auditor.pack]"])
+def test_the_guard_ratio_comes_from_tool_auditor_and_the_flag_wins(tmp_path, tiny_tokenizer_dir, monkeypatch, table):
+    from typer.testing import CliRunner
+
+    from auditor.cli.app import app
+
+    arguments = _ratio_pack_arguments(tmp_path, tiny_tokenizer_dir)
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(f"{table}\nmax-token-ratio = 1.01\n")
+    monkeypatch.chdir(project)
+    fatal = CliRunner().invoke(app, arguments)
+    assert fatal.exit_code == PackError.exit_code, fatal.output
+    assert "--max-token-ratio 1.01" in fatal.output and "nothing was sent" in fatal.output
+    relaxed = CliRunner().invoke(app, [*arguments, "--max-token-ratio", "50"])
+    assert relaxed.exit_code == 0, relaxed.output
+
+
+def test_a_bad_guard_ratio_in_the_configuration_names_the_file(tmp_path, tiny_tokenizer_dir, monkeypatch):
+    from typer.testing import CliRunner
+
+    from auditor.cli.app import app
+
+    arguments = _ratio_pack_arguments(tmp_path, tiny_tokenizer_dir)
+    (tmp_path / "auditor.toml").write_text("max-token-ratio = -1\n")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, arguments)
+    assert result.exit_code == 64, result.output
+    assert "auditor.toml" in result.output and "max-token-ratio" in result.output

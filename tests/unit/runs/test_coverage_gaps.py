@@ -70,11 +70,13 @@ def test_a_scan_that_selects_nothing_is_not_a_pass(repo: Path, tmp_path: Path) -
 
 
 def test_max_windows_says_what_it_left_out(repo: Path, tiny_tokenizer_dir: Path) -> None:
+    # Twelve modules of views, each on a chain of the static pass: more than one window holds.
     for index in range(12):
-        (repo / "shop" / f"module_{index}.py").write_text(
-            "".join(f"def f{index}_{n}(order):\n    order.save()\n    return {n}\n" for n in range(40)), encoding="utf-8")
+        (repo / "shop" / f"module_{index}.py").write_text("from django.views import View\n\n" + "".join(
+            f"class Pay{n}(View):\n    def post(self, request):\n        order = Order.objects.create(total={n})\n"
+            f"        Payment.objects.create(order=order)\n        return order\n\n" for n in range(8)), encoding="utf-8")
     config = ScanConfig(root=repo, rules=(TX,), engine="mock", tokenizer=str(tiny_tokenizer_dir),
-                        engine_settings=EngineSettings(max_model_len=6_000), window=WindowOptions(output_tokens=512, max_windows=1),
+                        engine_settings=EngineSettings(max_model_len=9_000), window=WindowOptions(output_tokens=512, max_windows=1),
                         use_cache=False, probes=0)
     result = run_scan(config, engine=MockEngine())
     assert len(result.windows) == 1
