@@ -130,6 +130,11 @@ class FrameworkFacts:
         """The method names of the rows of ``kind`` reached through ``through``."""
         return frozenset(fact.method for fact in self.facts if fact.kind is kind and fact.through == through and fact.method)
 
+    def atomic_methods(self, through: str) -> frozenset[str]:
+        """The method names of the ``write`` rows reached through ``through`` that the
+        framework runs in one transaction of their own (``atomic: true``)."""
+        return frozenset(fact.method for fact in self.facts if fact.kind is Kind.WRITE and fact.through == through and fact.atomic)
+
     def signals(self, kind: Kind) -> frozenset[str]:
         """The signal names of the rows of ``kind``."""
         return frozenset(fact.signal for fact in self.facts if fact.kind is kind and fact.signal)

@@ -22,9 +22,12 @@ manager.
   return is read as above. Only through a variable: ``self.a.b.method(...)`` written in
   one expression is not followed (measured on healthchecks and pretalx, the findings it
   added were harmless re-runnable sequences).
-* ``M.objects.create/get_or_create/update_or_create/create_user(...)`` that no repository
-  manager defines: Django's manager runs ``M.save()``, so the call reaches the model's own
-  ``save`` override when the repository defines one.
+* ``M.objects.create/create_user(...)`` that no repository manager defines: Django's
+  manager runs ``M.save()``, so the call reaches the model's own ``save`` override when the
+  repository defines one. ``get_or_create``/``update_or_create`` run that save inside their
+  own ``transaction.atomic`` (rows ``atomic: true`` of models/django.yaml:
+  django/db/models/query.py ``QuerySet.get_or_create``, ``QuerySet.update_or_create``): the
+  call is one atomic write, and no edge leads into the override's writes.
 
 Each edge stands for its call site: the callee's path replaces the call's own
 classification (a ``topic.delete()`` that runs ``Topic.delete`` is not also one write).
@@ -40,6 +43,7 @@ from collections.abc import Mapping
 from auditor.callgraph.graph import CallGraph, Edge, FunctionRef
 from auditor.callgraph.names import strip_arguments
 from auditor.analysis.transactions.base import SELF_RECEIVERS
+from auditor.analysis.transactions.framework_facts import builtin_facts
 from auditor.analysis.transactions.languages import traits
 from auditor.analysis.transactions.receiver_types import GETTER, ReceiverTypes
 from auditor.analysis.transactions.scanning import IDENTIFIER
@@ -51,8 +55,9 @@ CREATED = "the model's save() run by its manager"
 PROPERTY = "a property read runs its getter"
 FOLLOWED = "receiver's class through a foreign key or a getter's return"
 
-# Manager calls that save a new instance through ``Model.save()``.
-_CREATES = frozenset({"create", "get_or_create", "update_or_create", "create_user", "create_superuser"})
+# Manager calls that save a new instance through ``Model.save()`` outside any transaction of
+# their own (the atomic ones, get_or_create/update_or_create, save inside theirs).
+_CREATES = frozenset({"create", "get_or_create", "update_or_create", "create_user", "create_superuser"}) - builtin_facts().atomic_methods("manager")
 _CLASS_NAME = re.compile(r"[A-Za-z_][\w.]*")
 _MANAGER_LINE = re.compile(r"^\s+objects\s*(?::[^=]+)?=\s*(.+)$")
 # ``receiver.name`` at the start of an expression, not called and not assigned to.
