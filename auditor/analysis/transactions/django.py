@@ -59,6 +59,9 @@ _NOT_SAVED = re.compile(r"^\s*(commit|save)\s*=\s*False\s*$")
 _QUERYSET_SOURCE = re.compile(r"\.objects\b|\.(filter|exclude|all|select_for_update|select_related|prefetch_related|annotate|order_by)\(")
 _RELATED_FIELD = re.compile(r"(?m)^\s*(\w+)\s*=\s*(?:models\.)?(?:ManyToManyField|TreeManyToManyField|SortedManyToManyField)\(")
 _RELATED_NAME = re.compile(r"""related_name\s*=\s*['"](\w+)['"]""")
+# Another client's query: a search index's (elasticsearch-dsl ``Search``, ``.search()``), or a
+# filter given a string positionally (``filter("term", project=...)``).
+_OTHER_CLIENT = re.compile(r"""\.search\(|\bSearch\(|\.(?:filter|exclude|query)\(\s*[rbuf]?['"]""")
 _EXECUTE_NAMES = frozenset({"execute", "executemany", "executescript", "exec_driver_sql", "query", "raw", "run", "exec"})
 MANAGER_SELF_WRITES = builtin_facts().methods(Kind.WRITE, "manager")
 _KEYWORD_ONLY = frozenset({"update", "create", "get_or_create", "update_or_create"})
@@ -160,6 +163,8 @@ class DjangoModel:
         name = call.name
         if receiver and receiver[-1] == "session" and name in _SESSION_METHODS:
             return Classification(None, "the request's session store")
+        if name in ("update", "delete") and len(receiver) == 1 and _other_client_query(receiver[0], call, context):
+            return Classification(None, "another client's query (a search index): no ORM write")
         if name in ("save", "delete") and context.is_rule_sink:
             arguments = split_arguments(call.arguments)
             if any(_NOT_SAVED.match(argument) for argument in arguments):
@@ -234,9 +239,40 @@ def saves_existing(call: CallSite, context: CallContext) -> bool:
 
 
 def _assigned_queryset(variable: str, call: CallSite, context: CallContext) -> bool:
-    """Whether ``variable`` was last assigned a queryset earlier in the call's function."""
+    """Whether ``variable`` was last assigned a queryset earlier in the call's function,
+    and no assignment it was built through (``x = x.filter(...)`` back to its origin) shows
+    another client's query: a search index's ``Search`` (elasticsearch-dsl's
+    ``document().search().filter("term", ...)``), or a ``filter``/``exclude`` given a string
+    positionally, which Django's never is (django/db/models/query.py
+    ``QuerySet._filter_or_exclude_inplace`` builds ``Q(*args, **kwargs)``: positional
+    arguments are ``Q`` objects or expressions)."""
     value = context.assigned_before(variable, call)
-    return value is not None and _QUERYSET_SOURCE.search(value) is not None
+    return value is not None and _QUERYSET_SOURCE.search(value) is not None and not _other_client_query(variable, call, context)
+
+
+def _other_client_query(variable: str, call: CallSite, context: CallContext) -> bool:
+    """Whether an assignment ``variable`` was built through shows another client's query."""
+    return any(_OTHER_CLIENT.search(value) for value in _built_through(variable, call, context))
+
+
+def _built_through(variable: str, call: CallSite, context: CallContext) -> list[str]:
+    """The values ``variable`` is assigned above the call in its function, latest first,
+    back to (and with) the first that does not build on ``variable`` itself."""
+    scope = context.index.enclosing_definition(call.line)
+    first = scope.start_line if scope is not None else 1
+    found: list[str] = []
+    for number in range(call.line - 1, first - 1, -1):
+        text = context.line_text(number)
+        if variable not in text:
+            continue
+        match = _ASSIGNMENT.match(text)
+        if match is None or match.group(1) != variable or match.group(2):
+            continue
+        value = match.group(3)
+        found.append(value)
+        if not re.match(rf"{re.escape(variable)}\b", value.lstrip()):
+            break
+    return found
 
 
 def _in_manager_class(call: CallSite, context: CallContext) -> bool:

@@ -81,6 +81,7 @@ class Receivers:
         self._calls: dict[str, dict[str, list[CallSite]]] = {}
         self._managers: dict[FunctionRef, tuple[FunctionRef, ...]] = {}
         self._properties: frozenset[str] | None = None
+        self._getters: dict[FunctionRef, bool] = {}
         self._methods: frozenset[str] | None = None
         self._property_read: re.Pattern[str] | None = None
 
@@ -143,9 +144,27 @@ class Receivers:
                 else:
                     cls = self.types.variable_class(ref.path, definition, receiver, number)
                 getter = self.graph.class_member(cls, name) if cls is not None else None
-                if getter is not None and getter != ref and self.types.is_property(getter):
+                if getter is not None and getter != ref and self.types.is_property(getter) and self._getter_runs_code(getter):
                     found.append(self._read_edge(ref, getter, number))
         return found
+
+    def _getter_runs_code(self, getter: FunctionRef) -> bool:
+        """Whether a property's getter (the ``@property`` definition itself, not a
+        ``@name.setter`` of the same name, whose writes share its qualified name) makes a
+        call or reads another property: else reading it runs nothing that could write."""
+        known = self._getters.get(getter)
+        if known is None:
+            self._getters[getter] = False  # a getter reading itself, or two reading each other
+            index = self.indexes[getter.path]
+            getters = [
+                item for item in index.definitions
+                if item.qualname == getter.qualname and any(GETTER.match(decorator) for decorator in item.decorators)
+            ]  # fmt: skip
+            known = any(item.body_start_line <= call.line <= item.end_line for call in index.calls for item in getters) or any(
+                self._property_edges(getter, item) for item in getters
+            )
+            self._getters[getter] = known
+        return known
 
     def _read_edge(self, caller: FunctionRef, getter: FunctionRef, line: int) -> Edge:
         edge = Edge(caller, getter, line, True)

@@ -7,6 +7,10 @@
   override's writes one by one.
 * ``create`` runs the save outside any transaction of its own (``QuerySet.create``): the
   override's writes stay separate.
+* Reading a ``@property`` runs its getter; the ``@x.setter`` that saves shares its
+  qualified name but runs only on assignment (privacyidea's container ``get_as_dict``).
+* A search index's ``delete()`` (elasticsearch-dsl ``Search``, a ``filter("term", ...)``
+  no Django queryset takes) is no ORM write (readthedocs's ``remove_indexed_files``).
 """
 
 from __future__ import annotations
@@ -68,3 +72,109 @@ def test_the_atomic_manager_rows_name_their_proof():
     rows = {fact.method: fact for fact in builtin_facts().facts if fact.through == "manager" and fact.atomic}
     assert {"get_or_create", "update_or_create"} <= set(rows)
     assert rows["update_or_create"].proof is not None and rows["update_or_create"].proof.function == "QuerySet.update_or_create"
+
+
+# ----------------------------------------------------------------- not a write
+
+
+def test_reading_a_property_runs_its_getter_not_the_setter_that_saves(rule: Rule):
+    # The getter and its @x.setter share one qualified name; the read runs the getter only.
+    files = {
+        "vault/box.py": """
+            class Box:
+                def __init__(self, row):
+                    self._row = row
+
+                @property
+                def label(self):
+                    return self._row.label
+
+                @label.setter
+                def label(self, value):
+                    self._row.label = value
+                    self._row.save()
+
+                @property
+                def owner(self):
+                    return self._row.owner
+
+                @owner.setter
+                def owner(self, value):
+                    self._row.owner = value
+                    self._row.save()
+
+                def as_dict(self):
+                    found = {"label": self.label}
+                    found["owner"] = self.owner
+                    return found
+            """,
+        "vault/cli.py": """
+            import click
+            from .box import Box
+
+            @click.command()
+            def show(row):
+                box = Box(row)
+                print(box.as_dict())
+            """,
+    }
+    assert not reported(analyze_source(files, rule))  # no read reaches the setters' saves
+
+
+def test_a_getter_that_writes_is_still_followed(rule: Rule):
+    files = {
+        "vault/box.py": """
+            from .models import Token
+
+            class Box:
+                @property
+                def token(self):
+                    Token.objects.create(box=1)
+                    return 1
+
+                def issue(self):
+                    first = self.token
+                    Token.objects.create(box=2)
+                    return first
+            """,
+        "vault/models.py": "class Token:\n    pass\n",
+        "vault/cli.py": """
+            import click
+            from .box import Box
+
+            @click.command()
+            def issue():
+                Box().issue()
+            """,
+    }
+    assert reported(analyze_source(files, rule))[("vault/box.py", "Box.issue")].severity == "critical"
+
+
+def test_a_search_index_delete_is_no_database_write(rule: Rule):
+    files = {
+        "docs/search.py": """
+            from .documents import PageDocument
+            from .models import Project
+
+            def unindex(project):
+                Project.objects.filter(pk=project.pk).update(indexed=False)
+                pages = PageDocument().search().filter("term", project=project.slug)
+                pages = pages.exclude("term", version="latest")
+                pages.delete()
+                stale = Project.objects.filter(parent=project)
+                stale.delete()
+            """,
+        "docs/models.py": "class Project:\n    pass\n",
+        "docs/documents.py": "class PageDocument:\n    pass\n",
+        "docs/tasks.py": """
+            from celery import shared_task
+            from .search import unindex
+
+            @shared_task
+            def unindex_all(project):
+                unindex(project)
+            """,
+    }
+    found = reported(analyze_source(files, rule))[("docs/search.py", "unindex")]
+    # the update and the queryset delete; the index's delete at line 7 is not one
+    assert [site.line for site in found.sequence] == [5, 10]
