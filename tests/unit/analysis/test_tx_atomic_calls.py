@@ -178,3 +178,42 @@ def test_a_search_index_delete_is_no_database_write(rule: Rule):
     found = reported(analyze_source(files, rule))[("docs/search.py", "unindex")]
     # the update and the queryset delete; the index's delete at line 7 is not one
     assert [site.line for site in found.sequence] == [5, 10]
+
+
+# ----------------------------------------------------------------- one unit
+
+
+def test_a_core_delete_statement_then_its_commit_is_one_unit(rule: Rule):
+    # Table.delete() builds a Delete construct (sqlalchemy/sql/selectable.py
+    # TableClause.delete); session.execute runs it inside the session's transaction and the
+    # commit ends it: one commit, not a delete and then a commit.
+    files = {
+        "audit/rows.py": """
+            def purge(session, table, condition):
+                result = session.execute(table.delete().where(condition))
+                session.commit()
+                return result.rowcount
+
+            def purge_twice(session, table, first, second):
+                session.execute(table.delete().where(first))
+                session.commit()
+                session.execute(table.update().values(kept=True).where(second))
+                session.commit()
+            """,
+        "audit/cli.py": """
+            import click
+            from .rows import purge, purge_twice
+
+            @click.command()
+            def rotate(session, table, condition):
+                purge(session, table, condition)
+
+            @click.command()
+            def rotate_twice(session, table, first, second):
+                purge_twice(session, table, first, second)
+            """,
+    }
+    found = reported(analyze_source(files, rule))
+    assert ("audit/rows.py", "purge") not in found  # one commit is no sequence
+    # two statements, each committed: two commits, still on one path
+    assert [site.effect for site in found[("audit/rows.py", "purge_twice")].sequence] == ["commit", "commit"]
