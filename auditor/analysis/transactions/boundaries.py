@@ -32,6 +32,15 @@ _WRAPPER_DEPTH = 4
 _SELF_PARAMETERS = ("self", "cls")
 
 
+_METHOD_DECORATOR = re.compile(r"^(?:[\w.]*\.)?method_decorator\(\s*([\w.]+)")
+
+
+def _unwrapped(decorator: str) -> str:
+    """``method_decorator(transaction.non_atomic_requests, ...)`` as the decorator it wraps."""
+    found = _METHOD_DECORATOR.match(decorator)
+    return found.group(1) if found else decorator
+
+
 class Boundaries:
     """Where transactions open, for one run of the analysis."""
 
@@ -118,8 +127,17 @@ class Boundaries:
         return entry.kind == "consumer" and any(self.patterns.in_request.matches(decorator) for decorator in self.decorators(entry.ref))
 
     def opts_out(self, entry: EntryPoint) -> bool:
-        """Whether the entry point (or its class) is decorated ``non_atomic_requests``."""
-        return any(self.patterns.non_atomic.matches(decorator) for decorator in self.decorators(entry.ref))
+        """Whether the entry point (or its class) is decorated ``non_atomic_requests``, or
+        its class's ``dispatch``, its own or inherited, is: ``View.as_view()`` copies the
+        attributes decorators set on ``dispatch`` onto the view function Django checks
+        (django/views/generic/base.py ``View.as_view``). ``method_decorator(d)`` is ``d``."""
+        decorators = list(self.decorators(entry.ref))
+        definition = self.graph.definition(entry.ref)
+        if definition is not None and definition.parent is not None:
+            dispatch = self.graph.class_member(FunctionRef(entry.ref.path, definition.parent), "dispatch")
+            if dispatch is not None and dispatch != entry.ref:
+                decorators += self.decorators(dispatch)
+        return any(self.patterns.non_atomic.matches(_unwrapped(decorator)) for decorator in decorators)
 
     def request_note(self, entry: EntryPoint) -> str:
         """For an entry point Django runs in a view, the sentence saying which request

@@ -175,3 +175,35 @@ def test_a_host_setting_row_names_a_setting_the_pass_reads():
         parse_facts("framework: lms\nfacts:\n  - setting: DEBUG\n    kind: host-setting\n", "host.yaml", builtin=False)
     with pytest.raises(ModelsFileError, match="'call'"):
         parse_facts("framework: lms\nfacts:\n  - call: x\n    kind: host-setting\n", "host.yaml", builtin=False)
+
+
+def test_a_base_class_dispatch_that_opts_out_takes_its_subclasses_views_out(rule: Rule):
+    # View.as_view() copies dispatch's decorator attributes (django/views/generic/base.py)
+    files = {
+        "hotel/views.py": """
+            from django.db import transaction
+            from django.utils.decorators import method_decorator
+            from django.views import View
+            from .models import Room, Booking
+
+            class NonAtomicView(View):
+                @method_decorator(transaction.non_atomic_requests)
+                def dispatch(self, request, *args, **kwargs):
+                    return super().dispatch(request, *args, **kwargs)
+
+            class EnrolView(NonAtomicView):
+                def post(self, request):
+                    room = Room.objects.create(name="a")
+                    Booking.objects.create(room=room)
+
+            class PlainView(View):
+                def post(self, request):
+                    room = Room.objects.create(name="b")
+                    Booking.objects.create(room=room)
+            """,
+        "hotel/models.py": MODELS,
+        "hotel/settings.py": 'DATABASES = {"default": {"ATOMIC_REQUESTS": True}}\n',
+    }
+    found = reported(analyze_source(files, rule))
+    assert ("hotel/views.py", "PlainView.post") not in found
+    assert "opts out of ATOMIC_REQUESTS" in found[("hotel/views.py", "EnrolView.post")].explanation
