@@ -217,3 +217,73 @@ def test_a_core_delete_statement_then_its_commit_is_one_unit(rule: Rule):
     assert ("audit/rows.py", "purge") not in found  # one commit is no sequence
     # two statements, each committed: two commits, still on one path
     assert [site.effect for site in found[("audit/rows.py", "purge_twice")].sequence] == ["commit", "commit"]
+
+
+SCOPES = {
+    "ops/database.py": """
+        from contextlib import contextmanager
+
+        @contextmanager
+        def get_session():
+            session = SessionLocal()
+            try:
+                yield session
+                session.commit()
+            except Exception:
+                session.rollback()
+                raise
+            finally:
+                session.close()
+        """,
+    "ops/service.py": """
+        def get_all(*, db_session):
+            return db_session.query(Team)
+
+        def rename(*, db_session, team):
+            team.name = team.name.strip()
+            db_session.add(team)
+        """,
+    "ops/cli.py": """
+        import click
+        from .database import get_session
+        from .service import get_all, rename
+
+        @click.command()
+        def nightly():
+            with get_session() as session:
+                teams = get_all(db_session=session)
+            for team in teams:
+                with get_session() as session:
+                    rename(db_session=session, team=team)
+
+        @click.command()
+        def report():
+            with get_session() as session:
+                teams = get_all(db_session=session)
+            with get_session() as session:
+                again = get_all(db_session=session)
+            return teams, again
+
+        @click.command()
+        def consume(plugins):
+            with get_session() as session:
+                teams = get_all(db_session=session)
+            with get_session() as session:
+                for plugin in plugins:
+                    plugin.instance.consume(db_session=session)
+            with get_session() as session:
+                for plugin in plugins:
+                    plugin.instance.consume(db_session=session)
+        """,
+}
+
+
+def test_a_session_scope_that_only_read_commits_nothing(rule: Rule):
+    # Session.commit flushes pending changes and commits (sqlalchemy/orm/session.py
+    # Session.commit): after a block that only read, it writes nothing.
+    found = reported(analyze_source(SCOPES, rule))
+    assert ("ops/cli.py", "report") not in found  # two read-only scopes: no effect at all
+    assert ("ops/cli.py", "nightly") not in found  # the renames' scope commits; the read's does not
+    # a session handed to code the graph cannot see may be written: those two scopes count
+    consume = found[("ops/cli.py", "consume")]
+    assert [site.effect for site in consume.sequence] == ["commit", "commit"]
