@@ -104,14 +104,12 @@ class SessionScopes:
         work = False
         for line in range(definition.body_start_line, definition.end_line + 1):
             text = facts.line_text(line)
-            if _ATTRIBUTE_SET.match(text) and not text.lstrip().startswith(("self.", "cls.")):
-                work = True
-            elif _SESSION_ARGUMENT.search(text) and self._work_calls.search(text):
-                work = True
-            elif _PASSED_SESSION.search(text) and line not in callees:
-                work = True
-            elif any(self._does_work(callee, depth + 1) for callee in callees.get(line, ())):
-                work = True
+            work = (
+                (_ATTRIBUTE_SET.match(text) is not None and not text.lstrip().startswith(("self.", "cls.")))
+                or (_SESSION_ARGUMENT.search(text) is not None and self._work_calls.search(text) is not None)
+                or (_PASSED_SESSION.search(text) is not None and line not in callees)
+                or any(self._does_work(callee, depth + 1) for callee in callees.get(line, ()))
+            )
             if work:
                 break
         self._work[ref] = work
