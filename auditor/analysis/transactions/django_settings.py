@@ -235,8 +235,12 @@ def _true(node: ast.expr) -> bool:
 
 
 def _demo_path(path: str) -> bool:
-    parts = path.split("/")[:-1]
-    return is_test_path(path) or any(part in ("example", "examples", "demo", "sample", "docs") for part in parts)
+    """Test, example and demo code, and settings modules for tests (``settings/test.py``,
+    ``test_settings.py``, ``settings_tests.py``)."""
+    parts = path.split("/")
+    name = parts[-1].removesuffix(".py")
+    test_settings = name.startswith("test") or name.endswith(("_test", "_tests", "_testing"))
+    return is_test_path(path) or test_settings or any(part in ("example", "examples", "demo", "sample", "docs") for part in parts[:-1])
 
 
 def _absolute(path: str, module: str) -> str:

@@ -207,3 +207,10 @@ def test_a_base_class_dispatch_that_opts_out_takes_its_subclasses_views_out(rule
     found = reported(analyze_source(files, rule))
     assert ("hotel/views.py", "PlainView.post") not in found
     assert "opts out of ATOMIC_REQUESTS" in found[("hotel/views.py", "EnrolView.post")].explanation
+
+
+@pytest.mark.parametrize("path", ["hotel/settings/test.py", "hotel/test_settings.py", "hotel/settings_tests.py"])
+def test_settings_for_tests_are_not_the_ones_the_project_runs_with(path: str):
+    found = _settings({path: 'DATABASES = {"default": {"ATOMIC_REQUESTS": True}}\n'})
+    assert found == RequestSettings()
+    assert found.note() == "Assumes requests are not atomic (no settings module with DATABASES found)."
