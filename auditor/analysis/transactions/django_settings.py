@@ -18,7 +18,8 @@ that is not a literal (``env.bool(...)``) is not taken as True.
 
 The settings module is the ``DJANGO_SETTINGS_MODULE`` default of production ``manage.py``,
 ``wsgi.py`` or ``asgi.py`` files; when no launcher names one, every production settings file
-is read (test, example and demo settings never count). A library with no settings of its
+is read. Test, example and demo settings never count, named by a launcher or not (a plugin's
+``manage.py`` that runs its tests with ``settings/test.py`` says nothing of its host). A library with no settings of its
 own can declare its host's with a ``host-setting`` row in a ``--tx-models`` file
 (docs/tx-models.md).
 
@@ -99,7 +100,7 @@ def request_settings(indexes: Mapping[str, FileIndex], texts: Mapping[str, str],
     for path in sorted(indexes):
         if path.rsplit("/", 1)[-1] in _LAUNCHERS and not _demo_path(path):
             chosen += [_module_path(name, modules) for name in _SETTINGS_MODULE.findall(texts.get(path, ""))]
-    settings = sorted({path for path in chosen if path is not None})
+    settings = sorted({path for path in chosen if path is not None and not _demo_path(path)})
     if not settings:
         settings = [path for path in sorted(indexes) if "settings" in path and path.endswith(".py") and not _demo_path(path)]
     read = ""

@@ -214,3 +214,12 @@ def test_settings_for_tests_are_not_the_ones_the_project_runs_with(path: str):
     found = _settings({path: 'DATABASES = {"default": {"ATOMIC_REQUESTS": True}}\n'})
     assert found == RequestSettings()
     assert found.note() == "Assumes requests are not atomic (no settings module with DATABASES found)."
+
+
+def test_a_launcher_naming_test_settings_is_not_read():
+    # a plugin's manage.py that runs its test suite: no settings the project runs with
+    files = {
+        "manage.py": 'import os\nos.environ.setdefault("DJANGO_SETTINGS_MODULE", "hotel.settings.test")\n',
+        "hotel/settings/test.py": 'DATABASES = {"default": {"ENGINE": "sqlite"}}\n',
+    }
+    assert _settings(files) == RequestSettings()
