@@ -9,6 +9,11 @@ Django reads ``ATOMIC_REQUESTS`` per database alias, from ``settings.DATABASES[a
 connection: Django never reads it. The writes the pass sees go to the ``default`` alias (a
 model call without ``using``), so the view is covered when ``DATABASES['default']`` sets it.
 
+Class-based settings (readthedocs's ``Settings.load_settings``, django-configurations) turn a
+class's attributes into the module's settings: a class body is read like the module's, a
+``DATABASES`` property by the dict it returns, and a settings class imported from another
+settings module (``from .base import BaseSettings``) brings that module's statements first.
+
 Read forms, in statement order through ``from X import *`` (settings split over modules):
 ``DATABASES = {'default': {..., 'ATOMIC_REQUESTS': True}}`` (or ``dict(...)``),
 ``DATABASES['default'] = {...}``, ``DATABASES['default']['ATOMIC_REQUESTS'] = True``,
@@ -131,10 +136,18 @@ def _run(path: str, texts: Mapping[str, str], modules: Mapping[str, str], state:
 
 def _statements(body: list[ast.stmt], path: str, texts: Mapping[str, str], modules: Mapping[str, str], state: _State, seen: set[str]) -> None:
     for statement in body:
-        if isinstance(statement, ast.ImportFrom) and any(alias.name == "*" for alias in statement.names):
+        if isinstance(statement, ast.ImportFrom):
+            # ``from X import *``, or a settings class imported from another settings module
             target = _module_path(_absolute(path, "." * statement.level + (statement.module or "")), modules)
-            if target is not None:
+            star = any(alias.name == "*" for alias in statement.names)
+            if target is not None and (star or "settings" in target):
                 _run(target, texts, modules, state, seen)
+        elif isinstance(statement, ast.ClassDef):
+            _statements(statement.body, path, texts, modules, state, seen)  # class-based settings
+        elif isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)) and statement.name == "DATABASES":
+            returned = next((node.value for node in ast.walk(statement) if isinstance(node, ast.Return) and node.value is not None), None)
+            if returned is not None:
+                state.set(_aliases(returned), path, replace=True)
         elif isinstance(statement, (ast.Assign, ast.AnnAssign)):
             targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
             for target in targets:

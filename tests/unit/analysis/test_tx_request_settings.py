@@ -223,3 +223,25 @@ def test_a_launcher_naming_test_settings_is_not_read():
         "hotel/settings/test.py": 'DATABASES = {"default": {"ENGINE": "sqlite"}}\n',
     }
     assert _settings(files) == RequestSettings()
+
+
+def test_class_based_settings_are_read_and_their_top_level_option_is_ignored():
+    files = {
+        "manage.py": 'import os\nos.environ.setdefault("DJANGO_SETTINGS_MODULE", "hotel.settings.docker")\n',
+        "hotel/settings/base.py": "class BaseSettings:\n    ATOMIC_REQUESTS = True\n",
+        "hotel/settings/docker.py": """from .base import BaseSettings
+
+
+class DockerSettings(BaseSettings):
+    @property
+    def DATABASES(self):
+        return {"default": {"ENGINE": "pg"}}
+
+
+DockerSettings.load_settings(__name__)
+""",
+    }
+    found = _settings(files)
+    assert found == RequestSettings(source="hotel/settings/docker.py", ignored="hotel/settings/base.py")
+    files["hotel/settings/docker.py"] = files["hotel/settings/docker.py"].replace('"pg"}', '"pg", "ATOMIC_REQUESTS": True}')
+    assert _settings(files) == RequestSettings(atomic=True, source="hotel/settings/docker.py")
