@@ -64,11 +64,17 @@ class RequestSettings:
     declared: bool = False
     ignored: str = ""
 
+    def origin(self) -> str:
+        """Where the request transaction comes from ("" when views run in none)."""
+        if not self.atomic:
+            return ""
+        where = f"declared for the host in {self.source}" if self.declared else f"of DATABASES['default'] in {self.source}"
+        return f"ATOMIC_REQUESTS {where}"
+
     def note(self) -> str:
         """The sentence that says which request setting a view's grade assumes."""
         if self.atomic:
-            where = f"declared for the host in {self.source}" if self.declared else f"of DATABASES['default'] in {self.source}"
-            return f"Views run in a transaction: ATOMIC_REQUESTS {where}."
+            return f"Views run in a transaction: {self.origin()}."
         if self.source:
             text = f"Assumes requests are not atomic (settings read: {self.source}; DATABASES['default'] does not set ATOMIC_REQUESTS)"
         else:

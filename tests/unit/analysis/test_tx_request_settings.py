@@ -10,12 +10,14 @@ plugin with no settings of its own declares its host's with a ``host-setting`` r
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import pytest
 
 from auditor.analysis.transactions import TxOptions
 from auditor.analysis.transactions.django_settings import RequestSettings, request_settings
+from auditor.analysis.transactions.explain import AnalysisInputs, explain
 from auditor.analysis.transactions.framework_facts import Kind, ModelsFileError, builtin_facts, parse_facts
 from auditor.index.indexer import index_source
 from auditor.rules.loader import Rule, load_rule
@@ -245,3 +247,11 @@ DockerSettings.load_settings(__name__)
     assert found == RequestSettings(source="hotel/settings/docker.py", ignored="hotel/settings/base.py")
     files["hotel/settings/docker.py"] = files["hotel/settings/docker.py"].replace('"pg"}', '"pg", "ATOMIC_REQUESTS": True}')
     assert _settings(files) == RequestSettings(atomic=True, source="hotel/settings/docker.py")
+
+
+def test_explain_says_where_a_covered_views_transaction_comes_from(rule: Rule):
+    texts = {path: textwrap.dedent(text).lstrip("\n") for path, text in _app({"hotel/settings.py": 'DATABASES = {"default": {"ATOMIC_REQUESTS": True}}\n'}).items()}
+    indexes = {path: index_source(path, text, "python") for path, text in texts.items()}
+    found = explain(AnalysisInputs(indexes, texts, rule), "hotel/views.py", "book")
+    boundaries = [text for path in found.entry_paths for text in path.boundaries]
+    assert boundaries == ["Django runs the view book in a transaction (ATOMIC_REQUESTS of DATABASES['default'] in hotel/settings.py)"]
