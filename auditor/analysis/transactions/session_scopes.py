@@ -32,6 +32,8 @@ _CONTEXT_MANAGER = re.compile(r"(?:^|\.)(?:async)?contextmanager$")
 _SESSION_WORK = ("add", "add_all", "merge", "delete", "flush", "execute", "commit", "bulk_save_objects",
                  "bulk_insert_mappings", "bulk_update_mappings", "update", "insert")  # fmt: skip
 _ATTRIBUTE_SET = re.compile(r"^\s*[A-Za-z_]\w*(?:\.\w+)+\s*(?:[-+*/|]?=)(?!=)")
+# ``self.name = ...``: the object's own state, no row it holds (``self.row.name = ...`` is one).
+_OWN_ATTRIBUTE = re.compile(r"^\s*(?:self|cls)\.\w+\s*(?:[-+*/|]?=)(?!=)")
 _SESSION_ARGUMENT = re.compile(r"(?i)session")
 # A session handed to a call: ``f(session)``, ``f(x, db_session=session)``.
 _PASSED_SESSION = re.compile(r"(?i)[(,]\s*(?:\w+\s*=\s*)?\w*session\b")
@@ -105,7 +107,7 @@ class SessionScopes:
         for line in range(definition.body_start_line, definition.end_line + 1):
             text = facts.line_text(line)
             work = (
-                (_ATTRIBUTE_SET.match(text) is not None and not text.lstrip().startswith(("self.", "cls.")))
+                (_ATTRIBUTE_SET.match(text) is not None and _OWN_ATTRIBUTE.match(text) is None)
                 or (_SESSION_ARGUMENT.search(text) is not None and self._work_calls.search(text) is not None)
                 or (_PASSED_SESSION.search(text) is not None and line not in callees)
                 or any(self._does_work(callee, depth + 1) for callee in callees.get(line, ()))
