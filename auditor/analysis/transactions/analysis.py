@@ -75,6 +75,7 @@ from auditor.analysis.transactions.arguments import Arguments
 from auditor.analysis.transactions.assessment import Assessment, assess
 from auditor.analysis.transactions.boundaries import Boundaries
 from auditor.analysis.transactions.dispatch import Dispatch
+from auditor.analysis.transactions.django_settings import request_settings
 from auditor.analysis.transactions.effects import Verdicts
 from auditor.analysis.transactions.facts import FileFacts, PatternSet, RulePatterns, enclosing_of
 from auditor.analysis.transactions.framework_facts import Kind, load_facts
@@ -176,6 +177,7 @@ class Analysis:
             non_atomic=PatternSet(framework.calls(Kind.OPTS_OUT)),
             after_commit=PatternSet(framework.calls(Kind.AFTER_COMMIT)),
             lookups=PatternSet(framework.calls(Kind.LOOKUP)),
+            in_request=PatternSet(framework.calls(Kind.IN_REQUEST)),
         )
         related = django.related_managers(texts)
         verdicts: Verdicts = {}
@@ -187,7 +189,7 @@ class Analysis:
             self.facts[path] = FileFacts(path, index, texts.get(path, ""), patterns, sql_write, related, verdicts)
         receiver_signals = django.receiver_signals(indexes, graph)
         self.boundaries = Boundaries(
-            indexes, graph, self.facts, patterns, django.atomic_requests(indexes, texts),
+            indexes, graph, self.facts, patterns, request_settings(indexes, texts, framework.host_setting("ATOMIC_REQUESTS")),
             receiver_signals, framework.signals(Kind.INSIDE),
         )  # fmt: skip
         self.framework_calls = FrameworkCalls(graph, self.facts, framework, receiver_signals)
@@ -258,7 +260,10 @@ class Analysis:
                 continue
             entry, trail = reached[ref]
             steps = path_of(ref)
-            findings.append(build_finding(self.rule, ref, entry, trail, steps, assessment, self._lines_of, self.reach.dispatch.kinds))
+            findings.append(build_finding(
+                self.rule, ref, entry, trail, steps, assessment, self._lines_of, self.reach.dispatch.kinds,
+                self.boundaries.request_note(entry),
+            ))  # fmt: skip
         findings.sort(key=Finding.sort_key)
         return Outcome(
             reached=reached,

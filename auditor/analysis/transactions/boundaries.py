@@ -6,9 +6,11 @@ run inside the transaction of the call that sends their signal (``pre_delete``/
 and which call edges a boundary blocks.
 
 Inputs: the call graph, the per-file facts (whose regions grow by the wrappers found
-here), the rule's patterns, whether the project turns ``ATOMIC_REQUESTS`` on, and the
+here), the rule's patterns, the request setting the project runs with
+(:class:`~.django_settings.RequestSettings`), and the
 signals each receiver is connected to with those sent inside a transaction. Output:
-:class:`Boundaries` (``entry_covered``, ``edge_blocked``, ``decorated_boundary``).
+:class:`Boundaries` (``entry_covered``, ``edge_blocked``, ``decorated_boundary``,
+``request_note``).
 """
 
 from __future__ import annotations
@@ -21,12 +23,22 @@ from auditor.callgraph.graph import CallGraph, Edge, FunctionRef
 from auditor.callgraph.names import strip_arguments
 from auditor.analysis.entrypoints import EntryPoint
 from auditor.analysis.transactions.base import DOTTED
+from auditor.analysis.transactions.django_settings import RequestSettings
 from auditor.analysis.transactions.facts import FileFacts, RulePatterns, enclosing_of
 from auditor.analysis.transactions.languages import traits
 from auditor.index.model import CallSite, FileIndex
 
 _WRAPPER_DEPTH = 4
 _SELF_PARAMETERS = ("self", "cls")
+
+
+_METHOD_DECORATOR = re.compile(r"^(?:[\w.]*\.)?method_decorator\(\s*([\w.]+)")
+
+
+def _unwrapped(decorator: str) -> str:
+    """``method_decorator(transaction.non_atomic_requests, ...)`` as the decorator it wraps."""
+    found = _METHOD_DECORATOR.match(decorator)
+    return found.group(1) if found else decorator
 
 
 class Boundaries:
@@ -38,7 +50,7 @@ class Boundaries:
         graph: CallGraph,
         facts: Mapping[str, FileFacts],
         patterns: RulePatterns,
-        atomic_requests: bool,
+        requests: RequestSettings,
         receiver_signals: Mapping[FunctionRef, frozenset[str]],
         inside_signals: frozenset[str],
     ) -> None:
@@ -46,8 +58,9 @@ class Boundaries:
         self.graph = graph
         self.facts = facts
         self.patterns = patterns
-        self.atomic_requests = atomic_requests
-        """Whether Django runs every view in a transaction (``ATOMIC_REQUESTS``)."""
+        self.requests = requests
+        """Whether Django runs every view in a transaction (``ATOMIC_REQUESTS``), and
+        where that was read."""
         self.receiver_signals = receiver_signals
         """The signals each receiver function is connected to (last names)."""
         self.inside_signals = inside_signals
@@ -103,10 +116,37 @@ class Boundaries:
         does not opt out."""
         if self.decorated_boundary(entry.ref) or self.covering_signals(entry):
             return True
-        django_view = entry.kind == "http" and entry.detail.startswith(("django", "drf"))
-        if django_view and self.atomic_requests:
-            return not any(self.patterns.non_atomic.matches(decorator) for decorator in self.decorators(entry.ref))
-        return False
+        return self.requests.atomic and self.runs_in_request(entry) and not self.opts_out(entry)
+
+    def runs_in_request(self, entry: EntryPoint) -> bool:
+        """Whether Django runs the entry point inside a view: a Django or DRF view, or a
+        function a framework's own view calls (rows ``kind: in-request``: a pyhermes
+        subscriber)."""
+        if entry.kind == "http" and entry.detail.startswith(("django", "drf")):
+            return True
+        return entry.kind == "consumer" and any(self.patterns.in_request.matches(decorator) for decorator in self.decorators(entry.ref))
+
+    def opts_out(self, entry: EntryPoint) -> bool:
+        """Whether the entry point (or its class) is decorated ``non_atomic_requests``, or
+        its class's ``dispatch``, its own or inherited, is: ``View.as_view()`` copies the
+        attributes decorators set on ``dispatch`` onto the view function Django checks
+        (django/views/generic/base.py ``View.as_view``). ``method_decorator(d)`` is ``d``."""
+        decorators = list(self.decorators(entry.ref))
+        definition = self.graph.definition(entry.ref)
+        if definition is not None and definition.parent is not None:
+            dispatch = self.graph.class_member(FunctionRef(entry.ref.path, definition.parent), "dispatch")
+            if dispatch is not None and dispatch != entry.ref:
+                decorators += self.decorators(dispatch)
+        return any(self.patterns.non_atomic.matches(_unwrapped(decorator)) for decorator in decorators)
+
+    def request_note(self, entry: EntryPoint) -> str:
+        """For an entry point Django runs in a view, the sentence saying which request
+        setting its grade assumes (and where it was read); "" for any other."""
+        if not self.runs_in_request(entry):
+            return ""
+        if self.requests.atomic and self.opts_out(entry):
+            return f"The view opts out of ATOMIC_REQUESTS (non_atomic_requests); {self.requests.note()}"
+        return self.requests.note()
 
     def covering_signals(self, entry: EntryPoint) -> frozenset[str]:
         """The signals a receiver entry point is connected to when every one of them is sent

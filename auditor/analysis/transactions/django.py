@@ -3,10 +3,10 @@
 many-to-many ``add/set/remove/clear/create``, ``update()``/``delete()`` on a variable
 holding a queryset, django-treebeard/django-mptt ``add_root/add_child/move…``) commits
 on its own. ``transaction.atomic`` (decorator or ``with``, directly or through a
-repository function that wraps it) is the boundary; ``ATOMIC_REQUESTS = True`` in the
-settings module the project runs with (``DJANGO_SETTINGS_MODULE`` as set in
-``manage.py``/``wsgi.py``/``asgi.py``) wraps every view, except those decorated
-``non_atomic_requests``; ``transaction.on_commit`` callbacks run after the commit.
+repository function that wraps it) is the boundary; ``ATOMIC_REQUESTS`` of
+``DATABASES['default']`` in the settings the project runs with (:mod:`.django_settings`)
+wraps every view, except those decorated ``non_atomic_requests``; ``transaction.on_commit``
+callbacks run after the commit.
 ``Model.delete()``/``QuerySet.delete()`` are one write: the collector runs the cascades and
 sends ``pre_delete``/``post_delete`` inside its own ``atomic``, so those receivers (and
 ``m2m_changed``'s, sent inside the related manager's ``atomic``) are covered by the call that
@@ -43,8 +43,8 @@ import re
 from collections.abc import Mapping
 
 from auditor.callgraph.graph import CallGraph, FunctionRef
-from auditor.callgraph.names import python_module_name, strip_arguments
-from auditor.analysis.entrypoints import is_test_path, split_arguments
+from auditor.callgraph.names import strip_arguments
+from auditor.analysis.entrypoints import split_arguments
 from auditor.analysis.transactions.base import DOTTED, FOR_LOOP, CallContext, Classification, Effect
 from auditor.analysis.transactions.framework_facts import Kind, builtin_facts
 from auditor.analysis.transactions.grading import relative_value
@@ -57,13 +57,12 @@ _TREE_METHODS = frozenset({"add_root", "add_child", "add_sibling", "move_to", "i
 _SESSION_METHODS = frozenset({"save", "flush", "delete", "clear", "cycle_key", "set_expiry", "create"})
 _NOT_SAVED = re.compile(r"^\s*(commit|save)\s*=\s*False\s*$")
 _QUERYSET_SOURCE = re.compile(r"\.objects\b|\.(filter|exclude|all|select_for_update|select_related|prefetch_related|annotate|order_by)\(")
-_SETTINGS_MODULE = re.compile(r"""DJANGO_SETTINGS_MODULE['"]\s*,\s*['"]([\w.]+)['"]""")
-_ATOMIC_REQUESTS = re.compile(r"""(?m)^[^#\n]*['"]?ATOMIC_REQUESTS['"]?\s*[:=]\s*True\b""")
-_STAR_IMPORT = re.compile(r"(?m)^from\s+([.\w]+)\s+import\s+\*")
 _RELATED_FIELD = re.compile(r"(?m)^\s*(\w+)\s*=\s*(?:models\.)?(?:ManyToManyField|TreeManyToManyField|SortedManyToManyField)\(")
 _RELATED_NAME = re.compile(r"""related_name\s*=\s*['"](\w+)['"]""")
+# Another client's query: a search index's (elasticsearch-dsl ``Search``, ``.search()``), or a
+# filter given a string positionally (``filter("term", project=...)``).
+_OTHER_CLIENT = re.compile(r"""\.search\(|\bSearch\(|\.(?:filter|exclude|query)\(\s*[rbuf]?['"]""")
 _EXECUTE_NAMES = frozenset({"execute", "executemany", "executescript", "exec_driver_sql", "query", "raw", "run", "exec"})
-_LAUNCHERS = ("manage.py", "wsgi.py", "asgi.py")
 MANAGER_SELF_WRITES = builtin_facts().methods(Kind.WRITE, "manager")
 _KEYWORD_ONLY = frozenset({"update", "create", "get_or_create", "update_or_create"})
 _KEYWORD = re.compile(r"^\s*(\*\*|\w+\s*=(?!=))")
@@ -96,37 +95,6 @@ def related_managers(texts: Mapping[str, str]) -> frozenset[str]:
         names.update(_RELATED_NAME.findall(text))
     names.discard("+")
     return frozenset(names)
-
-
-def atomic_requests(indexes: Mapping[str, FileIndex], texts: Mapping[str, str]) -> bool:
-    """Whether the settings module the project runs with sets ``ATOMIC_REQUESTS = True``.
-
-    The module is the ``DJANGO_SETTINGS_MODULE`` default of production ``manage.py``,
-    ``wsgi.py`` or ``asgi.py`` files, followed through ``from X import *``; when no
-    launcher names one, every production settings file is read (test, example and demo
-    settings never count)."""
-    modules = {python_module_name(path): path for path in indexes if path.endswith(".py")}
-    chosen: list[str] = []
-    for path in sorted(indexes):
-        if path.rsplit("/", 1)[-1] in _LAUNCHERS and not _demo_path(path):
-            chosen += [_module_path(name, modules) for name in _SETTINGS_MODULE.findall(texts.get(path, ""))]
-    settings = sorted({path for path in chosen if path is not None})
-    if not settings:
-        settings = [path for path in sorted(indexes) if "settings" in path and path.endswith(".py") and not _demo_path(path)]
-    seen: set[str] = set()
-    while settings:
-        path = settings.pop()
-        if path in seen:
-            continue
-        seen.add(path)
-        text = texts.get(path, "")
-        if _ATOMIC_REQUESTS.search(text):
-            return True
-        for imported in _STAR_IMPORT.findall(text):
-            target = _module_path(_absolute(path, imported), modules)
-            if target is not None:
-                settings.append(target)
-    return False
 
 
 def receiver_signals(indexes: Mapping[str, FileIndex], graph: CallGraph) -> dict[FunctionRef, frozenset[str]]:
@@ -181,29 +149,6 @@ def _handler_argument(arguments: str) -> str | None:
     return handler if handler is not None and DOTTED.match(handler) else None
 
 
-def _demo_path(path: str) -> bool:
-    parts = path.split("/")[:-1]
-    return is_test_path(path) or any(part in ("example", "examples", "demo", "sample", "docs") for part in parts)
-
-
-def _absolute(path: str, module: str) -> str:
-    if not module.startswith("."):
-        return module
-    dots = len(module) - len(module.lstrip("."))
-    package = python_module_name(path).split(".")[:-dots] if dots else []
-    rest = module[dots:]
-    return ".".join([*package, *([rest] if rest else [])])
-
-
-def _module_path(name: str | None, modules: Mapping[str, str]) -> str | None:
-    if not name:
-        return None
-    if name in modules:
-        return modules[name]
-    suffix = [module for module in modules if module.endswith("." + name)]
-    return modules[min(suffix)] if len(suffix) == 1 else None
-
-
 class DjangoModel:
     """ORM writes in autocommit mode, with the calls that only look like writes removed."""
 
@@ -218,6 +163,8 @@ class DjangoModel:
         name = call.name
         if receiver and receiver[-1] == "session" and name in _SESSION_METHODS:
             return Classification(None, "the request's session store")
+        if name in ("update", "delete") and len(receiver) == 1 and _other_client_query(receiver[0], call, context):
+            return Classification(None, "another client's query (a search index): no ORM write")
         if name in ("save", "delete") and context.is_rule_sink:
             arguments = split_arguments(call.arguments)
             if any(_NOT_SAVED.match(argument) for argument in arguments):
@@ -292,9 +239,40 @@ def saves_existing(call: CallSite, context: CallContext) -> bool:
 
 
 def _assigned_queryset(variable: str, call: CallSite, context: CallContext) -> bool:
-    """Whether ``variable`` was last assigned a queryset earlier in the call's function."""
+    """Whether ``variable`` was last assigned a queryset earlier in the call's function,
+    and no assignment it was built through (``x = x.filter(...)`` back to its origin) shows
+    another client's query: a search index's ``Search`` (elasticsearch-dsl's
+    ``document().search().filter("term", ...)``), or a ``filter``/``exclude`` given a string
+    positionally, which Django's never is (django/db/models/query.py
+    ``QuerySet._filter_or_exclude_inplace`` builds ``Q(*args, **kwargs)``: positional
+    arguments are ``Q`` objects or expressions)."""
     value = context.assigned_before(variable, call)
-    return value is not None and _QUERYSET_SOURCE.search(value) is not None
+    return value is not None and _QUERYSET_SOURCE.search(value) is not None and not _other_client_query(variable, call, context)
+
+
+def _other_client_query(variable: str, call: CallSite, context: CallContext) -> bool:
+    """Whether an assignment ``variable`` was built through shows another client's query."""
+    return any(_OTHER_CLIENT.search(value) for value in _built_through(variable, call, context))
+
+
+def _built_through(variable: str, call: CallSite, context: CallContext) -> list[str]:
+    """The values ``variable`` is assigned above the call in its function, latest first,
+    back to (and with) the first that does not build on ``variable`` itself."""
+    scope = context.index.enclosing_definition(call.line)
+    first = scope.start_line if scope is not None else 1
+    found: list[str] = []
+    for number in range(call.line - 1, first - 1, -1):
+        text = context.line_text(number)
+        if variable not in text:
+            continue
+        match = _ASSIGNMENT.match(text)
+        if match is None or match.group(1) != variable or match.group(2):
+            continue
+        value = match.group(3)
+        found.append(value)
+        if not re.match(rf"{re.escape(variable)}\b", value.lstrip()):
+            break
+    return found
 
 
 def _in_manager_class(call: CallSite, context: CallContext) -> bool:

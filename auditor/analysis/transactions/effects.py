@@ -12,7 +12,7 @@ import re
 from dataclasses import replace
 
 from auditor.callgraph.names import strip_arguments
-from auditor.analysis.transactions import django
+from auditor.analysis.transactions import django, sqlalchemy
 from auditor.analysis.transactions.base import CallContext, Classification, Effect, TransactionModel
 from auditor.analysis.transactions.generic import GenericModel
 from auditor.analysis.transactions.go_sql import GoSqlModel
@@ -73,12 +73,14 @@ def counted_effect(call: CallSite, classification: Classification) -> Effect | N
 
 def classify(call: CallSite, context: CallContext, memo: Verdicts) -> Classification | None:
     """The first model's verdict on a call. Verdicts are kept by call text (``memo``)
-    except for those that read earlier lines (a queryset or query variable's
-    ``update``/``delete``, a Go statement variable's ``Exec``); a ``self.`` call's verdict is
+    except for those that read earlier lines or their own (a queryset or query variable's
+    ``update``/``delete``, a Go statement variable's ``Exec``, an argument-less
+    ``delete()``/``update()`` that may build an SQLAlchemy Core statement); a ``self.`` call's verdict is
     kept per class (a manager's ``self.create`` writes). A kept Django ``save`` verdict is
     told anew whether the save rewrites an existing row: that reads the lines above it."""
     key: tuple[object, ...] | None = None
-    if not (call.name in _READS_ASSIGNMENT and call.callee.count(".") == 1):
+    reads_line = call.name in sqlalchemy.STATEMENT_NAMES and not call.arguments.strip()
+    if not (call.name in _READS_ASSIGNMENT and call.callee.count(".") == 1) and not reads_line:
         owner = None
         if call.enclosing and call.name in django.MANAGER_SELF_WRITES and call.callee.startswith("self."):
             owner = (context.path, call.enclosing.rsplit(".", 1)[0])

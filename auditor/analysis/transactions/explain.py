@@ -211,7 +211,7 @@ def _entry_path(analysis: Analysis, entry: EntryPoint, trail: Trail) -> EntryPat
             names = ", ".join(sorted(signals))
             found.append(f"{entry.ref.qualname} receives {names}: it runs inside the transaction of the call that sends it")
         else:
-            found.append(f"Django runs the view {entry.ref.qualname} in a transaction (ATOMIC_REQUESTS)")
+            found.append(f"Django runs the view {entry.ref.qualname} in a transaction ({boundaries.requests.origin()})")
     hops = []
     for edge in trail:
         boundary = _edge_boundary(analysis, edge)

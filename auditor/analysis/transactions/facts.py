@@ -112,6 +112,8 @@ class RulePatterns:
     after_commit: PatternSet
     lookups: PatternSet = field(default_factory=lambda: PatternSet(()))
     """Calls that look up or create a framework registry row: no effect of the path."""
+    in_request: PatternSet = field(default_factory=lambda: PatternSet(()))
+    """Decorators whose function a framework's own Django view runs (a pyhermes subscriber)."""
 
     @cached_property
     def call_names(self) -> frozenset[str] | None:

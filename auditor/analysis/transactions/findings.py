@@ -61,11 +61,13 @@ def build_finding(
     assessment: Assessment,
     lines_of: Callable[[str], Sequence[str]],
     edge_kinds: Mapping[Edge, str],
+    request_note: str = "",
 ) -> Finding:
     """The finding for ``ref``'s path ``steps`` assessed ``assessment`` (severity, reason),
     reached from ``entry`` through ``trail``; ``lines_of`` gives a file's lines (the write
     calls of the sequence go into the fingerprint), ``edge_kinds`` says how approximate
-    edges resolve."""
+    edges resolve, ``request_note`` which request setting a view's grade assumes (it
+    follows the first sentence of the explanation)."""
     severity, reason = assessment.severity, assessment.reason
     first = steps[0]
     effects = [effect for step in steps for effect in step.effects]
@@ -94,7 +96,9 @@ def build_finding(
     )
     explanation = (
         f"{entry.kind} entry point {entry.ref.qualname} ({entry.detail}) {reach}, and no transaction boundary "
-        f"(decorator, with-block or transaction handle) covers the path. On one path: {steps_text}."
+        f"(decorator, with-block or transaction handle) covers the path."
+        + (f" {request_note}" if request_note else "")
+        + f" On one path: {steps_text}."
     )
     if len(steps) > 1:
         explanation += _consequence(effects)

@@ -26,8 +26,8 @@ import yaml
 
 from auditor.errors import UsageError
 
-_BUILTIN_FILES = ("django.yaml", "django_lookups.yaml", "drf.yaml")
-_SUBJECTS = ("call", "method", "signal")
+_BUILTIN_FILES = ("django.yaml", "django_lookups.yaml", "drf.yaml", "pyhermes.yaml")
+_SUBJECTS = ("call", "method", "signal", "setting")
 _THROUGH = frozenset({"model", "queryset", "manager", "related-manager", "drf-view", "drf-serializer"})
 _DISPATCH_THROUGH = frozenset({"drf-view", "drf-serializer"})
 _FIELDS = frozenset({"kind", *_SUBJECTS, "through", "atomic", "calls", "bases", "proof", "note"})
@@ -58,6 +58,13 @@ class Kind(str, Enum):
     permission, a site): no business write, not counted in a sequence."""
     INVOKES = "invokes"
     """The framework's ``method`` (of the classes ``bases``) calls ``calls`` next."""
+    IN_REQUEST = "in-request"
+    """The decorated function is run by the framework's own Django view: the request's
+    transaction (``ATOMIC_REQUESTS``) covers it as it covers the project's views."""
+    HOST_SETTING = "host-setting"
+    """The project runs inside a host whose Django settings turn the ``setting`` on for the
+    default database (only ``ATOMIC_REQUESTS`` is read): for a library or plugin with no
+    settings of its own."""
 
 
 # Which subject each kind takes.
@@ -70,7 +77,11 @@ _SUBJECT_OF = {
     Kind.OUTSIDE: ("signal",),
     Kind.LOOKUP: ("call",),
     Kind.INVOKES: ("method",),
+    Kind.IN_REQUEST: ("call",),
+    Kind.HOST_SETTING: ("setting",),
 }
+# The host settings a ``host-setting`` row may name.
+_HOST_SETTINGS = frozenset({"ATOMIC_REQUESTS"})
 
 
 @dataclass(frozen=True)
@@ -87,7 +98,8 @@ class FrameworkFact:
     reached ``through`` a kind of receiver (``method``, built-in files only) or a signal name
     (``signal``), what it does (``kind``), and where that is proven. An ``invokes`` row also
     names what the method ``calls`` (``serializer.save``: a method of the view's serializer)
-    and the framework classes (``bases``) that provide the method."""
+    and the framework classes (``bases``) that provide the method. A ``host-setting`` row
+    names a Django ``setting``; ``source`` is the file the row was read from."""
 
     kind: Kind
     framework: str
@@ -95,6 +107,8 @@ class FrameworkFact:
     method: str = ""
     through: str = ""
     signal: str = ""
+    setting: str = ""
+    source: str = ""
     atomic: bool = False
     calls: str = ""
     bases: tuple[str, ...] = ()
@@ -116,9 +130,18 @@ class FrameworkFacts:
         """The method names of the rows of ``kind`` reached through ``through``."""
         return frozenset(fact.method for fact in self.facts if fact.kind is kind and fact.through == through and fact.method)
 
+    def atomic_methods(self, through: str) -> frozenset[str]:
+        """The method names of the ``write`` rows reached through ``through`` that the
+        framework runs in one transaction of their own (``atomic: true``)."""
+        return frozenset(fact.method for fact in self.facts if fact.kind is Kind.WRITE and fact.through == through and fact.atomic)
+
     def signals(self, kind: Kind) -> frozenset[str]:
         """The signal names of the rows of ``kind``."""
         return frozenset(fact.signal for fact in self.facts if fact.kind is kind and fact.signal)
+
+    def host_setting(self, setting: str) -> str:
+        """The file of the first ``host-setting`` row that names ``setting`` ("" when none)."""
+        return next((fact.source for fact in self.facts if fact.kind is Kind.HOST_SETTING and fact.setting == setting), "")
 
     def invocations(self, through: str) -> tuple[FrameworkFact, ...]:
         """The ``invokes`` rows of methods reached through ``through``, in row order."""
@@ -173,10 +196,10 @@ def parse_facts(text: str, source: str, *, builtin: bool) -> FrameworkFacts:
     rows = document.get("facts")
     if not isinstance(rows, list):
         raise ModelsFileError(f"{source}: 'facts' must be a list of rows")
-    return FrameworkFacts(tuple(_fact(row, framework, f"{source}: row {number}", builtin) for number, row in enumerate(rows, 1)))
+    return FrameworkFacts(tuple(_fact(row, framework, f"{source}: row {number}", builtin, source) for number, row in enumerate(rows, 1)))
 
 
-def _fact(row: Any, framework: str, where: str, builtin: bool) -> FrameworkFact:
+def _fact(row: Any, framework: str, where: str, builtin: bool, source: str) -> FrameworkFact:
     if not isinstance(row, dict):
         raise ModelsFileError(f"{where}: a row must be a mapping, not {type(row).__name__}")
     unknown = sorted(set(row) - _FIELDS)
@@ -209,10 +232,12 @@ def _fact(row: Any, framework: str, where: str, builtin: bool) -> FrameworkFact:
     note = row.get("note", "")
     if not isinstance(note, str):
         raise ModelsFileError(f"{where}: field 'note' must be a string")
+    if subject == "setting" and value.strip() not in _HOST_SETTINGS:
+        raise ModelsFileError(f"{where}: field 'setting': {value.strip()!r} is not a setting the pass reads (known: {', '.join(sorted(_HOST_SETTINGS))})")
     calls, bases = _invocation(row, kind, through, where)
     return FrameworkFact(
         kind, framework, atomic=atomic, calls=calls, bases=bases, proof=_proof(row.get("proof"), where, builtin),
-        note=note, through=through, **{subject: value.strip()},
+        note=note, through=through, source=source, **{subject: value.strip()},
     )  # fmt: skip
 
 

@@ -22,9 +22,12 @@ manager.
   return is read as above. Only through a variable: ``self.a.b.method(...)`` written in
   one expression is not followed (measured on healthchecks and pretalx, the findings it
   added were harmless re-runnable sequences).
-* ``M.objects.create/get_or_create/update_or_create/create_user(...)`` that no repository
-  manager defines: Django's manager runs ``M.save()``, so the call reaches the model's own
-  ``save`` override when the repository defines one.
+* ``M.objects.create/create_user(...)`` that no repository manager defines: Django's
+  manager runs ``M.save()``, so the call reaches the model's own ``save`` override when the
+  repository defines one. ``get_or_create``/``update_or_create`` run that save inside their
+  own ``transaction.atomic`` (rows ``atomic: true`` of models/django.yaml:
+  django/db/models/query.py ``QuerySet.get_or_create``, ``QuerySet.update_or_create``): the
+  call is one atomic write, and no edge leads into the override's writes.
 
 Each edge stands for its call site: the callee's path replaces the call's own
 classification (a ``topic.delete()`` that runs ``Topic.delete`` is not also one write).
@@ -40,6 +43,7 @@ from collections.abc import Mapping
 from auditor.callgraph.graph import CallGraph, Edge, FunctionRef
 from auditor.callgraph.names import strip_arguments
 from auditor.analysis.transactions.base import SELF_RECEIVERS
+from auditor.analysis.transactions.framework_facts import builtin_facts
 from auditor.analysis.transactions.languages import traits
 from auditor.analysis.transactions.receiver_types import GETTER, ReceiverTypes
 from auditor.analysis.transactions.scanning import IDENTIFIER
@@ -51,8 +55,9 @@ CREATED = "the model's save() run by its manager"
 PROPERTY = "a property read runs its getter"
 FOLLOWED = "receiver's class through a foreign key or a getter's return"
 
-# Manager calls that save a new instance through ``Model.save()``.
-_CREATES = frozenset({"create", "get_or_create", "update_or_create", "create_user", "create_superuser"})
+# Manager calls that save a new instance through ``Model.save()`` outside any transaction of
+# their own (the atomic ones, get_or_create/update_or_create, save inside theirs).
+_CREATES = frozenset({"create", "get_or_create", "update_or_create", "create_user", "create_superuser"}) - builtin_facts().atomic_methods("manager")
 _CLASS_NAME = re.compile(r"[A-Za-z_][\w.]*")
 _MANAGER_LINE = re.compile(r"^\s+objects\s*(?::[^=]+)?=\s*(.+)$")
 # ``receiver.name`` at the start of an expression, not called and not assigned to.
@@ -76,6 +81,7 @@ class Receivers:
         self._calls: dict[str, dict[str, list[CallSite]]] = {}
         self._managers: dict[FunctionRef, tuple[FunctionRef, ...]] = {}
         self._properties: frozenset[str] | None = None
+        self._getters: dict[FunctionRef, bool] = {}
         self._methods: frozenset[str] | None = None
         self._property_read: re.Pattern[str] | None = None
 
@@ -138,9 +144,27 @@ class Receivers:
                 else:
                     cls = self.types.variable_class(ref.path, definition, receiver, number)
                 getter = self.graph.class_member(cls, name) if cls is not None else None
-                if getter is not None and getter != ref and self.types.is_property(getter):
+                if getter is not None and getter != ref and self.types.is_property(getter) and self._getter_runs_code(getter):
                     found.append(self._read_edge(ref, getter, number))
         return found
+
+    def _getter_runs_code(self, getter: FunctionRef) -> bool:
+        """Whether a property's getter (the ``@property`` definition itself, not a
+        ``@name.setter`` of the same name, whose writes share its qualified name) makes a
+        call or reads another property: else reading it runs nothing that could write."""
+        known = self._getters.get(getter)
+        if known is None:
+            self._getters[getter] = False  # a getter reading itself, or two reading each other
+            index = self.indexes[getter.path]
+            getters = [
+                item for item in index.definitions
+                if item.qualname == getter.qualname and any(GETTER.match(decorator) for decorator in item.decorators)
+            ]  # fmt: skip
+            known = any(item.body_start_line <= call.line <= item.end_line for call in index.calls for item in getters) or any(
+                self._property_edges(getter, item) for item in getters
+            )
+            self._getters[getter] = known
+        return known
 
     def _read_edge(self, caller: FunctionRef, getter: FunctionRef, line: int) -> Edge:
         edge = Edge(caller, getter, line, True)

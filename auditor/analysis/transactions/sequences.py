@@ -3,7 +3,8 @@ callees' effects counted at their call sites.
 
 Each function's events are its uncovered effect sites and its unblocked calls into
 functions with effects (the callee's own heaviest path, with the parameters the call
-switches off). The path walker (:mod:`.paths`) picks the heaviest feasible path; a
+switches off; a session scope's commit of a ``with`` block that only read is none:
+:mod:`.session_scopes`). The path walker (:mod:`.paths`) picks the heaviest feasible path; a
 base-class method's self-calls into subclass overrides are taken per concrete class (the
 heaviest class counts, never a sum of different classes' overrides).
 
@@ -47,6 +48,7 @@ from auditor.analysis.transactions.grading import (
 from auditor.analysis.transactions.languages import traits
 from auditor.analysis.transactions.reach import Reach
 from auditor.analysis.transactions.scanning import call_text
+from auditor.analysis.transactions.session_scopes import SessionScopes
 from auditor.index.model import CallSite
 from auditor.languages.grammars import parser_for
 
@@ -71,6 +73,8 @@ class Sequences:
         self.reach = reach
         self.boundaries = boundaries
         self.arguments = arguments
+        self.scopes = SessionScopes(graph, facts)
+        """Which ``with scope() as session:`` calls only commit a read-only block."""
         self._paths: dict[tuple[FunctionRef, frozenset[str], FunctionRef | None], tuple[Step, ...]] = {}
         self._active: set[tuple[FunctionRef, frozenset[str], FunctionRef | None]] = set()
         self._bodies: dict[FunctionRef, Body] = {}
@@ -237,8 +241,8 @@ class Sequences:
         owner = edge.callee.qualname.rpartition(".")[0]
         if bookkeeping(edge.callee) or (owner and _BOOKKEEPING_CLASS.search(owner)):
             effects = tuple(Effect.AUDIT if effect in WRITES else effect for effect in effects)
-        if not effects:
-            return None
+        if not effects or (all(effect is Effect.COMMIT for effect in effects) and self.scopes.idle(edge)):
+            return None  # no effect, or a session scope's commit of a block that changed nothing
         target = None  # the callee's self, seen from here, when it writes only that
         if call is not None and {step.subject for step in steps if any(e in WRITES for e in step.effects)} == {"self"}:
             target = receiver_of(call.callee)

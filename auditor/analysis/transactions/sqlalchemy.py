@@ -5,6 +5,11 @@ ends it (``rollback()`` throws it away). ``session.begin()``, ``begin_nested()``
 ``Query.delete()``/``Query.update()`` (``session.query(M).filter(...).delete()``,
 Flask-SQLAlchemy's ``M.query.filter_by(...).update(...)``, or a variable assigned such a
 query) run inside the session's transaction too: they are not Django autocommit writes.
+A Core statement built from a table (``table.delete().where(...)``, ``table.update().values(...)``,
+or one handed straight to ``execute(...)``) writes nothing by itself: ``TableClause.delete``/
+``update``/``insert`` return a ``Delete``/``Update``/``Insert`` construct
+(sqlalchemy/sql/selectable.py, sqlalchemy/sql/dml.py), and the session's ``execute`` runs it
+inside its transaction, so the commit after it ends one unit.
 
 So a session write is not a finding by itself. The risk is a path that **commits more
 than once** (a failure after the first commit leaves it in place), a write through a
@@ -27,6 +32,9 @@ _IN_TRANSACTION = frozenset(
 
 
 _QUERY_METHODS = frozenset({"delete", "update"})
+STATEMENT_NAMES = _QUERY_METHODS
+"""The Core statement builders a table offers that look like ORM writes (their verdict
+reads the call's line)."""
 # Flask-SQLAlchemy's ``Model.query`` or a session's ``query(...)``; a variable merely named
 # ``query`` (a Django queryset, say) is no SQLAlchemy query.
 _QUERY_SOURCE = re.compile(r"(?:^|\.)[A-Z]\w*\.query\b|^[A-Z]\w*\.query\b|\bsession\.query\(")
@@ -46,6 +54,8 @@ class SqlAlchemyModel:
     def classify(self, call: CallSite, context: CallContext) -> Classification | None:
         if call.name not in self.names or context.index.language != "python":
             return None
+        if call.name in STATEMENT_NAMES and builds_statement(call, context.line_text(call.line)):
+            return Classification(None, "an SQL statement built (SQLAlchemy Core): the session's execute runs it")
         stripped = strip_arguments(call.callee)
         if call.name in _QUERY_METHODS and _query_receiver(stripped, call, context):
             return Classification(None, "a session query's bulk delete/update: inside the session's transaction")
@@ -61,6 +71,14 @@ class SqlAlchemyModel:
         if call.name in _IN_TRANSACTION:
             return Classification(None, "inside the session's transaction")
         return None
+
+
+def builds_statement(call: CallSite, line: str) -> bool:
+    """Whether a ``delete()``/``update()`` call with no arguments builds a Core
+    statement on its line: chained into ``.where(``/``.values(``/``.returning(``, or written
+    straight inside an ``execute(`` call."""
+    stripped = re.escape(strip_arguments(call.callee))
+    return re.search(rf"{stripped}\(\s*\)\s*\.(?:where|values|returning|filter_by|execution_options)\(|\bexecute\(\s*{stripped}\(", line) is not None
 
 
 def _query_receiver(stripped: str, call: CallSite, context: CallContext) -> bool:

@@ -193,20 +193,6 @@ VIEWS = """
     """
 
 
-def test_atomic_requests_come_from_the_settings_module_the_project_runs_with(rule: Rule):
-    files = {
-        "manage.py": 'import os\nos.environ.setdefault("DJANGO_SETTINGS_MODULE", "site.settings.production")\n',
-        "site/settings/production.py": "from .base import *\nDEBUG = False\n",
-        "site/settings/base.py": "ATOMIC_REQUESTS = True\n",
-        "site/views.py": VIEWS,
-        "site/models.py": "class Ledger:\n    pass\n",
-    }
-    assert not reported(analyze_source(files, rule))  # base.py, star-imported by the chosen module
-    files["site/settings/base.py"] = "ATOMIC_REQUESTS = False\n"
-    files["examples/demo/settings.py"] = "ATOMIC_REQUESTS = True\n"  # a demo project's settings
-    assert ("site/views.py", "deposit") in reported(analyze_source(files, rule))
-
-
 def test_on_commit_callbacks_run_after_the_commit(rule: Rule):
     found = reported(analyze_source({"site/views.py": VIEWS, "site/models.py": "class Ledger:\n    pass\n"}, rule))
     assert found[("site/views.py", "deposit")].severity == "critical"
