@@ -125,8 +125,8 @@ _OUTPUT = "output"
 
 _SHARED: tuple[tuple[str, Any, str], ...] = (
     ("rule", Annotated[list[str], _option("--rule", "-r", panel=FILES_PANEL, help="Rule id or path to a rule file (repeatable).")], _FILES),
-    ("include", Annotated[list[str], _option("--include", panel=FILES_PANEL, help="Only files matching this gitignore-style glob (repeatable).")], _FILES),
-    ("exclude", Annotated[list[str], _option("--exclude", panel=FILES_PANEL, help="Skip files matching this gitignore-style glob (repeatable).")], _FILES),
+    ("include", Annotated[list[str], _option("--include", panel=FILES_PANEL, help="Only files matching this gitignore-style glob, relative to PATH (repeatable).")], _FILES),
+    ("exclude", Annotated[list[str], _option("--exclude", panel=FILES_PANEL, help="Skip files matching this gitignore-style glob, relative to PATH (repeatable).")], _FILES),
     ("max_file_bytes", Annotated[int, _option("--max-file-bytes", min=1, panel=FILES_PANEL, help="Skip files larger than this many bytes.")], _FILES),
     ("include_tests", Annotated[bool, _option("--include-tests", panel=FILES_PANEL, help="Audit test code, fixtures and dev-data commands too (left out of the pack and not entry points by default; always listed).")], _FILES),
     ("min_severity", Annotated[MinSeverity, _option("--min-severity", case_sensitive=False, panel=OUTPUT_PANEL, help="Lowest severity of static findings to report (low adds single autocommit writes).")], _FILES),

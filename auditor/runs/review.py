@@ -57,6 +57,7 @@ from auditor.walk.diff import (
 )
 from auditor.runs.prepare import PreparedRepository, prepare_repository
 from auditor.runs.scan import run_scan
+from auditor.runs.scope import glob_base_of
 from auditor.runs.worktrees import review_worktree
 
 
@@ -139,6 +140,8 @@ def run_review(config: ReviewConfig, progress: ProgressCallback = no_progress, *
     # repository's own name. Every cache is keyed by content, so the trees share what they
     # have in common (all but the change) and the next review finds it again.
     scope = config.scan.scope
+    # --include/--exclude are relative to the reviewed directory, as in `auditor scan PATH`.
+    config = replace(config, scan=glob_base_of(config.scan, prefix))
     with _tree_at(top, diff.head if config.head is not None else None) as head_root:
         if not (head_root / prefix).is_dir():
             raise GitError(f"{config.scan.root} does not exist at the head revision {diff.head[:12]}")

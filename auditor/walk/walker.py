@@ -41,10 +41,16 @@ _PROGRESS_EVERY = 200
 
 @dataclass(frozen=True)
 class WalkOptions:
-    """What to walk: include/exclude globs (gitignore syntax, root-relative) and limits."""
+    """What to walk: include/exclude globs (gitignore syntax) and limits.
+
+    The globs match paths relative to ``glob_base`` (a directory under the root, "" or
+    ending in "/": the directory the user named when the walk starts at the repository's
+    top) and select among the files under it only; files outside it are walked whatever
+    the globs say (a subdirectory scan's callers, auditor.runs.scope)."""
 
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
+    glob_base: str = ""
     max_file_bytes: int = defaults.MAX_FILE_BYTES
     default_excludes: bool = True
     use_gitignore: bool = True
@@ -83,6 +89,7 @@ class _Classifier:
         self._auditorignore = IgnoreTree(ignore_root, AUDITORIGNORE)
         self._include = GlobList(options.include, "--include") if options.include else None
         self._exclude = GlobList(options.exclude, "--exclude") if options.exclude else None
+        self._glob_base = options.glob_base
         self._reader = FileReader(str(root), options.max_file_bytes, listing.listed_by_git)
         self._languages: dict[str, str | None] = {}
 
@@ -96,12 +103,14 @@ class _Classifier:
         if ignored is not None:
             detail = f"matched pattern '{ignored.text}' in {ignored.source}"
             return SkippedFile(path, SkipReason.AUDITORIGNORE, detail)
-        if self._exclude is not None:
-            glob = self._exclude.matched(path)
-            if glob is not None:
-                return SkippedFile(path, SkipReason.EXCLUDED, f"matched pattern '{glob}'")
-        if self._include is not None and self._include.matched(path) is None:
-            return SkippedFile(path, SkipReason.NOT_INCLUDED, "no --include pattern matched")
+        if path.startswith(self._glob_base):
+            relative = path[len(self._glob_base):]
+            if self._exclude is not None:
+                glob = self._exclude.matched(relative)
+                if glob is not None:
+                    return SkippedFile(path, SkipReason.EXCLUDED, f"matched pattern '{glob}'")
+            if self._include is not None and self._include.matched(relative) is None:
+                return SkippedFile(path, SkipReason.NOT_INCLUDED, "no --include pattern matched")
         if self._default_excludes:
             excluded = classify_path(path)
             if excluded is not None:

@@ -1,0 +1,82 @@
+"""Scope: a subdirectory of a git work tree (a monorepo's project) scanned within its whole
+repository.
+
+``within_repository`` turns the configuration of a scan of ``PATH`` into one of the
+repository's top that reports what lies under ``PATH``: the walk, the index and the call
+graph cover the whole repository, so a chain entering from a caller outside ``PATH`` and
+reaching a write inside it is found; the findings, the coverage and the files not audited
+are those under ``PATH`` (``ScanConfig.report_under``). Every path is then relative to the
+repository's top, as a review's are, so a finding has one fingerprint (and one SARIF
+``primaryLocationLineHash``) whether ``auditor scan PATH``, ``auditor scan .`` or
+``auditor review PATH`` found it.
+
+``--include``/``--exclude`` globs stay relative to ``PATH`` and select among its files
+(``WalkOptions.glob_base``); the code outside ``PATH`` is walked for the call graph with
+the default exclusions, ``.gitignore`` and ``.auditorignore``. Transaction-model files
+named relative to ``PATH`` are read from there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import TypeVar
+
+from auditor.config.scan import ScanConfig
+from auditor.report.model import Coverage
+from auditor.walk.diff import GitError, repository_top
+
+_Value = TypeVar("_Value")
+
+
+def within_repository(config: ScanConfig) -> ScanConfig:
+    """``config`` as a scan of its repository's top reporting what lies under ``config.root``;
+    ``config`` itself when the root is the top or not in a git work tree."""
+    try:
+        top, prefix = repository_top(config.root.resolve())
+    except GitError:
+        return config
+    if not prefix:
+        return config
+    return replace(
+        config,
+        root=top,
+        walk=replace(config.walk, glob_base=prefix),
+        tx_models=tuple(path.resolve() for path in config.tx_model_paths),
+        report_under=prefix,
+    )
+
+
+def glob_base_of(config: ScanConfig, prefix: str) -> ScanConfig:
+    """``config`` with its ``--include``/``--exclude`` globs relative to ``prefix`` (a review
+    of a subdirectory walks from the repository's top, as ``within_repository`` does)."""
+    return replace(config, walk=replace(config.walk, glob_base=prefix)) if prefix else config
+
+
+def reported_root_name(config: ScanConfig) -> str:
+    """The name reports give the scanned directory: the one the user named (``PATH``), also
+    when the scan walked from the repository's top."""
+    root = config.root / config.report_under if config.report_under else config.root
+    return root.name or str(root)
+
+
+def paths_under(values: Mapping[str, _Value], prefix: str) -> Mapping[str, _Value]:
+    """The entries of a path-keyed mapping under ``prefix`` (all of them for "")."""
+    return values if not prefix else {path: value for path, value in values.items() if path.startswith(prefix)}
+
+
+def coverage_under(coverage: Coverage, prefix: str) -> Coverage:
+    """``coverage`` restricted to the files under ``prefix`` (all of it for "")."""
+    if not prefix:
+        return coverage
+
+    def inside(paths: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(path for path in paths if path.startswith(prefix))
+
+    return replace(
+        coverage,
+        full=inside(coverage.full),
+        skeleton=inside(coverage.skeleton),
+        omitted=inside(coverage.omitted),
+        not_audited=tuple(item for item in coverage.not_audited if item.path.startswith(prefix)),
+    )
