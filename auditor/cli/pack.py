@@ -60,7 +60,9 @@ def pack_command(
 
     if format not in ("text", "json", "prompt"):
         raise UsageError(f"--format must be text, json or prompt, not {format!r}")
-    config = within_repository(scan_config(path, flags))  # as `auditor scan PATH` plans it
+    scoped = within_repository(scan_config(path, flags))  # as `auditor scan PATH` plans it
+    config = scoped.config
+    print_notices([scoped.notice] if scoped.notice else [])
     check_outputs(output)
     with progress_for(format != "json" and stderr.is_terminal) as report:
         loaded = load_tokenizer(config.tokenizer_request)

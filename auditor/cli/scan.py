@@ -38,23 +38,24 @@ SarifCategoryOption = Annotated[
 
 
 def report_options(path: Path, flags: ScanFlags, link_base: str | None, *, sarif_category: str | None = None,
-                   review: bool = False) -> "ReportOptions":
+                   review: bool = False, source_prefix: str = "") -> "ReportOptions":
     """The reports' options for a scan (or, with ``review``, a review) of ``path``.
 
     Paths go from the repository's top, also for a subdirectory (auditor.runs.scope), and so
-    do the links. Without ``--link-base``, the Markdown links come from the git remote; when
-    it is not on GitHub or GitLab a notice asks for one.
+    do the links; ``source_prefix`` is what SARIF puts before the result's paths when they
+    are not (a subdirectory scanned on its own). Without ``--link-base``, the Markdown links
+    come from the git remote; when it is not on GitHub or GitLab a notice asks for one.
     """
     from auditor.report import Format, ReportOptions
     from auditor.report.markdown import REVIEW_MARKER
     from auditor.walk.diff import infer_link_base
 
     if link_base is None:
-        link_base = infer_link_base(path)
+        link_base = infer_link_base(path, from_top=not source_prefix)
         if link_base is None and Format.MARKDOWN in (flags.report_format(), *flags.requested_outputs()):
             print_notices(["Markdown links are relative: the git remote is not on GitHub or GitLab (or there is none); "
                            "pass --link-base https://HOST/OWNER/REPO/blob/COMMIT/ for links that open"])
-    return ReportOptions(link_base=link_base, sarif_category=sarif_category,
+    return ReportOptions(link_base=link_base, sarif_category=sarif_category, source_prefix=source_prefix,
                          comment_marker=REVIEW_MARKER if review else None)
 
 
@@ -78,11 +79,13 @@ def scan_command(
 
     report_format = flags.report_format()
     # A subdirectory is scanned within its repository: callers outside it are seen.
-    config = within_repository(replace(scan_config(path, flags), block_disputed=block_disputed))
+    scoped = within_repository(replace(scan_config(path, flags), block_disputed=block_disputed))
+    config = scoped.config
+    print_notices([scoped.notice] if scoped.notice else [])
     check_outputs(flags.output, *flags.requested_outputs().values())
     if write_baseline is not None:
         check_writable(write_baseline, create_parents=True)  # the baseline writer makes its directory
-    options = report_options(path, flags, link_base, sarif_category=sarif_category)
+    options = report_options(path, flags, link_base, sarif_category=sarif_category, source_prefix=scoped.source_prefix)
     try:
         with progress_for(report_format is Format.TEXT and stderr.is_terminal) as report:
             result = run_scan(config, report)

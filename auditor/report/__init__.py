@@ -51,6 +51,7 @@ class ReportOptions:
     link_base: str | None = None
     sarif_category: str | None = None
     comment_marker: str | None = None  # the Markdown report's first line (default: a review's marker)
+    source_prefix: str = ""  # the scanned directory's path from the repository's top ("" or ending in "/")
 
 
 Reporter = Callable[["ScanResult", ReportOptions], str]
@@ -93,7 +94,7 @@ def _reporters() -> dict[Format, Reporter]:
         registry: dict[Format, Reporter] = {
             Format.TEXT: lambda result, options: text(result),
             Format.JSON: lambda result, options: json_report(result),
-            Format.SARIF: lambda result, options: sarif(result, options.sarif_category),
+            Format.SARIF: lambda result, options: sarif(result, options.sarif_category, options.source_prefix),
             Format.MARKDOWN: lambda result, options: markdown(result, options.link_base, options.comment_marker),
         }
         globals()["REPORTERS"] = registry

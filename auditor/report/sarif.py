@@ -492,13 +492,13 @@ def _notifications(result: ScanResult) -> list[Notification]:
     return notes
 
 
-def sarif_log(result: ScanResult, category: str | None = None) -> SarifLog:
+def sarif_log(result: ScanResult, category: str | None = None, source_prefix: str = "") -> SarifLog:
     """The SARIF log as typed dictionaries (what ``render_sarif`` serialises), model text and
     chains within the output limits.
 
     Every location is relative to ``%SRCROOT%``, the repository's top directory (GitHub
-    resolves it to the checkout): a scan or review of a subdirectory reports paths from
-    there already (auditor.runs.scope)."""
+    resolves it to the checkout): ``source_prefix`` is the scanned directory's path from
+    there ("" or ending in "/"), put before each path of the result."""
     result = bounded_result(result)
     rules = sorted(result.rules, key=lambda rule: rule.id)
     descriptors = [_descriptor(rule) for rule in rules]
@@ -561,12 +561,26 @@ def sarif_log(result: ScanResult, category: str | None = None) -> SarifLog:
         }
     base: BaseLocation = {"description": {"text": "The top directory of the repository (the checkout)."}}
     root = PurePosixPath(result.root)
-    if root.is_absolute():
+    if root.is_absolute() and not source_prefix:
         base["uri"] = root.as_uri().rstrip("/") + "/"
     run["originalUriBaseIds"] = {SOURCE_ROOT: base}
+    if source_prefix:
+        _rebase(run, quote(source_prefix, safe="/"))
     if category:
         run["automationDetails"] = {"id": category if category.endswith("/") else f"{category}/"}
     return {"$schema": SARIF_SCHEMA_URI, "version": SARIF_VERSION, "runs": [run]}
+
+
+def _rebase(node: object, prefix: str) -> None:
+    """Put ``prefix`` before the URI of every ``%SRCROOT%``-relative artifact location in ``node``."""
+    if isinstance(node, dict):
+        if node.get("uriBaseId") == SOURCE_ROOT and isinstance(node.get("uri"), str):
+            node["uri"] = prefix + node["uri"]
+        for value in node.values():
+            _rebase(value, prefix)
+    elif isinstance(node, list):
+        for value in node:
+            _rebase(value, prefix)
 
 
 # GitHub code scanning refuses an upload over 10 MB (gzip); staying under it uncompressed is safe.
@@ -575,15 +589,16 @@ MAX_SARIF_BYTES = 10 * 1024 * 1024
 _SHRINK_STEPS = ((MAX_TEXT_CHARS, MAX_CHAIN_STEPS), (2_000, 1_000), (200, 50))
 
 
-def render_sarif(result: ScanResult, category: str | None = None) -> str:
-    """The SARIF 2.1.0 report; ``category`` becomes ``automationDetails.id`` (GitHub's category).
+def render_sarif(result: ScanResult, category: str | None = None, source_prefix: str = "") -> str:
+    """The SARIF 2.1.0 report; ``category`` becomes ``automationDetails.id`` (GitHub's category),
+    ``source_prefix`` as in ``sarif_log``.
 
     A log over ``MAX_SARIF_BYTES`` is rendered again with shorter explanations and chains
     (each cut marked), so it stays uploadable.
     """
     text = ""
     for text_limit, chain_limit in _SHRINK_STEPS:
-        log = sarif_log(bounded_result(result, text_limit, chain_limit), category)
+        log = sarif_log(bounded_result(result, text_limit, chain_limit), category, source_prefix)
         text = json.dumps(log, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
         if len(text.encode("utf-8")) <= MAX_SARIF_BYTES:
             break

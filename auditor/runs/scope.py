@@ -8,7 +8,9 @@ reaching a write inside it is found; the findings, the coverage and the files no
 are those under ``PATH`` (``ScanConfig.report_under``). Every path is then relative to the
 repository's top, as a review's are, so a finding has one fingerprint (and one SARIF
 ``primaryLocationLineHash``) whether ``auditor scan PATH``, ``auditor scan .`` or
-``auditor review PATH`` found it.
+``auditor review PATH`` found it. A ``PATH`` under a directory of tests, fixtures or
+examples (a sample project kept in a repository) is scanned on its own, as before: from
+the top, its every file would be test code, with no entry point and nothing packed.
 
 ``--include``/``--exclude`` globs stay relative to ``PATH`` and select among its files
 (``WalkOptions.glob_base``); the code outside ``PATH`` is walked for the call graph with
@@ -19,32 +21,60 @@ named relative to ``PATH`` are read from there.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
+from auditor.analysis.transactions.reach import dev_or_fixture_path
 from auditor.config.scan import ScanConfig
+from auditor.pack.scope import scope_class
 from auditor.report.model import Coverage
 from auditor.walk.diff import GitError, repository_top
 
 _Value = TypeVar("_Value")
 
 
-def within_repository(config: ScanConfig) -> ScanConfig:
+@dataclass(frozen=True)
+class Scoped:
+    """A scan's configuration as ``within_repository`` scopes it: ``source_prefix`` is what
+    goes before the result's paths to make them relative to the repository's top ("" when
+    they are already), ``notice`` says why a subdirectory is scanned on its own."""
+
+    config: ScanConfig
+    source_prefix: str = ""
+    notice: str | None = None
+
+
+def within_repository(config: ScanConfig) -> Scoped:
     """``config`` as a scan of its repository's top reporting what lies under ``config.root``;
-    ``config`` itself when the root is the top or not in a git work tree."""
+    ``config`` itself when the root is the top, not in a git work tree, or under a directory
+    whose code auditor never treats as production (below: then with a notice)."""
     try:
         top, prefix = repository_top(config.root.resolve())
     except GitError:
-        return config
+        return Scoped(config)
     if not prefix:
-        return config
-    return replace(
+        return Scoped(config)
+    if not_production(prefix):
+        # Seen from the top, every file under PATH would be test, fixture or example code:
+        # no entry points, nothing packed. PATH alone is its own project.
+        return Scoped(config, prefix, (
+            f"{prefix.rstrip('/')} lies under a directory of tests, fixtures or examples: it is scanned on its own, "
+            "as a project (callers elsewhere in the repository are not seen)"
+        ))
+    return Scoped(replace(
         config,
         root=top,
         walk=replace(config.walk, glob_base=prefix),
         tx_models=tuple(path.resolve() for path in config.tx_model_paths),
         report_under=prefix,
-    )
+    ))
+
+
+def not_production(prefix: str) -> bool:
+    """Whether every file under the directory ``prefix`` ("a/b/") is, by its path alone, code
+    the static pass and the pack leave out: tests, fixtures, examples, migrations, seeds."""
+    probe = f"{prefix}module.py"
+    return dev_or_fixture_path(probe) or scope_class(probe, "") is not None
 
 
 def glob_base_of(config: ScanConfig, prefix: str) -> ScanConfig:

@@ -151,12 +151,13 @@ _HOSTED_REMOTE = re.compile(
 )
 
 
-def infer_link_base(root: Path) -> str | None:
-    """``https://host/owner/repo/blob/COMMIT/`` (the repository's top: reports give paths
-    from there, also for a subdirectory) when ``root`` is in a git work tree whose
-    ``origin`` is on GitHub or GitLab; else None (links stay relative). Markdown links then
-    work in a pull-request comment."""
+def infer_link_base(root: Path, *, from_top: bool = False) -> str | None:
+    """``https://host/owner/repo/blob/COMMIT/<root's path in the repository>/`` (with
+    ``from_top``, the repository's top: for paths relative to it) when ``root`` is in a git work
+    tree whose ``origin`` is on GitHub or GitLab; else None (links stay relative).
+    Markdown links then work in a pull-request comment."""
     try:
+        top = Path(run_git(root, ["rev-parse", "--show-toplevel"]).decode("utf-8").strip())
         commit = run_git(root, ["rev-parse", "HEAD"]).decode("ascii").strip()
         remote = run_git(root, ["remote", "get-url", "origin"]).decode("utf-8").strip()
     except (GitError, UnicodeDecodeError):
@@ -166,8 +167,13 @@ def infer_link_base(root: Path) -> str | None:
         return None
     host, project = match.groups()
     project = project.removesuffix(".git")
+    try:
+        inside = root.resolve().relative_to(top.resolve()).as_posix()
+    except ValueError:
+        return None
     blob = "blob" if host == "github.com" else "-/blob"
-    return f"https://{host}/{project}/{blob}/{commit}/"
+    prefix = "" if inside == "." or from_top else f"{inside}/"
+    return f"https://{host}/{project}/{blob}/{commit}/{prefix}"
 
 
 def repository_top(root: Path) -> tuple[Path, str]:

@@ -34,8 +34,7 @@ def checkout(tmp_path: Path) -> Path:
 def test_hosted_remotes_give_a_commit_link_base(checkout: Path, remote: str, prefix: str) -> None:
     git(checkout, "remote", "add", "origin", remote)
     commit = git(checkout, "rev-parse", "HEAD")
-    # Paths are reported from the repository's top, also for a subdirectory.
-    assert infer_link_base(checkout / "services" / "api") == f"{prefix}{commit}/"
+    assert infer_link_base(checkout / "services" / "api") == f"{prefix}{commit}/services/api/"
     assert infer_link_base(checkout) == f"{prefix}{commit}/"
 
 

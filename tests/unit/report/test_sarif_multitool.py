@@ -93,7 +93,7 @@ def test_every_sarif_kind_auditor_writes_passes_the_github_rules(tmp_path: Path)
     head = commit_all(root, "head")
     scan = ScanConfig(root=root / "app" / "core", engine="static", rules=(TX,), min_severity="low", use_cache=False)
     logs["review"] = render(run_review(ReviewConfig(scan=scan, base=base, head=head)).result, "sarif")
-    logs["subdirectory"] = render(run_scan(within_repository(scan)), "sarif")
+    logs["subdirectory"] = render(run_scan(within_repository(scan).config), "sarif")
     logs["failed"] = render(failed_result(scan, EngineUnavailable("the server at http://127.0.0.1:9 did not answer")), "sarif")
     assert json.loads(logs["review"])["runs"][0]["results"], "the review found nothing to check"
     assert _problems(tmp_path, logs) == []

@@ -192,3 +192,19 @@ def test_include_and_exclude_globs_are_relative_to_the_scanned_directory(tmp_pat
     assert {finding["chain"][0]["path"] for finding in included["findings"] if finding["chain"]} >= {"hc/api/routes.py"}
     reviewed = json.loads(_cli("review", front, "--base", base, "--head", head, *static, "--exclude", "services.py").stdout)
     assert not reviewed["findings"]
+
+
+def test_a_sample_project_under_examples_is_scanned_on_its_own(tmp_path: Path):
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q")
+    write_source(root, "examples/shop/routes.py", ROUTES.replace("hc.front.services", "services"))
+    write_source(root, "examples/shop/services.py", SERVICES_CHANGED)
+    commit_all(root, "sample")
+    outcome = _cli("scan", str(root / "examples" / "shop"), "--engine", "static", "--rule", TX, "--min-severity", "low",
+                   "-f", "json")
+    assert outcome.exit_code == 0, outcome.output
+    # From the top every file would be example code (no entry point): no false clean.
+    findings = json.loads(outcome.stdout)["findings"]
+    assert findings and {finding["path"] for finding in findings} == {"services.py"}
+    assert "scanned on its own" in " ".join(outcome.stderr.split())
