@@ -63,7 +63,7 @@ def report_options(path: Path, flags: ScanFlags, link_base: str | None, *, sarif
 def scan_command(
     path: Annotated[Path, typer.Argument(help="Repository (or subdirectory) to audit.")],
     *,
-    error: Annotated[bool, typer.Option("--error", rich_help_panel=OUTPUT_PANEL, help="Exit 1 when there are findings.")] = False,
+    error: Annotated[bool, typer.Option("--error", rich_help_panel=OUTPUT_PANEL, help="Exit 1 when there are findings (disputed and unverified ones aside).")] = False,
     block_disputed: BlockDisputedOption = False,
     write_baseline: Annotated[Optional[Path], typer.Option("--write-baseline", rich_help_panel=OUTPUT_PANEL, help="Write this scan's findings as a baseline file.")] = None,
     link_base: LinkBaseOption = None,

@@ -206,7 +206,7 @@ def finish_scan(plan: ScanPlan, completions: Sequence[Completion]) -> ScanResult
 # Skip reasons that leave a file the user meant to audit unread (as opposed to the defaults
 # and the user's own --exclude/--include/.auditorignore, which are listed but deliberate).
 _UNREAD_REASONS = frozenset({"too-large", "non-utf8", "unreadable", "vanished", "binary", "parse-budget", "not-a-file",
-                             "placeholder"})
+                             "placeholder", "file-deadline"})
 # Skip reasons that leave a whole tree of source unread (auditor.walk.placeholders), whatever its name.
 _UNREAD_TREES = frozenset({"submodule", "nested-repository"})
 _LISTED_IN_NOTICES = 10

@@ -22,13 +22,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from auditor.analysis.transactions.reach import dev_or_fixture_path
 from auditor.config.scan import ScanConfig
 from auditor.pack.scope import scope_class
-from auditor.report.model import Coverage
 from auditor.walk.diff import GitError, repository_top
+
+if TYPE_CHECKING:
+    from auditor.report.model import Coverage  # the reporters' model: `auditor pack` never loads it
 
 _Value = TypeVar("_Value")
 
@@ -95,7 +97,7 @@ def paths_under(values: Mapping[str, _Value], prefix: str) -> Mapping[str, _Valu
     return values if not prefix else {path: value for path, value in values.items() if path.startswith(prefix)}
 
 
-def coverage_under(coverage: Coverage, prefix: str) -> Coverage:
+def coverage_under(coverage: "Coverage", prefix: str) -> "Coverage":
     """``coverage`` restricted to the files under ``prefix`` (all of it for "")."""
     if not prefix:
         return coverage

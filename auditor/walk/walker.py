@@ -18,6 +18,8 @@ stops the walk.
 from __future__ import annotations
 
 import hashlib
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,6 +53,9 @@ class WalkOptions:
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
     glob_base: str = ""
+    # Seconds the walk's work on one file may take (None: no limit); over it, the file is
+    # listed as not audited ("file-deadline") and goes no further.
+    file_deadline_s: float | None = defaults.FILE_DEADLINE_S
     max_file_bytes: int = defaults.MAX_FILE_BYTES
     default_excludes: bool = True
     use_gitignore: bool = True
@@ -155,16 +160,26 @@ def _resolve_root(root: Path) -> Path:
     return path.resolve()
 
 
-def walk(root: Path, options: WalkOptions = WalkOptions(), progress: ProgressCallback = no_progress) -> WalkResult:
+def walk(
+    root: Path,
+    options: WalkOptions = WalkOptions(),
+    progress: ProgressCallback = no_progress,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+) -> WalkResult:
     """List the candidates under ``root`` and classify each one.
 
     Every candidate appears exactly once, either in ``files`` (decoded UTF-8, BOM stripped)
-    or in ``skipped`` with its reason; gitignored paths are not candidates. Raises
-    :class:`UsageError` for a missing or non-directory root, an invalid glob or a
-    non-positive size limit; a single bad file never raises.
+    or in ``skipped`` with its reason; gitignored paths are not candidates. A file whose
+    work (read, decode, classify, stand-in checks, timed by ``clock``) took over
+    ``options.file_deadline_s`` is skipped as "file-deadline". Raises
+    :class:`UsageError` for a missing or non-directory root, an invalid glob, a
+    non-positive size limit or deadline; a single bad file never raises.
     """
     if options.max_file_bytes <= 0:
         raise UsageError(f"the file size limit must be positive, not {options.max_file_bytes}")
+    if options.file_deadline_s is not None and options.file_deadline_s <= 0:
+        raise UsageError(f"the per-file deadline must be positive, not {options.file_deadline_s}")
     scan_root = _resolve_root(root)
     listing = list_candidates(scan_root, options.use_gitignore, progress)
     classifier = _Classifier(scan_root, options, listing)
@@ -172,11 +187,19 @@ def walk(root: Path, options: WalkOptions = WalkOptions(), progress: ProgressCal
     progress(ProgressEvent(_STAGE, completed=0, total=total))
     files: list[FileEntry] = []
     skipped: list[SkippedFile] = list(listing.skipped)
+    deadline = options.file_deadline_s
     for completed, path in enumerate(listing.candidates, start=1):
+        started = clock()
         outcome = classifier.classify(path)
         stand_in = placeholders.recognise_stand_in(scan_root, outcome)
         if stand_in is not None:
             outcome = SkippedFile(outcome.path, SkipReason(stand_in.reason), stand_in.detail)
+        elapsed = clock() - started
+        if deadline is not None and elapsed > deadline and isinstance(outcome, FileEntry):
+            outcome = SkippedFile(outcome.path, SkipReason.FILE_DEADLINE, (
+                f"reading and classifying it took {elapsed:.1f} s, over the per-file deadline of {deadline:g} s "
+                "(--file-deadline)"
+            ))
         if isinstance(outcome, FileEntry):
             files.append(outcome)
         else:
