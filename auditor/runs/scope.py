@@ -20,8 +20,10 @@ named relative to ``PATH`` are read from there.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from auditor.analysis.transactions.reach import dev_or_fixture_path
@@ -50,8 +52,10 @@ def within_repository(config: ScanConfig) -> Scoped:
     """``config`` as a scan of its repository's top reporting what lies under ``config.root``;
     ``config`` itself when the root is the top, not in a git work tree, or under a directory
     whose code auditor never treats as production (below: then with a notice)."""
+    if not config.root.is_dir():
+        return Scoped(config)  # the walk names what is wrong with it (missing, a file, a looping link)
     try:
-        top, prefix = repository_top(config.root.resolve())
+        top, prefix = repository_top(Path(os.path.realpath(config.root)))
     except GitError:
         return Scoped(config)
     if not prefix:
