@@ -35,6 +35,10 @@ MAX_FILE_BYTES = 1_000_000
 # Seconds one file's indexing may take (a 1 MB file takes well under one) before it is skipped
 # and listed as not audited: one hostile file never stalls a scan.
 PARSE_BUDGET_S = 30.0
+# Seconds the walk's work on one file (read, decode, classify, stand-in checks) may take
+# before the file is dropped and listed as not audited ("file-deadline"): its later steps
+# (index, pack) never run on it.
+FILE_DEADLINE_S = 30.0
 
 # vLLM: fraction of GPU memory it may use (its own default is 0.92; this keeps headroom).
 GPU_MEMORY_UTILIZATION = 0.9

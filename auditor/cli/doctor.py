@@ -23,12 +23,16 @@ def doctor_command(
     model: Annotated[
         str | None, typer.Option("--model", "-m", help="Checkpoint directory or HF id in the local cache.")
     ] = None,
+    base_url: Annotated[
+        str | None,
+        typer.Option("--base-url", help="An OpenAI-compatible server to ask what it serves (default: AUDITOR_BASE_URL)."),
+    ] = None,
     output_format: Annotated[OutputFormat, typer.Option("--format", help="text or json.")] = OutputFormat.TEXT,
 ) -> None:
     """Report what this machine has for an audit and what auditor would run; never downloads."""
     from auditor.engine.doctor import report_to_dict, run_doctor
 
-    report = run_doctor(model)
+    report = run_doctor(model, base_url=base_url)
     if output_format is OutputFormat.JSON:
         typer.echo(json.dumps(report_to_dict(report), indent=2, sort_keys=True))
         return
@@ -70,9 +74,17 @@ def render_doctor(console: Console, report: DoctorReport) -> None:
                     ("tokenizer", checkpoint.tokenizer_source),
                     ("chat template", checkpoint.chat_template or "missing"),
                     ("reasoning parser", checkpoint.reasoning_parser),
+                    ("weights", f"{checkpoint.weight_files} file(s)" if checkpoint.weight_files else "none (config only)"),
                 ],
             )
         )
+    server = report.server
+    if server is not None:
+        rows = [("base URL", server.base_url), ("reachable", "yes" if server.reachable else "no"), ("detail", server.detail)]
+        for served in server.models:
+            window = f"{served.max_model_len:,} tokens" if served.max_model_len else "not listed"
+            rows.append((f"model {served.id}", f"max_model_len {window}" + (f", weights {served.root}" if served.root else "")))
+        console.print(key_value_table("Server", rows))
     plan = report.plan
     if plan is not None:
         fits = "no GPU memory known" if plan.fit is None else ("yes" if plan.fit.fits else "no")

@@ -57,6 +57,7 @@ class ScanFlags:
     exclude: tuple[str, ...] = ()
     max_file_bytes: int = defaults.MAX_FILE_BYTES
     parse_budget: float = defaults.PARSE_BUDGET_S
+    file_deadline: float = defaults.FILE_DEADLINE_S
     include_tests: bool = False
     min_severity: MinSeverity = MinSeverity.HIGH
     static: bool = True
@@ -125,12 +126,13 @@ _OUTPUT = "output"
 
 _SHARED: tuple[tuple[str, Any, str], ...] = (
     ("rule", Annotated[list[str], _option("--rule", "-r", panel=FILES_PANEL, help="Rule id or path to a rule file (repeatable).")], _FILES),
-    ("include", Annotated[list[str], _option("--include", panel=FILES_PANEL, help="Only files matching this gitignore-style glob (repeatable).")], _FILES),
-    ("exclude", Annotated[list[str], _option("--exclude", panel=FILES_PANEL, help="Skip files matching this gitignore-style glob (repeatable).")], _FILES),
+    ("include", Annotated[list[str], _option("--include", panel=FILES_PANEL, help="Only files matching this gitignore-style glob, relative to PATH (repeatable).")], _FILES),
+    ("exclude", Annotated[list[str], _option("--exclude", panel=FILES_PANEL, help="Skip files matching this gitignore-style glob, relative to PATH (repeatable).")], _FILES),
     ("max_file_bytes", Annotated[int, _option("--max-file-bytes", min=1, panel=FILES_PANEL, help="Skip files larger than this many bytes.")], _FILES),
     ("include_tests", Annotated[bool, _option("--include-tests", panel=FILES_PANEL, help="Audit test code, fixtures and dev-data commands too (left out of the pack and not entry points by default; always listed).")], _FILES),
     ("min_severity", Annotated[MinSeverity, _option("--min-severity", case_sensitive=False, panel=OUTPUT_PANEL, help="Lowest severity of static findings to report (low adds single autocommit writes).")], _FILES),
     ("parse_budget", Annotated[float, _option("--parse-budget", min=0.0, panel=FILES_PANEL, help="Seconds one file's indexing may take before it is skipped and listed as not audited (0: no limit).")], _FILES),
+    ("file_deadline", Annotated[float, _option("--file-deadline", min=0.0, panel=FILES_PANEL, help="Seconds reading and classifying one file may take before it is skipped and listed as not audited (0: no limit).")], _FILES),
     ("model", Annotated[str | None, _option("--model", "-m", panel=WINDOW_PANEL, help="Checkpoint directory or Hugging Face id (local cache): its tokenizer counts the window; engines load it (with --engine openai, the served model name).")], _WINDOW),
     ("tokenizer", Annotated[str | None, _option("--tokenizer", panel=WINDOW_PANEL, help="Tokenizer directory (tokenizer.json + chat template).")], _WINDOW),
     ("max_model_len", Annotated[int, _option("--max-model-len", min=1024, panel=WINDOW_PANEL, help="Model context window in tokens.")], _WINDOW),

@@ -3,11 +3,13 @@
 Builds a ``ManyConfig`` (a ``ScanConfig`` template plus the run's own options), runs it
 with a rich progress display on stderr (run notices such as "ray is not installed" are
 printed even when stderr is not a terminal), prints the summary table and exits 5 when a
-repository failed or is incomplete (1 with ``--error`` when there are findings).
+repository failed or is incomplete (1 with ``--error`` when there are findings that block:
+disputed and unverified ones only with ``--block-disputed``).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -15,7 +17,7 @@ import typer
 
 from auditor.cli.console import progress_for, stderr
 from auditor.cli.flags import CACHE, ENGINE, FILES, OUTPUT_PANEL, WINDOW, ScanFlags, shared_options
-from auditor.cli.output import end_with
+from auditor.cli.output import BlockDisputedOption, end_with
 from auditor.errors import Shortfall, UsageError
 
 if TYPE_CHECKING:
@@ -39,7 +41,8 @@ def scan_many_command(
     gpus_per_worker: Annotated[float | None, typer.Option("--gpus-per-worker", min=0.0, rich_help_panel=RUN_PANEL, help="GPUs per actor (default: tensor-parallel size for vllm).")] = None,
     batch_size: Annotated[int, typer.Option("--batch-size", min=1, rich_help_panel=RUN_PANEL, help="Windows per engine call.")] = 8,
     target_timeout: Annotated[float, typer.Option("--target-timeout", min=0.0, rich_help_panel=RUN_PANEL, help="Seconds one repository may take to check out, index and pack before it is failed and stopped (0: no limit; the sequential backend).")] = 1800.0,
-    error: Annotated[bool, typer.Option("--error", rich_help_panel=OUTPUT_PANEL, help="Exit 1 when there are findings.")] = False,
+    error: Annotated[bool, typer.Option("--error", rich_help_panel=OUTPUT_PANEL, help="Exit 1 when there are findings (disputed and unverified ones aside).")] = False,
+    block_disputed: BlockDisputedOption = False,
     flags: ScanFlags,
 ) -> None:
     """Audit many repositories in one resumable run, on Ray when it is installed.
@@ -56,7 +59,7 @@ def scan_many_command(
     if backend not in BACKENDS:
         raise UsageError(f"--backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
     # The per-repository scan is ``auditor scan``'s, root set per repository.
-    template = scan_config(Path("."), flags)
+    template = replace(scan_config(Path("."), flags), block_disputed=block_disputed)
     endpoints = tuple(endpoint) + ((flags.base_url,) if flags.base_url and flags.base_url not in endpoint else ())
     config = ManyConfig(
         targets=targets, out=out, scan=template, endpoints=endpoints, batch_size=batch_size,
@@ -77,7 +80,8 @@ def scan_many_command(
         Shortfall.RECALL_DEGRADED: f"[bold yellow]{result.recall_degraded} repositories are recall-degraded:[/] see {out / 'index.md'}",
         Shortfall.PARTIAL: f"[bold yellow]{result.partial} repositories were audited in part:[/] see {out / 'index.md'}",
     }
-    end_with(result.shortfall, messages, blocking=any(outcome.findings for outcome in result.repositories),
+    # As in `auditor scan`: a disputed or unverified finding blocks only with --block-disputed.
+    end_with(result.shortfall, messages, blocking=any(outcome.blocking for outcome in result.repositories),
              error=error, console=stderr)
 
 

@@ -44,7 +44,8 @@ def window_options(flags: ScanFlags) -> WindowOptions:
 
 def walk_options(flags: ScanFlags) -> WalkOptions:
     """Which files the walk keeps."""
-    return WalkOptions(include=flags.include, exclude=flags.exclude, max_file_bytes=flags.max_file_bytes)
+    return WalkOptions(include=flags.include, exclude=flags.exclude, max_file_bytes=flags.max_file_bytes,
+                       file_deadline_s=flags.file_deadline or None)
 
 
 def scan_config(path: Path, flags: ScanFlags) -> ScanConfig:

@@ -55,11 +55,14 @@ def pack_command(
     from auditor.cli.options import scan_config
     from auditor.report.manifest import manifest_json, pack_tables
     from auditor.runs.prepare import plan_windows
+    from auditor.runs.scope import within_repository
     from auditor.tokens.tokenizer import load_tokenizer, with_count_cache
 
     if format not in ("text", "json", "prompt"):
         raise UsageError(f"--format must be text, json or prompt, not {format!r}")
-    config = scan_config(path, flags)
+    scoped = within_repository(scan_config(path, flags))  # as `auditor scan PATH` plans it
+    config = scoped.config
+    print_notices([scoped.notice] if scoped.notice else [])
     check_outputs(output)
     with progress_for(format != "json" and stderr.is_terminal) as report:
         loaded = load_tokenizer(config.tokenizer_request)

@@ -38,27 +38,24 @@ SarifCategoryOption = Annotated[
 
 
 def report_options(path: Path, flags: ScanFlags, link_base: str | None, *, sarif_category: str | None = None,
-                   review: bool = False) -> "ReportOptions":
+                   review: bool = False, source_prefix: str = "") -> "ReportOptions":
     """The reports' options for a scan (or, with ``review``, a review) of ``path``.
 
-    SARIF paths go from the repository's top (a scan of a subdirectory gets its path put
-    before them; a review's paths start there already). Without ``--link-base``, the Markdown
-    links come from the git remote; when it is not on GitHub or GitLab a notice asks for one.
+    Paths go from the repository's top, also for a subdirectory (auditor.runs.scope), and so
+    do the links; ``source_prefix`` is what SARIF puts before the result's paths when they
+    are not (a subdirectory scanned on its own). Without ``--link-base``, the Markdown links
+    come from the git remote; when it is not on GitHub or GitLab a notice asks for one.
     """
     from auditor.report import Format, ReportOptions
     from auditor.report.markdown import REVIEW_MARKER
-    from auditor.walk.diff import GitError, infer_link_base, repository_top
+    from auditor.walk.diff import infer_link_base
 
-    try:
-        prefix = "" if review else repository_top(path)[1]
-    except GitError:
-        prefix = ""  # not in a git work tree: the scanned directory is the top
     if link_base is None:
-        link_base = infer_link_base(path, from_top=review)
+        link_base = infer_link_base(path, from_top=not source_prefix)
         if link_base is None and Format.MARKDOWN in (flags.report_format(), *flags.requested_outputs()):
             print_notices(["Markdown links are relative: the git remote is not on GitHub or GitLab (or there is none); "
                            "pass --link-base https://HOST/OWNER/REPO/blob/COMMIT/ for links that open"])
-    return ReportOptions(link_base=link_base, sarif_category=sarif_category, source_prefix=prefix,
+    return ReportOptions(link_base=link_base, sarif_category=sarif_category, source_prefix=source_prefix,
                          comment_marker=REVIEW_MARKER if review else None)
 
 
@@ -66,7 +63,7 @@ def report_options(path: Path, flags: ScanFlags, link_base: str | None, *, sarif
 def scan_command(
     path: Annotated[Path, typer.Argument(help="Repository (or subdirectory) to audit.")],
     *,
-    error: Annotated[bool, typer.Option("--error", rich_help_panel=OUTPUT_PANEL, help="Exit 1 when there are findings.")] = False,
+    error: Annotated[bool, typer.Option("--error", rich_help_panel=OUTPUT_PANEL, help="Exit 1 when there are findings (disputed and unverified ones aside).")] = False,
     block_disputed: BlockDisputedOption = False,
     write_baseline: Annotated[Optional[Path], typer.Option("--write-baseline", rich_help_panel=OUTPUT_PANEL, help="Write this scan's findings as a baseline file.")] = None,
     link_base: LinkBaseOption = None,
@@ -77,14 +74,18 @@ def scan_command(
     from auditor.cli.options import scan_config
     from auditor.report import Format, render
     from auditor.runs.scan import failed_result, run_scan
+    from auditor.runs.scope import within_repository
     from auditor.storage.atomic import check_writable
 
     report_format = flags.report_format()
-    config = replace(scan_config(path, flags), block_disputed=block_disputed)
+    # A subdirectory is scanned within its repository: callers outside it are seen.
+    scoped = within_repository(replace(scan_config(path, flags), block_disputed=block_disputed))
+    config = scoped.config
+    print_notices([scoped.notice] if scoped.notice else [])
     check_outputs(flags.output, *flags.requested_outputs().values())
     if write_baseline is not None:
         check_writable(write_baseline, create_parents=True)  # the baseline writer makes its directory
-    options = report_options(path, flags, link_base, sarif_category=sarif_category)
+    options = report_options(path, flags, link_base, sarif_category=sarif_category, source_prefix=scoped.source_prefix)
     try:
         with progress_for(report_format is Format.TEXT and stderr.is_terminal) as report:
             result = run_scan(config, report)

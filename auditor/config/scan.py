@@ -73,6 +73,10 @@ class ScanConfig:
     # The name this tree's caches are kept under (default: its resolved root); review gives
     # its temporary worktrees stable names so that the next review finds them again.
     cache_scope: str | None = None
+    # The directory under ``root`` ("" or ending in "/") whose findings, coverage and files
+    # not audited are reported: a subdirectory scanned within its whole repository, whose
+    # call graph sees the callers outside it (auditor.runs.scope). Paths stay root-relative.
+    report_under: str = ""
 
     @property
     def scope(self) -> str:

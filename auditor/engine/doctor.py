@@ -1,11 +1,13 @@
 """Doctor: what this machine has for running an audit, and what auditor would do with it.
 
-Inputs: an optional checkpoint (directory or an id in the local Hugging Face cache), the
-environment (PATH for nvidia-smi, AUDITOR_BASE_URL).
+Inputs: an optional checkpoint (directory or an id in the local Hugging Face cache), an
+optional server URL, the environment (PATH for nvidia-smi, AUDITOR_BASE_URL, AUDITOR_API_KEY).
 Outputs: a frozen ``DoctorReport``: Python, auditor, vllm and torch/CUDA versions, GPUs and
 their memory, the checkpoint (precision, tokenizer, chat template, reasoning parser),
-which engine ``auto`` would pick and why, the memory plan and the exact ``vllm.LLM``
-keyword arguments. Nothing here downloads, and vllm/torch are imported only when
+whether its weights are there (a directory holding only ``config.json`` can be planned but
+not served), which engine ``auto`` would pick and why, what the server at the base URL
+serves (reachable, the model, its ``max_model_len``: auditor.engine.server_probe), the
+memory plan and the exact ``vllm.LLM`` keyword arguments. Nothing here downloads, and vllm/torch are imported only when
 installed and only when ``run_doctor`` runs.
 """
 
@@ -44,7 +46,11 @@ KNOWN_MODEL_IDS = (
 """Checkpoints doctor looks for in the local Hugging Face cache when no --model is given."""
 
 TOKENIZER_FILES = ("special_tokens_map.json", "tokenizer.json", "tokenizer.model", "tokenizer_config.json")
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
+"""File endings of model weights (safetensors shards, PyTorch pickles, GGUF)."""
 from auditor.engine.opening import BASE_URL_ENV as BASE_URL_VARIABLE  # noqa: E402
+from auditor.engine.openai_engine import API_KEY_ENV  # noqa: E402
+from auditor.engine.server_probe import ServerStatus, probe_server  # noqa: E402
 
 _NVIDIA_SMI_TIMEOUT_S = 20
 _WINDOW_ROUNDING = 1024
@@ -93,6 +99,7 @@ class CheckpointStatus:
     chat_template: str | None
     reasoning_parser: str
     reasoning_parser_available: bool
+    weight_files: int = 0  # files of weights in the directory (0: config only, nothing to serve)
 
 
 @dataclass(frozen=True)
@@ -121,17 +128,21 @@ class DoctorReport:
     plan: MemoryPlan | None
     engine_args: dict[str, object] | None
     notes: tuple[str, ...]
+    server: ServerStatus | None = None  # what the server at the base URL serves; None without one
 
 
 def run_doctor(
     model: str | None = None,
     *,
+    base_url: str | None = None,
     environ: Mapping[str, str] | None = None,
     cache_dir: Path | None = None,
 ) -> DoctorReport:
-    """Inspect this machine and ``model`` (or the known Nemotron ids in the local HF cache).
-    Never raises for a missing GPU, package or checkpoint: each is reported in plain words."""
+    """Inspect this machine, ``model`` (or the known Nemotron ids in the local HF cache) and
+    the server at ``base_url`` (default: ``AUDITOR_BASE_URL``). Never raises for a missing
+    GPU, package, checkpoint or server: each is reported in plain words."""
     environ = os.environ if environ is None else environ
+    base_url = base_url or environ.get(BASE_URL_VARIABLE) or None
     notes: list[str] = []
     vllm_status = probe_vllm()
     torch_status = probe_torch()
@@ -149,9 +160,11 @@ def run_doctor(
     engine = choose_engine(
         vllm_importable=vllm_status.importable,
         cuda_available=torch_status.cuda_available,
-        base_url=environ.get(BASE_URL_VARIABLE) or None,
+        base_url=base_url,
         vllm_cpu_build=cpu_build,
     )
+    server = None if base_url is None else probe_server(base_url, environ.get(API_KEY_ENV) or None)
+    notes.extend(_server_notes(server))
     checkpoint, checkpoint_detail = _find_checkpoint(model, cache_dir)
     if cpu_build and checkpoint is not None and _is_mamba_hybrid(checkpoint.config):
         notes.append(
@@ -159,6 +172,11 @@ def run_doctor(
             "engine on the first prefill over 128 tokens. Run with --no-prefix-caching."
         )
     status = None if checkpoint is None else checkpoint_status(checkpoint, vllm_status)
+    if status is not None and not status.weight_files:
+        notes.append(
+            f"{status.path} holds config.json but no weights ({', '.join(WEIGHT_SUFFIXES)} files): the memory plan "
+            "below reads the config only, and vLLM cannot serve it; download the full checkpoint"
+        )
     plan, engine_args = None, None
     if checkpoint is not None:
         gpu_memory = next((gpu.memory_total_bytes for gpu in gpus if gpu.memory_total_bytes), None)
@@ -185,7 +203,19 @@ def run_doctor(
         plan=plan,
         engine_args=engine_args,
         notes=tuple(notes),
+        server=server,
     )
+
+
+def _server_notes(server: ServerStatus | None) -> list[str]:
+    """What doctor says about the server: unreachable, or listing no model."""
+    if server is None:
+        return []
+    if not server.reachable:
+        return [f"the server at {server.base_url} is not usable: {server.detail}"]
+    if not server.models:
+        return [f"the server at {server.base_url} lists no model: pass --model with the served name"]
+    return []
 
 
 def choose_engine(
@@ -378,7 +408,16 @@ def checkpoint_status(checkpoint: Checkpoint, vllm_status: PackageStatus) -> Che
         chat_template=_chat_template(directory),
         reasoning_parser=parser_detail,
         reasoning_parser_available=available,
+        weight_files=_weight_files(directory),
     )
+
+
+def _weight_files(directory: Path) -> int:
+    """How many weight files (``WEIGHT_SUFFIXES``) ``directory`` holds at its top."""
+    try:
+        return sum(1 for entry in directory.iterdir() if entry.name.endswith(WEIGHT_SUFFIXES) and entry.is_file())
+    except OSError:
+        return 0
 
 
 def _chat_template(directory: Path) -> str | None:

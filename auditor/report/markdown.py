@@ -137,7 +137,7 @@ def _file_list(title: str, paths: tuple[str, ...]) -> list[str]:
 
 def _review_headline(review: ReviewSummary, suppressed: int) -> str:
     blocking = " (not blocking)" if not review.existing_blocking else ""
-    return f"{review.new_count} new · {review.existing_count} existing{blocking} · {suppressed} suppressed"
+    return f"{review.new_count} new · {review.existing_count} existing{blocking}{review.contested_note(' · ')} · {suppressed} suppressed"
 
 
 def _review_section(review: ReviewSummary) -> list[str]:

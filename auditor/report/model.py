@@ -188,6 +188,18 @@ class ReviewSummary:
         ``--all``; a disputed or unverified one only with ``--block-disputed``."""
         return sum(item.blocks and (item.status == "new" or self.existing_blocking) for item in self.findings)
 
+    @property
+    def contested_count(self) -> int:
+        """Reported findings that do not block because they are disputed or unverified (none
+        with ``--block-disputed``)."""
+        return sum(not item.blocks for item in self.findings)
+
+    def contested_note(self, separator: str) -> str:
+        """``separator`` + "N contested (disputed or unverified, not blocking)" for the
+        summaries; "" when there are none."""
+        count = self.contested_count
+        return f"{separator}{count} contested (disputed or unverified, not blocking)" if count else ""
+
 
 @dataclass(frozen=True)
 class ScanResult:

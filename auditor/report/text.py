@@ -150,7 +150,8 @@ def render_text(result: ScanResult, width: int = DEFAULT_WIDTH) -> str:
         console.print(
             Text(
                 f"Review {revision_label(review.base)}..{revision_label(review.head)}: {review.new_count} new, {review.existing_count} existing"
-                f"{'' if review.existing_blocking else ' (not blocking)'}, {len(result.suppressed)} suppressed; "
+                f"{'' if review.existing_blocking else ' (not blocking)'}{review.contested_note(', ')}, "
+                f"{len(result.suppressed)} suppressed; "
                 f"{review.outside_diff} {'finding' if review.outside_diff == 1 else 'findings'} outside the change not shown"
             )
         )

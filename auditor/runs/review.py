@@ -59,6 +59,7 @@ from auditor.runs.basecompare import base_fingerprints_after_renames, base_scope
 from auditor.runs.diffscope import ChangeTouch, changed_functions, locate_touch, review_scope
 from auditor.runs.prepare import TOKEN_RATIO_NOTICE, PreparedRepository, needs_model, prepare_repository, prepare_scan
 from auditor.runs.scan import run_scan
+from auditor.runs.scope import glob_base_of
 from auditor.runs.worktrees import review_worktree
 from auditor.walk.diff import (
     Diff,
@@ -141,6 +142,8 @@ def run_review(config: ReviewConfig, progress: ProgressCallback = no_progress, *
     # The head and base trees may be temporary worktrees: their caches are kept under the
     # repository's own name. Every cache is keyed by content, so the trees share what they
     # have in common (all but the change) and the next review finds it again.
+    # --include/--exclude are relative to the reviewed directory, as in `auditor scan PATH`.
+    config = replace(config, scan=glob_base_of(config.scan, prefix))
     tree_config = replace(config.scan, cache_scope=config.scan.scope, tx_models=_models_of(config.scan))
     with _tree_at(top, diff.head if config.head is not None else None) as head_root:
         if not (head_root / prefix).is_dir():

@@ -10,6 +10,7 @@ recorded in the result, never dropped: the CLI turns it into an exit code.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
@@ -59,6 +60,7 @@ from auditor.rules.loader import Rule, builtin_rules
 from auditor.config.scan import ScanConfig
 from auditor.runs.judge import judge_windows
 from auditor.runs.prepare import PreparedRepository, ScanInputs, WindowPlan, plan_windows, prepare_scan
+from auditor.runs.scope import coverage_under, paths_under, reported_root_name
 from auditor.tokens.tokenizer import (
     PromptTokenizer,
     load_tokenizer,
@@ -167,17 +169,20 @@ def finish_scan(plan: ScanPlan, completions: Sequence[Completion]) -> ScanResult
         engine, model = plan.engine.name, config.engine_settings.model
         tokenizer = plan.windows.packed.tokenizer
         tokenizer_source, tokenizer_exact = tokenizer.source, tokenizer.exact
-    not_audited = _not_audited(prepared, rules)
-    coverage = replace(coverage, not_audited=not_audited)
+    # A subdirectory scanned within its repository reports what lies under it (auditor.runs.scope).
+    under = config.report_under
+    not_audited = tuple(item for item in _not_audited(prepared, rules) if item.path.startswith(under))
+    coverage = replace(coverage_under(coverage, under), not_audited=not_audited)
     gaps = _coverage_gaps(not_audited, plan, coverage)
     known = set(builtin_rules()) | {rule.id for rule in rules}
     baseline = read_baseline(config.baseline) if config.baseline else None
-    suppression = apply_suppressions(merge_findings([run.findings, run.static_findings]), texts, known, baseline)
+    merged = [finding for finding in merge_findings([run.findings, run.static_findings]) if finding.path.startswith(under)]
+    suppression = apply_suppressions(merged, paths_under(texts, under), known, baseline)
     # Planted instructions matter where a model read the text: flag the files it was shown.
     shown = set(coverage.full) | set(coverage.skeleton) if run.windows else set()
     return ScanResult(
         tool_version=__version__,
-        root=config.root.name or str(config.root),
+        root=reported_root_name(config),
         engine=engine,
         model=model,
         tokenizer_source=tokenizer_source,
@@ -187,7 +192,8 @@ def finish_scan(plan: ScanPlan, completions: Sequence[Completion]) -> ScanResult
         rejected=run.rejected,
         windows=run.windows,
         errors=(*gaps, *run.errors),
-        notices=(*plan.notices, *_skip_summary(not_audited), *_decoded_summary(prepared), *_parse_error_summary(prepared)),
+        notices=(*plan.notices, *_skip_summary(not_audited), *_decoded_summary(prepared, under),
+                 *_parse_error_summary(prepared, under)),
         coverage=coverage,
         injection_flags=detect_injections({p: t for p, t in texts.items() if p in shown}),
         prompt_tokens_sent=run.prompt_tokens_sent,
@@ -200,7 +206,7 @@ def finish_scan(plan: ScanPlan, completions: Sequence[Completion]) -> ScanResult
 # Skip reasons that leave a file the user meant to audit unread (as opposed to the defaults
 # and the user's own --exclude/--include/.auditorignore, which are listed but deliberate).
 _UNREAD_REASONS = frozenset({"too-large", "non-utf8", "unreadable", "vanished", "binary", "parse-budget", "not-a-file",
-                             "placeholder"})
+                             "placeholder", "file-deadline"})
 # Skip reasons that leave a whole tree of source unread (auditor.walk.placeholders), whatever its name.
 _UNREAD_TREES = frozenset({"submodule", "nested-repository"})
 _LISTED_IN_NOTICES = 10
@@ -278,19 +284,22 @@ def _static_notes(rule: Rule, result: StaticResult, config: ScanConfig) -> list[
     return notes
 
 
-def _parse_error_summary(prepared: PreparedRepository) -> tuple[str, ...]:
-    """One notice naming the files tree-sitter could only partly parse (their calls and
-    definitions after the error may be missing from the call graph)."""
-    broken = sorted(path for path, index in prepared.indexes.items() if index.has_errors)
+def _parse_error_summary(prepared: PreparedRepository, under: str = "") -> tuple[str, ...]:
+    """One notice naming the files under ``under`` tree-sitter could only partly parse (their
+    calls and definitions after the error may be missing from the call graph)."""
+    broken = sorted(path for path, index in prepared.indexes.items() if index.has_errors and path.startswith(under))
     if not broken:
         return ()
     named = _listed(broken)
     return (f"{len(broken)} file(s) have syntax errors and were only partly indexed: {named}",)
 
 
-def _decoded_summary(prepared: PreparedRepository) -> tuple[str, ...]:
-    """One notice naming the files read in an encoding other than UTF-8."""
-    decoded = sorted((entry.path, entry.encoding) for entry in prepared.walk.files if entry.encoding not in ("utf-8", ""))
+def _decoded_summary(prepared: PreparedRepository, under: str = "") -> tuple[str, ...]:
+    """One notice naming the files under ``under`` read in an encoding other than UTF-8."""
+    decoded = sorted(
+        (entry.path, entry.encoding) for entry in prepared.walk.files
+        if entry.encoding not in ("utf-8", "") and entry.path.startswith(under)
+    )
     if not decoded:
         return ()
     named = _listed([f"{path} ({encoding})" for path, encoding in decoded])
@@ -345,8 +354,22 @@ def run_scan(
         opened = CachingEngine(engine, default_result_cache_dir()) if config.use_cache and not isinstance(
             engine, CachingEngine) else engine
     plan = plan_scan(config, choice, prepared=prepared, progress=progress)
-    completions = [] if isinstance(opened, NoModel) or not plan.requests else opened.generate(list(plan.requests), progress)
-    return finish_scan(plan, completions)
+    if isinstance(opened, NoModel) or not plan.requests:
+        return finish_scan(plan, [])
+    result = finish_scan(plan, opened.generate(list(plan.requests), progress))
+    # Every report names the model that answered: the server's name for it, not only the one asked for.
+    return replace(result, model=served_model(opened) or result.model)
+
+
+def served_model(engine: Engine) -> str | None:
+    """The model ``engine`` serves, as its identity names it (the name a server lists, the
+    vLLM engine's checkpoint path); None when the identity names none (a recording)."""
+    try:
+        identity = json.loads(engine.identity())
+    except (ValueError, TypeError):
+        return None
+    model = identity.get("model") if isinstance(identity, dict) else None
+    return model if isinstance(model, str) and model else None
 
 
 def failed_result(config: ScanConfig, error: AuditorError) -> ScanResult:
@@ -354,7 +377,7 @@ def failed_result(config: ScanConfig, error: AuditorError) -> ScanResult:
     no findings, the error recorded as kind "fatal", so every report format shows it."""
     return ScanResult(
         tool_version=__version__,
-        root=config.root.name or str(config.root),
+        root=reported_root_name(config),
         engine=config.engine,
         model=config.engine_settings.model,
         tokenizer_source="none (the scan did not run)",

@@ -32,6 +32,7 @@ class SkipReason(str, Enum):
     SUBMODULE = placeholders.SUBMODULE
     NESTED_REPOSITORY = placeholders.NESTED_REPOSITORY
     PLACEHOLDER = placeholders.PLACEHOLDER
+    FILE_DEADLINE = "file-deadline"
 
 
 @dataclass(frozen=True)

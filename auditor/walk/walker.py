@@ -18,6 +18,8 @@ stops the walk.
 from __future__ import annotations
 
 import hashlib
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,10 +43,19 @@ _PROGRESS_EVERY = 200
 
 @dataclass(frozen=True)
 class WalkOptions:
-    """What to walk: include/exclude globs (gitignore syntax, root-relative) and limits."""
+    """What to walk: include/exclude globs (gitignore syntax) and limits.
+
+    The globs match paths relative to ``glob_base`` (a directory under the root, "" or
+    ending in "/": the directory the user named when the walk starts at the repository's
+    top) and select among the files under it only; files outside it are walked whatever
+    the globs say (a subdirectory scan's callers, auditor.runs.scope)."""
 
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
+    glob_base: str = ""
+    # Seconds the walk's work on one file may take (None: no limit); over it, the file is
+    # listed as not audited ("file-deadline") and goes no further.
+    file_deadline_s: float | None = defaults.FILE_DEADLINE_S
     max_file_bytes: int = defaults.MAX_FILE_BYTES
     default_excludes: bool = True
     use_gitignore: bool = True
@@ -83,6 +94,7 @@ class _Classifier:
         self._auditorignore = IgnoreTree(ignore_root, AUDITORIGNORE)
         self._include = GlobList(options.include, "--include") if options.include else None
         self._exclude = GlobList(options.exclude, "--exclude") if options.exclude else None
+        self._glob_base = options.glob_base
         self._reader = FileReader(str(root), options.max_file_bytes, listing.listed_by_git)
         self._languages: dict[str, str | None] = {}
 
@@ -96,12 +108,14 @@ class _Classifier:
         if ignored is not None:
             detail = f"matched pattern '{ignored.text}' in {ignored.source}"
             return SkippedFile(path, SkipReason.AUDITORIGNORE, detail)
-        if self._exclude is not None:
-            glob = self._exclude.matched(path)
-            if glob is not None:
-                return SkippedFile(path, SkipReason.EXCLUDED, f"matched pattern '{glob}'")
-        if self._include is not None and self._include.matched(path) is None:
-            return SkippedFile(path, SkipReason.NOT_INCLUDED, "no --include pattern matched")
+        if path.startswith(self._glob_base):
+            relative = path[len(self._glob_base):]
+            if self._exclude is not None:
+                glob = self._exclude.matched(relative)
+                if glob is not None:
+                    return SkippedFile(path, SkipReason.EXCLUDED, f"matched pattern '{glob}'")
+            if self._include is not None and self._include.matched(relative) is None:
+                return SkippedFile(path, SkipReason.NOT_INCLUDED, "no --include pattern matched")
         if self._default_excludes:
             excluded = classify_path(path)
             if excluded is not None:
@@ -146,16 +160,26 @@ def _resolve_root(root: Path) -> Path:
     return path.resolve()
 
 
-def walk(root: Path, options: WalkOptions = WalkOptions(), progress: ProgressCallback = no_progress) -> WalkResult:
+def walk(
+    root: Path,
+    options: WalkOptions = WalkOptions(),
+    progress: ProgressCallback = no_progress,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+) -> WalkResult:
     """List the candidates under ``root`` and classify each one.
 
     Every candidate appears exactly once, either in ``files`` (decoded UTF-8, BOM stripped)
-    or in ``skipped`` with its reason; gitignored paths are not candidates. Raises
-    :class:`UsageError` for a missing or non-directory root, an invalid glob or a
-    non-positive size limit; a single bad file never raises.
+    or in ``skipped`` with its reason; gitignored paths are not candidates. A file whose
+    work (read, decode, classify, stand-in checks, timed by ``clock``) took over
+    ``options.file_deadline_s`` is skipped as "file-deadline". Raises
+    :class:`UsageError` for a missing or non-directory root, an invalid glob, a
+    non-positive size limit or deadline; a single bad file never raises.
     """
     if options.max_file_bytes <= 0:
         raise UsageError(f"the file size limit must be positive, not {options.max_file_bytes}")
+    if options.file_deadline_s is not None and options.file_deadline_s <= 0:
+        raise UsageError(f"the per-file deadline must be positive, not {options.file_deadline_s}")
     scan_root = _resolve_root(root)
     listing = list_candidates(scan_root, options.use_gitignore, progress)
     classifier = _Classifier(scan_root, options, listing)
@@ -163,11 +187,19 @@ def walk(root: Path, options: WalkOptions = WalkOptions(), progress: ProgressCal
     progress(ProgressEvent(_STAGE, completed=0, total=total))
     files: list[FileEntry] = []
     skipped: list[SkippedFile] = list(listing.skipped)
+    deadline = options.file_deadline_s
     for completed, path in enumerate(listing.candidates, start=1):
+        started = clock()
         outcome = classifier.classify(path)
         stand_in = placeholders.recognise_stand_in(scan_root, outcome)
         if stand_in is not None:
             outcome = SkippedFile(outcome.path, SkipReason(stand_in.reason), stand_in.detail)
+        elapsed = clock() - started
+        if deadline is not None and elapsed > deadline and isinstance(outcome, FileEntry):
+            outcome = SkippedFile(outcome.path, SkipReason.FILE_DEADLINE, (
+                f"reading and classifying it took {elapsed:.1f} s, over the per-file deadline of {deadline:g} s "
+                "(--file-deadline)"
+            ))
         if isinstance(outcome, FileEntry):
             files.append(outcome)
         else:

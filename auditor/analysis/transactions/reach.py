@@ -49,7 +49,7 @@ def production_entries(
     found = tuple(sorted((*found, *(entry for entry in framework_entries if entry.ref not in known))))
     if include_tests:
         return found
-    return tuple(entry for entry in found if not _dev_or_fixture_path(entry.ref.path))
+    return tuple(entry for entry in found if not dev_or_fixture_path(entry.ref.path))
 
 
 def real_entries(entries: tuple[EntryPoint, ...], reach: Reach) -> tuple[EntryPoint, ...]:
@@ -70,7 +70,7 @@ def real_entries(entries: tuple[EntryPoint, ...], reach: Reach) -> tuple[EntryPo
     return tuple(entry for entry in entries if entry.ref not in reached)
 
 
-def _dev_or_fixture_path(path: str) -> bool:
+def dev_or_fixture_path(path: str) -> bool:
     """Code that is not how production is entered: tests, fixtures, dev-data commands and
     scripts (``populate.py``, ``seed_*.py``, ``*fake*.py``)."""
     directories = path.split("/")[:-1]

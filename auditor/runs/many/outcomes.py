@@ -41,6 +41,7 @@ class RepositoryOutcome:
     windows: int = 0
     windows_reused: int = 0
     findings: int = 0
+    blocking: int = 0  # findings that fail --error: disputed and unverified ones only with --block-disputed
     severities: tuple[tuple[str, int], ...] = ()
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -131,6 +132,7 @@ def succeeded_outcome(target: Target, commit: str | None, result: ScanResult, re
         windows=len(result.windows),
         windows_reused=reused,
         findings=len(result.findings),
+        blocking=result.blocking_count,
         severities=result.severity_counts(),
         prompt_tokens=result.prompt_tokens_sent,
         completion_tokens=sum(window.completion_tokens for window in result.windows),

@@ -20,9 +20,9 @@ from auditor.cli.app import app
 from tests.support import TEST_DATA
 
 # Modules that only scan-like commands, plan/doctor or probe need: neither building the CLI
-# nor packing may import them.
+# nor packing may import them. (auditor.walk.diff's git helpers are packing's too: a
+# subdirectory is packed within its repository, auditor.runs.scope.)
 NOT_FOR_PACK = (
-    "auditor.walk.diff",
     "auditor.engine.doctor",
     # auditor.engine.base (EngineSettings, the flags' defaults) is a light leaf; the
     # registry and the engines are not.

@@ -99,3 +99,30 @@ def test_a_review_does_not_block_on_a_new_disputed_finding(repo: Path, tiny_toke
     assert reviewed.result.review.new_count == 1
     assert reviewed.blocking == 0 and not reviewed.result.review.findings[0].blocks
     assert review(True).blocking == 1
+
+
+def test_a_review_summary_counts_the_contested_findings(repo: Path, tiny_tokenizer_dir: Path):
+    views = repo / "shop" / "views.py"
+    views.write_text("def placeholder():\n    return 1\n", encoding="utf-8")
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "base")
+    views.write_text(VIEWS, encoding="utf-8")
+    config = ReviewConfig(scan=_config(repo, tiny_tokenizer_dir), base="HEAD")
+    result = run_review(config, scan=lambda scan, progress, **kw: run_scan(scan, progress, engine=MockEngine(REFUTED), **kw)).result
+    assert result.review.contested_count == 1
+    text = " ".join(render(result, "text").split())  # the console wraps long lines
+    assert "1 new, 0 existing (not blocking), 1 contested (disputed or unverified, not blocking)" in text
+    assert "1 new · 0 existing (not blocking) · 1 contested (disputed or unverified, not blocking)" in render(result, "markdown")
+
+
+def test_scan_many_counts_only_blocking_findings_for_error(repo: Path, tiny_tokenizer_dir: Path):
+    from auditor.runs.many.outcomes import succeeded_outcome
+    from auditor.runs.many.targets import Target
+
+    target = Target(key="repo", source=str(repo))
+    disputed = run_scan(_config(repo, tiny_tokenizer_dir), engine=MockEngine(REFUTED))
+    outcome = succeeded_outcome(target, None, disputed, 0, ())
+    assert outcome.findings == 1 and outcome.blocking == 0
+    blocked = run_scan(_config(repo, tiny_tokenizer_dir, block_disputed=True), engine=MockEngine(REFUTED))
+    assert succeeded_outcome(target, None, blocked, 0, ()).blocking == 1

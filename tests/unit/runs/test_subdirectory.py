@@ -117,7 +117,9 @@ def test_a_subdirectory_scan_writes_sarif_locations_from_the_repository_top(tmp_
     assert located
     for artifact in located:
         assert artifact["uriBaseId"] == "%SRCROOT%"
-        assert artifact["uri"].startswith("hc/front/") and (root / artifact["uri"]).is_file(), artifact
+        assert (root / artifact["uri"]).is_file(), artifact  # chains may start outside hc/front
+    primary = {result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for result in run["results"]}
+    assert all(uri.startswith("hc/front/") for uri in primary), primary
 
 
 def test_a_subdirectory_review_reads_its_transaction_models_from_the_reviewed_directory(tmp_path: Path):
@@ -128,3 +130,81 @@ def test_a_subdirectory_review_reads_its_transaction_models_from_the_reviewed_di
                       tx_models=(Path("tx-models.yaml"),))
     reviewed = run_review(ReviewConfig(scan=scan, base=base, head=head))
     assert {finding.path for finding in reviewed.result.findings} == {"hc/front/services.py"}
+
+
+def _cli(*args: str):
+    from auditor.cli.review import review_command
+
+    app = typer.Typer()
+    app.command("scan")(exit_on_error(scan_command))
+    app.command("review")(exit_on_error(review_command))
+    return CliRunner().invoke(app, list(args))
+
+
+def _line_hashes(sarif_text: str) -> set[str]:
+    [run] = json.loads(sarif_text)["runs"]
+    return {result["partialFingerprints"]["primaryLocationLineHash"] for result in run["results"]}
+
+
+def test_a_subdirectory_scan_sees_callers_outside_it_and_reports_only_inside(tmp_path: Path):
+    root, _, _ = monorepo(tmp_path)
+    outcome = _cli("scan", str(root / "hc" / "front"), "--engine", "static", "--rule", TX, "--min-severity", "low",
+                   "-f", "json")
+    assert outcome.exit_code == 0, outcome.output
+    report = json.loads(outcome.stdout)
+    assert report["root"] == "front"
+    findings = report["findings"]
+    assert findings and {finding["path"] for finding in findings} == {"hc/front/services.py"}
+    entries = {finding["chain"][0]["path"] for finding in findings if finding["chain"]}
+    assert "hc/api/routes.py" in entries, "the caller outside hc/front was not seen"
+    assert all(path.startswith("hc/front/") for path in report["coverage"]["full"])
+
+
+def test_a_subdirectory_scan_baseline_and_sarif_match_the_review_of_it(tmp_path: Path):
+    root, base, head = monorepo(tmp_path)
+    front = str(root / "hc" / "front")
+    static = ("--engine", "static", "--rule", TX, "--min-severity", "low")
+    baseline = tmp_path / "baseline.json"
+    scanned = _cli("scan", front, *static, "-f", "sarif", "--write-baseline", str(baseline))
+    assert scanned.exit_code == 0, scanned.output
+    reviewed = _cli("review", front, "--base", base, "--head", head, *static, "-f", "sarif")
+    assert reviewed.exit_code == 0, reviewed.output
+    # One alert, one primaryLocationLineHash, whether the push scan or the review found it.
+    assert _line_hashes(reviewed.stdout) and _line_hashes(reviewed.stdout) <= _line_hashes(scanned.stdout)
+    # The subdirectory's baseline suppresses the review's findings of the same code.
+    gated = _cli("review", front, "--base", base, "--head", head, *static, "-f", "json",
+                 "--baseline", str(baseline), "--error")
+    assert gated.exit_code == 0, gated.output
+    report = json.loads(gated.stdout)
+    assert not report["findings"] and report["suppressed"]
+
+
+def test_include_and_exclude_globs_are_relative_to_the_scanned_directory(tmp_path: Path):
+    root, base, head = monorepo(tmp_path)
+    front = str(root / "hc" / "front")
+    static = ("--engine", "static", "--rule", TX, "--min-severity", "low", "-f", "json")
+    excluded = json.loads(_cli("scan", front, *static, "--exclude", "services.py").stdout)
+    assert not excluded["findings"]
+    assert {"path": "hc/front/services.py", "reason": "excluded"}.items() <= next(
+        item for item in excluded["coverage"]["not_audited"] if item["path"] == "hc/front/services.py").items()
+    # An --include naming a file of PATH keeps the callers outside it in the call graph.
+    included = json.loads(_cli("scan", front, *static, "--include", "services.py").stdout)
+    assert {finding["chain"][0]["path"] for finding in included["findings"] if finding["chain"]} >= {"hc/api/routes.py"}
+    reviewed = json.loads(_cli("review", front, "--base", base, "--head", head, *static, "--exclude", "services.py").stdout)
+    assert not reviewed["findings"]
+
+
+def test_a_sample_project_under_examples_is_scanned_on_its_own(tmp_path: Path):
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q")
+    write_source(root, "examples/shop/routes.py", ROUTES.replace("hc.front.services", "services"))
+    write_source(root, "examples/shop/services.py", SERVICES_CHANGED)
+    commit_all(root, "sample")
+    outcome = _cli("scan", str(root / "examples" / "shop"), "--engine", "static", "--rule", TX, "--min-severity", "low",
+                   "-f", "json")
+    assert outcome.exit_code == 0, outcome.output
+    # From the top every file would be example code (no entry point): no false clean.
+    findings = json.loads(outcome.stdout)["findings"]
+    assert findings and {finding["path"] for finding in findings} == {"services.py"}
+    assert "scanned on its own" in " ".join(outcome.stderr.split())
