@@ -54,25 +54,35 @@ def pack_command(
     same options sends the model (all built-in rules by default), token for token."""
     from auditor.cli.options import scan_config
     from auditor.report.manifest import manifest_json, pack_tables
-    from auditor.runs.prepare import plan_windows
+    from auditor.runs.pack_memo import PackMemo, memoized_pack
+    from auditor.runs.prepare import WindowPlan
     from auditor.tokens.tokenizer import load_tokenizer, with_count_cache
 
     if format not in ("text", "json", "prompt"):
         raise UsageError(f"--format must be text, json or prompt, not {format!r}")
     config = scan_config(path, flags)
     check_outputs(output)
+    width = None if output is None else 120
+
+    def render(plan: WindowPlan) -> str:
+        sent, walked = plan.sent, plan.inputs.repository.walk
+        if format == "json":
+            return manifest_json(sent, walked)
+        if format == "prompt":
+            if window >= len(sent.windows):
+                raise UsageError(f"--window {window}: the pack has {len(sent.windows)} window(s)")
+            return sent.windows[window].prompt
+        return render_rich(pack_tables(sent, walked), width=width)
+
+    # Tables for the terminal follow its width and colours: those are not remembered.
+    memo = PackMemo() if config.use_cache and (format != "text" or width is not None) else None
     with progress_for(format != "json" and stderr.is_terminal) as report:
         loaded = load_tokenizer(config.tokenizer_request)
         if config.use_cache:
             loaded = with_count_cache(loaded, scope=config.scope)
-        plan = plan_windows(config, loaded, progress=report)
-    print_notices(plan.notices, label="warning")
-    sent, walked = plan.sent, plan.inputs.repository.walk
-    if format == "json":
-        write_output(manifest_json(sent, walked), output)
-    elif format == "prompt":
-        if window >= len(sent.windows):
-            raise UsageError(f"--window {window}: the pack has {len(sent.windows)} window(s)")
-        write_output(sent.windows[window].prompt, output)
-    else:
-        write_output(render_rich(pack_tables(sent, walked), width=None if output is None else 120), output)
+        packed = memoized_pack(
+            config, loaded, render, variant=repr((format, window if format == "prompt" else None, width)),
+            memo=memo, progress=report,
+        )
+    print_notices(packed.notices, label="warning")
+    write_output(packed.text, output)
