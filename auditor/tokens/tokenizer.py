@@ -173,6 +173,24 @@ def _fingerprint_of(tokenizer_json: bytes) -> str:
     return digest.hexdigest()
 
 
+COUNT_BATCH_CHARS = 1 << 20
+"""Characters of text encoded in one batch when counting (see ``HFTokenizer.count_many``)."""
+
+
+def _batches(texts: Sequence[str], limit: int) -> list[list[str]]:
+    """``texts`` in order, cut into consecutive batches of at most ``limit`` characters (a
+    longer text is a batch of its own)."""
+    batches: list[list[str]] = [[]]
+    size = 0
+    for text in texts:
+        if batches[-1] and size + len(text) > limit:
+            batches.append([])
+            size = 0
+        batches[-1].append(text)
+        size += len(text)
+    return batches
+
+
 class HFTokenizer:
     """A Hugging Face ``tokenizer.json`` with the checkpoint's chat template: exact counts."""
 
@@ -270,7 +288,13 @@ class HFTokenizer:
         tokenizer = self._tokenizer
         # encode_batch_fast (tokenizers >= 0.21) gives the same ids without char offsets, ~25% faster.
         encode = getattr(tokenizer, "encode_batch_fast", tokenizer.encode_batch)
-        return [len(encoding.ids) for encoding in encode(list(texts), add_special_tokens=False)]
+        counts: list[int] = []
+        # Batches of about COUNT_BATCH_CHARS: every encoding of a batch is held at once
+        # (ids and token strings, ~50 bytes a token), so one batch of a whole repository
+        # would cost hundreds of MB for counts that need none of it.
+        for batch in _batches(texts, COUNT_BATCH_CHARS):
+            counts.extend(len(encoding.ids) for encoding in encode(batch, add_special_tokens=False))
+        return counts
 
     def render(self, messages: Sequence[Message], *, thinking: bool) -> str:
         if self._template is None:
