@@ -105,14 +105,12 @@ def prepare_repository(
     outcome = index_sources(sources, cache=cache, progress=progress, pack_name=scope, parse_budget_s=parse_budget_s)
     indexes = outcome.indexes
     progress(ProgressEvent(stage="graph", message=f"call graph over {len(indexes)} indexed files"))
-    graph_cache = CallGraphCache(directory) if use_cache else None
-    graph = graph_cache.get(indexes) if graph_cache is not None else None
-    if graph is None:
+    if use_cache:
+        graph = CallGraphCache(directory).build(indexes, on_change=on_change)
+    else:
         if on_change is not None:
             on_change()
         graph = CallGraph.build(indexes)
-        if graph_cache is not None:
-            graph_cache.put(indexes, graph)
     return PreparedRepository(
         walk=walked, indexes=indexes, graph=graph, cache_dir=directory if use_cache else None, cache_scope=scope,
         index_skipped=outcome.skipped,
