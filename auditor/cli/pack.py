@@ -7,7 +7,7 @@ from __future__ import annotations
 import io
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
@@ -25,6 +25,9 @@ from auditor.cli.flags import (
 )
 from auditor.cli.output import check_outputs, write_output
 from auditor.errors import UsageError
+
+if TYPE_CHECKING:
+    from auditor.runs.prepare import WindowPlan
 
 
 def render_rich(renderable: object, width: int | None) -> str:
@@ -53,9 +56,7 @@ def pack_command(
     """Plan a scan's windows and report what went where: exactly what `auditor scan` with the
     same options sends the model (all built-in rules by default), token for token."""
     from auditor.cli.options import scan_config
-    from auditor.report.manifest import manifest_json, pack_tables
     from auditor.runs.pack_memo import PackMemo, memoized_pack
-    from auditor.runs.prepare import WindowPlan
     from auditor.tokens.tokenizer import load_tokenizer, with_count_cache
 
     if format not in ("text", "json", "prompt"):
@@ -65,6 +66,9 @@ def pack_command(
     width = None if output is None else 120
 
     def render(plan: WindowPlan) -> str:
+        # Imported here: a memoized pack renders nothing.
+        from auditor.report.manifest import manifest_json, pack_tables
+
         sent, walked = plan.sent, plan.inputs.repository.walk
         if format == "json":
             return manifest_json(sent, walked)

@@ -32,6 +32,8 @@ from auditor.errors import TokenizerError
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
+    from auditor.storage.digests import DigestStore
+
 DEFAULT_MODEL_IDS = (
     "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16",
     "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-FP8",
@@ -458,12 +460,22 @@ class CachedCountTokenizer:
     """
 
     def __init__(self, tokenizer: HFTokenizer, cache_dir: Path, scope: str = ""):
-        from auditor.storage.digests import DigestStore, digest_of
+        from auditor.storage.digests import digest_of
 
         self._inner = tokenizer
         self.info = tokenizer.info
         name = digest_of(scope).hex()
-        self._store = DigestStore(cache_dir / f"v{COUNT_CACHE_VERSION}" / tokenizer.fingerprint() / f"{name}.bin")
+        self._store_path = cache_dir / f"v{COUNT_CACHE_VERSION}" / tokenizer.fingerprint() / f"{name}.bin"
+        self._loaded_store: DigestStore | None = None
+
+    @property
+    def _store(self) -> DigestStore:
+        """The counts, read on first use: a memoized pack counts nothing."""
+        if self._loaded_store is None:
+            from auditor.storage.digests import DigestStore
+
+            self._loaded_store = DigestStore(self._store_path)
+        return self._loaded_store
 
     def count(self, text: str) -> int:
         return self.count_many([text])[0]
