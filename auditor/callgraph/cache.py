@@ -3,6 +3,12 @@
 The key (:func:`graph_cache_key`) is a digest over every indexed file's path, language and
 content hash: an unchanged repository loads its graph (plain marshalled rows) instead of
 resolving every call again.
+
+After an edit that leaves every file's *symbol surface* as it was (:func:`surface_digest`:
+what resolving another file's calls can see of a file: its definitions' names, kinds,
+parents, bases, decorators and whether they have a body, its imports, its distinct callee
+texts; not its line numbers or call sites), the graph is rebuilt from the stored graph of
+the same surfaces (:func:`surface_key`): only the changed files' calls are resolved again.
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ import hashlib
 import logging
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from auditor.callgraph.graph import ROW_WIDTH, CallGraph, FileRows
@@ -27,6 +33,7 @@ MAX_GRAPHS = 8
 """Most graph files one cache directory keeps; the least recently used are deleted first."""
 
 _GRAPH_MAGIC = b"auditor-call-graph\n"
+_BASE_MAGIC = b"auditor-call-graph-base\n"
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +56,37 @@ def graph_cache_key(indexes: Mapping[str, FileIndex]) -> str:
     return digest.hexdigest()
 
 
+def surface_digest(index: FileIndex) -> bytes:
+    """A digest of what resolving *other* files' calls can read of ``index`` (the lookups of
+    ``auditor.callgraph.symbols`` and ``auditor.callgraph.resolve``): the language, each
+    definition's name, qualname, kind, parent, bases, decorators and whether it has a body
+    (in order), each import's module, name and alias, and the distinct callee texts. Line
+    numbers and the call sites themselves only shape the file's own edges."""
+    surface = (
+        index.language,
+        tuple(
+            (d.name, d.qualname, d.kind, d.body_start_line <= d.end_line, d.decorators, d.bases, d.parent)
+            for d in index.definitions
+        ),
+        tuple((record.module, record.name, record.alias) for record in index.imports),
+        tuple(sorted({call.callee for call in index.calls})),
+    )
+    return hashlib.blake2b(repr(surface).encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+def surface_key(indexes: Mapping[str, FileIndex]) -> str:
+    """A digest over every file's path and :func:`surface_digest` (and the versions
+    :func:`graph_cache_key` covers): two sets of files with one surface key differ only in
+    what shapes each file's own edges."""
+    digest = hashlib.sha256(repr(("surface", GRAPH_VERSION, INDEX_VERSION, tuple(sys.version_info[:2]))).encode())
+    for path in sorted(indexes):
+        data = path.encode("utf-8", "surrogatepass")
+        digest.update(len(data).to_bytes(8, "big"))
+        digest.update(data)
+        digest.update(surface_digest(indexes[path]))
+    return digest.hexdigest()
+
+
 class CallGraphCache:
     """On-disk cache of built call graphs, keyed by :func:`graph_cache_key`.
 
@@ -66,15 +104,53 @@ class CallGraphCache:
         """Where the graph with this key is stored."""
         return self.directory / f"{key}.graph"
 
-    def build(self, indexes: Mapping[str, FileIndex]) -> CallGraph:
+    def base_path(self, surface: str) -> Path:
+        """Where the pointer from a surface key to its latest stored graph is kept."""
+        return self.directory / f"{surface}.base"
+
+    def build(self, indexes: Mapping[str, FileIndex], on_change: Callable[[], None] | None = None) -> CallGraph:
         """The graph of ``indexes``: the stored one for the same files (paths, languages and
-        content hashes), else one built now and stored. Either way it answers every query
-        exactly as a fresh :meth:`CallGraph.build` would."""
+        content hashes), else one rebuilt from the stored graph of the same surfaces
+        (resolving only the changed files' calls), else one built now; stored either way.
+        It answers every query exactly as a fresh :meth:`CallGraph.build` would.
+        ``on_change`` is called before any resolving starts (see ``prepare_repository``)."""
         graph = self.get(indexes)
         if graph is None:
-            graph = CallGraph.build(indexes)
+            if on_change is not None:
+                on_change()
+            graph = self._rebuilt(indexes)
+            if graph is None:
+                graph = CallGraph.build(indexes)
             self.put(indexes, graph)
         return graph
+
+    def _rebuilt(self, indexes: Mapping[str, FileIndex]) -> CallGraph | None:
+        """The graph rebuilt from the stored graph whose files have the same surfaces, or
+        None when there is none (or it cannot be read)."""
+        surface = surface_key(indexes)
+        target = self.base_path(surface)
+        try:
+            with collection_paused():
+                pointer = unseal(_BASE_MAGIC, read_regular_file(target))
+                if not (
+                    isinstance(pointer, tuple) and len(pointer) == 3 and pointer[0] == surface
+                    and isinstance(pointer[1], str) and isinstance(pointer[2], tuple)
+                ):
+                    return None
+                _, key, hashes = pointer
+                rows = _checked_rows(unseal(_GRAPH_MAGIC, read_regular_file(self.graph_path(key))), key, indexes)
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, EOFError, TypeError) as error:
+            logger.debug("ignoring unreadable call graph base %s: %s", target, error)
+            return None
+        if rows is None or not all(isinstance(entry, tuple) and len(entry) == 2 for entry in hashes):
+            return None
+        previous = dict(hashes)
+        if previous.keys() != indexes.keys():
+            return None
+        changed = [path for path, index in indexes.items() if previous[path] != index.content_hash]
+        return CallGraph.rebuild(indexes, dict(rows), changed)
 
     def get(self, indexes: Mapping[str, FileIndex]) -> CallGraph | None:
         """The stored graph of exactly these files, or None on a miss."""
@@ -100,12 +176,18 @@ class CallGraphCache:
         return graph
 
     def put(self, indexes: Mapping[str, FileIndex], graph: CallGraph) -> None:
-        """Store ``graph`` as the graph of ``indexes``, then delete graphs beyond ``MAX_GRAPHS``."""
+        """Store ``graph`` as the graph of ``indexes`` (and as the latest graph of their surface
+        key), then delete graphs beyond ``MAX_GRAPHS``."""
         key = graph_cache_key(indexes)
         target = self.graph_path(key)
         if not write_atomically(target, seal(_GRAPH_MAGIC, (key, graph.rows))):
             return
+        surface = surface_key(indexes)
+        base = self.base_path(surface)
+        hashes = tuple((path, indexes[path].content_hash) for path in sorted(indexes))
+        write_atomically(base, seal(_BASE_MAGIC, (surface, key, hashes)))
         prune_least_recent(self.directory, "*.graph", MAX_GRAPHS, spare=target)
+        prune_least_recent(self.directory, "*.base", MAX_GRAPHS, spare=base)
 
 
 def _checked_rows(stored: object, key: str, indexes: Mapping[str, FileIndex]) -> FileRows | None:

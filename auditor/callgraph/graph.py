@@ -10,7 +10,7 @@ them) and edge plausibility (grounding model chains). How a call site becomes an
 from __future__ import annotations
 
 from collections import defaultdict, deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from itertools import chain
 from typing import Any
@@ -110,6 +110,22 @@ class CallGraph:
                 if file_rows:
                     rows.append((path, tuple(chain.from_iterable(file_rows))))
             return cls(indexes, tuple(rows), repository)
+
+    @classmethod
+    def rebuild(cls, indexes: Mapping[str, FileIndex], base: Mapping[str, FlatRows], changed: Collection[str]) -> CallGraph:
+        """The graph of ``indexes`` from ``base``, the rows by path of a graph of the same files
+        whose symbol surfaces (``auditor.callgraph.cache.surface_key``) all equal these: only
+        the ``changed`` files' calls are resolved again, every other file keeps its rows. The
+        result equals a fresh :meth:`build`: a file's edges depend on its own index and on the
+        other files' surfaces only."""
+        with collection_paused():
+            repository = Repository(indexes)
+            rows = {path: flat for path, flat in base.items() if path not in changed}
+            for path in sorted(changed):
+                file_rows = file_edges(repository, path, indexes[path])
+                if file_rows:
+                    rows[path] = tuple(chain.from_iterable(file_rows))
+            return cls(indexes, tuple(sorted(rows.items())), repository)
 
     @property
     def rows(self) -> FileRows:

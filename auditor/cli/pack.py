@@ -7,7 +7,7 @@ from __future__ import annotations
 import io
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -25,6 +25,9 @@ from auditor.cli.flags import (
 )
 from auditor.cli.output import check_outputs, write_output
 from auditor.errors import UsageError
+
+if TYPE_CHECKING:
+    from auditor.runs.prepare import WindowPlan
 
 
 def render_rich(renderable: object, width: int | None) -> str:
@@ -47,14 +50,13 @@ def pack_command(
     *,
     format: Annotated[str, typer.Option("--format", "-f", rich_help_panel=OUTPUT_PANEL, help="text | json | prompt")] = "text",
     window: Annotated[int, typer.Option("--window", "-w", min=0, rich_help_panel=OUTPUT_PANEL, help="Window shown by --format prompt.")] = 0,
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", rich_help_panel=OUTPUT_PANEL, help="Write to this file instead of stdout.")] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", rich_help_panel=OUTPUT_PANEL, help="Write to this file instead of stdout.")] = None,
     flags: ScanFlags,
 ) -> None:
     """Plan a scan's windows and report what went where: exactly what `auditor scan` with the
     same options sends the model (all built-in rules by default), token for token."""
     from auditor.cli.options import scan_config
-    from auditor.report.manifest import manifest_json, pack_tables
-    from auditor.runs.prepare import plan_windows
+    from auditor.runs.pack_memo import PackMemo, memoized_pack
     from auditor.runs.scope import within_repository
     from auditor.tokens.tokenizer import load_tokenizer, with_count_cache
 
@@ -64,18 +66,30 @@ def pack_command(
     config = scoped.config
     print_notices([scoped.notice] if scoped.notice else [])
     check_outputs(output)
+    width = None if output is None else 120
+
+    def render(plan: WindowPlan) -> str:
+        # Imported here: a memoized pack renders nothing.
+        from auditor.report.manifest import manifest_json, pack_tables
+
+        sent, walked = plan.sent, plan.inputs.repository.walk
+        if format == "json":
+            return manifest_json(sent, walked)
+        if format == "prompt":
+            if window >= len(sent.windows):
+                raise UsageError(f"--window {window}: the pack has {len(sent.windows)} window(s)")
+            return sent.windows[window].prompt
+        return render_rich(pack_tables(sent, walked), width=width)
+
+    # Tables for the terminal follow its width and colours: those are not remembered.
+    memo = PackMemo() if config.use_cache and (format != "text" or width is not None) else None
     with progress_for(format != "json" and stderr.is_terminal) as report:
         loaded = load_tokenizer(config.tokenizer_request)
         if config.use_cache:
             loaded = with_count_cache(loaded, scope=config.scope)
-        plan = plan_windows(config, loaded, progress=report)
-    print_notices(plan.notices, label="warning")
-    sent, walked = plan.sent, plan.inputs.repository.walk
-    if format == "json":
-        write_output(manifest_json(sent, walked), output)
-    elif format == "prompt":
-        if window >= len(sent.windows):
-            raise UsageError(f"--window {window}: the pack has {len(sent.windows)} window(s)")
-        write_output(sent.windows[window].prompt, output)
-    else:
-        write_output(render_rich(pack_tables(sent, walked), width=None if output is None else 120), output)
+        packed = memoized_pack(
+            config, loaded, render, variant=repr((format, window if format == "prompt" else None, width)),
+            memo=memo, progress=report,
+        )
+    print_notices(packed.notices, label="warning")
+    write_output(packed.text, output)

@@ -7,14 +7,17 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from auditor import defaults
 from auditor.engine.base import EngineSettings
-from auditor.pack.change import ChangeScope
-from auditor.pack.packer import PackOptions
 from auditor.rules.severity import Severity
 from auditor.tokens.tokenizer import TokenizerRequest
 from auditor.walk.walker import WalkOptions
+
+if TYPE_CHECKING:
+    from auditor.pack.change import ChangeScope
+    from auditor.pack.packer import PackOptions
 
 
 def tree_cache_scope(root: Path, name: str | None = None) -> str:
@@ -91,6 +94,9 @@ class ScanConfig:
     @property
     def pack(self) -> PackOptions:
         """The packer's options for this scan."""
+        # Imported here: a memoized pack (auditor.runs.pack_memo) never loads the packer.
+        from auditor.pack.packer import PackOptions
+
         window = self.window
         return PackOptions(
             max_model_len=self.engine_settings.max_model_len, output_tokens=window.output_tokens,

@@ -5,7 +5,9 @@ to elide. What a model needs to follow calls is kept verbatim with its real line
 signatures, class headers and field declarations, decorators/annotations, module-level
 statements, one-line docstrings and single comment lines. Elided: function and method
 bodies (nested definitions go with them), the continuation lines of a multi-line
-statement outside them (a long literal, call or initialiser keeps its first line), the lines
+statement outside them (a long literal, call or initialiser keeps its first line; an
+interface's member signatures, abstract and ``declare`` signatures and type declarations
+are kept whole), the lines
 of a multi-line docstring after its first, runs of two or more comment or import lines (license headers, Javadoc, import
 blocks), and the blank lines between or after elided ranges. Classes are never elided as
 a whole. Comment and import lines are recognised lexically per language, which is enough
@@ -242,6 +244,16 @@ _DECLARATION = re.compile(
 )
 
 
+# An interface's members are signatures (what a model needs to resolve a receiver): an
+# interface is kept whole, and so is a bodiless abstract or ambient (``declare``) signature.
+_INTERFACE = re.compile(
+    r"^\s*((export|default|declare|public|protected|private|abstract|static|sealed|non-sealed)\s+)*(interface|@interface)\b"
+)
+_SIGNATURE_ONLY = re.compile(
+    r"^\s*(export\s+)?((public|protected|private|static|readonly|override)\s+)*(abstract|declare)\s"
+)
+
+
 def _depth_change(line: str) -> int:
     """Brackets opened minus closed on a line, strings and line comments left out."""
     if not _BRACKET.search(line):
@@ -252,14 +264,17 @@ def _depth_change(line: str) -> int:
 
 def _statement_tails(lines: list[str], index: FileIndex, elided: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """For each statement outside function bodies that spans three or more lines through
-    open brackets, the lines after its first (definition headers and type declarations
-    are kept whole)."""
+    open brackets, the lines after its first (definition headers, type declarations,
+    interfaces and abstract or ambient signatures are kept whole)."""
     skipped = [False] * (len(lines) + 2)
     for start, end in elided:
         for number in range(start, min(end, len(lines)) + 1):
             skipped[number] = True
     for definition in index.definitions:
-        for number in range(definition.start_line, min(max(definition.start_line, definition.body_start_line - 1), len(lines)) + 1):
+        header_end = max(definition.start_line, definition.body_start_line - 1)
+        if definition.kind not in FUNCTION_KINDS and _INTERFACE.match(lines[definition.start_line - 1]):
+            header_end = definition.end_line
+        for number in range(definition.start_line, min(header_end, len(lines)) + 1):
             skipped[number] = True
     tails: list[tuple[int, int]] = []
     number = 1
@@ -275,7 +290,8 @@ def _statement_tails(lines: list[str], index: FileIndex, elided: list[tuple[int,
         while depth > 0 and number < len(lines) and not skipped[number + 1]:
             number += 1
             depth += _depth_change(lines[number - 1])
-        if number - first >= MIN_ELIDED_LINES and not _DECLARATION.match(lines[first - 1]):
+        opening = lines[first - 1]
+        if number - first >= MIN_ELIDED_LINES and not (_DECLARATION.match(opening) or _SIGNATURE_ONLY.match(opening)):
             tails.append((first + 1, number))
         number += 1
     return tails

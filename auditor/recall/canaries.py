@@ -430,18 +430,24 @@ def insert_blocks(
 
     Canaries sharing a position keep their given order; the original blocks keep theirs.
     """
-    if len(canaries) != len(positions):
-        raise ValueError(f"{len(positions)} positions for {len(canaries)} needles")
-    by_position: dict[int, list[str]] = {}
-    for canary, position in zip(canaries, positions):
-        if not 0 <= position <= len(blocks):
-            raise ValueError(f"position {position} outside 0..{len(blocks)}")
-        by_position.setdefault(position, []).extend(canary_blocks(canary))
-    out: list[str] = []
-    for index in range(len(blocks) + 1):
+    return insert_at(blocks, [canary_blocks(canary) for canary in canaries], positions)
+
+
+def insert_at(items: Sequence[T], groups: Sequence[Sequence[T]], positions: Sequence[int]) -> tuple[T, ...]:
+    """``items`` with each group inserted before item ``positions[i]`` (as ``insert_blocks``
+    places canary blocks: for the blocks themselves, or for values parallel to them)."""
+    if len(groups) != len(positions):
+        raise ValueError(f"{len(positions)} positions for {len(groups)} needles")
+    by_position: dict[int, list[T]] = {}
+    for group, position in zip(groups, positions):
+        if not 0 <= position <= len(items):
+            raise ValueError(f"position {position} outside 0..{len(items)}")
+        by_position.setdefault(position, []).extend(group)
+    out: list[T] = []
+    for index in range(len(items) + 1):
         out.extend(by_position.get(index, ()))
-        if index < len(blocks):
-            out.append(blocks[index])
+        if index < len(items):
+            out.append(items[index])
     return tuple(out)
 
 

@@ -12,14 +12,15 @@ from dataclasses import dataclass, replace
 
 from auditor.findings.model import CanaryAnswer
 from auditor.languages import language_for_path
-from auditor.pack.packer import PackResult, Window, render_frame
+from auditor.pack.packer import PackResult, Window, count_framed, render_frame
 from auditor.recall.canaries import (
     Canary,
     CanaryError,
     RecallSummary,
+    canary_blocks,
     derive_seed,
     files_around,
-    insert_blocks,
+    insert_at,
     make_canaries,
     plan_positions,
     questions_text,
@@ -78,8 +79,15 @@ def plant_canaries(
             probe_questions=questions_text(canaries),
             candidates=window.candidates,
         )
-        planted = replace(window, blocks=insert_blocks(window.blocks, canaries, positions), frame=frame)
-        planted = replace(planted, prompt_tokens=tokenizer.count(planted.prompt))
+        groups = [canary_blocks(canary) for canary in canaries]
+        blocks = insert_at(window.blocks, groups, positions)
+        # The window's blocks keep their counts; only the canaries' blocks, the new frame
+        # and the seams between blocks are counted (``count_framed``, as the packer counts).
+        if len(window.files) != len(window.blocks):
+            raise ValueError(f"window {window.index}: canaries are planted once, in a window of file blocks only")
+        counted = iter(tokenizer.count_many([block for group in groups for block in group]))
+        block_tokens = insert_at([f.tokens for f in window.files], [[next(counted) for _ in group] for group in groups], positions)
+        planted = replace(window, blocks=blocks, frame=frame, prompt_tokens=count_framed(tokenizer, frame, blocks, block_tokens))
         if planted.prompt_tokens <= limit:
             return planted, CanaryPlan(canaries, depths, positions, tuple(f.path for f in window.files))
     return window, CanaryPlan()

@@ -75,6 +75,7 @@ def prepare_repository(
     on_change: Callable[[], None] | None = None,
     cache_scope: str | None = None,
     parse_budget_s: float | None = defaults.PARSE_BUDGET_S,
+    walked: WalkResult | None = None,
 ) -> PreparedRepository:
     """Walk ``root``, index every file in a supported language and build the call graph.
     A file whose indexing takes over ``parse_budget_s`` seconds is left out and listed in
@@ -93,8 +94,11 @@ def prepare_repository(
     ``cache_scope`` names the tree's caches (index pack, relevance scores, seed chains); by
     default its resolved root (``tree_cache_scope``). A caller that walks a temporary copy of a repository (review's worktrees)
     passes a stable name so that the next run finds them again.
+
+    ``walked``: the walk of ``root`` with ``walk_options`` when the caller has made it already.
     """
-    walked = walk(root, walk_options, progress)
+    if walked is None:
+        walked = walk(root, walk_options, progress)
     directory = cache_dir or store_dir("index")
     cache = IndexCache(directory) if use_cache else None
     sources = [(f.path, f.text, f.language, f.content_hash) for f in walked.files if f.language]
@@ -102,14 +106,12 @@ def prepare_repository(
     outcome = index_sources(sources, cache=cache, progress=progress, pack_name=scope, parse_budget_s=parse_budget_s)
     indexes = outcome.indexes
     progress(ProgressEvent(stage="graph", message=f"call graph over {len(indexes)} indexed files"))
-    graph_cache = CallGraphCache(directory) if use_cache else None
-    graph = graph_cache.get(indexes) if graph_cache is not None else None
-    if graph is None:
+    if use_cache:
+        graph = CallGraphCache(directory).build(indexes, on_change=on_change)
+    else:
         if on_change is not None:
             on_change()
         graph = CallGraph.build(indexes)
-        if graph_cache is not None:
-            graph_cache.put(indexes, graph)
     return PreparedRepository(
         walk=walked, indexes=indexes, graph=graph, cache_dir=directory if use_cache else None, cache_scope=scope,
         index_skipped=outcome.skipped,
@@ -237,17 +239,18 @@ def prepare_scan(
     prepared: PreparedRepository | None = None,
     on_change: Callable[[], None] | None = None,
     progress: ProgressCallback = no_progress,
+    walked: WalkResult | None = None,
 ) -> ScanInputs:
     """Select the rules, walk and index ``config.root`` (unless ``prepared`` is given) and run
     the static pass with the scan's options. ``runs_model``: whether a model reads the
     windows (then ``config.static`` decides whether the static findings are reported and
     listed; without a model they always are, and the built-in rules that need one are not
-    selected: ``unselected`` names them). ``on_change`` as in ``prepare_repository``."""
+    selected: ``unselected`` names them). ``on_change`` and ``walked`` as in ``prepare_repository``."""
     rules = selected_rules(config.rules, runs_model=runs_model)
     if prepared is None:
         prepared = prepare_repository(
             config.root, config.walk, use_cache=config.use_cache, progress=progress, on_change=on_change,
-            cache_scope=config.scope, parse_budget_s=config.parse_budget_s,
+            cache_scope=config.scope, parse_budget_s=config.parse_budget_s, walked=walked,
         )
     options = TxOptions(min_severity=config.min_severity, include_tests=config.include_tests, models=config.tx_model_paths)
     static = run_static_pass(prepared, rules, options, reported=config.static or not runs_model, progress=progress)
@@ -281,12 +284,13 @@ def plan_windows(
     *,
     inputs: ScanInputs | None = None,
     progress: ProgressCallback = no_progress,
+    walked: WalkResult | None = None,
 ) -> WindowPlan:
-    """Plan a model scan's windows: ``prepare_scan`` (unless ``inputs`` are given), pack with
-    the static pass's chains and candidates, and plant ``config.probes`` canaries in each
-    window (seeded by ``config.engine_settings.seed``)."""
+    """Plan a model scan's windows: ``prepare_scan`` (unless ``inputs`` are given; over
+    ``walked`` when given), pack with the static pass's chains and candidates, and plant
+    ``config.probes`` canaries in each window (seeded by ``config.engine_settings.seed``)."""
     if inputs is None:
-        inputs = prepare_scan(config, runs_model=True, on_change=tokenizer.preload, progress=progress)
+        inputs = prepare_scan(config, runs_model=True, on_change=tokenizer.preload, progress=progress, walked=walked)
     notes: list[str] = []
     if not tokenizer.info.exact:
         notes.append(tokenizer.info.describe())

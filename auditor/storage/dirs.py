@@ -1,6 +1,6 @@
 """Where auditor keeps its caches: one directory, ``$AUDITOR_CACHE_DIR`` if set, else
 ``$XDG_CACHE_HOME/auditor``, else ``~/.cache/auditor``, with one subdirectory per store
-(``index``, ``graphs``, ``counts``, ``results``...)."""
+(``index``, ``graphs``, ``counts``, ``results``, ``packs``...)."""
 
 from __future__ import annotations
 

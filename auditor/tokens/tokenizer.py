@@ -32,6 +32,8 @@ from auditor.errors import TokenizerError
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
+    from auditor.storage.digests import DigestStore
+
 DEFAULT_MODEL_IDS = (
     "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16",
     "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-FP8",
@@ -86,6 +88,11 @@ class PromptTokenizer(Protocol):
         """Prepare to count soon (e.g. load a vocabulary in the background); may do nothing."""
         ...
 
+    def prompt_fingerprint(self) -> str:
+        """A digest of everything the counts and the rendered prompts depend on (vocabulary,
+        library version, chat template, special tokens, the source as reports name it)."""
+        ...
+
 
 def _raise_exception(message: str) -> None:
     raise TokenizerError(f"chat template error: {message}")
@@ -100,7 +107,7 @@ def _strftime_now(format: str) -> str:
 
 
 class ChatTemplate:
-    """A checkpoint's jinja2 chat template, compiled the way Hugging Face renders it.
+    """A checkpoint's jinja2 chat template, compiled (on first use) the way Hugging Face renders it.
 
     The template is untrusted text from a checkpoint, so it runs in jinja2's immutable
     sandbox, with the same options and helpers transformers provides (trim/lstrip blocks,
@@ -108,22 +115,28 @@ class ChatTemplate:
     """
 
     def __init__(self, source: str, special_tokens: dict[str, str]):
-        from jinja2.ext import loopcontrols
-        from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-        environment = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
-        environment.filters["tojson"] = _tojson
-        environment.globals["raise_exception"] = _raise_exception
-        environment.globals["strftime_now"] = _strftime_now
-        try:
-            self._template = environment.from_string(source)
-        except Exception as exc:  # jinja2.TemplateSyntaxError and friends
-            raise TokenizerError(f"chat template does not compile: {exc}") from exc
+        self._source = source
         self._special_tokens = dict(special_tokens)
+        self._compiled = None  # compiled on first render: a memoized pack renders nothing
+
+    def _template(self):  # -> jinja2.Template
+        if self._compiled is None:
+            from jinja2.ext import loopcontrols
+            from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+            environment = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
+            environment.filters["tojson"] = _tojson
+            environment.globals["raise_exception"] = _raise_exception
+            environment.globals["strftime_now"] = _strftime_now
+            try:
+                self._compiled = environment.from_string(self._source)
+            except Exception as exc:  # jinja2.TemplateSyntaxError and friends
+                raise TokenizerError(f"chat template does not compile: {exc}") from exc
+        return self._compiled
 
     def render(self, messages: Sequence[Message], *, thinking: bool) -> str:
         """Render with the generation prompt and ``enable_thinking`` set."""
-        return self._template.render(
+        return self._template().render(
             messages=[{"role": m.role, "content": m.content} for m in messages],
             tools=None,
             documents=None,
@@ -162,6 +175,24 @@ def _fingerprint_of(tokenizer_json: bytes) -> str:
     return digest.hexdigest()
 
 
+COUNT_BATCH_CHARS = 1 << 20
+"""Characters of text encoded in one batch when counting (see ``HFTokenizer.count_many``)."""
+
+
+def _batches(texts: Sequence[str], limit: int) -> list[list[str]]:
+    """``texts`` in order, cut into consecutive batches of at most ``limit`` characters (a
+    longer text is a batch of its own)."""
+    batches: list[list[str]] = [[]]
+    size = 0
+    for text in texts:
+        if batches[-1] and size + len(text) > limit:
+            batches.append([])
+            size = 0
+        batches[-1].append(text)
+        size += len(text)
+    return batches
+
+
 class HFTokenizer:
     """A Hugging Face ``tokenizer.json`` with the checkpoint's chat template: exact counts."""
 
@@ -177,13 +208,15 @@ class HFTokenizer:
         self._fingerprint: str | None = None
         config = _read_json(directory / "tokenizer_config.json")
         template_source = _chat_template_source(directory, config)
+        special_tokens = _special_tokens(directory, config)
         if template_source is None:
             self._template: ChatTemplate | None = None
             template_label = "builtin Nemotron turn format (checkpoint has no chat template)"
         else:
-            self._template = ChatTemplate(template_source, _special_tokens(directory, config))
+            self._template = ChatTemplate(template_source, special_tokens)
             template_label = "checkpoint"
         self.info = TokenizerInfo(source=source, exact=True, chat_template=template_label)
+        self._rendering = json.dumps([template_source, special_tokens, source, template_label], sort_keys=True)
 
     @property
     def _tokenizer(self) -> Tokenizer:
@@ -243,6 +276,11 @@ class HFTokenizer:
             self._fingerprint = _fingerprint_of(data)
         return self._fingerprint
 
+    def prompt_fingerprint(self) -> str:
+        """``fingerprint`` together with the chat template, the special tokens and the
+        source: what a rendered prompt and its count depend on."""
+        return hashlib.sha256(f"{self.fingerprint()}\0{self._rendering}".encode()).hexdigest()
+
     def count(self, text: str) -> int:
         return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
 
@@ -252,7 +290,13 @@ class HFTokenizer:
         tokenizer = self._tokenizer
         # encode_batch_fast (tokenizers >= 0.21) gives the same ids without char offsets, ~25% faster.
         encode = getattr(tokenizer, "encode_batch_fast", tokenizer.encode_batch)
-        return [len(encoding.ids) for encoding in encode(list(texts), add_special_tokens=False)]
+        counts: list[int] = []
+        # Batches of about COUNT_BATCH_CHARS: every encoding of a batch is held at once
+        # (ids and token strings, ~50 bytes a token), so one batch of a whole repository
+        # would cost hundreds of MB for counts that need none of it.
+        for batch in _batches(texts, COUNT_BATCH_CHARS):
+            counts.extend(len(encoding.ids) for encoding in encode(batch, add_special_tokens=False))
+        return counts
 
     def render(self, messages: Sequence[Message], *, thinking: bool) -> str:
         if self._template is None:
@@ -281,6 +325,10 @@ class EstimateTokenizer:
 
     def preload(self) -> None:
         """Nothing to load: estimates need no vocabulary."""
+
+    def prompt_fingerprint(self) -> str:
+        """The estimate's rate and its labels (the built-in turn format renders every prompt)."""
+        return hashlib.sha256(f"estimate {ESTIMATE_BYTES_PER_TOKEN}\0{self.info}".encode()).hexdigest()
 
 
 def _read_json(path: Path) -> dict:
@@ -412,12 +460,22 @@ class CachedCountTokenizer:
     """
 
     def __init__(self, tokenizer: HFTokenizer, cache_dir: Path, scope: str = ""):
-        from auditor.storage.digests import DigestStore, digest_of
+        from auditor.storage.digests import digest_of
 
         self._inner = tokenizer
         self.info = tokenizer.info
         name = digest_of(scope).hex()
-        self._store = DigestStore(cache_dir / f"v{COUNT_CACHE_VERSION}" / tokenizer.fingerprint() / f"{name}.bin")
+        self._store_path = cache_dir / f"v{COUNT_CACHE_VERSION}" / tokenizer.fingerprint() / f"{name}.bin"
+        self._loaded_store: DigestStore | None = None
+
+    @property
+    def _store(self) -> DigestStore:
+        """The counts, read on first use: a memoized pack counts nothing."""
+        if self._loaded_store is None:
+            from auditor.storage.digests import DigestStore
+
+            self._loaded_store = DigestStore(self._store_path)
+        return self._loaded_store
 
     def count(self, text: str) -> int:
         return self.count_many([text])[0]
@@ -444,6 +502,10 @@ class CachedCountTokenizer:
     def preload(self) -> None:
         """Start loading the vocabulary in the background (see ``HFTokenizer.preload``)."""
         self._inner.preload()
+
+    def prompt_fingerprint(self) -> str:
+        """The wrapped tokenizer's (the cache changes no count)."""
+        return self._inner.prompt_fingerprint()
 
 
 def default_count_cache_dir() -> Path:

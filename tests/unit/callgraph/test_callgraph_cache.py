@@ -215,3 +215,74 @@ def test_equal_indexes_get_one_key_whichever_strings_they_share() -> None:
     assert separate["b/__init__.py"].content_hash is not shared
     assert sharing == separate
     assert graph_cache_key(sharing) == graph_cache_key(separate)
+
+
+def count_resolved_files(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Record the files whose calls are resolved (``file_edges`` still runs)."""
+    resolved: list[str] = []
+    real = call_graph.file_edges
+
+    def recording(repository, path, index):  # type: ignore[no-untyped-def]
+        resolved.append(path)
+        return real(repository, path, index)
+
+    monkeypatch.setattr(call_graph, "file_edges", recording)
+    return resolved
+
+
+_INDENT = next(line for line in FILES["shop/orders.py"].splitlines() if "billing.charge(order)" in line).split("billing")[0]
+# Edits that leave every file's symbol surface as it was: only the edited file is resolved again.
+SURFACE_KEPT = {
+    "a body grows by lines": ("shop/orders.py", FILES["shop/orders.py"].replace("billing.charge(order)\n", "billing.charge(order)\n" + _INDENT + "order.note = 1\n\n" + _INDENT + "# noted\n")),
+    "an argument changes": ("shop/views.py", FILES["shop/views.py"].replace("request.order", "request.basket")),
+    "a comment is appended": ("shop/billing.py", FILES["shop/billing.py"] + "# end\n"),
+}
+# Edits that change a surface: every file is resolved again.
+SURFACE_CHANGED = {
+    "a function is added": ("shop/billing.py", FILES["shop/billing.py"] + "\ndef refund(order):\n    return order\n"),
+    "an import goes": ("shop/orders.py", FILES["shop/orders.py"].replace("from shop import charge_card\n", "")),
+    "a new callee text": ("shop/views.py", FILES["shop/views.py"].replace("place_order(request.order)", "place_order(request.order).log()")),
+}
+
+
+@pytest.mark.parametrize("edit", SURFACE_KEPT)
+def test_an_edit_that_keeps_every_surface_resolves_only_the_edited_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, edit: str) -> None:
+    cache = CallGraphCache(tmp_path)
+    cache.build(index_all(FILES))
+    path, text = SURFACE_KEPT[edit]
+    edited = index_all({**FILES, path: text})
+    resolved = count_resolved_files(monkeypatch)
+    rebuilt = cache.build(edited)
+    assert resolved == [path]
+    monkeypatch.undo()
+    fresh = CallGraph.build(edited)
+    assert rebuilt.rows == fresh.rows
+    assert_same_answers(rebuilt, fresh, edited)
+    assert cache.get(edited) is not None  # stored under its own key
+
+
+@pytest.mark.parametrize("edit", SURFACE_CHANGED)
+def test_an_edit_that_changes_a_surface_resolves_every_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, edit: str) -> None:
+    cache = CallGraphCache(tmp_path)
+    cache.build(index_all(FILES))
+    path, text = SURFACE_CHANGED[edit]
+    edited = index_all({**FILES, path: text})
+    resolved = count_resolved_files(monkeypatch)
+    rebuilt = cache.build(edited)
+    assert sorted(resolved) == sorted(edited)
+    monkeypatch.undo()
+    assert rebuilt.rows == CallGraph.build(edited).rows
+
+
+def test_a_base_whose_graph_is_gone_or_damaged_means_a_full_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = CallGraphCache(tmp_path)
+    cache.build(index_all(FILES))
+    path, text = SURFACE_KEPT["an argument changes"]
+    edited = index_all({**FILES, path: text})
+    for graph_file in cache.directory.glob("*.graph"):
+        graph_file.write_bytes(b"damaged")
+    resolved = count_resolved_files(monkeypatch)
+    rebuilt = cache.build(edited)
+    assert sorted(resolved) == sorted(edited)
+    monkeypatch.undo()
+    assert rebuilt.rows == CallGraph.build(edited).rows

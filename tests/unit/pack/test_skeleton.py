@@ -182,3 +182,17 @@ def test_python_multi_line_module_statements_and_docstrings_keep_their_first_lin
         "class Order(models.Model):\n    total = models.DecimalField(\n        max_digits=10,\n        decimal_places=2,\n    )\n"
     )
     assert _elided("urls.py", text) == [(2, 4), (6, 8), (11, 13)]
+
+
+def test_typescript_interface_members_keep_their_signatures_bodies_and_initializers_go() -> None:
+    text = (
+        "export interface Api {\n  fetch(\n    url: string,\n    init: RequestInit,\n  ): Promise<Response>;\n"
+        "  nested: {\n    deep(\n      a: number,\n    ): string;\n  };\n}\n"
+        "export abstract class Base {\n  abstract go(\n    a: string,\n  ): void;\n"
+        "  handle(x: number): number {\n    const y = x + 1;\n    return y * 2;\n  }\n"
+        "  private cache = new Map<string, number>([\n    ['a', 1],\n    ['b', 2],\n  ]);\n}\n"
+        "declare function over(\n  a: string,\n): void;\n"
+    )
+    # Kept: the interface whole (1-11), the abstract and ambient signatures (13-15, 25-27);
+    # elided: the method body (17-19) and the initializer's continuation (21-23).
+    assert _elided("api.ts", text) == [(17, 19), (21, 23)]
