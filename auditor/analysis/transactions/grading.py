@@ -58,12 +58,14 @@ _RELATIVE_VALUE = re.compile(r"\bF\s*\(|[\w)\]]\s*[-+*/]\s*[\w(]")
 # A string literal, emptied before the arithmetic check ("in-progress" is no subtraction).
 _STRING_LITERAL = re.compile(r"'[^'\\\n]*'|\"[^\"\\\n]*\"")
 _SAVES = frozenset({"save", "delete"})
-DEMOTIONS = frozenset({ONLY_DELETES, ONLY_IDEMPOTENT, UPSERTS_FIRST, ONE_OBJECT, RERUNNABLE, SIDE_EFFECT_AFTER})
-"""The reasons that grade a sequence medium on a claim about its partial state (a retry or
-re-run completes it, the object stays valid, the side effect comes in the right order).
-The claim yields when something between the writes fails for a reason other than the
-database (:mod:`.assessment`): a re-run meets the same failure and never completes the
-path. Maintainers fixed such sequences (benchmarks/real_fixes)."""
+DEMOTIONS = frozenset({ONLY_DELETES, UPSERTS_FIRST, ONE_OBJECT, RERUNNABLE, SIDE_EFFECT_AFTER})
+"""The reasons that grade a sequence medium on a claim about who repairs its partial state
+(a retry or re-run completes it, the object stays valid and editable, the side effect comes
+in the right order). On a request's path the claim yields to a failure point between the
+writes (:mod:`.assessment`): the user who got the error does not re-submit reliably, a
+re-run meets the same failure, and maintainers fixed such sequences (benchmarks/real_fixes).
+Only idempotent writes keep their grade: whatever a failure leaves is part of what the path
+writes anyway."""
 _UNRETRIED = "a later write's failure is caught and the function carries on, so no retry completes the earlier writes"
 _NAME = re.compile(r"[A-Za-z_]\w*")
 
