@@ -93,6 +93,7 @@ _SAVED = re.compile(r"\b([a-z_]\w*)\.(?:save|persist|insert)\w*\(")
 _KIND_NOISE = frozenset({
     "self", "objects", "filter", "delete", "create", "save", "all", "get", "exclude", "update", "bulk", "remove",
     "clear", "set", "add", "session", "db", "query", "none", "true", "false", "pk", "id", "request", "user",
+    "_", "err", "error", "result", "res", "rows",  # a discarded value or a statement's result, not a new object
 })
 _ROWS = re.compile(r"(\w+)\s*\.\s*(?:objects|all|filter|exclude|create|delete|bulk_create|add|set|query)\b|\b([A-Z]\w+)\(")
 

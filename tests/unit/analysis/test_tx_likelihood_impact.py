@@ -148,3 +148,17 @@ def test_only_idempotent_writes_keep_their_grade():
     lines = _lines("    Pending.objects.get_or_create(user=user)", "    n = int(raw)", "    Enrollment.objects.update_or_create(n=n)")
     steps = (Step(1, "upsert", (Effect.UPSERT,)), Step(3, "upsert", (Effect.UPSERT,)))
     assert assess(ref, steps, (Severity.MEDIUM, ONLY_IDEMPOTENT), lines, entry_kind="http").severity == Severity.MEDIUM
+
+
+def test_a_discarded_result_is_no_new_object_and_half_configured_ranks_before_a_counter():
+    from auditor.analysis.transactions.impact import ImpactKind
+
+    go = _lines(
+        '    _, err := db.ExecContext(ctx, "UPDATE items SET quantity = quantity + $1", delta)',
+        "    if err != nil {",
+        '    _, err = db.ExecContext(ctx, "INSERT INTO movements (sku) VALUES ($1)", sku)',
+    )
+    found = impact(PATH, (_write(1), _write(3)), go, "")
+    assert found.kind == ImpactKind.COUNTER and "half-configured" not in found.evidence
+    python = _lines("    order = Order.objects.create(total=total)", "", "    order.lines.create(quantity=2)")
+    assert impact(PATH, (_write(1), _write(3)), python, "").kind == ImpactKind.HALF_CONFIGURED
