@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -26,16 +25,11 @@ from auditor.engine.result_cache import (
 )
 from auditor.pack.packer import PackOptions
 from auditor.progress import ProgressCallback, no_progress
-from auditor.rules.loader import builtin_rules
 from auditor.runs.prepare import pack_prepared, prepare_repository, run_static_pass
 from auditor.tokens.tokenizer import TokenizerRequest, load_tokenizer
+from tests.support import packing_rule
 
-# The built-in rule's patterns with a body of fixed length: the windows these tests pack
-# do not move when the rule's text is edited (the cache, not the packing, is under test).
-RULE = replace(
-    builtin_rules()["tx-outside-transaction"],
-    body="Report each sequence of database writes an entry point reaches with no transaction around it.\n",
-)
+RULE = packing_rule()  # its windows do not move when the rule text is edited
 ANSWER = json.dumps({"findings": [], "probes": []})
 
 
