@@ -19,7 +19,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +38,7 @@ from auditor.index.model import FileIndex
 from auditor.languages import language_for_path
 from auditor.progress import ProgressCallback, no_progress
 from auditor.report import render
-from auditor.rules.loader import Rule
+from auditor.rules.loader import Rule, builtin_rules
 from auditor.runs.scan import run_scan
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -210,6 +210,13 @@ def load_app(root: Path) -> tuple[dict[str, FileIndex], dict[str, str]]:
 
 
 ALL_SEVERITIES = TxOptions(min_severity="low")
+
+
+def packing_rule(rule_id: str = "tx-outside-transaction") -> Rule:
+    """A built-in rule with its patterns and a body of fixed length: windows packed with it
+    in a tight test budget do not move when the rule's text is edited, so a test of the
+    packer or a cache asserts their behaviour, not the rule's byte count."""
+    return replace(builtin_rules()[rule_id], body="Report each sequence of database writes an entry point reaches with no transaction around it.\n")
 
 
 def analyze_app(app: str, rule: Rule, options: TxOptions = ALL_SEVERITIES) -> StaticResult:

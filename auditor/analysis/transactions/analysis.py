@@ -238,7 +238,7 @@ class Analysis:
         for ref in sorted(reached):
             found = grade_function(ref, path_of(ref))
             if found is not None:
-                graded[ref] = assess(ref, path_of(ref), found, self._lines_of)
+                graded[ref] = assess(ref, path_of(ref), found, self._lines_of, entry_kind=reached[ref][0].kind)
 
         def carries_nothing(edge: Edge) -> bool:
             # A call whose receiver class runs none of ``ref``'s effects needs no finding.

@@ -58,6 +58,14 @@ _RELATIVE_VALUE = re.compile(r"\bF\s*\(|[\w)\]]\s*[-+*/]\s*[\w(]")
 # A string literal, emptied before the arithmetic check ("in-progress" is no subtraction).
 _STRING_LITERAL = re.compile(r"'[^'\\\n]*'|\"[^\"\\\n]*\"")
 _SAVES = frozenset({"save", "delete"})
+DEMOTIONS = frozenset({ONLY_DELETES, UPSERTS_FIRST, ONE_OBJECT, RERUNNABLE, SIDE_EFFECT_AFTER})
+"""The reasons that grade a sequence medium on a claim about who repairs its partial state
+(a retry or re-run completes it, the object stays valid and editable, the side effect comes
+in the right order). On a request's path the claim yields to a failure point between the
+writes (:mod:`.assessment`): the user who got the error does not re-submit reliably, a
+re-run meets the same failure, and maintainers fixed such sequences (benchmarks/real_fixes).
+Only idempotent writes keep their grade: whatever a failure leaves is part of what the path
+writes anyway."""
 _UNRETRIED = "a later write's failure is caught and the function carries on, so no retry completes the earlier writes"
 _NAME = re.compile(r"[A-Za-z_]\w*")
 
@@ -101,9 +109,12 @@ def weight(step: Step) -> int:
     return len(step.effects)
 
 
-def grade(steps: tuple[Step, ...]) -> tuple[Severity, str] | None:
+def grade(steps: tuple[Step, ...], *, demote: bool = True) -> tuple[Severity, str] | None:
     """The severity of a function's path and, when a sequence is graded below critical or
-    high for what its writes are, the reason in a few words; None when it is no finding."""
+    high for what its writes are, the reason in a few words; None when it is no finding.
+    With ``demote`` false, none of the :data:`DEMOTIONS` applies and a side effect after the
+    last write counts as one between them: the grade the path's effects have without a
+    claim about their partial state."""
     effects = [effect for step in steps for effect in step.effects]
     if len(steps) == 1:
         single = steps[0].callee is None and len(effects) == 1 and effects[0] in (*WRITES, Effect.AUDIT)
@@ -116,9 +127,11 @@ def grade(steps: tuple[Step, ...]) -> tuple[Severity, str] | None:
     # A file stored after the row that names it is the wrong order (the row points to a
     # file that may never arrive): it counts wherever it comes.
     side_effects = sum(effect in SIDE_EFFECTS for effect in between) + after.count(Effect.UPLOAD)
+    if not demote:
+        side_effects += after.count(Effect.SIDE_EFFECT)
     # An update is a plain write to every grade but the re-runnable one (_rerunnable).
-    graded = _grade_writes(steps, [Effect.WRITE if effect is Effect.UPDATE else effect for effect in effects], side_effects)
-    if Effect.SIDE_EFFECT in after and (graded is None or graded[0] == Severity.LOW):
+    graded = _grade_writes(steps, [Effect.WRITE if effect is Effect.UPDATE else effect for effect in effects], side_effects, demote)
+    if demote and Effect.SIDE_EFFECT in after and (graded is None or graded[0] == Severity.LOW):
         return Severity.MEDIUM, SIDE_EFFECT_AFTER
     return graded
 
@@ -132,7 +145,9 @@ def grade_function(ref: FunctionRef, steps: tuple[Step, ...]) -> tuple[Severity,
     return graded
 
 
-def _grade_writes(steps: tuple[Step, ...], effects: list[Effect], side_effects: int) -> tuple[Severity, str] | None:
+def _grade_writes(
+    steps: tuple[Step, ...], effects: list[Effect], side_effects: int, demote: bool
+) -> tuple[Severity, str] | None:
     """:func:`grade` for the path's writes, commits and the side effects between them."""
     plain = effects.count(Effect.WRITE)
     deletes = effects.count(Effect.DELETE)
@@ -144,13 +159,13 @@ def _grade_writes(steps: tuple[Step, ...], effects: list[Effect], side_effects: 
         direct = [step for step in steps if step.callee is None and any(effect in WRITES for effect in step.effects)]
         return (Severity.LOW, "") if direct else None
     unretried = ""
-    if not commits and not side_effects and writes + bookkeeping >= 2:
+    if demote and not commits and not side_effects and writes + bookkeeping >= 2:
         retried = _retried(steps, effects, writes, plain, deletes, upserts)
         if retried is not None and not caught_later(steps):
             return retried
         if retried is not None:
             unretried = _UNRETRIED
-    if not commits and not side_effects and _rerunnable(steps):
+    if demote and not commits and not side_effects and _rerunnable(steps):
         if not caught_later(steps):
             return Severity.MEDIUM, RERUNNABLE
         unretried = _UNRETRIED

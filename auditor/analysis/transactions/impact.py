@@ -44,11 +44,28 @@ class Impact(StrEnum):
     """Bookkeeping, derived or re-runnable data: the next run or a log line repairs it."""
 
 
+class ImpactKind(StrEnum):
+    """What the evidence of a high or low impact shows (the report ranks by it)."""
+
+    REPLACED = "replaced"
+    """Rows deleted before their replacement is written."""
+    HALF_CONFIGURED = "half-configured"
+    """A new object, then writes that name it."""
+    COUNTER = "counter"
+    """A counter or an amount computed from what was there."""
+    PLAIN = "plain"
+    """Neither high nor low: a partial update or create."""
+    REPAIRED = "repaired"
+    """Re-runnable, derived or bookkeeping data, or log rows beside one write."""
+
+
 @dataclass(frozen=True)
 class ImpactFinding:
-    """An impact level and the sentence that states its evidence ("" when none)."""
+    """An impact level, what its evidence shows and the sentence that states it ("" when
+    none)."""
 
     impact: Impact
+    kind: ImpactKind
     evidence: str = ""
 
 
@@ -76,6 +93,7 @@ _SAVED = re.compile(r"\b([a-z_]\w*)\.(?:save|persist|insert)\w*\(")
 _KIND_NOISE = frozenset({
     "self", "objects", "filter", "delete", "create", "save", "all", "get", "exclude", "update", "bulk", "remove",
     "clear", "set", "add", "session", "db", "query", "none", "true", "false", "pk", "id", "request", "user",
+    "_", "err", "error", "result", "res", "rows",  # a discarded value or a statement's result, not a new object
 })
 _ROWS = re.compile(r"(\w+)\s*\.\s*(?:objects|all|filter|exclude|create|delete|bulk_create|add|set|query)\b|\b([A-Z]\w+)\(")
 
@@ -86,17 +104,23 @@ def impact(
     """The impact of a failure between the writes of ``steps`` (a function's path in
     ``path``) whose grade gave ``reason``."""
     if reason == DERIVED:
-        return ImpactFinding(Impact.LOW, "by its name the function rebuilds derived data")
+        return ImpactFinding(Impact.LOW, ImpactKind.REPAIRED, "by its name the function rebuilds derived data")
     sites = list(_sites(path, steps, lines_of))
-    found = _destroyed_then_replaced(sites) or _counter(sites) or _half_configured(path, steps, lines_of)
-    if found:
-        return ImpactFinding(Impact.HIGH, found)
+    replaced = _destroyed_then_replaced(sites)
+    if replaced:
+        return ImpactFinding(Impact.HIGH, ImpactKind.REPLACED, replaced)
+    configured = _half_configured(path, steps, lines_of)
+    if configured:
+        return ImpactFinding(Impact.HIGH, ImpactKind.HALF_CONFIGURED, configured)
+    counter = _counter(sites)
+    if counter:
+        return ImpactFinding(Impact.HIGH, ImpactKind.COUNTER, counter)
     if reason in _LOW_REASONS:
-        return ImpactFinding(Impact.LOW, reason)
+        return ImpactFinding(Impact.LOW, ImpactKind.REPAIRED, reason)
     business = [site for site in sites if site.effect is not Effect.AUDIT and not _BOOKKEEPING_ROW.search(site.text)]
     if len(business) <= 1 < len(sites):
-        return ImpactFinding(Impact.LOW, "the other writes are log, event or history rows")
-    return ImpactFinding(Impact.MEDIUM)
+        return ImpactFinding(Impact.LOW, ImpactKind.REPAIRED, "the other writes are log, event or history rows")
+    return ImpactFinding(Impact.MEDIUM, ImpactKind.PLAIN)
 
 
 def _sites(path: str, steps: tuple[Step, ...], lines_of: Callable[[str], Sequence[str]]) -> Iterator[_Site]:

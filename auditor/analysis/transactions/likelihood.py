@@ -66,7 +66,8 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"|\.one\(\)|\.get\(\s*(?:pk|id)\s*=|\.findById\(|\.orElseThrow\(|\b(?:request\.\w+|data|kwargs|params|payload)\[['\"]"
     )),
     ("parsing", re.compile(
-        r"\b(?:int|float|Decimal|UUID)\(|\bjson\.loads?\(|\bstrptime\(|\bparse\w*\(|\bparseInt\(|\bstrconv\.\w+\(|\bliteral_eval\("
+        # A conversion of a literal (``Decimal(0)``, ``int("5")``) cannot fail: only one of a value.
+        r"\b(?:int|float|Decimal|UUID)\((?!\s*(?:[-+]?[\d.]+|'[^']*'|\"[^\"]*\")?\s*\))|\bjson\.loads?\(|\bstrptime\(|\bparse\w*\(|\bparseInt\(|\bstrconv\.\w+\(|\bliteral_eval\("
     )),
     ("external call", re.compile(
         r"\brequests\.\w+\(|\bhttpx\.\w+\(|\burlopen\(|\bsend_mail\(|\bsend_mass_mail\(|\.send_\w*mail\w*\(|\.delay\("
@@ -88,12 +89,17 @@ _NESTED_DEFINITION = re.compile(r"^\s*(?:async\s+)?def\s|^\s*class\s")
 
 
 def failure_points(
-    path: str, steps: tuple[Step, ...], lines_of: Callable[[str], Sequence[str]]
+    path: str, steps: tuple[Step, ...], lines_of: Callable[[str], Sequence[str]], *, to_side_effect: bool = False
 ) -> tuple[Evidence, ...]:
     """Every reason ``steps`` (the path of a function in ``path``) can fail between its
-    first and last write, most telling kind first, then by line; one piece per line."""
+    first and last write, most telling kind first, then by line; one piece per line. With
+    ``to_side_effect``, also between the last write and a side effect after it (the lines
+    before the side effect's own): what fails there leaves the writes without it."""
     found: dict[tuple[str, int], Evidence] = {}
-    for evidence in _collect(path, steps, lines_of):
+    collected = _collect(path, steps, lines_of)
+    if to_side_effect:
+        collected += _before_side_effect(path, steps, lines_of)
+    for evidence in collected:
         found.setdefault((evidence.path, evidence.line), evidence)
     order = {kind: position for position, kind in enumerate(KINDS)}
     return tuple(sorted(found.values(), key=lambda evidence: (order[evidence.kind], evidence.path, evidence.line)))
@@ -123,6 +129,17 @@ def _collect(path: str, steps: tuple[Step, ...], lines_of: Callable[[str], Seque
         if step.in_loop and any(effect in _COMMITTING for effect in step.effects):
             found.append(Evidence(path, step.line, "loop", _text(lines, step.line) or step.text))
     return found
+
+
+def _before_side_effect(path: str, steps: tuple[Step, ...], lines_of: Callable[[str], Sequence[str]]) -> list[Evidence]:
+    """The evidence between the path's last write and the last side effect after it."""
+    writing = [position for position, step in enumerate(steps) if any(effect in _COMMITTING for effect in step.effects)]
+    if not writing:
+        return []
+    after = [step for step in steps[writing[-1] + 1 :] if any(effect in SIDE_EFFECTS for effect in step.effects)]
+    if not after:
+        return []
+    return _scan(path, lines_of(path), steps[writing[-1]].line + 1, after[-1].line - 1)
 
 
 def _writes_more_than_once(step: Step) -> bool:

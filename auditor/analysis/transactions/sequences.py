@@ -56,6 +56,7 @@ Body = tuple[Node | None, bytes, int]
 """A function's body node, the source it was parsed from and the lines before that source."""
 
 _MAX_DEPTH = 60
+_ASSIGNED_BEFORE = 3  # lines above a bookkeeping call read for a field set on its object
 _BOOKKEEPING_CLASS = re.compile(r"(?i)(token_?bucket|rate_?limit|throttl)")  # counters of attempts
 # A line between two commits that may leave something pending: a call, or an assignment.
 _PENDING = re.compile(r"\w\s*\(|[^=!<>]=(?!=)")
@@ -238,18 +239,30 @@ class Sequences:
         inner_receiver = self._receiver_of(edge.callee, self.reach.dispatch.receiver_after(edge, call.callee if call else None, receiver))
         steps = self.path_of(edge.callee, inner_off, depth + 1, inner_receiver)
         effects = tuple(effect for step in steps for effect in step.effects)
-        owner = edge.callee.qualname.rpartition(".")[0]
-        if bookkeeping(edge.callee) or (owner and _BOOKKEEPING_CLASS.search(owner)):
-            effects = tuple(Effect.AUDIT if effect in WRITES else effect for effect in effects)
-        if not effects or (all(effect is Effect.COMMIT for effect in effects) and self.scopes.idle(edge)):
-            return None  # no effect, or a session scope's commit of a block that changed nothing
         target = None  # the callee's self, seen from here, when it writes only that
         if call is not None and {step.subject for step in steps if any(e in WRITES for e in step.effects)} == {"self"}:
             target = receiver_of(call.callee)
+        owner = edge.callee.qualname.rpartition(".")[0]
+        if (bookkeeping(edge.callee) or (owner and _BOOKKEEPING_CLASS.search(owner))) and not self._saves_assigned(edge, target):
+            effects = tuple(Effect.AUDIT if effect in WRITES else effect for effect in effects)
+        if not effects or (all(effect is Effect.COMMIT for effect in effects) and self.scopes.idle(edge)):
+            return None  # no effect, or a session scope's commit of a block that changed nothing
         return Step(
             edge.line, f"calls {edge.callee.qualname}", effects, edge.callee, edge.approximate, target,
             carries_on=caught_later(steps), inner=steps,
         )
+
+    def _saves_assigned(self, edge: Edge, target: str | None) -> bool:
+        """Whether the call behind ``edge`` saves an object (``target``, the callee's
+        ``self``) whose fields the caller set on the lines just before it
+        (``sound.pack = None; sound.mark_index_dirty()``): a bookkeeping-named method's save
+        then writes the caller's change too, a real write."""
+        facts = self.facts.get(edge.caller.path)
+        if target is None or facts is None:
+            return False
+        assigned = re.compile(rf"^\s*{re.escape(target)}\.\w+\s*=(?!=)")
+        lines = (facts.line_text(line) for line in range(edge.line - 1, max(edge.line - 1 - _ASSIGNED_BEFORE, 0), -1))
+        return any(assigned.match(text) for text in lines)
 
     def _saves_existing_row(self, edge: Edge) -> bool:
         """Whether the call behind ``edge`` saves a row read from the database (its site is

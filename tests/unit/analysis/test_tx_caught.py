@@ -191,7 +191,7 @@ def test_updates_of_existing_rows_before_a_caught_write_are_not_rerunnable(rule:
                 shelf = Shelf.objects.get(pk=pk)
                 shelf.name = request.POST["name"]
                 shelf.save()
-                Shelf.objects.filter(parent=pk).update(label=request.POST["name"])
+                Shelf.objects.filter(parent=pk).update(label=shelf.name)
 
             def rename_shelf_quietly(request, pk):
                 shelf = Shelf.objects.get(pk=pk)

@@ -49,6 +49,14 @@ def test_a_failure_point_between_the_writes_makes_a_failure_likely(between: str,
     assert evidence[0].describe(PATH).startswith("line 2 ")
 
 
+@pytest.mark.parametrize(
+    "between", ["    if total > Decimal(0):", "    count = int()", "    rate = float('0.5')", "    limit = int(-1)"]
+)
+def test_a_conversion_of_a_literal_is_no_failure_point(between: str):
+    lines = _lines("    order.save()", between, "    line.save()")
+    assert failure_points(PATH, (_write(1), _write(3)), lines) == ()
+
+
 def test_writes_in_a_loop_are_possible_and_nothing_between_is_unlikely():
     lines = _lines("    order.save()", "    total = 1", "    line.save()")
     assert likelihood(failure_points(PATH, (_write(1), _write(3)), lines)) == Likelihood.UNLIKELY
@@ -93,11 +101,11 @@ def test_bookkeeping_rows_and_re_runnable_grades_are_low_impact_and_the_rest_med
 def test_the_grade_states_its_evidence_and_keeps_the_grading_severity():
     lines = _lines("    view.rules.all().delete()", "    n = int(raw)", "    Rule.objects.create(view=view, n=n)")
     ref = FunctionRef(PATH, "save_view")
-    assessment = assess(ref, (_write(1, Effect.DELETE), _write(3)), (Severity.CRITICAL, ""), lines)
+    assessment = assess(ref, (_write(1, Effect.DELETE), _write(3)), (Severity.CRITICAL, ""), lines, entry_kind="http")
     assert assessment.severity == Severity.CRITICAL
     assert assessment.impact == Impact.HIGH and assessment.likelihood == Likelihood.LIKELY
     assert "line 2 parses input (n = int(raw))" in assessment.reason and "line 1 deletes" in assessment.reason
-    plain = assess(ref, (_write(1), _write(3)), (Severity.CRITICAL, ""), _lines("    a.save()", "", "    b.save()"))
+    plain = assess(ref, (_write(1), _write(3)), (Severity.CRITICAL, ""), _lines("    a.save()", "", "    b.save()"), entry_kind="http")
     assert plain.strength < assessment.strength
 
 
@@ -109,3 +117,56 @@ def test_the_report_orders_by_severity_then_strength_then_path():
     findings = [_finding("a.py", Severity.CRITICAL, 0), _finding("z.py", Severity.CRITICAL, 26), _finding("b.py", Severity.HIGH, 30), _finding("c.py", Severity.CRITICAL, 26)]
     ordered = [finding.path for finding in sorted(findings, key=Finding.sort_key)]
     assert ordered == ["c.py", "z.py", "a.py", "b.py"]
+
+
+def _update(line: int, in_loop: bool = False) -> Step:
+    return Step(line, "update", (Effect.UPDATE,), in_loop=in_loop)
+
+
+def test_a_failure_point_on_a_request_path_lifts_a_re_run_demotion():
+    # An update, a lookup that raises, an update: "a re-run completes it" does not hold for
+    # a request, whose re-run meets the same missing row.
+    lines = _lines("    user.save()", "    code = Code.objects.get(user=user)", "    code.delete()")
+    ref = FunctionRef(PATH, "reset_email")
+    steps = (_update(1), Step(3, "delete", (Effect.DELETE,)))
+    lifted = assess(ref, steps, (Severity.MEDIUM, RERUNNABLE), lines, entry_kind="http")
+    assert lifted.severity == Severity.CRITICAL
+    assert "not demoted for 'every write updates or deletes" in lifted.reason
+    assert "line 2 looks up a row or key that may be missing" in lifted.reason
+    # A command keeps the demotion: its operator re-runs it.
+    kept = assess(ref, steps, (Severity.MEDIUM, RERUNNABLE), lines, entry_kind="cli")
+    assert kept.severity == Severity.MEDIUM and "not demoted" not in kept.reason
+
+
+def test_a_loop_lifts_an_upserts_first_demotion_but_nothing_lifts_one_without_a_failure_point():
+    from auditor.analysis.transactions.grading import UPSERTS_FIRST
+
+    ref = FunctionRef(PATH, "configure")
+    looped = (Step(1, "link", (Effect.UPSERT,), in_loop=True), _update(3, in_loop=True))
+    lines = _lines("    team.jobs.add(job)", "", "    through.save()")
+    assert assess(ref, looped, (Severity.MEDIUM, UPSERTS_FIRST), lines, entry_kind="http").severity == Severity.CRITICAL
+    straight = (Step(1, "link", (Effect.UPSERT,)), _update(3))
+    assert assess(ref, straight, (Severity.MEDIUM, UPSERTS_FIRST), lines, entry_kind="http").severity == Severity.MEDIUM
+
+
+def test_only_idempotent_writes_keep_their_grade():
+    from auditor.analysis.transactions.grading import ONLY_IDEMPOTENT
+
+    ref = FunctionRef(PATH, "enroll")
+    lines = _lines("    Pending.objects.get_or_create(user=user)", "    n = int(raw)", "    Enrollment.objects.update_or_create(n=n)")
+    steps = (Step(1, "upsert", (Effect.UPSERT,)), Step(3, "upsert", (Effect.UPSERT,)))
+    assert assess(ref, steps, (Severity.MEDIUM, ONLY_IDEMPOTENT), lines, entry_kind="http").severity == Severity.MEDIUM
+
+
+def test_a_discarded_result_is_no_new_object_and_half_configured_ranks_before_a_counter():
+    from auditor.analysis.transactions.impact import ImpactKind
+
+    go = _lines(
+        '    _, err := db.ExecContext(ctx, "UPDATE items SET quantity = quantity + $1", delta)',
+        "    if err != nil {",
+        '    _, err = db.ExecContext(ctx, "INSERT INTO movements (sku) VALUES ($1)", sku)',
+    )
+    found = impact(PATH, (_write(1), _write(3)), go, "")
+    assert found.kind == ImpactKind.COUNTER and "half-configured" not in found.evidence
+    python = _lines("    order = Order.objects.create(total=total)", "", "    order.lines.create(quantity=2)")
+    assert impact(PATH, (_write(1), _write(3)), python, "").kind == ImpactKind.HALF_CONFIGURED

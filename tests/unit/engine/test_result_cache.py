@@ -25,11 +25,11 @@ from auditor.engine.result_cache import (
 )
 from auditor.pack.packer import PackOptions
 from auditor.progress import ProgressCallback, no_progress
-from auditor.rules.loader import builtin_rules
 from auditor.runs.prepare import pack_prepared, prepare_repository, run_static_pass
 from auditor.tokens.tokenizer import TokenizerRequest, load_tokenizer
+from tests.support import packing_rule
 
-RULE = builtin_rules()["tx-outside-transaction"]
+RULE = packing_rule()  # its windows do not move when the rule text is edited
 ANSWER = json.dumps({"findings": [], "probes": []})
 
 
@@ -123,9 +123,13 @@ def test_a_one_line_change_in_a_packed_file_misses_only_its_window(tmp_path: Pat
     after = window_requests(root, tokenizer)
     completions = cached.generate(after)
 
-    changed = [r.id for r in after if any("compute(777," in m.content for m in r.messages)]
-    assert changed and len(changed) < len(after)
-    assert engine.calls[1] == changed  # only the window carrying the changed line went to the engine
+    # A miss is a window whose messages no earlier request had; the rest are hits.
+    sent_before = {tuple(m.content for m in r.messages) for r in before}
+    changed = [r.id for r in after if tuple(m.content for m in r.messages) not in sent_before]
+    carrying = [r.id for r in after if any("compute(777," in m.content for m in r.messages)]
+    assert carrying and set(carrying) <= set(changed) and len(changed) < len(after)
+    assert engine.calls[1] == changed  # only the windows whose text changed went to the engine
+    assert (cached.last_stats.hits, cached.last_stats.misses) == (len(after) - len(changed), len(changed))
     assert [c.request_id for c in completions] == [r.id for r in after]
 
 

@@ -10,7 +10,6 @@ import pytest
 from auditor.errors import TokenizerError
 from auditor.pack.packer import PackOptions, pack
 from auditor.pack.rank import PackInput, relevance_scores
-from auditor.rules.loader import builtin_rules
 from auditor.storage.digests import DigestStore, digest_of
 from auditor.tokens.tokenizer import (
     CachedCountTokenizer,
@@ -18,9 +17,9 @@ from auditor.tokens.tokenizer import (
     load_tokenizer,
     with_count_cache,
 )
-from tests.support import TRAINING_TEXT
+from tests.support import TRAINING_TEXT, packing_rule
 
-RULE = builtin_rules()["tx-outside-transaction"]
+RULE = packing_rule()  # its windows do not move when the rule text is edited
 TEXTS = [
     "def save_order(order):\n    order.save()\n",
     "naïve = 'ünïcödé ✓' # 日本語\n",

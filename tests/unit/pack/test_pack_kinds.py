@@ -17,13 +17,14 @@ from auditor.pack.rank import PackInput
 from auditor.pack.reasons import PackReason
 from auditor.pack.scope import SCOPE_CLASSES
 from auditor.report.manifest import pack_manifest
-from auditor.rules.loader import PACK_INCLUDE_CLASSES, builtin_rules, parse_rule
+from auditor.rules.loader import PACK_INCLUDE_CLASSES, parse_rule
 from auditor.runs.prepare import token_ratio_notice
 from auditor.tokens.tokenizer import TokenizerRequest, load_tokenizer
 from auditor.walk.classify import FileKind, file_kind
 from auditor.walk.walker import walk
+from tests.support import packing_rule
 
-RULE = builtin_rules()["tx-outside-transaction"]
+RULE = packing_rule()  # its windows do not move when the rule text is edited
 NOT_CODE = {
     "shop/locale/fr/LC_MESSAGES/django.po": "translations",
     "web/src/locale/messages.fr.xlf": "translations",
