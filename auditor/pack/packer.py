@@ -27,6 +27,7 @@ from auditor import defaults
 from auditor.errors import PackError, UsageError
 from auditor.pack.blocks import Block, PendingFile, TokenCounter, describe, full_blocks
 from auditor.pack.change import OUTSIDE_CHANGE, ChangeScope
+from auditor.pack.listing import CandidateListing, candidate_listing
 from auditor.pack.fill import Fillers, SkeletonFn, fill_candidates, fill_gap, upgrade_skeletons
 from auditor.pack.prompt import CandidateChain, MapEntry, build_messages, render_map
 from auditor.pack.rank import NeighborFn, PackInput, Ranking, rank_files
@@ -371,15 +372,22 @@ def pack(
             f"the prompt scaffold (instructions, rules, repository map) takes {scaffold} tokens, "
             f"more than the prompt budget of {options.prompt_budget}; raise --max-model-len or lower --output-tokens"
         )
-    # Chunks of oversized files take at most 90% of a window, leaving room for edge effects.
-    chunk_budget = max(content_budget * 9 // 10, 1)
+    # The static candidates a window lists take room in its task: planned for each window
+    # (auditor.pack.listing), so a window that completes one still fits.
+    listing = candidate_listing(tokenizer, rules, chains_to_judge)
+    # Chunks of oversized files take at most 90% of what a window has left when it lists the
+    # candidates one file completes alone, leaving room for edge effects.
+    chunk_budget = max((content_budget - listing.single_file_reserve()) * 9 // 10, 1)
     counter = TokenCounter(tokenizer)
+
+    def listed_cost(items: Sequence[Block]) -> int:
+        return listing.cost(candidate.id for candidate in builder.listed(items))
 
     plans: list[list[Block]] = []
     if options.chain_windows and kept_chains:
         order_of = {path: order for order, path in enumerate(candidates)}
         plans = _plan_chain_windows(
-            kept_chains, by_path, order_of, content_budget, chunk_budget, counter, frozenset(options.seed_paths)
+            kept_chains, by_path, order_of, content_budget, chunk_budget, counter, frozenset(options.seed_paths), listing
         )
     planned = {item.path for plan in plans for item in plan}
     # Candidates are expanded into blocks only when the fill reaches them: with
@@ -400,8 +408,9 @@ def pack(
             break
         index = len(windows)
         seeded = plans.pop(0) if plans else []
-        placed = seeded + fill_candidates(queue, content_budget - sum(counter.counts(seeded)), counter, expand)
-        space = content_budget - sum(counter.counts(placed))
+        room = content_budget - sum(counter.counts(seeded)) - listed_cost(seeded)
+        placed = seeded + fill_candidates(queue, room, counter, expand)
+        space = content_budget - sum(counter.counts(placed)) - listed_cost(placed)
         extra = fill_gap(fillers.items({item.path for item in placed}), space, counter, content_budget)
         extra = upgrade_skeletons(extra, space - sum(counter.counts(extra)), by_path, chunk_budget, counter, fillers.carried)
         if queue and not placed:
@@ -462,13 +471,16 @@ def _plan_chain_windows(
     chunk_budget: int,
     counter: TokenCounter,
     seed_paths: frozenset[str],
+    listing: CandidateListing = CandidateListing(),
 ) -> list[list[Block]]:
     """Group whole chains into windows: the full-text items each window starts with.
 
     Chains touching ``seed_paths`` go first, then the costliest (first-fit decreasing);
     each goes to the open window where its files not yet there cost least and fit, else to
-    a new window. A chain with a file too big for one window, or bigger in all than a
-    window, cannot be whole and is left to the ordinary fill.
+    a new window. A window's load counts its files and the candidates it lists
+    (``listing``: those whose files it all carries). A chain with a file too big for one
+    window, or bigger in all (with the candidates it lists) than a window, cannot be whole
+    and is left to the ordinary fill.
     """
     budget = int(content_budget * PLAN_MARGIN)
     items: dict[str, Block | None] = {}
@@ -486,7 +498,7 @@ def _plan_chain_windows(
             continue
         counts = counter.counts([part for part in parts if part is not None])
         cost = dict(zip(chain, counts))
-        if sum(cost.values()) <= budget:
+        if sum(cost.values()) + listing.paths_cost(cost.keys()) <= budget:
             costed.append((chain, cost))
     costed.sort(key=lambda pair: (not seed_paths.intersection(pair[0]), -sum(pair[1].values()), pair[0]))
     windows: list[dict[str, int]] = []
@@ -495,6 +507,8 @@ def _plan_chain_windows(
         best: tuple[int, int] | None = None
         for position, window in enumerate(windows):
             added = sum(tokens for path, tokens in cost.items() if path not in window)
+            if listing.paths:
+                added += listing.paths_cost(window.keys() | cost.keys()) - listing.paths_cost(window.keys())
             if loads[position] + added <= budget and (best is None or added < best[0]):
                 best = (added, position)
                 if added == 0:
@@ -502,7 +516,7 @@ def _plan_chain_windows(
         if best is None:
             windows.append({})
             loads.append(0)
-            best = (sum(cost.values()), len(windows) - 1)
+            best = (sum(cost.values()) + listing.paths_cost(cost.keys()), len(windows) - 1)
         window = windows[best[1]]
         for path, tokens in cost.items():
             if path not in window:
