@@ -27,6 +27,7 @@ from auditor import defaults
 from auditor.errors import PackError, UsageError
 from auditor.pack.blocks import Block, PendingFile, TokenCounter, describe, full_blocks
 from auditor.pack.change import OUTSIDE_CHANGE, ChangeScope
+from auditor.pack.deadline import FILE_DEADLINE, FileDeadline
 from auditor.pack.listing import CandidateListing, candidate_listing
 from auditor.pack.fill import Fillers, SkeletonFn, fill_candidates, fill_gap, upgrade_skeletons
 from auditor.pack.prompt import CandidateChain, MapEntry, build_messages, render_map
@@ -151,6 +152,9 @@ class PackResult:
     map_detail: int
     chains: tuple[FileChain, ...] = ()  # the relevance chains in scope, as file paths (entry first)
     chains_out_of_scope: int = 0  # chains passing through a file the audit scope leaves out
+    # Files no window carries because their pack-stage work overran the per-file deadline
+    # (auditor.pack.deadline), each with the words a report shows: not audited.
+    overran: tuple[tuple[str, str], ...] = ()
 
     def chains_whole(self) -> int:
         """How many of ``chains`` have every file in full text within one window."""
@@ -305,6 +309,7 @@ def pack(
     chains_to_judge: Sequence[CandidateChain] = (),
     chains: Sequence[FileChain] = (),
     keyword_rules: Sequence[Rule] | None = None,
+    deadline: FileDeadline | None = None,
 ) -> PackResult:
     """Pack files into windows within budget. See the module docstring for the strategy.
 
@@ -326,6 +331,10 @@ def pack(
     ``keyword_rules`` (default: all of ``rules``) are the rules whose relevance patterns make
     a file a candidate (``rank_files``); for the others only ``chains`` and the candidates
     to judge do, and a file only their patterns match is filler.
+    ``deadline`` times the relevance scan and the skeleton of each file against the per-file
+    deadline: a file whose work overran is carried in no window further on (a skeleton that
+    overran is not placed), and one no window carries is omitted as ``file-deadline`` and
+    listed in ``PackResult.overran``.
     Raises PackError when the scaffold alone does not fit the budget.
     """
     if options.prompt_budget <= 0:
@@ -343,10 +352,14 @@ def pack(
         subgraph = set(options.change.paths)
         excluded.update((entry.path, OUTSIDE_CHANGE) for entry in files if entry.path not in subgraph and entry.path not in excluded)
     in_scope = [entry for entry in files if entry.path not in excluded]
-    by_path = {entry.path: entry for entry in in_scope}
     ranking = rank_files(
-        in_scope, rules, neighbors, options.neighbor_depth, options.seed_paths, relevance_cache, keyword_rules
+        in_scope, rules, neighbors, options.neighbor_depth, options.seed_paths, relevance_cache, keyword_rules, deadline
     )
+    if deadline is not None:
+        excluded.update((entry.path, FILE_DEADLINE) for entry in in_scope if deadline.overran(entry.path))
+        in_scope = [entry for entry in in_scope if entry.path not in excluded]
+        skeleton_of = _timed_skeletons(skeleton_of, deadline)
+    by_path = {entry.path: entry for entry in in_scope}
     candidates, rest = list(ranking.candidates), list(ranking.rest)
     # The candidates the model judges are chains too: their files belong in one window.
     judged_chains = [tuple(dict.fromkeys((*(path for path, _, _ in c.steps), c.sink_path))) for c in chains_to_judge]
@@ -399,7 +412,7 @@ def pack(
     def expand(pending: PendingFile) -> list[Block]:
         reason = ranking.reasons.get(pending.path, PackReason.CHAIN_FILE)
         return full_blocks(by_path[pending.path], True, chunk_budget, counter, pending.order, reason)
-    fillers = Fillers(candidates, rest, by_path, skeleton_of, chunk_budget, counter)
+    fillers = Fillers(candidates, rest, by_path, skeleton_of, chunk_budget, counter, deadline.overran if deadline else None)
 
     windows: list[Window] = []
     total_items = len(candidates)
@@ -426,10 +439,14 @@ def pack(
             break
 
     carried = {f.path for window in windows for f in window.files}
+    overruns = deadline.overruns() if deadline is not None else {}
+    overran = tuple((path, detail) for path, detail in overruns.items() if path not in carried)
     omitted: list[OmittedFile] = []
     dropped = {item.path for item in queue} | {item.path for plan in plans for item in plan}
     for path in sorted(set(by_path) | set(excluded)):
-        if path in excluded:
+        if path in overruns and path not in carried:
+            omitted.append(OmittedFile(path, f"{FILE_DEADLINE}: {overruns[path]}"))
+        elif path in excluded:
             omitted.append(OmittedFile(path, excluded[path]))
         elif path in dropped and path not in carried:
             omitted.append(OmittedFile(path, f"over --max-windows {options.max_windows}"))
@@ -447,7 +464,24 @@ def pack(
         map_detail=map_detail,
         chains=kept_chains,
         chains_out_of_scope=len(set(chains)) - len(set(chains) & set(kept_chains)),
+        overran=overran,
     )
+
+
+def _timed_skeletons(skeleton_of: SkeletonFn | None, deadline: FileDeadline) -> SkeletonFn | None:
+    """``skeleton_of`` timed per file under ``deadline``: no skeleton for a file whose
+    pack-stage work overran (before or while building it)."""
+    if skeleton_of is None:
+        return None
+    build = skeleton_of
+
+    def timed(path: str) -> tuple[tuple[int, int], ...] | None:
+        if deadline.overran(path):
+            return None
+        elisions = deadline.run(path, "building its skeleton", lambda: build(path))
+        return None if deadline.overran(path) else elisions
+
+    return timed
 
 
 def _left_out_reason(path: str, ranking: Ranking) -> str:
