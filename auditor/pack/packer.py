@@ -28,8 +28,8 @@ from auditor.errors import PackError, UsageError
 from auditor.pack.blocks import Block, PendingFile, TokenCounter, describe, full_blocks
 from auditor.pack.change import OUTSIDE_CHANGE, ChangeScope
 from auditor.pack.deadline import FILE_DEADLINE, FileDeadline
-from auditor.pack.listing import CandidateListing, candidate_listing
 from auditor.pack.fill import Fillers, SkeletonFn, fill_candidates, fill_gap, upgrade_skeletons
+from auditor.pack.listing import CandidateListing, candidate_listing
 from auditor.pack.prompt import CandidateChain, MapEntry, build_messages, render_map
 from auditor.pack.rank import NeighborFn, PackInput, Ranking, rank_files
 from auditor.pack.reasons import PackReason
@@ -505,7 +505,7 @@ def _plan_chain_windows(
     chunk_budget: int,
     counter: TokenCounter,
     seed_paths: frozenset[str],
-    listing: CandidateListing = CandidateListing(),
+    listing: CandidateListing,
 ) -> list[list[Block]]:
     """Group whole chains into windows: the full-text items each window starts with.
 
