@@ -56,7 +56,10 @@ class Fillers:
         skeleton_of: SkeletonFn | None,
         chunk_budget: int,
         counter: TokenCounter,
+        dropped: Callable[[str], bool] | None = None,
     ):
+        """``dropped(path)``: whether a file goes no further (its pack-stage work overran the
+        per-file deadline, ``auditor.pack.deadline``), asked once its skeleton is built."""
         self._order = [(path, True) for path in candidates] + [(path, False) for path in rest]
         # Files whose full text is (or will be) in some window: the candidates, and each
         # filler file once it is placed in full (``place``).
@@ -66,10 +69,13 @@ class Fillers:
         self._chunk_budget = chunk_budget
         self._counter = counter
         self._built: dict[str, Block | None] = {}
+        self._dropped = dropped
 
     def _build(self, rank: int, path: str, candidate: bool) -> Block | None:
         entry = self._by_path[path]
         elisions = self._skeleton_of(path) if self._skeleton_of else None
+        if self._dropped is not None and self._dropped(path):
+            return None
         if elisions:
             lines = split_lines(entry.text)
             text = render_skeleton_block(path, lines, elisions)

@@ -27,7 +27,9 @@ from auditor import defaults
 from auditor.errors import PackError, UsageError
 from auditor.pack.blocks import Block, PendingFile, TokenCounter, describe, full_blocks
 from auditor.pack.change import OUTSIDE_CHANGE, ChangeScope
+from auditor.pack.deadline import FILE_DEADLINE, FileDeadline
 from auditor.pack.fill import Fillers, SkeletonFn, fill_candidates, fill_gap, upgrade_skeletons
+from auditor.pack.listing import CandidateListing, candidate_listing
 from auditor.pack.prompt import CandidateChain, MapEntry, build_messages, render_map
 from auditor.pack.rank import NeighborFn, PackInput, Ranking, rank_files
 from auditor.pack.reasons import PackReason
@@ -150,6 +152,9 @@ class PackResult:
     map_detail: int
     chains: tuple[FileChain, ...] = ()  # the relevance chains in scope, as file paths (entry first)
     chains_out_of_scope: int = 0  # chains passing through a file the audit scope leaves out
+    # Files no window carries because their pack-stage work overran the per-file deadline
+    # (auditor.pack.deadline), each with the words a report shows: not audited.
+    overran: tuple[tuple[str, str], ...] = ()
 
     def chains_whole(self) -> int:
         """How many of ``chains`` have every file in full text within one window."""
@@ -304,6 +309,7 @@ def pack(
     chains_to_judge: Sequence[CandidateChain] = (),
     chains: Sequence[FileChain] = (),
     keyword_rules: Sequence[Rule] | None = None,
+    deadline: FileDeadline | None = None,
 ) -> PackResult:
     """Pack files into windows within budget. See the module docstring for the strategy.
 
@@ -325,6 +331,10 @@ def pack(
     ``keyword_rules`` (default: all of ``rules``) are the rules whose relevance patterns make
     a file a candidate (``rank_files``); for the others only ``chains`` and the candidates
     to judge do, and a file only their patterns match is filler.
+    ``deadline`` times the relevance scan and the skeleton of each file against the per-file
+    deadline: a file whose work overran is carried in no window further on (a skeleton that
+    overran is not placed), and one no window carries is omitted as ``file-deadline`` and
+    listed in ``PackResult.overran``.
     Raises PackError when the scaffold alone does not fit the budget.
     """
     if options.prompt_budget <= 0:
@@ -342,10 +352,14 @@ def pack(
         subgraph = set(options.change.paths)
         excluded.update((entry.path, OUTSIDE_CHANGE) for entry in files if entry.path not in subgraph and entry.path not in excluded)
     in_scope = [entry for entry in files if entry.path not in excluded]
-    by_path = {entry.path: entry for entry in in_scope}
     ranking = rank_files(
-        in_scope, rules, neighbors, options.neighbor_depth, options.seed_paths, relevance_cache, keyword_rules
+        in_scope, rules, neighbors, options.neighbor_depth, options.seed_paths, relevance_cache, keyword_rules, deadline
     )
+    if deadline is not None:
+        excluded.update((entry.path, FILE_DEADLINE) for entry in in_scope if deadline.overran(entry.path))
+        in_scope = [entry for entry in in_scope if entry.path not in excluded]
+        skeleton_of = _timed_skeletons(skeleton_of, deadline)
+    by_path = {entry.path: entry for entry in in_scope}
     candidates, rest = list(ranking.candidates), list(ranking.rest)
     # The candidates the model judges are chains too: their files belong in one window.
     judged_chains = [tuple(dict.fromkeys((*(path for path, _, _ in c.steps), c.sink_path))) for c in chains_to_judge]
@@ -371,15 +385,22 @@ def pack(
             f"the prompt scaffold (instructions, rules, repository map) takes {scaffold} tokens, "
             f"more than the prompt budget of {options.prompt_budget}; raise --max-model-len or lower --output-tokens"
         )
-    # Chunks of oversized files take at most 90% of a window, leaving room for edge effects.
-    chunk_budget = max(content_budget * 9 // 10, 1)
+    # The static candidates a window lists take room in its task: planned for each window
+    # (auditor.pack.listing), so a window that completes one still fits.
+    listing = candidate_listing(tokenizer, rules, chains_to_judge)
+    # Chunks of oversized files take at most 90% of what a window has left when it lists the
+    # candidates one file completes alone, leaving room for edge effects.
+    chunk_budget = max((content_budget - listing.single_file_reserve()) * 9 // 10, 1)
     counter = TokenCounter(tokenizer)
+
+    def listed_cost(items: Sequence[Block]) -> int:
+        return listing.cost(candidate.id for candidate in builder.listed(items))
 
     plans: list[list[Block]] = []
     if options.chain_windows and kept_chains:
         order_of = {path: order for order, path in enumerate(candidates)}
         plans = _plan_chain_windows(
-            kept_chains, by_path, order_of, content_budget, chunk_budget, counter, frozenset(options.seed_paths)
+            kept_chains, by_path, order_of, content_budget, chunk_budget, counter, frozenset(options.seed_paths), listing
         )
     planned = {item.path for plan in plans for item in plan}
     # Candidates are expanded into blocks only when the fill reaches them: with
@@ -391,7 +412,7 @@ def pack(
     def expand(pending: PendingFile) -> list[Block]:
         reason = ranking.reasons.get(pending.path, PackReason.CHAIN_FILE)
         return full_blocks(by_path[pending.path], True, chunk_budget, counter, pending.order, reason)
-    fillers = Fillers(candidates, rest, by_path, skeleton_of, chunk_budget, counter)
+    fillers = Fillers(candidates, rest, by_path, skeleton_of, chunk_budget, counter, deadline.overran if deadline else None)
 
     windows: list[Window] = []
     total_items = len(candidates)
@@ -400,8 +421,9 @@ def pack(
             break
         index = len(windows)
         seeded = plans.pop(0) if plans else []
-        placed = seeded + fill_candidates(queue, content_budget - sum(counter.counts(seeded)), counter, expand)
-        space = content_budget - sum(counter.counts(placed))
+        room = content_budget - sum(counter.counts(seeded)) - listed_cost(seeded)
+        placed = seeded + fill_candidates(queue, room, counter, expand)
+        space = content_budget - sum(counter.counts(placed)) - listed_cost(placed)
         extra = fill_gap(fillers.items({item.path for item in placed}), space, counter, content_budget)
         extra = upgrade_skeletons(extra, space - sum(counter.counts(extra)), by_path, chunk_budget, counter, fillers.carried)
         if queue and not placed:
@@ -417,10 +439,14 @@ def pack(
             break
 
     carried = {f.path for window in windows for f in window.files}
+    overruns = deadline.overruns() if deadline is not None else {}
+    overran = tuple((path, detail) for path, detail in overruns.items() if path not in carried)
     omitted: list[OmittedFile] = []
     dropped = {item.path for item in queue} | {item.path for plan in plans for item in plan}
     for path in sorted(set(by_path) | set(excluded)):
-        if path in excluded:
+        if path in overruns and path not in carried:
+            omitted.append(OmittedFile(path, f"{FILE_DEADLINE}: {overruns[path]}"))
+        elif path in excluded:
             omitted.append(OmittedFile(path, excluded[path]))
         elif path in dropped and path not in carried:
             omitted.append(OmittedFile(path, f"over --max-windows {options.max_windows}"))
@@ -438,7 +464,24 @@ def pack(
         map_detail=map_detail,
         chains=kept_chains,
         chains_out_of_scope=len(set(chains)) - len(set(chains) & set(kept_chains)),
+        overran=overran,
     )
+
+
+def _timed_skeletons(skeleton_of: SkeletonFn | None, deadline: FileDeadline) -> SkeletonFn | None:
+    """``skeleton_of`` timed per file under ``deadline``: no skeleton for a file whose
+    pack-stage work overran (before or while building it)."""
+    if skeleton_of is None:
+        return None
+    build = skeleton_of
+
+    def timed(path: str) -> tuple[tuple[int, int], ...] | None:
+        if deadline.overran(path):
+            return None
+        elisions = deadline.run(path, "building its skeleton", lambda: build(path))
+        return None if deadline.overran(path) else elisions
+
+    return timed
 
 
 def _left_out_reason(path: str, ranking: Ranking) -> str:
@@ -462,13 +505,16 @@ def _plan_chain_windows(
     chunk_budget: int,
     counter: TokenCounter,
     seed_paths: frozenset[str],
+    listing: CandidateListing,
 ) -> list[list[Block]]:
     """Group whole chains into windows: the full-text items each window starts with.
 
     Chains touching ``seed_paths`` go first, then the costliest (first-fit decreasing);
     each goes to the open window where its files not yet there cost least and fit, else to
-    a new window. A chain with a file too big for one window, or bigger in all than a
-    window, cannot be whole and is left to the ordinary fill.
+    a new window. A window's load counts its files and the candidates it lists
+    (``listing``: those whose files it all carries). A chain with a file too big for one
+    window, or bigger in all (with the candidates it lists) than a window, cannot be whole
+    and is left to the ordinary fill.
     """
     budget = int(content_budget * PLAN_MARGIN)
     items: dict[str, Block | None] = {}
@@ -486,7 +532,7 @@ def _plan_chain_windows(
             continue
         counts = counter.counts([part for part in parts if part is not None])
         cost = dict(zip(chain, counts))
-        if sum(cost.values()) <= budget:
+        if sum(cost.values()) + listing.paths_cost(cost.keys()) <= budget:
             costed.append((chain, cost))
     costed.sort(key=lambda pair: (not seed_paths.intersection(pair[0]), -sum(pair[1].values()), pair[0]))
     windows: list[dict[str, int]] = []
@@ -495,6 +541,8 @@ def _plan_chain_windows(
         best: tuple[int, int] | None = None
         for position, window in enumerate(windows):
             added = sum(tokens for path, tokens in cost.items() if path not in window)
+            if listing.paths:
+                added += listing.paths_cost(window.keys() | cost.keys()) - listing.paths_cost(window.keys())
             if loads[position] + added <= budget and (best is None or added < best[0]):
                 best = (added, position)
                 if added == 0:
@@ -502,7 +550,7 @@ def _plan_chain_windows(
         if best is None:
             windows.append({})
             loads.append(0)
-            best = (sum(cost.values()), len(windows) - 1)
+            best = (sum(cost.values()) + listing.paths_cost(cost.keys()), len(windows) - 1)
         window = windows[best[1]]
         for path, tokens in cost.items():
             if path not in window:

@@ -206,24 +206,31 @@ VERDICT_EXAMPLE = [
 ]
 
 
+CANDIDATES_HEADING = (
+    "\n### Static candidates\n\n"
+    "The static analysis suspects these chains (entry point -> ... -> sink). Judge each one from "
+    'the code shown: in "verdicts", "confirmed" when the code bears it out, or "refuted" with the '
+    "path and line that prove it wrong (for example an enclosing transaction the analysis "
+    'missed) and the reason. Report other problems under "findings" as usual.\n\n'
+)
+"""The text that opens the static candidates section, before one line per candidate."""
+
+
+def render_candidate_line(candidate: CandidateChain) -> str:
+    """One candidate's line in the static candidates section (neutralised)."""
+    route = " -> ".join(f"{path}:{line} {function}" for path, line, function in candidate.steps)
+    last_path = candidate.steps[-1][0] if candidate.steps else None
+    sink = f"line {candidate.sink_line}" if last_path == candidate.sink_path else f"{candidate.sink_path}:{candidate.sink_line}"
+    return neutralise_control_tokens(f"- {candidate.id} [{candidate.rule}] {route}; sink {sink}\n")
+
+
 def render_candidates(candidates: Sequence[CandidateChain]) -> str:
     """The static candidates section of the task, one compact line per chain; empty text
-    for none. The packer renders the frame with this same text, so its count is exact."""
+    for none. The packer renders the frame with this same text, so its count is exact, and
+    plans each window's share of it (``auditor.pack.listing``)."""
     if not candidates:
         return ""
-    lines = [
-        "\n### Static candidates\n\n"
-        "The static analysis suspects these chains (entry point -> ... -> sink). Judge each one from "
-        'the code shown: in "verdicts", "confirmed" when the code bears it out, or "refuted" with the '
-        "path and line that prove it wrong (for example an enclosing transaction the analysis "
-        'missed) and the reason. Report other problems under "findings" as usual.\n\n'
-    ]
-    for candidate in candidates:
-        route = " -> ".join(f"{path}:{line} {function}" for path, line, function in candidate.steps)
-        last_path = candidate.steps[-1][0] if candidate.steps else None
-        sink = f"line {candidate.sink_line}" if last_path == candidate.sink_path else f"{candidate.sink_path}:{candidate.sink_line}"
-        lines.append(f"- {candidate.id} [{candidate.rule}] {route}; sink {sink}\n")
-    return neutralise_control_tokens("".join(lines))
+    return CANDIDATES_HEADING + "".join(render_candidate_line(candidate) for candidate in candidates)
 
 
 def render_task(rules: Sequence[Rule], probe_questions: str = "", candidates: Sequence[CandidateChain] = ()) -> str:

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable, Iterable, Mapping, Sequence
 
+from auditor.pack.deadline import FileDeadline
 from auditor.pack.reasons import PackReason
 from auditor.rules.loader import Rule
+from auditor.rules.patterns import LinearPattern
 from auditor.storage.digests import DigestStore, digest_of
 
 NeighborFn = Callable[[str], Iterable[str]]
@@ -31,11 +34,16 @@ class PackInput:
 
 
 
-def relevance_scores(files: Sequence[PackInput], rules: Sequence[Rule], cache: DigestStore | None = None) -> dict[str, int]:
+def relevance_scores(
+    files: Sequence[PackInput], rules: Sequence[Rule], cache: DigestStore | None = None,
+    deadline: FileDeadline | None = None,
+) -> dict[str, int]:
     """Matches of the rules' relevance patterns per file (0 for none).
 
     With ``cache``, a file's score is remembered under its content hash and the exact
-    pattern set, so an unchanged file is not searched again.
+    pattern set, so an unchanged file is not searched again. With ``deadline``, each file's
+    search is timed against the per-file deadline (``auditor.pack.deadline``); the score of a
+    file that overran is not remembered, and a file that overran already is not searched.
     """
     patterns = [pattern for rule in rules for pattern in rule.relevance_patterns()]
     signature = "\n".join(f"re2:{pattern.pattern}" for pattern in patterns)
@@ -49,14 +57,21 @@ def relevance_scores(files: Sequence[PackInput], rules: Sequence[Rule], cache: D
     computed: dict[bytes, int] = {}
     for entry in files:
         score = known.get(entry.path)
-        if score is None:
-            score = sum(len(pattern.findall(entry.text)) for pattern in patterns)
-            if entry.path in key_of:
+        if score is None and deadline is not None and deadline.overran(entry.path):
+            score = 0
+        elif score is None:
+            search = partial(_matches, entry.text, patterns)
+            score = search() if deadline is None else deadline.run(entry.path, "the relevance scan", search)
+            if entry.path in key_of and not (deadline is not None and deadline.overran(entry.path)):
                 computed[key_of[entry.path]] = score
         scores[entry.path] = score
     if cache is not None and computed:
         cache.put_many(computed)
     return scores
+
+
+def _matches(text: str, patterns: Sequence[LinearPattern]) -> int:
+    return sum(len(pattern.findall(text)) for pattern in patterns)
 
 
 @dataclass(frozen=True)
@@ -83,6 +98,7 @@ def rank_files(
     seed_paths: Sequence[str] = (),
     relevance_cache: DigestStore | None = None,
     keyword_rules: Sequence[Rule] | None = None,
+    deadline: FileDeadline | None = None,
 ) -> Ranking:
     """Split paths into candidates in packing order (each with its ``PackReason``: changed,
     rule-relevant, neighbour, or repository when there are no rules) and the rest in rank order.
@@ -98,18 +114,26 @@ def rank_files(
     ``off_chain``. When every rule names its languages, a file in none of them (a template,
     a stylesheet, a Svelte component for a Python rule) is neither a candidate nor filler:
     it is listed in ``foreign`` (seed paths excepted).
+
+    With ``deadline``, the relevance scan of each file is timed (``relevance_scores``), and a
+    file whose pack-stage work overran it is ranked nowhere (the packer lists it as not audited).
     """
+    if not rules:
+        paths = sorted(entry.path for entry in files)
+        first = [path for path in dict.fromkeys(seed_paths) if path in set(paths)]
+        everything = first + [path for path in paths if path not in set(first)]
+        changed = {path: PackReason.CHANGED for path in first}
+        return Ranking(tuple(everything), (), {**{path: PackReason.REPOSITORY for path in everything}, **changed})
+    scores = relevance_scores(files, rules, relevance_cache, deadline)
+    by_keyword = scores if keyword_rules is None else (
+        relevance_scores(files, keyword_rules, relevance_cache, deadline) if keyword_rules else dict.fromkeys(scores, 0)
+    )
+    if deadline is not None:
+        files = [entry for entry in files if not deadline.overran(entry.path)]
     paths = sorted(entry.path for entry in files)
     known = set(paths)
     first = [path for path in dict.fromkeys(seed_paths) if path in known]
     changed = {path: PackReason.CHANGED for path in first}
-    if not rules:
-        everything = first + [path for path in paths if path not in set(first)]
-        return Ranking(tuple(everything), (), {**{path: PackReason.REPOSITORY for path in everything}, **changed})
-    scores = relevance_scores(files, rules, relevance_cache)
-    by_keyword = scores if keyword_rules is None else (
-        relevance_scores(files, keyword_rules, relevance_cache) if keyword_rules else dict.fromkeys(paths, 0)
-    )
     relevant = sorted((path for path in paths if by_keyword[path] > 0 and path not in set(first)), key=lambda p: (-by_keyword[p], p))
     seeds = first + relevant
     distance: dict[str, int] = {seed: 0 for seed in seeds}

@@ -28,6 +28,7 @@ from auditor.index.indexer import IndexSkip, index_sources
 from auditor.index.model import FileIndex
 from auditor.errors import PackError
 from auditor.pack.chains import ChainCache, files_in_order, relevance_chains
+from auditor.pack.deadline import FileDeadline
 from auditor.pack.guard import token_ratio
 from auditor.pack.packer import FileChain, PackOptions, PackResult, Window, pack
 from auditor.pack.prompt import CandidateChain
@@ -296,7 +297,7 @@ def plan_windows(
         notes.append(tokenizer.info.describe())
     packed = pack_prepared(
         inputs.repository, rules=inputs.rules, tokenizer=tokenizer, options=config.pack, static=inputs.static,
-        progress=progress,
+        progress=progress, file_deadline_s=config.walk.file_deadline_s,
     )
     truncated = sorted({f.path for window in packed.windows for f in window.files if f.truncated})
     if truncated:
@@ -349,8 +350,11 @@ def pack_prepared(
     options: PackOptions,
     static: StaticPass,
     progress: ProgressCallback = no_progress,
+    file_deadline_s: float | None = None,
 ) -> PackResult:
     """Pack a prepared repository: skeletons and map symbols from the index, neighbours from the graph.
+    Each file's relevance scans and skeleton are timed against ``file_deadline_s``
+    (``--file-deadline``, as its walk was): one that overruns is listed in ``PackResult.overran``.
 
     Windows are cut around the rules' chains: the static pass's (``StaticPass.file_chains``)
     for the rules it covers, and for the others the entry-point -> relevant-file paths of
@@ -378,11 +382,12 @@ def pack_prepared(
     if prepared.cache_dir is not None:
         scope = digest_of(prepared.cache_scope).hex()
         relevance_cache = DigestStore(prepared.cache_dir / f"relevance-v{RELEVANCE_CACHE_VERSION}" / f"{scope}.bin")
+    deadline = FileDeadline(file_deadline_s)
     # Computed for the co-location report even when windows are not cut around them.
     modelled = [rule for rule in rules if static_analysis_for(rule.id) is None]
     seed_chains: tuple[FileChain, ...] = ()
     if modelled:
-        scores = relevance_scores(files, modelled, relevance_cache)
+        scores = relevance_scores(files, modelled, relevance_cache, deadline)
         seeds = sorted(path for path, score in scores.items() if score > 0)
         include_tests = static.options.include_tests
         if prepared.cache_dir is not None:
@@ -407,4 +412,5 @@ def pack_prepared(
         # A rule with a static analysis packs what lies on its chains, not every file its
         # keywords match: those are filler, each carried once at most.
         keyword_rules=modelled,
+        deadline=deadline,
     )

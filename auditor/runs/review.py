@@ -23,7 +23,9 @@ Steps:
    keeps its findings). Diff-scoped: a static finding by its fingerprint among the base's
    static pass (no model); a model's finding when its chain's functions existed unchanged
    at the base, else by one base run restricted to the same subgraph
-   (``existing_at_base``). With ``full``: a full scan of the base.
+   (``existing_at_base``). With ``full``: a full scan of the base. With
+   ``--max-token-ratio``, the base run is planned before the head is sent (``_BaseGuard``),
+   so a review whose head or base plan is over the ratio sends nothing.
 5. Apply inline ignore comments and the baseline; list the coverage of changed files and
    their call-graph neighbours (full / skeleton / not packed).
 """
@@ -31,14 +33,14 @@ Steps:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
 from auditor.callgraph.graph import CallGraph
 from auditor.config.scan import ScanConfig
-from auditor.engine.opening import STATIC
+from auditor.engine.opening import STATIC, choose_engine
 from auditor.findings.merge import merge_findings
 from auditor.findings.model import Finding
 from auditor.findings.suppress import apply_suppressions
@@ -58,7 +60,7 @@ from auditor.rules.loader import builtin_rules
 from auditor.runs.basecompare import base_fingerprints_after_renames, base_scope, found_statically, unchanged_at_base
 from auditor.runs.diffscope import ChangeTouch, changed_functions, locate_touch, review_scope
 from auditor.runs.prepare import TOKEN_RATIO_NOTICE, PreparedRepository, needs_model, prepare_repository, prepare_scan
-from auditor.runs.scan import run_scan
+from auditor.runs.scan import plan_scan, run_scan
 from auditor.runs.scope import glob_base_of
 from auditor.runs.worktrees import review_worktree
 from auditor.walk.diff import (
@@ -145,36 +147,39 @@ def run_review(config: ReviewConfig, progress: ProgressCallback = no_progress, *
     # --include/--exclude are relative to the reviewed directory, as in `auditor scan PATH`.
     config = replace(config, scan=glob_base_of(config.scan, prefix))
     tree_config = replace(config.scan, cache_scope=config.scan.scope, tx_models=_models_of(config.scan))
-    with _tree_at(top, diff.head if config.head is not None else None) as head_root:
+    with _tree_at(top, diff.head if config.head is not None else None) as head_root, _base_tree(top, diff, config) as base_root:
         if not (head_root / prefix).is_dir():
             raise GitError(f"{config.scan.root} does not exist at the head revision {diff.head[:12]}")
-        head = _scan_head(replace(tree_config, root=head_root), progress, scan, diff, scoped=not config.full)
-    head = _inside(head, prefix)
+        # A directory the change adds has no base: nothing in it existed before.
+        base_config = replace(tree_config, root=base_root, baseline=None) if base_root and (base_root / prefix).is_dir() else None
+        base_guard = _BaseGuard(base_config, config.full, diff, progress)
+        head = _scan_head(
+            replace(tree_config, root=head_root), progress, scan, diff, scoped=not config.full, before_sending=base_guard.check,
+        )
+        head = _inside(head, prefix)
 
-    spans = changed_functions(diff, head.indexes)
-    touched: list[tuple[Finding, ChangeTouch]] = []
-    for finding in head.result.findings:
-        touch = locate_touch(finding, diff, spans)
-        if touch is not None:
-            touched.append((finding, touch))
-    base = BaseOutcome()
-    if config.compare_base:
-        with _tree_at(top, diff.base) as base_root:
-            # A directory the change adds has no base: nothing in it existed before.
-            if (base_root / prefix).is_dir():
-                base_config = replace(tree_config, root=base_root, baseline=None)
-                if config.full:
-                    progress(ProgressEvent(stage="review", message=f"scanning the base {diff.base[:12]} for existing findings"))
-                    full_base = _scan_tree(base_config, progress, scan)
-                    base = BaseOutcome(
-                        base_fingerprints_after_renames(full_base.result.findings, full_base.texts, diff.renames),
-                        full_base.result.prompt_tokens_sent,
-                        notices=_guard_notices(full_base.result.notices, diff.base),
-                    )
-                else:
-                    base = existing_at_base(base_config, head, [finding for finding, _ in touched], diff, progress, scan)
+        spans = changed_functions(diff, head.indexes)
+        touched: list[tuple[Finding, ChangeTouch]] = []
+        for finding in head.result.findings:
+            touch = locate_touch(finding, diff, spans)
+            if touch is not None:
+                touched.append((finding, touch))
+        base = BaseOutcome()
+        if base_config is not None:
+            if config.full:
+                progress(ProgressEvent(stage="review", message=f"scanning the base {diff.base[:12]} for existing findings"))
+                full_base = _scan_tree(base_config, progress, scan, base_guard.prepared)
+                base = BaseOutcome(
+                    base_fingerprints_after_renames(full_base.result.findings, full_base.texts, diff.renames),
+                    full_base.result.prompt_tokens_sent,
+                    notices=_guard_notices(full_base.result.notices, diff.base),
+                )
             else:
-                progress(ProgressEvent(stage="review", message=f"the base {diff.base[:12]} has no {config.scan.root}: every finding is new"))
+                base = existing_at_base(
+                    base_config, head, [finding for finding, _ in touched], diff, progress, scan, prepared=base_guard.prepared,
+                )
+        elif config.compare_base:
+            progress(ProgressEvent(stage="review", message=f"the base {diff.base[:12]} has no {config.scan.root}: every finding is new"))
     return _review_result(config, diff, head, touched, spans, base)
 
 
@@ -191,14 +196,16 @@ class BaseOutcome:
 
 
 def existing_at_base(
-    config: ScanConfig, head: _Tree, findings: list[Finding], diff: Diff, progress: ProgressCallback, scan: ScanFunction
+    config: ScanConfig, head: _Tree, findings: list[Finding], diff: Diff, progress: ProgressCallback, scan: ScanFunction,
+    *, prepared: PreparedRepository | None = None,
 ) -> BaseOutcome:
     """Which of the head's ``findings`` on the change existed at the base, without a full
     base audit: a static finding by its fingerprint among the base's static pass; a model's
     finding when its chain's code existed unchanged at the base; the rest by one base run
-    restricted to the head's subgraph (a model run only when such a finding is left)."""
+    restricted to the head's subgraph (a model run only when such a finding is left).
+    ``prepared`` reuses the base's walk and index when the review made them already."""
     progress(ProgressEvent(stage="review", message=f"static pass of the base {diff.base[:12]} for existing findings"))
-    prepared = _prepare(config, progress)
+    prepared = prepared or _prepare(config, progress)
     runs_model = config.engine != STATIC
     inputs = prepare_scan(config, runs_model=runs_model, prepared=prepared, progress=progress)
     known = set(builtin_rules()) | {rule.id for rule in inputs.rules}
@@ -220,8 +227,7 @@ def existing_at_base(
         stage="review",
         message=f"{len(undecided)} model finding(s) on changed code: scanning the base's {len(subgraph.paths)} file(s) of the same subgraph",
     ))
-    restricted = replace(config, window=replace(config.window, change=subgraph, seed_paths=()))
-    result = scan(restricted, progress, prepared=prepared)
+    result = scan(_restricted(config, subgraph), progress, prepared=prepared)
     existing |= base_fingerprints_after_renames(result.findings, prepared.texts, diff.renames)
     return BaseOutcome(
         frozenset(existing), result.prompt_tokens_sent, model_run=True, notices=_guard_notices(result.notices, diff.base)
@@ -285,6 +291,50 @@ def _review_result(
     return ReviewResult(result=result, diff=diff)
 
 
+def _restricted(config: ScanConfig, subgraph: ChangeScope) -> ScanConfig:
+    """The base run of a diff-scoped review: ``config`` packing only ``subgraph``."""
+    return replace(config, window=replace(config.window, change=subgraph, seed_paths=()))
+
+
+@contextlib.contextmanager
+def _base_tree(top: Path, diff: Diff, config: ReviewConfig) -> Iterator[Path | None]:
+    """The base's tree when the review compares with the base, else None."""
+    if not config.compare_base:
+        yield None
+        return
+    with _tree_at(top, diff.base) as base_root:
+        yield base_root
+
+
+class _BaseGuard:
+    """The token-ratio guard on the base's model run, checked before the head is sent: a
+    review over ``--max-token-ratio`` sends nothing (the head's own plan is checked by its
+    scan, before it sends). ``--full``: the whole base; diff-scoped: the base run restricted
+    to the head's subgraph, which runs when a model finding on the change is left undecided.
+    ``prepared`` is the base's walk and index once ``check`` made them."""
+
+    def __init__(self, config: ScanConfig | None, full: bool, diff: Diff, progress: ProgressCallback):
+        self.config = config
+        self.full = full
+        self.diff = diff
+        self.progress = progress
+        self.prepared: PreparedRepository | None = None
+
+    def check(self, change: ChangeScope | None) -> None:
+        """Plan the base run the review may send (``change``: the head's diff-scoped
+        subgraph); raises PackError when its plan is over ``--max-token-ratio``."""
+        config = self.config
+        if config is None or not config.window.max_token_ratio or config.engine == STATIC:
+            return
+        if not self.full and change is None:
+            return
+        self.progress(ProgressEvent(stage="review", message=f"planning the base {self.diff.base[:12]} before sending anything"))
+        self.prepared = _prepare(config, self.progress)
+        if not self.full:
+            config = _restricted(config, base_scope(change, self.diff.renames, self.prepared.texts))
+        plan_scan(config, choose_engine(config.engine, config.engine_settings), prepared=self.prepared, progress=self.progress)
+
+
 def _guard_notices(notices: tuple[str, ...], base: str) -> tuple[str, ...]:
     """The base scan's token-ratio guard notices (``plan_windows``), named as the base's: a
     review says what both its scans cost, as a scan does before sending anything."""
@@ -311,17 +361,23 @@ def _prepare(config: ScanConfig, progress: ProgressCallback) -> PreparedReposito
     )
 
 
-def _scan_tree(config: ScanConfig, progress: ProgressCallback, scan: ScanFunction) -> _Tree:
-    """Walk, index and scan one whole tree."""
-    prepared = _prepare(config, progress)
+def _scan_tree(
+    config: ScanConfig, progress: ProgressCallback, scan: ScanFunction, prepared: PreparedRepository | None = None
+) -> _Tree:
+    """Walk and index one whole tree (unless ``prepared``), and scan it."""
+    prepared = prepared or _prepare(config, progress)
     result = scan(config, progress, prepared=prepared)
     return _Tree(result=result, indexes=prepared.indexes, graph=prepared.graph, texts=prepared.texts)
 
 
-def _scan_head(config: ScanConfig, progress: ProgressCallback, scan: ScanFunction, diff: Diff, *, scoped: bool) -> _Tree:
+def _scan_head(
+    config: ScanConfig, progress: ProgressCallback, scan: ScanFunction, diff: Diff, *, scoped: bool,
+    before_sending: Callable[[ChangeScope | None], None],
+) -> _Tree:
     """Scan the head: the pack carries the changed files and their call-graph neighbours
     first; ``scoped`` restricts it to the change's subgraph (``review_scope``) and lists the
-    changed lines in every prompt, else the whole tree is packed (``--full``)."""
+    changed lines in every prompt, else the whole tree is packed (``--full``).
+    ``before_sending(change)`` runs once the scope is known, before the head's scan."""
     prepared = _prepare(config, progress)
     seeds = review_seed_paths(diff, prepared.graph)
     change = None
@@ -340,6 +396,7 @@ def _scan_head(config: ScanConfig, progress: ProgressCallback, scan: ScanFunctio
             message=f"diff-scoped pack: {len(found.functions)} changed function(s), {len(found.touching)} static chain(s) "
             f"through them, {len(change.paths)} file(s) in scope (--full packs the whole tree)",
         ))
+    before_sending(change)
     config = replace(config, window=replace(config.window, seed_paths=seeds, change=change))
     result = scan(config, progress, prepared=prepared)
     return _Tree(result=result, indexes=prepared.indexes, graph=prepared.graph, texts=prepared.texts, change=change)

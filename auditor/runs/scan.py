@@ -36,6 +36,7 @@ from auditor.findings.suppress import (
 )
 from auditor.index.locator import IndexLocator
 from auditor.languages import language_for_path
+from auditor.pack.deadline import FILE_DEADLINE
 from auditor.pack.packer import (
     PackResult,
     Window,
@@ -171,7 +172,8 @@ def finish_scan(plan: ScanPlan, completions: Sequence[Completion]) -> ScanResult
         tokenizer_source, tokenizer_exact = tokenizer.source, tokenizer.exact
     # A subdirectory scanned within its repository reports what lies under it (auditor.runs.scope).
     under = config.report_under
-    not_audited = tuple(item for item in _not_audited(prepared, rules) if item.path.startswith(under))
+    overran = plan.windows.packed.overran if plan.windows is not None else ()
+    not_audited = tuple(item for item in _not_audited(prepared, rules, overran) if item.path.startswith(under))
     coverage = replace(coverage_under(coverage, under), not_audited=not_audited)
     gaps = _coverage_gaps(not_audited, plan, coverage)
     known = set(builtin_rules()) | {rule.id for rule in rules}
@@ -218,15 +220,19 @@ def _listed(items: Sequence[str]) -> str:
     return ", ".join(items[:_LISTED_IN_NOTICES]) + (f", and {more} more" if more > 0 else "")
 
 
-def _not_audited(prepared: PreparedRepository, rules: Sequence[Rule]) -> tuple[NotAudited, ...]:
-    """Every file the walk left out, marked ``source`` when it is unread code a rule covers."""
+def _not_audited(
+    prepared: PreparedRepository, rules: Sequence[Rule], overran: Sequence[tuple[str, str]] = ()
+) -> tuple[NotAudited, ...]:
+    """Every file the walk, the index or the pack (``overran``: past the per-file deadline)
+    left out, marked ``source`` when it is unread code a rule covers."""
     covered = {language for rule in rules for language in rule.languages}
     items = []
-    for skipped in (*prepared.walk.skipped, *prepared.index_skipped):
-        reason = getattr(skipped.reason, "value", str(skipped.reason))
-        language = language_for_path(skipped.path)
+    skips = [(item.path, getattr(item.reason, "value", str(item.reason)), item.detail)
+             for item in (*prepared.walk.skipped, *prepared.index_skipped)]
+    for path, reason, detail in (*skips, *((path, FILE_DEADLINE, detail) for path, detail in overran)):
+        language = language_for_path(path)
         source = reason in _UNREAD_TREES or (reason in _UNREAD_REASONS and language is not None and language in covered)
-        items.append(NotAudited(skipped.path, reason, skipped.detail, source))
+        items.append(NotAudited(path, reason, detail, source))
     return tuple(sorted(items, key=lambda item: (not item.source, item.path, item.reason)))
 
 
