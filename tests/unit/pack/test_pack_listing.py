@@ -13,10 +13,11 @@ from auditor.pack.packer import PackOptions, pack
 from auditor.pack.prompt import CandidateChain, render_task
 from auditor.pack.rank import PackInput
 from auditor.recall.windows import plant_canaries
-from auditor.rules.loader import builtin_rules
 from auditor.tokens.tokenizer import TokenizerRequest, load_tokenizer
+from tests.support import packing_rule
 
-RULE = builtin_rules()["tx-outside-transaction"]
+# A fixed-length rule body: the window sizes below are tight, and the rule rides in each window.
+RULE = packing_rule()
 
 
 @pytest.fixture(scope="module")
@@ -88,8 +89,9 @@ def test_every_window_fits_and_is_counted_exactly(tokenizer, max_model_len: int,
         planted, _ = plant_canaries(result, window, tokenizer, 2, 7)
         assert planted.prompt_tokens == tokenizer.count(planted.prompt)
         assert planted.prompt_tokens <= max_model_len - OUTPUT
-    # At 4 K the content room holds one line per chunk: no window can show a chain whole.
-    assert any(window.candidates for window in result.windows) == (max_model_len > 4_000)
+    # From 4.5 K on, some window has the room to show a chain whole, and lists it.
+    if max_model_len >= 4_500:
+        assert any(window.candidates for window in result.windows)
 
 
 def test_the_listing_costs_what_the_task_grows_by(tokenizer) -> None:
