@@ -383,8 +383,11 @@ def _scan_head(
     change = None
     if scoped:
         inputs = prepare_scan(config, runs_model=config.engine != STATIC, prepared=prepared, progress=progress)
+        # Chains of every severity, as the full pack cuts its windows around: a model may
+        # report one below --min-severity's static grade, and a full review would see it whole.
+        chains = tuple({finding.fingerprint: finding for finding in (*inputs.static.chain_findings, *inputs.static.findings)}.values())
         found = review_scope(
-            diff, prepared.indexes, prepared.graph, prepared.texts, inputs.static.findings,
+            diff, prepared.indexes, prepared.graph, prepared.texts, chains,
             neighbours=any(needs_model(rule) for rule in inputs.rules),
         )
         change = found.change
