@@ -186,6 +186,20 @@ def test_a_model_finding_on_changed_code_is_decided_by_a_base_run_restricted_to_
     assert item.status == "new"
 
 
+def test_a_change_touching_no_source_file_is_no_coverage_gap(tmp_path: Path, tiny_tokenizer_dir: Path):
+    # A docs-only commit: nothing to pack, and nothing the review should have audited.
+    root = tmp_path / "repo"
+    base, _ = build(root, STORE.replace("order.total = 1", "order.total = 2"))
+    write_source(root, "README.md", "# Shop\n\nHow to run it.\n")
+    head = commit_all(root, "docs")
+    base = git(root, "rev-parse", "HEAD~1")
+    engine = MockEngine()
+    reviewed = review(root, base, head, tiny_tokenizer_dir, engine)
+    assert reviewed.result.review.changed_files == ("README.md",)
+    assert [error.kind for error in reviewed.result.errors if error.kind == "nothing-audited"] == []
+    assert engine.history == []
+
+
 def test_full_scans_head_and_base_whole_as_before(tmp_path: Path, tiny_tokenizer_dir: Path):
     base, head = build(tmp_path / "repo", STORE.replace("order.total = 1", "order.total = 2"))
     engine = MockEngine().enqueue(claim("save_order", 3))
