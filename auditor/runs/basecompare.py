@@ -11,16 +11,19 @@ a base run over the same subgraph can place.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 from auditor.findings.fingerprints import finding_fingerprint
 from auditor.findings.grounding import file_lines
 from auditor.findings.model import Finding
 from auditor.index.model import FileIndex
+from auditor.languages import language_for_path
 from auditor.pack.change import ChangeScope
 
-_COMMENT_LINE = re.compile(r"^\s*(#|//|/\*|\*)")
+# How a comment-only line starts, per language: Python's ``#``; the C-like languages' ``//``
+# (their ``/* ... */`` blocks are followed line by line in ``code_lines``).
+_LINE_COMMENT = {"python": "#", "javascript": "//", "typescript": "//", "tsx": "//", "go": "//", "java": "//"}
+_BLOCK_COMMENTS = frozenset({"javascript", "typescript", "tsx", "go", "java"})
 
 
 def base_fingerprints_after_renames(
@@ -57,8 +60,9 @@ def unchanged_at_base(
     renames: Mapping[str, str],
 ) -> bool:
     """Whether every function of the finding's sink and chain exists at the base (through the
-    rename map) with the same code once comments, blank lines and indentation are dropped:
-    then the base held the finding's whole chain as it is, and so the finding.
+    rename map) with the same code once comment-only lines, blank lines and trailing
+    whitespace are dropped (indentation stays: in Python it says what a ``with`` block
+    covers): then the base held the finding's whole chain as it is, and so the finding.
 
     ``head`` and ``base`` are (indexes, texts) of each tree; ``renames`` maps new -> old path.
     """
@@ -72,8 +76,8 @@ def unchanged_at_base(
 
 
 def function_code(path: str, qualname: str, indexes: Mapping[str, FileIndex], texts: Mapping[str, str]) -> str | None:
-    """The normalised text of function ``qualname`` in ``path`` (stripped lines, blank and
-    comment-only lines dropped), or None when the tree has no such function."""
+    """The normalised text of function ``qualname`` in ``path`` (``code_lines`` of its span),
+    or None when the tree has no such function."""
     index = indexes.get(path)
     if index is None or path not in texts:
         return None
@@ -81,7 +85,37 @@ def function_code(path: str, qualname: str, indexes: Mapping[str, FileIndex], te
     if definition is None:
         return None
     lines = texts[path].splitlines()[definition.start_line - 1 : definition.end_line]
-    return "\n".join(line.strip() for line in lines if line.strip() and not _COMMENT_LINE.match(line))
+    return "\n".join(code_lines(lines, language_for_path(path)))
+
+
+def code_lines(lines: Iterable[str], language: str | None) -> Iterator[str]:
+    """``lines`` of ``language`` without trailing whitespace, blank lines and comment-only
+    lines. Leading whitespace is kept. A comment-only line is one that starts with the
+    language's line comment, or, in the C-like languages, lies within a ``/* ... */`` block
+    opened at the start of a line; a line is never dropped for starting with ``*`` alone
+    (``*items``, ``**kwargs`` are code)."""
+    marker = _LINE_COMMENT.get(language or "")
+    blocks = language in _BLOCK_COMMENTS
+    in_block = False
+    for line in lines:
+        text = line.rstrip()
+        head = text.lstrip()
+        if in_block:
+            if "*/" not in head:
+                continue
+            in_block = False
+            if not head.split("*/", 1)[1].strip():
+                continue  # the block ends the line; code after it keeps the line
+        elif blocks and head.startswith("/*"):
+            _, closed, rest = head[2:].partition("*/")
+            if not closed:
+                in_block = True
+                continue
+            if not rest.strip():
+                continue
+        if not head or (marker is not None and head.startswith(marker)):
+            continue
+        yield text
 
 
 def base_scope(head_scope: ChangeScope, renames: Mapping[str, str], base_texts: Mapping[str, str]) -> ChangeScope:

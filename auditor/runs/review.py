@@ -146,7 +146,9 @@ def run_review(config: ReviewConfig, progress: ProgressCallback = no_progress, *
     # have in common (all but the change) and the next review finds it again.
     # --include/--exclude are relative to the reviewed directory, as in `auditor scan PATH`.
     config = replace(config, scan=glob_base_of(config.scan, prefix))
-    tree_config = replace(config.scan, cache_scope=config.scan.scope, tx_models=_models_of(config.scan))
+    # Each tree's scan reports what lies under the reviewed directory (its findings, coverage
+    # and files not audited), as `auditor scan PATH` does (auditor.runs.scope).
+    tree_config = replace(config.scan, cache_scope=config.scan.scope, tx_models=_models_of(config.scan), report_under=prefix)
     with _tree_at(top, diff.head if config.head is not None else None) as head_root, _base_tree(top, diff, config) as base_root:
         if not (head_root / prefix).is_dir():
             raise GitError(f"{config.scan.root} does not exist at the head revision {diff.head[:12]}")
@@ -156,7 +158,6 @@ def run_review(config: ReviewConfig, progress: ProgressCallback = no_progress, *
         head = _scan_head(
             replace(tree_config, root=head_root), progress, scan, diff, scoped=not config.full, before_sending=base_guard.check,
         )
-        head = _inside(head, prefix)
 
         spans = changed_functions(diff, head.indexes)
         touched: list[tuple[Finding, ChangeTouch]] = []
@@ -180,7 +181,7 @@ def run_review(config: ReviewConfig, progress: ProgressCallback = no_progress, *
                 )
         elif config.compare_base:
             progress(ProgressEvent(stage="review", message=f"the base {diff.base[:12]} has no {config.scan.root}: every finding is new"))
-    return _review_result(config, diff, head, touched, spans, base)
+    return _review_result(config, diff, head, touched, spans, base, under=prefix)
 
 
 @dataclass(frozen=True)
@@ -236,10 +237,11 @@ def existing_at_base(
 
 def _review_result(
     config: ReviewConfig, diff: Diff, head: _Tree, touched: list[tuple[Finding, ChangeTouch]],
-    spans: Mapping[tuple[str, str], tuple[int, int]], base: BaseOutcome,
+    spans: Mapping[tuple[str, str], tuple[int, int]], base: BaseOutcome, *, under: str,
 ) -> ReviewResult:
     """The review's report data: the findings on the change marked new or existing, the
-    suppressed ones on the change, and the review summary."""
+    suppressed ones on the change, and the review summary (``under``: the reviewed
+    directory, "" for the repository's top)."""
     # The head scan applied the suppressions: keep those on the change.
     suppressed = tuple(item for item in head.result.suppressed if locate_touch(item.finding, diff, spans) is not None)
     changed_paths = {changed.path for changed in diff.changed}
@@ -269,7 +271,7 @@ def _review_result(
         renamed=tuple(sorted((old, new) for new, old in diff.renames.items())),
         findings=reviewed,
         outside_diff=len(head.result.findings) + len(head.result.suppressed) - len(touched) - len(suppressed),
-        coverage=change_coverage(diff, head.result.coverage, head.graph, head.texts),
+        coverage=change_coverage(diff, head.result.coverage, head.graph, head.texts, under=under),
         base_compared=config.compare_base,
         existing_blocking=config.include_existing,
         scope="full" if config.full else "diff",
@@ -339,18 +341,6 @@ def _guard_notices(notices: tuple[str, ...], base: str) -> tuple[str, ...]:
     """The base scan's token-ratio guard notices (``plan_windows``), named as the base's: a
     review says what both its scans cost, as a scan does before sending anything."""
     return tuple(f"base {base[:12]}: {notice}" for notice in notices if notice.startswith(TOKEN_RATIO_NOTICE))
-
-
-def _inside(tree: _Tree, prefix: str) -> _Tree:
-    """``tree`` with only the findings (and suppressed findings) whose sink is under ``prefix``."""
-    if not prefix:
-        return tree
-    result = tree.result
-    return replace(tree, result=replace(
-        result,
-        findings=tuple(finding for finding in result.findings if finding.path.startswith(prefix)),
-        suppressed=tuple(item for item in result.suppressed if item.finding.path.startswith(prefix)),
-    ))
 
 
 def _prepare(config: ScanConfig, progress: ProgressCallback) -> PreparedRepository:
@@ -438,13 +428,14 @@ def _models_of(scan: ScanConfig) -> tuple[Path, ...]:
 
 
 def change_coverage(
-    diff: Diff, coverage: Coverage, graph: CallGraph, texts: Mapping[str, str]
+    diff: Diff, coverage: Coverage, graph: CallGraph, texts: Mapping[str, str], *, under: str = ""
 ) -> tuple[FileCoverage, ...]:
     """How the model saw each changed source file and each call-graph neighbour of one.
 
     Changed files are those the walk kept or whose extension names a supported language
     (a changed source file the walk skipped shows as "not packed"); neighbours are files
-    linked to a changed file by a call edge in either direction.
+    linked to a changed file by a call edge in either direction, those under ``under`` (the
+    reviewed directory, whose coverage ``coverage`` is) when it is given.
     """
     full, skeleton = set(coverage.full), set(coverage.skeleton)
 
@@ -458,7 +449,10 @@ def change_coverage(
     changed = sorted(
         changed.path for changed in diff.changed if changed.path in texts or language_for_path(changed.path) is not None
     )
-    neighbours = sorted({other for path in changed for other in graph.file_neighbors(path)} - set(changed))
+    neighbours = sorted(
+        other for other in {other for path in changed for other in graph.file_neighbors(path)} - set(changed)
+        if other.startswith(under)
+    )
     return tuple(
         [FileCoverage(path, "changed", tier(path)) for path in changed]
         + [FileCoverage(path, "neighbour", tier(path)) for path in neighbours]

@@ -41,6 +41,7 @@ from auditor.pack.packer import (
     PackResult,
     Window,
 )
+from auditor.pack.scope import scope_class
 from auditor.planning.timing import estimate_time
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
 from auditor.recall.windows import (
@@ -258,9 +259,22 @@ def _coverage_gaps(not_audited: Sequence[NotAudited], plan: ScanPlan, coverage: 
             f"rule {rule_id} was not checked: it has no static analysis and no model ran "
             "(--engine vllm, or --engine openai --base-url URL, runs it)",
         ))
-    if not coverage.full and not coverage.skeleton:
+    if not coverage.full and not coverage.skeleton and _had_something_to_audit(plan):
         gaps.append(ScanError("nothing-audited", "no file was audited: the walk, --include/--exclude or the rules selected nothing"))
     return tuple(gaps)
+
+
+def _had_something_to_audit(plan: ScanPlan) -> bool:
+    """Whether the scan was meant to audit some file: always, but for a diff-scoped review
+    (``window.change``) whose change reaches no production source file (a docs-only or
+    CI-only change packs nothing, and that is no gap)."""
+    change, under = plan.config.window.change, plan.config.report_under
+    if change is None:
+        return True
+    indexes, texts = plan.inputs.repository.indexes, plan.inputs.repository.texts
+    return any(
+        path in indexes and path.startswith(under) and scope_class(path, texts[path]) is None for path in change.paths
+    )
 
 
 def _skip_summary(not_audited: Sequence[NotAudited]) -> tuple[str, ...]:

@@ -75,11 +75,12 @@ def private_cache(monkeypatch, tmp_path: Path) -> None:
     monkeypatch.setenv("AUDITOR_CACHE_DIR", str(tmp_path / "cache"))
 
 
-def build(root: Path, store_after: str) -> tuple[str, str]:
-    """A repository whose one commit changes app/store.py to ``store_after``: (base, head)."""
+def build(root: Path, store_after: str, store_before: str = STORE) -> tuple[str, str]:
+    """A repository whose one commit changes app/store.py from ``store_before`` to
+    ``store_after``: (base, head)."""
     root.mkdir(parents=True)
     git(root, "init", "-q")
-    for path, text in {"app/__init__.py": "", "app/views.py": VIEWS, "app/store.py": STORE,
+    for path, text in {"app/__init__.py": "", "app/views.py": VIEWS, "app/store.py": store_before,
                        "app/accounts.py": ACCOUNTS, "app/reports.py": REPORTS}.items():
         write_source(root, path, text)
     base = commit_all(root, "base")
@@ -145,6 +146,28 @@ def test_a_finding_whose_code_is_unchanged_at_the_base_is_existing_without_a_bas
     assert reviewed.result.review.base_prompt_tokens == 0
 
 
+ATOMIC_STORE = '''
+from django.db import transaction
+
+
+def save_order(order):
+    with transaction.atomic():
+        order.total = 1
+    order.save()
+'''
+
+
+def test_a_change_of_indentation_alone_is_a_change_of_code(tmp_path: Path, tiny_tokenizer_dir: Path):
+    # The head moves order.save() into the atomic block: the same stripped text, other code.
+    base, head = build(tmp_path / "repo", ATOMIC_STORE.replace("    order.save()", "        order.save()"), ATOMIC_STORE)
+    engine = MockEngine().enqueue(claim("save_order", 7))
+    reviewed = review(tmp_path / "repo", base, head, tiny_tokenizer_dir, engine)
+    (item,) = reviewed.result.review.findings
+    # Not "existing" from the code: the base run (answering nothing) decides, so new.
+    assert len(engine.history) == 2
+    assert item.status == "new"
+
+
 def test_a_model_finding_on_changed_code_is_decided_by_a_base_run_restricted_to_the_subgraph(tmp_path: Path, tiny_tokenizer_dir: Path):
     base, head = build(tmp_path / "repo", STORE.replace("order.total = 1", "order.total = 2"))
     # The head's window and the base's both report it: existing.
@@ -161,6 +184,20 @@ def test_a_model_finding_on_changed_code_is_decided_by_a_base_run_restricted_to_
     engine = MockEngine(identity="mock:other").enqueue(claim("save_order", 3))
     (item,) = review(tmp_path / "repo", base, head, tiny_tokenizer_dir, engine).result.review.findings
     assert item.status == "new"
+
+
+def test_a_change_touching_no_source_file_is_no_coverage_gap(tmp_path: Path, tiny_tokenizer_dir: Path):
+    # A docs-only commit: nothing to pack, and nothing the review should have audited.
+    root = tmp_path / "repo"
+    base, _ = build(root, STORE.replace("order.total = 1", "order.total = 2"))
+    write_source(root, "README.md", "# Shop\n\nHow to run it.\n")
+    head = commit_all(root, "docs")
+    base = git(root, "rev-parse", "HEAD~1")
+    engine = MockEngine()
+    reviewed = review(root, base, head, tiny_tokenizer_dir, engine)
+    assert reviewed.result.review.changed_files == ("README.md",)
+    assert [error.kind for error in reviewed.result.errors if error.kind == "nothing-audited"] == []
+    assert engine.history == []
 
 
 def test_full_scans_head_and_base_whole_as_before(tmp_path: Path, tiny_tokenizer_dir: Path):

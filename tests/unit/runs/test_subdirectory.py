@@ -4,6 +4,8 @@ it, and its SARIF resolves every location from the repository's top (issue 23, i
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import typer
@@ -208,3 +210,34 @@ def test_a_sample_project_under_examples_is_scanned_on_its_own(tmp_path: Path):
     findings = json.loads(outcome.stdout)["findings"]
     assert findings and {finding["path"] for finding in findings} == {"services.py"}
     assert "scanned on its own" in " ".join(outcome.stderr.split())
+
+
+LFS_POINTER = "version https://git-lfs.github.com/spec/v1\noid sha256:" + "0" * 64 + "\nsize 1234\n"
+
+
+def test_a_subdirectory_review_reports_the_gaps_under_it_only(tmp_path: Path, monkeypatch):
+    # svc_b holds a Git LFS pointer where its source should be: a gap of svc_b, not of a
+    # review of svc_a.
+    monkeypatch.setenv("AUDITOR_CACHE_DIR", str(tmp_path / "cache"))
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q")
+    write_source(root, "svc_a/__init__.py", "")
+    write_source(root, "svc_a/services.py", SERVICES)
+    write_source(root, "svc_b/__init__.py", "")
+    (root / "svc_b" / "models.py").write_text(LFS_POINTER, encoding="utf-8")
+    base = commit_all(root, "base")
+    write_source(root, "svc_a/services.py", SERVICES_CHANGED)
+    head = commit_all(root, "head")
+    whole = run_review(ReviewConfig(scan=ScanConfig(root=root, engine="static", rules=(TX,)), base=base, head=head))
+    assert any("svc_b/models.py" in error.message for error in whole.result.errors)  # the repository's gap
+    reviewed = run_review(ReviewConfig(scan=ScanConfig(root=root / "svc_a", engine="static", rules=(TX,)), base=base, head=head))
+    assert [error.message for error in reviewed.result.errors] == []
+    assert all(item.path.startswith("svc_a/") for item in reviewed.result.coverage.not_audited)
+    completed = subprocess.run(
+        [sys.executable, "-m", "auditor", "review", "svc_a", "--base", base, "--head", head, "--engine", "static",
+         "--rule", TX, "--error", "-f", "json"],
+        capture_output=True, text=True, cwd=root, check=False,
+    )
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert "svc_b" not in completed.stdout
