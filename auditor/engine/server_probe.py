@@ -11,7 +11,6 @@ Never raises: every failure is the status's ``detail``.
 
 from __future__ import annotations
 
-import http.client
 import json
 import urllib.error
 import urllib.request
@@ -62,10 +61,6 @@ def probe_server(base_url: str, api_key: str | None = None, *, timeout_s: float 
         return ServerStatus(base, False, (), f"GET {url} answered HTTP {exc.code}{hint}")
     except RedirectRefused as exc:
         return ServerStatus(base, False, (), str(exc))
-    except http.client.HTTPException as exc:
-        # Something answered, but not in HTTP (an SSH daemon, a database port), or the
-        # answer broke off mid-body (IncompleteRead).
-        return ServerStatus(base, False, (), f"GET {url}: not an HTTP server ({type(exc).__name__}: {str(exc)[:120]!r})")
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
         return ServerStatus(base, False, (), f"cannot reach {url}: {reason} (is `vllm serve` running and the URL right?)")
@@ -73,7 +68,7 @@ def probe_server(base_url: str, api_key: str | None = None, *, timeout_s: float 
         return ServerStatus(base, False, (), f"GET {url} answered more than {_MAX_LISTING_BYTES:,} bytes: not a model listing")
     try:
         listing = json.loads(raw)
-    except (ValueError, RecursionError):  # RecursionError: nesting deeper than the parser's stack
+    except ValueError:
         return ServerStatus(base, False, (), f"GET {url} did not answer JSON: not an OpenAI-compatible server")
     models = _models(listing)
     if not models:
