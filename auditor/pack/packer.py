@@ -21,7 +21,7 @@ window is re-counted whole and corrected at the edge.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Collection, Mapping, Sequence
 
 from auditor import defaults
 from auditor.errors import PackError, UsageError
@@ -44,6 +44,9 @@ FileChain = tuple[str, ...]
 (entry point's file first): the unit the packer keeps whole in one window."""
 
 DEFAULT_MAP_TOKENS = 8_192
+
+OUTSIDE_PATH = "outside the scanned directory and the call chains into it (listed in the map)"
+"""The omission reason of a file a subdirectory's pack leaves out (``pack``'s ``within``)."""
 
 
 @dataclass(frozen=True)
@@ -310,6 +313,7 @@ def pack(
     chains: Sequence[FileChain] = (),
     keyword_rules: Sequence[Rule] | None = None,
     deadline: FileDeadline | None = None,
+    within: Collection[str] | None = None,
 ) -> PackResult:
     """Pack files into windows within budget. See the module docstring for the strategy.
 
@@ -335,6 +339,8 @@ def pack(
     deadline: a file whose work overran is carried in no window further on (a skeleton that
     overran is not placed), and one no window carries is omitted as ``file-deadline`` and
     listed in ``PackResult.overran``.
+    ``within`` (a subdirectory's scan: its files and those of the chains into it) are the
+    only files a window may carry; the others stay in the map, omitted as ``OUTSIDE_PATH``.
     Raises PackError when the scaffold alone does not fit the budget.
     """
     if options.prompt_budget <= 0:
@@ -351,6 +357,8 @@ def pack(
     if options.change is not None:
         subgraph = set(options.change.paths)
         excluded.update((entry.path, OUTSIDE_CHANGE) for entry in files if entry.path not in subgraph and entry.path not in excluded)
+    if within is not None:
+        excluded.update((entry.path, OUTSIDE_PATH) for entry in files if entry.path not in within and entry.path not in excluded)
     in_scope = [entry for entry in files if entry.path not in excluded]
     ranking = rank_files(
         in_scope, rules, neighbors, options.neighbor_depth, options.seed_paths, relevance_cache, keyword_rules, deadline

@@ -5,16 +5,22 @@ the static pass and the packer.
 
 The key (``pack_memo_key``) is a SHA-256 of:
 
-- ``MEMO_VERSION`` and auditor's version;
+- ``MEMO_VERSION``, auditor's version and a digest of auditor's own source and packaged
+  data (``package_digest``: a development checkout changes them without a new version);
 - the scan configuration, every field (``ScanConfig``: the rules named, window, pack and
   walk options, severity, tests, canaries and their seed, the model...), and the resolved root;
 - every walked file's path, the SHA-256 of its bytes (the walk reads and hashes each file
   anyway), its size, encoding and language, and every skipped file with its reason;
 - each selected rule's full definition (the rule texts as parsed: id, patterns, body...);
-- the bytes of the project's transaction-model files (``--tx-models``);
+- the bytes of the project's transaction-model files (``--tx-models``), read as the static
+  pass reads them (through a symbolic link); one that cannot be read makes no key at all:
+  the pack is planned, not memoized;
 - the tokenizer's prompt fingerprint (``PromptTokenizer.prompt_fingerprint``: vocabulary
   file, ``tokenizers`` version, chat template, special tokens, source);
 - the output variant (format, window shown, width).
+
+A plan that skipped files on a timing budget (``parse-budget``, ``file-deadline``: another
+run on the same tree may not) is not memoized.
 
 Entries live under ``auditor.storage.dirs.cache_dir("packs") / f"v{MEMO_VERSION}"``, sealed
 and replaced atomically (``auditor.storage.sealed``); an unreadable or foreign entry is a
@@ -27,6 +33,7 @@ import hashlib
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -37,6 +44,7 @@ from auditor.rules.loader import Rule, builtin_rules, load_rules
 from auditor.storage.dirs import cache_dir
 from auditor.storage.sealed import prune_least_recent, read_regular_file, seal, unseal, write_atomically
 from auditor.tokens.tokenizer import PromptTokenizer
+from auditor.walk.files import SkipReason
 from auditor.walk.walker import WalkResult, walk
 
 if TYPE_CHECKING:
@@ -59,18 +67,29 @@ class PackOutput:
     notices: tuple[str, ...]
 
 
-def _file_digest(path: Path) -> str:
-    """SHA-256 of a file's bytes, or a marker saying it cannot be read."""
-    try:
-        return hashlib.sha256(read_regular_file(path)).hexdigest()
-    except (OSError, ValueError) as error:
-        return f"unreadable: {type(error).__name__}"
+_PACKAGE = Path(__file__).resolve().parent.parent
+_TIMED_SKIPS = frozenset({"parse-budget", SkipReason.FILE_DEADLINE.value})
+"""Skip reasons that depend on how fast this run was: a plan with one is not memoized."""
+
+
+@cache
+def package_digest() -> str:
+    """SHA-256 over the path and bytes of every file of the ``auditor`` package (its source,
+    rules, framework models, grammars' queries), computed once per process (about 200
+    files, ~15 ms): a development checkout's edits change packs without a version bump."""
+    digest = hashlib.sha256()
+    files = sorted(path for path in _PACKAGE.rglob("*") if "__pycache__" not in path.parts and path.is_file())
+    for path in files:
+        digest.update(path.relative_to(_PACKAGE).as_posix().encode("utf-8", "surrogateescape") + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
 
 
 def pack_memo_key(
     config: ScanConfig, walked: WalkResult, rules: Sequence[Rule], tokenizer: PromptTokenizer, variant: str
-) -> str:
-    """The memo key of one pack output (see the module docstring for what it covers)."""
+) -> str | None:
+    """The memo key of one pack output (see the module docstring for what it covers); None
+    when an input cannot be read (a transaction-model file), so the pack is not memoized."""
     digest = hashlib.sha256()
 
     def add(part: object) -> None:
@@ -78,15 +97,33 @@ def pack_memo_key(
         digest.update(len(text).to_bytes(8, "little"))
         digest.update(text)
 
-    add((MEMO_VERSION, __version__, config, str(walked.root), str(walked.git_root), variant))
+    try:
+        # The bytes ``load_facts`` reads: a link is followed; a FIFO or a device is not read.
+        if not all(path.is_file() for path in config.tx_model_paths):
+            return None
+        models = tuple((str(path), hashlib.sha256(path.read_bytes()).hexdigest()) for path in config.tx_model_paths)
+        package = package_digest()
+    except OSError as error:
+        logger.debug("pack not memoized: an input cannot be read: %s", error)
+        return None
+    add((MEMO_VERSION, __version__, package, config, str(walked.root), str(walked.git_root), variant))
     add(tokenizer.prompt_fingerprint())
     add(tuple(rules))
-    add(tuple((str(path), _file_digest(path)) for path in config.tx_model_paths))
+    add(models)
     for entry in walked.files:
         add((entry.path, entry.content_hash, entry.size, entry.encoding, entry.language))
     for skipped in walked.skipped:
         add((skipped.path, skipped.reason.value, skipped.detail))
     return digest.hexdigest()
+
+
+def timed_skips(plan: WindowPlan) -> bool:
+    """Whether ``plan`` left a file out on a timing budget (the walk's or the pack's per-file
+    deadline, the index's parse budget): another run on the same inputs may not."""
+    prepared = plan.inputs.repository
+    walked = (skipped.reason.value for skipped in prepared.walk.skipped)
+    indexed = (skipped.reason for skipped in prepared.index_skipped)
+    return bool(plan.sent.overran) or any(reason in _TIMED_SKIPS for reason in (*walked, *indexed))
 
 
 def memo_rules(config: ScanConfig) -> tuple[Rule, ...]:
@@ -149,13 +186,13 @@ def memoized_pack(
     key = None
     if memo is not None:
         key = pack_memo_key(config, walked, memo_rules(config), tokenizer, variant)
-        found = memo.get(key)
+        found = memo.get(key) if key is not None else None
         if found is not None:
             return found
     from auditor.runs.prepare import plan_windows
 
     plan = plan_windows(config, tokenizer, walked=walked, progress=progress)
     output = PackOutput(render(plan), plan.notices)
-    if memo is not None and key is not None:
+    if memo is not None and key is not None and not timed_skips(plan):
         memo.put(key, output)
     return output

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
 from auditor import defaults
 from auditor.callgraph.cache import CallGraphCache
@@ -297,7 +297,7 @@ def plan_windows(
         notes.append(tokenizer.info.describe())
     packed = pack_prepared(
         inputs.repository, rules=inputs.rules, tokenizer=tokenizer, options=config.pack, static=inputs.static,
-        progress=progress, file_deadline_s=config.walk.file_deadline_s,
+        progress=progress, file_deadline_s=config.walk.file_deadline_s, under=config.report_under,
     )
     truncated = sorted({f.path for window in packed.windows for f in window.files if f.truncated})
     if truncated:
@@ -351,6 +351,7 @@ def pack_prepared(
     static: StaticPass,
     progress: ProgressCallback = no_progress,
     file_deadline_s: float | None = None,
+    under: str = "",
 ) -> PackResult:
     """Pack a prepared repository: skeletons and map symbols from the index, neighbours from the graph.
     Each file's relevance scans and skeleton are timed against ``file_deadline_s``
@@ -360,6 +361,11 @@ def pack_prepared(
     for the rules it covers, and for the others the entry-point -> relevant-file paths of
     ``auditor.pack.chains`` (entry points as the static pass counts them). The static
     candidates are listed in the windows that carry them.
+
+    ``under`` (``ScanConfig.report_under``: a subdirectory scanned within its repository)
+    restricts the windows to the files under it and those of the chains whose sink lies
+    under it, callers outside included (``scoped_paths``); the call graph stays the whole
+    repository's.
     """
     indexes = prepared.indexes
     texts = prepared.texts
@@ -396,6 +402,16 @@ def pack_prepared(
             )
         else:
             seed_chains = relevance_chains(indexes, texts, prepared.graph, modelled, seeds, include_tests=include_tests)
+    chains = tuple(sorted({*static.file_chains, *seed_chains}))
+    candidates = static.candidates
+    within = None
+    if under:
+        within = scoped_paths(files, static, seed_chains, under)
+        chains = tuple(
+            chain for chain in chains
+            if any(path.startswith(under) for path in chain) and all(path in within for path in chain)
+        )
+        candidates = tuple(candidate for candidate in candidates if candidate.sink_path.startswith(under))
     return pack(
         files,
         repository=prepared.walk.root.name,
@@ -407,10 +423,27 @@ def pack_prepared(
         neighbors=prepared.graph.file_neighbors,
         progress=progress,
         relevance_cache=relevance_cache,
-        chains_to_judge=static.candidates,
-        chains=tuple(sorted({*static.file_chains, *seed_chains})),
+        chains_to_judge=candidates,
+        chains=chains,
         # A rule with a static analysis packs what lies on its chains, not every file its
         # keywords match: those are filler, each carried once at most.
         keyword_rules=modelled,
         deadline=deadline,
+        within=within,
     )
+
+
+def scoped_paths(
+    files: Sequence[PackInput], static: StaticPass, seed_chains: Sequence[FileChain], under: str
+) -> frozenset[str]:
+    """The files a pack of the subdirectory ``under`` may carry: those under it, and every
+    file of a static finding's chain whose sink lies under it and of a relevance chain
+    ending under it (a chain is judged with its callers whole)."""
+    paths = {entry.path for entry in files if entry.path.startswith(under)}
+    for finding in (*static.chain_findings, *static.findings):
+        if finding.path.startswith(under):
+            paths.update(step.path for step in finding.chain)
+    for chain in seed_chains:
+        if chain and chain[-1].startswith(under):
+            paths.update(chain)
+    return frozenset(paths)

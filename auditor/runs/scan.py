@@ -245,7 +245,8 @@ def _coverage_gaps(not_audited: Sequence[NotAudited], plan: ScanPlan, coverage: 
         if item.source
     ]
     if plan.windows is not None:
-        capped = [omitted.path for omitted in plan.windows.packed.omitted if omitted.reason.startswith("over --max-windows")]
+        capped = [omitted.path for omitted in plan.windows.packed.omitted
+                  if omitted.reason.startswith("over --max-windows") and omitted.path.startswith(plan.config.report_under)]
         if capped:
             gaps.append(ScanError(
                 "windows-capped",

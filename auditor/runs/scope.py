@@ -9,8 +9,10 @@ are those under ``PATH`` (``ScanConfig.report_under``). Every path is then relat
 repository's top, as a review's are, so a finding has one fingerprint (and one SARIF
 ``primaryLocationLineHash``) whether ``auditor scan PATH``, ``auditor scan .`` or
 ``auditor review PATH`` found it. A ``PATH`` under a directory of tests, fixtures or
-examples (a sample project kept in a repository) is scanned on its own, as before: from
-the top, its every file would be test code, with no entry point and nothing packed.
+examples (a sample project kept in a repository), or under one the walk excludes by
+default (``vendor/``, ``third_party/``, ``node_modules/``), is scanned on its own, as
+before: from the top, its every file would be left out, with no entry point and nothing
+packed or audited.
 
 ``--include``/``--exclude`` globs stay relative to ``PATH`` and select among its files
 (``WalkOptions.glob_base``); the code outside ``PATH`` is walked for the call graph with
@@ -29,6 +31,7 @@ from typing import TYPE_CHECKING, TypeVar
 from auditor.analysis.transactions.reach import dev_or_fixture_path
 from auditor.config.scan import ScanConfig
 from auditor.pack.scope import scope_class
+from auditor.walk.classify import classify_path
 from auditor.walk.diff import GitError, repository_top
 
 if TYPE_CHECKING:
@@ -60,11 +63,12 @@ def within_repository(config: ScanConfig) -> Scoped:
         return Scoped(config)
     if not prefix:
         return Scoped(config)
-    if not_production(prefix):
-        # Seen from the top, every file under PATH would be test, fixture or example code:
-        # no entry points, nothing packed. PATH alone is its own project.
+    left_out = left_out_from_the_top(prefix, config.walk.default_excludes)
+    if left_out is not None:
+        # Seen from the top, every file under PATH would be left out (test, fixture,
+        # example or vendored code): no entry points, nothing packed. PATH alone is its own project.
         return Scoped(config, prefix, (
-            f"{prefix.rstrip('/')} lies under a directory of tests, fixtures or examples: it is scanned on its own, "
+            f"{prefix.rstrip('/')} lies under a directory of {left_out}: it is scanned on its own, "
             "as a project (callers elsewhere in the repository are not seen)"
         ))
     return Scoped(replace(
@@ -76,11 +80,17 @@ def within_repository(config: ScanConfig) -> Scoped:
     ))
 
 
-def not_production(prefix: str) -> bool:
-    """Whether every file under the directory ``prefix`` ("a/b/") is, by its path alone, code
-    the static pass and the pack leave out: tests, fixtures, examples, migrations, seeds."""
+def left_out_from_the_top(prefix: str, default_excludes: bool) -> str | None:
+    """What every file under the directory ``prefix`` ("a/b/") is, by its path alone, when
+    it is code a scan of the repository's top leaves out ("tests, fixtures or examples":
+    the static pass and the pack skip them; "vendored or excluded code": the walk's default
+    exclusions skip them, unless ``default_excludes`` is off); None when it is not."""
     probe = f"{prefix}module.py"
-    return dev_or_fixture_path(probe) or scope_class(probe, "") is not None
+    if dev_or_fixture_path(probe) or scope_class(probe, "") is not None:
+        return "tests, fixtures or examples"
+    if default_excludes and classify_path(probe) is not None:
+        return "vendored or excluded code"
+    return None
 
 
 def glob_base_of(config: ScanConfig, prefix: str) -> ScanConfig:

@@ -106,13 +106,13 @@ def impact(
     if reason == DERIVED:
         return ImpactFinding(Impact.LOW, ImpactKind.REPAIRED, "by its name the function rebuilds derived data")
     sites = list(_sites(path, steps, lines_of))
-    replaced = _destroyed_then_replaced(sites)
+    replaced = _destroyed_then_replaced(sites, path)
     if replaced:
         return ImpactFinding(Impact.HIGH, ImpactKind.REPLACED, replaced)
-    configured = _half_configured(path, steps, lines_of)
+    configured = _half_configured(path, steps, lines_of, path)
     if configured:
         return ImpactFinding(Impact.HIGH, ImpactKind.HALF_CONFIGURED, configured)
-    counter = _counter(sites)
+    counter = _counter(sites, path)
     if counter:
         return ImpactFinding(Impact.HIGH, ImpactKind.COUNTER, counter)
     if reason in _LOW_REASONS:
@@ -139,9 +139,9 @@ def _sites(path: str, steps: tuple[Step, ...], lines_of: Callable[[str], Sequenc
                     yield _Site(path, step.line, effect, _text(lines, step.line) or step.text)
 
 
-def _destroyed_then_replaced(sites: list[_Site]) -> str:
+def _destroyed_then_replaced(sites: list[_Site], path: str) -> str:
     """A delete and, after it, a write of the same kind of row: the old rows are gone
-    before the new ones exist."""
+    before the new ones exist (lines named as ``_where`` does, from ``path``)."""
     for position, deleted in enumerate(sites):
         if deleted.effect is not Effect.DELETE:
             continue
@@ -149,23 +149,25 @@ def _destroyed_then_replaced(sites: list[_Site]) -> str:
         for written in sites[position + 1 :]:
             if written.effect in (Effect.WRITE, Effect.UPSERT) and kinds & _kinds(written.text):
                 return (
-                    f"{_where(deleted)} deletes ({deleted.text}) and {_where(written)} writes the same kind again "
+                    f"{_where(deleted.path, deleted.line, path)} deletes ({deleted.text}) and {_where(written.path, written.line, path)} writes the same kind again "
                     f"({written.text}): a failure in between loses what was deleted"
                 )
     return ""
 
 
-def _counter(sites: list[_Site]) -> str:
+def _counter(sites: list[_Site], path: str) -> str:
     """A write of a counter, a position or an amount computed from what was there."""
     for site in sites:
         if site.effect is not Effect.AUDIT and _COUNTER.search(site.text):
-            return f"{_where(site)} changes a counter or an amount ({site.text}): a failure after it leaves the numbers wrong"
+            return f"{_where(site.path, site.line, path)} changes a counter or an amount ({site.text}): a failure after it leaves the numbers wrong"
     return ""
 
 
-def _half_configured(path: str, steps: tuple[Step, ...], lines_of: Callable[[str], Sequence[str]]) -> str:
+def _half_configured(path: str, steps: tuple[Step, ...], lines_of: Callable[[str], Sequence[str]], top: str) -> str:
     """A new row (a create, not an update of a row read here) and a later write that names
-    it (its children, options, relations): a failure in between leaves it half-configured."""
+    it (its children, options, relations): a failure in between leaves it half-configured.
+    ``steps`` run in ``path``; lines are named as ``_where`` does, from ``top`` (the file of
+    the function whose path it is)."""
     lines = lines_of(path)
     created: dict[str, int] = {}
     for step in steps:
@@ -176,7 +178,7 @@ def _half_configured(path: str, steps: tuple[Step, ...], lines_of: Callable[[str
         for name, line in created.items():
             if line != step.line and re.search(rf"\b{re.escape(name)}\b", text) and not _only_saves(name, text):
                 return (
-                    f"line {line} creates {name} and line {step.line} writes what belongs to it ({text}): "
+                    f"{_where(path, line, top)} creates {name} and {_where(path, step.line, top)} writes what belongs to it ({text}): "
                     f"a failure in between leaves {name} half-configured"
                 )
         if step.callee is None and Effect.WRITE in writes:
@@ -185,7 +187,7 @@ def _half_configured(path: str, steps: tuple[Step, ...], lines_of: Callable[[str
                 created.setdefault(name, step.line)
     for step in steps:
         if step.callee is not None and step.inner:
-            found = _half_configured(step.callee.path, step.inner, lines_of)
+            found = _half_configured(step.callee.path, step.inner, lines_of, top)
             if found:
                 return f"in {step.callee.qualname}, {found}"
     return ""
@@ -219,8 +221,10 @@ def _kinds(text: str) -> set[str]:
     return kinds
 
 
-def _where(site: _Site) -> str:
-    return f"line {site.line}"
+def _where(path: str, line: int, top: str) -> str:
+    """``line N``, or ``path:N`` when the line is in another file than ``top`` (the
+    sequencing function's), as ``likelihood.Evidence.describe`` names it."""
+    return f"line {line}" if path == top else f"{path}:{line}"
 
 
 def _text(lines: Sequence[str], line: int) -> str:

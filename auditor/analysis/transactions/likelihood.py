@@ -20,6 +20,7 @@ from enum import StrEnum
 
 from auditor.analysis.transactions.base import Effect
 from auditor.analysis.transactions.grading import DB_EFFECTS, SIDE_EFFECTS, Step
+from auditor.analysis.transactions.scanning import closing_bracket
 
 # What commits a row on its own: a write, a commit, a repository call (not bookkeeping).
 _COMMITTING = tuple(effect for effect in DB_EFFECTS if effect is not Effect.AUDIT)
@@ -122,7 +123,8 @@ def _collect(path: str, steps: tuple[Step, ...], lines_of: Callable[[str], Seque
         return found
     first, last = steps[writing[0]], steps[writing[-1]]
     lines = lines_of(path)
-    found += _scan(path, lines, first.line + 1, last.line)
+    # The first write's own arguments run before it commits: the scan starts after its call.
+    found += _scan(path, lines, _last_line(lines, first.line) + 1, last.line)
     for step in steps[writing[0] : writing[-1] + 1]:
         if step.callee is None and any(effect in SIDE_EFFECTS for effect in step.effects):
             found.append(Evidence(path, step.line, "external call", _text(lines, step.line) or step.text))
@@ -140,6 +142,29 @@ def _before_side_effect(path: str, steps: tuple[Step, ...], lines_of: Callable[[
     if not after:
         return []
     return _scan(path, lines_of(path), steps[writing[-1]].line + 1, after[-1].line - 1)
+
+
+_CALL_LINES = 40
+"""How far past its first line a call's closing parenthesis is looked for."""
+
+
+def _last_line(lines: Sequence[str], line: int) -> int:
+    """The last line of the statement that begins a call at ``line``: the line holding the
+    parenthesis that closes the last one ``line`` leaves open (``line`` itself when all close
+    there, or none closes within ``_CALL_LINES``)."""
+    if not 0 < line <= len(lines):
+        return line
+    text = "\n".join(lines[line - 1 : line - 1 + _CALL_LINES])
+    first = lines[line - 1]
+    last = line
+    position = first.find("(")
+    while position >= 0:
+        end = closing_bracket(text, position, quotes="\"'`", strings_end_at_newline=True)
+        if end is None:
+            break
+        last = max(last, line + text.count("\n", 0, end))
+        position = first.find("(", end + 1) if end < len(first) else -1
+    return last
 
 
 def _writes_more_than_once(step: Step) -> bool:

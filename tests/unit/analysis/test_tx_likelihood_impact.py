@@ -170,3 +170,39 @@ def test_a_discarded_result_is_no_new_object_and_half_configured_ranks_before_a_
     assert found.kind == ImpactKind.COUNTER and "half-configured" not in found.evidence
     python = _lines("    order = Order.objects.create(total=total)", "", "    order.lines.create(quantity=2)")
     assert impact(PATH, (_write(1), _write(3)), python, "").kind == ImpactKind.HALF_CONFIGURED
+
+
+SERVICES = "app/services.py"
+
+
+def _files(files: dict[str, list[str]]):
+    return lambda path: files.get(path, [])
+
+
+def test_an_impact_in_a_callee_s_file_names_that_file():
+    lines = _files({PATH: ["    replace_rules(view)"],
+                    SERVICES: ["    view.rules.all().delete()", "    Rule.objects.create(view=view)"]})
+    call = Step(1, "replace_rules(view)", (Effect.DELETE, Effect.WRITE), callee=FunctionRef(SERVICES, "replace_rules"),
+                inner=(_write(1, Effect.DELETE), _write(2)))
+    found = impact(PATH, (call,), lines, "")
+    assert found.impact == Impact.HIGH
+    assert found.evidence.startswith(f"{SERVICES}:1 deletes") and f"{SERVICES}:2 writes the same kind again" in found.evidence
+
+
+def test_a_half_configured_object_in_a_callee_s_file_names_that_file():
+    lines = _files({PATH: ["    setup(name)"],
+                    SERVICES: ["    gateway = Gateway.objects.create(name=name)",
+                               "    Option.objects.create(gateway=gateway, key=key)"]})
+    call = Step(1, "setup(name)", (Effect.WRITE, Effect.WRITE), callee=FunctionRef(SERVICES, "setup"),
+                inner=(_write(1), _write(2)))
+    found = impact(PATH, (call,), lines, "")
+    assert found.evidence.startswith(f"in setup, {SERVICES}:1 creates gateway and {SERVICES}:2 writes")
+
+
+def test_the_arguments_of_a_multi_line_first_write_are_no_failure_between_the_writes():
+    lines = _lines("    Order.objects.create(", "        total=int(value),", "        note=(a, b),", "    )",
+                   "    line.save()")
+    assert failure_points(PATH, (_write(1), _write(5)), lines) == ()
+    # What follows the first write's call still counts.
+    after = _lines("    Order.objects.create(", "        total=total)", "    code = int(value)", "    line.save()")
+    assert [(piece.line, piece.kind) for piece in failure_points(PATH, (_write(1), _write(4)), after)] == [(3, "parsing")]

@@ -120,9 +120,9 @@ def test_another_output_variant_changes_the_key(inputs: dict[str, Path]) -> None
     assert len(keys) == 3
 
 
-def memo_run(inputs: dict[str, Path], memo: PackMemo, renders: list[int]) -> PackOutput:
+def memo_run(inputs: dict[str, Path], memo: PackMemo, renders: list[int], **flags: object) -> PackOutput:
     """One memoized json pack; ``renders`` counts the plans actually made."""
-    config = config_of(inputs)
+    config = config_of(inputs, **flags)
 
     def render(plan: WindowPlan) -> str:
         renders.append(1)
@@ -166,3 +166,50 @@ def test_the_cli_writes_the_same_bytes_from_the_memo(
         outputs.append((tmp_path / f"out{len(outputs)}").read_bytes())
     assert outputs[0] == outputs[1] == outputs[2]
     assert len(list((tmp_path / "cache" / "packs").rglob("*.pack"))) == 1
+
+
+def test_a_linked_transaction_models_file_is_keyed_by_the_bytes_it_links_to(inputs: dict[str, Path]) -> None:
+    # Outside the walked tree, so that only the models' own digest can see the edit.
+    models = inputs["rule"].parent / "models.yaml"
+    models.write_text("framework: shop\nfacts: []\n", encoding="utf-8")
+    linked = inputs["rule"].parent / "linked.yaml"
+    linked.symlink_to(models)
+    before = key_of(config_of(inputs, tx_models=(linked,)))
+    assert before is not None
+    models.write_text("framework: shop\nfacts: []\n# edited\n", encoding="utf-8")
+    assert key_of(config_of(inputs, tx_models=(linked,))) != before
+
+
+def test_an_unreadable_transaction_models_file_makes_no_key(inputs: dict[str, Path]) -> None:
+    (inputs["repo"] / "models.yaml").mkdir()
+    assert key_of(config_of(inputs, tx_models=(Path("models.yaml"),))) is None
+    assert key_of(config_of(inputs, tx_models=(Path("missing.yaml"),))) is None
+
+
+def test_the_package_digest_follows_auditor_s_own_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    package = tmp_path / "auditor"
+    (package / "models").mkdir(parents=True)
+    (package / "models" / "django.yaml").write_text("facts: []\n", encoding="utf-8")
+    monkeypatch.setattr(pack_memo, "_PACKAGE", package)
+    pack_memo.package_digest.cache_clear()
+    try:
+        before = pack_memo.package_digest()
+        (package / "models" / "django.yaml").write_text("facts: [1]\n", encoding="utf-8")
+        pack_memo.package_digest.cache_clear()
+        assert pack_memo.package_digest() != before
+    finally:
+        pack_memo.package_digest.cache_clear()
+
+
+def test_another_package_digest_changes_the_key(inputs: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    before = key_of(config_of(inputs))
+    monkeypatch.setattr(pack_memo, "package_digest", lambda: "edited checkout")
+    assert key_of(config_of(inputs)) != before
+
+
+def test_a_plan_with_a_timing_skip_is_not_memoized(inputs: dict[str, Path], tmp_path: Path) -> None:
+    memo, renders = PackMemo(tmp_path / "memo"), []
+    # A parse budget no file meets: every file is skipped as parse-budget, as a slow run might.
+    memo_run(inputs, memo, renders, parse_budget=1e-9)
+    memo_run(inputs, memo, renders, parse_budget=1e-9)
+    assert renders == [1, 1] and not list(memo.directory.glob("*.pack"))

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import typer
 from typer.testing import CliRunner
 
@@ -241,3 +242,20 @@ def test_a_subdirectory_review_reports_the_gaps_under_it_only(tmp_path: Path, mo
     )
     assert completed.returncode == 0, completed.stdout + completed.stderr
     assert "svc_b" not in completed.stdout
+
+
+@pytest.mark.parametrize("directory", ["vendor", "third_party", "node_modules"])
+def test_a_project_under_a_vendored_directory_is_scanned_on_its_own(tmp_path: Path, directory: str):
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q")
+    write_source(root, f"{directory}/shop/routes.py", ROUTES.replace("hc.front.services", "services"))
+    write_source(root, f"{directory}/shop/services.py", SERVICES_CHANGED)
+    commit_all(root, "vendored")
+    outcome = _cli("scan", str(root / directory / "shop"), "--engine", "static", "--rule", TX, "--min-severity", "low",
+                   "-f", "json")
+    assert outcome.exit_code == 0, outcome.output
+    # From the top every file would be skipped as vendored: no false clean.
+    findings = json.loads(outcome.stdout)["findings"]
+    assert findings and {finding["path"] for finding in findings} == {"services.py"}
+    assert "vendored or excluded code: it is scanned on its own" in " ".join(outcome.stderr.split())
