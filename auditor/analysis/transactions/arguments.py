@@ -1,9 +1,11 @@
 """Call arguments against callee parameters: which of a callee's parameters are false on
-one call (a false constant passed, a false parameter of the caller passed on, or a false
-default left in place), so a path can skip the arms those parameters guard.
+one call (a false constant passed by keyword or by position, a false parameter of the
+caller passed on, or a false default left in place), so a path can skip the arms those
+parameters guard.
 
 Inputs: a call site, its callee's signature (read from the text) and the caller's false
-parameters. Output: :meth:`Arguments.off`, a frozenset of parameter names.
+parameters. Output: :meth:`Arguments.off`, a frozenset of parameter names, with
+:func:`~.paths.none_marker` of each one known to be ``None`` (so ``if x is None:`` is known true).
 """
 
 from __future__ import annotations
@@ -12,19 +14,24 @@ import re
 from collections.abc import Mapping
 
 from auditor.callgraph.graph import CallGraph, FunctionRef
+from auditor.callgraph.names import strip_arguments
 from auditor.analysis.entrypoints import split_arguments
 from auditor.analysis.transactions.base import SELF_RECEIVERS
 from auditor.analysis.transactions.facts import FileFacts
 from auditor.analysis.transactions.languages import traits
+from auditor.analysis.transactions.paths import none_marker
 from auditor.analysis.transactions.scanning import IDENTIFIER, closing_bracket
 from auditor.index.model import CallSite
 
 Parameters = tuple[tuple[str, str | None], ...]
 """A function's parameters as (name, default text or None), in order."""
 
-_MAYBE_FALSE = re.compile(r"=\s*(?:False|None|0|false|nil)\b")
+_MAYBE_FALSE = re.compile(r"""=\s*(?:False\b|None\b|0\b|false\b|nil\b|""|'')""")
 _FALSE_DEFAULT = re.compile(r"^(?:False|None|0)$")
-_FALSE_KEYWORD = re.compile(r"^([A-Za-z_]\w*)\s*=\s*(False|None|0|false|nil)$")
+_FALSE_KEYWORD = re.compile(r"""^([A-Za-z_]\w*)\s*=\s*(False|None|0|false|nil|""|'')$""")
+_FALSE_LITERAL = re.compile(r"""^(?:False|None|0|""|'')$""")
+_POSITIONAL_FALSE = re.compile(r"""(?:^|,)\s*(?:False|None|0|""|'')\s*(?:,|$)""")
+_NONE = frozenset({"None", "nil"})
 _SIGNATURE_LINES = 30
 
 
@@ -104,17 +111,38 @@ class Arguments:
         if call is None:
             return frozenset(off)
         parameters = self.parameters(callee)
-        if not caller_off and not any(default is not None and _FALSE_DEFAULT.match(default) for _, default in parameters):
+        may_pass_false = bool(caller_off) or _POSITIONAL_FALSE.search(call.arguments) is not None
+        if not may_pass_false and not any(default is not None and _FALSE_DEFAULT.match(default) for _, default in parameters):
             return frozenset(off)  # nothing below could add a name
         passed = self.passed(call.arguments)
         if passed is None:
             return frozenset(off)  # *args/**kwargs: what is passed is not known
         keywords, positional = passed
         off.update(name for name, value in keywords.items() if value in caller_off)
+        values = [argument.strip() for argument in split_arguments(call.arguments) if argument.strip()][:positional]
+        if self._through_class(callee, call):
+            values = []  # ``Form.save(form, None)``: the first is ``self``, positions shift
         for position, (name, default) in enumerate(parameters):
-            if name not in keywords and position >= positional and default is not None and _FALSE_DEFAULT.match(default):
+            if position < positional:
+                value = values[position] if position < len(values) else ""
+                if _FALSE_LITERAL.match(value):
+                    off.add(name)
+                if value in _NONE:
+                    off.add(none_marker(name))
+            elif name not in keywords and default is not None and _FALSE_DEFAULT.match(default):
                 off.add(name)
+                if default in _NONE:
+                    off.add(none_marker(name))
         return frozenset(off)
+
+    def _through_class(self, callee: FunctionRef, call: CallSite) -> bool:
+        """Whether a method is called on its class, ``self`` passed first (``Cls.m(obj, x)``)."""
+        definition = self.graph.definition(callee)
+        if definition is None or definition.parent is None:
+            return False
+        receiver = strip_arguments(call.callee).rsplit(".", 1)[0] if "." in call.callee else ""
+        return receiver.rsplit(".", 1)[-1] == definition.parent.rsplit(".", 1)[-1]
+
 
 
 def false_keywords(call: CallSite | None) -> frozenset[str]:
@@ -123,7 +151,9 @@ def false_keywords(call: CallSite | None) -> frozenset[str]:
         return frozenset()
     names = set()
     for argument in split_arguments(call.arguments):
-        match = _FALSE_KEYWORD.match(argument)
+        match = _FALSE_KEYWORD.match(argument.strip())
         if match:
             names.add(match.group(1))
+            if match.group(2) in _NONE:
+                names.add(none_marker(match.group(1)))
     return frozenset(names)

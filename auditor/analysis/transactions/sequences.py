@@ -113,9 +113,15 @@ class Sequences:
         return receiver
 
     def off_along(self, trail: tuple[Edge, ...]) -> frozenset[str]:
-        """What is known false in the last function of ``trail``: its object is a row that
-        exists when the last call saves one read from the database."""
-        return frozenset({paths.EXISTING_ROW}) if trail and self._saves_existing_row(trail[-1]) else frozenset()
+        """What is known false in the last function of ``trail``: the parameters its last
+        call passes a false constant (or leaves at a false default: :meth:`Arguments.off`),
+        and its object is a row that exists when that call saves one read from the
+        database."""
+        if not trail:
+            return frozenset()
+        edge = trail[-1]
+        off = self.arguments.off(edge.callee, self.reach.call_for(edge))
+        return off | {paths.EXISTING_ROW} if self._saves_existing_row(edge) else off
 
     def receiver_through(self, edge: Edge, receiver: FunctionRef | None) -> FunctionRef | None:
         """The class ``self`` has in ``edge.callee`` when it has ``receiver`` in the caller."""

@@ -40,7 +40,7 @@ def restock(request, dry_run=False, mode=None):
 def _restock(body: str, rule: Rule) -> dict:
     indented = "\n".join("    " + line for line in body.strip("\n").splitlines())
     files = {"library/models.py": MODELS, "library/views.py": HEADER + indented + "\n"}
-    return reported(analyze_source(files, rule))
+    return {key: finding for key, finding in reported(analyze_source(files, rule)).items() if finding.severity in ("critical", "high")}
 
 
 @pytest.mark.parametrize(
