@@ -21,6 +21,7 @@ from auditor.analysis.transactions.facts import FileFacts
 from auditor.analysis.transactions.languages import traits
 from auditor.analysis.transactions.paths import none_marker
 from auditor.analysis.transactions.scanning import IDENTIFIER, closing_bracket
+from auditor.analysis.transactions.throwaway import in_memory_locals, memory_marker, memory_names, unbound_names
 from auditor.index.model import CallSite
 
 Parameters = tuple[tuple[str, str | None], ...]
@@ -44,17 +45,56 @@ class Arguments:
         self._offs: dict[tuple[FunctionRef, CallSite | None, frozenset[str]], frozenset[str]] = {}
         self._signatures: dict[FunctionRef, Parameters] = {}
         self._passed: dict[str, tuple[dict[str, str], int] | None] = {}
+        self._memories: dict[FunctionRef, frozenset[str]] = {}
 
-    def off(self, callee: FunctionRef, call: CallSite | None, caller_off: frozenset[str] = frozenset()) -> frozenset[str]:
+    def off(
+        self, callee: FunctionRef, call: CallSite | None, caller_off: frozenset[str] = frozenset(), caller: FunctionRef | None = None
+    ) -> frozenset[str]:
         """The callee's parameters that are false on this call: passed a false constant,
         passed a parameter of the caller that is itself false (``save=save``), or omitted
         where the parameter's default is false (``def f(order, save=False)`` called as
-        ``f(order)``). Kept per callee, call and caller's false parameters (asked again for
-        every path through the caller and by the reachability search)."""
-        key = (callee, call, caller_off)
+        ``f(order)``); with the marker of each passed an in-memory database connection
+        (:mod:`.throwaway`: a local of ``caller`` or a marked parameter of it). Kept per
+        callee, call, caller's false parameters and caller (asked again for every path
+        through the caller and by the reachability search)."""
+        key = (callee, call, caller_off, caller)
         found = self._offs.get(key)
         if found is None:
-            found = self._offs[key] = self._compute_off(callee, call, caller_off)
+            found = self._offs[key] = self._compute_off(callee, call, caller_off) | self._in_memory(callee, call, caller_off, caller)
+        return found
+
+    def _in_memory(self, callee: FunctionRef, call: CallSite | None, caller_off: frozenset[str], caller: FunctionRef | None) -> frozenset[str]:
+        """Markers of the callee's parameters passed an in-memory connection by name."""
+        if call is None:
+            return frozenset()
+        marked = memory_names(caller_off)
+        if marked and caller is not None:
+            facts, definition = self.facts.get(caller.path), self.graph.definition(caller)
+            lines = facts.lines[definition.body_start_line - 1 : definition.end_line] if facts is not None and definition is not None else ()
+            marked = unbound_names(marked, lines)
+        memory = marked | (self.memory_locals(caller) if caller is not None else frozenset())
+        if not memory:
+            return frozenset()
+        passed = self.passed(call.arguments)
+        if passed is None:
+            return frozenset()
+        keywords, positional = passed
+        found = {memory_marker(name) for name, value in keywords.items() if value in memory}
+        values = [argument.strip() for argument in split_arguments(call.arguments) if argument.strip()][:positional]
+        if not self._through_class(callee, call):
+            found |= {memory_marker(name) for (name, _), value in zip(self.parameters(callee), values) if value in memory}
+        return frozenset(found)
+
+    def memory_locals(self, ref: FunctionRef) -> frozenset[str]:
+        """The function's locals bound to an in-memory database connection (once per function)."""
+        found = self._memories.get(ref)
+        if found is None:
+            facts = self.facts.get(ref.path)
+            definition = self.graph.definition(ref)
+            found = frozenset()
+            if facts is not None and definition is not None and ":memory:" in facts.text:
+                found = in_memory_locals(facts.lines[definition.start_line - 1 : definition.end_line])
+            self._memories[ref] = found
         return found
 
     def passed(self, arguments: str) -> tuple[dict[str, str], int] | None:

@@ -49,6 +49,7 @@ from auditor.analysis.transactions.languages import traits
 from auditor.analysis.transactions.reach import Reach
 from auditor.analysis.transactions.scanning import call_text
 from auditor.analysis.transactions.session_scopes import SessionScopes
+from auditor.analysis.transactions.throwaway import memory_names, unbound_names
 from auditor.index.model import CallSite
 from auditor.languages.grammars import parser_for
 
@@ -120,7 +121,7 @@ class Sequences:
         if not trail:
             return frozenset()
         edge = trail[-1]
-        off = self.arguments.off(edge.callee, self.reach.call_for(edge))
+        off = self.arguments.off(edge.callee, self.reach.call_for(edge), caller=edge.caller)
         return off | {paths.EXISTING_ROW} if self._saves_existing_row(edge) else off
 
     def receiver_through(self, edge: Edge, receiver: FunctionRef | None) -> FunctionRef | None:
@@ -160,12 +161,12 @@ class Sequences:
         """A call whose constant false keyword arguments leave the callee no effect."""
         if not self.reach.reaches_effect(edge.callee):
             return False  # no effect to switch off
-        off = self.arguments.off(edge.callee, call)
+        off = self.arguments.off(edge.callee, call, caller=edge.caller)
         return bool(off) and not self.path_of(edge.callee, off) and bool(self.path_of(edge.callee))
 
     def _compute_path(self, ref: FunctionRef, off: frozenset[str], depth: int, receiver: FunctionRef | None) -> tuple[Step, ...]:
         facts = self.facts.get(ref.path)
-        events = self._own_events(ref, facts)
+        events = self._own_events(ref, facts, self._throwaway(ref, facts, off))
         by_line: dict[int, list[Edge]] = defaultdict(list)
         for edge in self.reach.callees(ref):
             by_line[edge.line].append(edge)
@@ -207,9 +208,19 @@ class Sequences:
                 heaviest = found
         return heaviest
 
-    def _own_events(self, ref: FunctionRef, facts: FileFacts | None) -> dict[int, list[Step]]:
+    def _throwaway(self, ref: FunctionRef, facts: FileFacts | None, off: frozenset[str]) -> frozenset[str]:
+        """The names in ``ref`` that hold an in-memory database connection: its own locals
+        bound to one, and the parameters ``off`` marks that its body does not bind again."""
+        marked = memory_names(off)
+        definition = self.graph.definition(ref)
+        if marked and facts is not None and definition is not None:
+            marked = unbound_names(marked, facts.lines[definition.body_start_line - 1 : definition.end_line])
+        return marked | self.arguments.memory_locals(ref)
+
+    def _own_events(self, ref: FunctionRef, facts: FileFacts | None, throwaway: frozenset[str] = frozenset()) -> dict[int, list[Step]]:
         """The function's own uncovered effects by line (a call a graph, receiver or framework edge
-        stands for is counted through that edge; a row saved again counts once)."""
+        stands for is counted through that edge; a row saved again counts once), less those
+        made on a ``throwaway`` in-memory connection."""
         events: dict[int, list[Step]] = defaultdict(list)
         if facts is None:
             return events
@@ -222,6 +233,8 @@ class Sequences:
             call = site.call
             if (call.line, call.name) in exact_calls or facts.covered(enclosing, call.line, call.callee, call.arguments):
                 continue
+            if throwaway and call.callee.split(".", 1)[0] in throwaway:
+                continue  # written to an in-memory database: nothing persists
             if call.name == "save" and site.effect in (Effect.WRITE, Effect.UPDATE):
                 if call.callee in saved:
                     continue  # the same row saved again: one row's state, not a second row
@@ -239,7 +252,7 @@ class Sequences:
             return self._own_transaction_step(edge, call, off, depth)
         if not self.reach.reaches_effect(edge.callee):
             return None
-        inner_off = self.arguments.off(edge.callee, call, off)
+        inner_off = self.arguments.off(edge.callee, call, off, edge.caller)
         if self._saves_existing_row(edge):
             inner_off = inner_off | {paths.EXISTING_ROW}  # its "new object only" arms do not run
         inner_receiver = self._receiver_of(edge.callee, self.reach.dispatch.receiver_after(edge, call.callee if call else None, receiver))
@@ -284,7 +297,7 @@ class Sequences:
         call itself runs inside a boundary."""
         if self.boundaries.call_covered(edge, call):
             return None
-        inner = self.path_of(edge.callee, self.arguments.off(edge.callee, call, off), depth + 1)
+        inner = self.path_of(edge.callee, self.arguments.off(edge.callee, call, off, edge.caller), depth + 1)
         if not any(effect in DB_EFFECTS for step in inner for effect in step.effects):
             return None
         return Step(edge.line, f"calls {edge.callee.qualname} (its own transaction)", (Effect.REPOSITORY,), edge.callee)
