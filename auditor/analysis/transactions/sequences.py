@@ -78,7 +78,7 @@ class Sequences:
         self.scopes = SessionScopes(graph, facts)
         """Which ``with scope() as session:`` calls only commit a read-only block."""
         self._paths: dict[tuple[FunctionRef, frozenset[str], FunctionRef | None], tuple[Step, ...]] = {}
-        self._active: set[tuple[FunctionRef, frozenset[str], FunctionRef | None]] = set()
+        self._active: set[tuple[FunctionRef, FunctionRef | None]] = set()
         self._bodies: dict[FunctionRef, Body] = {}
 
     def path_of(
@@ -96,13 +96,14 @@ class Sequences:
             return cached
         if not self.reach.reaches_effect(ref):
             return ()  # no effect anywhere below: nothing to sequence
-        if key in self._active or depth > _MAX_DEPTH:
-            return ()  # recursion: the cycle adds nothing new
-        self._active.add(key)
+        active = (ref, receiver)
+        if active in self._active or depth > _MAX_DEPTH:
+            return ()  # recursion (whatever its arguments switch off): the cycle adds nothing new
+        self._active.add(active)
         try:
             result = self._compute_path(ref, off, depth, receiver)
         finally:
-            self._active.discard(key)
+            self._active.discard(active)
         self._paths[key] = result
         return result
 
