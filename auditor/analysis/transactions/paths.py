@@ -412,26 +412,47 @@ def heaviest_path(
     handler carries on (:func:`carries_on`) is returned as ``caught(event)``."""
     if body is None:
         return tuple(event for line in sorted(events) for event in events[line])
-    walk = _Walk(source, events, weight, _unbound(off, source[body.start_byte : body.end_byte]), caught)
+    walk = _Walk(source, events, weight, _unbound(off, body), caught)
     through, ended = walk.walk(body)
     best = walk.heavier(through, ended) or ()
     rest = [line for line in sorted(events) if line not in walk.claimed]
     return best + tuple(event for line in rest for event in events[line]) if rest else best
 
 
-def _unbound(off: frozenset[str], body: bytes) -> frozenset[str]:
+# Statements and expressions that bind the names in one of their fields (Python, Java, Go,
+# JavaScript): the field's identifiers are bound again.
+_BINDERS = {
+    "assignment": "left", "augmented_assignment": "left", "for_statement": "left", "for_in_clause": "left",
+    "named_expression": "name", "as_pattern_target": None, "assignment_expression": "left",
+    "assignment_statement": "left", "short_var_declaration": "left", "for_in_statement": "left",
+}  # fmt: skip
+
+
+def _unbound(off: frozenset[str], body: Node) -> frozenset[str]:
     """``off`` less the parameters the body binds again (``x = ...``, ``a, x = ...``,
-    ``x += ...``, ``for x in``, ``as x``, ``x := ...``): their value at a test is not the
-    one passed."""
+    ``x += ...``, ``for x in``, ``as x``, ``x := ...``; nested functions aside): their
+    value at a test is not the one passed."""
     names = {name for name in off if not name.startswith("<")}
     if not names:
         return off
-    rebound = set()
-    for name in names:
-        word = re.escape(name).encode()
-        target = rb"(?m)^\s*(?:[\w.\[\]*]+\s*,\s*)*\(?" + word + rb"\s*(?:,\s*[\w.\[\]*]+\s*)*\)?\s*(?::[^=\n]*)?[-+*/|&%@^]?=(?!=)"
-        if re.search(target, body) or re.search(rb"\b(?:for|as)\s+" + word + rb"\b|\b" + word + rb"\s*:=", body):
-            rebound.add(name)
+    rebound: set[str] = set()
+    pending = [body]
+    while pending:
+        node = pending.pop()
+        if node.type in _BINDERS:
+            field = _BINDERS[node.type]
+            target = node.child_by_field_name(field) if field is not None else node
+            targets = [target] if target is not None else []
+            while targets:
+                part = targets.pop()
+                if part.type == "identifier" and part.text is not None:
+                    rebound.add(part.text.decode("utf-8", "replace"))
+                elif part.type not in ("attribute", "subscript", "field_expression", "member_expression", "field_access"):
+                    targets.extend(part.named_children)
+        if node.type not in _NESTED or node is body:
+            pending.extend(node.named_children)
+    rebound &= names
     if not rebound:
         return off
-    return frozenset(name for name in off if name not in rebound and name not in {none_marker(n) for n in rebound})
+    markers = {none_marker(name) for name in rebound}
+    return frozenset(name for name in off if name not in rebound and name not in markers)

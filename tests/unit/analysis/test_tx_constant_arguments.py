@@ -45,6 +45,15 @@ FORMS = """
             Book.objects.create(title="b")
             return shelf
 
+        def relay(self, parent=None):
+            shelf = Shelf.objects.create(name="a")
+            print(
+                parent=parent,
+            )
+            if parent:
+                Book.objects.create(title="b")
+            return shelf
+
         def rebind(self, parent):
             parent = parent or Shelf.objects.first()
             shelf = Shelf.objects.create(name="a")
@@ -77,6 +86,7 @@ def _findings(views: str, rule: Rule) -> dict:
         ("store", ""),  # the default None left in place
         ("keep", "None"),
         ("keep", "parent=None"),
+        ("relay", ""),  # a keyword argument on its own line binds nothing
     ],
 )
 def test_a_constant_that_switches_the_second_write_off_leaves_no_finding(method: str, arguments: str, rule: Rule):
