@@ -167,7 +167,7 @@ class Sequences:
 
     def _compute_path(self, ref: FunctionRef, off: frozenset[str], depth: int, receiver: FunctionRef | None) -> tuple[Step, ...]:
         facts = self.facts.get(ref.path)
-        events = self._own_events(ref, facts, self._throwaway(ref, facts, off))
+        events = self._own_events(ref, facts, _throwaway(self.graph, self.arguments, ref, facts, off))
         by_line: dict[int, list[Edge]] = defaultdict(list)
         for edge in self.reach.callees(ref):
             by_line[edge.line].append(edge)
@@ -208,15 +208,6 @@ class Sequences:
             if sum(map(weight, found)) > sum(map(weight, heaviest)):
                 heaviest = found
         return heaviest
-
-    def _throwaway(self, ref: FunctionRef, facts: FileFacts | None, off: frozenset[str]) -> frozenset[str]:
-        """The names in ``ref`` that hold an in-memory database connection: its own locals
-        bound to one, and the parameters ``off`` marks that its body does not bind again."""
-        marked = memory_names(off)
-        definition = self.graph.definition(ref)
-        if marked and facts is not None and definition is not None:
-            marked = unbound_names(marked, facts.lines[definition.body_start_line - 1 : definition.end_line])
-        return marked | self.arguments.memory_locals(ref)
 
     def _own_events(self, ref: FunctionRef, facts: FileFacts | None, throwaway: frozenset[str] = frozenset()) -> dict[int, list[Step]]:
         """The function's own uncovered effects by line (a call a graph, receiver or framework edge
@@ -382,6 +373,16 @@ def _marked_in_loops(steps: tuple[Step, ...], body: Body) -> tuple[Step, ...]:
     return tuple(
         replace(step, in_loop=True) if any(low <= step.line - offset <= high for low, high in loops) else step for step in steps
     )
+
+
+def _throwaway(graph: CallGraph, arguments: Arguments, ref: FunctionRef, facts: FileFacts | None, off: frozenset[str]) -> frozenset[str]:
+    """The names in ``ref`` that hold an in-memory database connection: its own locals
+    bound to one, and the parameters ``off`` marks that its body does not bind again."""
+    marked = memory_names(off)
+    definition = graph.definition(ref)
+    if marked and facts is not None and definition is not None:
+        marked = unbound_names(marked, facts.lines[definition.body_start_line - 1 : definition.end_line])
+    return marked | arguments.memory_locals(ref)
 
 
 def _row_cases(off: frozenset[str], source: bytes) -> tuple[frozenset[str], ...]:
