@@ -290,8 +290,8 @@ class Analysis:
         enters ``ref`` with ``self`` of a class whose overrides write more (a base method's
         ``self.save()`` runs the override of the class the chain came through)."""
         shortest = reached[ref]
-        existing_row = bool(self.sequences.off_along(shortest[1]))
-        if len(states) == 1 and not existing_row:
+        narrowed = bool(self.sequences.off_along(shortest[1]))
+        if len(states) == 1 and not narrowed:
             return shortest
         sequences = self.sequences
 
@@ -299,7 +299,7 @@ class Analysis:
             return sum(map(weight, sequences.path_of(ref, sequences.off_along(trail), receiver=sequences.receiver_along(trail))))
 
         best, heaviest = shortest, weigh(shortest[1])
-        candidates = [*states.values(), *(self._through_callers(ref, reached) if existing_row else ())]
+        candidates = [*states.values(), *(self._through_callers(ref, reached) if narrowed else ())]
         for candidate in sorted(candidates, key=lambda reached: len(reached[1])):
             if (found := weigh(candidate[1])) > heaviest:
                 best, heaviest = candidate, found
@@ -307,7 +307,8 @@ class Analysis:
 
     def _through_callers(self, ref: FunctionRef, reached: Mapping[FunctionRef, tuple[EntryPoint, Trail]]) -> list[tuple[EntryPoint, Trail]]:
         """Trails to ``ref`` through each of its other reached callers (one call longer): the
-        shortest may save a row that exists where another call creates one."""
+        shortest may save a row that exists where another call creates one, or pass a false
+        constant where another passes a value."""
         found = []
         for edge in self.reach.callers(ref):
             if edge.caller in reached and edge.caller != ref and self.passable(edge):

@@ -1,9 +1,11 @@
 """Call arguments against callee parameters: which of a callee's parameters are false on
-one call (a false constant passed, a false parameter of the caller passed on, or a false
-default left in place), so a path can skip the arms those parameters guard.
+one call (a false constant passed by keyword or by position, a false parameter of the
+caller passed on, or a false default left in place), so a path can skip the arms those
+parameters guard.
 
 Inputs: a call site, its callee's signature (read from the text) and the caller's false
-parameters. Output: :meth:`Arguments.off`, a frozenset of parameter names.
+parameters. Output: :meth:`Arguments.off`, a frozenset of parameter names, with
+:func:`~.paths.none_marker` of each one known to be ``None`` (so ``if x is None:`` is known true).
 """
 
 from __future__ import annotations
@@ -12,19 +14,25 @@ import re
 from collections.abc import Mapping
 
 from auditor.callgraph.graph import CallGraph, FunctionRef
+from auditor.callgraph.names import strip_arguments
 from auditor.analysis.entrypoints import split_arguments
 from auditor.analysis.transactions.base import SELF_RECEIVERS
 from auditor.analysis.transactions.facts import FileFacts
 from auditor.analysis.transactions.languages import traits
+from auditor.analysis.transactions.paths import none_marker
 from auditor.analysis.transactions.scanning import IDENTIFIER, closing_bracket
+from auditor.analysis.transactions.throwaway import in_memory_locals, memory_marker, memory_names, unbound_names
 from auditor.index.model import CallSite
 
 Parameters = tuple[tuple[str, str | None], ...]
 """A function's parameters as (name, default text or None), in order."""
 
-_MAYBE_FALSE = re.compile(r"=\s*(?:False|None|0|false|nil)\b")
+_MAYBE_FALSE = re.compile(r"""=\s*(?:False\b|None\b|0\b|false\b|nil\b|""|'')""")
 _FALSE_DEFAULT = re.compile(r"^(?:False|None|0)$")
-_FALSE_KEYWORD = re.compile(r"^([A-Za-z_]\w*)\s*=\s*(False|None|0|false|nil)$")
+_FALSE_KEYWORD = re.compile(r"""^([A-Za-z_]\w*)\s*=\s*(False|None|0|false|nil|""|'')$""")
+_FALSE_LITERAL = re.compile(r"""^(?:False|None|0|""|'')$""")
+_POSITIONAL_FALSE = re.compile(r"""(?:^|,)\s*(?:False|None|0|""|'')\s*(?:,|$)""")
+_NONE = frozenset({"None", "nil"})
 _SIGNATURE_LINES = 30
 
 
@@ -37,17 +45,56 @@ class Arguments:
         self._offs: dict[tuple[FunctionRef, CallSite | None, frozenset[str]], frozenset[str]] = {}
         self._signatures: dict[FunctionRef, Parameters] = {}
         self._passed: dict[str, tuple[dict[str, str], int] | None] = {}
+        self._memories: dict[FunctionRef, frozenset[str]] = {}
 
-    def off(self, callee: FunctionRef, call: CallSite | None, caller_off: frozenset[str] = frozenset()) -> frozenset[str]:
+    def off(
+        self, callee: FunctionRef, call: CallSite | None, caller_off: frozenset[str] = frozenset(), caller: FunctionRef | None = None
+    ) -> frozenset[str]:
         """The callee's parameters that are false on this call: passed a false constant,
         passed a parameter of the caller that is itself false (``save=save``), or omitted
         where the parameter's default is false (``def f(order, save=False)`` called as
-        ``f(order)``). Kept per callee, call and caller's false parameters (asked again for
-        every path through the caller and by the reachability search)."""
-        key = (callee, call, caller_off)
+        ``f(order)``); with the marker of each passed an in-memory database connection
+        (:mod:`.throwaway`: a local of ``caller`` or a marked parameter of it). Kept per
+        callee, call, caller's false parameters and caller (asked again for every path
+        through the caller and by the reachability search)."""
+        key = (callee, call, caller_off, caller)
         found = self._offs.get(key)
         if found is None:
-            found = self._offs[key] = self._compute_off(callee, call, caller_off)
+            found = self._offs[key] = self._compute_off(callee, call, caller_off) | self._in_memory(callee, call, caller_off, caller)
+        return found
+
+    def _in_memory(self, callee: FunctionRef, call: CallSite | None, caller_off: frozenset[str], caller: FunctionRef | None) -> frozenset[str]:
+        """Markers of the callee's parameters passed an in-memory connection by name."""
+        if call is None:
+            return frozenset()
+        marked = memory_names(caller_off)
+        if marked and caller is not None:
+            facts, definition = self.facts.get(caller.path), self.graph.definition(caller)
+            lines = facts.lines[definition.body_start_line - 1 : definition.end_line] if facts is not None and definition is not None else ()
+            marked = unbound_names(marked, lines)
+        memory = marked | (self.memory_locals(caller) if caller is not None else frozenset())
+        if not memory:
+            return frozenset()
+        passed = self.passed(call.arguments)
+        if passed is None:
+            return frozenset()
+        keywords, positional = passed
+        found = {memory_marker(name) for name, value in keywords.items() if value in memory}
+        values = [argument.strip() for argument in split_arguments(call.arguments) if argument.strip()][:positional]
+        if not self._through_class(callee, call):
+            found |= {memory_marker(name) for (name, _), value in zip(self.parameters(callee), values) if value in memory}
+        return frozenset(found)
+
+    def memory_locals(self, ref: FunctionRef) -> frozenset[str]:
+        """The function's locals bound to an in-memory database connection (once per function)."""
+        found = self._memories.get(ref)
+        if found is None:
+            facts = self.facts.get(ref.path)
+            definition = self.graph.definition(ref)
+            found = frozenset()
+            if facts is not None and definition is not None and ":memory:" in facts.text:
+                found = in_memory_locals(facts.lines[definition.start_line - 1 : definition.end_line])
+            self._memories[ref] = found
         return found
 
     def passed(self, arguments: str) -> tuple[dict[str, str], int] | None:
@@ -102,19 +149,54 @@ class Arguments:
     def _compute_off(self, callee: FunctionRef, call: CallSite | None, caller_off: frozenset[str]) -> frozenset[str]:
         off = set(false_keywords(call))
         if call is None:
-            return frozenset(off)
+            return self._relevant(callee, frozenset(off))
         parameters = self.parameters(callee)
-        if not caller_off and not any(default is not None and _FALSE_DEFAULT.match(default) for _, default in parameters):
-            return frozenset(off)  # nothing below could add a name
+        may_pass_false = bool(caller_off) or _POSITIONAL_FALSE.search(call.arguments) is not None
+        if not may_pass_false and not any(default is not None and _FALSE_DEFAULT.match(default) for _, default in parameters):
+            return self._relevant(callee, frozenset(off))  # nothing below could add a name
         passed = self.passed(call.arguments)
         if passed is None:
-            return frozenset(off)  # *args/**kwargs: what is passed is not known
+            return self._relevant(callee, frozenset(off))  # *args/**kwargs: what is passed is not known
         keywords, positional = passed
         off.update(name for name, value in keywords.items() if value in caller_off)
+        values = [argument.strip() for argument in split_arguments(call.arguments) if argument.strip()][:positional]
+        if self._through_class(callee, call):
+            values = []  # ``Form.save(form, None)``: the first is ``self``, positions shift
         for position, (name, default) in enumerate(parameters):
-            if name not in keywords and position >= positional and default is not None and _FALSE_DEFAULT.match(default):
+            if position < positional:
+                value = values[position] if position < len(values) else ""
+                if _FALSE_LITERAL.match(value):
+                    off.add(name)
+                if value in _NONE:
+                    off.add(none_marker(name))
+            elif name not in keywords and default is not None and _FALSE_DEFAULT.match(default):
                 off.add(name)
-        return frozenset(off)
+                if default in _NONE:
+                    off.add(none_marker(name))
+        return self._relevant(callee, frozenset(off))
+
+    def _relevant(self, callee: FunctionRef, off: frozenset[str]) -> frozenset[str]:
+        """``off`` less the None markers of parameters the callee never tests against
+        ``None`` (fewer distinct sets, fewer paths computed again)."""
+        markers = [item for item in off if item.startswith("<") and item.endswith(" is None>")]
+        if not markers:
+            return off
+        facts = self.facts.get(callee.path)
+        definition = self.graph.definition(callee)
+        if facts is None or definition is None:
+            return off - set(markers)
+        body = "\n".join(facts.lines[definition.body_start_line - 1 : definition.end_line])
+        unused = {marker for marker in markers if not re.search(rf"\b{re.escape(marker[1:-len(' is None>')])}\s+is\s+(?:not\s+)?None\b", body)}
+        return off - unused if unused else off
+
+    def _through_class(self, callee: FunctionRef, call: CallSite) -> bool:
+        """Whether a method is called on its class, ``self`` passed first (``Cls.m(obj, x)``)."""
+        definition = self.graph.definition(callee)
+        if definition is None or definition.parent is None:
+            return False
+        receiver = strip_arguments(call.callee).rsplit(".", 1)[0] if "." in call.callee else ""
+        return receiver.rsplit(".", 1)[-1] == definition.parent.rsplit(".", 1)[-1]
+
 
 
 def false_keywords(call: CallSite | None) -> frozenset[str]:
@@ -123,7 +205,9 @@ def false_keywords(call: CallSite | None) -> frozenset[str]:
         return frozenset()
     names = set()
     for argument in split_arguments(call.arguments):
-        match = _FALSE_KEYWORD.match(argument)
+        match = _FALSE_KEYWORD.match(argument.strip())
         if match:
             names.add(match.group(1))
+            if match.group(2) in _NONE:
+                names.add(none_marker(match.group(1)))
     return frozenset(names)

@@ -20,8 +20,9 @@ bulk_create/bulk_update/update/delete(...)`` write too (the manager is the model
 Not writes: ``save``/``delete`` with positional arguments (PIL ``Image.save(buffer, …)``,
 a storage's ``save(name, content)``), ``update``/``create`` on a related-manager name with
 positional arguments (a dict's ``extensions.update({...})``: managers take keywords),
-``save(commit=False)``/``save(save=False)``, and the request's session store
-(``request.session.save/flush/delete/clear``).
+``save(commit=False)``/``save(save=False)``, the request's session store
+(``request.session.save/flush/delete/clear``), and an API client's request object run by
+``.execute()`` (``yt.playlistItems().delete(id=...).execute()``: no ORM call returns one).
 
 A write that only sets rows that already exist to the values it is given is a *rewrite*
 (``Classification.rewrite``; the analysis marks it ``Effect.UPDATE``): a queryset or
@@ -48,6 +49,7 @@ from auditor.analysis.entrypoints import split_arguments
 from auditor.analysis.transactions.base import DOTTED, FOR_LOOP, CallContext, Classification, Effect
 from auditor.analysis.transactions.framework_facts import Kind, builtin_facts
 from auditor.analysis.transactions.grading import relative_value
+from auditor.analysis.transactions.scanning import closing_bracket
 from auditor.index.model import CallSite, FileIndex
 
 # Writes through a related or many-to-many manager, and through a manager's or queryset's
@@ -63,6 +65,9 @@ _RELATED_NAME = re.compile(r"""related_name\s*=\s*['"](\w+)['"]""")
 # filter given a string positionally (``filter("term", project=...)``).
 _OTHER_CLIENT = re.compile(r"""\.search\(|\bSearch\(|\.(?:filter|exclude|query)\(\s*[rbuf]?['"]""")
 _EXECUTE_NAMES = frozenset({"execute", "executemany", "executescript", "exec_driver_sql", "query", "raw", "run", "exec"})
+# ``.execute()`` run on a call's result (whitespace and line breaks between them).
+_EXECUTED = re.compile(r"\s*\.execute\(")
+_API_LINES = 12
 MANAGER_SELF_WRITES = builtin_facts().methods(Kind.WRITE, "manager")
 _KEYWORD_ONLY = frozenset({"update", "create", "get_or_create", "update_or_create"})
 _KEYWORD = re.compile(r"^\s*(\*\*|\w+\s*=(?!=))")
@@ -165,6 +170,8 @@ class DjangoModel:
             return Classification(None, "the request's session store")
         if name in ("update", "delete") and len(receiver) == 1 and _other_client_query(receiver[0], call, context):
             return Classification(None, "another client's query (a search index): no ORM write")
+        if _api_request(call, context):
+            return Classification(None, "an API client's request object (run by its .execute()): no ORM write")
         if name in ("save", "delete") and context.is_rule_sink:
             arguments = split_arguments(call.arguments)
             if any(_NOT_SAVED.match(argument) for argument in arguments):
@@ -248,6 +255,23 @@ def _assigned_queryset(variable: str, call: CallSite, context: CallContext) -> b
     arguments are ``Q`` objects or expressions)."""
     value = context.assigned_before(variable, call)
     return value is not None and _QUERYSET_SOURCE.search(value) is not None and not _other_client_query(variable, call, context)
+
+
+def _api_request(call: CallSite, context: CallContext) -> bool:
+    """Whether the call is an API client's request builder: given keyword arguments only
+    (``yt.playlistItems().delete(id=...)``), and its result run at once by ``.execute()``
+    (Google's API client). Django's ``Model.delete()``/``QuerySet.delete()`` return a tuple
+    and ``save()`` returns None: nothing of theirs has ``execute``; peewee's ``delete()``
+    takes no arguments, SQLAlchemy's a where clause."""
+    arguments = [argument for argument in split_arguments(call.arguments) if argument.strip()]
+    if not arguments or not all(_KEYWORD.match(argument) and not argument.lstrip().startswith("**") for argument in arguments):
+        return False
+    text = "\n".join(context.line_text(line) for line in range(call.line, call.line + _API_LINES))
+    opening = text.find("." + call.name + "(")
+    if opening < 0:
+        return False
+    closing = closing_bracket(text, opening + len(call.name) + 1)
+    return closing is not None and _EXECUTED.match(text, closing + 1) is not None
 
 
 def _other_client_query(variable: str, call: CallSite, context: CallContext) -> bool:

@@ -20,6 +20,7 @@ from auditor.callgraph.graph import FunctionRef
 from auditor.callgraph.names import MAIN_FUNCTION, MODULE_FUNCTION, strip_arguments
 from auditor.analysis.entrypoints import compile_patterns, split_arguments
 from auditor.analysis.transactions.base import CallContext, Effect
+from auditor.analysis.transactions.context_variables import opens_through_variable
 from auditor.analysis.transactions.effects import (
     EXECUTE_NAMES,
     MODEL_NAMES,
@@ -39,7 +40,7 @@ from auditor.analysis.transactions.scanning import (
     assigned_name,
     closing_bracket,
 )
-from auditor.index.model import CallSite, FileIndex
+from auditor.index.model import CallSite, ContextBlock, FileIndex
 from auditor.languages.grammars import parser_for
 from auditor.rules.patterns import LinearPattern
 
@@ -185,18 +186,25 @@ class FileFacts:
 
     def add_wrapped_regions(self, is_boundary: Callable[[str], bool]) -> int:
         """Add ``with`` blocks whose expression ``is_boundary`` accepts beyond the rule's own
-        patterns (a repository function wrapping a transaction); returns how many."""
+        patterns (a repository function wrapping a transaction, or a variable bound to a
+        boundary: :func:`~.context_variables.opens_through_variable`); returns how many."""
         if not self.index.context_blocks:
             return 0
         known = {(region.start_line, region.end_line, region.enclosing) for region in self.regions}
         added = 0
         for block in self.index.context_blocks:
             key = (block.start_line, block.end_line, block.enclosing)
-            if key not in known and is_boundary(block.expression):
+            if key in known:
+                continue
+            if is_boundary(block.expression) or self._through_variable(block, is_boundary):
                 self.regions.append(Region(block.enclosing, block.start_line, block.end_line, None))
                 known.add(key)
                 added += 1
         return added
+
+    def _through_variable(self, block: ContextBlock, is_boundary: Callable[[str], bool]) -> bool:
+        """Whether a Python ``with NAME:`` opens a transaction bound to ``NAME`` above it."""
+        return self.index.language == "python" and opens_through_variable(block, self.index, self.lines, is_boundary)
 
     @cached_property
     def lines(self) -> list[str]:

@@ -63,12 +63,24 @@ EXISTING_ROW = "<an existing row>"
 so a "new object only" guard (:data:`_FRESH_ROW`) is false."""
 FRESH_ROW = "<a new row>"
 """In a path's ``off`` set: the object is new, so an "existing object only" guard is false."""
+
+
+def none_marker(name: str) -> str:
+    """In a path's ``off`` set: parameter ``name`` is ``None``, not only false."""
+    return f"<{name} is None>"
 # Guards true only while the object is not yet a row: Django's ``created`` (get_or_create,
 # post_save), ``_state.adding`` (set False by Model.save_base once the row is written,
 # django/db/models/base.py), a primary key not yet assigned.
 _FRESH_ROW = re.compile(r"(?:is_new|created|\w+\._state\.adding|(?:\w+\.)+(?:pk|id) is None|not (?:\w+\.)+(?:pk|id))")
 _EXISTING = re.compile(r"(?:not (?:is_new|created|\w+\._state\.adding)|(?:\w+\.)+(?:pk|id)(?: is not None)?)")
 _GUARD_WORDS = re.compile(rb"\bcreated\b|\bis_new\b|_state\.adding|\.(?:pk|id) is None|\bnot [\w.]+\.(?:pk|id)\b")
+
+
+# Conditions read against the parameters a call switches off (names, and
+# :func:`~.arguments.none_marker` for those passed ``None``).
+_NEGATION = re.compile(r"\(?\s*not\s+([A-Za-z_]\w*)\s*\)?")
+_NONE_TEST = re.compile(r"\(?\s*([A-Za-z_]\w*)\s+is\s+None\s*\)?")
+_NOT_NONE_TEST = re.compile(r"([A-Za-z_]\w*)\s+is\s+not\s+None")
 
 
 _LOOPS = frozenset({"for_statement", "while_statement", "for_in_statement", "enhanced_for_statement", "do_statement"})
@@ -228,13 +240,15 @@ class _Walk(Generic[Event]):
     def sequence(self, statements: Sequence[Node]) -> tuple[Path | None, Path | None]:
         through: Path | None = ()
         ended: Path | None = None
-        for statement in statements:
+        for position, statement in enumerate(statements):
             if statement.type in ("comment", "line_comment", "block_comment"):
                 continue
             passing, ending = self.walk(statement)
             if ending is not None:
                 ended = self.heavier(ended, through + ending)
             if passing is None:
+                for dead in statements[position + 1 :]:
+                    self.leaf(dead)  # no path runs what follows: its events are on none
                 return None, ended
             through = through + passing
         return through, ended
@@ -248,7 +262,22 @@ class _Walk(Generic[Event]):
             return False
         if FRESH_ROW in self.off and _EXISTING.fullmatch(head):
             return False
+        not_none = _NOT_NONE_TEST.fullmatch(head)
+        if not_none is not None and none_marker(not_none.group(1)) in self.off:
+            return False
         return head not in self.off
+
+    def certain(self, condition: Node | None) -> bool:
+        """Whether an arm's whole condition is true under ``off``: ``not x`` with ``x``
+        false, ``x is None`` with ``x`` None (the arms after it cannot run)."""
+        if condition is None or not self.off:
+            return False
+        text = self.source[condition.start_byte : condition.end_byte].decode("utf-8", "replace").strip()
+        negated = _NEGATION.fullmatch(text)
+        if negated is not None:
+            return negated.group(1) in self.off
+        none = _NONE_TEST.fullmatch(text)
+        return none is not None and none_marker(none.group(1)) in self.off
 
     def branch(self, node: Node) -> tuple[Path | None, Path | None]:
         arms, closed = if_arms(node)
@@ -256,13 +285,17 @@ class _Walk(Generic[Event]):
         prefix: Path = sum(conditions, ())
         through: Path | None = None if closed else ()
         ended: Path | None = None
+        settled = False
         for condition, body in arms:
             passing, ending = self.walk(body)
-            if not self.feasible(condition):
+            if settled or not self.feasible(condition):
                 continue
+            if self.certain(condition):
+                settled = True
+                through = None  # an arm that always runs: no path passes the chain by
             through = self.heavier(through, passing)
             ended = self.heavier(ended, ending)
-        if not closed or through is None and ended is None:
+        if not settled and not closed or through is None and ended is None:
             through = self.heavier(through, ())
         return (prefix + through if through is not None else None), (prefix + ended if ended is not None else None)
 
@@ -379,8 +412,47 @@ def heaviest_path(
     handler carries on (:func:`carries_on`) is returned as ``caught(event)``."""
     if body is None:
         return tuple(event for line in sorted(events) for event in events[line])
-    walk = _Walk(source, events, weight, off, caught)
+    walk = _Walk(source, events, weight, _unbound(off, body), caught)
     through, ended = walk.walk(body)
     best = walk.heavier(through, ended) or ()
     rest = [line for line in sorted(events) if line not in walk.claimed]
     return best + tuple(event for line in rest for event in events[line]) if rest else best
+
+
+# Statements and expressions that bind the names in one of their fields (Python, Java, Go,
+# JavaScript): the field's identifiers are bound again.
+_BINDERS = {
+    "assignment": "left", "augmented_assignment": "left", "for_statement": "left", "for_in_clause": "left",
+    "named_expression": "name", "as_pattern_target": None, "assignment_expression": "left",
+    "assignment_statement": "left", "short_var_declaration": "left", "for_in_statement": "left",
+}  # fmt: skip
+
+
+def _unbound(off: frozenset[str], body: Node) -> frozenset[str]:
+    """``off`` less the parameters the body binds again (``x = ...``, ``a, x = ...``,
+    ``x += ...``, ``for x in``, ``as x``, ``x := ...``; nested functions aside): their
+    value at a test is not the one passed."""
+    names = {name for name in off if not name.startswith("<")}
+    if not names:
+        return off
+    rebound: set[str] = set()
+    pending = [body]
+    while pending:
+        node = pending.pop()
+        if node.type in _BINDERS:
+            field = _BINDERS[node.type]
+            target = node.child_by_field_name(field) if field is not None else node
+            targets = [target] if target is not None else []
+            while targets:
+                part = targets.pop()
+                if part.type == "identifier" and part.text is not None:
+                    rebound.add(part.text.decode("utf-8", "replace"))
+                elif part.type not in ("attribute", "subscript", "field_expression", "member_expression", "field_access"):
+                    targets.extend(part.named_children)
+        if node.type not in _NESTED or node is body:
+            pending.extend(node.named_children)
+    rebound &= names
+    if not rebound:
+        return off
+    markers = {none_marker(name) for name in rebound}
+    return frozenset(name for name in off if name not in rebound and name not in markers)

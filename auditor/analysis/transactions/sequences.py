@@ -49,6 +49,7 @@ from auditor.analysis.transactions.languages import traits
 from auditor.analysis.transactions.reach import Reach
 from auditor.analysis.transactions.scanning import call_text
 from auditor.analysis.transactions.session_scopes import SessionScopes
+from auditor.analysis.transactions.throwaway import memory_names, unbound_names
 from auditor.index.model import CallSite
 from auditor.languages.grammars import parser_for
 
@@ -77,7 +78,7 @@ class Sequences:
         self.scopes = SessionScopes(graph, facts)
         """Which ``with scope() as session:`` calls only commit a read-only block."""
         self._paths: dict[tuple[FunctionRef, frozenset[str], FunctionRef | None], tuple[Step, ...]] = {}
-        self._active: set[tuple[FunctionRef, frozenset[str], FunctionRef | None]] = set()
+        self._active: set[tuple[FunctionRef, FunctionRef | None]] = set()
         self._bodies: dict[FunctionRef, Body] = {}
 
     def path_of(
@@ -95,13 +96,14 @@ class Sequences:
             return cached
         if not self.reach.reaches_effect(ref):
             return ()  # no effect anywhere below: nothing to sequence
-        if key in self._active or depth > _MAX_DEPTH:
-            return ()  # recursion: the cycle adds nothing new
-        self._active.add(key)
+        active = (ref, receiver)
+        if active in self._active or depth > _MAX_DEPTH:
+            return ()  # recursion (whatever its arguments switch off): the cycle adds nothing new
+        self._active.add(active)
         try:
             result = self._compute_path(ref, off, depth, receiver)
         finally:
-            self._active.discard(key)
+            self._active.discard(active)
         self._paths[key] = result
         return result
 
@@ -113,9 +115,15 @@ class Sequences:
         return receiver
 
     def off_along(self, trail: tuple[Edge, ...]) -> frozenset[str]:
-        """What is known false in the last function of ``trail``: its object is a row that
-        exists when the last call saves one read from the database."""
-        return frozenset({paths.EXISTING_ROW}) if trail and self._saves_existing_row(trail[-1]) else frozenset()
+        """What is known false in the last function of ``trail``: the parameters its last
+        call passes a false constant (or leaves at a false default: :meth:`Arguments.off`),
+        and its object is a row that exists when that call saves one read from the
+        database."""
+        if not trail:
+            return frozenset()
+        edge = trail[-1]
+        off = self.arguments.off(edge.callee, self.reach.call_for(edge), caller=edge.caller)
+        return off | {paths.EXISTING_ROW} if self._saves_existing_row(edge) else off
 
     def receiver_through(self, edge: Edge, receiver: FunctionRef | None) -> FunctionRef | None:
         """The class ``self`` has in ``edge.callee`` when it has ``receiver`` in the caller."""
@@ -154,12 +162,12 @@ class Sequences:
         """A call whose constant false keyword arguments leave the callee no effect."""
         if not self.reach.reaches_effect(edge.callee):
             return False  # no effect to switch off
-        off = self.arguments.off(edge.callee, call)
+        off = self.arguments.off(edge.callee, call, caller=edge.caller)
         return bool(off) and not self.path_of(edge.callee, off) and bool(self.path_of(edge.callee))
 
     def _compute_path(self, ref: FunctionRef, off: frozenset[str], depth: int, receiver: FunctionRef | None) -> tuple[Step, ...]:
         facts = self.facts.get(ref.path)
-        events = self._own_events(ref, facts)
+        events = self._own_events(ref, facts, _throwaway(self.graph, self.arguments, ref, facts, off))
         by_line: dict[int, list[Edge]] = defaultdict(list)
         for edge in self.reach.callees(ref):
             by_line[edge.line].append(edge)
@@ -201,9 +209,10 @@ class Sequences:
                 heaviest = found
         return heaviest
 
-    def _own_events(self, ref: FunctionRef, facts: FileFacts | None) -> dict[int, list[Step]]:
+    def _own_events(self, ref: FunctionRef, facts: FileFacts | None, throwaway: frozenset[str] = frozenset()) -> dict[int, list[Step]]:
         """The function's own uncovered effects by line (a call a graph, receiver or framework edge
-        stands for is counted through that edge; a row saved again counts once)."""
+        stands for is counted through that edge; a row saved again counts once), less those
+        made on a ``throwaway`` in-memory connection."""
         events: dict[int, list[Step]] = defaultdict(list)
         if facts is None:
             return events
@@ -216,6 +225,8 @@ class Sequences:
             call = site.call
             if (call.line, call.name) in exact_calls or facts.covered(enclosing, call.line, call.callee, call.arguments):
                 continue
+            if throwaway and call.callee.split(".", 1)[0] in throwaway:
+                continue  # written to an in-memory database: nothing persists
             if call.name == "save" and site.effect in (Effect.WRITE, Effect.UPDATE):
                 if call.callee in saved:
                     continue  # the same row saved again: one row's state, not a second row
@@ -233,7 +244,7 @@ class Sequences:
             return self._own_transaction_step(edge, call, off, depth)
         if not self.reach.reaches_effect(edge.callee):
             return None
-        inner_off = self.arguments.off(edge.callee, call, off)
+        inner_off = self.arguments.off(edge.callee, call, off, edge.caller)
         if self._saves_existing_row(edge):
             inner_off = inner_off | {paths.EXISTING_ROW}  # its "new object only" arms do not run
         inner_receiver = self._receiver_of(edge.callee, self.reach.dispatch.receiver_after(edge, call.callee if call else None, receiver))
@@ -278,7 +289,7 @@ class Sequences:
         call itself runs inside a boundary."""
         if self.boundaries.call_covered(edge, call):
             return None
-        inner = self.path_of(edge.callee, self.arguments.off(edge.callee, call, off), depth + 1)
+        inner = self.path_of(edge.callee, self.arguments.off(edge.callee, call, off, edge.caller), depth + 1)
         if not any(effect in DB_EFFECTS for step in inner for effect in step.effects):
             return None
         return Step(edge.line, f"calls {edge.callee.qualname} (its own transaction)", (Effect.REPOSITORY,), edge.callee)
@@ -362,6 +373,16 @@ def _marked_in_loops(steps: tuple[Step, ...], body: Body) -> tuple[Step, ...]:
     return tuple(
         replace(step, in_loop=True) if any(low <= step.line - offset <= high for low, high in loops) else step for step in steps
     )
+
+
+def _throwaway(graph: CallGraph, arguments: Arguments, ref: FunctionRef, facts: FileFacts | None, off: frozenset[str]) -> frozenset[str]:
+    """The names in ``ref`` that hold an in-memory database connection: its own locals
+    bound to one, and the parameters ``off`` marks that its body does not bind again."""
+    marked = memory_names(off)
+    definition = graph.definition(ref)
+    if marked and facts is not None and definition is not None:
+        marked = unbound_names(marked, facts.lines[definition.body_start_line - 1 : definition.end_line])
+    return marked | arguments.memory_locals(ref)
 
 
 def _row_cases(off: frozenset[str], source: bytes) -> tuple[frozenset[str], ...]:

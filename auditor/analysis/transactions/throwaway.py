@@ -1,0 +1,47 @@
+"""Throwaway databases: a connection a function opens on SQLite's ``:memory:`` database
+(``connection = sqlite3.connect(":memory:")``) holds nothing once it is closed, so what is
+written through it leaves no partial state. The parameters such a connection is passed to
+along a path are marked in the path's ``off`` set (:func:`memory_marker`), and the writes
+made on them are on no path.
+
+Kept narrow: the local is bound once in its function, to that call with that literal.
+Inputs: a function's lines. Outputs: :func:`in_memory_locals`, :func:`memory_names`,
+:func:`unbound_names`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+
+_MEMORY_CONNECT = re.compile(r"""^\s*([A-Za-z_]\w*)\s*=\s*(?:sqlite3\.)?connect\(\s*(['"]):memory:\2\s*\)\s*(?:#.*)?$""")
+_BINDING = r"(?m)^\s*(?:[\w.\[\]*]+\s*,\s*)*\(?{name}\s*(?:,\s*[\w.\[\]*]+\s*)*\)?\s*(?::[^=\n]*)?[-+*/|&%@^]?=(?!=)|\b(?:for|as)\s+{name}\b|\b{name}\s*:="
+
+
+def memory_marker(name: str) -> str:
+    """In a path's ``off`` set: parameter ``name`` is a connection to an in-memory database."""
+    return f"<{name} in memory>"
+
+
+def memory_names(off: Iterable[str]) -> frozenset[str]:
+    """The parameters ``off`` marks as in-memory connections."""
+    return frozenset(item[1 : -len(" in memory>")] for item in off if item.startswith("<") and item.endswith(" in memory>"))
+
+
+def in_memory_locals(lines: Sequence[str]) -> frozenset[str]:
+    """The names a function's lines bind exactly once, to ``sqlite3.connect(":memory:")``."""
+    text = "\n".join(lines)
+    found = set()
+    for line in lines:
+        match = _MEMORY_CONNECT.match(line)
+        if match is not None:
+            name = re.escape(match.group(1))
+            if len(re.findall(_BINDING.format(name=name), text)) == 1:
+                found.add(match.group(1))
+    return frozenset(found)
+
+
+def unbound_names(names: frozenset[str], lines: Sequence[str]) -> frozenset[str]:
+    """``names`` less those a function body's ``lines`` bind (assign, loop over, ``as``)."""
+    text = "\n".join(lines)
+    return frozenset(name for name in names if not re.search(_BINDING.format(name=re.escape(name)), text))
