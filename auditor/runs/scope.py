@@ -28,7 +28,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from auditor.analysis.transactions.reach import dev_or_fixture_path
 from auditor.config.scan import ScanConfig
 from auditor.pack.scope import scope_class
 from auditor.walk.classify import classify_path
@@ -85,6 +84,9 @@ def left_out_from_the_top(prefix: str, default_excludes: bool) -> str | None:
     it is code a scan of the repository's top leaves out ("tests, fixtures or examples":
     the static pass and the pack skip them; "vendored or excluded code": the walk's default
     exclusions skip them, unless ``default_excludes`` is off); None when it is not."""
+    # Imported here: the analysis is loaded only when a scan runs it, not by a memoized pack.
+    from auditor.analysis.transactions.reach import dev_or_fixture_path
+
     probe = f"{prefix}module.py"
     if dev_or_fixture_path(probe) or scope_class(probe, "") is not None:
         return "tests, fixtures or examples"
