@@ -11,7 +11,7 @@ parameters. Output: :meth:`Arguments.off`, a frozenset of parameter names, with
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from auditor.callgraph.graph import CallGraph, FunctionRef
 from auditor.callgraph.names import strip_arguments
@@ -44,6 +44,7 @@ class Arguments:
         self.facts = facts
         self._offs: dict[tuple[FunctionRef, CallSite | None, frozenset[str]], frozenset[str]] = {}
         self._signatures: dict[FunctionRef, Parameters] = {}
+        self._positionals: dict[FunctionRef, int] = {}
         self._passed: dict[str, tuple[dict[str, str], int] | None] = {}
         self._memories: dict[FunctionRef, frozenset[str]] = {}
 
@@ -60,7 +61,7 @@ class Arguments:
         key = (callee, call, caller_off, caller)
         found = self._offs.get(key)
         if found is None:
-            found = self._offs[key] = self._compute_off(callee, call, caller_off) | self._in_memory(callee, call, caller_off, caller)
+            found = self._offs[key] = self._compute_off(callee, call, caller_off, caller) | self._in_memory(callee, call, caller_off, caller)
         return found
 
     def _in_memory(self, callee: FunctionRef, call: CallSite | None, caller_off: frozenset[str], caller: FunctionRef | None) -> frozenset[str]:
@@ -82,7 +83,8 @@ class Arguments:
         found = {memory_marker(name) for name, value in keywords.items() if value in memory}
         values = [argument.strip() for argument in split_arguments(call.arguments) if argument.strip()][:positional]
         if not self._through_class(callee, call):
-            found |= {memory_marker(name) for (name, _), value in zip(self.parameters(callee), values) if value in memory}
+            reachable = self.parameters(callee)[: self.positional(callee)]
+            found |= {memory_marker(name) for (name, _), value in zip(reachable, values) if value in memory}
         return frozenset(found)
 
     def memory_locals(self, ref: FunctionRef) -> frozenset[str]:
@@ -128,6 +130,7 @@ class Arguments:
         facts = self.facts.get(ref.path)
         definition = self.graph.definition(ref)
         parameters: list[tuple[str, str | None]] = []
+        positional: int | None = None  # how many precede ``*``/``*args`` (keyword-only after)
         if facts is not None and definition is not None and traits(facts.index.language).signature_defaults:
             last = min(definition.end_line, definition.start_line + _SIGNATURE_LINES)
             text = "\n".join(facts.lines[definition.start_line - 1 : last])
@@ -138,15 +141,41 @@ class Arguments:
                 for parameter in split_arguments(text[opening + 1 : closing]):
                     name, _, default = parameter.partition("=")
                     name = name.split(":", 1)[0].strip()
+                    if name.startswith("*") and positional is None:
+                        positional = len(parameters)
                     if not name or name.startswith("*") or name == "/":
                         continue
                     parameters.append((name, default.strip() or None))
                 if parameters and parameters[0][0] in SELF_RECEIVERS and definition.parent is not None:
                     parameters = parameters[1:]
+                    positional = None if positional is None else positional - 1
+        self._positionals[ref] = len(parameters) if positional is None else positional
         result = self._signatures[ref] = tuple(parameters)
         return result
 
-    def _compute_off(self, callee: FunctionRef, call: CallSite | None, caller_off: frozenset[str]) -> frozenset[str]:
+    def positional(self, ref: FunctionRef) -> int:
+        """How many of :meth:`parameters` a positional argument can reach (those before
+        ``*``/``*args``; the keyword-only ones after it are reached by name only)."""
+        self.parameters(ref)
+        return self._positionals[ref]
+
+    def _body_lines(self, ref: FunctionRef | None) -> Sequence[str] | None:
+        """A function's body lines, or None when it is not known."""
+        facts = self.facts.get(ref.path) if ref is not None else None
+        definition = self.graph.definition(ref) if ref is not None else None
+        if facts is None or definition is None:
+            return None
+        return facts.lines[definition.body_start_line - 1 : definition.end_line]
+
+    def _relayed(self, caller_off: frozenset[str], caller: FunctionRef | None) -> frozenset[str]:
+        """The caller's false parameters it still holds when it calls: less those its body
+        binds again (nothing when its body is not known)."""
+        if not caller_off:
+            return caller_off
+        lines = self._body_lines(caller)
+        return frozenset() if lines is None else unbound_names(caller_off, lines)
+
+    def _compute_off(self, callee: FunctionRef, call: CallSite | None, caller_off: frozenset[str], caller: FunctionRef | None) -> frozenset[str]:
         off = set(false_keywords(call))
         if call is None:
             return self._relevant(callee, frozenset(off))
@@ -158,11 +187,14 @@ class Arguments:
         if passed is None:
             return self._relevant(callee, frozenset(off))  # *args/**kwargs: what is passed is not known
         keywords, positional = passed
-        off.update(name for name, value in keywords.items() if value in caller_off)
+        off.update(name for name, value in keywords.items() if value in self._relayed(caller_off, caller))
         values = [argument.strip() for argument in split_arguments(call.arguments) if argument.strip()][:positional]
         if self._through_class(callee, call):
             values = []  # ``Form.save(form, None)``: the first is ``self``, positions shift
+        reachable = self.positional(callee)
         for position, (name, default) in enumerate(parameters):
+            if position < positional and position >= reachable:
+                continue  # a keyword-only parameter: the positional arguments fill ``*args``
             if position < positional:
                 value = values[position] if position < len(values) else ""
                 if _FALSE_LITERAL.match(value):

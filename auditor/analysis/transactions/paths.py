@@ -7,7 +7,7 @@ cases, exception handlers) contribute their heaviest arm, not their sum; ``retur
 ``raise`` and ``throw`` end a path, so writes after an early return and writes before it
 in the returning arm are never counted together. An arm whose condition is exactly a
 parameter the caller passes as a false constant (``if save:`` under ``save=False``) cannot
-run. Loops count their body once. An event in a ``try`` body with a handler that carries on
+run. Loops count their body once and always pass (they may run zero times or ``break``). An event in a ``try`` body with a handler that carries on
 past a write's failure (it catches a database error or everything, and has no ``return``,
 ``raise`` or ``throw``: the function goes on) is passed through the caller's ``caught``
 marker, so grading knows nobody retries after it fails. The syntax comes from tree-sitter
@@ -229,6 +229,8 @@ class _Walk(Generic[Event]):
             return self.branch(node)
         if kind in _SWITCHES:
             return self.switch(node)
+        if kind in _LOOPS:
+            return self.loop(node)
         if kind == "try_statement":
             return self.attempt(node)
         if kind in _CONTAINERS:
@@ -251,6 +253,23 @@ class _Walk(Generic[Event]):
                     self.leaf(dead)  # no path runs what follows: its events are on none
                 return None, ended
             through = through + passing
+        return through, ended
+
+    def loop(self, node: Node) -> tuple[Path | None, Path | None]:
+        """A loop's body counted once; the loop always has a passing path (it may run zero
+        times or ``break``), whatever its body ends with. An ``else`` clause may run after it."""
+        body = node.child_by_field_name("body")
+        otherwise = [child for child in node.named_children if child.type == "else_clause"]
+        heads = [child for child in node.named_children if child is not body and child.type != "else_clause"]
+        prefix: Path = sum((self.leaf(head) for head in heads), ())
+        passing, ending = self.walk(body) if body is not None else ((), None)
+        through: Path = prefix + (self.heavier(passing, ()) or ())
+        ended = prefix + ending if ending is not None else None
+        for clause in otherwise:
+            after, finished = self.walk(clause)
+            if finished is not None:
+                ended = self.heavier(ended, through + finished)
+            through = self.heavier(through + after if after is not None else None, through) or through
         return through, ended
 
     def feasible(self, condition: Node | None) -> bool:
@@ -283,16 +302,16 @@ class _Walk(Generic[Event]):
         arms, closed = if_arms(node)
         conditions = tuple(self.leaf(condition) for condition, _ in arms if condition is not None)
         prefix: Path = sum(conditions, ())
-        through: Path | None = None if closed else ()
+        through: Path | None = None
         ended: Path | None = None
         settled = False
         for condition, body in arms:
             passing, ending = self.walk(body)
             if settled or not self.feasible(condition):
                 continue
-            if self.certain(condition):
-                settled = True
-                through = None  # an arm that always runs: no path passes the chain by
+            # An arm that always runs when reached: the arms after it cannot, nor can the
+            # implicit fall-through; the feasible arms before it stay.
+            settled = self.certain(condition)
             through = self.heavier(through, passing)
             ended = self.heavier(ended, ending)
         if not settled and not closed or through is None and ended is None:
