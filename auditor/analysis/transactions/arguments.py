@@ -95,7 +95,8 @@ class Arguments:
             definition = self.graph.definition(ref)
             found = frozenset()
             if facts is not None and definition is not None and ":memory:" in facts.text:
-                found = in_memory_locals(facts.lines[definition.start_line - 1 : definition.end_line])
+                body = definition.body_start_line - 1
+                found = in_memory_locals(facts.lines[definition.start_line - 1 : body], facts.lines[body : definition.end_line])
             self._memories[ref] = found
         return found
 

@@ -4,7 +4,9 @@ written through it leaves no partial state. The parameters such a connection is 
 along a path are marked in the path's ``off`` set (:func:`memory_marker`), and the writes
 made on them are on no path.
 
-Kept narrow: the local is bound once in its function, to that call with that literal.
+Kept narrow: the local is bound once in its function, to that call with that literal, by a
+statement at the top level of the function's body (not under ``if``/``try``/a loop); a name
+that is a parameter of the function or declared ``global``/``nonlocal`` never counts.
 Inputs: a function's lines. Outputs: :func:`in_memory_locals`, :func:`memory_names`,
 :func:`unbound_names`.
 """
@@ -13,6 +15,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+
+from auditor.analysis.transactions.scanning import closing_bracket
 
 _MEMORY_CONNECT = re.compile(r"""^\s*([A-Za-z_]\w*)\s*=\s*(?:sqlite3\.)?connect\(\s*(['"]):memory:\2\s*\)\s*(?:#.*)?$""")
 _BINDING = r"(?m)^\s*(?:[\w.\[\]*]+\s*,\s*)*\(?{name}\s*(?:,\s*[\w.\[\]*]+\s*)*\)?\s*(?::[^=\n]*)?[-+*/|&%@^]?=(?!=)|\b(?:for|as)\s+{name}\b|\b{name}\s*:="
@@ -28,17 +32,35 @@ def memory_names(off: Iterable[str]) -> frozenset[str]:
     return frozenset(item[1 : -len(" in memory>")] for item in off if item.startswith("<") and item.endswith(" in memory>"))
 
 
-def in_memory_locals(lines: Sequence[str]) -> frozenset[str]:
-    """The names a function's lines bind exactly once, to ``sqlite3.connect(":memory:")``."""
-    text = "\n".join(lines)
+def in_memory_locals(header: Sequence[str], body: Sequence[str]) -> frozenset[str]:
+    """The names a function binds exactly once, to ``sqlite3.connect(":memory:")``, on a
+    line at its body's top level; none of them in its signature (``header``, the lines
+    before the body) or declared ``global``/``nonlocal``."""
+    signature = _parameters("\n".join(header))
+    text = "\n".join(body)
+    top = _indentation(next((line for line in body if line.strip() and not line.lstrip().startswith("#")), ""))
     found = set()
-    for line in lines:
+    for line in body:
         match = _MEMORY_CONNECT.match(line)
-        if match is not None:
-            name = re.escape(match.group(1))
-            if len(re.findall(_BINDING.format(name=name), text)) == 1:
-                found.add(match.group(1))
+        if match is None or _indentation(line) != top:
+            continue
+        name = re.escape(match.group(1))
+        if re.search(rf"(?<![\w.]){name}\b", signature) or re.search(rf"(?m)^\s*(?:global|nonlocal)\b.*(?<![\w.]){name}\b", text):
+            continue
+        if len(re.findall(_BINDING.format(name=name), text)) == 1:
+            found.add(match.group(1))
     return frozenset(found)
+
+
+def _parameters(header: str) -> str:
+    """The text between a ``def``'s parentheses (the whole header when it cannot be found)."""
+    opening = header.find("(", max(header.find("def "), 0))
+    closing = closing_bracket(header, opening) if opening >= 0 else None
+    return header if closing is None else header[opening + 1 : closing]
+
+
+def _indentation(line: str) -> int:
+    return len(line) - len(line.lstrip())
 
 
 def unbound_names(names: frozenset[str], lines: Sequence[str]) -> frozenset[str]:
