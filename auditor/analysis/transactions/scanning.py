@@ -87,6 +87,14 @@ def closing_bracket(
         index += 1
 
 
+def def_parameters(header: str) -> str:
+    """The text between a Python ``def``'s parentheses in ``header`` (its lines up to the
+    body); the whole header when they cannot be found."""
+    opening = header.find("(", max(header.find("def "), 0))
+    closing = closing_bracket(header, opening) if opening >= 0 else None
+    return header if closing is None else header[opening + 1 : closing]
+
+
 def call_text(call: CallSite, line_text: str) -> str:
     """The call as a reader can search for it: ``Product.objects.filter(...).update(...)``
     where the index keeps ``Product.objects.filter.update`` (argument lists dropped).

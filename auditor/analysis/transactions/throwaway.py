@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from auditor.analysis.transactions.scanning import closing_bracket
+from auditor.analysis.transactions.scanning import def_parameters
 
 _MEMORY_CONNECT = re.compile(r"""^\s*([A-Za-z_]\w*)\s*=\s*(?:sqlite3\.)?connect\(\s*(['"]):memory:\2\s*\)\s*(?:#.*)?$""")
 _BINDING = r"(?m)^\s*(?:[\w.\[\]*]+\s*,\s*)*\(?{name}\s*(?:,\s*[\w.\[\]*]+\s*)*\)?\s*(?::[^=\n]*)?[-+*/|&%@^]?=(?!=)|\b(?:for|as)\s+{name}\b|\b{name}\s*:="
@@ -36,7 +36,7 @@ def in_memory_locals(header: Sequence[str], body: Sequence[str]) -> frozenset[st
     """The names a function binds exactly once, to ``sqlite3.connect(":memory:")``, on a
     line at its body's top level; none of them in its signature (``header``, the lines
     before the body) or declared ``global``/``nonlocal``."""
-    signature = _parameters("\n".join(header))
+    signature = def_parameters("\n".join(header))
     text = "\n".join(body)
     top = _indentation(next((line for line in body if line.strip() and not line.lstrip().startswith("#")), ""))
     found = set()
@@ -50,13 +50,6 @@ def in_memory_locals(header: Sequence[str], body: Sequence[str]) -> frozenset[st
         if len(re.findall(_BINDING.format(name=name), text)) == 1:
             found.add(match.group(1))
     return frozenset(found)
-
-
-def _parameters(header: str) -> str:
-    """The text between a ``def``'s parentheses (the whole header when it cannot be found)."""
-    opening = header.find("(", max(header.find("def "), 0))
-    closing = closing_bracket(header, opening) if opening >= 0 else None
-    return header if closing is None else header[opening + 1 : closing]
 
 
 def _indentation(line: str) -> int:
