@@ -71,7 +71,7 @@ class MockEngine:
         self.history: list[ChatRequest] = []
         self.calls: list[int] = []
 
-    def enqueue(self, *answers: Answer) -> "MockEngine":
+    def enqueue(self, *answers: Answer) -> MockEngine:
         """Answer the next requests with ``answers``, in order."""
         self._queue.extend(answers)
         return self
@@ -439,3 +439,18 @@ def many_recording(tmp_path: Path) -> Path:
 
 def index(out: Path) -> dict:
     return json.loads((out / "index.json").read_text(encoding="utf-8"))
+
+
+def stepping_clock(durations):
+    """A fake clock for per-file deadlines: each timed step (a start read, then an end read)
+    takes the next of ``durations`` seconds, 0 once they run out."""
+    now = [0.0]
+    starts = [True]
+
+    def tick() -> float:
+        if not starts[0]:
+            now[0] += next(durations, 0.0)
+        starts[0] = not starts[0]
+        return now[0]
+
+    return tick

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,6 +22,7 @@ from auditor.errors import ExitCode, UsageError
 from auditor.walk import reading
 from auditor.walk.files import SkipReason
 from auditor.walk.walker import WalkOptions, walk
+from tests.support import stepping_clock
 
 VIEW = "def handler(request):\n    request.user.save()\n    request.user.profile.save()\n"
 HOSTILE = {
@@ -48,25 +48,12 @@ def repo(tmp_path: Path) -> Path:
     return root
 
 
-def _clock(durations: Iterator[float]):
-    """A clock under which the walk's files take ``durations`` seconds, in walk order."""
-    now = [0.0]
-    starts = [True]
-
-    def tick() -> float:
-        if not starts[0]:
-            now[0] += next(durations, 0.0)
-        starts[0] = not starts[0]
-        return now[0]
-
-    return tick
-
 
 @pytest.mark.parametrize("slow", sorted(HOSTILE))
 def test_the_one_slow_file_is_dropped_and_named_the_rest_audited(repo: Path, slow: str):
     order = sorted(path.relative_to(repo).as_posix() for path in repo.rglob("*") if path.is_file())
     durations = iter(45.0 if path == f"app/{slow}" else 0.01 for path in order)
-    walked = walk(repo, WalkOptions(default_excludes=False), clock=_clock(durations))
+    walked = walk(repo, WalkOptions(default_excludes=False), clock=stepping_clock(durations))
     [skipped] = [item for item in walked.skipped if item.reason is SkipReason.FILE_DEADLINE]
     assert skipped.path == f"app/{slow}" and "over the per-file deadline of 30 s" in skipped.detail
     assert {entry.path for entry in walked.files} == set(order) - {f"app/{slow}"}
@@ -87,7 +74,7 @@ def test_a_stalled_read_runs_past_the_deadline_in_real_time(repo: Path, monkeypa
 
 def test_no_deadline_and_a_bad_deadline(repo: Path):
     slow = iter([1e6] * 100)
-    assert not [item for item in walk(repo, WalkOptions(file_deadline_s=None), clock=_clock(slow)).skipped
+    assert not [item for item in walk(repo, WalkOptions(file_deadline_s=None), clock=stepping_clock(slow)).skipped
                 if item.reason is SkipReason.FILE_DEADLINE]
     with pytest.raises(UsageError, match="deadline must be positive"):
         walk(repo, WalkOptions(file_deadline_s=-1.0))

@@ -10,7 +10,6 @@ time spent across both steps, and no deadline at all.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,7 +26,7 @@ from auditor.rules.loader import builtin_rules
 from auditor.runs.scan import run_scan
 from auditor.tokens.tokenizer import TokenizerRequest, load_tokenizer
 from auditor.walk.walker import WalkOptions
-from tests.support import MockEngine, write_source
+from tests.support import MockEngine, stepping_clock, write_source
 
 VIEW = "def handler(request):\n    request.user.save()\n    request.user.profile.save()\n"
 SHAPES = {
@@ -49,19 +48,6 @@ def tokenizer(tiny_tokenizer_dir):
     return load_tokenizer(TokenizerRequest(tokenizer=str(tiny_tokenizer_dir)))
 
 
-def _clock(durations: Iterator[float]):
-    """A clock under which the deadline's timed steps take ``durations`` seconds, in order."""
-    now = [0.0]
-    starts = [True]
-
-    def tick() -> float:
-        if not starts[0]:
-            now[0] += next(durations, 0.0)
-        starts[0] = not starts[0]
-        return now[0]
-
-    return tick
-
 
 @pytest.mark.parametrize("slow", sorted(SHAPES))
 def test_a_file_whose_relevance_scan_overruns_is_not_audited_and_the_scan_is_partial(
@@ -73,7 +59,7 @@ def test_a_file_whose_relevance_scan_overruns_is_not_audited_and_the_scan_is_par
         write_source(root, f"app/{name}", text)
     order = sorted(["app/views.py", *(f"app/{name}" for name in SHAPES)])
     # The first timed pass is the relevance scan of every walked file, in walk order.
-    monkeypatch.setattr(pack_deadline, "clock", _clock(iter([45.0 if path == f"app/{slow}" else 0.01 for path in order])))
+    monkeypatch.setattr(pack_deadline, "clock", stepping_clock(iter([45.0 if path == f"app/{slow}" else 0.01 for path in order])))
     config = ScanConfig(
         root=root, engine="mock", tokenizer=str(tiny_tokenizer_dir), use_cache=False, probes=0,
         engine_settings=EngineSettings(max_model_len=32_768), window=WindowOptions(output_tokens=512),
@@ -142,7 +128,7 @@ def test_the_time_of_both_steps_counts_against_one_deadline(tokenizer) -> None:
 
 
 def test_no_deadline_drops_nothing(tokenizer) -> None:
-    slow = _clock(iter([1e6] * 100))
+    slow = stepping_clock(iter([1e6] * 100))
     result = _pack(tokenizer, FileDeadline(None, now=slow), lambda path: ((3, 3),))
     assert result.overran == ()
     assert {f.path for window in result.windows for f in window.files} == {entry.path for entry in _files()}
@@ -152,7 +138,7 @@ def test_the_walk_deadline_flag_reaches_the_pack(tmp_path: Path, tiny_tokenizer_
     # --file-deadline 0 (no limit) in the walk options: the pack stage has none either.
     root = tmp_path / "repo"
     write_source(root, "app/views.py", VIEW)
-    monkeypatch.setattr(pack_deadline, "clock", _clock(iter([1e6] * 100)))
+    monkeypatch.setattr(pack_deadline, "clock", stepping_clock(iter([1e6] * 100)))
     config = ScanConfig(
         root=root, engine="mock", tokenizer=str(tiny_tokenizer_dir), use_cache=False, probes=0,
         walk=WalkOptions(file_deadline_s=None),
