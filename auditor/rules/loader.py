@@ -200,3 +200,9 @@ def load_rules(specs: list[str] | tuple[str, ...]) -> tuple[Rule, ...]:
         elif earlier != rule:
             raise RuleError(f"two rules share the id '{rule.id}': {earlier.source} and {rule.source}")
     return tuple(seen.values())
+
+
+def named_or_builtin(specs: list[str] | tuple[str, ...]) -> tuple[Rule, ...]:
+    """The rules ``--rule`` names (``specs``), else every built-in rule: what a scan with a
+    model audits."""
+    return load_rules(specs) if specs else tuple(builtin_rules().values())

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 from auditor import __version__
 from auditor.config.scan import ScanConfig
 from auditor.progress import ProgressCallback, no_progress
-from auditor.rules.loader import Rule, builtin_rules, load_rules
+from auditor.rules.loader import Rule, named_or_builtin
 from auditor.storage.dirs import cache_dir
 from auditor.storage.sealed import prune_least_recent, read_regular_file, seal, unseal, write_atomically
 from auditor.tokens.tokenizer import PromptTokenizer
@@ -126,12 +126,6 @@ def timed_skips(plan: WindowPlan) -> bool:
     return bool(plan.sent.overran) or any(reason in _TIMED_SKIPS for reason in (*walked, *indexed))
 
 
-def memo_rules(config: ScanConfig) -> tuple[Rule, ...]:
-    """The rules a pack of ``config`` audits: those ``--rule`` names, else every built-in rule
-    (``auditor.runs.prepare.selected_rules`` for a model scan, without importing the stages)."""
-    return load_rules(config.rules) if config.rules else tuple(builtin_rules().values())
-
-
 class PackMemo:
     """On-disk pack outputs by ``pack_memo_key``."""
 
@@ -185,7 +179,7 @@ def memoized_pack(
     walked = walk(config.root, config.walk, progress)
     key = None
     if memo is not None:
-        key = pack_memo_key(config, walked, memo_rules(config), tokenizer, variant)
+        key = pack_memo_key(config, walked, named_or_builtin(config.rules), tokenizer, variant)
         found = memo.get(key) if key is not None else None
         if found is not None:
             return found

@@ -36,7 +36,7 @@ from auditor.pack.rank import PackInput, relevance_scores
 from auditor.pack.skeleton import build_skeleton
 from auditor.progress import ProgressCallback, ProgressEvent, no_progress
 from auditor.recall.windows import CanaryPlan, plant_canaries
-from auditor.rules.loader import Rule, builtin_rules, load_rules
+from auditor.rules.loader import Rule, builtin_rules, named_or_builtin
 from auditor.rules.severity import Severity
 from auditor.config.scan import ScanConfig, WindowOptions, tree_cache_scope
 from auditor.runs.judge import candidate_chains
@@ -133,9 +133,8 @@ def selected_rules(specs: tuple[str, ...], *, runs_model: bool = True) -> tuple[
     """The rules named by ``--rule``; when none is named, every built-in rule, or without a
     model only those the static pass checks (a rule that needs a model would go unchecked
     and leave the scan partial; named with ``--rule`` it does)."""
-    if specs:
-        return load_rules(specs)
-    return tuple(rule for rule in builtin_rules().values() if runs_model or not needs_model(rule))
+    rules = named_or_builtin(specs)
+    return rules if specs or runs_model else tuple(rule for rule in rules if not needs_model(rule))
 
 
 def unselected_rules(specs: tuple[str, ...], *, runs_model: bool) -> tuple[str, ...]:

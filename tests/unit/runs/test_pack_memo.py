@@ -18,7 +18,8 @@ from auditor.cli.options import scan_config
 from auditor.config.scan import ScanConfig
 from auditor.report.manifest import manifest_json
 from auditor.runs import pack_memo
-from auditor.runs.pack_memo import PackMemo, PackOutput, memo_rules, memoized_pack, pack_memo_key
+from auditor.rules.loader import named_or_builtin
+from auditor.runs.pack_memo import PackMemo, PackOutput, memoized_pack, pack_memo_key
 from auditor.runs.prepare import WindowPlan, selected_rules
 from auditor.tokens.tokenizer import load_tokenizer
 from auditor.walk.walker import walk
@@ -48,7 +49,7 @@ def config_of(inputs: dict[str, Path], **flags: object) -> ScanConfig:
 
 def key_of(config: ScanConfig) -> str:
     tokenizer = load_tokenizer(config.tokenizer_request)
-    return pack_memo_key(config, walk(config.root, config.walk), memo_rules(config), tokenizer, "json")
+    return pack_memo_key(config, walk(config.root, config.walk), named_or_builtin(config.rules), tokenizer, "json")
 
 
 def edit_file(inputs: dict[str, Path]) -> None:
@@ -88,7 +89,7 @@ EDITS: dict[str, Callable[[dict[str, Path]], None]] = {
 def test_the_memo_names_the_rules_a_model_pack_selects(inputs: dict[str, Path]) -> None:
     for rules in ((), ("tx-outside-transaction",)):
         config = config_of(inputs, rule=rules)
-        assert memo_rules(config) == selected_rules(config.rules, runs_model=True)
+        assert named_or_builtin(config.rules) == selected_rules(config.rules, runs_model=True)
 
 
 @pytest.mark.parametrize("edit", EDITS)
@@ -116,7 +117,7 @@ def test_another_output_variant_changes_the_key(inputs: dict[str, Path]) -> None
     config = config_of(inputs)
     tokenizer = load_tokenizer(config.tokenizer_request)
     walked = walk(config.root, config.walk)
-    keys = {pack_memo_key(config, walked, memo_rules(config), tokenizer, variant) for variant in ("json", "prompt 0", "prompt 1")}
+    keys = {pack_memo_key(config, walked, named_or_builtin(config.rules), tokenizer, variant) for variant in ("json", "prompt 0", "prompt 1")}
     assert len(keys) == 3
 
 
