@@ -92,6 +92,12 @@ class ScanConfig:
         return tuple(path if path.is_absolute() else self.root / path for path in self.tx_models)
 
     @property
+    def absolute_tx_models(self) -> tuple[Path, ...]:
+        """``tx_model_paths`` resolved to absolute paths: what a scan of another root (the
+        repository's top, a base worktree) reads the same rows from."""
+        return tuple(path.resolve() for path in self.tx_model_paths)
+
+    @property
     def pack(self) -> PackOptions:
         """The packer's options for this scan."""
         # Imported here: a memoized pack (auditor.runs.pack_memo) never loads the packer.

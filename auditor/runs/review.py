@@ -148,7 +148,7 @@ def run_review(config: ReviewConfig, progress: ProgressCallback = no_progress, *
     config = replace(config, scan=glob_base_of(config.scan, prefix))
     # Each tree's scan reports what lies under the reviewed directory (its findings, coverage
     # and files not audited), as `auditor scan PATH` does (auditor.runs.scope).
-    tree_config = replace(config.scan, cache_scope=config.scan.scope, tx_models=_models_of(config.scan), report_under=prefix)
+    tree_config = replace(config.scan, cache_scope=config.scan.scope, tx_models=config.scan.absolute_tx_models, report_under=prefix)
     with _tree_at(top, diff.head if config.head is not None else None) as head_root, _base_tree(top, diff, config) as base_root:
         if not (head_root / prefix).is_dir():
             raise GitError(f"{config.scan.root} does not exist at the head revision {diff.head[:12]}")
@@ -420,13 +420,6 @@ def checkout_revision(root: Path, revision: str) -> Iterator[Path]:
         yield tree / prefix if prefix else tree
 
 
-def _models_of(scan: ScanConfig) -> tuple[Path, ...]:
-    """The scan's transaction-model files as absolute paths in the user's checkout: a
-    relative one is read from the reviewed directory, as ``auditor scan PATH`` reads it, and
-    the base is scanned with the same rows as the head (a file the change adds included)."""
-    return tuple(path.resolve() for path in scan.tx_model_paths)
-
-
 def change_coverage(
     diff: Diff, coverage: Coverage, graph: CallGraph, texts: Mapping[str, str], *, under: str = ""
 ) -> tuple[FileCoverage, ...]:
@@ -449,10 +442,7 @@ def change_coverage(
     changed = sorted(
         changed.path for changed in diff.changed if changed.path in texts or language_for_path(changed.path) is not None
     )
-    neighbours = sorted(
-        other for other in {other for path in changed for other in graph.file_neighbors(path)} - set(changed)
-        if other.startswith(under)
-    )
+    neighbours = [other for other in _neighbours(changed, graph) if other.startswith(under)]
     return tuple(
         [FileCoverage(path, "changed", tier(path)) for path in changed]
         + [FileCoverage(path, "neighbour", tier(path)) for path in neighbours]
@@ -462,5 +452,9 @@ def change_coverage(
 def review_seed_paths(diff: Diff, graph: CallGraph) -> tuple[str, ...]:
     """Paths a diff-seeded pack should carry first: changed files, then their callers and callees."""
     changed = sorted(changed.path for changed in diff.changed)
-    neighbours = sorted({other for path in changed for other in graph.file_neighbors(path)} - set(changed))
-    return tuple(changed + neighbours)
+    return tuple(changed + _neighbours(changed, graph))
+
+
+def _neighbours(paths: list[str], graph: CallGraph) -> list[str]:
+    """The files linked to one of ``paths`` by a call edge in either direction, sorted, less ``paths``."""
+    return sorted({other for path in paths for other in graph.file_neighbors(path)} - set(paths))

@@ -74,7 +74,7 @@ def within_repository(config: ScanConfig) -> Scoped:
         config,
         root=top,
         walk=replace(config.walk, glob_base=prefix),
-        tx_models=tuple(path.resolve() for path in config.tx_model_paths),
+        tx_models=config.absolute_tx_models,
         report_under=prefix,
     ))
 
