@@ -43,6 +43,9 @@ from auditor.runs.scan import run_scan
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = REPO_ROOT / "fixtures"
+SHOWN = frozenset({"critical", "high"})
+"""The severities the CLI shows by default: a finding in one is not demoted (which of the two
+is the impact's call, auditor.analysis.transactions.assessment.shown_severity)."""
 TEST_DATA = REPO_ROOT / "tests" / "data"
 SHARED = REPO_ROOT.parent / "shared"
 

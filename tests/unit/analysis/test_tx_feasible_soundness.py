@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from auditor.rules.loader import Rule, load_rule
-from tests.support import analyze_source, reported
+from tests.support import SHOWN, analyze_source, reported
 
 MODELS = """
     from django.db import models
@@ -111,28 +111,28 @@ def _severity(call: str, rule: Rule, function: str) -> str | None:
 
 @pytest.mark.parametrize("method", ["every", "until", "forever"])
 def test_code_after_a_loop_whose_body_returns_is_on_a_path(rule: Rule, method: str):
-    assert _severity(f"depot.{method}(request.items)", rule, f"Depot.{method}") == "critical"
+    assert _severity(f"depot.{method}(request.items)", rule, f"Depot.{method}") in SHOWN
 
 
 def test_code_after_an_if_whose_every_arm_exits_is_on_no_path(rule: Rule):
-    assert _severity("depot.closed(request.items)", rule, "Depot.closed") != "critical"
+    assert _severity("depot.closed(request.items)", rule, "Depot.closed") not in SHOWN
 
 
 def test_a_certain_arm_keeps_the_feasible_arms_before_it(rule: Rule):
-    assert _severity("depot.arms(None, request.urgent)", rule, "Depot.arms") == "critical"
+    assert _severity("depot.arms(None, request.urgent)", rule, "Depot.arms") in SHOWN
 
 
 @pytest.mark.parametrize("call", ["depot.starred(request.owner, None)", "depot.starred(request.owner, False)"])
 def test_a_positional_constant_never_reaches_a_keyword_only_parameter(rule: Rule, call: str):
-    assert _severity(call, rule, "Depot.starred") == "critical"
+    assert _severity(call, rule, "Depot.starred") in SHOWN
 
 
 def test_a_keyword_only_constant_still_switches_off(rule: Rule):
-    assert _severity("depot.starred(request.owner, notify=False)", rule, "Depot.starred") != "critical"
+    assert _severity("depot.starred(request.owner, notify=False)", rule, "Depot.starred") not in SHOWN
 
 
 def test_a_parameter_bound_again_is_not_relayed_as_false(rule: Rule):
-    assert _severity("forward(None)", rule, "Depot.guarded") == "critical"
+    assert _severity("forward(None)", rule, "Depot.guarded") in SHOWN
 
 
 RUNNER = """
@@ -165,7 +165,7 @@ def test_an_in_memory_connection_counts_only_bound_once_at_the_top(rule: Rule, c
             return None
         """
     found = reported(analyze_source({"reports/runner.py": RUNNER, "reports/views.py": views}, rule))
-    assert found[("reports/runner.py", function)].severity == "critical"
+    assert found[("reports/runner.py", function)].severity in SHOWN
 
 
 def _restock(body: str) -> dict:
@@ -184,7 +184,7 @@ def test_a_with_over_a_parameter_is_not_a_transaction():
         "        Parcel.objects.create(code='b')\n"
         "    return None\n"
     )
-    assert _restock(body)[("stock/views.py", "restock")] == "critical"
+    assert _restock(body)[("stock/views.py", "restock")] in SHOWN
 
 
 def test_a_with_over_a_variable_bound_under_a_branch_is_not_a_transaction():
@@ -197,7 +197,7 @@ def test_a_with_over_a_variable_bound_under_a_branch_is_not_a_transaction():
         "        Parcel.objects.create(code='b')\n"
         "    return None\n"
     )
-    assert _restock(body)[("stock/views.py", "restock")] == "critical"
+    assert _restock(body)[("stock/views.py", "restock")] in SHOWN
 
 
 def test_a_null_context_chosen_by_a_flag_that_is_no_dry_run_is_not_covered():
@@ -209,7 +209,7 @@ def test_a_null_context_chosen_by_a_flag_that_is_no_dry_run_is_not_covered():
         "        Parcel.objects.create(code='b')\n"
         "    return None\n"
     )
-    assert _restock(body)[("stock/views.py", "restock")] == "critical"
+    assert _restock(body)[("stock/views.py", "restock")] in SHOWN
 
 
 def test_a_null_context_chosen_by_a_dry_run_flag_is_covered():

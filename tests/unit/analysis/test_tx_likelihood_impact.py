@@ -98,7 +98,7 @@ def test_bookkeeping_rows_and_re_runnable_grades_are_low_impact_and_the_rest_med
     assert impact(PATH, (_write(1), _write(3)), lines, "").impact == Impact.MEDIUM
 
 
-def test_the_grade_states_its_evidence_and_keeps_the_grading_severity():
+def test_the_grade_states_its_evidence_and_a_high_impact_makes_it_critical():
     lines = _lines("    view.rules.all().delete()", "    n = int(raw)", "    Rule.objects.create(view=view, n=n)")
     ref = FunctionRef(PATH, "save_view")
     assessment = assess(ref, (_write(1, Effect.DELETE), _write(3)), (Severity.CRITICAL, ""), lines, entry_kind="http")
@@ -130,7 +130,7 @@ def test_a_failure_point_on_a_request_path_lifts_a_re_run_demotion():
     ref = FunctionRef(PATH, "reset_email")
     steps = (_update(1), Step(3, "delete", (Effect.DELETE,)))
     lifted = assess(ref, steps, (Severity.MEDIUM, RERUNNABLE), lines, entry_kind="http")
-    assert lifted.severity == Severity.CRITICAL
+    assert lifted.severity == Severity.HIGH
     assert "not demoted for 'every write updates or deletes" in lifted.reason
     assert "line 2 looks up a row or key that may be missing" in lifted.reason
     # A command keeps the demotion: its operator re-runs it.
@@ -144,7 +144,7 @@ def test_a_loop_lifts_an_upserts_first_demotion_but_nothing_lifts_one_without_a_
     ref = FunctionRef(PATH, "configure")
     looped = (Step(1, "link", (Effect.UPSERT,), in_loop=True), _update(3, in_loop=True))
     lines = _lines("    team.jobs.add(job)", "", "    through.save()")
-    assert assess(ref, looped, (Severity.MEDIUM, UPSERTS_FIRST), lines, entry_kind="http").severity == Severity.CRITICAL
+    assert assess(ref, looped, (Severity.MEDIUM, UPSERTS_FIRST), lines, entry_kind="http").severity == Severity.HIGH
     straight = (Step(1, "link", (Effect.UPSERT,)), _update(3))
     assert assess(ref, straight, (Severity.MEDIUM, UPSERTS_FIRST), lines, entry_kind="http").severity == Severity.MEDIUM
 
@@ -206,3 +206,28 @@ def test_the_arguments_of_a_multi_line_first_write_are_no_failure_between_the_wr
     # What follows the first write's call still counts.
     after = _lines("    Order.objects.create(", "        total=total)", "    code = int(value)", "    line.save()")
     assert [(piece.line, piece.kind) for piece in failure_points(PATH, (_write(1), _write(4)), after)] == [(3, "parsing")]
+
+
+@pytest.mark.parametrize(("band", "level", "shown"), [
+    (Severity.CRITICAL, Impact.HIGH, Severity.CRITICAL),
+    (Severity.HIGH, Impact.HIGH, Severity.CRITICAL),
+    (Severity.CRITICAL, Impact.MEDIUM, Severity.HIGH),
+    (Severity.CRITICAL, Impact.LOW, Severity.HIGH),
+    (Severity.HIGH, Impact.MEDIUM, Severity.HIGH),
+    (Severity.MEDIUM, Impact.HIGH, Severity.MEDIUM),
+    (Severity.LOW, Impact.HIGH, Severity.LOW),
+])
+def test_the_impact_sets_the_severity_within_the_shown_bands_and_never_moves_a_finding_across_them(band, level, shown):
+    from auditor.analysis.transactions.assessment import shown_severity
+
+    assert shown_severity(band, level) == shown
+
+
+def test_a_new_object_left_half_configured_is_critical_and_a_plain_pair_of_updates_high():
+    ref = FunctionRef(PATH, "signup")
+    lines = _lines("    team = Team.objects.create(name=name)", "    team.members.add(user)", "    user.save()")
+    created = (_write(1), Step(2, "link", (Effect.UPSERT,)), _update(3))
+    assert assess(ref, created, (Severity.CRITICAL, ""), lines, entry_kind="http").severity == Severity.CRITICAL
+    plain = (_update(1), _update(3))
+    updates = _lines("    user.save()", "", "    profile.save()")
+    assert assess(ref, plain, (Severity.CRITICAL, ""), updates, entry_kind="http").severity == Severity.HIGH

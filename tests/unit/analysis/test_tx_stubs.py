@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from auditor.rules.loader import Rule, load_rule
-from tests.support import analyze_source, reported
+from tests.support import SHOWN, analyze_source, reported
 
 # The shape of tjcsl/ion's ``import_students`` command: Django stubs under a test folder
 # whose ``django.db.models`` re-exports ``Model`` with ``*``, a user created through
@@ -56,4 +56,4 @@ def test_a_model_based_on_a_stubbed_class_keeps_its_manager_write(rule: Rule):
     finding = found[("site/apps/dataimport/management/commands/import_students.py", "Command.handle")]
     assert finding.title == "2 database writes outside a transaction in Command.handle"
     assert [step.line for step in finding.sequence] == [8, 9]
-    assert finding.severity == "critical"
+    assert finding.severity in SHOWN
