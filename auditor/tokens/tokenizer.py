@@ -175,7 +175,7 @@ def _fingerprint_of(tokenizer_json: bytes) -> str:
     return digest.hexdigest()
 
 
-COUNT_BATCH_CHARS = 1 << 20
+COUNT_BATCH_CHARS = 1 << 18
 """Characters of text encoded in one batch when counting (see ``HFTokenizer.count_many``)."""
 
 
