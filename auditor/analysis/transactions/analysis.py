@@ -163,9 +163,15 @@ class Analysis:
     """One run of the analysis over a repository: the steps, wired together."""
 
     def __init__(
-        self, indexes: Mapping[str, FileIndex], texts: Mapping[str, str], rule: Rule, graph: CallGraph, options: TxOptions,
-        facts_cache: FactsCache | None = None, digests: Mapping[str, bytes] | None = None,
-    ) -> None:  # fmt: skip
+        self,
+        indexes: Mapping[str, FileIndex],
+        texts: Mapping[str, str],
+        rule: Rule,
+        graph: CallGraph,
+        options: TxOptions,
+        facts_cache: FactsCache | None = None,
+        digests: Mapping[str, bytes] | None = None,
+    ) -> None:
         self.indexes = indexes
         self.texts = texts
         self.rule = rule
@@ -185,9 +191,13 @@ class Analysis:
         related = django.related_managers(texts)
         analysed = [path for path in sorted(indexes) if not languages or family(indexes[path].language) in languages]
         if facts_cache is None:
-            self.facts = {path: FileFacts.computed(path, indexes[path], texts.get(path, ""), patterns, sql_write, related) for path in analysed}
+            self.facts = {
+                path: FileFacts.computed(path, indexes[path], texts.get(path, ""), patterns, sql_write, related)
+                for path in analysed
+            }
         else:
-            self.facts = self._cached_facts(analysed, patterns, sql_write, related, facts_context(rule, framework, related), facts_cache, digests or {})
+            context = facts_context(rule, framework, related)
+            self.facts = self._cached_facts(analysed, patterns, sql_write, related, context, facts_cache, digests or {})
         receiver_signals = django.receiver_signals(indexes, graph)
         self.boundaries = Boundaries(
             indexes, graph, self.facts, patterns, request_settings(indexes, texts, framework.host_setting("ATOMIC_REQUESTS")),

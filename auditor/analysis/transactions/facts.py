@@ -175,7 +175,9 @@ class FileFacts:
         return facts
 
     @classmethod
-    def restored(cls, path: str, index: FileIndex, text: str, related_managers: frozenset[str], record: FactsRecord) -> FileFacts:
+    def restored(
+        cls, path: str, index: FileIndex, text: str, related_managers: frozenset[str], record: FactsRecord
+    ) -> FileFacts:
         """The facts :meth:`computed` gave for the same inputs, rebuilt from their
         :meth:`record` (raises IndexError, ValueError or TypeError on a record that is not one
         of this index's)."""

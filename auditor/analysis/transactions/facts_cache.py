@@ -76,12 +76,14 @@ class FactsCache:
         except (OSError, ValueError, EOFError, TypeError) as error:
             logger.debug("ignoring unreadable facts pack %s: %s", target, error)
             return {}
-        if not (isinstance(stored, tuple) and len(stored) == 2 and stored[0] == context and isinstance(stored[1], tuple)):
+        if not (isinstance(stored, tuple) and len(stored) == 2 and stored[0] == context):
+            return {}
+        if not isinstance(stored[1], tuple):
             return {}
         entries: dict[str, tuple[Stamp, FactsRecord]] = {}
         for entry in stored[1]:
-            if isinstance(entry, tuple) and len(entry) == 3 and isinstance(entry[0], str) and isinstance(entry[1], tuple):
-                entries[entry[0]] = (entry[1], entry[2])
+            if isinstance(entry, tuple) and len(entry) == 3 and isinstance(entry[0], str):
+                entries[entry[0]] = (entry[1], entry[2])  # a stamp that is no tuple never matches
         try:
             os.utime(target)  # in use: pruning keeps the most recently used
         except OSError:

@@ -55,7 +55,13 @@ _MAGIC = b"auditor-tx-result\n"
 # of value objects as a tuple of their records. A field whose value is an enum or a value
 # object and is not listed here fails loudly (TypeError) instead of being stored wrong.
 _NESTED: Mapping[type, Mapping[str, Any]] = {
-    Finding: {"severity": Severity, "chain": (ChainStep,), "chains": (FindingChain,), "verdicts": (Verdict,), "sequence": (EffectSite,)},
+    Finding: {
+        "severity": Severity,
+        "chain": (ChainStep,),
+        "chains": (FindingChain,),
+        "verdicts": (Verdict,),
+        "sequence": (EffectSite,),
+    },
     FindingChain: {"steps": (ChainStep,)},
     ChainStep: {},
     EffectSite: {},
@@ -75,7 +81,8 @@ def _encoded(value: Any) -> tuple[Any, ...]:
         elif kind is not None:
             record.append(field_value.value)
         elif isinstance(field_value, Enum) or is_dataclass(field_value):
-            raise TypeError(f"{type(value).__name__}.{item.name} holds a {type(field_value).__name__}: not a plain value")
+            kind_name = type(field_value).__name__
+            raise TypeError(f"{type(value).__name__}.{item.name} holds a {kind_name}: not a plain value")
         else:
             record.append(field_value)
     return tuple(record)
@@ -94,7 +101,13 @@ def _decoded(cls: type, record: Any) -> Any:
     return cls(*values)
 
 
-def result_key(indexes: Mapping[str, FileIndex], digests: Mapping[str, bytes], rule: Rule, options: tuple[Any, ...], models: tuple[Path, ...]) -> str | None:
+def result_key(
+    indexes: Mapping[str, FileIndex],
+    digests: Mapping[str, bytes],
+    rule: Rule,
+    options: tuple[Any, ...],
+    models: tuple[Path, ...],
+) -> str | None:
     """The memo key of one analysis (see the module docstring); ``digests``: the text digest
     of every file text, by path; ``options``: every option's value; ``models``: the project's
     transaction-model files. None when one of those cannot be read."""
@@ -136,7 +149,8 @@ class ResultMemo:
             stored = unseal(_MAGIC, read_regular_file(target))
             if not (
                 isinstance(stored, tuple) and len(stored) == 3 and stored[0] == key and isinstance(stored[1], tuple)
-                and isinstance(stored[2], tuple) and len(stored[2]) == counters and all(type(count) is int for count in stored[2])
+                and isinstance(stored[2], tuple) and len(stored[2]) == counters
+                and all(type(count) is int for count in stored[2])
             ):  # fmt: skip
                 return None
             result = (tuple(_decoded(Finding, record) for record in stored[1]), stored[2])

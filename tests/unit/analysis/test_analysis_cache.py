@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from auditor.analysis.transactions import TxOptions, analyze_tx_outside_transaction
+from auditor.analysis.transactions import TxOptions, analyze_tx_outside_transaction, facts_cache, result_memo
 from auditor.analysis.transactions import analysis as analysis_module
-from auditor.analysis.transactions import facts_cache, result_memo
 from auditor.analysis.transactions.facts import FileFacts
 from auditor.analysis.transactions.facts_cache import text_digest
 from auditor.analysis.transactions.result_memo import ResultMemo, result_key
@@ -24,14 +23,19 @@ from auditor.rules.severity import Severity
 from auditor.runs.prepare import prepare_repository, run_static_pass, selected_rules
 from tests.support import ALL_SEVERITIES, FIXTURES, load_app
 
-APPS = ("django_shop", "django_caught", "django_invites", "django_rerun", "django_deletes", "django_drf", "flask_ledger", "go_inventory")
+APPS = (
+    "django_shop", "django_caught", "django_invites", "django_rerun", "django_deletes", "django_drf", "flask_ledger",
+    "go_inventory",
+)  # fmt: skip
 
 
 def rule() -> Rule:
     return builtin_rules()["tx-outside-transaction"]
 
 
-def analysed(indexes, texts, cache: Path | None, options: TxOptions = ALL_SEVERITIES, rule_used: Rule | None = None) -> str:
+def analysed(
+    indexes, texts, cache: Path | None, options: TxOptions = ALL_SEVERITIES, rule_used: Rule | None = None
+) -> str:
     """The repr of one run's result: every field, every value's type."""
     return repr(analyze_tx_outside_transaction(indexes, texts, rule_used or rule(), options=options, cache_dir=cache))
 
@@ -71,7 +75,9 @@ def insert_line(text: str, after: str, line: str) -> str:
 
 
 @pytest.mark.parametrize("app", APPS)
-def test_a_cached_run_returns_what_an_uncached_one_does(app: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_cached_run_returns_what_an_uncached_one_does(
+    app: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     indexes, texts = load_app(FIXTURES / app)
     uncached = analysed(indexes, texts, None)
     spy = Spy(monkeypatch)
@@ -92,8 +98,8 @@ def test_every_input_of_the_key_changes_it(tmp_path: Path, monkeypatch: pytest.M
     options = (Severity.LOW, False, (models,))
 
     def key(**changed) -> str | None:
-        given = {"indexes": indexes, "digests": digests, "rule": rule(), "options": options, "models": (models,), **changed}
-        return result_key(**given)
+        given = {"indexes": indexes, "digests": digests, "rule": rule(), "options": options, "models": (models,)}
+        return result_key(**{**given, **changed})
 
     base = key()
     path = next(iter(indexes))
@@ -129,9 +135,11 @@ def test_a_changed_option_or_models_file_misses_the_memo(tmp_path: Path, monkeyp
     models.write_text("framework: shop\nfacts: []\n", encoding="utf-8")
     spy = Spy(monkeypatch)
     runs = [
-        TxOptions(min_severity="low"), TxOptions(min_severity="high"), TxOptions(min_severity="low", include_tests=True),
+        TxOptions(min_severity="low"),
+        TxOptions(min_severity="high"),
+        TxOptions(min_severity="low", include_tests=True),
         TxOptions(min_severity="low", models=(models,)),
-    ]  # fmt: skip
+    ]
     for options in runs:
         assert analysed(indexes, texts, tmp_path / "cache", options) == analysed(indexes, texts, None, options)
     assert spy.runs == 2 * len(runs)
@@ -158,7 +166,11 @@ def test_a_new_related_name_recomputes_every_file_s_facts(tmp_path: Path, monkey
     indexes, texts = load_app(FIXTURES / "django_shop")
     analysed(indexes, texts, tmp_path)
     path = "shop/models.py"
-    indexes, texts = edited(indexes, texts, path, texts[path] + "\n\nclass Tagged(models.Model):\n    owner = models.ForeignKey('Order', related_name='taggings', on_delete=models.CASCADE)\n")
+    tagged = (
+        "\n\nclass Tagged(models.Model):\n"
+        "    owner = models.ForeignKey('Order', related_name='taggings', on_delete=models.CASCADE)\n"
+    )
+    indexes, texts = edited(indexes, texts, path, texts[path] + tagged)
     spy = Spy(monkeypatch)
     assert analysed(indexes, texts, tmp_path) == analysed(indexes, texts, None)
     python = [name for name in sorted(indexes) if indexes[name].language == "python"]
@@ -227,7 +239,8 @@ def test_the_stores_keep_the_most_recently_used(tmp_path: Path, monkeypatch: pyt
 
 def test_no_cache_reads_and_writes_neither_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     rules = selected_rules(("tx-outside-transaction",), runs_model=False)
-    cached = run_static_pass(prepare_repository(FIXTURES / "django_shop", cache_dir=tmp_path / "on"), rules, ALL_SEVERITIES)
+    prepared = prepare_repository(FIXTURES / "django_shop", cache_dir=tmp_path / "on")
+    cached = run_static_pass(prepared, rules, ALL_SEVERITIES)
     assert any((tmp_path / "on").glob("tx-results-*/*.result")) and any((tmp_path / "on").glob("tx-facts-*/*.facts"))
     spy = Spy(monkeypatch)
     prepared = prepare_repository(FIXTURES / "django_shop", cache_dir=tmp_path / "on", use_cache=False)
