@@ -203,7 +203,8 @@ def run_static_pass(
     Each analysis runs once, at the lowest severity: its findings of every severity are the
     pass's ``chain_findings``, and ``results`` holds those at ``options.min_severity`` or
     above, the others counted as hidden, as a run at that severity returns them (grading
-    and folding do not depend on the threshold)."""
+    and folding do not depend on the threshold). With the repository's caches on
+    (``prepared.cache_dir``), each analysis keeps its result and per-file facts there."""
     results: list[tuple[Rule, StaticResult]] = []
     not_run: list[str] = []
     every: list[Finding] = []
@@ -214,7 +215,10 @@ def run_static_pass(
             not_run.append(rule.id)
             continue
         progress(ProgressEvent(stage="static", message=f"static pass for {rule.id}"))
-        result = analysis(prepared.indexes, prepared.texts, rule, prepared.graph, options=replace(options, min_severity=Severity.LOW))
+        result = analysis(
+            prepared.indexes, prepared.texts, rule, prepared.graph, options=replace(options, min_severity=Severity.LOW),
+            cache_dir=prepared.cache_dir,
+        )  # fmt: skip
         every.extend(result.findings)
         shown = tuple(finding for finding in result.findings if Severity.rank_of(finding.severity) <= threshold)
         results.append((rule, replace(result, findings=shown, hidden_findings=result.hidden_findings + len(result.findings) - len(shown))))

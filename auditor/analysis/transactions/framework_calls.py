@@ -196,6 +196,8 @@ class FrameworkCalls:
                 if assigned and cls is not None and self._lineage_names(cls) & bases:
                     method = "update" if _given_instance(call.arguments) else "create"
                     built[(call.enclosing, assigned.group(1))].append((call.line, cls, method))
+            if not built:
+                continue  # no serializer built here: no save of one either
             for call in facts.index.calls:
                 parts = call.callee.split(".")
                 assignments = built.get((call.enclosing or "", parts[0]), ()) if call.name == "save" and len(parts) == 2 else ()
