@@ -244,7 +244,9 @@ class Analysis:
             # A call whose receiver class runs none of ``ref``'s effects needs no finding.
             receiver = self.sequences.receiver_through(edge, receivers.get(edge.caller))
             off = self.sequences.off_along((edge,))
-            return self.blocked(edge) or ((receiver is not None or off) and not self.sequences.path_of(edge.callee, off, receiver=receiver))
+            if self.blocked(edge) or self.sequences.registry.call(edge, self.reach.call_for(edge)):
+                return True  # a boundary, or a registry row only: nothing of ``ref`` to sequence
+            return bool(receiver is not None or off) and not self.sequences.path_of(edge.callee, off, receiver=receiver)
         entry_refs = frozenset(entry.ref for entry in entries)
         threshold = Severity.rank_of(self.options.min_severity)
         folded_refs: set[FunctionRef] = set()
@@ -262,7 +264,7 @@ class Analysis:
             steps = path_of(ref)
             findings.append(build_finding(
                 self.rule, ref, entry, trail, steps, assessment, self._lines_of, self.reach.dispatch.kinds,
-                self.boundaries.request_note(entry),
+                self.boundaries.request_note(entry), self.sequences.set_aside(ref, steps),
             ))  # fmt: skip
         findings.sort(key=Finding.sort_key)
         return Outcome(

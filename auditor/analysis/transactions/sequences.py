@@ -47,6 +47,7 @@ from auditor.analysis.transactions.grading import (
 )
 from auditor.analysis.transactions.languages import traits
 from auditor.analysis.transactions.reach import Reach
+from auditor.analysis.transactions.registry_rows import RegistryRows
 from auditor.analysis.transactions.scanning import call_text
 from auditor.analysis.transactions.session_scopes import SessionScopes
 from auditor.analysis.transactions.throwaway import memory_names, unbound_names
@@ -77,6 +78,9 @@ class Sequences:
         self.arguments = arguments
         self.scopes = SessionScopes(graph, facts)
         """Which ``with scope() as session:`` calls only commit a read-only block."""
+        self.registry = RegistryRows(graph, facts, reach, arguments)
+        """Which effects are registry rows: set aside, never counted (:mod:`.registry_rows`)."""
+        self._set_aside: dict[FunctionRef, dict[int, str]] = defaultdict(dict)
         self._paths: dict[tuple[FunctionRef, frozenset[str], FunctionRef | None], tuple[Step, ...]] = {}
         self._active: set[tuple[FunctionRef, FunctionRef | None]] = set()
         self._bodies: dict[FunctionRef, Body] = {}
@@ -106,6 +110,22 @@ class Sequences:
             self._active.discard(active)
         self._paths[key] = result
         return result
+
+    def set_aside(self, ref: FunctionRef, steps: tuple[Step, ...]) -> tuple[str, ...]:
+        """The registry rows set aside in ``ref`` and in the callees its path ``steps`` runs
+        through (theirs, transitively), as ``path:line: text``, in path order."""
+        found: dict[tuple[str, int], str] = {}
+        pending: list[tuple[FunctionRef, tuple[Step, ...]]] = [(ref, steps)]
+        seen: set[FunctionRef] = set()
+        while pending:
+            function, path = pending.pop(0)
+            if function in seen:
+                continue
+            seen.add(function)
+            for line, text in sorted(self._set_aside.get(function, {}).items()):
+                found.setdefault((function.path, line), f"{function.path}:{line}: {text}")
+            pending += [(step.callee, step.inner) for step in path if step.callee is not None]
+        return tuple(found.values())
 
     def receiver_along(self, trail: tuple[Edge, ...]) -> FunctionRef | None:
         """The class ``self`` has in the last function of ``trail`` (None: any)."""
@@ -159,9 +179,12 @@ class Sequences:
         return receiver if owner in self.reach.dispatch.lineage(receiver) else None
 
     def switched_off(self, edge: Edge, call: CallSite | None) -> bool:
-        """A call whose constant false keyword arguments leave the callee no effect."""
+        """A call whose constant false keyword arguments leave the callee no effect, or whose
+        constant arguments make its only effect a registry row (:mod:`.registry_rows`)."""
         if not self.reach.reaches_effect(edge.callee):
             return False  # no effect to switch off
+        if self.registry.call(edge, call):
+            return True
         off = self.arguments.off(edge.callee, call, caller=edge.caller)
         return bool(off) and not self.path_of(edge.callee, off) and bool(self.path_of(edge.callee))
 
@@ -227,6 +250,9 @@ class Sequences:
                 continue
             if throwaway and call.callee.split(".", 1)[0] in throwaway:
                 continue  # written to an in-memory database: nothing persists
+            if site.effect in DB_EFFECTS and self.registry.site(ref, site):
+                self._set_aside[ref][call.line] = call_text(call, facts.line_text(call.line))
+                continue  # the same constant row on every call: no business write
             if call.name == "save" and site.effect in (Effect.WRITE, Effect.UPDATE):
                 if call.callee in saved:
                     continue  # the same row saved again: one row's state, not a second row
@@ -244,6 +270,9 @@ class Sequences:
             return self._own_transaction_step(edge, call, off, depth)
         if not self.reach.reaches_effect(edge.callee):
             return None
+        if self.registry.call(edge, call):
+            self._set_aside[edge.caller][edge.line] = f"calls {edge.callee.qualname}"
+            return None  # the same constant row on every call: no business write
         inner_off = self.arguments.off(edge.callee, call, off, edge.caller)
         if self._saves_existing_row(edge):
             inner_off = inner_off | {paths.EXISTING_ROW}  # its "new object only" arms do not run
