@@ -32,7 +32,9 @@ helper's writes at their own lines), and counters.
    chain ``self`` has the class the chain came through, or one below it, so a sibling
    subclass's override is never on it (:mod:`.receiver_search`). "New object only" arms
    (``if created:``, ``_state.adding``, ``pk is None``) do not run for a saved row that
-   exists, nor with "existing object only" arms. A
+   exists, nor with "existing object only" arms. A registry row (a get-or-create keyed by
+   constants only, :mod:`.registry_rows`) is set aside: no effect of the path, named in the
+   explanation. A
    function is reported where the sequence is formed: two or more events on its path; a
    helper with one write folds into the caller that sequences it.
 4. **Severity** (:mod:`.grading`). ``critical``: two or more autocommit writes, or an autocommit write and a

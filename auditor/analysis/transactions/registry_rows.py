@@ -9,7 +9,7 @@ makes a multi-write sequence. Two shapes are recognised, from what the code says
 
 - Django's ``M.objects.get_or_create(...)``/``update_or_create(...)`` whose keyword
   arguments (``defaults`` too) are all constants;
-- a get-or-create helper: ``x = M.<lookup>(k=v, ...)``, then ``if x is None:`` (or ``if not
+- a get-or-create helper: ``x = M.<lookup>(k=v, ...)`` (or a singleton's ``M.query.first()``), then ``if x is None:`` (or ``if not
   x:``) and ``x = M.create(k=v, ...)`` (or ``return M.create(...)``) with the lookup's keys
   among the create's, every value a constant or a parameter of the helper. A function whose
   every effect is such a create, or a call into a registry helper whose parameters it
@@ -47,9 +47,10 @@ _UPSERTS = frozenset({"get_or_create", "update_or_create"})
 _CONSTANT = re.compile(
     r"""[-+]?\d[\d_.]*|True|False|None|[bru]?'[^'\\]*'|[bru]?"[^"\\]*"|(?:[A-Za-z_]\w*\.)*[A-Z][A-Z0-9_]*[A-Z0-9]"""
 )
+# ``x = M.get_by(k=v)`` (``get``, ``filter_by``, ``filter``; ``.first()``...), or a singleton's ``x = M.query.first()``.
 _LOOKUP = re.compile(
     r"^\s*(?P<var>[A-Za-z_]\w*)\s*=\s*(?P<model>[A-Z]\w*)\.(?:objects\.|query\.)?"
-    r"(?:get_by|get|filter_by|filter)\((?P<keys>.*)\)(?:\.(?:first|one_or_none|one)\(\))?\s*$"
+    r"(?:(?:get_by|get|filter_by|filter)\((?P<keys>.*)\)(?:\.(?:first|one_or_none|one)\(\))?|first\(\))\s*$"
 )
 _GUARD = r"^\s*if\s+(?:not\s+{var}|{var}\s+is\s+None)\s*:\s*$"
 _CREATE = r"^\s*(?:{var}\s*=|return)\s*{model}\.(?:objects\.)?create\((?P<values>.*)\)\s*$"
@@ -188,7 +189,7 @@ class RegistryRows:
                 matched = create.match(facts.line_text(line))
                 if matched is None:
                     continue
-                used = self._same_row(lookup["keys"], matched["values"], parameters)
+                used = self._same_row(lookup["keys"] or "", matched["values"], parameters)
                 if used is not None:
                     creates[line] = used
                 break
@@ -196,12 +197,12 @@ class RegistryRows:
 
     def _same_row(self, lookup: str, values: str, parameters: frozenset[str]) -> frozenset[str] | None:
         """The ``parameters`` a create's values use when it makes the row the lookup looked
-        for (every lookup key among its keyword arguments, with the same value) from
-        constants and those parameters only; None otherwise."""
+        for (every lookup key among its keyword arguments, with the same value; no key: a
+        table's one row) from constants and those parameters only; None otherwise."""
         looked = self.arguments.passed(lookup)
         created = self.arguments.passed(values)
-        if looked is None or created is None or looked[1] or created[1] or not looked[0]:
-            return None
+        if looked is None or created is None or looked[1] or created[1] or (lookup.strip() and not looked[0]):
+            return None  # unpacked, positional (``filter(M.name == x)``): which row is not known
         if any(created[0].get(key) != value for key, value in looked[0].items()):
             return None
         return self._constant_arguments(values, parameters)
