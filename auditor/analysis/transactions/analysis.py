@@ -190,11 +190,11 @@ class Analysis:
                 continue
             self.facts[path] = FileFacts(path, index, texts.get(path, ""), patterns, sql_write, related, verdicts)
         receiver_signals = django.receiver_signals(indexes, graph)
+        self.framework_calls = FrameworkCalls(graph, self.facts, framework, receiver_signals)
         self.boundaries = Boundaries(
             indexes, graph, self.facts, patterns, request_settings(indexes, texts, framework.host_setting("ATOMIC_REQUESTS")),
-            receiver_signals, framework.signals(Kind.INSIDE),
+            receiver_signals, framework.signals(Kind.INSIDE), self.framework_calls.run_inside,
         )  # fmt: skip
-        self.framework_calls = FrameworkCalls(graph, self.facts, framework, receiver_signals)
         self.reach = Reach(indexes, graph, Dispatch(indexes, graph, texts), self.framework_calls, self.facts)
         self.arguments = Arguments(graph, self.facts)
         self.sequences = Sequences(graph, self.facts, self.reach, self.boundaries, self.arguments)
