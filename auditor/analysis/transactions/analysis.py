@@ -209,10 +209,12 @@ class Analysis:
         return real_entries(found, self.reach)
 
     def passable(self, edge: Edge) -> bool:
-        """Whether the search goes on through ``edge``: no boundary on it, and its constant
-        arguments leave the callee some effect."""
+        """Whether the search goes on through ``edge``: no boundary on it, its constant
+        arguments leave the callee some effect, and more than a registry row."""
         call = self.reach.call_for(edge)
-        return not self.boundaries.edge_blocked(edge, call) and not self.sequences.switched_off(edge, call)
+        if self.boundaries.edge_blocked(edge, call) or self.sequences.registry.call(edge, call):
+            return False
+        return not self.sequences.switched_off(edge, call)
 
     def blocked(self, edge: Edge) -> bool:
         """Whether a boundary stands on ``edge``."""
@@ -266,7 +268,7 @@ class Analysis:
             steps = path_of(ref)
             findings.append(build_finding(
                 self.rule, ref, entry, trail, steps, assessment, self._lines_of, self.reach.dispatch.kinds,
-                self.boundaries.request_note(entry), self.sequences.set_aside(ref, steps),
+                self.boundaries.request_note(entry), self.sequences.registry.set_aside_along(ref, steps),
             ))  # fmt: skip
         findings.sort(key=Finding.sort_key)
         return Outcome(

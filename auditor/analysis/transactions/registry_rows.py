@@ -23,7 +23,8 @@ a helper with any other effect.
 
 Inputs: the call graph, the per-file facts, reachability (callees and their call sites) and
 call arguments. Output: :meth:`RegistryRows.site` and :meth:`RegistryRows.call`, and the
-reason a finding's explanation gives (:data:`REASON`).
+reason a finding's explanation gives (:data:`REASON`), with the rows set aside along a
+path (:meth:`RegistryRows.set_aside_along`, noted by the ``sets_aside_*`` forms).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from auditor.analysis.entrypoints import split_arguments
 from auditor.analysis.transactions.arguments import Arguments
 from auditor.analysis.transactions.base import Effect
 from auditor.analysis.transactions.facts import FileFacts, Site
+from auditor.analysis.transactions.grading import Step
 from auditor.analysis.transactions.reach import Reach
 from auditor.index.model import CallSite
 
@@ -68,6 +70,37 @@ class RegistryRows:
         self._keys: dict[FunctionRef, frozenset[str] | None] = {}
         self._creates: dict[FunctionRef, dict[int, frozenset[str]]] = {}
         self._active: set[FunctionRef] = set()
+        self._set_aside: dict[FunctionRef, dict[int, str]] = {}
+
+    def sets_aside_site(self, ref: FunctionRef, site: Site, text: str) -> bool:
+        """:meth:`site`, noting the site (as ``text``) when it is set aside."""
+        found = self.site(ref, site)
+        if found:
+            self._set_aside.setdefault(ref, {})[site.call.line] = text
+        return found
+
+    def sets_aside_call(self, edge: Edge, call: CallSite | None) -> bool:
+        """:meth:`call`, noting the call in its caller when it is set aside."""
+        found = self.call(edge, call)
+        if found:
+            self._set_aside.setdefault(edge.caller, {})[edge.line] = f"calls {edge.callee.qualname}"
+        return found
+
+    def set_aside_along(self, ref: FunctionRef, steps: tuple[Step, ...]) -> tuple[str, ...]:
+        """The registry rows set aside in ``ref`` and in the callees its path ``steps`` runs
+        through (theirs, transitively), as ``path:line: text``, in path order."""
+        found: dict[tuple[str, int], str] = {}
+        pending: list[tuple[FunctionRef, tuple[Step, ...]]] = [(ref, steps)]
+        seen: set[FunctionRef] = set()
+        while pending:
+            function, path = pending.pop(0)
+            if function in seen:
+                continue
+            seen.add(function)
+            for line, text in sorted(self._set_aside.get(function, {}).items()):
+                found.setdefault((function.path, line), f"{function.path}:{line}: {text}")
+            pending += [(step.callee, step.inner) for step in path if step.callee is not None]
+        return tuple(found.values())
 
     def site(self, ref: FunctionRef, site: Site) -> bool:
         """Whether ``ref``'s own effect ``site`` is a registry row: a Django upsert whose
@@ -79,7 +112,9 @@ class RegistryRows:
     def call(self, edge: Edge, call: CallSite | None) -> bool:
         """Whether the call behind ``edge`` writes only a registry row: it is the guarded
         create of a constant row, or a call into a registry helper that passes a constant
-        to every parameter the helper's keys depend on."""
+        to every parameter the helper's keys depend on. A callee with no effect is none."""
+        if not self.reach.reaches_effect(edge.callee):
+            return False
         if self._creates_of(edge.caller).get(edge.line) == frozenset():
             return True
         return call is not None and self._bound(edge.callee, call, frozenset()) == frozenset()

@@ -6,8 +6,14 @@ keyed by request data stays a business write."""
 
 from __future__ import annotations
 
+import textwrap
+
 import pytest
 
+from auditor.analysis.transactions import TxOptions
+from auditor.analysis.transactions.explain import REGISTRY_ROW, AnalysisInputs, explain
+from auditor.index.extract import index_source
+from auditor.languages import language_for_path
 from auditor.rules.loader import Rule, load_rule
 from tests.support import analyze_source, reported
 
@@ -321,3 +327,22 @@ def test_a_singleton_created_when_its_table_is_empty_is_a_registry_row(rule: Rul
     assert ("app/services.py", "add_to_site") not in heavy
     assert ("app/routes.py", "post_site_item") not in heavy
     assert found[("app/services.py", "add_to_filtered")].severity in ("critical", "high")  # which row: not known
+
+
+def test_explain_says_a_registry_helper_is_set_aside_and_where(rule: Rule):
+    views = """
+        from .models import Book, Shelf
+
+        def main_shelf():
+            return Shelf.objects.get_or_create(name="main")[0]
+
+        def add(request):
+            Book.objects.create(title=request.POST["title"], shelf=main_shelf())
+            return None
+        """
+    files = {"library/models.py": DJANGO_MODELS, "library/views.py": views}
+    texts = {path: textwrap.dedent(text).lstrip("\n") for path, text in files.items()}
+    indexes = {path: index_source(path, text, language_for_path(path) or "") for path, text in texts.items()}
+    explanation = explain(AnalysisInputs(indexes, texts, rule), "library/views.py", "main_shelf", TxOptions(min_severity="low"))
+    assert explanation.outcome == REGISTRY_ROW
+    assert "library/views.py:7: the callee's only effect is a registry row" in explanation.describe()
