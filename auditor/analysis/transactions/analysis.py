@@ -32,7 +32,9 @@ helper's writes at their own lines), and counters.
    chain ``self`` has the class the chain came through, or one below it, so a sibling
    subclass's override is never on it (:mod:`.receiver_search`). "New object only" arms
    (``if created:``, ``_state.adding``, ``pk is None``) do not run for a saved row that
-   exists, nor with "existing object only" arms. A
+   exists, nor with "existing object only" arms. A registry row (a get-or-create keyed by
+   constants only, :mod:`.registry_rows`) is set aside: no effect of the path, named in the
+   explanation. A
    function is reported where the sequence is formed: two or more events on its path; a
    helper with one write folds into the caller that sequences it.
 4. **Severity** (:mod:`.grading`). ``critical``: two or more autocommit writes, or an autocommit write and a
@@ -199,11 +201,11 @@ class Analysis:
             context = facts_context(rule, framework, related)
             self.facts = self._cached_facts(analysed, patterns, sql_write, related, context, facts_cache, digests or {})
         receiver_signals = django.receiver_signals(indexes, graph)
+        self.framework_calls = FrameworkCalls(graph, self.facts, framework, receiver_signals)
         self.boundaries = Boundaries(
             indexes, graph, self.facts, patterns, request_settings(indexes, texts, framework.host_setting("ATOMIC_REQUESTS")),
-            receiver_signals, framework.signals(Kind.INSIDE),
+            receiver_signals, framework.signals(Kind.INSIDE), self.framework_calls.run_inside,
         )  # fmt: skip
-        self.framework_calls = FrameworkCalls(graph, self.facts, framework, receiver_signals)
         self.reach = Reach(indexes, graph, Dispatch(indexes, graph, texts), self.framework_calls, self.facts)
         self.arguments = Arguments(graph, self.facts)
         self.sequences = Sequences(graph, self.facts, self.reach, self.boundaries, self.arguments)
@@ -247,10 +249,12 @@ class Analysis:
         return real_entries(found, self.reach)
 
     def passable(self, edge: Edge) -> bool:
-        """Whether the search goes on through ``edge``: no boundary on it, and its constant
-        arguments leave the callee some effect."""
+        """Whether the search goes on through ``edge``: no boundary on it, its constant
+        arguments leave the callee some effect, and more than a registry row."""
         call = self.reach.call_for(edge)
-        return not self.boundaries.edge_blocked(edge, call) and not self.sequences.switched_off(edge, call)
+        if self.boundaries.edge_blocked(edge, call) or self.sequences.registry.call(edge, call):
+            return False
+        return not self.sequences.switched_off(edge, call)
 
     def blocked(self, edge: Edge) -> bool:
         """Whether a boundary stands on ``edge``."""
@@ -284,7 +288,9 @@ class Analysis:
             # A call whose receiver class runs none of ``ref``'s effects needs no finding.
             receiver = self.sequences.receiver_through(edge, receivers.get(edge.caller))
             off = self.sequences.off_along((edge,))
-            return self.blocked(edge) or ((receiver is not None or off) and not self.sequences.path_of(edge.callee, off, receiver=receiver))
+            if self.blocked(edge) or self.sequences.registry.call(edge, self.reach.call_for(edge)):
+                return True  # a boundary, or a registry row only: nothing of ``ref`` to sequence
+            return bool(receiver is not None or off) and not self.sequences.path_of(edge.callee, off, receiver=receiver)
         entry_refs = frozenset(entry.ref for entry in entries)
         threshold = Severity.rank_of(self.options.min_severity)
         folded_refs: set[FunctionRef] = set()
@@ -302,7 +308,7 @@ class Analysis:
             steps = path_of(ref)
             findings.append(build_finding(
                 self.rule, ref, entry, trail, steps, assessment, self._lines_of, self.reach.dispatch.kinds,
-                self.boundaries.request_note(entry),
+                self.boundaries.request_note(entry), self.sequences.registry.set_aside_along(ref, steps),
             ))  # fmt: skip
         findings.sort(key=Finding.sort_key)
         return Outcome(

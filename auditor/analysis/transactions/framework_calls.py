@@ -3,7 +3,8 @@ DRF's dispatch from a view's action to its serializer (``create`` -> ``perform_c
 ``serializer.save()`` -> the serializer's ``create``, through the serializer's own ``save``
 when it overrides one; a hand-built ``OrderSerializer(data=...)``'s ``save()`` the same; rows ``kind: invokes`` of the
 framework facts, models/drf.yaml), and a project signal's ``send`` to the receivers
-connected to it.
+connected to it. Also the project's methods the framework runs inside a transaction it
+opens (rows ``kind: runs-inside``, models/django_admin.yaml: a ModelAdmin's ``save_model``).
 
 A framework method the project does not override is a node of its own, named after the
 class that inherits it (``OrderViewSet.create``, ``OrderViewSet.perform_create``): the chain of a
@@ -12,7 +13,7 @@ the project's code is an entry point at that action (:attr:`FrameworkCalls.entri
 
 Inputs: the call graph, the per-file facts, the framework facts and the signals each
 receiver is connected to. Output: :class:`FrameworkCalls` (``edges`` out of a function,
-``callers`` into one, the view-action ``entries``).
+``callers`` into one, the view-action ``entries``, the methods that ``run_inside``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from auditor.analysis.transactions.framework_facts import FrameworkFact, Framewo
 
 _VIEW = "drf-view"
 _SERIALIZER = "drf-serializer"
+_ADMIN = "django-admin"
 _SERIALIZER_CALL = "serializer."
 _SERIALIZER_ATTRIBUTE = re.compile(r"^\s+serializer_class\s*=\s*([A-Za-z_][\w.]*)\s*(?:#.*)?$")
 _RETURNED_CLASS = re.compile(r"\breturn\s+([A-Za-z_][\w.]*)\s*(?:#.*)?$")
@@ -82,6 +84,9 @@ class FrameworkCalls:
             for row in serializer_rows:
                 self._invoke(serializer, row, ())
         self._signal_sends(receiver_signals)
+        self.run_inside: frozenset[FunctionRef] = self._run_inside(rows.run_inside(_ADMIN))
+        """The project's methods the framework runs inside a transaction it opens (a
+        ModelAdmin subclass's ``save_model``: rows ``kind: runs-inside``)."""
         self.entries: tuple[EntryPoint, ...] = tuple(sorted(entries))
         """The view actions DRF runs that lead to the project's code (``OrderViewSet.create``)."""
         self._in: dict[FunctionRef, list[Edge]] = defaultdict(list)
@@ -234,6 +239,17 @@ class FrameworkCalls:
                 caller = FunctionRef(path, call.enclosing)
                 for receiver in receivers.get(parts[-2], ()):
                     self._add(Edge(caller, receiver, call.line, False), call.name)
+
+    def _run_inside(self, rows: tuple[FrameworkFact, ...]) -> frozenset[FunctionRef]:
+        """The methods ``rows`` name that a class deriving from one of a row's ``bases``
+        defines itself."""
+        found: set[FunctionRef] = set()
+        for cls in self._classes(frozenset(base for row in rows for base in row.bases)):
+            for row in rows:
+                ref = FunctionRef(cls.path, f"{cls.qualname}.{row.method}")
+                if self._provides(cls, row) and self.graph.definition(ref) is not None:
+                    found.add(ref)
+        return frozenset(found)
 
     def _classes(self, bases: frozenset[str]) -> list[FunctionRef]:
         """Every Python class that derives from one of the framework classes ``bases``."""

@@ -47,6 +47,7 @@ from auditor.analysis.transactions.grading import (
 )
 from auditor.analysis.transactions.languages import traits
 from auditor.analysis.transactions.reach import Reach
+from auditor.analysis.transactions.registry_rows import RegistryRows
 from auditor.analysis.transactions.scanning import call_text
 from auditor.analysis.transactions.session_scopes import SessionScopes
 from auditor.analysis.transactions.throwaway import memory_names, unbound_names
@@ -77,6 +78,8 @@ class Sequences:
         self.arguments = arguments
         self.scopes = SessionScopes(graph, facts)
         """Which ``with scope() as session:`` calls only commit a read-only block."""
+        self.registry = RegistryRows(graph, facts, reach, arguments)
+        """Which effects are registry rows, set aside (:mod:`.registry_rows`)."""
         self._paths: dict[tuple[FunctionRef, frozenset[str], FunctionRef | None], tuple[Step, ...]] = {}
         self._active: set[tuple[FunctionRef, FunctionRef | None]] = set()
         self._bodies: dict[FunctionRef, Body] = {}
@@ -227,6 +230,8 @@ class Sequences:
                 continue
             if throwaway and call.callee.split(".", 1)[0] in throwaway:
                 continue  # written to an in-memory database: nothing persists
+            if site.effect in DB_EFFECTS and self.registry.sets_aside_site(ref, site, call_text(call, facts.line_text(call.line))):
+                continue  # the same constant row on every call: no business write
             if call.name == "save" and site.effect in (Effect.WRITE, Effect.UPDATE):
                 if call.callee in saved:
                     continue  # the same row saved again: one row's state, not a second row
@@ -244,6 +249,8 @@ class Sequences:
             return self._own_transaction_step(edge, call, off, depth)
         if not self.reach.reaches_effect(edge.callee):
             return None
+        if self.registry.sets_aside_call(edge, call):
+            return None  # the same constant row on every call: no business write
         inner_off = self.arguments.off(edge.callee, call, off, edge.caller)
         if self._saves_existing_row(edge):
             inner_off = inner_off | {paths.EXISTING_ROW}  # its "new object only" arms do not run
@@ -254,7 +261,7 @@ class Sequences:
         if call is not None and {step.subject for step in steps if any(e in WRITES for e in step.effects)} == {"self"}:
             target = receiver_of(call.callee)
         owner = edge.callee.qualname.rpartition(".")[0]
-        if (bookkeeping(edge.callee) or (owner and _BOOKKEEPING_CLASS.search(owner))) and not self._saves_assigned(edge, target):
+        if (bookkeeping(edge.callee) or (owner and _BOOKKEEPING_CLASS.search(owner))) and not _saves_assigned(self.facts, edge, target):
             effects = tuple(Effect.AUDIT if effect in WRITES else effect for effect in effects)
         if not effects or (all(effect is Effect.COMMIT for effect in effects) and self.scopes.idle(edge)):
             return None  # no effect, or a session scope's commit of a block that changed nothing
@@ -262,18 +269,6 @@ class Sequences:
             edge.line, f"calls {edge.callee.qualname}", effects, edge.callee, edge.approximate, target,
             carries_on=caught_later(steps), inner=steps,
         )
-
-    def _saves_assigned(self, edge: Edge, target: str | None) -> bool:
-        """Whether the call behind ``edge`` saves an object (``target``, the callee's
-        ``self``) whose fields the caller set on the lines just before it
-        (``sound.pack = None; sound.mark_index_dirty()``): a bookkeeping-named method's save
-        then writes the caller's change too, a real write."""
-        facts = self.facts.get(edge.caller.path)
-        if target is None or facts is None:
-            return False
-        assigned = re.compile(rf"^\s*{re.escape(target)}\.\w+\s*=(?!=)")
-        lines = (facts.line_text(line) for line in range(edge.line - 1, max(edge.line - 1 - _ASSIGNED_BEFORE, 0), -1))
-        return any(assigned.match(text) for text in lines)
 
     def _saves_existing_row(self, edge: Edge) -> bool:
         """Whether the call behind ``edge`` saves a row read from the database (its site is
@@ -362,6 +357,19 @@ class Sequences:
         if facts.tree is None:
             return _NO_BODY
         return paths.function_body(facts.tree, definition.start_line, definition.end_line), facts.source, 0
+
+
+def _saves_assigned(facts: Mapping[str, FileFacts], edge: Edge, target: str | None) -> bool:
+    """Whether the call behind ``edge`` saves an object (``target``, the callee's ``self``)
+    whose fields the caller set on the lines just before it (``sound.pack = None;
+    sound.mark_index_dirty()``): a bookkeeping-named method's save then writes the caller's
+    change too, a real write."""
+    caller_facts = facts.get(edge.caller.path)
+    if target is None or caller_facts is None:
+        return False
+    assigned = re.compile(rf"^\s*{re.escape(target)}\.\w+\s*=(?!=)")
+    lines = (caller_facts.line_text(line) for line in range(edge.line - 1, max(edge.line - 1 - _ASSIGNED_BEFORE, 0), -1))
+    return any(assigned.match(text) for text in lines)
 
 
 def _marked_in_loops(steps: tuple[Step, ...], body: Body) -> tuple[Step, ...]:
