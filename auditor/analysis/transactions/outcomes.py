@@ -76,7 +76,7 @@ _REQUIRED = {
 }  # fmt: skip
 # Every Django response (DRF's ``Response`` too) is an instance of these.
 _RESPONSE_BASES = frozenset({"HttpResponse", "HttpResponseBase"})
-_RESPONSE_CLASS = re.compile(r"\w*Response")  # HttpResponse*, JsonResponse, TemplateResponse, DRF's Response
+_RESPONSE_CLASS = re.compile(r"\w*HttpResponse\w*|\w*Response")  # HttpResponseRedirect, JsonResponse, DRF's Response
 _RESPONSE_SHORTCUTS = frozenset({"render", "redirect", "render_to_response"})  # django.shortcuts
 _TRANSPARENT_DECORATORS = frozenset({"staticmethod", "classmethod"})
 _FALSE_LITERALS = frozenset({"0", '""', "''", "()", "[]", "{}"})

@@ -32,6 +32,8 @@ HELPERS = """
 
     def relabel(request, shelf):
         Shelf.objects.create(name="moved")
+        if request.next:
+            return HttpResponseRedirect(request.next)
         return render(request, "moved.html")
 
     def prepare(request, shelf_id):
