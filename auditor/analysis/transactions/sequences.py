@@ -191,7 +191,7 @@ class Sequences:
             body = self._body(ref, facts)
             decided = self._decided(body, stepped, overrides, off, depth, receiver)
         heaviest: tuple[Step, ...] = ()
-        for chosen in self._override_variants(ref, overrides, receiver):
+        for chosen in _override_variants(self.reach, ref, overrides, receiver):
             # Every decided call with the effects of the outcome that carries on, and once
             # per decided call its full effects on the path that returns at its ``if``.
             for returning in (None, *decided):
@@ -253,7 +253,7 @@ class Sequences:
             edges = stepped.get(decision.line, [])
             if not edges or decision.line in overrides or decision.line in decided:
                 continue
-            if any(self._called_name(edge) != decision.name for edge in edges):
+            if any(_called_name(self.reach, edge) != decision.name for edge in edges):
                 continue
             filtered: Step | None = None
             for edge in edges:
@@ -262,10 +262,6 @@ class Sequences:
                     filtered = step
             decided[decision.line] = (filtered, decision.statement)
         return decided
-
-    def _called_name(self, edge: Edge) -> str:
-        call = self.reach.call_for(edge)
-        return call.name if call is not None else edge.callee.qualname.rsplit(".", 1)[-1]
 
     def _own_events(self, ref: FunctionRef, facts: FileFacts | None, throwaway: frozenset[str] = frozenset()) -> dict[int, list[Step]]:
         """The function's own uncovered effects by line (a call a graph, receiver or framework edge
@@ -357,74 +353,81 @@ class Sequences:
             return None
         return Step(edge.line, f"calls {edge.callee.qualname} (its own transaction)", (Effect.REPOSITORY,), edge.callee)
 
-    def _override_variants(
-        self, ref: FunctionRef, overrides: Mapping[int, Mapping[FunctionRef, Step]], receiver: FunctionRef | None = None
-    ) -> list[dict[int, Step]]:
-        """The overrides one concrete class runs at each dispatching line, per class that
-        defines one (nearest definition in its lineage), plus the base's own (none): the
-        alternatives a base-class path has. Never a mix no single class runs. A class that
-        overrides ``ref`` itself enters it only through its own override (``super()``,
-        perhaps inside a transaction): its variant is that override's to count. With a
-        known ``receiver`` class, its variant (its own override or its nearest base's) and
-        those of its subclasses, never a sibling's."""
-        if not overrides:
-            return [{}]
-        dispatch = self.reach.dispatch
-        base = class_of(ref)
-        method = ref.qualname.rsplit(".", 1)[-1]
-        classes = sorted({class_of(target) for targets in overrides.values() for target in targets})
-        if receiver is not None:  # self is receiver or below it: its own variant and its subclasses'
-            classes = [receiver, *(cls for cls in classes if cls != receiver and receiver in dispatch.lineage(cls))]
-        by_line = {line: {class_of(target): step for target, step in targets.items()} for line, targets in overrides.items()}
-        variants: list[dict[int, Step]] = [{}]
-        seen: set[tuple[tuple[int, FunctionRef], ...]] = {()}
-        for cls in classes:
-            override = dispatch.override_below(cls, base, method)
-            if (receiver is None or cls != receiver) and override is not None and not self.reach.calls_super(override, method):
-                continue
-            lineage = dispatch.lineage(cls)
-            chosen: dict[int, Step] = {}
-            for line, by_class in by_line.items():
-                nearest = next((by_class[item] for item in lineage if item in by_class), None)
-                if nearest is not None:
-                    chosen[line] = nearest
-            key = tuple(sorted((line, step.callee) for line, step in chosen.items() if step.callee is not None))
-            if key not in seen:
-                seen.add(key)
-                variants.append(chosen)
-        return variants
-
     def _body(self, ref: FunctionRef, facts: FileFacts | None) -> Body:
-        """:meth:`_parse_body`, once per function (its paths with different parameters off
+        """:func:`_parsed_body`, once per function (its paths with different parameters off
         walk the same body)."""
         found = self._bodies.get(ref)
         if found is None:
-            found = self._bodies[ref] = self._parse_body(ref, facts)
+            found = self._bodies[ref] = _parsed_body(self.graph, ref, facts)
         return found
 
-    def _parse_body(self, ref: FunctionRef, facts: FileFacts | None) -> Body:
-        """The function's body node, the source it was parsed from and the number of lines
-        before that source. A Python function is parsed on its own (dedented): most files
-        are far longer than the functions that need their branches."""
-        if facts is None:
-            return _NO_BODY
-        if ref.qualname == MAIN_FUNCTION and facts.index.main_block is not None:
-            if facts.tree is None:
-                return _NO_BODY
-            start, _ = facts.index.main_block
-            node = next((node for node in facts.tree.named_children if paths.first_line(node) == start), None)
-            return (node.child_by_field_name("consequence") if node is not None else None), facts.source, 0
-        definition = self.graph.definition(ref)
-        if definition is None:
-            return _NO_BODY
-        if traits(facts.index.language).parse_functions_alone:
-            parser = parser_for(facts.index.language)
-            if parser is None:
-                return _NO_BODY
-            return paths.dedented_body(parser, facts.lines, definition.start_line, definition.end_line)
+def _parsed_body(graph: CallGraph, ref: FunctionRef, facts: FileFacts | None) -> Body:
+    """The function's body node, the source it was parsed from and the number of lines
+    before that source. A Python function is parsed on its own (dedented): most files
+    are far longer than the functions that need their branches."""
+    if facts is None:
+        return _NO_BODY
+    if ref.qualname == MAIN_FUNCTION and facts.index.main_block is not None:
         if facts.tree is None:
             return _NO_BODY
-        return paths.function_body(facts.tree, definition.start_line, definition.end_line), facts.source, 0
+        start, _ = facts.index.main_block
+        node = next((node for node in facts.tree.named_children if paths.first_line(node) == start), None)
+        return (node.child_by_field_name("consequence") if node is not None else None), facts.source, 0
+    definition = graph.definition(ref)
+    if definition is None:
+        return _NO_BODY
+    if traits(facts.index.language).parse_functions_alone:
+        parser = parser_for(facts.index.language)
+        if parser is None:
+            return _NO_BODY
+        return paths.dedented_body(parser, facts.lines, definition.start_line, definition.end_line)
+    if facts.tree is None:
+        return _NO_BODY
+    return paths.function_body(facts.tree, definition.start_line, definition.end_line), facts.source, 0
+
+
+def _override_variants(
+    reach: Reach, ref: FunctionRef, overrides: Mapping[int, Mapping[FunctionRef, Step]], receiver: FunctionRef | None = None
+) -> list[dict[int, Step]]:
+    """The overrides one concrete class runs at each dispatching line, per class that
+    defines one (nearest definition in its lineage), plus the base's own (none): the
+    alternatives a base-class path has. Never a mix no single class runs. A class that
+    overrides ``ref`` itself enters it only through its own override (``super()``,
+    perhaps inside a transaction): its variant is that override's to count. With a
+    known ``receiver`` class, its variant (its own override or its nearest base's) and
+    those of its subclasses, never a sibling's."""
+    if not overrides:
+        return [{}]
+    dispatch = reach.dispatch
+    base = class_of(ref)
+    method = ref.qualname.rsplit(".", 1)[-1]
+    classes = sorted({class_of(target) for targets in overrides.values() for target in targets})
+    if receiver is not None:  # self is receiver or below it: its own variant and its subclasses'
+        classes = [receiver, *(cls for cls in classes if cls != receiver and receiver in dispatch.lineage(cls))]
+    by_line = {line: {class_of(target): step for target, step in targets.items()} for line, targets in overrides.items()}
+    variants: list[dict[int, Step]] = [{}]
+    seen: set[tuple[tuple[int, FunctionRef], ...]] = {()}
+    for cls in classes:
+        override = dispatch.override_below(cls, base, method)
+        if (receiver is None or cls != receiver) and override is not None and not reach.calls_super(override, method):
+            continue
+        lineage = dispatch.lineage(cls)
+        chosen: dict[int, Step] = {}
+        for line, by_class in by_line.items():
+            nearest = next((by_class[item] for item in lineage if item in by_class), None)
+            if nearest is not None:
+                chosen[line] = nearest
+        key = tuple(sorted((line, step.callee) for line, step in chosen.items() if step.callee is not None))
+        if key not in seen:
+            seen.add(key)
+            variants.append(chosen)
+    return variants
+
+
+def _called_name(reach: Reach, edge: Edge) -> str:
+    """The last part of the name the call behind ``edge`` is written with."""
+    call = reach.call_for(edge)
+    return call.name if call is not None else edge.callee.qualname.rsplit(".", 1)[-1]
 
 
 def _marked_in_loops(steps: tuple[Step, ...], body: Body) -> tuple[Step, ...]:
