@@ -12,8 +12,8 @@ may end such a path: those whose value can be of the required kind (``return Tru
 end a path that needs a false value; a tuple or an HTTP response cannot be ``None``), every
 ``raise`` (its effects stay: kept conservative), and an unknown value always, but for a
 false value required of ``return x`` (or ``return a or x``, or an attribute set to that on
-the statement just before) a local ``x`` bound once, outside any loop, is known false on
-that path, so an arm testing ``x`` cannot have run on it.
+the statement just before) a local ``x`` bound once, outside any loop, and never used as
+a receiver or passed to a call (nothing changes its truth), is known false on that path, so an arm testing ``x`` cannot have run on it.
 
 The sequence builder (:mod:`.sequences`) walks the caller once with the decided calls'
 filtered effects, and once per decision with that call's full effects and the path cut at
@@ -355,8 +355,9 @@ def _parameters(body: Node) -> frozenset[str]:
 
 
 def _bound_once(name: str, body: Node, parameters: frozenset[str]) -> bool:
-    """Whether ``name`` has one value on every path once bound: a parameter the body never
-    binds again, or a local bound by one statement outside any loop."""
+    """Whether ``name`` has one value, and one truth, on every path once bound: a parameter
+    the body never binds again, or a local bound by one statement outside any loop; and
+    never a receiver nor an argument (:func:`_may_change`)."""
     bindings = 0
     pending: list[tuple[Node, bool]] = [(body, False)]
     while pending:
@@ -372,9 +373,26 @@ def _bound_once(name: str, body: Node, parameters: frozenset[str]) -> bool:
                     return False
         if node.type in ("import_statement", "import_from_statement") and name in _identifiers(node):
             return False
+        if _may_change(node, name):
+            return False
         if node.type not in _NESTED or node is body:
             pending.extend((child, looped or node.type in _LOOPS) for child in node.named_children)
     return bindings == 0 if name in parameters else bindings == 1
+
+
+def _may_change(node: Node, name: str) -> bool:
+    """Whether ``node`` may change the truth of the object ``name`` holds without binding
+    it again: a method called or an attribute or item read on it (``hit.clear()``), or
+    the object passed to a call."""
+    if node.type == "attribute":
+        base = node.child_by_field_name("object")
+    elif node.type == "subscript":
+        base = node.child_by_field_name("value")
+    elif node.type in ("argument_list", "keyword_argument"):
+        return any(child.type == "identifier" and _text(child) == name for child in node.named_children)
+    else:
+        return False
+    return base is not None and base.type == "identifier" and _text(base) == name
 
 
 def _identifiers(target: Node) -> set[str]:

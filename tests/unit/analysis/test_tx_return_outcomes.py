@@ -72,6 +72,13 @@ HELPERS = """
         request.limited = getattr(request, "limited", False) or hit
         return request.limited
 
+    def limited_emptied(request):
+        hits = request.counter.hits()
+        if hits:
+            Visit.objects.create(note="limited")
+        hits.clear()
+        return hits
+
     def limited_loop(request):
         hit = False
         for counter in request.counters:
@@ -96,7 +103,7 @@ def _view(prelude: str) -> str:
     return f"""
         from django.http import HttpResponse
         from django.shortcuts import redirect
-        from .helpers import limited, limited_loop, prepare, prepare_both, reset_always, reset_requested
+        from .helpers import limited, limited_emptied, limited_loop, prepare, prepare_both, reset_always, reset_requested
         from .models import Book, Shelf
 
         def edit(request, shelf_id):
@@ -136,7 +143,7 @@ def _edit_writes_helper(prelude: str, rule: Rule) -> bool:
     views = f"""
         from django.http import HttpResponse
         from django.shortcuts import redirect
-        from .helpers import limited, limited_loop, prepare, prepare_both, reset_always, reset_requested
+        from .helpers import limited, limited_emptied, limited_loop, prepare, prepare_both, reset_always, reset_requested
         from .models import Book
 
         def edit(request, shelf_id):
@@ -189,6 +196,8 @@ def test_the_single_write_left_is_no_finding(prelude: str, rule: Rule):
         'if not reset_requested(request):\n    return redirect("/settings")',
         # The limit's flag bound in a loop: its value at the return is not the one tested.
         "if limited_loop(request):\n    raise PermissionError(429)",
+        # The flag emptied after its test: a false value returned says nothing of the test.
+        "if limited_emptied(request):\n    raise PermissionError(429)",
     ],
 )
 def test_a_helper_whose_writes_may_precede_the_path_that_carries_on_keeps_them(prelude: str, rule: Rule):
