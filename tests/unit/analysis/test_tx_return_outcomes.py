@@ -219,3 +219,22 @@ def test_the_returning_path_keeps_the_helpers_writes_with_those_before_the_call(
     finding = _findings(views, rule).get(("library/views.py", "edit"))
     assert finding is not None
     assert any(step.path == "library/helpers.py" for step in finding.sequence)
+
+
+def test_a_decorated_helper_keeps_its_writes(rule: Rule):
+    # A decorator may hand back another value than the helper's own (a swallowed error).
+    helpers = HELPERS.replace("    def reset_requested(request):", "    @swallow_errors\n    def reset_requested(request):")
+    views = """
+        from django.shortcuts import redirect
+        from .helpers import reset_requested
+        from .models import Book
+
+        def edit(request, shelf_id):
+            if reset_requested(request):
+                return redirect("/settings")
+            Book.objects.create(title="new")
+            return redirect("/done")
+        """
+    files = {"library/models.py": MODELS, "library/helpers.py": helpers, "library/views.py": views}
+    finding = reported(analyze_source(files, rule)).get(("library/views.py", "edit"))
+    assert finding is not None and any(step.path == "library/helpers.py" for step in finding.sequence)
