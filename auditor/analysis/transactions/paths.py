@@ -10,9 +10,12 @@ parameter the caller passes as a false constant (``if save:`` under ``save=False
 run. Loops count their body once and always pass (they may run zero times or ``break``). An event in a ``try`` body with a handler that carries on
 past a write's failure (it catches a database error or everything, and has no ``return``,
 ``raise`` or ``throw``: the function goes on) is passed through the caller's ``caught``
-marker, so grading knows nobody retries after it fails. The syntax comes from tree-sitter
-(Python, Java, Go, JavaScript/TypeScript share these node names); a function whose body
-cannot be found is treated as one straight sequence.
+marker, so grading knows nobody retries after it fails. A walk may keep only some of the
+function's ends (:class:`Exits`: the ``return`` statements whose value a caller carries on
+with, :mod:`.outcomes`) and cut a caller's path at the ``if`` that returns on a call's
+result. The syntax comes from tree-sitter (Python, Java, Go, JavaScript/TypeScript share
+these node names); a function whose body cannot be found is treated as one straight
+sequence.
 """
 
 from __future__ import annotations

@@ -4,7 +4,9 @@ callees' effects counted at their call sites.
 Each function's events are its uncovered effect sites and its unblocked calls into
 functions with effects (the callee's own heaviest path, with the parameters the call
 switches off; a session scope's commit of a ``with`` block that only read is none:
-:mod:`.session_scopes`). The path walker (:mod:`.paths`) picks the heaviest feasible path; a
+:mod:`.session_scopes`). A call whose result decides an immediate return or raise counts,
+on the path that carries on, only the callee's paths returning the other kind of value
+(:mod:`.outcomes`); the path that returns there counts them all. The path walker (:mod:`.paths`) picks the heaviest feasible path; a
 base-class method's self-calls into subclass overrides are taken per concrete class (the
 heaviest class counts, never a sum of different classes' overrides).
 
