@@ -145,7 +145,8 @@ def _decision(statement: Node, offset: int) -> tuple[Decision, tuple[int, int]] 
     continuing = not first_ends  # the condition's value on the path that carries on
     requirement = _REQUIRED[(kind, continuing != negated)]
     ending = consequence if first_ends else alternative
-    assert ending is not None
+    if ending is None:
+        return None
     name = function.text.decode("utf-8", "replace").rsplit(".", 1)[-1]
     decision = Decision(paths.first_line(call) + offset, name, statement.start_byte, requirement)
     return decision, (ending.start_byte, ending.end_byte)
@@ -155,8 +156,10 @@ def _test(condition: Node) -> tuple[Node, str, bool] | None:
     """(subject, kind of test, negated) of a condition: the truth of a call or name,
     ``is None``/``is not None``, ``isinstance(x, HttpResponse)``, each perhaps under ``not``."""
     node, negated = _unwrapped(condition), False
-    while node.type == "not_operator" and node.child_by_field_name("argument") is not None:
-        node, negated = _unwrapped(node.child_by_field_name("argument")), not negated  # type: ignore[arg-type]
+    argument = node.child_by_field_name("argument") if node.type == "not_operator" else None
+    while argument is not None:
+        node, negated = _unwrapped(argument), not negated
+        argument = node.child_by_field_name("argument") if node.type == "not_operator" else None
     if node.type == "comparison_operator" and len(node.children) == 3 and node.children[2].type == "none":
         operator = node.children[1].type
         subject = _subject(node.children[0])
