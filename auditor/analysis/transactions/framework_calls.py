@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from auditor.callgraph.graph import CallGraph, Edge, FunctionRef
 from auditor.callgraph.names import strip_arguments
 from auditor.analysis.entrypoints import DJANGO_SIGNALS, EntryPoint, split_arguments
+from auditor.analysis.transactions.dynamic_views import dynamic_views
 from auditor.analysis.transactions.facts import FileFacts
 from auditor.analysis.transactions.framework_facts import FrameworkFact, FrameworkFacts
 
@@ -74,6 +75,10 @@ class FrameworkCalls:
                 if self._provides(view, row) and self.graph.definition(ref) is None and self._leads_to_project(ref):
                     base = sorted(self._lineage_names(view) & set(row.bases))[0]
                     entries.append(EntryPoint(ref, "http", f"drf {base}.{row.method} of {view.qualname}"))
+        for view, classes in self._dynamic_views(view_rows, view_bases):
+            serializers.update(classes)
+            for row in view_rows:
+                self._invoke(view, row, classes)
         serializer_bases = frozenset(base for row in serializer_rows for base in row.bases)
         serializers.update(self._hand_built_saves(serializer_bases))
         for serializer in sorted(serializers):
@@ -96,6 +101,24 @@ class FrameworkCalls:
     def callers(self, ref: FunctionRef) -> tuple[Edge, ...]:
         """The framework's calls into ``ref``, sorted."""
         return tuple(sorted(self._in.get(ref, ())))
+
+    def _dynamic_views(self, rows: tuple[FrameworkFact, ...], bases: frozenset[str]) -> list[tuple[FunctionRef, tuple[FunctionRef, ...]]]:
+        """The classes ``type(name, bases, {"serializer_class": ...})`` builds
+        (:mod:`.dynamic_views`), each as the base DRF dispatches through (the last that
+        derives from a DRF view) with its serializers; a class another of whose bases defines
+        one of the rows' methods (or ``get_serializer_class``) is left out, and with it every
+        class built with its serializer: that dispatch is the other base's, not read here, so
+        the serializer stays an entry point of its own."""
+        methods = {row.method for row in rows} | {"get_serializer_class"}
+        found, unread = [], set()
+        for view in dynamic_views(self.graph, self.facts):
+            views = [base for base in view.bases if self._lineage_names(base) & bases]
+            others = [base for base in view.bases if base not in views[-1:]]
+            if views and not any(self.graph.class_member(other, method) for other in others for method in methods):
+                found.append((views[-1], view.serializers))
+            else:
+                unread.update(view.serializers)
+        return [(view, serializers) for view, serializers in found if not unread & set(serializers)]
 
     def _invoke(self, owner: FunctionRef, row: FrameworkFact, serializers: tuple[FunctionRef, ...]) -> None:
         """The edges of one row for one class: from the method (the project's override, or
