@@ -14,13 +14,14 @@ class names, or a factory parameter passed a tuple literal (or nothing) at every
 A factory with a call site that passes anything else builds no view here.
 
 Inputs: the call graph and the per-file facts. Output: :func:`dynamic_views`, one
-:class:`DynamicView` per call site of a factory.
+:class:`DynamicView` per call site of a factory, and :func:`dispatching_bases`, the base
+each dispatches through with its serializers.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from auditor.callgraph.graph import CallGraph, FunctionRef
@@ -65,6 +66,28 @@ def dynamic_views(graph: CallGraph, facts: Mapping[str, FileFacts]) -> tuple[Dyn
             if call.callee == "type" and call.enclosing is not None:
                 found.update(_built(graph, facts, FunctionRef(path, call.enclosing), call))
     return tuple(sorted(found, key=lambda view: (view.call, view.site, view.bases)))
+
+
+def dispatching_bases(
+    graph: CallGraph, facts: Mapping[str, FileFacts], methods: frozenset[str], view_bases: frozenset[str],
+    lineage_names: Callable[[FunctionRef], frozenset[str]],
+) -> list[tuple[FunctionRef, tuple[FunctionRef, ...]]]:
+    """The built classes as the base DRF dispatches through (the last whose lineage,
+    ``lineage_names``, holds one of the framework's ``view_bases``) with their serializers.
+    A class another of whose bases defines one of the dispatch ``methods`` (or
+    ``get_serializer_class``) is left out, and with it every class built with its
+    serializer: that dispatch is the other base's, not read here, so the serializer stays an
+    entry point of its own."""
+    overridden = methods | {"get_serializer_class"}
+    found, unread = [], set()
+    for view in dynamic_views(graph, facts):
+        views = [base for base in view.bases if lineage_names(base) & view_bases]
+        others = [base for base in view.bases if base not in views[-1:]]
+        if views and not any(graph.class_member(other, method) for other in others for method in overridden):
+            found.append((views[-1], view.serializers))
+        else:
+            unread.update(view.serializers)
+    return [(base, serializers) for base, serializers in found if not unread & set(serializers)]
 
 
 def _built(graph: CallGraph, facts: Mapping[str, FileFacts], factory: FunctionRef, call: CallSite) -> list[DynamicView]:

@@ -1,8 +1,10 @@
 """Calls the framework makes on the project's behalf, as edges the call graph cannot see:
 DRF's dispatch from a view's action to its serializer (``create`` -> ``perform_create`` ->
 ``serializer.save()`` -> the serializer's ``create``, through the serializer's own ``save``
-when it overrides one; a hand-built ``OrderSerializer(data=...)``'s ``save()`` the same; rows ``kind: invokes`` of the
-framework facts, models/drf.yaml), and a project signal's ``send`` to the receivers
+when it overrides one; a hand-built ``OrderSerializer(data=...)``'s ``save()`` the same; a
+class a factory builds with ``type(name, bases, {"serializer_class": ...})`` through its
+bases, :mod:`.dynamic_views`; rows ``kind: invokes`` of the framework facts,
+models/drf.yaml), and a project signal's ``send`` to the receivers
 connected to it.
 
 A framework method the project does not override is a node of its own, named after the
@@ -24,7 +26,7 @@ from collections.abc import Mapping
 from auditor.callgraph.graph import CallGraph, Edge, FunctionRef
 from auditor.callgraph.names import strip_arguments
 from auditor.analysis.entrypoints import DJANGO_SIGNALS, EntryPoint, split_arguments
-from auditor.analysis.transactions.dynamic_views import dynamic_views
+from auditor.analysis.transactions.dynamic_views import dispatching_bases
 from auditor.analysis.transactions.facts import FileFacts
 from auditor.analysis.transactions.framework_facts import FrameworkFact, FrameworkFacts
 
@@ -75,7 +77,8 @@ class FrameworkCalls:
                 if self._provides(view, row) and self.graph.definition(ref) is None and self._leads_to_project(ref):
                     base = sorted(self._lineage_names(view) & set(row.bases))[0]
                     entries.append(EntryPoint(ref, "http", f"drf {base}.{row.method} of {view.qualname}"))
-        for view, classes in self._dynamic_views(view_rows, view_bases):
+        methods = frozenset(row.method for row in view_rows)
+        for view, classes in dispatching_bases(self.graph, self.facts, methods, view_bases, self._lineage_names):
             serializers.update(classes)
             for row in view_rows:
                 self._invoke(view, row, classes)
@@ -101,24 +104,6 @@ class FrameworkCalls:
     def callers(self, ref: FunctionRef) -> tuple[Edge, ...]:
         """The framework's calls into ``ref``, sorted."""
         return tuple(sorted(self._in.get(ref, ())))
-
-    def _dynamic_views(self, rows: tuple[FrameworkFact, ...], bases: frozenset[str]) -> list[tuple[FunctionRef, tuple[FunctionRef, ...]]]:
-        """The classes ``type(name, bases, {"serializer_class": ...})`` builds
-        (:mod:`.dynamic_views`), each as the base DRF dispatches through (the last that
-        derives from a DRF view) with its serializers; a class another of whose bases defines
-        one of the rows' methods (or ``get_serializer_class``) is left out, and with it every
-        class built with its serializer: that dispatch is the other base's, not read here, so
-        the serializer stays an entry point of its own."""
-        methods = {row.method for row in rows} | {"get_serializer_class"}
-        found, unread = [], set()
-        for view in dynamic_views(self.graph, self.facts):
-            views = [base for base in view.bases if self._lineage_names(base) & bases]
-            others = [base for base in view.bases if base not in views[-1:]]
-            if views and not any(self.graph.class_member(other, method) for other in others for method in methods):
-                found.append((views[-1], view.serializers))
-            else:
-                unread.update(view.serializers)
-        return [(view, serializers) for view, serializers in found if not unread & set(serializers)]
 
     def _invoke(self, owner: FunctionRef, row: FrameworkFact, serializers: tuple[FunctionRef, ...]) -> None:
         """The edges of one row for one class: from the method (the project's override, or
