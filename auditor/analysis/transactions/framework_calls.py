@@ -1,10 +1,12 @@
 """Calls the framework makes on the project's behalf, as edges the call graph cannot see:
 DRF's dispatch from a view's action to its serializer (``create`` -> ``perform_create`` ->
 ``serializer.save()`` -> the serializer's ``create``, through the serializer's own ``save``
-when it overrides one; a hand-built ``OrderSerializer(data=...)``'s ``save()`` the same; rows ``kind: invokes`` of the
-framework facts, models/drf.yaml), and a project signal's ``send`` to the receivers
-connected to it. Also the project's methods the framework runs inside a transaction it
-opens (rows ``kind: runs-inside``, models/django_admin.yaml: a ModelAdmin's ``save_model``).
+when it overrides one; a hand-built ``OrderSerializer(data=...)``'s ``save()`` the same; a
+class a factory builds with ``type(name, bases, {"serializer_class": ...})`` through its
+bases, :mod:`.dynamic_views`; rows ``kind: invokes`` of the framework facts,
+models/drf.yaml), and a project signal's ``send`` to the receivers connected to it. Also
+the project's methods the framework runs inside a transaction it opens (rows
+``kind: runs-inside``, models/django_admin.yaml: a ModelAdmin's ``save_model``).
 
 A framework method the project does not override is a node of its own, named after the
 class that inherits it (``OrderViewSet.create``, ``OrderViewSet.perform_create``): the chain of a
@@ -25,6 +27,7 @@ from collections.abc import Mapping
 from auditor.callgraph.graph import CallGraph, Edge, FunctionRef
 from auditor.callgraph.names import strip_arguments
 from auditor.analysis.entrypoints import DJANGO_SIGNALS, EntryPoint, split_arguments
+from auditor.analysis.transactions.dynamic_views import dispatching_bases
 from auditor.analysis.transactions.facts import FileFacts
 from auditor.analysis.transactions.framework_facts import FrameworkFact, FrameworkFacts
 
@@ -76,6 +79,11 @@ class FrameworkCalls:
                 if self._provides(view, row) and self.graph.definition(ref) is None and self._leads_to_project(ref):
                     base = sorted(self._lineage_names(view) & set(row.bases))[0]
                     entries.append(EntryPoint(ref, "http", f"drf {base}.{row.method} of {view.qualname}"))
+        methods = frozenset(row.method for row in view_rows)
+        for view, classes in dispatching_bases(self.graph, self.facts, methods, view_bases, self._lineage_names):
+            serializers.update(classes)
+            for row in view_rows:
+                self._invoke(view, row, classes)
         serializer_bases = frozenset(base for row in serializer_rows for base in row.bases)
         serializers.update(self._hand_built_saves(serializer_bases))
         for serializer in sorted(serializers):
