@@ -232,7 +232,24 @@ def _rerunnable(steps: tuple[Step, ...]) -> bool:
     end and at least one is an update to given values (the other mixes have their own
     grades): nothing creates a row or a link, nothing is relative, nothing is bookkeeping."""
     database = [effect for step in steps for effect in step.effects if effect in DB_EFFECTS]
-    return Effect.UPDATE in database and all(effect in _RERUNNABLE for effect in database)
+    return Effect.UPDATE in database and all(effect in _RERUNNABLE for effect in database) and not _moves_then_deletes(steps)
+
+
+def _moves_then_deletes(steps: tuple[Step, ...]) -> bool:
+    """Whether the path deletes one object (``source.delete()``) after updating rows of a
+    queryset: the merge of an object into another, its rows re-pointed before it goes. A run
+    that stops between the writes leaves the object's data split between two owners until
+    someone notices, not a maintenance pass the next run completes (les-emplois made its
+    organisation merge atomic: benchmarks/real_fixes, lesemplois-merge-organizations)."""
+    moved = False
+    for step in steps:
+        if step.callee is not None and step.inner and _moves_then_deletes(step.inner):
+            return True
+        if step.callee is None and Effect.UPDATE in step.effects and step.subject is None:
+            moved = True
+        elif moved and step.callee is None and Effect.DELETE in step.effects and step.subject is not None:
+            return True
+    return False
 
 
 def relative_value(arguments: str) -> bool:
