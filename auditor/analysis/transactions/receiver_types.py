@@ -237,8 +237,8 @@ class ReceiverTypes:
             for path, index in self.indexes.items()
             if not is_test_path(path) and path.endswith(".py")
             for definition in getattr(index, "definitions", ())
-            if definition.kind == "class" and definition.qualname == model
-        ]
+            if definition.kind == "class" and definition.qualname.lower() == model.lower()
+        ]  # Django looks the model name up case-insensitively (``apps.get_model``)
         in_app = [ref for ref in classes if f"/{app}/" in f"/{ref.path}"]
         chosen = in_app or classes
         return chosen[0] if len(chosen) == 1 else None

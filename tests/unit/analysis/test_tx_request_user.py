@@ -76,6 +76,12 @@ def test_a_call_on_request_user_runs_the_user_models_method_through_its_mixin(ru
     assert "Member.record_action" in nickname.explanation, nickname.explanation
 
 
+def test_the_settings_model_name_is_read_case_insensitively(rule: Rule):
+    files = {**FILES, "config/settings.py": 'AUTH_USER_MODEL = "people.member"\n'}
+    found = reported(analyze_source(files, rule))
+    assert "Member.record_action" in found[("people/views.py", "ProfileView.post")].explanation
+
+
 def test_without_a_user_model_setting_request_user_is_djangos_own(rule: Rule):
     files = {path: text for path, text in FILES.items() if path != "config/settings.py"}
     found = reported(analyze_source(files, rule))
