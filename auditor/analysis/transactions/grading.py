@@ -166,7 +166,8 @@ def _grade_writes(
     if writes == 1 and not (bookkeeping or commits or side_effects):
         direct = [step for step in steps if step.callee is None and any(effect in WRITES for effect in step.effects)]
         return (Severity.LOW, "") if direct else None
-    if plain + deletes == 1 and writes == 1 and not (commits or side_effects) and any(map(_audit_trail, steps)):
+    # A row created or changed and the entry recording it (a pruning delete is cleanup).
+    if plain == 1 and writes == 1 and not (commits or side_effects) and any(map(_audit_trail, steps)):
         return Severity.HIGH, AUDIT_TRAIL
     unretried = ""
     if demote and not commits and not side_effects and writes + bookkeeping >= 2:

@@ -100,3 +100,21 @@ def test_a_write_and_the_audit_log_row_recording_it_are_shown_by_default(rule: R
         finding = found[("people/views.py", function)]
         assert finding.severity == "high", (finding.severity, finding.explanation)
         assert "audit" in finding.explanation, finding.explanation
+
+
+def test_a_pruning_delete_beside_an_audit_helper_stays_bookkeeping(rule: Rule):
+    files = {
+        "app/models.py": "from django.db import models\n\nclass Probe(models.Model):\n    pass\n\nclass ProbeLog(models.Model):\n    pass\n",
+        "app/tasks.py": """
+            from celery import shared_task
+
+            from .models import Probe, ProbeLog
+
+            @shared_task
+            def prune(cutoff):
+                Probe.objects.filter(seen__lt=cutoff).delete()
+                ProbeLog.objects.create(note="pruned")
+            """,
+    }
+    pruned = reported(analyze_source(files, rule))[("app/tasks.py", "prune")]
+    assert pruned.severity == "medium", pruned.explanation
