@@ -219,29 +219,8 @@ class ReceiverTypes:
         None when no settings module sets it (``auth.User``, no repository class) or the
         name is no single repository class."""
         if self._user_model is None:
-            self._user_model = (self._find_user_model(),)
+            self._user_model = (user_model_of(self.indexes, self.texts),)
         return self._user_model[0]
-
-    def _find_user_model(self) -> FunctionRef | None:
-        named = {
-            match.groups()
-            for path, text in self.texts.items()
-            if path.endswith(".py") and "AUTH_USER_MODEL" in text and not is_test_path(path)
-            for match in _USER_MODEL_SETTING.finditer(text)
-        }
-        if len(named) != 1:
-            return None
-        app, model = next(iter(named))
-        classes = [
-            FunctionRef(path, definition.qualname)
-            for path, index in self.indexes.items()
-            if not is_test_path(path) and path.endswith(".py")
-            for definition in getattr(index, "definitions", ())
-            if definition.kind == "class" and definition.qualname.lower() == model.lower()
-        ]  # Django looks the model name up case-insensitively (``apps.get_model``)
-        in_app = [ref for ref in classes if f"/{app}/" in f"/{ref.path}"]
-        chosen = in_app or classes
-        return chosen[0] if len(chosen) == 1 else None
 
     # -- foreign keys and getters -----------------------------------------------------
 
@@ -344,6 +323,31 @@ class ReceiverTypes:
         if lines is None:
             lines = self._lines[path] = self.texts.get(path, "").split("\n")
         return lines
+
+
+def user_model_of(indexes: Mapping[str, object], texts: Mapping[str, str]) -> FunctionRef | None:
+    """The repository class ``AUTH_USER_MODEL = "app.Model"`` names in the production
+    settings (one value, one class by that name, case-insensitive as ``apps.get_model``
+    reads it, the one under the app's folder when several share it); None otherwise."""
+    named = {
+        match.groups()
+        for path, text in texts.items()
+        if path.endswith(".py") and "AUTH_USER_MODEL" in text and not is_test_path(path)
+        for match in _USER_MODEL_SETTING.finditer(text)
+    }
+    if len(named) != 1:
+        return None
+    app, model = next(iter(named))
+    classes = [
+        FunctionRef(path, definition.qualname)
+        for path, index in indexes.items()
+        if not is_test_path(path) and path.endswith(".py")
+        for definition in getattr(index, "definitions", ())
+        if definition.kind == "class" and definition.qualname.lower() == model.lower()
+    ]
+    in_app = [ref for ref in classes if f"/{app}/" in f"/{ref.path}"]
+    chosen = in_app or classes
+    return chosen[0] if len(chosen) == 1 else None
 
 
 def _assigned_expression(text: str, variable: str) -> tuple[str, bool] | None:
