@@ -97,10 +97,7 @@ class FrameworkCalls:
         ModelAdmin subclass's ``save_model``: rows ``kind: runs-inside``)."""
         self.entries: tuple[EntryPoint, ...] = tuple(sorted(entries))
         """The view actions DRF runs that lead to the project's code (``OrderViewSet.create``)."""
-        self._in: dict[FunctionRef, list[Edge]] = defaultdict(list)
-        for edges in self._out.values():
-            for edge in edges:
-                self._in[edge.callee].append(edge)
+        self._in = _callers_of(self._out)
 
     def edges(self, ref: FunctionRef) -> tuple[Edge, ...]:
         """The framework's calls out of ``ref``, sorted."""
@@ -349,3 +346,12 @@ class FrameworkCalls:
                     seen.add(edge.callee)
                     stack.append(edge.callee)
         return False
+
+
+def _callers_of(out: Mapping[FunctionRef, set[Edge]]) -> dict[FunctionRef, list[Edge]]:
+    """The edges of ``out`` (by caller) listed by callee."""
+    found: dict[FunctionRef, list[Edge]] = defaultdict(list)
+    for edges in out.values():
+        for edge in edges:
+            found[edge.callee].append(edge)
+    return found
