@@ -46,6 +46,7 @@ from auditor.analysis.transactions.grading import (
     subject as subject_of,
 )
 from auditor.analysis.transactions.languages import traits
+from auditor.analysis.transactions.memo import Memos, once_per_key
 from auditor.analysis.transactions.reach import Reach
 from auditor.analysis.transactions.scanning import call_text
 from auditor.analysis.transactions.session_scopes import SessionScopes
@@ -77,6 +78,8 @@ class Sequences:
         self.arguments = arguments
         self.scopes = SessionScopes(graph, facts)
         """Which ``with scope() as session:`` calls only commit a read-only block."""
+        self.memos = Memos(graph, facts, arguments)
+        """Which calls go into a helper memoized on an object (:mod:`.memo`)."""
         self._paths: dict[tuple[FunctionRef, frozenset[str], FunctionRef | None], tuple[Step, ...]] = {}
         self._active: set[tuple[FunctionRef, FunctionRef | None]] = set()
         self._bodies: dict[FunctionRef, Body] = {}
@@ -199,7 +202,7 @@ class Sequences:
                 shifted = {line - offset: steps for line, steps in variant.items()}
                 found = ()
                 for walked_off in _row_cases(off, source[node.start_byte : node.end_byte] if node is not None else b""):
-                    walk = tuple(paths.heaviest_path(node, source, shifted, weight, walked_off, caught))
+                    walk = once_per_key(tuple(paths.heaviest_path(node, source, shifted, weight, walked_off, caught)))
                     found = walk if sum(map(weight, walk)) > sum(map(weight, found)) else found
             if body is not None and body[0] is not None:
                 found = _marked_in_loops(found, body)
@@ -260,7 +263,7 @@ class Sequences:
             return None  # no effect, or a session scope's commit of a block that changed nothing
         return Step(
             edge.line, f"calls {edge.callee.qualname}", effects, edge.callee, edge.approximate, target,
-            carries_on=caught_later(steps), inner=steps,
+            carries_on=caught_later(steps), inner=steps, memo=self.memos.key(edge, call, steps),
         )
 
     def _saves_assigned(self, edge: Edge, target: str | None) -> bool:
