@@ -15,8 +15,9 @@ A memo guard is one of these, at the top level of a Python function's body:
 - ``functools.lru_cache``/``functools.cache``: the whole call (receiver and arguments) is the key.
 
 A call's key is the object expression the caller passes for ``o`` (its receiver for
-``self``) with the attribute: a dotted name the caller never binds again nor resets
-(``o._x = ...``, ``del``), and that no ``del``/``delattr`` anywhere clears. A function
+``self``) with the attribute: a dotted name whose root the caller never binds again, whose
+attribute it never resets (``o._x = None``, ``del o._x``), and that no ``del``/``delattr``
+anywhere clears. A function
 whose counted writes all come from calls keyed on one of its own parameters is keyed the
 same way at its own call sites (``export_permissions(user)`` calling ``check_permissions(user,
 ...)`` three times). Conservative: a different object, a guard that tests another
@@ -40,7 +41,6 @@ from auditor.analysis.transactions.arguments import Arguments
 from auditor.analysis.transactions.base import SELF_RECEIVERS
 from auditor.analysis.transactions.facts import FileFacts
 from auditor.analysis.transactions.grading import Step
-from auditor.analysis.transactions.throwaway import unbound_names
 from auditor.index.model import CallSite
 
 _DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
@@ -217,19 +217,23 @@ class Memos:
 
     def _stable_in(self, ref: FunctionRef, expression: str, key: str | None) -> bool:
         """Whether ``ref``'s body never binds the root name of ``expression`` again and
-        never sets or deletes the attribute ``key`` names."""
-        facts = self.facts.get(ref.path)
-        definition = self.graph.definition(ref)
-        if facts is None or definition is None:
+        never resets the attribute ``key`` names (``del o._x``, ``o._x = None``)."""
+        parsed = self._tree(ref)
+        if parsed is None:
             return False
-        body = facts.lines[definition.body_start_line - 1 : definition.end_line]
+        function, _ = parsed
         root = expression.split(".", 1)[0]
-        if root not in SELF_RECEIVERS and not unbound_names(frozenset({root}), body):
-            return False
-        if key is None:
-            return True
-        attribute = re.escape(key)
-        return not re.search(rf"(?m)(?<![\w.]){attribute}\s*(?::[^=\n]*)?=(?!=)|\bdel\s+{attribute}\b", "\n".join(body))
+        for node in ast.walk(function):
+            if isinstance(node, ast.Name) and node.id == root and isinstance(node.ctx, (ast.Store, ast.Del)):
+                return False
+            if key is None:
+                continue
+            if isinstance(node, ast.Delete) and any(ast.unparse(target) == key for target in node.targets):
+                return False
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and node.value.value is None:
+                if any(ast.unparse(target) == key for target in node.targets):
+                    return False
+        return True
 
     def _cleared_anywhere(self, attribute: str) -> bool:
         """Whether any file deletes ``attribute`` from an object (``del o.x``, ``delattr``)."""
