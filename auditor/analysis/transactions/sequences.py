@@ -50,6 +50,7 @@ from auditor.analysis.transactions.memo import Memos, once_per_key
 from auditor.analysis.transactions.reach import Reach
 from auditor.analysis.transactions.scanning import call_text
 from auditor.analysis.transactions.session_scopes import SessionScopes
+from auditor.analysis.transactions.stored_flags import Known, StoredFlags, self_names
 from auditor.analysis.transactions.throwaway import memory_names, unbound_names
 from auditor.index.model import CallSite
 from auditor.languages.grammars import parser_for
@@ -80,6 +81,8 @@ class Sequences:
         """Which ``with scope() as session:`` calls only commit a read-only block."""
         self.memos = Memos(graph, facts, arguments)
         """Which calls go into a helper memoized on an object (:mod:`.memo`)."""
+        self.flags = StoredFlags(graph, facts, reach, arguments)
+        """Which false parameters a method stores on ``self`` (:mod:`.stored_flags`)."""
         self._paths: dict[tuple[FunctionRef, frozenset[str], FunctionRef | None], tuple[Step, ...]] = {}
         self._active: set[tuple[FunctionRef, FunctionRef | None]] = set()
         self._bodies: dict[FunctionRef, Body] = {}
@@ -174,11 +177,12 @@ class Sequences:
         by_line: dict[int, list[Edge]] = defaultdict(list)
         for edge in self.reach.callees(ref):
             by_line[edge.line].append(edge)
+        stored = self.flags.known(ref, off)
         calls: dict[int, Step] = {}
         overrides: dict[int, dict[FunctionRef, Step]] = defaultdict(dict)
         for line, edges in sorted(by_line.items()):
             for edge in edges:
-                step = self._edge_step(edge, off, depth, receiver)
+                step = self._edge_step(edge, off, depth, receiver, stored)
                 if step is None:
                     continue
                 if edge.approximate and self.reach.dispatch.kinds.get(edge) == OVERRIDE:
@@ -201,7 +205,7 @@ class Sequences:
                 node, source, offset = body
                 shifted = {line - offset: steps for line, steps in variant.items()}
                 found = ()
-                for walked_off in _row_cases(off, source[node.start_byte : node.end_byte] if node is not None else b""):
+                for walked_off in _row_cases(off | frozenset(stored), source[node.start_byte : node.end_byte] if node is not None else b""):
                     walk = once_per_key(tuple(paths.heaviest_path(node, source, shifted, weight, walked_off, caught)))
                     found = walk if sum(map(weight, walk)) > sum(map(weight, found)) else found
             if body is not None and body[0] is not None:
@@ -238,16 +242,19 @@ class Sequences:
             events[call.line].append(Step(call.line, text, (site.effect,), subject=subject_of(call, site.orm)))
         return events
 
-    def _edge_step(self, edge: Edge, off: frozenset[str], depth: int, receiver: FunctionRef | None = None) -> Step | None:
+    def _edge_step(
+        self, edge: Edge, off: frozenset[str], depth: int, receiver: FunctionRef | None = None, stored: Known | None = None
+    ) -> Step | None:
         """The event a call into ``edge.callee`` adds at its line (its heaviest path, with
-        ``self`` of the class it has there when the caller's has ``receiver``), or None when
-        the call is blocked or the callee has no effect."""
+        ``self`` of the class it has there when the caller's has ``receiver``, and the
+        ``self`` attributes the caller knows false: ``stored`` after their lines), or None
+        when the call is blocked or the callee has no effect."""
         call = self.reach.call_for(edge)
         if self.boundaries.edge_blocked(edge, call):
-            return self._own_transaction_step(edge, call, off, depth)
+            return self._own_transaction_step(edge, call, off, depth, stored)
         if not self.reach.reaches_effect(edge.callee):
             return None
-        inner_off = self.arguments.off(edge.callee, call, off, edge.caller)
+        inner_off = self._inner_off(edge, call, off, stored)
         if self._saves_existing_row(edge):
             inner_off = inner_off | {paths.EXISTING_ROW}  # its "new object only" arms do not run
         inner_receiver = self._receiver_of(edge.callee, self.reach.dispatch.receiver_after(edge, call.callee if call else None, receiver))
@@ -285,14 +292,26 @@ class Sequences:
         sites = facts.sites.get(edge.caller, ()) if facts is not None else ()
         return any(site.call.line == edge.line and site.call.name == "save" and site.effect is Effect.UPDATE for site in sites)
 
-    def _own_transaction_step(self, edge: Edge, call: CallSite | None, off: frozenset[str], depth: int) -> Step | None:
+    def _inner_off(self, edge: Edge, call: CallSite | None, off: frozenset[str], stored: Known | None) -> frozenset[str]:
+        """What is false in ``edge.callee`` on this call: its parameters (:meth:`Arguments.off`)
+        and, for a call on the same ``self``, the ``self`` attributes the caller knows false
+        there (those it was given, those it stored above the call)."""
+        known = self_names(off) | {name for name, line in (stored or {}).items() if line < edge.line}
+        inner_off = self.arguments.off(edge.callee, call, off | known, edge.caller)
+        if known and call is not None and call.callee.split(".", 1)[0] == "self" and call.callee.count(".") == 1:
+            inner_off |= known
+        return inner_off
+
+    def _own_transaction_step(
+        self, edge: Edge, call: CallSite | None, off: frozenset[str], depth: int, stored: Known | None = None
+    ) -> Step | None:
         """A call from outside any transaction into a function that opens its own (a
         boundary decorator: ``@atomic``, ``@Transactional``): one committed unit at the call
         site when the callee writes, like a Spring Data repository call. None when the
         call itself runs inside a boundary."""
         if self.boundaries.call_covered(edge, call):
             return None
-        inner = self.path_of(edge.callee, self.arguments.off(edge.callee, call, off, edge.caller), depth + 1)
+        inner = self.path_of(edge.callee, self._inner_off(edge, call, off, stored), depth + 1)
         if not any(effect in DB_EFFECTS for step in inner for effect in step.effects):
             return None
         return Step(edge.line, f"calls {edge.callee.qualname} (its own transaction)", (Effect.REPOSITORY,), edge.callee)
