@@ -216,16 +216,21 @@ class Memos:
         return name in parameters and self._stable_in(ref, name, None)
 
     def _stable_in(self, ref: FunctionRef, expression: str, key: str | None) -> bool:
-        """Whether ``ref``'s body never binds the root name of ``expression`` again and
-        never resets the attribute ``key`` names (``del o._x``, ``o._x = None``)."""
+        """Whether ``ref``'s body never binds the root name of ``expression`` again, never
+        replaces the object it names (``self.owner = ...`` for ``self.owner``) and never
+        resets the attribute ``key`` names (``del o._x``, ``o._x = None``)."""
         parsed = self._tree(ref)
         if parsed is None:
             return False
         function, _ = parsed
-        root = expression.split(".", 1)[0]
+        parts = expression.split(".")
+        root = parts[0]
+        prefixes = {".".join(parts[:end]) for end in range(2, len(parts) + 1)}  # ``self.owner`` of ``self.owner.user``
         for node in ast.walk(function):
             if isinstance(node, ast.Name) and node.id == root and isinstance(node.ctx, (ast.Store, ast.Del)):
                 return False
+            if isinstance(node, ast.Attribute) and isinstance(node.ctx, (ast.Store, ast.Del)) and ast.unparse(node) in prefixes:
+                return False  # the object itself replaced: a later call is on another one
             if key is None:
                 continue
             if isinstance(node, ast.Delete) and any(ast.unparse(target) == key for target in node.targets):

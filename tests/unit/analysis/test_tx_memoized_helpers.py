@@ -140,6 +140,7 @@ def page(request):
         "returns_before_setting(request.user, True)\n    returns_before_setting(request.user, True)",
         "build_rights(request.user)\n    request.user._rights = None\n    build_rights(request.user)",
         "build_rights(user)\n    user = request.owner\n    build_rights(user)",
+        "build_rights(request.user)\n    request.user = request.owner\n    build_rights(request.user)",
         "Profile().summary()\n    Profile().summary()",  # a new object each time
         "ensure_defaults('site')\n    ensure_defaults('shop')",  # another cache entry
     ],
