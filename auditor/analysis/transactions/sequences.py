@@ -177,6 +177,7 @@ class Sequences:
         by_line: dict[int, list[Edge]] = defaultdict(list)
         for edge in self.reach.callees(ref):
             by_line[edge.line].append(edge)
+        off = self.flags.kept(ref, off)
         stored = self.flags.known(ref, off)
         calls: dict[int, Step] = {}
         overrides: dict[int, dict[FunctionRef, Step]] = defaultdict(dict)

@@ -6,11 +6,14 @@ methods it then calls on ``self``: their ``if not self.save: return`` arms run, 
 at its top level (``self.reset(save=save)``, which stores ``self.save = save``).
 
 Kept narrow so it stays sound: the attribute is assigned at exactly one place in the whole
-project (``.save = ...``, ``setattr``), so no other call on the path can set it again; the
-function names ``self.save`` nowhere above the store, and calls the storing method once.
+project (``.save = ...``, ``setattr``), so only the storing method can set it again; the
+function names ``self.save`` nowhere above the store, and calls the storing method once. A
+function that stores the attribute itself or calls the storing method on ``self`` forgets
+what its caller knew (:meth:`StoredFlags.kept`); a call further down that stores it again
+is not followed.
 
 Inputs: the call graph, the per-file facts, reachability (the calls behind edges) and call
-arguments (:mod:`.arguments`). Output: :meth:`StoredFlags.known`, each ``self.<attribute>``
+arguments (:mod:`.arguments`). Outputs: :meth:`StoredFlags.kept` and :meth:`StoredFlags.known`, each ``self.<attribute>``
 known false (with its :func:`~.paths.none_marker` when passed ``None``) and the line from
 which it holds.
 """
@@ -74,6 +77,18 @@ class StoredFlags:
                 if parameter in inner and sum(1 for other in self.reach.callees(ref) if other.callee == edge.callee) == 1:
                     self._add(found, ref, attribute, none_marker(parameter) in inner, edge.line)
         return found
+
+    def kept(self, ref: FunctionRef, off: frozenset[str]) -> frozenset[str]:
+        """``off`` less the ``self`` attributes ``ref`` may store again (it assigns them, or
+        calls a method on ``self`` that does): :meth:`known` says which it stores false."""
+        inherited = {name for name in self_names(off) if not name.startswith("<")}
+        if not inherited:
+            return off
+        attributes = {attribute for attribute, _, _ in self.stores(ref)}
+        for edge in self.reach.callees(ref):
+            attributes.update(attribute for attribute, _, _ in self.stores(edge.callee))
+        dropped = {_SELF_PREFIX + attribute for attribute in attributes} & inherited
+        return off - dropped - {none_marker(name) for name in dropped} if dropped else off
 
     def _add(self, found: dict[str, int], ref: FunctionRef, attribute: str, none: bool, line: int) -> None:
         """Record ``self.attribute`` as known after ``line`` when nothing can undo it."""

@@ -96,3 +96,19 @@ def test_the_flag_stored_directly_in_the_method_switches_off_the_write_steps(rul
 )
 def test_a_flag_that_may_be_true_keeps_the_finding(importer: str, call: str, rule: Rule):
     assert ("app/importer.py", "Importer.update") in _findings(importer, call, rule)
+
+
+def test_a_method_that_stores_the_flag_again_forgets_what_its_caller_knew(rule: Rule):
+    importer = _importer(THROUGH_RESET).replace(
+        """        def propose(self):
+            if self.save:
+                Proposal.objects.create(name="new")""",
+        """        def propose(self):
+            self.reset(save=True)
+            if self.save:
+                Proposal.objects.create(name="new")
+                Member.objects.create(name="new")""",
+    )
+    assert "self.reset(save=True)" in importer
+    found = _findings(importer, "importer.update(request.source, save=False)", rule)
+    assert any(path == "app/importer.py" for path, _ in found)
