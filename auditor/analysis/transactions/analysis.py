@@ -32,7 +32,11 @@ helper's writes at their own lines), and counters.
    chain ``self`` has the class the chain came through, or one below it, so a sibling
    subclass's override is never on it (:mod:`.receiver_search`). "New object only" arms
    (``if created:``, ``_state.adding``, ``pk is None``) do not run for a saved row that
-   exists, nor with "existing object only" arms. A
+   exists, nor with "existing object only" arms. A helper memoized on an object
+   (``if hasattr(user, "_perms"): return ...``, ``lru_cache``) writes on its first call
+   only: later calls with the same object on the path count nothing (:mod:`.memo`); a false
+   argument a method stores on ``self`` (``self.save = save``) is known false in the
+   methods it then calls on ``self`` (:mod:`.stored_flags`). A
    function is reported where the sequence is formed: two or more events on its path; a
    helper with one write folds into the caller that sequences it.
 4. **Severity** (:mod:`.grading`). ``critical``: two or more autocommit writes, or an autocommit write and a
