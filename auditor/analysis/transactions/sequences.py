@@ -50,7 +50,7 @@ from auditor.analysis.transactions.memo import Memos, once_per_key
 from auditor.analysis.transactions.reach import Reach
 from auditor.analysis.transactions.scanning import call_text
 from auditor.analysis.transactions.session_scopes import SessionScopes
-from auditor.analysis.transactions.stored_flags import Known, StoredFlags, self_names
+from auditor.analysis.transactions.stored_flags import Known, StoredFlags
 from auditor.analysis.transactions.throwaway import memory_names, unbound_names
 from auditor.index.model import CallSite
 from auditor.languages.grammars import parser_for
@@ -129,7 +129,7 @@ class Sequences:
             return frozenset()
         edge = trail[-1]
         off = self.arguments.off(edge.callee, self.reach.call_for(edge), caller=edge.caller)
-        return off | {paths.EXISTING_ROW} if self._saves_existing_row(edge) else off
+        return off | {paths.EXISTING_ROW} if _saves_existing_row(self.facts, edge) else off
 
     def receiver_through(self, edge: Edge, receiver: FunctionRef | None) -> FunctionRef | None:
         """The class ``self`` has in ``edge.callee`` when it has ``receiver`` in the caller."""
@@ -251,12 +251,12 @@ class Sequences:
         ``self`` attributes the caller knows false: ``stored`` after their lines), or None
         when the call is blocked or the callee has no effect."""
         call = self.reach.call_for(edge)
+        inner_off = self.flags.inner_off(edge, call, off, stored)
         if self.boundaries.edge_blocked(edge, call):
-            return self._own_transaction_step(edge, call, off, depth, stored)
+            return self._own_transaction_step(edge, call, inner_off, depth)
         if not self.reach.reaches_effect(edge.callee):
             return None
-        inner_off = self._inner_off(edge, call, off, stored)
-        if self._saves_existing_row(edge):
+        if _saves_existing_row(self.facts, edge):
             inner_off = inner_off | {paths.EXISTING_ROW}  # its "new object only" arms do not run
         inner_receiver = self._receiver_of(edge.callee, self.reach.dispatch.receiver_after(edge, call.callee if call else None, receiver))
         steps = self.path_of(edge.callee, inner_off, depth + 1, inner_receiver)
@@ -286,33 +286,14 @@ class Sequences:
         lines = (facts.line_text(line) for line in range(edge.line - 1, max(edge.line - 1 - _ASSIGNED_BEFORE, 0), -1))
         return any(assigned.match(text) for text in lines)
 
-    def _saves_existing_row(self, edge: Edge) -> bool:
-        """Whether the call behind ``edge`` saves a row read from the database (its site is
-        classified an update: ``x = M.objects.get(...); x.save()``)."""
-        facts = self.facts.get(edge.caller.path)
-        sites = facts.sites.get(edge.caller, ()) if facts is not None else ()
-        return any(site.call.line == edge.line and site.call.name == "save" and site.effect is Effect.UPDATE for site in sites)
-
-    def _inner_off(self, edge: Edge, call: CallSite | None, off: frozenset[str], stored: Known | None) -> frozenset[str]:
-        """What is false in ``edge.callee`` on this call: its parameters (:meth:`Arguments.off`)
-        and, for a call on the same ``self``, the ``self`` attributes the caller knows false
-        there (those it was given, those it stored above the call)."""
-        known = self_names(off) | {name for name, line in (stored or {}).items() if line < edge.line}
-        inner_off = self.arguments.off(edge.callee, call, off | known, edge.caller)
-        if known and call is not None and call.callee.split(".", 1)[0] == "self" and call.callee.count(".") == 1:
-            inner_off |= known
-        return inner_off
-
-    def _own_transaction_step(
-        self, edge: Edge, call: CallSite | None, off: frozenset[str], depth: int, stored: Known | None = None
-    ) -> Step | None:
+    def _own_transaction_step(self, edge: Edge, call: CallSite | None, inner_off: frozenset[str], depth: int) -> Step | None:
         """A call from outside any transaction into a function that opens its own (a
         boundary decorator: ``@atomic``, ``@Transactional``): one committed unit at the call
-        site when the callee writes, like a Spring Data repository call. None when the
-        call itself runs inside a boundary."""
+        site when the callee writes (``inner_off`` false in it), like a Spring Data
+        repository call. None when the call itself runs inside a boundary."""
         if self.boundaries.call_covered(edge, call):
             return None
-        inner = self.path_of(edge.callee, self._inner_off(edge, call, off, stored), depth + 1)
+        inner = self.path_of(edge.callee, inner_off, depth + 1)
         if not any(effect in DB_EFFECTS for step in inner for effect in step.effects):
             return None
         return Step(edge.line, f"calls {edge.callee.qualname} (its own transaction)", (Effect.REPOSITORY,), edge.callee)
@@ -385,6 +366,14 @@ class Sequences:
         if facts.tree is None:
             return _NO_BODY
         return paths.function_body(facts.tree, definition.start_line, definition.end_line), facts.source, 0
+
+
+def _saves_existing_row(facts: Mapping[str, FileFacts], edge: Edge) -> bool:
+    """Whether the call behind ``edge`` saves a row read from the database (its site is
+    classified an update: ``x = M.objects.get(...); x.save()``)."""
+    file_facts = facts.get(edge.caller.path)
+    sites = file_facts.sites.get(edge.caller, ()) if file_facts is not None else ()
+    return any(site.call.line == edge.line and site.call.name == "save" and site.effect is Effect.UPDATE for site in sites)
 
 
 def _marked_in_loops(steps: tuple[Step, ...], body: Body) -> tuple[Step, ...]:

@@ -25,12 +25,13 @@ import re
 import textwrap
 from collections.abc import Mapping
 
-from auditor.callgraph.graph import CallGraph, FunctionRef
+from auditor.callgraph.graph import CallGraph, Edge, FunctionRef
 from auditor.analysis.transactions.arguments import Arguments
 from auditor.analysis.transactions.base import SELF_RECEIVERS
 from auditor.analysis.transactions.facts import FileFacts
 from auditor.analysis.transactions.paths import none_marker
 from auditor.analysis.transactions.reach import Reach
+from auditor.index.model import CallSite
 
 Known = Mapping[str, int]
 """``self.<attribute>`` names (and their None markers) known false, each with the line of
@@ -77,6 +78,16 @@ class StoredFlags:
                 if parameter in inner and sum(1 for other in self.reach.callees(ref) if other.callee == edge.callee) == 1:
                     self._add(found, ref, attribute, none_marker(parameter) in inner, edge.line)
         return found
+
+    def inner_off(self, edge: Edge, call: CallSite | None, off: frozenset[str], stored: Known | None) -> frozenset[str]:
+        """What is false in ``edge.callee`` on this call: its parameters (:meth:`Arguments.off`)
+        and, for a call on the same ``self``, the ``self`` attributes the caller knows false
+        there (those it was given, those it stored above the call)."""
+        known = self_names(off) | {name for name, line in (stored or {}).items() if line < edge.line}
+        inner_off = self.arguments.off(edge.callee, call, off | known, edge.caller)
+        if known and call is not None and call.callee.split(".", 1)[0] == "self" and call.callee.count(".") == 1:
+            inner_off |= known
+        return inner_off
 
     def kept(self, ref: FunctionRef, off: frozenset[str]) -> frozenset[str]:
         """``off`` less the ``self`` attributes ``ref`` may store again (it assigns them, or
