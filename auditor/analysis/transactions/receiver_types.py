@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from auditor.analysis.entrypoints import is_test_path
 from auditor.callgraph.graph import CallGraph, FunctionRef
 from auditor.callgraph.names import strip_arguments
 from auditor.analysis.transactions.base import FOR_LOOP, SELF_RECEIVERS
@@ -35,6 +36,10 @@ _RELATION_LINE = re.compile(r"^\s+([A-Za-z_]\w*)\s*(?::[^=]+)?=\s*(?:[\w.]*\.)?(
 _RELATION_FIRST = re.compile(r"^\s*(?:to\s*=\s*)?(['\"]?)([A-Za-z_][\w.]*)\1\s*(?:[,)]|$)")
 _RELATION_TO = re.compile(r"[(,]\s*to\s*=\s*(['\"]?)([A-Za-z_][\w.]*)\1\s*[,)]")
 _MAX_STATEMENT_LINES = 12
+# ``AUTH_USER_MODEL = "app_label.ModelName"`` in a settings module.
+_USER_MODEL_SETTING = re.compile(r"""^AUTH_USER_MODEL\s*(?::[^=]+)?=\s*['"](\w+)\.(\w+)['"]""", re.MULTILINE)
+REQUEST_USER = (("request", "user"), ("self", "request", "user"))
+"""Expressions Django's ``AuthenticationMiddleware`` binds to the logged-in user's row."""
 
 
 class ReceiverTypes:
@@ -52,6 +57,7 @@ class ReceiverTypes:
         self._relations: dict[FunctionRef, dict[str, FunctionRef]] = {}
         self._members: dict[tuple[FunctionRef, str], FunctionRef | None] = {}
         self._returns: dict[FunctionRef, tuple[FunctionRef | None, bool]] = {}
+        self._user_model: tuple[FunctionRef | None] | None = None
 
     def is_property(self, ref: FunctionRef) -> bool:
         definition = self.graph.definition(ref)
@@ -202,6 +208,20 @@ class ReceiverTypes:
             return None  # more statements follow, or the brackets never close
         return code[0], statement
 
+    # -- the request's user --------------------------------------------------------------
+
+    def user_model(self) -> FunctionRef | None:
+        """The repository model ``request.user`` is an instance of for a logged-in user: the
+        class ``AUTH_USER_MODEL`` names in a production settings module. Django's
+        ``AuthenticationMiddleware`` (django/contrib/auth/middleware.py) sets
+        ``request.user`` to ``get_user(request)``, whose backend loads the row through
+        ``get_user_model()`` (django/contrib/auth/__init__.py), the model of that setting.
+        None when no settings module sets it (``auth.User``, no repository class) or the
+        name is no single repository class."""
+        if self._user_model is None:
+            self._user_model = (user_model_of(self.indexes, self.texts),)
+        return self._user_model[0]
+
     # -- foreign keys and getters -----------------------------------------------------
 
     def _attribute_class(
@@ -210,7 +230,11 @@ class ReceiverTypes:
         """The class of ``self.a.b`` or ``x.a.b`` read at ``line`` in ``caller``: ``self``'s
         class or the variable's, then per name the related model of a foreign key or the
         return of a getter (see :meth:`_member_class`); with whether any step was followed."""
-        if parts[0] in SELF_RECEIVERS:
+        user = next((len(prefix) for prefix in REQUEST_USER if tuple(parts[: len(prefix)]) == prefix), 0)
+        if user:
+            cls, followed = self.user_model(), True
+            parts = parts[user - 1 :]
+        elif parts[0] in SELF_RECEIVERS:
             cls = FunctionRef(path, caller.parent) if caller.parent is not None else None
             followed = False
         else:
@@ -299,6 +323,31 @@ class ReceiverTypes:
         if lines is None:
             lines = self._lines[path] = self.texts.get(path, "").split("\n")
         return lines
+
+
+def user_model_of(indexes: Mapping[str, object], texts: Mapping[str, str]) -> FunctionRef | None:
+    """The repository class ``AUTH_USER_MODEL = "app.Model"`` names in the production
+    settings (one value, one class by that name, case-insensitive as ``apps.get_model``
+    reads it, the one under the app's folder when several share it); None otherwise."""
+    named = {
+        match.groups()
+        for path, text in texts.items()
+        if path.endswith(".py") and "AUTH_USER_MODEL" in text and not is_test_path(path)
+        for match in _USER_MODEL_SETTING.finditer(text)
+    }
+    if len(named) != 1:
+        return None
+    app, model = next(iter(named))
+    classes = [
+        FunctionRef(path, definition.qualname)
+        for path, index in indexes.items()
+        if not is_test_path(path) and path.endswith(".py")
+        for definition in getattr(index, "definitions", ())
+        if definition.kind == "class" and definition.qualname.lower() == model.lower()
+    ]
+    in_app = [ref for ref in classes if f"/{app}/" in f"/{ref.path}"]
+    chosen = in_app or classes
+    return chosen[0] if len(chosen) == 1 else None
 
 
 def _assigned_expression(text: str, variable: str) -> tuple[str, bool] | None:
