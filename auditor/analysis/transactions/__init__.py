@@ -26,7 +26,9 @@
   :mod:`.receivers` edges) and the search from the entry points.
 - :mod:`.arguments`: a call's arguments against its callee's parameters (which are false).
 - :mod:`.sequences`: each function's heaviest feasible path of effects, walked by
-  :mod:`.paths`, less the registry rows :mod:`.registry_rows` sets aside.
+  :mod:`.paths`, less the registry rows :mod:`.registry_rows` sets aside; :mod:`.memo`:
+  helpers memoized on an object write once per path; :mod:`.stored_flags`: false arguments
+  stored on ``self`` switch off its methods' arms.
 - :mod:`.grading`: the severity of a path and its reason.
 - :mod:`.findings`: graded paths to findings (folding helpers into their callers).
 - :mod:`.scanning`: text scanning (the one bracket scanner, a call's text, file lines).

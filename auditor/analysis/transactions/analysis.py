@@ -34,7 +34,11 @@ helper's writes at their own lines), and counters.
    (``if created:``, ``_state.adding``, ``pk is None``) do not run for a saved row that
    exists, nor with "existing object only" arms. A registry row (a get-or-create keyed by
    constants only, :mod:`.registry_rows`) is set aside: no effect of the path, named in the
-   explanation. A
+   explanation. A helper memoized on an object (``if hasattr(user, "_perms"): return ...``,
+   ``lru_cache``) writes on its first call only: later calls with the same object on the
+   path count nothing (:mod:`.memo`); a false argument a method stores on ``self``
+   (``self.save = save``) is known false in the methods it then calls on ``self``
+   (:mod:`.stored_flags`). A
    function is reported where the sequence is formed: two or more events on its path; a
    helper with one write folds into the caller that sequences it.
 4. **Severity** (:mod:`.grading`). ``critical``: two or more autocommit writes, or an autocommit write and a

@@ -102,6 +102,10 @@ class Step:
     in_loop: bool = False
     """Whether the step sits in a loop of its function: a re-run after a failure in a later
     iteration repeats the earlier iterations' writes."""
+    memo: str | None = None
+    """For a call into a memoized helper (:mod:`.memo`): the object and attribute it caches
+    its result on, seen from this function (``request.user._perms``); a later call with the
+    same key on the path writes nothing."""
     inner: tuple[Step, ...] = field(default=(), compare=False, repr=False)
     """For a call: the callee's path whose effects the step counts (empty for a direct
     effect and for a call into a function that opens its own transaction)."""

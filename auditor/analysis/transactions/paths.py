@@ -84,9 +84,10 @@ _GUARD_WORDS = re.compile(rb"\bcreated\b|\bis_new\b|_state\.adding|\.(?:pk|id) i
 
 # Conditions read against the parameters a call switches off (names, and
 # :func:`~.arguments.none_marker` for those passed ``None``).
-_NEGATION = re.compile(r"\(?\s*not\s+([A-Za-z_]\w*)\s*\)?")
-_NONE_TEST = re.compile(r"\(?\s*([A-Za-z_]\w*)\s+is\s+None\s*\)?")
-_NOT_NONE_TEST = re.compile(r"([A-Za-z_]\w*)\s+is\s+not\s+None")
+# A name is a parameter or an attribute of ``self`` (:mod:`.stored_flags`).
+_NEGATION = re.compile(r"\(?\s*not\s+((?:self\.)?[A-Za-z_]\w*)\s*\)?")
+_NONE_TEST = re.compile(r"\(?\s*((?:self\.)?[A-Za-z_]\w*)\s+is\s+None\s*\)?")
+_NOT_NONE_TEST = re.compile(r"((?:self\.)?[A-Za-z_]\w*)\s+is\s+not\s+None")
 
 
 @dataclass(frozen=True)

@@ -48,11 +48,13 @@ from auditor.analysis.transactions.grading import (
     subject as subject_of,
 )
 from auditor.analysis.transactions.languages import traits
+from auditor.analysis.transactions.memo import Memos, once_per_key
 from auditor.analysis.transactions.paths import Body
 from auditor.analysis.transactions.reach import Reach
 from auditor.analysis.transactions.registry_rows import RegistryRows
 from auditor.analysis.transactions.scanning import call_text
 from auditor.analysis.transactions.session_scopes import SessionScopes
+from auditor.analysis.transactions.stored_flags import Known, StoredFlags
 from auditor.analysis.transactions.throwaway import memory_names, unbound_names
 from auditor.index.model import CallSite
 from auditor.languages.grammars import parser_for
@@ -78,6 +80,10 @@ class Sequences:
         self.arguments = arguments
         self.scopes = SessionScopes(graph, facts)
         """Which ``with scope() as session:`` calls only commit a read-only block."""
+        self.memos = Memos(graph, facts, arguments)
+        """Which calls go into a helper memoized on an object (:mod:`.memo`)."""
+        self.flags = StoredFlags(graph, facts, reach, arguments)
+        """Which false parameters a method stores on ``self`` (:mod:`.stored_flags`)."""
         self.registry = RegistryRows(graph, facts, reach, arguments)
         """Which effects are registry rows, set aside (:mod:`.registry_rows`)."""
         self._paths: dict[tuple[FunctionRef, frozenset[str], FunctionRef | None], tuple[Step, ...]] = {}
@@ -128,7 +134,7 @@ class Sequences:
             return frozenset()
         edge = trail[-1]
         off = self.arguments.off(edge.callee, self.reach.call_for(edge), caller=edge.caller)
-        return off | {paths.EXISTING_ROW} if self._saves_existing_row(edge) else off
+        return off | {paths.EXISTING_ROW} if _saves_existing_row(self.facts, edge) else off
 
     def receiver_through(self, edge: Edge, receiver: FunctionRef | None) -> FunctionRef | None:
         """The class ``self`` has in ``edge.callee`` when it has ``receiver`` in the caller."""
@@ -176,12 +182,14 @@ class Sequences:
         by_line: dict[int, list[Edge]] = defaultdict(list)
         for edge in self.reach.callees(ref):
             by_line[edge.line].append(edge)
+        off = self.flags.kept(ref, off)
+        stored = self.flags.known(ref, off)
         calls: dict[int, Step] = {}
         stepped: dict[int, list[Edge]] = defaultdict(list)  # the edges behind ``calls``, by line
         overrides: dict[int, dict[FunctionRef, Step]] = defaultdict(dict)
         for line, edges in sorted(by_line.items()):
             for edge in edges:
-                step = self._edge_step(edge, off, depth, receiver)
+                step = self._edge_step(edge, off, depth, receiver, stored=stored)
                 if step is None:
                     continue
                 if edge.approximate and self.reach.dispatch.kinds.get(edge) == OVERRIDE:
@@ -194,7 +202,7 @@ class Sequences:
         decided: dict[int, tuple[Step | None, int]] = {}
         if calls and (off or sum(map(len, events.values())) + len(calls) + len(overrides) > 1):
             body = self._body(ref, facts)
-            decided = self._decided(body, stepped, overrides, off, depth, receiver)
+            decided = self._decided(body, stepped, overrides, off, depth, receiver, stored)
         heaviest: tuple[Step, ...] = ()
         for chosen in _override_variants(self.reach, ref, overrides, receiver):
             # Every decided call with the effects of the outcome that carries on, and once
@@ -207,19 +215,20 @@ class Sequences:
                     elif line != returning and filtered is not None:
                         steps[line] = filtered
                 cut = frozenset({decided[returning][1]}) if returning is not None else frozenset()
-                found, body = self._walked(ref, facts, events, steps, off, body, cut)
+                found, body = self._walked(ref, facts, events, steps, off, stored, body, cut)
                 if sum(map(weight, found)) > sum(map(weight, heaviest)):
                     heaviest = found
         return heaviest
 
     def _walked(
         self, ref: FunctionRef, facts: FileFacts | None, events: Mapping[int, list[Step]], steps: Mapping[int, Step],
-        off: frozenset[str], body: Body | None, cut: frozenset[int],
+        off: frozenset[str], stored: Known, body: Body | None, cut: frozenset[int],
     ) -> tuple[tuple[Step, ...], Body | None]:
         """The heaviest feasible path of ``ref``'s own ``events`` and call ``steps`` (the
         walks :meth:`.Outcomes.exits` asks for when ``off`` requires a kind of result; the
-        ``if`` statements at ``cut`` left through an ending arm), and the body, parsed
-        when the walk needed it."""
+        ``if`` statements at ``cut`` left through an ending arm; the ``self`` attributes
+        ``stored`` false switch off arms too; a memoized helper's repeated key counted
+        once), and the body, parsed when the walk needed it."""
         variant: dict[int, list[Step]] = {line: list(found) for line, found in events.items()}
         for line, step in sorted(steps.items()):
             variant.setdefault(line, []).append(step)
@@ -235,8 +244,8 @@ class Sequences:
             found = ()
             for exits in self.outcomes.exits(ref, body, outcomes.required(off)):
                 exits = replace(exits, cut=cut) if cut else exits
-                for walked_off in _row_cases(off, source[node.start_byte : node.end_byte] if node is not None else b""):
-                    walk = tuple(paths.heaviest_path(node, source, shifted, weight, walked_off, caught, exits))
+                for walked_off in _row_cases(off | frozenset(stored), source[node.start_byte : node.end_byte] if node is not None else b""):
+                    walk = once_per_key(tuple(paths.heaviest_path(node, source, shifted, weight, walked_off, caught, exits)))
                     found = walk if sum(map(weight, walk)) > sum(map(weight, found)) else found
         if body is not None and body[0] is not None:
             found = _marked_in_loops(found, body)
@@ -246,7 +255,7 @@ class Sequences:
 
     def _decided(
         self, body: Body, stepped: Mapping[int, list[Edge]], overrides: Mapping[int, object], off: frozenset[str], depth: int,
-        receiver: FunctionRef | None,
+        receiver: FunctionRef | None, stored: Known,
     ) -> dict[int, tuple[Step | None, int]]:
         """Per line of a call whose result decides an immediate return or raise
         (:func:`.outcomes.decisions`): its step with only the effects of the outcome that
@@ -262,7 +271,7 @@ class Sequences:
                 continue
             filtered: Step | None = None
             for edge in edges:
-                step = self._edge_step(edge, off, depth, receiver, decision.requirement)
+                step = self._edge_step(edge, off, depth, receiver, decision.requirement, stored)
                 if step is not None and (filtered is None or len(step.effects) > len(filtered.effects)):
                     filtered = step
             decided[decision.line] = (filtered, decision.statement)
@@ -297,21 +306,23 @@ class Sequences:
         return events
 
     def _edge_step(
-        self, edge: Edge, off: frozenset[str], depth: int, receiver: FunctionRef | None = None, returns: str | None = None
+        self, edge: Edge, off: frozenset[str], depth: int, receiver: FunctionRef | None = None, returns: str | None = None,
+        stored: Known | None = None,
     ) -> Step | None:
         """The event a call into ``edge.callee`` adds at its line (its heaviest path, with
-        ``self`` of the class it has there when the caller's has ``receiver``, and only the
-        paths returning what ``returns`` requires, one of :data:`.outcomes.REQUIREMENTS`),
+        ``self`` of the class it has there when the caller's has ``receiver``, only the
+        paths returning what ``returns`` requires, one of :data:`.outcomes.REQUIREMENTS`,
+        and the ``self`` attributes the caller knows false: ``stored`` after their lines),
         or None when the call is blocked or the callee has no effect."""
         call = self.reach.call_for(edge)
+        inner_off = self.flags.inner_off(edge, call, off, stored)
         if self.boundaries.edge_blocked(edge, call):
-            return self._own_transaction_step(edge, call, off, depth)
+            return self._own_transaction_step(edge, call, inner_off, depth)
         if not self.reach.reaches_effect(edge.callee):
             return None
         if self.registry.sets_aside_call(edge, call):
             return None  # the same constant row on every call: no business write
-        inner_off = self.arguments.off(edge.callee, call, off, edge.caller)
-        if self._saves_existing_row(edge):
+        if _saves_existing_row(self.facts, edge):
             inner_off = inner_off | {paths.EXISTING_ROW}  # its "new object only" arms do not run
         if returns is not None:
             inner_off = inner_off | {returns}
@@ -328,24 +339,17 @@ class Sequences:
             return None  # no effect, or a session scope's commit of a block that changed nothing
         return Step(
             edge.line, f"calls {edge.callee.qualname}", effects, edge.callee, edge.approximate, target,
-            carries_on=caught_later(steps), inner=steps,
+            carries_on=caught_later(steps), inner=steps, memo=self.memos.key(edge, call, steps),
         )
 
-    def _saves_existing_row(self, edge: Edge) -> bool:
-        """Whether the call behind ``edge`` saves a row read from the database (its site is
-        classified an update: ``x = M.objects.get(...); x.save()``)."""
-        facts = self.facts.get(edge.caller.path)
-        sites = facts.sites.get(edge.caller, ()) if facts is not None else ()
-        return any(site.call.line == edge.line and site.call.name == "save" and site.effect is Effect.UPDATE for site in sites)
-
-    def _own_transaction_step(self, edge: Edge, call: CallSite | None, off: frozenset[str], depth: int) -> Step | None:
+    def _own_transaction_step(self, edge: Edge, call: CallSite | None, inner_off: frozenset[str], depth: int) -> Step | None:
         """A call from outside any transaction into a function that opens its own (a
         boundary decorator: ``@atomic``, ``@Transactional``): one committed unit at the call
-        site when the callee writes, like a Spring Data repository call. None when the
-        call itself runs inside a boundary."""
+        site when the callee writes (``inner_off`` false in it), like a Spring Data
+        repository call. None when the call itself runs inside a boundary."""
         if self.boundaries.call_covered(edge, call):
             return None
-        inner = self.path_of(edge.callee, self.arguments.off(edge.callee, call, off, edge.caller), depth + 1)
+        inner = self.path_of(edge.callee, inner_off, depth + 1)
         if not any(effect in DB_EFFECTS for step in inner for effect in step.effects):
             return None
         return Step(edge.line, f"calls {edge.callee.qualname} (its own transaction)", (Effect.REPOSITORY,), edge.callee)
@@ -438,6 +442,14 @@ def _saves_assigned(facts: Mapping[str, FileFacts], edge: Edge, target: str | No
     assigned = re.compile(rf"^\s*{re.escape(target)}\.\w+\s*=(?!=)")
     lines = (caller_facts.line_text(line) for line in range(edge.line - 1, max(edge.line - 1 - _ASSIGNED_BEFORE, 0), -1))
     return any(assigned.match(text) for text in lines)
+
+
+def _saves_existing_row(facts: Mapping[str, FileFacts], edge: Edge) -> bool:
+    """Whether the call behind ``edge`` saves a row read from the database (its site is
+    classified an update: ``x = M.objects.get(...); x.save()``)."""
+    file_facts = facts.get(edge.caller.path)
+    sites = file_facts.sites.get(edge.caller, ()) if file_facts is not None else ()
+    return any(site.call.line == edge.line and site.call.name == "save" and site.effect is Effect.UPDATE for site in sites)
 
 
 def _marked_in_loops(steps: tuple[Step, ...], body: Body) -> tuple[Step, ...]:
