@@ -72,7 +72,7 @@ class ReceiverTypes:
             text = lines[number - 1]
             if variable not in text:
                 continue
-            assigned = _assigned_expression(text, variable)
+            assigned = assigned_expression(text, variable)
             if assigned is not None:
                 expression, unpacked = assigned
                 statement = self._statement(lines, number, expression)
@@ -179,8 +179,46 @@ class ReceiverTypes:
                     number, expression = single
                     found, _ = self._class_of_expression(function.path, definition, expression, False, number)
                     result = (found, True)
+                else:
+                    result = (self._branches_return(function.path, definition), True)
         self._returns[function] = result
         return result
+
+    def _branches_return(self, path: str, definition: Definition) -> FunctionRef | None:
+        """The class a function with several ``return`` statements returns when each returns
+        a repository class and one of those classes is a base of all the others
+        (``return WithCaptchaForm()`` / ``return Form()``: a ``Form`` or below). None when
+        any return's class is unknown, or a bare ``return`` returns None."""
+        lines = self.text_lines(path)
+        nested = [
+            (other.start_line, other.end_line)
+            for other in getattr(self.indexes.get(path), "definitions", ())
+            if definition.start_line < other.start_line <= definition.end_line
+        ]
+        classes: set[FunctionRef] = set()
+        for number in range(definition.body_start_line, min(definition.end_line, len(lines)) + 1):
+            stripped = lines[number - 1].strip()
+            if not (stripped == "return" or stripped.startswith("return ")):
+                continue
+            if any(start <= number <= end for start, end in nested):
+                continue
+            expression = self._statement(lines, number, stripped[len("return") :].strip())
+            found, _ = self._class_of_expression(path, definition, expression, False, number) if expression else (None, False)
+            if found is None:
+                return None
+            classes.add(found)
+        return next((cls for cls in sorted(classes) if all(cls in self._ancestry(other) for other in classes)), None)
+
+    def _ancestry(self, cls: FunctionRef) -> set[FunctionRef]:
+        """``cls`` and every repository class it derives from."""
+        found: set[FunctionRef] = set()
+        pending = [cls]
+        while pending:
+            item = pending.pop()
+            if item not in found:
+                found.add(item)
+                pending.extend(self.graph.base_classes(item))
+        return found
 
     def _single_return(self, path: str, definition: Definition) -> tuple[int, str] | None:
         """``(line, expression)`` when the function's body (after its docstring) is one
@@ -301,7 +339,7 @@ class ReceiverTypes:
         return lines
 
 
-def _assigned_expression(text: str, variable: str) -> tuple[str, bool] | None:
+def assigned_expression(text: str, variable: str) -> tuple[str, bool] | None:
     """The right-hand side when ``text`` assigns ``variable`` (``v = ...``, ``v: T = ...``,
     or ``v, flag = ...`` which is unpacked), else None."""
     stripped = text.lstrip()

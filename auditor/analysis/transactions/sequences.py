@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from dataclasses import replace
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from tree_sitter import Node
 
@@ -30,6 +30,7 @@ from auditor.analysis.transactions.base import Effect
 from auditor.analysis.transactions.boundaries import Boundaries
 from auditor.analysis.transactions.dispatch import OVERRIDE, class_of
 from auditor.analysis.transactions.facts import FileFacts, enclosing_of
+from auditor.analysis.transactions.committed_objects import handed_back
 from auditor.analysis.transactions.grading import (
     DB_EFFECTS,
     WRITES,
@@ -53,6 +54,9 @@ from auditor.analysis.transactions.throwaway import memory_names, unbound_names
 from auditor.index.model import CallSite
 from auditor.languages.grammars import parser_for
 
+Bound = frozenset[tuple[str, FunctionRef]]
+"""Parameters a call passes a known repository class for (``save_related(SheetSerializer, ...)``):
+the edges out of ``s = serializer(...); s.save()`` then run that class's method only."""
 Body = tuple[Node | None, bytes, int]
 """A function's body node, the source it was parsed from and the lines before that source."""
 
@@ -61,6 +65,10 @@ _ASSIGNED_BEFORE = 3  # lines above a bookkeeping call read for a field set on i
 _BOOKKEEPING_CLASS = re.compile(r"(?i)(token_?bucket|rate_?limit|throttl)")  # counters of attempts
 # A line between two commits that may leave something pending: a call, or an assignment.
 _PENDING = re.compile(r"\w\s*\(|[^=!<>]=(?!=)")
+# ``session.add(x)`` of one named object: it stages ``x`` when ``x`` is new (transient) or
+# detached, and does nothing to an object the session already holds, persistent
+# (sqlalchemy/orm/session.py ``Session.add`` -> ``_save_or_update_state``).
+_SESSION_ADD = re.compile(r"^\s*(?:[\w.]*\.)?\w*[sS]ession\.add\(\s*([A-Za-z_]\w*)\s*\)\s*$")
 _NO_BODY: Body = (None, b"", 0)
 
 
@@ -77,20 +85,22 @@ class Sequences:
         self.arguments = arguments
         self.scopes = SessionScopes(graph, facts)
         """Which ``with scope() as session:`` calls only commit a read-only block."""
-        self._paths: dict[tuple[FunctionRef, frozenset[str], FunctionRef | None], tuple[Step, ...]] = {}
+        self._paths: dict[tuple[FunctionRef, frozenset[str], FunctionRef | None, Bound], tuple[Step, ...]] = {}
         self._active: set[tuple[FunctionRef, FunctionRef | None]] = set()
         self._bodies: dict[FunctionRef, Body] = {}
 
     def path_of(
-        self, ref: FunctionRef, off: frozenset[str] = frozenset(), depth: int = 0, receiver: FunctionRef | None = None
+        self, ref: FunctionRef, off: frozenset[str] = frozenset(), depth: int = 0, receiver: FunctionRef | None = None,
+        bound: Bound = frozenset(),
     ) -> tuple[Step, ...]:
         """The heaviest feasible sequence of uncovered effects through ``ref`` (callees'
         effects counted at their call sites), with the parameters ``off`` false and, when
         ``receiver`` (a subclass of ``ref``'s class) is given, ``self`` of that class or
         below: its self-calls then run the overrides of ``receiver``'s MRO and its
-        subclasses, not those of every subclass of ``ref``'s class."""
+        subclasses, not those of every subclass of ``ref``'s class. With ``bound``
+        parameters, a method called on an object built from one runs that class's only."""
         receiver = self._receiver_of(ref, receiver)
-        key = (ref, off, receiver)
+        key = (ref, off, receiver, bound)
         cached = self._paths.get(key)
         if cached is not None:
             return cached
@@ -101,7 +111,7 @@ class Sequences:
             return ()  # recursion (whatever its arguments switch off): the cycle adds nothing new
         self._active.add(active)
         try:
-            result = self._compute_path(ref, off, depth, receiver)
+            result = self._compute_path(ref, off, depth, receiver, bound)
         finally:
             self._active.discard(active)
         self._paths[key] = result
@@ -165,11 +175,14 @@ class Sequences:
         off = self.arguments.off(edge.callee, call, caller=edge.caller)
         return bool(off) and not self.path_of(edge.callee, off) and bool(self.path_of(edge.callee))
 
-    def _compute_path(self, ref: FunctionRef, off: frozenset[str], depth: int, receiver: FunctionRef | None) -> tuple[Step, ...]:
+    def _compute_path(
+        self, ref: FunctionRef, off: frozenset[str], depth: int, receiver: FunctionRef | None, bound: Bound = frozenset()
+    ) -> tuple[Step, ...]:
         facts = self.facts.get(ref.path)
-        events = self._own_events(ref, facts, _throwaway(self.graph, self.arguments, ref, facts, off))
+        throwaway = _throwaway(self.graph, self.arguments, ref, facts, off)
+        callees, stood_for = self._bound_callees(ref, bound)
         by_line: dict[int, list[Edge]] = defaultdict(list)
-        for edge in self.reach.callees(ref):
+        for edge in callees:
             by_line[edge.line].append(edge)
         calls: dict[int, Step] = {}
         overrides: dict[int, dict[FunctionRef, Step]] = defaultdict(dict)
@@ -185,6 +198,10 @@ class Sequences:
         body: Body | None = None
         heaviest: tuple[Step, ...] = ()
         for chosen in self._override_variants(ref, overrides, receiver):
+            # A self-call the chosen override runs counts through that override, never
+            # also as its own effect (one ``self.save()``, one write).
+            dispatched = frozenset((line, step.callee.qualname.rsplit(".", 1)[-1]) for line, step in chosen.items() if step.callee is not None)
+            events = self._own_events(ref, facts, throwaway, dispatched | stood_for)
             variant: dict[int, list[Step]] = {line: list(steps) for line, steps in events.items()}
             for line, step in sorted({**calls, **chosen}.items()):
                 variant.setdefault(line, []).append(step)
@@ -204,22 +221,30 @@ class Sequences:
             if body is not None and body[0] is not None:
                 found = _marked_in_loops(found, body)
             if facts is not None:
-                found = _without_idle_commits(found, facts, body)
+                found = _without_idle_commits(found, facts, body, lambda step: handed_back(self.graph, self.arguments, facts, step))
             if sum(map(weight, found)) > sum(map(weight, heaviest)):
                 heaviest = found
         return heaviest
 
-    def _own_events(self, ref: FunctionRef, facts: FileFacts | None, throwaway: frozenset[str] = frozenset()) -> dict[int, list[Step]]:
+    def _own_events(
+        self, ref: FunctionRef, facts: FileFacts | None, throwaway: frozenset[str] = frozenset(),
+        dispatched: frozenset[tuple[int, str]] = frozenset(),
+    ) -> dict[int, list[Step]]:
         """The function's own uncovered effects by line (a call a graph, receiver or framework edge
-        stands for is counted through that edge; a row saved again counts once), less those
-        made on a ``throwaway`` in-memory connection."""
+        stands for, or one ``dispatched`` ``(line, name)`` to the override or bound class the
+        path runs, is counted through that edge; a row saved again counts once), less those made on a
+        ``throwaway`` in-memory connection."""
         events: dict[int, list[Step]] = defaultdict(list)
         if facts is None:
             return events
         enclosing = enclosing_of(ref)
         exact_calls = {(edge.line, edge.callee.qualname.rsplit(".", 1)[-1]) for edge in self.graph.callees(ref) if not edge.approximate}
-        exact_calls |= {(edge.line, name) for edge in self.reach.callees(ref) if (name := self.reach.dispatch.stands_for(edge)) is not None}
+        exact_calls |= {
+            (edge.line, name) for edge in self.reach.callees(ref)
+            if (name := self.reach.dispatch.stands_for(edge)) is not None and self.reach.dispatch.binding(edge) is None
+        }  # fmt: skip
         exact_calls |= {(edge.line, name) for edge in self.reach.framework.edges(ref) if (name := self.reach.framework.stands_for(edge)) is not None}
+        exact_calls |= dispatched
         saved: set[str] = set()
         for site in facts.sites.get(ref, ()):
             call = site.call
@@ -235,6 +260,32 @@ class Sequences:
             events[call.line].append(Step(call.line, text, (site.effect,), subject=subject_of(call, site.orm)))
         return events
 
+    def _bound_callees(self, ref: FunctionRef, bound: Bound) -> tuple[tuple[Edge, ...], frozenset[tuple[int, str]]]:
+        """``ref``'s callees less the edges of a ``bound`` parameter's object that run another
+        class's method, and the ``(line, name)`` of each call a kept one then stands for. An
+        unbound parameter's edges count only where together they stand for the call (every
+        class passed defines the method): else the call's own effect counts, once."""
+        parameters = {parameter for parameter, _ in bound}
+        kept: list[Edge] = []
+        stood_for: set[tuple[int, str]] = set()
+        for edge in self.reach.callees(ref):
+            binding = self.reach.dispatch.binding(edge)
+            if binding is None:
+                kept.append(edge)
+            elif (binding.parameter, binding.cls) in bound or (binding.parameter not in parameters and self.reach.dispatch.stands_for(edge) is not None):
+                kept.append(edge)
+                stood_for.add((edge.line, binding.name))
+        return tuple(kept), frozenset(stood_for)
+
+    def _bound_at(self, edge: Edge, call: CallSite | None) -> Bound:
+        """The parameters of ``edge.callee`` whose objects' methods it calls that ``call``
+        passes a known repository class for."""
+        if call is None:
+            return frozenset()
+        parameters = {binding.parameter for callee in self.reach.callees(edge.callee) if (binding := self.reach.dispatch.binding(callee)) is not None}
+        found = ((parameter, self.reach.dispatch.passed_at(edge.callee, edge.caller, call.arguments, parameter)) for parameter in sorted(parameters))
+        return frozenset((parameter, cls) for parameter, cls in found if cls is not None)
+
     def _edge_step(self, edge: Edge, off: frozenset[str], depth: int, receiver: FunctionRef | None = None) -> Step | None:
         """The event a call into ``edge.callee`` adds at its line (its heaviest path, with
         ``self`` of the class it has there when the caller's has ``receiver``), or None when
@@ -248,7 +299,7 @@ class Sequences:
         if self._saves_existing_row(edge):
             inner_off = inner_off | {paths.EXISTING_ROW}  # its "new object only" arms do not run
         inner_receiver = self._receiver_of(edge.callee, self.reach.dispatch.receiver_after(edge, call.callee if call else None, receiver))
-        steps = self.path_of(edge.callee, inner_off, depth + 1, inner_receiver)
+        steps = self.path_of(edge.callee, inner_off, depth + 1, inner_receiver, self._bound_at(edge, call))
         effects = tuple(effect for step in steps for effect in step.effects)
         target = None  # the callee's self, seen from here, when it writes only that
         if call is not None and {step.subject for step in steps if any(e in WRITES for e in step.effects)} == {"self"}:
@@ -394,12 +445,16 @@ def _row_cases(off: frozenset[str], source: bytes) -> tuple[frozenset[str], ...]
     return (off | {paths.FRESH_ROW}, off | {paths.EXISTING_ROW})
 
 
-def _without_idle_commits(steps: tuple[Step, ...], facts: FileFacts, body: Body | None = None) -> tuple[Step, ...]:
+def _without_idle_commits(
+    steps: tuple[Step, ...], facts: FileFacts, body: Body | None = None, committed: Callable[[Step], str | None] = lambda step: None
+) -> tuple[Step, ...]:
     """``steps`` less each direct commit with nothing pending since the commit just before
     it on the path: no call, assignment or other statement between the two (a callee that
     commits, then ``session.commit()`` again) outside the if/elif/else arms the path does
-    not take (read from ``body``, the function's parsed body). An attribute assignment in
-    between (``team.captain_id = user.id``) is a pending write and keeps the commit."""
+    not take (read from ``body``, the function's parsed body), and no ``session.add`` but of
+    the object the committing call handed back (``committed``: the session holds it). An
+    attribute assignment in between (``team.captain_id = user.id``) is a pending write and
+    keeps the commit."""
     node, _, offset = body if body is not None else _NO_BODY
     kept: list[Step] = []
     for step in steps:
@@ -410,18 +465,28 @@ def _without_idle_commits(steps: tuple[Step, ...], facts: FileFacts, body: Body 
             and step.effects == (Effect.COMMIT,)
             and previous.effects[-1] is Effect.COMMIT
             and previous.line < step.line
-            and not _pending_between(previous.line, step.line, facts, node, offset)
+            and not _pending_between(previous.line, step.line, facts, node, offset, committed(previous))
         )
         if not idle:
             kept.append(step)
     return tuple(kept)
 
 
-def _pending_between(first: int, last: int, facts: FileFacts, body: Node | None, offset: int) -> bool:
+def _pending_between(first: int, last: int, facts: FileFacts, body: Node | None, offset: int, held: str | None = None) -> bool:
     """Whether a statement between lines ``first`` and ``last`` (both on one path) may
     leave something for the second commit: a call or an assignment in an arm the path takes."""
-    pending = [line for line in range(first + 1, last) if _PENDING.search(facts.line_text(line))]
+    pending = [
+        line for line in range(first + 1, last)
+        if _PENDING.search(facts.line_text(line)) and not _adds_held(facts.line_text(line), held)
+    ]  # fmt: skip
     if not pending or body is None:
         return bool(pending)
     untaken = paths.untaken_arms(body, first - offset) + paths.untaken_arms(body, last - offset)
     return any(not any(start <= line - offset <= end for start, end in untaken) for line in pending)
+
+
+def _adds_held(line: str, held: str | None) -> bool:
+    """Whether ``line`` is a ``session.add(x)`` of ``held``, an object the session already
+    holds persistent: it stages nothing."""
+    added = _SESSION_ADD.match(line)
+    return held is not None and added is not None and added.group(1) == held
