@@ -39,8 +39,7 @@ def handed_back(graph: CallGraph, arguments: Arguments, facts: FileFacts, step: 
     parameter = _returned_parameter(graph, arguments, step)
     if parameter is None:
         return None
-    opening = text.find("(", bound.end() - 1)
-    closing = closing_bracket(text, opening)
+    opening, closing = _last_call(text.rstrip(), bound.end() - 1)
     if closing is None:
         return None
     names = [name for name, _ in arguments.parameters(step.callee)]
@@ -72,3 +71,16 @@ def _returned_parameter(graph: CallGraph, arguments: Arguments, step: Step) -> s
     (value,) = returned
     return value if IDENTIFIER.fullmatch(value) and value in names else None
 
+
+
+def _last_call(text: str, opening: int) -> tuple[int, int | None]:
+    """The brackets of the argument list that ends ``text``, from the first ``(`` at
+    ``opening`` on (``Form().update(x)``: those of ``update``)."""
+    while opening >= 0:
+        closing = closing_bracket(text, opening)
+        if closing is None:
+            return opening, None
+        if closing == len(text) - 1:
+            return opening, closing
+        opening = text.find("(", closing + 1)
+    return opening, None
