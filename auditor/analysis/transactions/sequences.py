@@ -30,6 +30,7 @@ from auditor.analysis.transactions.base import Effect
 from auditor.analysis.transactions.boundaries import Boundaries
 from auditor.analysis.transactions.dispatch import OVERRIDE, class_of
 from auditor.analysis.transactions.facts import FileFacts, enclosing_of
+from auditor.analysis.transactions.bound_parameters import Bound, bound_at, bound_callees
 from auditor.analysis.transactions.committed_objects import handed_back
 from auditor.analysis.transactions.grading import (
     DB_EFFECTS,
@@ -54,9 +55,6 @@ from auditor.analysis.transactions.throwaway import memory_names, unbound_names
 from auditor.index.model import CallSite
 from auditor.languages.grammars import parser_for
 
-Bound = frozenset[tuple[str, FunctionRef]]
-"""Parameters a call passes a known repository class for (``save_related(SheetSerializer, ...)``):
-the edges out of ``s = serializer(...); s.save()`` then run that class's method only."""
 Body = tuple[Node | None, bytes, int]
 """A function's body node, the source it was parsed from and the lines before that source."""
 
@@ -175,12 +173,10 @@ class Sequences:
         off = self.arguments.off(edge.callee, call, caller=edge.caller)
         return bool(off) and not self.path_of(edge.callee, off) and bool(self.path_of(edge.callee))
 
-    def _compute_path(
-        self, ref: FunctionRef, off: frozenset[str], depth: int, receiver: FunctionRef | None, bound: Bound = frozenset()
-    ) -> tuple[Step, ...]:
+    def _compute_path(self, ref: FunctionRef, off: frozenset[str], depth: int, receiver: FunctionRef | None, bound: Bound) -> tuple[Step, ...]:
         facts = self.facts.get(ref.path)
         throwaway = _throwaway(self.graph, self.arguments, ref, facts, off)
-        callees, stood_for = self._bound_callees(ref, bound)
+        callees, stood_for = bound_callees(self.reach, ref, bound)
         by_line: dict[int, list[Edge]] = defaultdict(list)
         for edge in callees:
             by_line[edge.line].append(edge)
@@ -226,10 +222,7 @@ class Sequences:
                 heaviest = found
         return heaviest
 
-    def _own_events(
-        self, ref: FunctionRef, facts: FileFacts | None, throwaway: frozenset[str] = frozenset(),
-        dispatched: frozenset[tuple[int, str]] = frozenset(),
-    ) -> dict[int, list[Step]]:
+    def _own_events(self, ref: FunctionRef, facts: FileFacts | None, throwaway: frozenset[str], dispatched: frozenset[tuple[int, str]]) -> dict[int, list[Step]]:
         """The function's own uncovered effects by line (a call a graph, receiver or framework edge
         stands for, or one ``dispatched`` ``(line, name)`` to the override or bound class the
         path runs, is counted through that edge; a row saved again counts once), less those made on a
@@ -239,10 +232,7 @@ class Sequences:
             return events
         enclosing = enclosing_of(ref)
         exact_calls = {(edge.line, edge.callee.qualname.rsplit(".", 1)[-1]) for edge in self.graph.callees(ref) if not edge.approximate}
-        exact_calls |= {
-            (edge.line, name) for edge in self.reach.callees(ref)
-            if (name := self.reach.dispatch.stands_for(edge)) is not None and self.reach.dispatch.binding(edge) is None
-        }  # fmt: skip
+        exact_calls |= {(edge.line, name) for edge in self.reach.callees(ref) if (name := self.reach.dispatch.stands_for(edge)) is not None and self.reach.dispatch.binding(edge) is None}
         exact_calls |= {(edge.line, name) for edge in self.reach.framework.edges(ref) if (name := self.reach.framework.stands_for(edge)) is not None}
         exact_calls |= dispatched
         saved: set[str] = set()
@@ -260,32 +250,6 @@ class Sequences:
             events[call.line].append(Step(call.line, text, (site.effect,), subject=subject_of(call, site.orm)))
         return events
 
-    def _bound_callees(self, ref: FunctionRef, bound: Bound) -> tuple[tuple[Edge, ...], frozenset[tuple[int, str]]]:
-        """``ref``'s callees less the edges of a ``bound`` parameter's object that run another
-        class's method, and the ``(line, name)`` of each call a kept one then stands for. An
-        unbound parameter's edges count only where together they stand for the call (every
-        class passed defines the method): else the call's own effect counts, once."""
-        parameters = {parameter for parameter, _ in bound}
-        kept: list[Edge] = []
-        stood_for: set[tuple[int, str]] = set()
-        for edge in self.reach.callees(ref):
-            binding = self.reach.dispatch.binding(edge)
-            if binding is None:
-                kept.append(edge)
-            elif (binding.parameter, binding.cls) in bound or (binding.parameter not in parameters and self.reach.dispatch.stands_for(edge) is not None):
-                kept.append(edge)
-                stood_for.add((edge.line, binding.name))
-        return tuple(kept), frozenset(stood_for)
-
-    def _bound_at(self, edge: Edge, call: CallSite | None) -> Bound:
-        """The parameters of ``edge.callee`` whose objects' methods it calls that ``call``
-        passes a known repository class for."""
-        if call is None:
-            return frozenset()
-        parameters = {binding.parameter for callee in self.reach.callees(edge.callee) if (binding := self.reach.dispatch.binding(callee)) is not None}
-        found = ((parameter, self.reach.dispatch.passed_at(edge.callee, edge.caller, call.arguments, parameter)) for parameter in sorted(parameters))
-        return frozenset((parameter, cls) for parameter, cls in found if cls is not None)
-
     def _edge_step(self, edge: Edge, off: frozenset[str], depth: int, receiver: FunctionRef | None = None) -> Step | None:
         """The event a call into ``edge.callee`` adds at its line (its heaviest path, with
         ``self`` of the class it has there when the caller's has ``receiver``), or None when
@@ -299,13 +263,13 @@ class Sequences:
         if self._saves_existing_row(edge):
             inner_off = inner_off | {paths.EXISTING_ROW}  # its "new object only" arms do not run
         inner_receiver = self._receiver_of(edge.callee, self.reach.dispatch.receiver_after(edge, call.callee if call else None, receiver))
-        steps = self.path_of(edge.callee, inner_off, depth + 1, inner_receiver, self._bound_at(edge, call))
+        steps = self.path_of(edge.callee, inner_off, depth + 1, inner_receiver, bound_at(self.reach, edge, call))
         effects = tuple(effect for step in steps for effect in step.effects)
         target = None  # the callee's self, seen from here, when it writes only that
         if call is not None and {step.subject for step in steps if any(e in WRITES for e in step.effects)} == {"self"}:
             target = receiver_of(call.callee)
         owner = edge.callee.qualname.rpartition(".")[0]
-        if (bookkeeping(edge.callee) or (owner and _BOOKKEEPING_CLASS.search(owner))) and not self._saves_assigned(edge, target):
+        if (bookkeeping(edge.callee) or (owner and _BOOKKEEPING_CLASS.search(owner))) and not _saves_assigned(self.facts, edge, target):
             effects = tuple(Effect.AUDIT if effect in WRITES else effect for effect in effects)
         if not effects or (all(effect is Effect.COMMIT for effect in effects) and self.scopes.idle(edge)):
             return None  # no effect, or a session scope's commit of a block that changed nothing
@@ -313,18 +277,6 @@ class Sequences:
             edge.line, f"calls {edge.callee.qualname}", effects, edge.callee, edge.approximate, target,
             carries_on=caught_later(steps), inner=steps,
         )
-
-    def _saves_assigned(self, edge: Edge, target: str | None) -> bool:
-        """Whether the call behind ``edge`` saves an object (``target``, the callee's
-        ``self``) whose fields the caller set on the lines just before it
-        (``sound.pack = None; sound.mark_index_dirty()``): a bookkeeping-named method's save
-        then writes the caller's change too, a real write."""
-        facts = self.facts.get(edge.caller.path)
-        if target is None or facts is None:
-            return False
-        assigned = re.compile(rf"^\s*{re.escape(target)}\.\w+\s*=(?!=)")
-        lines = (facts.line_text(line) for line in range(edge.line - 1, max(edge.line - 1 - _ASSIGNED_BEFORE, 0), -1))
-        return any(assigned.match(text) for text in lines)
 
     def _saves_existing_row(self, edge: Edge) -> bool:
         """Whether the call behind ``edge`` saves a row read from the database (its site is
@@ -413,6 +365,19 @@ class Sequences:
         if facts.tree is None:
             return _NO_BODY
         return paths.function_body(facts.tree, definition.start_line, definition.end_line), facts.source, 0
+
+
+def _saves_assigned(facts: Mapping[str, FileFacts], edge: Edge, target: str | None) -> bool:
+    """Whether the call behind ``edge`` saves an object (``target``, the callee's
+    ``self``) whose fields the caller set on the lines just before it
+    (``sound.pack = None; sound.mark_index_dirty()``): a bookkeeping-named method's save
+    then writes the caller's change too, a real write."""
+    found = facts.get(edge.caller.path)
+    if target is None or found is None:
+        return False
+    assigned = re.compile(rf"^\s*{re.escape(target)}\.\w+\s*=(?!=)")
+    lines = (found.line_text(line) for line in range(edge.line - 1, max(edge.line - 1 - _ASSIGNED_BEFORE, 0), -1))
+    return any(assigned.match(text) for text in lines)
 
 
 def _marked_in_loops(steps: tuple[Step, ...], body: Body) -> tuple[Step, ...]:
