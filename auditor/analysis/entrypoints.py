@@ -403,7 +403,9 @@ def find_entry_points(
     return tuple(sorted(collector.found.values()))
 
 
-_ALIAS_ASSIGNMENT = re.compile(r"(?m)^([A-Za-z_]\w*)\s*=\s*([A-Za-z_][\w.]*)\s*(?:\(.*\))?\s*$")
+# ``name = decorator`` or ``name = decorator(...)``, the call's arguments on the line or on the
+# lines below it (``retrying = shared_task(\n    autoretry_for=(Exception,),\n)``).
+_ALIAS_ASSIGNMENT = re.compile(r"(?m)^([A-Za-z_]\w*)\s*=\s*([A-Za-z_][\w.]*)\s*(?:\(.*)?$")
 
 
 def _task_decorator_aliases(

@@ -12,9 +12,10 @@ from collections.abc import Callable, Mapping
 from auditor.analysis.transactions import StaticResult, analyze_tx_outside_transaction
 
 StaticAnalysis = Callable[..., StaticResult]
-"""``analysis(indexes, texts, rule, graph, options=TxOptions(...)) -> StaticResult``; a
-run's options (the lowest severity shown, whether test code, fixtures and dev-data
-commands count as entry points) are a ``TxOptions``."""
+"""``analysis(indexes, texts, rule, graph, options=TxOptions(...), cache_dir=None) -> StaticResult``;
+a run's options (the lowest severity shown, whether test code, fixtures and dev-data
+commands count as entry points) are a ``TxOptions``; with ``cache_dir`` the analysis keeps
+what it computed there (and returns what an uncached run would)."""
 
 STATIC_ANALYSES: Mapping[str, StaticAnalysis] = {
     "tx-outside-transaction": analyze_tx_outside_transaction,

@@ -164,7 +164,7 @@ _SHARED: tuple[tuple[str, Any, str], ...] = (
     ("json_output", Annotated[Path | None, _option("--json-output", panel=OUTPUT_PANEL, help="Also write a JSON report here.")], _OUTPUT),
     ("sarif_output", Annotated[Path | None, _option("--sarif-output", panel=OUTPUT_PANEL, help="Also write a SARIF report here.")], _OUTPUT),
     ("markdown_output", Annotated[Path | None, _option("--markdown-output", panel=OUTPUT_PANEL, help="Also write a Markdown report (in review: the PR comment) here.")], _OUTPUT),
-    ("no_cache", Annotated[bool, _option("--no-cache", panel=CACHE_PANEL, help="Do not read or write the caches (file index, call graph, token counts, relevance scores, model answers).")], _CACHE),
+    ("no_cache", Annotated[bool, _option("--no-cache", panel=CACHE_PANEL, help="Do not read or write the caches (file index, call graph, static analysis, token counts, relevance scores, model answers).")], _CACHE),
 )
 
 FILES = _FILES

@@ -25,7 +25,14 @@ from auditor.index.model import (
     FileIndex,
     Import,
 )
-from auditor.storage.sealed import prune_least_recent, read_regular_file, seal, unseal, write_atomically
+from auditor.storage.sealed import (
+    prune_least_recent,
+    read_regular_file,
+    seal,
+    seal_marshalled,
+    unseal,
+    write_atomically,
+)
 
 _SAFE_KEY = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 
@@ -315,11 +322,13 @@ class IndexCache:
             )
             return None
 
-    def _put_record(self, record: _Record) -> None:
+    def _put_record(self, record: _Record, marshalled: bytes | None = None) -> None:
+        """Store ``record`` as its entry; ``marshalled``: its marshal bytes, when at hand."""
         if self._entries_unwritable:
             return
         target = self.entry_path(record[1], record[0])
-        if not write_atomically(target, seal(_ENTRY_MAGIC, record)):
+        sealed = seal(_ENTRY_MAGIC, record) if marshalled is None else seal_marshalled(_ENTRY_MAGIC, marshalled)
+        if not write_atomically(target, sealed):
             self._entries_unwritable = True
 
     def delta_path(self, name: str) -> Path:

@@ -101,22 +101,27 @@ def _record_or_skip(text: str, language: str, content_hash: str, budget_s: float
 
 
 def _index_chunk(sources: list[tuple[str, str, str]], budget_s: float | None = None) -> bytes:
-    """Worker-process entry point: the records of ``(text, language, content_hash)``
-    sources (or a skip's detail), marshalled (module level, so that a spawned process can
-    import it).
+    """Worker-process entry point: for each ``(text, language, content_hash)`` source its
+    record, marshalled on its own (or a skip's detail), the list marshalled (module level,
+    so that a spawned process can import it).
 
     Marshal rather than the pool's pickle: records are plain tuples, which marshal writes
-    about four times faster. The collector is paused: records hold no cycles."""
+    about four times faster. Each record's bytes are what its cache entry stores, so the
+    parent writes them as they are instead of marshalling every record again. The
+    collector is paused: records hold no cycles."""
     with collection_paused():
-        return marshal.dumps([_record_or_skip(*source, budget_s) for source in sources])
+        return marshal.dumps([
+            outcome if isinstance(outcome, str) else marshal.dumps(outcome)
+            for outcome in (_record_or_skip(*source, budget_s) for source in sources)
+        ])
 
 
 def _parse_records(
     sources: list[tuple[str, str, str, str]],
     budget_s: float | None = None,
-) -> Iterator[tuple[str, FileIndex, _Record] | tuple[str, None, str]]:
-    """Index each source, yielding (path, index, record) or (path, None, skip detail) in
-    the order of ``sources``.
+) -> Iterator[tuple[str, FileIndex, _Record, bytes | None] | tuple[str, None, str, None]]:
+    """Index each source, yielding (path, index, record, the record marshalled when a worker
+    sent it so, else None) or (path, None, skip detail, None) in the order of ``sources``.
 
     More than ``PARALLEL_PARSE_THRESHOLD`` sources are parsed by a pool of spawned worker
     processes; if the pool cannot run here, the rest is parsed in this process.
@@ -146,15 +151,13 @@ def _parse_records(
                     # The collector would re-scan every index decoded so far, over and
                     # over; it is paused while decoding (never across a yield).
                     with collection_paused():
-                        records = marshal.loads(payload)
-                        outcomes = [
-                            (source[0], None, record)
-                            if isinstance(record, str)
-                            else (source[0], _file_index_from_record(record, source[0]), record)
-                            for source, record in zip(
-                                sources[start : start + size], records, strict=True
-                            )
-                        ]
+                        outcomes = []
+                        for source, sent in zip(sources[start : start + size], marshal.loads(payload), strict=True):
+                            if isinstance(sent, str):
+                                outcomes.append((source[0], None, sent, None))
+                                continue
+                            record = marshal.loads(sent)
+                            outcomes.append((source[0], _file_index_from_record(record, source[0]), record, sent))
                     for outcome in outcomes:
                         yield outcome  # type: ignore[misc]
                         done += 1
@@ -166,9 +169,9 @@ def _parse_records(
         try:
             index = index_source(path, text, language, content_hash, budget_s)
         except ParseBudgetExceeded as error:
-            yield path, None, f"{error} ({budget_s:g} s)"
+            yield path, None, f"{error} ({budget_s:g} s)", None
             continue
-        yield path, index, _record_of(index)
+        yield path, index, _record_of(index), None
 
 
 def _update_pack(
@@ -294,7 +297,7 @@ def index_sources(
     added: dict[_CacheKey, _Record] = {}
     skipped: list[IndexSkip] = []
     over_budget: set[_CacheKey] = set()
-    for path, index, record in _parse_records([group[0] for group in misses.values()], parse_budget_s):
+    for path, index, record, marshalled in _parse_records([group[0] for group in misses.values()], parse_budget_s):
         if index is None:
             source_key = next(key for key, group in misses.items() if group[0][0] == path)
             over_budget.add(source_key)
@@ -306,7 +309,7 @@ def index_sources(
         found[key] = index
         added[key] = record
         if cache is not None:
-            cache._put_record(record)
+            cache._put_record(record, marshalled)
         for _ in misses[key]:
             completed += 1
             progress(ProgressEvent(stage="index", completed=completed, total=total))

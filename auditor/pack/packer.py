@@ -533,6 +533,9 @@ def _plan_chain_windows(
             items[path] = full[0] if len(full) == 1 else None
         return items[path]
 
+    # Every whole-file item of every chain counted in one call: the tokenizer encodes a
+    # batch on all cores, where chain by chain it would get two or three texts at a time.
+    counter.counts([item for item in map(item_of, dict.fromkeys(path for chain in chains for path in chain)) if item])
     costed: list[tuple[FileChain, dict[str, int]]] = []
     for chain in chains:
         parts = [item_of(path) for path in chain]

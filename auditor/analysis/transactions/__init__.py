@@ -14,7 +14,10 @@
 - :mod:`.framework_calls`: the framework's calls into the project as edges (DRF's view
   actions to the serializer's ``create``/``update``, a project signal's ``send`` to its
   receivers) and the view actions that are entry points.
-- :mod:`.facts`: per-file effect sites and the regions boundaries cover.
+- :mod:`.facts`: per-file effect sites and the regions boundaries cover; :mod:`.facts_cache`
+  keeps each file's by what they read, so an edit recomputes only the edited file's.
+- :mod:`.result_memo`: a whole run's result kept under a key of every input (an unchanged
+  repository analysed again with the same options is a lookup).
 - :mod:`.boundaries`: which decorators, ``with`` expressions and entry points open a
   transaction (a delete's ``pre_delete``/``post_delete`` receivers run inside one), and
   which call edges a boundary blocks.
@@ -23,7 +26,9 @@
   :mod:`.receivers` edges) and the search from the entry points.
 - :mod:`.arguments`: a call's arguments against its callee's parameters (which are false).
 - :mod:`.sequences`: each function's heaviest feasible path of effects, walked by
-  :mod:`.paths`.
+  :mod:`.paths`, less the registry rows :mod:`.registry_rows` sets aside; :mod:`.memo`:
+  helpers memoized on an object write once per path; :mod:`.stored_flags`: false arguments
+  stored on ``self`` switch off its methods' arms.
 - :mod:`.grading`: the severity of a path and its reason.
 - :mod:`.findings`: graded paths to findings (folding helpers into their callers).
 - :mod:`.scanning`: text scanning (the one bracket scanner, a call's text, file lines).

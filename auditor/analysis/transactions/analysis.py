@@ -32,7 +32,13 @@ helper's writes at their own lines), and counters.
    chain ``self`` has the class the chain came through, or one below it, so a sibling
    subclass's override is never on it (:mod:`.receiver_search`). "New object only" arms
    (``if created:``, ``_state.adding``, ``pk is None``) do not run for a saved row that
-   exists, nor with "existing object only" arms. A
+   exists, nor with "existing object only" arms. A registry row (a get-or-create keyed by
+   constants only, :mod:`.registry_rows`) is set aside: no effect of the path, named in the
+   explanation. A helper memoized on an object (``if hasattr(user, "_perms"): return ...``,
+   ``lru_cache``) writes on its first call only: later calls with the same object on the
+   path count nothing (:mod:`.memo`); a false argument a method stores on ``self``
+   (``self.save = save``) is known false in the methods it then calls on ``self``
+   (:mod:`.stored_flags`). A
    function is reported where the sequence is formed: two or more events on its path; a
    helper with one write folds into the caller that sequences it.
 4. **Severity** (:mod:`.grading`). ``critical``: two or more autocommit writes, or an autocommit write and a
@@ -65,7 +71,7 @@ docstring says which).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass, fields
 from pathlib import Path
 
 from auditor.callgraph.graph import CallGraph, Edge, FunctionRef
@@ -76,14 +82,15 @@ from auditor.analysis.transactions.assessment import Assessment, assess
 from auditor.analysis.transactions.boundaries import Boundaries
 from auditor.analysis.transactions.dispatch import Dispatch
 from auditor.analysis.transactions.django_settings import request_settings
-from auditor.analysis.transactions.effects import Verdicts
-from auditor.analysis.transactions.facts import FileFacts, PatternSet, RulePatterns, enclosing_of
+from auditor.analysis.transactions.facts import FactsRecord, FileFacts, PatternSet, RulePatterns, enclosing_of
+from auditor.analysis.transactions.facts_cache import FactsCache, Stamp, facts_context, text_digest
 from auditor.analysis.transactions.framework_facts import Kind, load_facts
 from auditor.analysis.transactions.findings import build_finding, folded
 from auditor.analysis.transactions.grading import DB_EFFECTS, Step, grade_function, weight
 from auditor.analysis.transactions.languages import family
 from auditor.analysis.transactions.framework_calls import FrameworkCalls
 from auditor.analysis.transactions.reach import Reach, Trail, production_entries, real_entries
+from auditor.analysis.transactions.result_memo import ResultMemo, result_key
 from auditor.analysis.transactions.receiver_search import first_reach, search_by_receiver
 from auditor.analysis.transactions.sequences import Sequences
 from auditor.errors import UsageError
@@ -92,6 +99,7 @@ from auditor.rules.severity import Severity
 from auditor.index.indexer import collection_paused
 from auditor.index.model import FileIndex
 from auditor.rules.loader import Rule
+from auditor.rules.patterns import LinearPattern
 
 
 class InvalidSeverityError(UsageError):
@@ -161,7 +169,14 @@ class Analysis:
     """One run of the analysis over a repository: the steps, wired together."""
 
     def __init__(
-        self, indexes: Mapping[str, FileIndex], texts: Mapping[str, str], rule: Rule, graph: CallGraph, options: TxOptions
+        self,
+        indexes: Mapping[str, FileIndex],
+        texts: Mapping[str, str],
+        rule: Rule,
+        graph: CallGraph,
+        options: TxOptions,
+        facts_cache: FactsCache | None = None,
+        digests: Mapping[str, bytes] | None = None,
     ) -> None:
         self.indexes = indexes
         self.texts = texts
@@ -180,22 +195,53 @@ class Analysis:
             in_request=PatternSet(framework.calls(Kind.IN_REQUEST)),
         )
         related = django.related_managers(texts)
-        verdicts: Verdicts = {}
-        self.facts: dict[str, FileFacts] = {}
-        for path in sorted(indexes):
-            index = indexes[path]
-            if languages and family(index.language) not in languages:
-                continue
-            self.facts[path] = FileFacts(path, index, texts.get(path, ""), patterns, sql_write, related, verdicts)
+        analysed = [path for path in sorted(indexes) if not languages or family(indexes[path].language) in languages]
+        if facts_cache is None:
+            self.facts = {
+                path: FileFacts.computed(path, indexes[path], texts.get(path, ""), patterns, sql_write, related)
+                for path in analysed
+            }
+        else:
+            context = facts_context(rule, framework, related)
+            self.facts = self._cached_facts(analysed, patterns, sql_write, related, context, facts_cache, digests or {})
         receiver_signals = django.receiver_signals(indexes, graph)
+        self.framework_calls = FrameworkCalls(graph, self.facts, framework, receiver_signals)
         self.boundaries = Boundaries(
             indexes, graph, self.facts, patterns, request_settings(indexes, texts, framework.host_setting("ATOMIC_REQUESTS")),
-            receiver_signals, framework.signals(Kind.INSIDE),
+            receiver_signals, framework.signals(Kind.INSIDE), self.framework_calls.run_inside,
         )  # fmt: skip
-        self.framework_calls = FrameworkCalls(graph, self.facts, framework, receiver_signals)
         self.reach = Reach(indexes, graph, Dispatch(indexes, graph, texts), self.framework_calls, self.facts)
         self.arguments = Arguments(graph, self.facts)
         self.sequences = Sequences(graph, self.facts, self.reach, self.boundaries, self.arguments)
+
+    def _cached_facts(
+        self, analysed: list[str], patterns: RulePatterns, sql_write: LinearPattern | None, related: frozenset[str],
+        context: str, cache: FactsCache, digests: Mapping[str, bytes],
+    ) -> dict[str, FileFacts]:  # fmt: skip
+        """The facts of each analysed file: restored from ``cache`` where its stamp (language,
+        content hash, text digest) is the stored one under this ``context``, else computed
+        (and the pack rewritten with them)."""
+        stored = cache.load(context)
+        kept: dict[str, tuple[Stamp, FactsRecord]] = {}
+        facts: dict[str, FileFacts] = {}
+        for path in analysed:
+            index, text = self.indexes[path], self.texts.get(path, "")
+            stamp = (index.language, index.content_hash, digests.get(path) or text_digest(text))
+            entry = stored.get(path)
+            found = None
+            if entry is not None and entry[0] == stamp:
+                try:
+                    found = FileFacts.restored(path, index, text, related, entry[1])
+                    kept[path] = entry
+                except (IndexError, ValueError, TypeError):
+                    found = None  # not a record of this index: computed anew
+            if found is None:
+                found = FileFacts.computed(path, index, text, patterns, sql_write, related)
+                kept[path] = (stamp, found.record())
+            facts[path] = found
+        if kept.keys() != stored.keys() or any(kept[path] is not stored[path] for path in kept):
+            cache.store(context, kept)
+        return facts
 
     def entries(self) -> tuple[EntryPoint, ...]:
         """The production entry points (all of them with ``include_tests``), with the view
@@ -207,10 +253,12 @@ class Analysis:
         return real_entries(found, self.reach)
 
     def passable(self, edge: Edge) -> bool:
-        """Whether the search goes on through ``edge``: no boundary on it, and its constant
-        arguments leave the callee some effect."""
+        """Whether the search goes on through ``edge``: no boundary on it, its constant
+        arguments leave the callee some effect, and more than a registry row."""
         call = self.reach.call_for(edge)
-        return not self.boundaries.edge_blocked(edge, call) and not self.sequences.switched_off(edge, call)
+        if self.boundaries.edge_blocked(edge, call) or self.sequences.registry.call(edge, call):
+            return False
+        return not self.sequences.switched_off(edge, call)
 
     def blocked(self, edge: Edge) -> bool:
         """Whether a boundary stands on ``edge``."""
@@ -244,7 +292,9 @@ class Analysis:
             # A call whose receiver class runs none of ``ref``'s effects needs no finding.
             receiver = self.sequences.receiver_through(edge, receivers.get(edge.caller))
             off = self.sequences.off_along((edge,))
-            return self.blocked(edge) or ((receiver is not None or off) and not self.sequences.path_of(edge.callee, off, receiver=receiver))
+            if self.blocked(edge) or self.sequences.registry.call(edge, self.reach.call_for(edge)):
+                return True  # a boundary, or a registry row only: nothing of ``ref`` to sequence
+            return bool(receiver is not None or off) and not self.sequences.path_of(edge.callee, off, receiver=receiver)
         entry_refs = frozenset(entry.ref for entry in entries)
         threshold = Severity.rank_of(self.options.min_severity)
         folded_refs: set[FunctionRef] = set()
@@ -262,7 +312,7 @@ class Analysis:
             steps = path_of(ref)
             findings.append(build_finding(
                 self.rule, ref, entry, trail, steps, assessment, self._lines_of, self.reach.dispatch.kinds,
-                self.boundaries.request_note(entry),
+                self.boundaries.request_note(entry), self.sequences.registry.set_aside_along(ref, steps),
             ))  # fmt: skip
         findings.sort(key=Finding.sort_key)
         return Outcome(
@@ -339,6 +389,7 @@ def analyze_tx_outside_transaction(
     rule: Rule,
     graph: CallGraph | None = None,
     options: TxOptions | None = None,
+    cache_dir: Path | None = None,
 ) -> StaticResult:
     """Find sequences of database effects that an entry point reaches outside any
     transaction (see the module docstring for what counts and how severe it is).
@@ -346,13 +397,39 @@ def analyze_tx_outside_transaction(
     One finding per function that sequences the effects, carrying the shortest uncovered
     chain from an entry point; findings are sorted by ``Finding.sort_key``. The result is
     deterministic for the same inputs.
+
+    ``graph``: the call graph of ``indexes`` (built here when None). With ``cache_dir``, the
+    result is kept there under a key of every input (:mod:`.result_memo`: an unchanged
+    repository analysed again is a lookup), and so are each file's facts
+    (:mod:`.facts_cache`: after an edit only the changed files' are computed again); the
+    result is the one an uncached run returns.
     """
-    graph = graph if graph is not None else CallGraph.build(indexes)
     options = options if options is not None else TxOptions()
+    if cache_dir is None:
+        return _analyzed(indexes, texts, rule, graph, options, None, None)
+    digests = {path: text_digest(text) for path, text in texts.items()}
+    memo = ResultMemo(cache_dir)
+    key = result_key(indexes, digests, rule, astuple(options), options.models)
+    counted = [item.name for item in fields(StaticResult) if item.name != "findings"]
+    found = memo.get(key, len(counted)) if key is not None else None
+    if found is not None:
+        return StaticResult(found[0], **dict(zip(counted, found[1], strict=True)))
+    result = _analyzed(indexes, texts, rule, graph, options, FactsCache(cache_dir), digests)
+    if key is not None:
+        memo.put(key, result.findings, tuple(getattr(result, name) for name in counted))
+    return result
+
+
+def _analyzed(
+    indexes: Mapping[str, FileIndex], texts: Mapping[str, str], rule: Rule, graph: CallGraph | None, options: TxOptions,
+    facts_cache: FactsCache | None, digests: Mapping[str, bytes] | None,
+) -> StaticResult:  # fmt: skip
+    """One run of the analysis (facts from ``facts_cache`` where it has them)."""
+    graph = graph if graph is not None else CallGraph.build(indexes)
     # The analysis keeps nearly everything it allocates until it returns: young collections
     # in between would only re-scan its live tables.
     with collection_paused():
-        analysis = Analysis(indexes, texts, rule, graph, options)
+        analysis = Analysis(indexes, texts, rule, graph, options, facts_cache, digests)
         entries = analysis.entries()
         outcome = analysis.run(entries)
     return StaticResult(

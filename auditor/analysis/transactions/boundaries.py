@@ -3,6 +3,7 @@ expressions open a transaction (the rule's patterns, or a repository function wr
 one), which entry points Django runs inside ``ATOMIC_REQUESTS``, which signal receivers
 run inside the transaction of the call that sends their signal (``pre_delete``/
 ``post_delete`` inside ``Collector.delete``: rows ``kind: inside`` of the framework facts),
+which hooks the framework runs inside a transaction of its own (rows ``kind: runs-inside``),
 and which call edges a boundary blocks.
 
 Inputs: the call graph, the per-file facts (whose regions grow by the wrappers found
@@ -53,6 +54,7 @@ class Boundaries:
         requests: RequestSettings,
         receiver_signals: Mapping[FunctionRef, frozenset[str]],
         inside_signals: frozenset[str],
+        run_inside: frozenset[FunctionRef],
     ) -> None:
         self.indexes = indexes
         self.graph = graph
@@ -65,6 +67,8 @@ class Boundaries:
         """The signals each receiver function is connected to (last names)."""
         self.inside_signals = inside_signals
         """Signals whose receivers run inside the sending call's transaction."""
+        self.run_inside = run_inside
+        """The methods the framework runs inside a transaction it opens (ModelAdmin hooks)."""
         self._wrappers: dict[tuple[str, str], bool] = {}
         self._pattern_verdicts: dict[str, bool | None] = {}
         self._wrapper_targets: dict[tuple[str, str], FunctionRef | None] = {}
@@ -112,9 +116,10 @@ class Boundaries:
     def entry_covered(self, entry: EntryPoint) -> bool:
         """Whether the entry point runs inside a transaction: a boundary decorator, a signal
         receiver connected only to signals sent inside a transaction (a delete's
-        ``pre_delete``/``post_delete``), or a Django view under ``ATOMIC_REQUESTS`` that
+        ``pre_delete``/``post_delete``), a hook the framework runs inside one it opens (a
+        ModelAdmin's ``save_model``), or a Django view under ``ATOMIC_REQUESTS`` that
         does not opt out."""
-        if self.decorated_boundary(entry.ref) or self.covering_signals(entry):
+        if self.decorated_boundary(entry.ref) or self.covering_signals(entry) or entry.ref in self.run_inside:
             return True
         return self.requests.atomic and self.runs_in_request(entry) and not self.opts_out(entry)
 

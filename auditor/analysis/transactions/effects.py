@@ -3,7 +3,7 @@
 
 Inputs: a :class:`~auditor.index.model.CallSite` and the :class:`~.base.CallContext` of its
 file. Output: an :class:`~.base.Effect` (or None) with the model's reason; verdicts are kept
-by call text across a repository's files (:func:`classify`).
+by call text within one file (:func:`classify`), so a file's verdicts depend on that file alone.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ EXECUTE_NAMES = frozenset({"execute", "executemany", "executescript", "exec_driv
 """Last names of calls that run SQL text (checked against the rule's ``sql_write``)."""
 
 Verdicts = dict[tuple[object, ...], Classification | None]
-"""Verdicts kept by call text across a repository's files (see :func:`classify`)."""
+"""Verdicts kept by call text within one file (see :func:`classify`)."""
 
 # Names shared with sets, dicts and lists: a call that is not a rule sink only matters when
 # its receiver is a related manager (``order.tags.add``) or a variable (``qs.update``).

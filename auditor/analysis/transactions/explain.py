@@ -30,6 +30,7 @@ HIDDEN = "below the minimum severity"
 FOLDED = "folded into its callers"
 NO_SEQUENCE = "no sequence"
 COVERED = "covered by a transaction"
+REGISTRY_ROW = "a registry row"
 UNREACHABLE = "not reachable from any entry point"
 
 
@@ -91,7 +92,7 @@ class EffectLine:
 class Explanation:
     """Why ``function`` in ``path`` was or was not reported: ``outcome`` (one of
     :data:`REPORTED`, :data:`HIDDEN`, :data:`FOLDED`, :data:`NO_SEQUENCE`,
-    :data:`COVERED`, :data:`UNREACHABLE`) and ``summary`` in a sentence; the evidence in
+    :data:`COVERED`, :data:`REGISTRY_ROW`, :data:`UNREACHABLE`) and ``summary`` in a sentence; the evidence in
     the other fields. ``severity`` and ``reason`` are the grade (None and "" when the
     function was not graded), ``likelihood`` and ``impact`` the levels it rests on and
     ``evidence`` what can fail between the writes, each ``line N <what it does> (text)``;
@@ -230,6 +231,8 @@ def _edge_boundary(analysis: Analysis, edge: Edge) -> str:
         return f"{edge.callee.qualname} opens its own transaction (a boundary decorator)"
     if analysis.sequences.switched_off(edge, call):
         return "the call's constant false arguments switch off every effect of the callee"
+    if analysis.sequences.registry.call(edge, call):
+        return "the callee's only effect is a registry row (a get-or-create keyed by constants only)"
     return ""
 
 
@@ -263,6 +266,8 @@ def _outcome(analysis: Analysis, outcome: Outcome, ref: FunctionRef, steps: tupl
         if not steps:
             return NO_SEQUENCE, "an entry point reaches it, but no path through it has an effect outside a transaction"
         return NO_SEQUENCE, "an entry point reaches it, but its path holds one effect through a call: nothing to sequence here"
+    if ref in outcome.reachable and analysis.sequences.registry.keys(ref) == frozenset():
+        return REGISTRY_ROW, "its only effect is a get-or-create keyed by constants only (the same row on every call), set aside: no business write"
     if ref in outcome.reachable:
         return COVERED, "every entry path to it runs through a transaction boundary"
     return UNREACHABLE, "no entry point reaches it"

@@ -2,9 +2,10 @@
 every function (each call a model classifies, with its effect) and the regions of lines a
 transaction boundary covers (a ``with atomic()`` block, a callback, a transaction handle).
 
-Inputs: a file's index and text, the rule's compiled patterns (:class:`RulePatterns`) and
-the verdicts kept across files. Output: :class:`FileFacts` (``sites`` per function,
-``regions``, :meth:`FileFacts.covered`).
+Inputs: a file's index and text, the rule's compiled patterns (:class:`RulePatterns`), its
+write SQL and the repository's related-manager names: nothing else of other files, so a
+file's facts can be kept by those inputs (:mod:`.facts_cache`). Output: :class:`FileFacts`
+(``sites`` per function, ``regions``, :meth:`FileFacts.covered`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import starmap
 
 from tree_sitter import Node
 
@@ -132,25 +134,77 @@ class RulePatterns:
         return self.sinks.prefixes + self.boundaries.prefixes + self.after_commit.prefixes
 
 
+FactsRecord = tuple[tuple[tuple[str | None, int, int, str | None], ...], tuple[tuple[int, str, str, str], ...]]
+"""A file's facts as plain values (what :class:`FileFacts` computes from the file alone):
+its regions ``(enclosing, start line, end line, variable)`` and its sites ``(position of
+the call in the index's calls, effect, reason, orm)``, in the order they were found."""
+
+
 class FileFacts:
-    """Per-file effects and boundary regions, computed once."""
+    """Per-file effects and boundary regions, computed once (:meth:`computed`) or restored
+    from their :meth:`record` (:meth:`restored`); ``regions`` grows later by
+    :meth:`add_wrapped_regions`, which reads other files."""
 
     def __init__(
-        self,
+        self, path: str, index: FileIndex, text: str, related_managers: frozenset[str],
+        regions: list[Region], sites: dict[FunctionRef, list[Site]],
+    ) -> None:  # fmt: skip
+        self.path = path
+        self.index = index
+        self.text = text
+        self.related_managers = related_managers
+        self._contexts: dict[bool, CallContext] = {}
+        self.regions = regions
+        self.sites = sites
+
+    @classmethod
+    def computed(
+        cls,
         path: str,
         index: FileIndex,
         text: str,
         patterns: RulePatterns,
         sql_write: LinearPattern | None,
         related_managers: frozenset[str],
-        verdicts: Verdicts,
-    ) -> None:
-        self.path = path
-        self.index = index
-        self.text = text
-        self.related_managers = related_managers
-        self._contexts: dict[bool, CallContext] = {}
-        self.regions: list[Region] = []
+    ) -> FileFacts:
+        """The facts of one file, from the file alone: its index and text, the compiled
+        patterns, the rule's write SQL and the repository's related-manager names (the
+        models' verdicts are kept per call text within the file)."""
+        facts = cls(path, index, text, related_managers, [], {})
+        facts._find(patterns, sql_write)
+        return facts
+
+    @classmethod
+    def restored(
+        cls, path: str, index: FileIndex, text: str, related_managers: frozenset[str], record: FactsRecord
+    ) -> FileFacts:
+        """The facts :meth:`computed` gave for the same inputs, rebuilt from their
+        :meth:`record` (raises IndexError, ValueError or TypeError on a record that is not one
+        of this index's)."""
+        regions, found = record
+        calls = index.calls
+        sites: dict[FunctionRef, list[Site]] = {}
+        for position, effect, reason, orm in found:
+            if not 0 <= position < len(calls):
+                raise IndexError(f"call {position} of {len(calls)}")
+            call = calls[position]
+            sites.setdefault(ref_for(path, index, call), []).append(Site(call, Effect(effect), reason, orm))
+        return cls(path, index, text, related_managers, list(starmap(Region, regions)), sites)
+
+    def record(self) -> FactsRecord:
+        """The facts as plain values (before any :meth:`add_wrapped_regions`), for
+        :meth:`restored`."""
+        position = {id(call): number for number, call in enumerate(self.index.calls)}
+        sites = [site for found in self.sites.values() for site in found]
+        sites.sort(key=lambda site: position[id(site.call)])
+        return (
+            tuple((region.enclosing, region.start_line, region.end_line, region.variable) for region in self.regions),
+            tuple((position[id(site.call)], site.effect.value, site.reason, site.orm) for site in sites),
+        )
+
+    def _find(self, patterns: RulePatterns, sql_write: LinearPattern | None) -> None:
+        index, path, related_managers = self.index, self.path, self.related_managers
+        verdicts: Verdicts = {}
         for block in index.context_blocks:
             if patterns.boundaries.matches(block.expression):
                 self.regions.append(Region(block.enclosing, block.start_line, block.end_line, None))
@@ -164,7 +218,6 @@ class FileFacts:
                 self.regions.append(self._call_region(call))
             elif patterns.after_commit.matches(call.callee, call.name):
                 on_commit.append(self._extent(call))
-        self.sites: dict[FunctionRef, list[Site]] = {}
         for call in calls:
             if patterns.lookups.matches(call.callee, call.name):
                 continue  # a registry row (ContentType, Permission...): not a business write

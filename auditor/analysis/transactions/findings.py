@@ -18,6 +18,7 @@ from auditor.analysis.transactions.assessment import Assessment
 from auditor.analysis.transactions.base import Effect
 from auditor.analysis.transactions.dispatch import GETATTR
 from auditor.analysis.transactions.grading import DB_EFFECTS, SIDE_EFFECTS, WRITES, Step
+from auditor.analysis.transactions.registry_rows import REASON as REGISTRY_REASON
 from auditor.findings.fingerprints import finding_fingerprint
 from auditor.findings.model import ChainStep, EffectSite, Finding
 from auditor.rules.loader import Rule
@@ -27,6 +28,7 @@ UNPROVEN_KINDS = ("resolved by name", GETATTR)
 an approximate edge with no kind)."""
 FOUND_BY = ("static",)
 """What finds the static pass's findings."""
+_SET_ASIDE_SHOWN = 3  # registry rows named in an explanation; the rest counted
 
 
 def folded(
@@ -62,12 +64,14 @@ def build_finding(
     lines_of: Callable[[str], Sequence[str]],
     edge_kinds: Mapping[Edge, str],
     request_note: str = "",
+    set_aside: tuple[str, ...] = (),
 ) -> Finding:
     """The finding for ``ref``'s path ``steps`` assessed ``assessment`` (severity, reason),
     reached from ``entry`` through ``trail``; ``lines_of`` gives a file's lines (the write
     calls of the sequence go into the fingerprint), ``edge_kinds`` says how approximate
     edges resolve, ``request_note`` which request setting a view's grade assumes (it
-    follows the first sentence of the explanation)."""
+    follows the first sentence of the explanation), ``set_aside`` the registry rows on the
+    path not counted (``path:line: text``; named after the path)."""
     severity, reason = assessment.severity, assessment.reason
     first = steps[0]
     effects = [effect for step in steps for effect in step.effects]
@@ -100,6 +104,11 @@ def build_finding(
         + (f" {request_note}" if request_note else "")
         + f" On one path: {steps_text}."
     )
+    if set_aside:
+        shown = "; ".join(set_aside[:_SET_ASIDE_SHOWN]) + (
+            f" (and {len(set_aside) - _SET_ASIDE_SHOWN} more)" if len(set_aside) > _SET_ASIDE_SHOWN else ""
+        )
+        explanation += f" Set aside, not counted: {REGISTRY_REASON}: {shown}."
     if len(steps) > 1:
         explanation += _consequence(effects)
     if reason:

@@ -1,9 +1,12 @@
 """Calls the framework makes on the project's behalf, as edges the call graph cannot see:
 DRF's dispatch from a view's action to its serializer (``create`` -> ``perform_create`` ->
 ``serializer.save()`` -> the serializer's ``create``, through the serializer's own ``save``
-when it overrides one; a hand-built ``OrderSerializer(data=...)``'s ``save()`` the same; rows ``kind: invokes`` of the
-framework facts, models/drf.yaml), and a project signal's ``send`` to the receivers
-connected to it.
+when it overrides one; a hand-built ``OrderSerializer(data=...)``'s ``save()`` the same; a
+class a factory builds with ``type(name, bases, {"serializer_class": ...})`` through its
+bases, :mod:`.dynamic_views`; rows ``kind: invokes`` of the framework facts,
+models/drf.yaml), and a project signal's ``send`` to the receivers connected to it. Also
+the project's methods the framework runs inside a transaction it opens (rows
+``kind: runs-inside``, models/django_admin.yaml: a ModelAdmin's ``save_model``).
 
 A framework method the project does not override is a node of its own, named after the
 class that inherits it (``OrderViewSet.create``, ``OrderViewSet.perform_create``): the chain of a
@@ -12,7 +15,7 @@ the project's code is an entry point at that action (:attr:`FrameworkCalls.entri
 
 Inputs: the call graph, the per-file facts, the framework facts and the signals each
 receiver is connected to. Output: :class:`FrameworkCalls` (``edges`` out of a function,
-``callers`` into one, the view-action ``entries``).
+``callers`` into one, the view-action ``entries``, the methods that ``run_inside``).
 """
 
 from __future__ import annotations
@@ -24,11 +27,13 @@ from collections.abc import Mapping
 from auditor.callgraph.graph import CallGraph, Edge, FunctionRef
 from auditor.callgraph.names import strip_arguments
 from auditor.analysis.entrypoints import DJANGO_SIGNALS, EntryPoint, split_arguments
+from auditor.analysis.transactions.dynamic_views import dispatching_bases
 from auditor.analysis.transactions.facts import FileFacts
 from auditor.analysis.transactions.framework_facts import FrameworkFact, FrameworkFacts
 
 _VIEW = "drf-view"
 _SERIALIZER = "drf-serializer"
+_ADMIN = "django-admin"
 _SERIALIZER_CALL = "serializer."
 _SERIALIZER_ATTRIBUTE = re.compile(r"^\s+serializer_class\s*=\s*([A-Za-z_][\w.]*)\s*(?:#.*)?$")
 _RETURNED_CLASS = re.compile(r"\breturn\s+([A-Za-z_][\w.]*)\s*(?:#.*)?$")
@@ -74,6 +79,11 @@ class FrameworkCalls:
                 if self._provides(view, row) and self.graph.definition(ref) is None and self._leads_to_project(ref):
                     base = sorted(self._lineage_names(view) & set(row.bases))[0]
                     entries.append(EntryPoint(ref, "http", f"drf {base}.{row.method} of {view.qualname}"))
+        methods = frozenset(row.method for row in view_rows)
+        for view, classes in dispatching_bases(self.graph, self.facts, methods, view_bases, self._lineage_names):
+            serializers.update(classes)
+            for row in view_rows:
+                self._invoke(view, row, classes)
         serializer_bases = frozenset(base for row in serializer_rows for base in row.bases)
         serializers.update(self._hand_built_saves(serializer_bases))
         for serializer in sorted(serializers):
@@ -82,12 +92,12 @@ class FrameworkCalls:
             for row in serializer_rows:
                 self._invoke(serializer, row, ())
         self._signal_sends(receiver_signals)
+        self.run_inside: frozenset[FunctionRef] = self._run_inside(rows.run_inside(_ADMIN))
+        """The project's methods the framework runs inside a transaction it opens (a
+        ModelAdmin subclass's ``save_model``: rows ``kind: runs-inside``)."""
         self.entries: tuple[EntryPoint, ...] = tuple(sorted(entries))
         """The view actions DRF runs that lead to the project's code (``OrderViewSet.create``)."""
-        self._in: dict[FunctionRef, list[Edge]] = defaultdict(list)
-        for edges in self._out.values():
-            for edge in edges:
-                self._in[edge.callee].append(edge)
+        self._in = _callers_of(self._out)
 
     def edges(self, ref: FunctionRef) -> tuple[Edge, ...]:
         """The framework's calls out of ``ref``, sorted."""
@@ -196,6 +206,8 @@ class FrameworkCalls:
                 if assigned and cls is not None and self._lineage_names(cls) & bases:
                     method = "update" if _given_instance(call.arguments) else "create"
                     built[(call.enclosing, assigned.group(1))].append((call.line, cls, method))
+            if not built:
+                continue  # no serializer built here: no save of one either
             for call in facts.index.calls:
                 parts = call.callee.split(".")
                 assignments = built.get((call.enclosing or "", parts[0]), ()) if call.name == "save" and len(parts) == 2 else ()
@@ -232,6 +244,17 @@ class FrameworkCalls:
                 caller = FunctionRef(path, call.enclosing)
                 for receiver in receivers.get(parts[-2], ()):
                     self._add(Edge(caller, receiver, call.line, False), call.name)
+
+    def _run_inside(self, rows: tuple[FrameworkFact, ...]) -> frozenset[FunctionRef]:
+        """The methods ``rows`` name that a class deriving from one of a row's ``bases``
+        defines itself."""
+        found: set[FunctionRef] = set()
+        for cls in self._classes(frozenset(base for row in rows for base in row.bases)):
+            for row in rows:
+                ref = FunctionRef(cls.path, f"{cls.qualname}.{row.method}")
+                if self._provides(cls, row) and self.graph.definition(ref) is not None:
+                    found.add(ref)
+        return frozenset(found)
 
     def _classes(self, bases: frozenset[str]) -> list[FunctionRef]:
         """Every Python class that derives from one of the framework classes ``bases``."""
@@ -323,3 +346,12 @@ class FrameworkCalls:
                     seen.add(edge.callee)
                     stack.append(edge.callee)
         return False
+
+
+def _callers_of(out: Mapping[FunctionRef, set[Edge]]) -> dict[FunctionRef, list[Edge]]:
+    """The edges of ``out`` (by caller) listed by callee."""
+    found: dict[FunctionRef, list[Edge]] = defaultdict(list)
+    for edges in out.values():
+        for edge in edges:
+            found[edge.callee].append(edge)
+    return found

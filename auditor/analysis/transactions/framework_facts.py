@@ -26,10 +26,11 @@ import yaml
 
 from auditor.errors import UsageError
 
-_BUILTIN_FILES = ("django.yaml", "django_lookups.yaml", "drf.yaml", "pyhermes.yaml")
+_BUILTIN_FILES = ("django.yaml", "django_lookups.yaml", "django_admin.yaml", "drf.yaml", "pyhermes.yaml")
 _SUBJECTS = ("call", "method", "signal", "setting")
-_THROUGH = frozenset({"model", "queryset", "manager", "related-manager", "drf-view", "drf-serializer"})
+_THROUGH = frozenset({"model", "queryset", "manager", "related-manager", "drf-view", "drf-serializer", "django-admin"})
 _DISPATCH_THROUGH = frozenset({"drf-view", "drf-serializer"})
+_INSIDE_THROUGH = frozenset({"django-admin"})
 _FIELDS = frozenset({"kind", *_SUBJECTS, "through", "atomic", "calls", "bases", "proof", "note"})
 _PROOF_FIELDS = frozenset({"file", "function"})
 
@@ -61,6 +62,10 @@ class Kind(str, Enum):
     IN_REQUEST = "in-request"
     """The decorated function is run by the framework's own Django view: the request's
     transaction (``ATOMIC_REQUESTS``) covers it as it covers the project's views."""
+    RUNS_INSIDE = "runs-inside"
+    """The framework runs the project's ``method`` (of a class deriving from one of
+    ``bases``) inside a transaction it opens around it (ModelAdmin's ``save_model`` inside
+    ``changeform_view``'s ``atomic``)."""
     HOST_SETTING = "host-setting"
     """The project runs inside a host whose Django settings turn the ``setting`` on for the
     default database (only ``ATOMIC_REQUESTS`` is read): for a library or plugin with no
@@ -77,6 +82,7 @@ _SUBJECT_OF = {
     Kind.OUTSIDE: ("signal",),
     Kind.LOOKUP: ("call",),
     Kind.INVOKES: ("method",),
+    Kind.RUNS_INSIDE: ("method",),
     Kind.IN_REQUEST: ("call",),
     Kind.HOST_SETTING: ("setting",),
 }
@@ -146,6 +152,10 @@ class FrameworkFacts:
     def invocations(self, through: str) -> tuple[FrameworkFact, ...]:
         """The ``invokes`` rows of methods reached through ``through``, in row order."""
         return tuple(fact for fact in self.facts if fact.kind is Kind.INVOKES and fact.through == through)
+
+    def run_inside(self, through: str) -> tuple[FrameworkFact, ...]:
+        """The ``runs-inside`` rows of methods reached through ``through``, in row order."""
+        return tuple(fact for fact in self.facts if fact.kind is Kind.RUNS_INSIDE and fact.through == through)
 
     def extended(self, other: FrameworkFacts) -> FrameworkFacts:
         """These rows, then ``other``'s."""
@@ -242,22 +252,34 @@ def _fact(row: Any, framework: str, where: str, builtin: bool, source: str) -> F
 
 
 def _invocation(row: dict[str, Any], kind: Kind, through: str, where: str) -> tuple[str, tuple[str, ...]]:
-    """An ``invokes`` row's ``calls`` and ``bases`` (empty on other rows, which may not
-    have them)."""
+    """An ``invokes`` row's ``calls`` and ``bases``, a ``runs-inside`` row's ``bases``
+    (empty on other rows, which may not have them)."""
+    if kind is Kind.RUNS_INSIDE:
+        if "calls" in row:
+            raise ModelsFileError(f"{where}: field 'calls' goes with 'invokes' rows only")
+        if through not in _INSIDE_THROUGH:
+            raise ModelsFileError(f"{where}: field 'through': a 'runs-inside' row is through {' or '.join(sorted(_INSIDE_THROUGH))}")
+        return "", _bases(row, where)
     if kind is not Kind.INVOKES:
-        extra = sorted({"calls", "bases"} & set(row))
-        if extra:
-            raise ModelsFileError(f"{where}: field {extra[0]!r} goes with 'invokes' rows only")
+        if "calls" in row:
+            raise ModelsFileError(f"{where}: field 'calls' goes with 'invokes' rows only")
+        if "bases" in row:
+            raise ModelsFileError(f"{where}: field 'bases' goes with 'invokes' and 'runs-inside' rows only")
         return "", ()
     if through not in _DISPATCH_THROUGH:
         raise ModelsFileError(f"{where}: field 'through': an 'invokes' row is through {' or '.join(sorted(_DISPATCH_THROUGH))}")
     calls = row.get("calls")
     if not isinstance(calls, str) or not calls.strip():
         raise ModelsFileError(f"{where}: field 'calls' must name the method the framework calls next")
+    return calls.strip(), _bases(row, where)
+
+
+def _bases(row: dict[str, Any], where: str) -> tuple[str, ...]:
+    """A row's ``bases``: the framework classes that provide its method."""
     bases = row.get("bases")
     if not isinstance(bases, list) or not bases or not all(isinstance(base, str) and base for base in bases):
         raise ModelsFileError(f"{where}: field 'bases' must list the framework classes that provide the method")
-    return calls.strip(), tuple(bases)
+    return tuple(bases)
 
 
 def _proof(value: Any, where: str, builtin: bool) -> Proof | None:

@@ -42,10 +42,18 @@ BOOKKEEPING_ONLY = "one write, the rest bookkeeping (event rows, search vectors,
 ONLY_DELETES = "only deletes: a retry finishes the cleanup"
 ONLY_IDEMPOTENT = "only idempotent writes (upserts, relation changes, constant updates): a re-run completes them"
 UPSERTS_FIRST = "only upserts or links before the last write: a re-run finds what they left and completes the path"
+AUDIT_TRAIL = "one write and the audit-log row recording it: a failure leaves the change with no record of who made it"
+"""The reason of a write beside the audit-log row that records it (graded high, no demotion)."""
 ONE_OBJECT = "every write is to one object's row and its relations: what a failure leaves is that object, valid and editable"
 # Bookkeeping: records of what happened and derived data a later run rebuilds. A failure
 # between the real write and one of these loses a log line or leaves an index stale.
 _BOOKKEEPING_FUNCTION = re.compile(r"(?i)(_events?$|^events?_|search_(vector|document|index)|mark_\w*dirty|_audit|^audit|_log$|^log_)")
+# Audit trails among the bookkeeping: the record of who did what (``log_action``,
+# ``AuditLog`` rows, history). Unlike event counters, search vectors or derived data nothing
+# rebuilds an entry a failure lost, and maintainers make it atomic with the change it
+# records (benchmarks/real_fixes: pretalx-orga-user-settings; issue 25).
+_AUDIT_FUNCTION = re.compile(r"(?i)(_audit|^audit|_log$|^log_)")
+_AUDIT_ROW = re.compile(r"(?:^|\.)(?:\w*Log|\w*History|\w*Audit\w*)\.")
 # Derived data: prices, totals and caches a recalculation writes and the next one rewrites.
 _DERIVED_FUNCTION = re.compile(r"(?i)^_?(?:re)?calculate|^_?(?:invalidate|refresh|recompute|rebuild)_|_if_expired$")
 # Writes a re-run completes without harm: upserts, many-to-many and related-manager
@@ -94,6 +102,10 @@ class Step:
     in_loop: bool = False
     """Whether the step sits in a loop of its function: a re-run after a failure in a later
     iteration repeats the earlier iterations' writes."""
+    memo: str | None = None
+    """For a call into a memoized helper (:mod:`.memo`): the object and attribute it caches
+    its result on, seen from this function (``request.user._perms``); a later call with the
+    same key on the path writes nothing."""
     inner: tuple[Step, ...] = field(default=(), compare=False, repr=False)
     """For a call: the callee's path whose effects the step counts (empty for a direct
     effect and for a call into a function that opens its own transaction)."""
@@ -158,6 +170,9 @@ def _grade_writes(
     if writes == 1 and not (bookkeeping or commits or side_effects):
         direct = [step for step in steps if step.callee is None and any(effect in WRITES for effect in step.effects)]
         return (Severity.LOW, "") if direct else None
+    # A row created or changed and the entry recording it (a pruning delete is cleanup).
+    if plain == 1 and writes == 1 and not (commits or side_effects) and any(map(_audit_trail, steps)):
+        return Severity.HIGH, AUDIT_TRAIL
     unretried = ""
     if demote and not commits and not side_effects and writes + bookkeeping >= 2:
         retried = _retried(steps, effects, writes, plain, deletes, upserts)
@@ -222,7 +237,24 @@ def _rerunnable(steps: tuple[Step, ...]) -> bool:
     end and at least one is an update to given values (the other mixes have their own
     grades): nothing creates a row or a link, nothing is relative, nothing is bookkeeping."""
     database = [effect for step in steps for effect in step.effects if effect in DB_EFFECTS]
-    return Effect.UPDATE in database and all(effect in _RERUNNABLE for effect in database)
+    return Effect.UPDATE in database and all(effect in _RERUNNABLE for effect in database) and not _moves_then_deletes(steps)
+
+
+def _moves_then_deletes(steps: tuple[Step, ...]) -> bool:
+    """Whether the path deletes one object (``source.delete()``) after updating rows of a
+    queryset: the merge of an object into another, its rows re-pointed before it goes. A run
+    that stops between the writes leaves the object's data split between two owners until
+    someone notices, not a maintenance pass the next run completes (les-emplois made its
+    organisation merge atomic: benchmarks/real_fixes, lesemplois-merge-organizations)."""
+    moved = False
+    for step in steps:
+        if step.callee is not None and step.inner and _moves_then_deletes(step.inner):
+            return True
+        if step.callee is None and Effect.UPDATE in step.effects and step.subject is None:
+            moved = True
+        elif moved and step.callee is None and Effect.DELETE in step.effects and step.subject is not None:
+            return True
+    return False
 
 
 def relative_value(arguments: str) -> bool:
@@ -236,6 +268,16 @@ def bookkeeping(ref: FunctionRef) -> bool:
     call site: its effects count as bookkeeping beside the caller's real writes)."""
     name = ref.qualname.rsplit(".", 1)[-1]
     return bool(_BOOKKEEPING_FUNCTION.search(name) or _DERIVED_FUNCTION.search(name))
+
+
+def _audit_trail(step: Step) -> bool:
+    """Whether a bookkeeping step writes an audit-log row: a call into a function named
+    like an audit-log helper, or a write to a ``...Log``/``...History``/``...Audit`` model."""
+    if Effect.AUDIT not in step.effects:
+        return False
+    if step.callee is not None:
+        return bool(_AUDIT_FUNCTION.search(step.callee.qualname.rsplit(".", 1)[-1]))
+    return bool(_AUDIT_ROW.search(step.text))
 
 
 def derived(ref: FunctionRef) -> bool:

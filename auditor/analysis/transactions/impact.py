@@ -21,6 +21,7 @@ from enum import StrEnum
 
 from auditor.analysis.transactions.base import Effect
 from auditor.analysis.transactions.grading import (
+    AUDIT_TRAIL,
     BOOKKEEPING_ONLY,
     DERIVED,
     ONLY_IDEMPOTENT,
@@ -118,7 +119,7 @@ def impact(
     if reason in _LOW_REASONS:
         return ImpactFinding(Impact.LOW, ImpactKind.REPAIRED, reason)
     business = [site for site in sites if site.effect is not Effect.AUDIT and not _BOOKKEEPING_ROW.search(site.text)]
-    if len(business) <= 1 < len(sites):
+    if len(business) <= 1 < len(sites) and reason != AUDIT_TRAIL:
         return ImpactFinding(Impact.LOW, ImpactKind.REPAIRED, "the other writes are log, event or history rows")
     return ImpactFinding(Impact.MEDIUM, ImpactKind.PLAIN)
 

@@ -10,9 +10,12 @@ parameter the caller passes as a false constant (``if save:`` under ``save=False
 run. Loops count their body once and always pass (they may run zero times or ``break``). An event in a ``try`` body with a handler that carries on
 past a write's failure (it catches a database error or everything, and has no ``return``,
 ``raise`` or ``throw``: the function goes on) is passed through the caller's ``caught``
-marker, so grading knows nobody retries after it fails. The syntax comes from tree-sitter
-(Python, Java, Go, JavaScript/TypeScript share these node names); a function whose body
-cannot be found is treated as one straight sequence.
+marker, so grading knows nobody retries after it fails. A walk may keep only some of the
+function's ends (:class:`Exits`: the ``return`` statements whose value a caller carries on
+with, :mod:`.outcomes`) and cut a caller's path at the ``if`` that returns on a call's
+result. The syntax comes from tree-sitter (Python, Java, Go, JavaScript/TypeScript share
+these node names); a function whose body cannot be found is treated as one straight
+sequence.
 """
 
 from __future__ import annotations
@@ -20,12 +23,15 @@ from __future__ import annotations
 import re
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from tree_sitter import Node, Parser
 
 Event = TypeVar("Event")
 Path = tuple  # a tuple of events in source order
+Body = tuple[Node | None, bytes, int]
+"""A function's body node, the source it was parsed from and the lines before that source."""
 
 _FUNCTIONS = frozenset(
     {"function_definition", "method_declaration", "constructor_declaration", "function_declaration",
@@ -78,9 +84,30 @@ _GUARD_WORDS = re.compile(rb"\bcreated\b|\bis_new\b|_state\.adding|\.(?:pk|id) i
 
 # Conditions read against the parameters a call switches off (names, and
 # :func:`~.arguments.none_marker` for those passed ``None``).
-_NEGATION = re.compile(r"\(?\s*not\s+([A-Za-z_]\w*)\s*\)?")
-_NONE_TEST = re.compile(r"\(?\s*([A-Za-z_]\w*)\s+is\s+None\s*\)?")
-_NOT_NONE_TEST = re.compile(r"([A-Za-z_]\w*)\s+is\s+not\s+None")
+# A name is a parameter or an attribute of ``self`` (:mod:`.stored_flags`).
+_NEGATION = re.compile(r"\(?\s*not\s+((?:self\.)?[A-Za-z_]\w*)\s*\)?")
+_NONE_TEST = re.compile(r"\(?\s*((?:self\.)?[A-Za-z_]\w*)\s+is\s+None\s*\)?")
+_NOT_NONE_TEST = re.compile(r"((?:self\.)?[A-Za-z_]\w*)\s+is\s+not\s+None")
+
+
+@dataclass(frozen=True)
+class Exits:
+    """Which ends of a function's paths a walk keeps (:mod:`.outcomes`): only the
+    ``return``/``raise`` statements starting at ``allowed`` (byte offsets in the parsed
+    source), falling off the end only when ``falls_through``; ``known_false`` names locals
+    the kept ends imply false on the whole path (bound once, so a test of them elsewhere
+    reads the same value). ``cut`` holds the byte offsets of ``if`` statements a caller's
+    path must leave through an arm that ends (the call it decides on had the outcome that
+    returns): paths carrying on past them are not kept."""
+
+    allowed: frozenset[int] | None = None
+    falls_through: bool = True
+    known_false: frozenset[str] = frozenset()
+    cut: frozenset[int] = frozenset()
+
+
+EVERY_EXIT = Exits()
+"""Every path's end kept (the walk as it is without outcomes)."""
 
 
 _LOOPS = frozenset({"for_statement", "while_statement", "for_in_statement", "enhanced_for_statement", "do_statement"})
@@ -185,7 +212,9 @@ class _Walk(Generic[Event]):
         weight: Callable[[Event], int],
         off: frozenset[str],
         caught: Callable[[Event], Event] | None = None,
+        exits: Exits = EVERY_EXIT,
     ) -> None:
+        self.exits = exits
         self.source = source
         self.events = events
         self.lines = sorted(events)
@@ -222,7 +251,9 @@ class _Walk(Generic[Event]):
         """(heaviest path falling through, heaviest path ending inside) of one statement."""
         kind = node.type
         if kind in _EXITS:
-            return None, self.leaf(node)
+            found = self.leaf(node)
+            allowed = self.exits.allowed
+            return None, (found if allowed is None or node.start_byte in allowed else None)
         if kind in _NESTED:
             return self.leaf(node), None
         if kind == "if_statement":
@@ -275,6 +306,9 @@ class _Walk(Generic[Event]):
     def feasible(self, condition: Node | None) -> bool:
         if condition is None or not self.off:
             return True
+        bound = _walrus_name(condition)
+        if bound is not None and bound in self.off:
+            return False  # ``if (x := f()):`` (or its first conjunct) with ``x`` known false
         text = self.source[condition.start_byte : condition.end_byte].decode("utf-8", "replace").strip("() \t")
         head = text.split(" and ", 1)[0].split("&&", 1)[0].strip("() \t")
         if EXISTING_ROW in self.off and _FRESH_ROW.fullmatch(head):
@@ -304,7 +338,7 @@ class _Walk(Generic[Event]):
         prefix: Path = sum(conditions, ())
         through: Path | None = None
         ended: Path | None = None
-        settled = False
+        settled = reached = False
         for condition, body in arms:
             passing, ending = self.walk(body)
             if settled or not self.feasible(condition):
@@ -312,10 +346,13 @@ class _Walk(Generic[Event]):
             # An arm that always runs when reached: the arms after it cannot, nor can the
             # implicit fall-through; the feasible arms before it stay.
             settled = self.certain(condition)
+            reached = True
             through = self.heavier(through, passing)
             ended = self.heavier(ended, ending)
-        if not settled and not closed or through is None and ended is None:
+        if not settled and not closed or not reached:
             through = self.heavier(through, ())
+        if node.start_byte in self.exits.cut:
+            through = None  # the caller's path leaves through an ending arm here
         return (prefix + through if through is not None else None), (prefix + ended if ended is not None else None)
 
     def switch(self, node: Node) -> tuple[Path | None, Path | None]:
@@ -397,6 +434,23 @@ def if_arms(node: Node) -> tuple[list[tuple[Node | None, Node]], bool]:
     return arms, closed
 
 
+def _walrus_name(condition: Node) -> str | None:
+    """The name a condition binds and tests first: ``x := f()``, ``(x := f())``, the left
+    conjunct of an ``and`` (the whole is false when it is)."""
+    node = condition
+    while True:
+        operator = node.child_by_field_name("operator") if node.type == "boolean_operator" else None
+        left = node.child_by_field_name("left") if operator is not None and operator.type == "and" else None
+        if node.type == "parenthesized_expression" and node.named_children:
+            node = node.named_children[0]
+        elif left is not None:
+            node = left
+        else:
+            break
+    name = node.child_by_field_name("name") if node.type == "named_expression" else None
+    return name.text.decode("utf-8", "replace") if name is not None and name.text is not None else None
+
+
 def untaken_arms(body: Node, line: int) -> list[tuple[int, int]]:
     """The line ranges (``body``'s lines) of the if/elif/else arms a path through ``line``
     does not take: for every if statement with an arm holding ``line``, its other arms."""
@@ -425,17 +479,25 @@ def heaviest_path(
     weight: Callable[[Event], int],
     off: frozenset[str] = frozenset(),
     caught: Callable[[Event], Event] | None = None,
+    exits: Exits = EVERY_EXIT,
 ) -> tuple[Event, ...]:
-    """The heaviest sequence of ``events`` (by line) along one feasible path of ``body``;
-    every event in source order when ``body`` is None. An event in a ``try`` body whose
-    handler carries on (:func:`carries_on`) is returned as ``caught(event)``."""
+    """The heaviest sequence of ``events`` (by line) along one feasible path of ``body``
+    that ends as ``exits`` allows; every event in source order when ``body`` is None. An
+    event in a ``try`` body whose handler carries on (:func:`carries_on`) is returned as
+    ``caught(event)``."""
     if body is None:
         return tuple(event for line in sorted(events) for event in events[line])
-    walk = _Walk(source, events, weight, _unbound(off, body), caught)
+    walk = _Walk(source, events, weight, _unbound(off, body) | exits.known_false, caught, exits)
     through, ended = walk.walk(body)
-    best = walk.heavier(through, ended) or ()
+    best = walk.heavier(through if exits.falls_through else None, ended) or ()
     rest = [line for line in sorted(events) if line not in walk.claimed]
     return best + tuple(event for line in rest for event in events[line]) if rest else best
+
+
+def falls_through(body: Node, source: bytes) -> bool:
+    """Whether some path through ``body`` reaches its end (no ``return``/``raise`` ends it)."""
+    through, _ = _Walk(source, {}, lambda _event: 1, frozenset()).walk(body)
+    return through is not None
 
 
 # Statements and expressions that bind the names in one of their fields (Python, Java, Go,

@@ -6,8 +6,9 @@ foreign keys and getters' returns, and class names as written in a file.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
+from auditor.analysis.entrypoints import is_test_path
 from auditor.callgraph.graph import CallGraph, FunctionRef
 from auditor.callgraph.names import strip_arguments
 from auditor.analysis.transactions.base import FOR_LOOP, SELF_RECEIVERS
@@ -35,6 +36,10 @@ _RELATION_LINE = re.compile(r"^\s+([A-Za-z_]\w*)\s*(?::[^=]+)?=\s*(?:[\w.]*\.)?(
 _RELATION_FIRST = re.compile(r"^\s*(?:to\s*=\s*)?(['\"]?)([A-Za-z_][\w.]*)\1\s*(?:[,)]|$)")
 _RELATION_TO = re.compile(r"[(,]\s*to\s*=\s*(['\"]?)([A-Za-z_][\w.]*)\1\s*[,)]")
 _MAX_STATEMENT_LINES = 12
+# ``AUTH_USER_MODEL = "app_label.ModelName"`` in a settings module.
+_USER_MODEL_SETTING = re.compile(r"""^AUTH_USER_MODEL\s*(?::[^=]+)?=\s*['"](\w+)\.(\w+)['"]""", re.MULTILINE)
+REQUEST_USER = (("request", "user"), ("self", "request", "user"))
+"""Expressions Django's ``AuthenticationMiddleware`` binds to the logged-in user's row."""
 
 
 class ReceiverTypes:
@@ -52,6 +57,7 @@ class ReceiverTypes:
         self._relations: dict[FunctionRef, dict[str, FunctionRef]] = {}
         self._members: dict[tuple[FunctionRef, str], FunctionRef | None] = {}
         self._returns: dict[FunctionRef, tuple[FunctionRef | None, bool]] = {}
+        self._user_model: tuple[FunctionRef | None] | None = None
 
     def is_property(self, ref: FunctionRef) -> bool:
         definition = self.graph.definition(ref)
@@ -190,35 +196,14 @@ class ReceiverTypes:
         (``return WithCaptchaForm()`` / ``return Form()``: a ``Form`` or below). None when
         any return's class is unknown, or a bare ``return`` returns None."""
         lines = self.text_lines(path)
-        nested = [
-            (other.start_line, other.end_line)
-            for other in getattr(self.indexes.get(path), "definitions", ())
-            if definition.start_line < other.start_line <= definition.end_line
-        ]
         classes: set[FunctionRef] = set()
-        for number in range(definition.body_start_line, min(definition.end_line, len(lines)) + 1):
-            stripped = lines[number - 1].strip()
-            if not (stripped == "return" or stripped.startswith("return ")):
-                continue
-            if any(start <= number <= end for start, end in nested):
-                continue
-            expression = self._statement(lines, number, stripped[len("return") :].strip())
+        for number, start in _return_starts(lines, definition, getattr(self.indexes.get(path), "definitions", ())):
+            expression = self._statement(lines, number, start)
             found, _ = self._class_of_expression(path, definition, expression, False, number) if expression else (None, False)
             if found is None:
                 return None
             classes.add(found)
-        return next((cls for cls in sorted(classes) if all(cls in self._ancestry(other) for other in classes)), None)
-
-    def _ancestry(self, cls: FunctionRef) -> set[FunctionRef]:
-        """``cls`` and every repository class it derives from."""
-        found: set[FunctionRef] = set()
-        pending = [cls]
-        while pending:
-            item = pending.pop()
-            if item not in found:
-                found.add(item)
-                pending.extend(self.graph.base_classes(item))
-        return found
+        return next((cls for cls in sorted(classes) if all(cls in _ancestry(self.graph, other) for other in classes)), None)
 
     def _single_return(self, path: str, definition: Definition) -> tuple[int, str] | None:
         """``(line, expression)`` when the function's body (after its docstring) is one
@@ -240,6 +225,20 @@ class ReceiverTypes:
             return None  # more statements follow, or the brackets never close
         return code[0], statement
 
+    # -- the request's user --------------------------------------------------------------
+
+    def user_model(self) -> FunctionRef | None:
+        """The repository model ``request.user`` is an instance of for a logged-in user: the
+        class ``AUTH_USER_MODEL`` names in a production settings module. Django's
+        ``AuthenticationMiddleware`` (django/contrib/auth/middleware.py) sets
+        ``request.user`` to ``get_user(request)``, whose backend loads the row through
+        ``get_user_model()`` (django/contrib/auth/__init__.py), the model of that setting.
+        None when no settings module sets it (``auth.User``, no repository class) or the
+        name is no single repository class."""
+        if self._user_model is None:
+            self._user_model = (user_model_of(self.indexes, self.texts),)
+        return self._user_model[0]
+
     # -- foreign keys and getters -----------------------------------------------------
 
     def _attribute_class(
@@ -248,7 +247,11 @@ class ReceiverTypes:
         """The class of ``self.a.b`` or ``x.a.b`` read at ``line`` in ``caller``: ``self``'s
         class or the variable's, then per name the related model of a foreign key or the
         return of a getter (see :meth:`_member_class`); with whether any step was followed."""
-        if parts[0] in SELF_RECEIVERS:
+        user = next((len(prefix) for prefix in REQUEST_USER if tuple(parts[: len(prefix)]) == prefix), 0)
+        if user:
+            cls, followed = self.user_model(), True
+            parts = parts[user - 1 :]
+        elif parts[0] in SELF_RECEIVERS:
             cls = FunctionRef(path, caller.parent) if caller.parent is not None else None
             followed = False
         else:
@@ -337,6 +340,57 @@ class ReceiverTypes:
         if lines is None:
             lines = self._lines[path] = self.texts.get(path, "").split("\n")
         return lines
+
+
+def user_model_of(indexes: Mapping[str, object], texts: Mapping[str, str]) -> FunctionRef | None:
+    """The repository class ``AUTH_USER_MODEL = "app.Model"`` names in the production
+    settings (one value, one class by that name, case-insensitive as ``apps.get_model``
+    reads it, the one under the app's folder when several share it); None otherwise."""
+    named = {
+        match.groups()
+        for path, text in texts.items()
+        if path.endswith(".py") and "AUTH_USER_MODEL" in text and not is_test_path(path)
+        for match in _USER_MODEL_SETTING.finditer(text)
+    }
+    if len(named) != 1:
+        return None
+    app, model = next(iter(named))
+    classes = [
+        FunctionRef(path, definition.qualname)
+        for path, index in indexes.items()
+        if not is_test_path(path) and path.endswith(".py")
+        for definition in getattr(index, "definitions", ())
+        if definition.kind == "class" and definition.qualname.lower() == model.lower()
+    ]
+    in_app = [ref for ref in classes if f"/{app}/" in f"/{ref.path}"]
+    chosen = in_app or classes
+    return chosen[0] if len(chosen) == 1 else None
+
+
+def _return_starts(lines: list[str], definition: Definition, definitions: Iterable[Definition]) -> Iterator[tuple[int, str]]:
+    """``(line, text after return)`` of each ``return`` statement of ``definition``'s own
+    body (not those of the functions and classes nested in it, among ``definitions``)."""
+    nested = [
+        (other.start_line, other.end_line)
+        for other in definitions
+        if definition.start_line < other.start_line <= definition.end_line
+    ]
+    for number in range(definition.body_start_line, min(definition.end_line, len(lines)) + 1):
+        stripped = lines[number - 1].strip()
+        if (stripped == "return" or stripped.startswith("return ")) and not any(start <= number <= end for start, end in nested):
+            yield number, stripped[len("return") :].strip()
+
+
+def _ancestry(graph: CallGraph, cls: FunctionRef) -> set[FunctionRef]:
+    """``cls`` and every repository class it derives from."""
+    found: set[FunctionRef] = set()
+    pending = [cls]
+    while pending:
+        item = pending.pop()
+        if item not in found:
+            found.add(item)
+            pending.extend(graph.base_classes(item))
+    return found
 
 
 def assigned_expression(text: str, variable: str) -> tuple[str, bool] | None:

@@ -22,6 +22,9 @@ manager.
   return is read as above. Only through a variable: ``self.a.b.method(...)`` written in
   one expression is not followed (measured on healthchecks and pretalx, the findings it
   added were harmless re-runnable sequences).
+* ``request.user.method(...)`` / ``self.request.user.method(...)`` (and a variable assigned
+  ``request.user``): the logged-in user's row, of the model ``AUTH_USER_MODEL`` names
+  (:meth:`ReceiverTypes.user_model`), runs that model's method (or its bases').
 * ``M.objects.create/create_user(...)`` that no repository manager defines: Django's
   manager runs ``M.save()``, so the call reaches the model's own ``save`` override when the
   repository defines one. ``get_or_create``/``update_or_create`` run that save inside their
@@ -51,7 +54,7 @@ from auditor.analysis.transactions.base import SELF_RECEIVERS
 from auditor.analysis.transactions.framework_facts import builtin_facts
 from auditor.analysis.transactions.languages import traits
 from auditor.analysis.transactions.parameter_classes import ParameterClasses
-from auditor.analysis.transactions.receiver_types import GETTER, ReceiverTypes
+from auditor.analysis.transactions.receiver_types import GETTER, REQUEST_USER, ReceiverTypes
 from auditor.analysis.transactions.scanning import IDENTIFIER
 from auditor.index.model import CallSite, Definition, FileIndex
 
@@ -61,6 +64,7 @@ CREATED = "the model's save() run by its manager"
 PROPERTY = "a property read runs its getter"
 FOLLOWED = "receiver's class through a foreign key or a getter's return"
 PASSED = "receiver's class from the callers' arguments"
+REQUEST_USER_KIND = "request.user is a row of the AUTH_USER_MODEL"
 
 # Manager calls that save a new instance through ``Model.save()`` outside any transaction of
 # their own (the atomic ones, get_or_create/update_or_create, save inside theirs).
@@ -127,6 +131,11 @@ class Receivers:
                     found.append(self._edge(ref, target, call, FOLLOWED if followed else ASSIGNED))
                 elif cls is None:
                     found.extend(self._passed_edges(ref, definition, call, parts[0], parts[1]))
+            elif tuple(parts[:-1]) in REQUEST_USER:
+                user = self.types.user_model()
+                target = self.graph.class_member(user, parts[-1]) if user is not None else None
+                if target is not None and target != ref:
+                    found.append(self._edge(ref, target, call, REQUEST_USER_KIND))
         return tuple(sorted(set(found)))
 
     def _passed_edges(self, ref: FunctionRef, definition: Definition, call: CallSite, variable: str, method: str) -> list[Edge]:

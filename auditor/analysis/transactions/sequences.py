@@ -4,7 +4,9 @@ callees' effects counted at their call sites.
 Each function's events are its uncovered effect sites and its unblocked calls into
 functions with effects (the callee's own heaviest path, with the parameters the call
 switches off; a session scope's commit of a ``with`` block that only read is none:
-:mod:`.session_scopes`). The path walker (:mod:`.paths`) picks the heaviest feasible path; a
+:mod:`.session_scopes`). A call whose result decides an immediate return or raise counts,
+on the path that carries on, only the callee's paths returning the other kind of value
+(:mod:`.outcomes`); the path that returns there counts them all. The path walker (:mod:`.paths`) picks the heaviest feasible path; a
 base-class method's self-calls into subclass overrides are taken per concrete class (the
 heaviest class counts, never a sum of different classes' overrides).
 
@@ -24,11 +26,11 @@ from tree_sitter import Node
 
 from auditor.callgraph.graph import CallGraph, Edge, FunctionRef
 from auditor.callgraph.names import MAIN_FUNCTION
-from auditor.analysis.transactions import paths
+from auditor.analysis.transactions import outcomes, paths
 from auditor.analysis.transactions.arguments import Arguments
 from auditor.analysis.transactions.base import Effect
 from auditor.analysis.transactions.boundaries import Boundaries
-from auditor.analysis.transactions.dispatch import OVERRIDE, class_of
+from auditor.analysis.transactions.dispatch import OVERRIDE, Dispatch, class_of
 from auditor.analysis.transactions.facts import FileFacts, enclosing_of
 from auditor.analysis.transactions.bound_parameters import Bound, bound_at, bound_callees
 from auditor.analysis.transactions.committed_objects import handed_back
@@ -48,15 +50,16 @@ from auditor.analysis.transactions.grading import (
     subject as subject_of,
 )
 from auditor.analysis.transactions.languages import traits
+from auditor.analysis.transactions.memo import Memos, once_per_key
+from auditor.analysis.transactions.paths import Body
 from auditor.analysis.transactions.reach import Reach
+from auditor.analysis.transactions.registry_rows import RegistryRows
 from auditor.analysis.transactions.scanning import call_text
 from auditor.analysis.transactions.session_scopes import SessionScopes
+from auditor.analysis.transactions.stored_flags import Known, StoredFlags
 from auditor.analysis.transactions.throwaway import memory_names, unbound_names
 from auditor.index.model import CallSite
 from auditor.languages.grammars import parser_for
-
-Body = tuple[Node | None, bytes, int]
-"""A function's body node, the source it was parsed from and the lines before that source."""
 
 _MAX_DEPTH = 60
 _ASSIGNED_BEFORE = 3  # lines above a bookkeeping call read for a field set on its object
@@ -83,9 +86,17 @@ class Sequences:
         self.arguments = arguments
         self.scopes = SessionScopes(graph, facts)
         """Which ``with scope() as session:`` calls only commit a read-only block."""
+        self.memos = Memos(graph, facts, arguments)
+        """Which calls go into a helper memoized on an object (:mod:`.memo`)."""
+        self.flags = StoredFlags(graph, facts, reach, arguments)
+        """Which false parameters a method stores on ``self`` (:mod:`.stored_flags`)."""
+        self.registry = RegistryRows(graph, facts, reach, arguments)
+        """Which effects are registry rows, set aside (:mod:`.registry_rows`)."""
         self._paths: dict[tuple[FunctionRef, frozenset[str], FunctionRef | None, Bound], tuple[Step, ...]] = {}
         self._active: set[tuple[FunctionRef, FunctionRef | None]] = set()
         self._bodies: dict[FunctionRef, Body] = {}
+        self.outcomes = outcomes.Outcomes(graph, facts, lambda ref: self._body(ref, facts.get(ref.path)))
+        """On which return values a function's effects happen (for calls that decide a return)."""
 
     def path_of(
         self, ref: FunctionRef, off: frozenset[str] = frozenset(), depth: int = 0, receiver: FunctionRef | None = None,
@@ -131,7 +142,7 @@ class Sequences:
             return frozenset()
         edge = trail[-1]
         off = self.arguments.off(edge.callee, self.reach.call_for(edge), caller=edge.caller)
-        return off | {paths.EXISTING_ROW} if self._saves_existing_row(edge) else off
+        return off | {paths.EXISTING_ROW} if _saves_existing_row(self.facts, edge) else off
 
     def receiver_through(self, edge: Edge, receiver: FunctionRef | None) -> FunctionRef | None:
         """The class ``self`` has in ``edge.callee`` when it has ``receiver`` in the caller."""
@@ -146,15 +157,7 @@ class Sequences:
         receiver = self._receiver_of(edge.caller, receiver)
         if receiver is None or self.reach.dispatch.kinds.get(edge) != OVERRIDE:
             return True
-        return self._runs_for(receiver, class_of(edge.callee), edge.callee.qualname.rsplit(".", 1)[-1])
-
-    def _runs_for(self, receiver: FunctionRef, cls: FunctionRef, method: str) -> bool:
-        """Whether ``cls``'s override of ``method`` may run on a ``self`` of ``receiver`` or below."""
-        dispatch = self.reach.dispatch
-        if receiver in dispatch.lineage(cls):
-            return True  # cls is receiver or one of its subclasses
-        nearest = dispatch.nearest(receiver, method)
-        return nearest is not None and class_of(nearest) == cls
+        return _runs_for(self.reach.dispatch, receiver, class_of(edge.callee), edge.callee.qualname.rsplit(".", 1)[-1])
 
     def _receiver_of(self, ref: FunctionRef, receiver: FunctionRef | None) -> FunctionRef | None:
         """``receiver`` when it is a proper subclass of ``ref``'s class that some override
@@ -177,50 +180,108 @@ class Sequences:
         facts = self.facts.get(ref.path)
         throwaway = _throwaway(self.graph, self.arguments, ref, facts, off)
         callees, stood_for = bound_callees(self.reach, ref, bound)
+        unbound_events = self._own_events(ref, facts, throwaway, stood_for)  # no override chosen
         by_line: dict[int, list[Edge]] = defaultdict(list)
         for edge in callees:
             by_line[edge.line].append(edge)
+        off = self.flags.kept(ref, off)
+        stored = self.flags.known(ref, off)
         calls: dict[int, Step] = {}
+        stepped: dict[int, list[Edge]] = defaultdict(list)  # the edges behind ``calls``, by line
         overrides: dict[int, dict[FunctionRef, Step]] = defaultdict(dict)
         for line, edges in sorted(by_line.items()):
             for edge in edges:
-                step = self._edge_step(edge, off, depth, receiver)
+                step = self._edge_step(edge, off, depth, receiver, stored=stored)
                 if step is None:
                     continue
                 if edge.approximate and self.reach.dispatch.kinds.get(edge) == OVERRIDE:
                     overrides[line][edge.callee] = step
-                elif line not in calls or len(step.effects) > len(calls[line].effects):
+                    continue
+                stepped[line].append(edge)
+                if line not in calls or len(step.effects) > len(calls[line].effects):
                     calls[line] = step
         body: Body | None = None
+        decided: dict[int, tuple[Step | None, int]] = {}
+        if calls and (off or sum(map(len, unbound_events.values())) + len(calls) + len(overrides) > 1):
+            body = self._body(ref, facts)
+            decided = self._decided(body, stepped, overrides, off, depth, receiver, stored)
         heaviest: tuple[Step, ...] = ()
-        for chosen in self._override_variants(ref, overrides, receiver):
+        for chosen in _override_variants(self.reach, ref, overrides, receiver):
             # A self-call the chosen override runs counts through that override, never
             # also as its own effect (one ``self.save()``, one write).
             dispatched = frozenset((line, step.callee.qualname.rsplit(".", 1)[-1]) for line, step in chosen.items() if step.callee is not None)
-            events = self._own_events(ref, facts, throwaway, dispatched | stood_for)
-            variant: dict[int, list[Step]] = {line: list(steps) for line, steps in events.items()}
-            for line, step in sorted({**calls, **chosen}.items()):
-                variant.setdefault(line, []).append(step)
-            if not variant:
-                continue
-            if not off and sum(len(steps) for steps in variant.values()) == 1:
-                found = tuple(variant[next(iter(variant))])
-            else:
-                if body is None:
-                    body = self._body(ref, facts)
-                node, source, offset = body
-                shifted = {line - offset: steps for line, steps in variant.items()}
-                found = ()
-                for walked_off in _row_cases(off, source[node.start_byte : node.end_byte] if node is not None else b""):
-                    walk = tuple(paths.heaviest_path(node, source, shifted, weight, walked_off, caught))
-                    found = walk if sum(map(weight, walk)) > sum(map(weight, found)) else found
-            if body is not None and body[0] is not None:
-                found = _marked_in_loops(found, body)
-            if facts is not None:
-                found = _without_idle_commits(found, facts, body, lambda step: handed_back(self.graph, self.arguments, facts, step))
-            if sum(map(weight, found)) > sum(map(weight, heaviest)):
-                heaviest = found
+            events = self._own_events(ref, facts, throwaway, dispatched | stood_for) if dispatched else unbound_events
+            # Every decided call with the effects of the outcome that carries on, and once
+            # per decided call its full effects on the path that returns at its ``if``.
+            for returning in (None, *decided):
+                steps = {**calls, **chosen}
+                for line, (filtered, _) in decided.items():
+                    if line != returning and filtered is None:
+                        del steps[line]
+                    elif line != returning and filtered is not None:
+                        steps[line] = filtered
+                cut = frozenset({decided[returning][1]}) if returning is not None else frozenset()
+                found, body = self._walked(ref, facts, events, steps, off, stored, body, cut)
+                if sum(map(weight, found)) > sum(map(weight, heaviest)):
+                    heaviest = found
         return heaviest
+
+    def _walked(
+        self, ref: FunctionRef, facts: FileFacts | None, events: Mapping[int, list[Step]], steps: Mapping[int, Step],
+        off: frozenset[str], stored: Known, body: Body | None, cut: frozenset[int],
+    ) -> tuple[tuple[Step, ...], Body | None]:
+        """The heaviest feasible path of ``ref``'s own ``events`` and call ``steps`` (the
+        walks :meth:`.Outcomes.exits` asks for when ``off`` requires a kind of result; the
+        ``if`` statements at ``cut`` left through an ending arm; the ``self`` attributes
+        ``stored`` false switch off arms too; a memoized helper's repeated key counted
+        once), and the body, parsed when the walk needed it."""
+        variant: dict[int, list[Step]] = {line: list(found) for line, found in events.items()}
+        for line, step in sorted(steps.items()):
+            variant.setdefault(line, []).append(step)
+        if not variant:
+            return (), body
+        if not off and not cut and sum(len(found) for found in variant.values()) == 1:
+            found = tuple(variant[next(iter(variant))])
+        else:
+            if body is None:
+                body = self._body(ref, facts)
+            node, source, offset = body
+            shifted = {line - offset: found for line, found in variant.items()}
+            found = ()
+            for exits in self.outcomes.exits(ref, body, outcomes.required(off)):
+                exits = replace(exits, cut=cut) if cut else exits
+                for walked_off in _row_cases(off | frozenset(stored), source[node.start_byte : node.end_byte] if node is not None else b""):
+                    walk = once_per_key(tuple(paths.heaviest_path(node, source, shifted, weight, walked_off, caught, exits)))
+                    found = walk if sum(map(weight, walk)) > sum(map(weight, found)) else found
+        if body is not None and body[0] is not None:
+            found = _marked_in_loops(found, body)
+        if facts is not None:
+            found = _without_idle_commits(found, facts, body, lambda step: handed_back(self.graph, self.arguments, facts, step))
+        return found, body
+
+    def _decided(
+        self, body: Body, stepped: Mapping[int, list[Edge]], overrides: Mapping[int, object], off: frozenset[str], depth: int,
+        receiver: FunctionRef | None, stored: Known,
+    ) -> dict[int, tuple[Step | None, int]]:
+        """Per line of a call whose result decides an immediate return or raise
+        (:func:`.outcomes.decisions`): its step with only the effects of the outcome that
+        carries on, and the deciding ``if``. A line with another call that has effects, or
+        an override, is left as it is."""
+        node, _, offset = body
+        decided: dict[int, tuple[Step | None, int]] = {}
+        for decision in outcomes.decisions(node, offset):
+            edges = stepped.get(decision.line, [])
+            if not edges or decision.line in overrides or decision.line in decided:
+                continue
+            if any(_called_name(self.reach, edge) != decision.name for edge in edges):
+                continue
+            filtered: Step | None = None
+            for edge in edges:
+                step = self._edge_step(edge, off, depth, receiver, decision.requirement, stored)
+                if step is not None and (filtered is None or len(step.effects) > len(filtered.effects)):
+                    filtered = step
+            decided[decision.line] = (filtered, decision.statement)
+        return decided
 
     def _own_events(self, ref: FunctionRef, facts: FileFacts | None, throwaway: frozenset[str], dispatched: frozenset[tuple[int, str]]) -> dict[int, list[Step]]:
         """The function's own uncovered effects by line (a call a graph, receiver or framework edge
@@ -242,6 +303,8 @@ class Sequences:
                 continue
             if throwaway and call.callee.split(".", 1)[0] in throwaway:
                 continue  # written to an in-memory database: nothing persists
+            if site.effect in DB_EFFECTS and self.registry.sets_aside_site(ref, site, call_text(call, facts.line_text(call.line))):
+                continue  # the same constant row on every call: no business write
             if call.name == "save" and site.effect in (Effect.WRITE, Effect.UPDATE):
                 if call.callee in saved:
                     continue  # the same row saved again: one row's state, not a second row
@@ -250,18 +313,27 @@ class Sequences:
             events[call.line].append(Step(call.line, text, (site.effect,), subject=subject_of(call, site.orm)))
         return events
 
-    def _edge_step(self, edge: Edge, off: frozenset[str], depth: int, receiver: FunctionRef | None = None) -> Step | None:
+    def _edge_step(
+        self, edge: Edge, off: frozenset[str], depth: int, receiver: FunctionRef | None = None, returns: str | None = None,
+        stored: Known | None = None,
+    ) -> Step | None:
         """The event a call into ``edge.callee`` adds at its line (its heaviest path, with
-        ``self`` of the class it has there when the caller's has ``receiver``), or None when
-        the call is blocked or the callee has no effect."""
+        ``self`` of the class it has there when the caller's has ``receiver``, only the
+        paths returning what ``returns`` requires, one of :data:`.outcomes.REQUIREMENTS`,
+        and the ``self`` attributes the caller knows false: ``stored`` after their lines),
+        or None when the call is blocked or the callee has no effect."""
         call = self.reach.call_for(edge)
+        inner_off = self.flags.inner_off(edge, call, off, stored)
         if self.boundaries.edge_blocked(edge, call):
-            return self._own_transaction_step(edge, call, off, depth)
+            return self._own_transaction_step(edge, call, inner_off, depth)
         if not self.reach.reaches_effect(edge.callee):
             return None
-        inner_off = self.arguments.off(edge.callee, call, off, edge.caller)
-        if self._saves_existing_row(edge):
+        if self.registry.sets_aside_call(edge, call):
+            return None  # the same constant row on every call: no business write
+        if _saves_existing_row(self.facts, edge):
             inner_off = inner_off | {paths.EXISTING_ROW}  # its "new object only" arms do not run
+        if returns is not None:
+            inner_off = inner_off | {returns}
         inner_receiver = self._receiver_of(edge.callee, self.reach.dispatch.receiver_after(edge, call.callee if call else None, receiver))
         steps = self.path_of(edge.callee, inner_off, depth + 1, inner_receiver, bound_at(self.reach, edge, call))
         effects = tuple(effect for step in steps for effect in step.effects)
@@ -275,96 +347,125 @@ class Sequences:
             return None  # no effect, or a session scope's commit of a block that changed nothing
         return Step(
             edge.line, f"calls {edge.callee.qualname}", effects, edge.callee, edge.approximate, target,
-            carries_on=caught_later(steps), inner=steps,
+            carries_on=caught_later(steps), inner=steps, memo=self.memos.key(edge, call, steps),
         )
 
-    def _saves_existing_row(self, edge: Edge) -> bool:
-        """Whether the call behind ``edge`` saves a row read from the database (its site is
-        classified an update: ``x = M.objects.get(...); x.save()``)."""
-        facts = self.facts.get(edge.caller.path)
-        sites = facts.sites.get(edge.caller, ()) if facts is not None else ()
-        return any(site.call.line == edge.line and site.call.name == "save" and site.effect is Effect.UPDATE for site in sites)
-
-    def _own_transaction_step(self, edge: Edge, call: CallSite | None, off: frozenset[str], depth: int) -> Step | None:
+    def _own_transaction_step(self, edge: Edge, call: CallSite | None, inner_off: frozenset[str], depth: int) -> Step | None:
         """A call from outside any transaction into a function that opens its own (a
         boundary decorator: ``@atomic``, ``@Transactional``): one committed unit at the call
-        site when the callee writes, like a Spring Data repository call. None when the
-        call itself runs inside a boundary."""
+        site when the callee writes (``inner_off`` false in it), like a Spring Data
+        repository call. None when the call itself runs inside a boundary."""
         if self.boundaries.call_covered(edge, call):
             return None
-        inner = self.path_of(edge.callee, self.arguments.off(edge.callee, call, off, edge.caller), depth + 1)
+        inner = self.path_of(edge.callee, inner_off, depth + 1)
         if not any(effect in DB_EFFECTS for step in inner for effect in step.effects):
             return None
         return Step(edge.line, f"calls {edge.callee.qualname} (its own transaction)", (Effect.REPOSITORY,), edge.callee)
 
-    def _override_variants(
-        self, ref: FunctionRef, overrides: Mapping[int, Mapping[FunctionRef, Step]], receiver: FunctionRef | None = None
-    ) -> list[dict[int, Step]]:
-        """The overrides one concrete class runs at each dispatching line, per class that
-        defines one (nearest definition in its lineage), plus the base's own (none): the
-        alternatives a base-class path has. Never a mix no single class runs. A class that
-        overrides ``ref`` itself enters it only through its own override (``super()``,
-        perhaps inside a transaction): its variant is that override's to count. With a
-        known ``receiver`` class, its variant (its own override or its nearest base's) and
-        those of its subclasses, never a sibling's."""
-        if not overrides:
-            return [{}]
-        dispatch = self.reach.dispatch
-        base = class_of(ref)
-        method = ref.qualname.rsplit(".", 1)[-1]
-        classes = sorted({class_of(target) for targets in overrides.values() for target in targets})
-        if receiver is not None:  # self is receiver or below it: its own variant and its subclasses'
-            classes = [receiver, *(cls for cls in classes if cls != receiver and receiver in dispatch.lineage(cls))]
-        by_line = {line: {class_of(target): step for target, step in targets.items()} for line, targets in overrides.items()}
-        variants: list[dict[int, Step]] = [{}]
-        seen: set[tuple[tuple[int, FunctionRef], ...]] = {()}
-        for cls in classes:
-            override = dispatch.override_below(cls, base, method)
-            if (receiver is None or cls != receiver) and override is not None and not self.reach.calls_super(override, method):
-                continue
-            lineage = dispatch.lineage(cls)
-            chosen: dict[int, Step] = {}
-            for line, by_class in by_line.items():
-                nearest = next((by_class[item] for item in lineage if item in by_class), None)
-                if nearest is not None:
-                    chosen[line] = nearest
-            key = tuple(sorted((line, step.callee) for line, step in chosen.items() if step.callee is not None))
-            if key not in seen:
-                seen.add(key)
-                variants.append(chosen)
-        return variants
-
     def _body(self, ref: FunctionRef, facts: FileFacts | None) -> Body:
-        """:meth:`_parse_body`, once per function (its paths with different parameters off
+        """:func:`_parsed_body`, once per function (its paths with different parameters off
         walk the same body)."""
         found = self._bodies.get(ref)
         if found is None:
-            found = self._bodies[ref] = self._parse_body(ref, facts)
+            found = self._bodies[ref] = _parsed_body(self.graph, ref, facts)
         return found
 
-    def _parse_body(self, ref: FunctionRef, facts: FileFacts | None) -> Body:
-        """The function's body node, the source it was parsed from and the number of lines
-        before that source. A Python function is parsed on its own (dedented): most files
-        are far longer than the functions that need their branches."""
-        if facts is None:
-            return _NO_BODY
-        if ref.qualname == MAIN_FUNCTION and facts.index.main_block is not None:
-            if facts.tree is None:
-                return _NO_BODY
-            start, _ = facts.index.main_block
-            node = next((node for node in facts.tree.named_children if paths.first_line(node) == start), None)
-            return (node.child_by_field_name("consequence") if node is not None else None), facts.source, 0
-        definition = self.graph.definition(ref)
-        if definition is None:
-            return _NO_BODY
-        if traits(facts.index.language).parse_functions_alone:
-            parser = parser_for(facts.index.language)
-            if parser is None:
-                return _NO_BODY
-            return paths.dedented_body(parser, facts.lines, definition.start_line, definition.end_line)
+def _parsed_body(graph: CallGraph, ref: FunctionRef, facts: FileFacts | None) -> Body:
+    """The function's body node, the source it was parsed from and the number of lines
+    before that source. A Python function is parsed on its own (dedented): most files
+    are far longer than the functions that need their branches."""
+    if facts is None:
+        return _NO_BODY
+    if ref.qualname == MAIN_FUNCTION and facts.index.main_block is not None:
         if facts.tree is None:
             return _NO_BODY
-        return paths.function_body(facts.tree, definition.start_line, definition.end_line), facts.source, 0
+        start, _ = facts.index.main_block
+        node = next((node for node in facts.tree.named_children if paths.first_line(node) == start), None)
+        return (node.child_by_field_name("consequence") if node is not None else None), facts.source, 0
+    definition = graph.definition(ref)
+    if definition is None:
+        return _NO_BODY
+    if traits(facts.index.language).parse_functions_alone:
+        parser = parser_for(facts.index.language)
+        if parser is None:
+            return _NO_BODY
+        return paths.dedented_body(parser, facts.lines, definition.start_line, definition.end_line)
+    if facts.tree is None:
+        return _NO_BODY
+    return paths.function_body(facts.tree, definition.start_line, definition.end_line), facts.source, 0
+
+
+def _override_variants(
+    reach: Reach, ref: FunctionRef, overrides: Mapping[int, Mapping[FunctionRef, Step]], receiver: FunctionRef | None = None
+) -> list[dict[int, Step]]:
+    """The overrides one concrete class runs at each dispatching line, per class that
+    defines one (nearest definition in its lineage), plus the base's own (none): the
+    alternatives a base-class path has. Never a mix no single class runs. A class that
+    overrides ``ref`` itself enters it only through its own override (``super()``,
+    perhaps inside a transaction): its variant is that override's to count. With a
+    known ``receiver`` class, its variant (its own override or its nearest base's) and
+    those of its subclasses, never a sibling's."""
+    if not overrides:
+        return [{}]
+    dispatch = reach.dispatch
+    base = class_of(ref)
+    method = ref.qualname.rsplit(".", 1)[-1]
+    classes = sorted({class_of(target) for targets in overrides.values() for target in targets})
+    if receiver is not None:  # self is receiver or below it: its own variant and its subclasses'
+        classes = [receiver, *(cls for cls in classes if cls != receiver and receiver in dispatch.lineage(cls))]
+    by_line = {line: {class_of(target): step for target, step in targets.items()} for line, targets in overrides.items()}
+    variants: list[dict[int, Step]] = [{}]
+    seen: set[tuple[tuple[int, FunctionRef], ...]] = {()}
+    for cls in classes:
+        override = dispatch.override_below(cls, base, method)
+        if (receiver is None or cls != receiver) and override is not None and not reach.calls_super(override, method):
+            continue
+        lineage = dispatch.lineage(cls)
+        chosen: dict[int, Step] = {}
+        for line, by_class in by_line.items():
+            nearest = next((by_class[item] for item in lineage if item in by_class), None)
+            if nearest is not None:
+                chosen[line] = nearest
+        key = tuple(sorted((line, step.callee) for line, step in chosen.items() if step.callee is not None))
+        if key not in seen:
+            seen.add(key)
+            variants.append(chosen)
+    return variants
+
+
+def _runs_for(dispatch: Dispatch, receiver: FunctionRef, cls: FunctionRef, method: str) -> bool:
+    """Whether ``cls``'s override of ``method`` may run on a ``self`` of ``receiver`` or below."""
+    if receiver in dispatch.lineage(cls):
+        return True  # cls is receiver or one of its subclasses
+    nearest = dispatch.nearest(receiver, method)
+    return nearest is not None and class_of(nearest) == cls
+
+
+def _called_name(reach: Reach, edge: Edge) -> str:
+    """The last part of the name the call behind ``edge`` is written with."""
+    call = reach.call_for(edge)
+    return call.name if call is not None else edge.callee.qualname.rsplit(".", 1)[-1]
+
+
+def _saves_assigned(facts: Mapping[str, FileFacts], edge: Edge, target: str | None) -> bool:
+    """Whether the call behind ``edge`` saves an object (``target``, the callee's ``self``)
+    whose fields the caller set on the lines just before it (``sound.pack = None;
+    sound.mark_index_dirty()``): a bookkeeping-named method's save then writes the caller's
+    change too, a real write."""
+    caller_facts = facts.get(edge.caller.path)
+    if target is None or caller_facts is None:
+        return False
+    assigned = re.compile(rf"^\s*{re.escape(target)}\.\w+\s*=(?!=)")
+    lines = (caller_facts.line_text(line) for line in range(edge.line - 1, max(edge.line - 1 - _ASSIGNED_BEFORE, 0), -1))
+    return any(assigned.match(text) for text in lines)
+
+
+def _saves_existing_row(facts: Mapping[str, FileFacts], edge: Edge) -> bool:
+    """Whether the call behind ``edge`` saves a row read from the database (its site is
+    classified an update: ``x = M.objects.get(...); x.save()``)."""
+    file_facts = facts.get(edge.caller.path)
+    sites = file_facts.sites.get(edge.caller, ()) if file_facts is not None else ()
+    return any(site.call.line == edge.line and site.call.name == "save" and site.effect is Effect.UPDATE for site in sites)
 
 
 def _saves_assigned(facts: Mapping[str, FileFacts], edge: Edge, target: str | None) -> bool:

@@ -90,14 +90,14 @@ VIEWS = {
 
         @require_POST
         def upsert_then_save(request, check):
-            tag, _ = Tag.objects.get_or_create(name="new")
+            tag, _ = Tag.objects.get_or_create(name=request.POST["tag"])
             check.kind = "tagged"
             check.save()
 
         @require_POST
         def save_then_upsert(request, check):
             check.save()
-            Tag.objects.get_or_create(name="new")
+            Tag.objects.get_or_create(name=request.POST["tag"])
 
         @require_POST
         def login(request, user):

@@ -30,7 +30,7 @@ from tests.support import REPO_ROOT, git
 COMMANDS = ("pack", "scan", "review", "scan-many")
 ENGINE_COMMANDS = ("scan", "review", "scan-many")
 TX = "tx-outside-transaction"
-NO_CACHE_HELP = "Do not read or write the caches (file index, call graph, token counts, relevance scores, model answers)."
+NO_CACHE_HELP = "Do not read or write the caches (file index, call graph, static analysis, token counts, relevance scores, model answers)."
 # Command-specific options that share a spelling with another command's on purpose.
 OWN_HELP = {
     "error": {"review"},  # new findings on the change only
