@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from auditor.callgraph.graph import CallGraph, Edge, FunctionRef
 from auditor.callgraph.names import strip_arguments
 from auditor.analysis.entrypoints import split_arguments
-from auditor.analysis.transactions.receivers import Receivers
+from auditor.analysis.transactions.receivers import Binding, Receivers
 from auditor.index.model import CallSite, FileIndex
 
 _SELF = frozenset({"self", "cls", "this"})
@@ -142,6 +142,14 @@ class Dispatch:
         """The last name of the call a receiver edge replaces at its line (its callee's path
         counts there instead of the call's own effect), or None for other edges."""
         return self.receivers.call_names.get(edge) if self.receivers is not None else None
+
+    def binding(self, edge: Edge) -> Binding | None:
+        """The parameter and class a receiver edge out of ``s = parameter(...); s.m()`` runs for."""
+        return self.receivers.bindings.get(edge) if self.receivers is not None else None
+
+    def passed_at(self, callee: FunctionRef, caller: FunctionRef, arguments: str, parameter: str) -> FunctionRef | None:
+        """The repository class a call (its ``arguments``) passes for ``callee``'s ``parameter``."""
+        return self.receivers.passed.passed_at(callee, caller, arguments, parameter) if self.receivers is not None else None
 
     def _class_edges(self, ref: FunctionRef) -> tuple[Edge, ...]:
         definition = self.graph.definition(ref)

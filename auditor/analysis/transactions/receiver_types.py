@@ -6,7 +6,7 @@ foreign keys and getters' returns, and class names as written in a file.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 from auditor.analysis.entrypoints import is_test_path
 from auditor.callgraph.graph import CallGraph, FunctionRef
@@ -78,7 +78,7 @@ class ReceiverTypes:
             text = lines[number - 1]
             if variable not in text:
                 continue
-            assigned = _assigned_expression(text, variable)
+            assigned = assigned_expression(text, variable)
             if assigned is not None:
                 expression, unpacked = assigned
                 statement = self._statement(lines, number, expression)
@@ -185,8 +185,25 @@ class ReceiverTypes:
                     number, expression = single
                     found, _ = self._class_of_expression(function.path, definition, expression, False, number)
                     result = (found, True)
+                else:
+                    result = (self._branches_return(function.path, definition), True)
         self._returns[function] = result
         return result
+
+    def _branches_return(self, path: str, definition: Definition) -> FunctionRef | None:
+        """The class a function with several ``return`` statements returns when each returns
+        a repository class and one of those classes is a base of all the others
+        (``return WithCaptchaForm()`` / ``return Form()``: a ``Form`` or below). None when
+        any return's class is unknown, or a bare ``return`` returns None."""
+        lines = self.text_lines(path)
+        classes: set[FunctionRef] = set()
+        for number, start in _return_starts(lines, definition, getattr(self.indexes.get(path), "definitions", ())):
+            expression = self._statement(lines, number, start)
+            found, _ = self._class_of_expression(path, definition, expression, False, number) if expression else (None, False)
+            if found is None:
+                return None
+            classes.add(found)
+        return next((cls for cls in sorted(classes) if all(cls in _ancestry(self.graph, other) for other in classes)), None)
 
     def _single_return(self, path: str, definition: Definition) -> tuple[int, str] | None:
         """``(line, expression)`` when the function's body (after its docstring) is one
@@ -350,7 +367,33 @@ def user_model_of(indexes: Mapping[str, object], texts: Mapping[str, str]) -> Fu
     return chosen[0] if len(chosen) == 1 else None
 
 
-def _assigned_expression(text: str, variable: str) -> tuple[str, bool] | None:
+def _return_starts(lines: list[str], definition: Definition, definitions: Iterable[Definition]) -> Iterator[tuple[int, str]]:
+    """``(line, text after return)`` of each ``return`` statement of ``definition``'s own
+    body (not those of the functions and classes nested in it, among ``definitions``)."""
+    nested = [
+        (other.start_line, other.end_line)
+        for other in definitions
+        if definition.start_line < other.start_line <= definition.end_line
+    ]
+    for number in range(definition.body_start_line, min(definition.end_line, len(lines)) + 1):
+        stripped = lines[number - 1].strip()
+        if (stripped == "return" or stripped.startswith("return ")) and not any(start <= number <= end for start, end in nested):
+            yield number, stripped[len("return") :].strip()
+
+
+def _ancestry(graph: CallGraph, cls: FunctionRef) -> set[FunctionRef]:
+    """``cls`` and every repository class it derives from."""
+    found: set[FunctionRef] = set()
+    pending = [cls]
+    while pending:
+        item = pending.pop()
+        if item not in found:
+            found.add(item)
+            pending.extend(graph.base_classes(item))
+    return found
+
+
+def assigned_expression(text: str, variable: str) -> tuple[str, bool] | None:
     """The right-hand side when ``text`` assigns ``variable`` (``v = ...``, ``v: T = ...``,
     or ``v, flag = ...`` which is unpacked), else None."""
     stripped = text.lstrip()

@@ -32,6 +32,10 @@ manager.
   django/db/models/query.py ``QuerySet.get_or_create``, ``QuerySet.update_or_create``): the
   call is one atomic write, and no edge leads into the override's writes.
 
+* a variable built by calling one of the function's parameters (``s = serializer(...)``;
+  ``s.save()``): the class every caller passes there (:mod:`.parameter_classes`), one edge
+  per class whose method the repository defines; none unless each does.
+
 Each edge stands for its call site: the callee's path replaces the call's own
 classification (a ``topic.delete()`` that runs ``Topic.delete`` is not also one write).
 The edges are approximate (what a variable holds is read from its last assignment above
@@ -42,12 +46,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from auditor.callgraph.graph import CallGraph, Edge, FunctionRef
 from auditor.callgraph.names import strip_arguments
 from auditor.analysis.transactions.base import SELF_RECEIVERS
 from auditor.analysis.transactions.framework_facts import builtin_facts
 from auditor.analysis.transactions.languages import traits
+from auditor.analysis.transactions.parameter_classes import ParameterClasses
 from auditor.analysis.transactions.receiver_types import GETTER, REQUEST_USER, ReceiverTypes
 from auditor.analysis.transactions.scanning import IDENTIFIER
 from auditor.index.model import CallSite, Definition, FileIndex
@@ -57,6 +63,7 @@ MANAGER = "the model manager's method"
 CREATED = "the model's save() run by its manager"
 PROPERTY = "a property read runs its getter"
 FOLLOWED = "receiver's class through a foreign key or a getter's return"
+PASSED = "receiver's class from the callers' arguments"
 REQUEST_USER_KIND = "request.user is a row of the AUTH_USER_MODEL"
 
 # Manager calls that save a new instance through ``Model.save()`` outside any transaction of
@@ -66,6 +73,16 @@ _CLASS_NAME = re.compile(r"[A-Za-z_][\w.]*")
 _MANAGER_LINE = re.compile(r"^\s+objects\s*(?::[^=]+)?=\s*(.+)$")
 # ``receiver.name`` at the start of an expression, not called and not assigned to.
 _ATTRIBUTE = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\.([A-Za-z_]\w*)\b(?!\s*\(|\s*=[^=])")
+
+
+@dataclass(frozen=True, order=True)
+class Binding:
+    """An edge out of ``s.method()`` where ``s = parameter(...)``: it runs when the caller
+    passes ``cls`` for ``parameter``; ``name`` is the call's last name."""
+
+    parameter: str
+    cls: FunctionRef
+    name: str
 
 
 class Receivers:
@@ -82,6 +99,9 @@ class Receivers:
         """The last name of the call each edge stands for (``create`` for a manager's
         ``create()`` that runs the model's ``save``)."""
         self.types = ReceiverTypes(indexes, graph, texts)
+        self.passed = ParameterClasses(indexes, graph, self.types)
+        self.bindings: dict[Edge, Binding] = {}
+        """The parameter and class each edge from a variable built from a parameter runs for."""
         self._calls: dict[str, dict[str, list[CallSite]]] = {}
         self._managers: dict[FunctionRef, tuple[FunctionRef, ...]] = {}
         self._properties: frozenset[str] | None = None
@@ -109,6 +129,8 @@ class Receivers:
                 if target is not None and target != ref:
                     followed = (ref.path, definition.qualname, parts[0], call.line) in self.types.followed
                     found.append(self._edge(ref, target, call, FOLLOWED if followed else ASSIGNED))
+                elif cls is None:
+                    found.extend(self._passed_edges(ref, definition, call, parts[0], parts[1]))
             elif tuple(parts[:-1]) in REQUEST_USER:
                 user = self.types.user_model()
                 target = self.graph.class_member(user, parts[-1]) if user is not None else None
@@ -116,10 +138,29 @@ class Receivers:
                     found.append(self._edge(ref, target, call, REQUEST_USER_KIND))
         return tuple(sorted(set(found)))
 
-    def _edge(self, caller: FunctionRef, callee: FunctionRef, call: CallSite, kind: str) -> Edge:
+    def _passed_edges(self, ref: FunctionRef, definition: Definition, call: CallSite, variable: str, method: str) -> list[Edge]:
+        """An edge to ``method`` of each class the callers pass for the parameter
+        ``variable`` was built from, where the repository defines that method, each with its
+        :class:`Binding`. The edges stand for the call only when every class's method is the
+        repository's (else the call keeps its own effect, unless a caller's binding says
+        which class runs: :meth:`Sequences.path_of`)."""
+        parameter, classes = self.passed.classes(ref, definition, variable, call.line)
+        targets = [(cls, self.graph.class_member(cls, method)) for cls in classes]
+        complete = all(target is not None for _, target in targets)
+        found: list[Edge] = []
+        for cls, target in targets:
+            if target is None or target == ref:
+                continue
+            edge = self._edge(ref, target, call, PASSED, stands=complete)
+            self.bindings[edge] = Binding(parameter, cls, call.name)
+            found.append(edge)
+        return found
+
+    def _edge(self, caller: FunctionRef, callee: FunctionRef, call: CallSite, kind: str, stands: bool = True) -> Edge:
         edge = Edge(caller, callee, call.line, True)
         self.kinds[edge] = kind
-        self.call_names[edge] = call.name
+        if stands:
+            self.call_names[edge] = call.name
         return edge
 
     # -- properties ---------------------------------------------------------------------

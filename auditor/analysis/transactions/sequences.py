@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from dataclasses import replace
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from tree_sitter import Node
 
@@ -30,8 +30,10 @@ from auditor.analysis.transactions import outcomes, paths
 from auditor.analysis.transactions.arguments import Arguments
 from auditor.analysis.transactions.base import Effect
 from auditor.analysis.transactions.boundaries import Boundaries
-from auditor.analysis.transactions.dispatch import OVERRIDE, class_of
+from auditor.analysis.transactions.dispatch import OVERRIDE, Dispatch, class_of
 from auditor.analysis.transactions.facts import FileFacts, enclosing_of
+from auditor.analysis.transactions.bound_parameters import Bound, bound_at, bound_callees
+from auditor.analysis.transactions.committed_objects import handed_back
 from auditor.analysis.transactions.grading import (
     DB_EFFECTS,
     WRITES,
@@ -64,6 +66,10 @@ _ASSIGNED_BEFORE = 3  # lines above a bookkeeping call read for a field set on i
 _BOOKKEEPING_CLASS = re.compile(r"(?i)(token_?bucket|rate_?limit|throttl)")  # counters of attempts
 # A line between two commits that may leave something pending: a call, or an assignment.
 _PENDING = re.compile(r"\w\s*\(|[^=!<>]=(?!=)")
+# ``session.add(x)`` of one named object: it stages ``x`` when ``x`` is new (transient) or
+# detached, and does nothing to an object the session already holds, persistent
+# (sqlalchemy/orm/session.py ``Session.add`` -> ``_save_or_update_state``).
+_SESSION_ADD = re.compile(r"^\s*(?:[\w.]*\.)?\w*[sS]ession\.add\(\s*([A-Za-z_]\w*)\s*\)\s*$")
 _NO_BODY: Body = (None, b"", 0)
 
 
@@ -86,22 +92,24 @@ class Sequences:
         """Which false parameters a method stores on ``self`` (:mod:`.stored_flags`)."""
         self.registry = RegistryRows(graph, facts, reach, arguments)
         """Which effects are registry rows, set aside (:mod:`.registry_rows`)."""
-        self._paths: dict[tuple[FunctionRef, frozenset[str], FunctionRef | None], tuple[Step, ...]] = {}
+        self._paths: dict[tuple[FunctionRef, frozenset[str], FunctionRef | None, Bound], tuple[Step, ...]] = {}
         self._active: set[tuple[FunctionRef, FunctionRef | None]] = set()
         self._bodies: dict[FunctionRef, Body] = {}
         self.outcomes = outcomes.Outcomes(graph, facts, lambda ref: self._body(ref, facts.get(ref.path)))
         """On which return values a function's effects happen (for calls that decide a return)."""
 
     def path_of(
-        self, ref: FunctionRef, off: frozenset[str] = frozenset(), depth: int = 0, receiver: FunctionRef | None = None
+        self, ref: FunctionRef, off: frozenset[str] = frozenset(), depth: int = 0, receiver: FunctionRef | None = None,
+        bound: Bound = frozenset(),
     ) -> tuple[Step, ...]:
         """The heaviest feasible sequence of uncovered effects through ``ref`` (callees'
         effects counted at their call sites), with the parameters ``off`` false and, when
         ``receiver`` (a subclass of ``ref``'s class) is given, ``self`` of that class or
         below: its self-calls then run the overrides of ``receiver``'s MRO and its
-        subclasses, not those of every subclass of ``ref``'s class."""
+        subclasses, not those of every subclass of ``ref``'s class. With ``bound``
+        parameters, a method called on an object built from one runs that class's only."""
         receiver = self._receiver_of(ref, receiver)
-        key = (ref, off, receiver)
+        key = (ref, off, receiver, bound)
         cached = self._paths.get(key)
         if cached is not None:
             return cached
@@ -112,7 +120,7 @@ class Sequences:
             return ()  # recursion (whatever its arguments switch off): the cycle adds nothing new
         self._active.add(active)
         try:
-            result = self._compute_path(ref, off, depth, receiver)
+            result = self._compute_path(ref, off, depth, receiver, bound)
         finally:
             self._active.discard(active)
         self._paths[key] = result
@@ -149,15 +157,7 @@ class Sequences:
         receiver = self._receiver_of(edge.caller, receiver)
         if receiver is None or self.reach.dispatch.kinds.get(edge) != OVERRIDE:
             return True
-        return self._runs_for(receiver, class_of(edge.callee), edge.callee.qualname.rsplit(".", 1)[-1])
-
-    def _runs_for(self, receiver: FunctionRef, cls: FunctionRef, method: str) -> bool:
-        """Whether ``cls``'s override of ``method`` may run on a ``self`` of ``receiver`` or below."""
-        dispatch = self.reach.dispatch
-        if receiver in dispatch.lineage(cls):
-            return True  # cls is receiver or one of its subclasses
-        nearest = dispatch.nearest(receiver, method)
-        return nearest is not None and class_of(nearest) == cls
+        return _runs_for(self.reach.dispatch, receiver, class_of(edge.callee), edge.callee.qualname.rsplit(".", 1)[-1])
 
     def _receiver_of(self, ref: FunctionRef, receiver: FunctionRef | None) -> FunctionRef | None:
         """``receiver`` when it is a proper subclass of ``ref``'s class that some override
@@ -176,11 +176,13 @@ class Sequences:
         off = self.arguments.off(edge.callee, call, caller=edge.caller)
         return bool(off) and not self.path_of(edge.callee, off) and bool(self.path_of(edge.callee))
 
-    def _compute_path(self, ref: FunctionRef, off: frozenset[str], depth: int, receiver: FunctionRef | None) -> tuple[Step, ...]:
+    def _compute_path(self, ref: FunctionRef, off: frozenset[str], depth: int, receiver: FunctionRef | None, bound: Bound) -> tuple[Step, ...]:
         facts = self.facts.get(ref.path)
-        events = self._own_events(ref, facts, _throwaway(self.graph, self.arguments, ref, facts, off))
+        throwaway = _throwaway(self.graph, self.arguments, ref, facts, off)
+        callees, stood_for = bound_callees(self.reach, ref, bound)
+        unbound_events = self._own_events(ref, facts, throwaway, stood_for)  # no override chosen
         by_line: dict[int, list[Edge]] = defaultdict(list)
-        for edge in self.reach.callees(ref):
+        for edge in callees:
             by_line[edge.line].append(edge)
         off = self.flags.kept(ref, off)
         stored = self.flags.known(ref, off)
@@ -200,11 +202,15 @@ class Sequences:
                     calls[line] = step
         body: Body | None = None
         decided: dict[int, tuple[Step | None, int]] = {}
-        if calls and (off or sum(map(len, events.values())) + len(calls) + len(overrides) > 1):
+        if calls and (off or sum(map(len, unbound_events.values())) + len(calls) + len(overrides) > 1):
             body = self._body(ref, facts)
             decided = self._decided(body, stepped, overrides, off, depth, receiver, stored)
         heaviest: tuple[Step, ...] = ()
         for chosen in _override_variants(self.reach, ref, overrides, receiver):
+            # A self-call the chosen override runs counts through that override, never
+            # also as its own effect (one ``self.save()``, one write).
+            dispatched = frozenset((line, step.callee.qualname.rsplit(".", 1)[-1]) for line, step in chosen.items() if step.callee is not None)
+            events = self._own_events(ref, facts, throwaway, dispatched | stood_for) if dispatched else unbound_events
             # Every decided call with the effects of the outcome that carries on, and once
             # per decided call its full effects on the path that returns at its ``if``.
             for returning in (None, *decided):
@@ -250,7 +256,7 @@ class Sequences:
         if body is not None and body[0] is not None:
             found = _marked_in_loops(found, body)
         if facts is not None:
-            found = _without_idle_commits(found, facts, body)
+            found = _without_idle_commits(found, facts, body, lambda step: handed_back(self.graph, self.arguments, facts, step))
         return found, body
 
     def _decided(
@@ -277,17 +283,19 @@ class Sequences:
             decided[decision.line] = (filtered, decision.statement)
         return decided
 
-    def _own_events(self, ref: FunctionRef, facts: FileFacts | None, throwaway: frozenset[str] = frozenset()) -> dict[int, list[Step]]:
+    def _own_events(self, ref: FunctionRef, facts: FileFacts | None, throwaway: frozenset[str], dispatched: frozenset[tuple[int, str]]) -> dict[int, list[Step]]:
         """The function's own uncovered effects by line (a call a graph, receiver or framework edge
-        stands for is counted through that edge; a row saved again counts once), less those
-        made on a ``throwaway`` in-memory connection."""
+        stands for, or one ``dispatched`` ``(line, name)`` to the override or bound class the
+        path runs, is counted through that edge; a row saved again counts once), less those made on a
+        ``throwaway`` in-memory connection."""
         events: dict[int, list[Step]] = defaultdict(list)
         if facts is None:
             return events
         enclosing = enclosing_of(ref)
         exact_calls = {(edge.line, edge.callee.qualname.rsplit(".", 1)[-1]) for edge in self.graph.callees(ref) if not edge.approximate}
-        exact_calls |= {(edge.line, name) for edge in self.reach.callees(ref) if (name := self.reach.dispatch.stands_for(edge)) is not None}
+        exact_calls |= {(edge.line, name) for edge in self.reach.callees(ref) if (name := self.reach.dispatch.stands_for(edge)) is not None and self.reach.dispatch.binding(edge) is None}
         exact_calls |= {(edge.line, name) for edge in self.reach.framework.edges(ref) if (name := self.reach.framework.stands_for(edge)) is not None}
+        exact_calls |= dispatched
         saved: set[str] = set()
         for site in facts.sites.get(ref, ()):
             call = site.call
@@ -327,7 +335,7 @@ class Sequences:
         if returns is not None:
             inner_off = inner_off | {returns}
         inner_receiver = self._receiver_of(edge.callee, self.reach.dispatch.receiver_after(edge, call.callee if call else None, receiver))
-        steps = self.path_of(edge.callee, inner_off, depth + 1, inner_receiver)
+        steps = self.path_of(edge.callee, inner_off, depth + 1, inner_receiver, bound_at(self.reach, edge, call))
         effects = tuple(effect for step in steps for effect in step.effects)
         target = None  # the callee's self, seen from here, when it writes only that
         if call is not None and {step.subject for step in steps if any(e in WRITES for e in step.effects)} == {"self"}:
@@ -425,6 +433,14 @@ def _override_variants(
     return variants
 
 
+def _runs_for(dispatch: Dispatch, receiver: FunctionRef, cls: FunctionRef, method: str) -> bool:
+    """Whether ``cls``'s override of ``method`` may run on a ``self`` of ``receiver`` or below."""
+    if receiver in dispatch.lineage(cls):
+        return True  # cls is receiver or one of its subclasses
+    nearest = dispatch.nearest(receiver, method)
+    return nearest is not None and class_of(nearest) == cls
+
+
 def _called_name(reach: Reach, edge: Edge) -> str:
     """The last part of the name the call behind ``edge`` is written with."""
     call = reach.call_for(edge)
@@ -450,6 +466,19 @@ def _saves_existing_row(facts: Mapping[str, FileFacts], edge: Edge) -> bool:
     file_facts = facts.get(edge.caller.path)
     sites = file_facts.sites.get(edge.caller, ()) if file_facts is not None else ()
     return any(site.call.line == edge.line and site.call.name == "save" and site.effect is Effect.UPDATE for site in sites)
+
+
+def _saves_assigned(facts: Mapping[str, FileFacts], edge: Edge, target: str | None) -> bool:
+    """Whether the call behind ``edge`` saves an object (``target``, the callee's
+    ``self``) whose fields the caller set on the lines just before it
+    (``sound.pack = None; sound.mark_index_dirty()``): a bookkeeping-named method's save
+    then writes the caller's change too, a real write."""
+    found = facts.get(edge.caller.path)
+    if target is None or found is None:
+        return False
+    assigned = re.compile(rf"^\s*{re.escape(target)}\.\w+\s*=(?!=)")
+    lines = (found.line_text(line) for line in range(edge.line - 1, max(edge.line - 1 - _ASSIGNED_BEFORE, 0), -1))
+    return any(assigned.match(text) for text in lines)
 
 
 def _marked_in_loops(steps: tuple[Step, ...], body: Body) -> tuple[Step, ...]:
@@ -482,12 +511,16 @@ def _row_cases(off: frozenset[str], source: bytes) -> tuple[frozenset[str], ...]
     return (off | {paths.FRESH_ROW}, off | {paths.EXISTING_ROW})
 
 
-def _without_idle_commits(steps: tuple[Step, ...], facts: FileFacts, body: Body | None = None) -> tuple[Step, ...]:
+def _without_idle_commits(
+    steps: tuple[Step, ...], facts: FileFacts, body: Body | None = None, committed: Callable[[Step], str | None] = lambda step: None
+) -> tuple[Step, ...]:
     """``steps`` less each direct commit with nothing pending since the commit just before
     it on the path: no call, assignment or other statement between the two (a callee that
     commits, then ``session.commit()`` again) outside the if/elif/else arms the path does
-    not take (read from ``body``, the function's parsed body). An attribute assignment in
-    between (``team.captain_id = user.id``) is a pending write and keeps the commit."""
+    not take (read from ``body``, the function's parsed body), and no ``session.add`` but of
+    the object the committing call handed back (``committed``: the session holds it). An
+    attribute assignment in between (``team.captain_id = user.id``) is a pending write and
+    keeps the commit."""
     node, _, offset = body if body is not None else _NO_BODY
     kept: list[Step] = []
     for step in steps:
@@ -498,18 +531,28 @@ def _without_idle_commits(steps: tuple[Step, ...], facts: FileFacts, body: Body 
             and step.effects == (Effect.COMMIT,)
             and previous.effects[-1] is Effect.COMMIT
             and previous.line < step.line
-            and not _pending_between(previous.line, step.line, facts, node, offset)
+            and not _pending_between(previous.line, step.line, facts, node, offset, committed(previous))
         )
         if not idle:
             kept.append(step)
     return tuple(kept)
 
 
-def _pending_between(first: int, last: int, facts: FileFacts, body: Node | None, offset: int) -> bool:
+def _pending_between(first: int, last: int, facts: FileFacts, body: Node | None, offset: int, held: str | None = None) -> bool:
     """Whether a statement between lines ``first`` and ``last`` (both on one path) may
     leave something for the second commit: a call or an assignment in an arm the path takes."""
-    pending = [line for line in range(first + 1, last) if _PENDING.search(facts.line_text(line))]
+    pending = [
+        line for line in range(first + 1, last)
+        if _PENDING.search(facts.line_text(line)) and not _adds_held(facts.line_text(line), held)
+    ]  # fmt: skip
     if not pending or body is None:
         return bool(pending)
     untaken = paths.untaken_arms(body, first - offset) + paths.untaken_arms(body, last - offset)
     return any(not any(start <= line - offset <= end for start, end in untaken) for line in pending)
+
+
+def _adds_held(line: str, held: str | None) -> bool:
+    """Whether ``line`` is a ``session.add(x)`` of ``held``, an object the session already
+    holds persistent: it stages nothing."""
+    added = _SESSION_ADD.match(line)
+    return held is not None and added is not None and added.group(1) == held

@@ -5,6 +5,10 @@ ends it (``rollback()`` throws it away). ``session.begin()``, ``begin_nested()``
 ``Query.delete()``/``Query.update()`` (``session.query(M).filter(...).delete()``,
 Flask-SQLAlchemy's ``M.query.filter_by(...).update(...)``, or a variable assigned such a
 query) run inside the session's transaction too: they are not Django autocommit writes.
+So does any ``delete(...)``/``update(...)`` given ``synchronize_session=``, whatever its
+receiver is named (``for query in queries: query.delete(synchronize_session="fetch")``):
+only ``Query.delete``/``Query.update`` take that keyword, and both run their statement
+through ``self.session.execute`` (sqlalchemy/orm/query.py ``Query.delete``, ``Query.update``).
 A Core statement built from a table (``table.delete().where(...)``, ``table.update().values(...)``,
 or one handed straight to ``execute(...)``) writes nothing by itself: ``TableClause.delete``/
 ``update``/``insert`` return a ``Delete``/``Update``/``Insert`` construct
@@ -37,6 +41,8 @@ STATEMENT_NAMES = _QUERY_METHODS
 reads the call's line)."""
 # Flask-SQLAlchemy's ``Model.query`` or a session's ``query(...)``; a variable merely named
 # ``query`` (a Django queryset, say) is no SQLAlchemy query.
+# The keyword only SQLAlchemy's ``Query.delete``/``Query.update`` take.
+_SYNCHRONIZE = re.compile(r"\bsynchronize_session\s*=(?!=)")
 _QUERY_SOURCE = re.compile(r"(?:^|\.)[A-Z]\w*\.query\b|^[A-Z]\w*\.query\b|\bsession\.query\(")
 
 
@@ -56,6 +62,8 @@ class SqlAlchemyModel:
             return None
         if call.name in STATEMENT_NAMES and builds_statement(call, context.line_text(call.line)):
             return Classification(None, "an SQL statement built (SQLAlchemy Core): the session's execute runs it")
+        if call.name in _QUERY_METHODS and _SYNCHRONIZE.search(call.arguments):
+            return Classification(None, "a Query's bulk delete/update (synchronize_session=): inside the session's transaction")
         stripped = strip_arguments(call.callee)
         if call.name in _QUERY_METHODS and _query_receiver(stripped, call, context):
             return Classification(None, "a session query's bulk delete/update: inside the session's transaction")

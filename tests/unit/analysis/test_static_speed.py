@@ -107,9 +107,9 @@ def test_functions_with_no_effect_below_them_are_not_walked(rule: Rule, monkeypa
     walked: list[FunctionRef] = []
     compute_path = Sequences._compute_path
 
-    def recording(self: Sequences, ref: FunctionRef, off: frozenset[str], depth: int, receiver: FunctionRef | None) -> tuple:
+    def recording(self: Sequences, ref: FunctionRef, off: frozenset[str], depth: int, receiver: FunctionRef | None, bound: frozenset = frozenset()) -> tuple:
         walked.append(ref)
-        return compute_path(self, ref, off, depth, receiver)
+        return compute_path(self, ref, off, depth, receiver, bound)
 
     monkeypatch.setattr(Sequences, "_compute_path", recording)
     result = analyze_tx_outside_transaction(indexes, texts, rule, graph, options=TxOptions(min_severity="low"))

@@ -1,0 +1,326 @@
+"""Calls that look like writes but are not one of their own: what a SQLAlchemy session
+holds until one commit is one unit, a call resolved to a project function adds that
+function's writes (none when it writes nothing), and one call is one effect.
+
+* ``Query.delete(synchronize_session=...)`` runs through the session's ``execute``
+  (sqlalchemy/orm/query.py ``Query.delete``/``Query.update``): inside its transaction.
+* A form built by a helper whose every branch returns a form class: its ``save`` is that
+  class's method, not an ORM write.
+* ``s = serializer(...); s.save()`` with ``serializer`` a parameter: the class each caller
+  passes runs (DRF ``BaseSerializer.save`` is overridden there).
+* ``self.save()`` that dispatches to a subclass's ``save`` override counts once.
+* ``session.add(x)`` of the object a committing call handed back stages nothing.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from auditor.findings.model import Finding
+from auditor.rules.loader import Rule, load_rule
+from tests.support import analyze_source, reported
+
+DB = {"app/db.py": "from flask_sqlalchemy import SQLAlchemy\ndb = SQLAlchemy()\n"}
+
+
+@pytest.fixture(scope="module")
+def rule() -> Rule:
+    return load_rule("tx-outside-transaction")
+
+
+def _effects(found: dict[tuple[str, str], Finding], path: str, function: str) -> int:
+    """How many effects the finding for ``function`` sequences (0 when none is reported)."""
+    finding = found.get((path, function))
+    return len(finding.sequence) if finding is not None else 0
+
+
+# ------------------------------------------------------------ SQLAlchemy: one unit per commit
+
+FORMS = """
+    from .db import db
+    from .models import Team
+
+    class TeamForm:
+        def save(self):
+            return Team(name=self.name)
+
+    class CheckedTeamForm(TeamForm):
+        captcha = True
+
+    class CommittingForm:
+        def save(self):
+            team = Team(name=self.name)
+            db.session.add(team)
+            db.session.commit()
+            return team
+"""
+
+ROUTES = """
+    from flask import Blueprint
+
+    from .db import db
+    from .forms import CheckedTeamForm, CommittingForm, TeamForm
+    from .models import Member
+
+    bp = Blueprint("teams", __name__)
+
+    def team_form(checked):
+        if checked:
+            return CheckedTeamForm()
+        return TeamForm()
+
+    def committing_form():
+        return CommittingForm()
+
+    @bp.route("/teams", methods=["POST"])
+    def create_team():
+        form = team_form(True)
+        team = form.save()
+        db.session.add(team)
+        db.session.commit()
+
+    @bp.route("/teams/committed", methods=["POST"])
+    def create_committed_team():
+        form = committing_form()
+        team = form.save()
+        db.session.add(Member(team=team))
+        db.session.commit()
+"""
+
+
+def test_a_form_save_that_only_builds_an_object_is_no_write(rule: Rule):
+    files = {"app/forms.py": FORMS, "app/routes.py": ROUTES, "app/models.py": "class Team:\n    pass\n\nclass Member:\n    pass\n", **DB}
+    found = reported(analyze_source(files, rule))
+    assert ("app/routes.py", "create_team") not in found  # the add and the commit: one unit
+
+
+def test_a_form_save_that_commits_before_a_second_commit_is_reported(rule: Rule):
+    files = {"app/forms.py": FORMS, "app/routes.py": ROUTES, "app/models.py": "class Team:\n    pass\n\nclass Member:\n    pass\n", **DB}
+    found = reported(analyze_source(files, rule))
+    assert found[("app/routes.py", "create_committed_team")].title.startswith("2 commits on one path")
+
+
+HISTORY = {
+    "app/history.py": """
+        from .models import Change, Version
+
+        def history_queries(project):
+            return [Change.query.filter_by(project=project), Version.query.filter_by(project=project)]
+
+        def purge(project):
+            for query in history_queries(project):
+                query.delete(synchronize_session="fetch")
+        """,
+    "app/routes.py": """
+        from flask import Blueprint
+
+        from .db import db
+        from .history import purge
+
+        bp = Blueprint("history", __name__)
+
+        @bp.route("/erase", methods=["POST"])
+        def erase(project):
+            purge(project)
+            db.session.commit()
+
+        @bp.route("/erase-twice", methods=["POST"])
+        def erase_twice(project, other):
+            purge(project)
+            db.session.commit()
+            purge(other)
+            db.session.commit()
+        """,
+    "app/models.py": "class Change:\n    pass\n\nclass Version:\n    pass\n",
+    **DB,
+}
+
+
+def test_a_query_delete_told_how_to_synchronize_the_session_is_inside_its_transaction(rule: Rule):
+    found = reported(analyze_source(HISTORY, rule))
+    assert ("app/routes.py", "erase") not in found
+
+
+def test_two_commits_each_with_a_query_delete_pending_are_reported(rule: Rule):
+    found = reported(analyze_source(HISTORY, rule))
+    assert found[("app/routes.py", "erase_twice")].title.startswith("2 commits on one path")
+
+
+EDIT = """
+    from flask import Blueprint, g
+
+    from .db import db
+    from .models import Entry
+
+    bp = Blueprint("projects", __name__)
+
+    class Project:
+        def switch(self, currency):
+            self.currency = currency
+            db.session.add(self)
+            db.session.commit()
+
+    class EditForm:
+        def update(self, project):
+            project.name = self.name
+            project.switch(self.currency)
+            return project
+
+        def rebuild(self, project):
+            project.switch(self.currency)
+            return Entry(project=project)
+
+    @bp.route("/edit", methods=["POST"])
+    def edit():
+        project = EditForm().update(g.project)
+        db.session.add(project)
+        db.session.commit()
+
+    @bp.route("/edit-and-log", methods=["POST"])
+    def edit_and_log():
+        project = EditForm().update(g.project)
+        db.session.add(Entry(project=project))
+        db.session.commit()
+
+    @bp.route("/rebuild", methods=["POST"])
+    def rebuild():
+        entry = EditForm().rebuild(g.project)
+        db.session.add(entry)
+        db.session.commit()
+"""
+
+
+def test_adding_back_the_object_a_committing_call_returned_leaves_nothing_pending(rule: Rule):
+    found = reported(analyze_source({"app/routes.py": EDIT, "app/models.py": "class Entry:\n    pass\n", **DB}, rule))
+    assert ("app/routes.py", "edit") not in found
+
+
+def test_a_new_object_added_after_a_committing_call_is_a_second_commit(rule: Rule):
+    found = reported(analyze_source({"app/routes.py": EDIT, "app/models.py": "class Entry:\n    pass\n", **DB}, rule))
+    assert found[("app/routes.py", "edit_and_log")].title.startswith("2 commits on one path")
+    assert found[("app/routes.py", "rebuild")].title.startswith("2 commits on one path")  # returns a new object
+
+
+# ------------------------------------------------- DRF: a nested serializer's save is its own
+
+NESTED = """
+    from rest_framework import serializers
+    from .models import Result, Score
+
+    def save_related(serializer, data, context, fields):
+        s = serializer(data=data, context=context)
+        s.save(**fields)
+
+    class ResultSerializer(serializers.Serializer):
+        class SheetSerializer(serializers.Serializer):
+            def save(self, **kwargs):
+                kwargs["result"].set_score(self.validated_data["score"])
+                return kwargs["result"]
+
+        class ScoreSerializer(serializers.Serializer):
+            def save(self, **kwargs):
+                return Score.objects.create(result=kwargs["result"], value=self.validated_data["value"])
+
+        def create(self, validated_data):
+            result = Result(validated_data["ballot"])
+            for sheet in validated_data["sheets"]:
+                save_related(self.SheetSerializer, sheet, self.context, {"result": result})
+            result.save()
+            return result
+
+    class ScoredResultSerializer(ResultSerializer):
+        def create(self, validated_data):
+            result = Result(validated_data["ballot"])
+            result.save()
+            for score in validated_data["scores"]:
+                save_related(self.ScoreSerializer, score, self.context, {"result": result})
+            return result
+"""
+
+
+def test_a_nested_serializer_whose_save_writes_nothing_adds_no_write(rule: Rule):
+    found = reported(analyze_source({"app/serializers.py": NESTED}, rule))
+    assert _effects(found, "app/serializers.py", "ResultSerializer.create") <= 1  # result.save() only
+
+
+def test_a_nested_serializer_whose_save_writes_is_still_reported(rule: Rule):
+    found = reported(analyze_source({"app/serializers.py": NESTED}, rule))
+    finding = found[("app/serializers.py", "ScoredResultSerializer.create")]
+    assert finding.title.startswith("2 database writes")
+
+
+def test_a_nested_model_serializer_without_its_own_save_still_writes(rule: Rule):
+    source = NESTED.replace(
+        "class ScoreSerializer(serializers.Serializer):\n            def save(self, **kwargs):\n"
+        "                return Score.objects.create(result=kwargs[\"result\"], value=self.validated_data[\"value\"])",
+        "class ScoreSerializer(serializers.ModelSerializer):\n            class Meta:\n                model = Score",
+    )
+    assert "def save(self, **kwargs):\n                return Score" not in source
+    found = reported(analyze_source({"app/serializers.py": source}, rule))
+    assert found[("app/serializers.py", "ScoredResultSerializer.create")].title.startswith("2 database writes")
+    assert _effects(found, "app/serializers.py", "ResultSerializer.create") <= 1
+
+
+# ------------------------------------------------------------- one call, one effect
+
+GEOCODED = {
+    "app/models.py": """
+        from django.db import models
+
+        class Geocoded(models.Model):
+            class Meta:
+                abstract = True
+
+            def locate(self, save=True):
+                self.latitude = 1.0
+                if save:
+                    self.save()
+
+        class Site(Geocoded):
+            def save(self, *args, **kwargs):
+                if self.name is None:
+                    self.name = ""
+                super().save(*args, **kwargs)
+
+        class TaggedSite(Geocoded):
+            def save(self, *args, **kwargs):
+                super().save(*args, **kwargs)
+                SiteTag.objects.create(site=self)
+
+        class SiteTag(models.Model):
+            pass
+        """,
+    "app/views.py": """
+        from django.http import JsonResponse
+
+        from .models import Site, TaggedSite
+
+        def locate_site(request, pk):
+            site = Site.objects.get(pk=pk)
+            site.locate()
+            return JsonResponse({})
+
+        def locate_tagged_site(request, pk):
+            site = TaggedSite.objects.get(pk=pk)
+            site.locate()
+            return JsonResponse({})
+        """,
+    "app/urls.py": """
+        from django.urls import path
+
+        from . import views
+
+        urlpatterns = [path("site/<int:pk>", views.locate_site), path("tagged/<int:pk>", views.locate_tagged_site)]
+        """,
+}
+
+
+def test_a_self_save_dispatched_to_an_override_is_one_write(rule: Rule):
+    found = reported(analyze_source(GEOCODED, rule))
+    assert _effects(found, "app/views.py", "locate_site") <= 1
+    assert _effects(found, "app/models.py", "Geocoded.locate") <= 1
+
+
+def test_an_override_that_writes_twice_is_still_two_writes(rule: Rule):
+    found = reported(analyze_source(GEOCODED, rule))
+    assert found[("app/models.py", "TaggedSite.save")].title.startswith("2 database writes")  # super().save(), then the tag
