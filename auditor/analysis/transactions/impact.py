@@ -9,7 +9,9 @@ High: data destroyed before its replacement is written (a delete, then a write o
 kind), counters and money (``F()`` arithmetic, ``+=`` on a field, fields named like an
 amount), an object created and then configured by later writes (its children, options,
 relations). Low: what :mod:`.grading` already calls re-runnable, derived or bookkeeping,
-and writes whose other rows are log, event or history records. Medium: the rest.
+and writes whose other rows are log, event or history records (an audit-log row beside one
+write too: :data:`~.grading.AUDIT_TRAIL` keeps it shown, as pretalx's real fix asks, and the low
+impact lists it after the findings whose partial state is worse). Medium: the rest.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ from enum import StrEnum
 
 from auditor.analysis.transactions.base import Effect
 from auditor.analysis.transactions.grading import (
-    AUDIT_TRAIL,
     BOOKKEEPING_ONLY,
     DERIVED,
     ONLY_IDEMPOTENT,
@@ -119,7 +120,7 @@ def impact(
     if reason in _LOW_REASONS:
         return ImpactFinding(Impact.LOW, ImpactKind.REPAIRED, reason)
     business = [site for site in sites if site.effect is not Effect.AUDIT and not _BOOKKEEPING_ROW.search(site.text)]
-    if len(business) <= 1 < len(sites) and reason != AUDIT_TRAIL:
+    if len(business) <= 1 < len(sites):
         return ImpactFinding(Impact.LOW, ImpactKind.REPAIRED, "the other writes are log, event or history rows")
     return ImpactFinding(Impact.MEDIUM, ImpactKind.PLAIN)
 
