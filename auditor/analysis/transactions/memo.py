@@ -16,8 +16,12 @@ A memo guard is one of these, at the top level of a Python function's body:
 
 A call's key is the object expression the caller passes for ``o`` (its receiver for
 ``self``) with the attribute: a dotted name whose root the caller never binds again, whose
-attribute it never resets (``o._x = None``, ``del o._x``), and that no ``del``/``delattr``
-anywhere clears. A function
+attribute it never resets (``o._x = None``, ``del o._x``), and that the project never
+clears (``del o._x``, ``delattr``, ``o.__dict__.pop("_x")``, ``vars(o).pop``, ``del
+o.__dict__["_x"]``) and sets only in an ``__init__`` or, to something other than ``None``,
+in a function guarded by a memo test of that attribute: a reset anywhere else, such as a
+method the caller reaches between two calls (``self.rollover()`` setting ``self._x =
+None``), may make the second call write again. A function
 whose counted writes all come from calls keyed on one of its own parameters is keyed the
 same way at its own call sites (``export_permissions(user)`` calling ``check_permissions(user,
 ...)`` three times). Conservative: a different object, a guard that tests another
@@ -81,7 +85,7 @@ class Memos:
         self.arguments = arguments
         self._guards: dict[tuple[FunctionRef, frozenset[int]], MemoGuard | None] = {}
         self._trees: dict[FunctionRef, tuple[ast.FunctionDef | ast.AsyncFunctionDef, int] | None] = {}
-        self._cleared: dict[str, bool] = {}
+        self._reset: dict[str, bool] = {}
 
     def key(self, edge: Edge, call: CallSite | None, steps: tuple[Step, ...]) -> str | None:
         """The memo key of the call behind ``edge`` whose callee's path is ``steps``: the
@@ -106,7 +110,9 @@ class Memos:
             if not attribute or not self._unbound_in(edge.callee, holder):
                 return None
         expression = self._passed_for(edge, call, holder)
-        if expression is None or self._cleared_anywhere(attribute.rsplit(".", 1)[-1]):
+        if expression is None:
+            return None
+        if self._reset_anywhere(attribute.rsplit(".", 1)[-1]):
             return None
         key = f"{expression}.{attribute}"
         return key if self._stable_in(edge.caller, expression, key) else None
@@ -240,14 +246,49 @@ class Memos:
                     return False
         return True
 
-    def _cleared_anywhere(self, attribute: str) -> bool:
-        """Whether any file deletes ``attribute`` from an object (``del o.x``, ``delattr``)."""
-        if attribute not in self._cleared:
-            name = re.escape(attribute)
-            pattern = re.compile(rf"\bdel\s+[\w.]+\.{name}\b|\bdelattr\([^)]*['\"]{name}['\"]")
-            self._cleared[attribute] = any(name in facts.text and pattern.search(facts.text) for facts in self.facts.values())
-        return self._cleared[attribute]
+    def _reset_anywhere(self, attribute: str) -> bool:
+        """Whether any file clears ``attribute`` of an object (``del o._x``, ``delattr``,
+        ``o.__dict__.pop("_x")``, ``vars(o).pop``, ``del o.__dict__["_x"]``) or sets it
+        where it may reset a memo: outside an ``__init__`` and outside a function whose
+        top level tests it with a memo test, or to ``None``."""
+        if attribute not in self._reset:
+            self._reset[attribute] = self._find_reset(attribute)
+        return self._reset[attribute]
 
+    def _find_reset(self, attribute: str) -> bool:
+        name = re.escape(attribute)
+        keyed = rf"(?:__dict__|vars\([^)]*\))\s*\[\s*['\"]{name}['\"]\s*\]"
+        sets = re.compile(rf"\.{name}\s*(?::[^=\n]*)?(?:[-+*/|&%@^]?=)(?!=)|{keyed}\s*=(?!=)|\bsetattr\([^)]*['\"]{name}['\"]")
+        clears = re.compile(
+            rf"\bdel\s+[\w.]+\.{name}\b|\bdelattr\([^)]*['\"]{name}['\"]|\bdel\s+[\w.()]*{keyed}"
+            rf"|(?:__dict__|vars\([^)]*\))\s*\.\s*pop\(\s*['\"]{name}['\"]"
+        )
+        for path, facts in self.facts.items():
+            if attribute not in facts.text:
+                continue
+            if clears.search(facts.text):
+                return True
+            for match in sets.finditer(facts.text):
+                line = facts.text.count("\n", 0, match.start()) + 1
+                definition = facts.index.enclosing_definition(line)
+                if definition is None:
+                    return True
+                if definition.name == "__init__":
+                    continue
+                if re.search(r"=\s*None\s*(?:#.*)?$|,\s*None\s*\)", facts.line_text(line)) or not self._tests(FunctionRef(path, definition.qualname), attribute):
+                    return True
+        return False
+
+    def _tests(self, ref: FunctionRef, attribute: str) -> bool:
+        """Whether ``ref``'s top level holds a memo test of ``attribute`` (``if hasattr(o, "_x")``)."""
+        parsed = self._tree(ref)
+        if parsed is None:
+            return False
+        for statement in parsed[0].body:
+            tested = _memo_test(statement.test) if isinstance(statement, ast.If) else None
+            if tested is not None and tested[1] == attribute:
+                return True
+        return False
 
 def _decorator_name(decorator: ast.expr) -> str:
     target = decorator.func if isinstance(decorator, ast.Call) else decorator

@@ -6,8 +6,11 @@ methods it then calls on ``self``: their ``if not self.save: return`` arms run, 
 at its top level (``self.reset(save=save)``, which stores ``self.save = save``).
 
 Kept narrow so it stays sound: the attribute is assigned at exactly one place in the whole
-project (``.save = ...``, ``setattr``), so only the storing method can set it again; the
-function names ``self.save`` nowhere above the store, and calls the storing method once. A
+project (``.save = ...``, ``setattr``, ``__dict__["save"] = ...``) and no class the
+object may be an instance of stores on ``self`` by a computed name (:mod:`.dynamic_stores`),
+so only the storing method can set it again; the parameter is bound nowhere above the store
+(``save = save or force``); the function names ``self.save`` nowhere above the store, and
+calls the storing method once. A
 function that stores the attribute itself or calls the storing method on ``self`` forgets
 what its caller knew (:meth:`StoredFlags.kept`); a call further down that stores it again
 is not followed.
@@ -28,6 +31,7 @@ from collections.abc import Mapping
 from auditor.callgraph.graph import CallGraph, Edge, FunctionRef
 from auditor.analysis.transactions.arguments import Arguments
 from auditor.analysis.transactions.base import SELF_RECEIVERS
+from auditor.analysis.transactions.dynamic_stores import DynamicStores
 from auditor.analysis.transactions.facts import FileFacts
 from auditor.analysis.transactions.paths import none_marker
 from auditor.analysis.transactions.reach import Reach
@@ -56,6 +60,8 @@ class StoredFlags:
         self.arguments = arguments
         self._stores: dict[FunctionRef, tuple[tuple[str, str, int], ...]] = {}
         self._unique: dict[str, bool] = {}
+        self._rebound: dict[FunctionRef, Mapping[str, int]] = {}
+        self.dynamic = DynamicStores(graph, facts)
 
     def known(self, ref: FunctionRef, off: frozenset[str]) -> Known:
         """The ``self`` attributes known false in ``ref`` after its top-level statements
@@ -73,7 +79,9 @@ class StoredFlags:
             stores = self.stores(edge.callee)
             if not stores or not self._top_level_call(ref, edge.line):
                 continue
-            inner = self.arguments.off(edge.callee, call, off, ref)
+            rebound = self.rebound(ref)
+            passed = frozenset(name for name in off if rebound.get(name.removeprefix("<").split(" ", 1)[0], edge.line) >= edge.line)
+            inner = self.arguments.off(edge.callee, call, passed, ref)
             for attribute, parameter, _ in stores:
                 if parameter in inner and sum(1 for other in self.reach.callees(ref) if other.callee == edge.callee) == 1:
                     self._add(found, ref, attribute, none_marker(parameter) in inner, edge.line)
@@ -104,6 +112,9 @@ class StoredFlags:
     def _add(self, found: dict[str, int], ref: FunctionRef, attribute: str, none: bool, line: int) -> None:
         """Record ``self.attribute`` as known after ``line`` when nothing can undo it."""
         name = _SELF_PREFIX + attribute
+        definition = self.graph.definition(ref)
+        if definition is None or definition.parent is None or self.dynamic.reach(FunctionRef(ref.path, definition.parent)):
+            return
         if not self._assigned_once(attribute) or self._named_before(ref, name, line):
             return
         found[name] = line
@@ -118,30 +129,49 @@ class StoredFlags:
             found = self._stores[ref] = self._read_stores(ref)
         return found
 
-    def _read_stores(self, ref: FunctionRef) -> tuple[tuple[str, str, int], ...]:
+    def rebound(self, ref: FunctionRef) -> Mapping[str, int]:
+        """The first line on which ``ref``'s body binds each name (assignment, augmented
+        assignment, walrus, ``for``/``with``/``except`` target, ``del``)."""
+        found = self._rebound.get(ref)
+        if found is None:
+            parsed = self._parsed(ref)
+            found = self._rebound[ref] = _bound_lines(parsed[0], parsed[1]) if parsed is not None else {}
+        return found
+
+    def _parsed(self, ref: FunctionRef) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, int] | None:
+        """A Python method parsed on its own, and the lines above it."""
         facts = self.facts.get(ref.path)
         definition = self.graph.definition(ref)
         if facts is None or definition is None or definition.parent is None or facts.index.language != "python":
-            return ()
+            return None
         lines = facts.lines[definition.start_line - 1 : definition.end_line]
         try:
             module = ast.parse(textwrap.dedent("\n".join(lines)))
         except SyntaxError:
-            return ()
+            return None
         function = module.body[0] if module.body else None
         if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) or not function.args.args:
+            return None
+        return function, definition.start_line - 1
+
+    def _read_stores(self, ref: FunctionRef) -> tuple[tuple[str, str, int], ...]:
+        parsed = self._parsed(ref)
+        if parsed is None:
             return ()
+        function, offset = parsed
         receiver = function.args.args[0].arg
         parameters = {argument.arg for argument in (*function.args.args[1:], *function.args.kwonlyargs)}
+        rebound = self.rebound(ref)
         found = []
         for statement in function.body:
             if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.value, ast.Name):
-                target = statement.targets[0]
+                target, value = statement.targets[0], statement.value.id
+                line = statement.lineno + offset
                 if (
                     isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == receiver
-                    and statement.value.id in parameters
+                    and value in parameters and rebound.get(value, line) >= line
                 ):  # fmt: skip
-                    found.append((target.attr, statement.value.id, statement.lineno + definition.start_line - 1))
+                    found.append((target.attr, value, line))
         return tuple(found)
 
     def _top_level_call(self, ref: FunctionRef, line: int) -> bool:
@@ -168,7 +198,23 @@ class StoredFlags:
         """Whether the project assigns ``attribute`` of any object at one place only."""
         if attribute not in self._unique:
             name = re.escape(attribute)
-            assigned = re.compile(rf"\.{name}\s*(?::[^=\n]*)?(?:[-+*/|&%@^]?=)(?!=)|\b(?:set|del)attr\([^)]*['\"]{name}['\"]|\bdel\s+[\w.]+\.{name}\b")
+            assigned = re.compile(
+                rf"\.{name}\s*(?::[^=\n]*)?(?:[-+*/|&%@^]?=)(?!=)|(?:__dict__|vars\([^)]*\))\s*\[\s*['\"]{name}['\"]\s*\]\s*=(?!=)|"
+                rf"\b(?:set|del)attr\([^)]*['\"]{name}['\"]|\bdel\s+[\w.]+\.{name}\b")
             count = sum(len(assigned.findall(facts.text)) for facts in self.facts.values() if attribute in facts.text)
             self._unique[attribute] = count == 1
         return self._unique[attribute]
+
+
+def _bound_lines(function: ast.FunctionDef | ast.AsyncFunctionDef, offset: int) -> dict[str, int]:
+    """The first line (``offset`` added) on which ``function``'s body binds each name."""
+    found: dict[str, int] = {}
+    for node in ast.walk(function):
+        name = None
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            name = node.id
+        elif isinstance(node, ast.ExceptHandler) or (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node is not function):
+            name = node.name
+        if name is not None:
+            found[name] = min(found.get(name, node.lineno + offset), node.lineno + offset)
+    return found

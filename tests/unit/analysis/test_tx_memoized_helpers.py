@@ -154,3 +154,56 @@ def page(request, user=None):
     return None
 """
     assert ("app/views.py", "page") in _findings(views, rule)
+
+
+# A command that opens one batch row per run and caches it on ``self``; ``{reset}`` is the
+# body of a method that may drop the cached batch, which ``handle`` calls between two uses.
+_RUNNER = """
+    from django.core.management.base import BaseCommand
+
+    from app.models import Mark, Notice
+
+    class Command(BaseCommand):
+        def __init__(self):
+            self._batch = None
+
+        def batch(self, name):
+            if self._batch is not None:
+                return self._batch
+            Mark.objects.create(name=name)
+            self._batch = Notice.objects.create(name=name)
+            return self._batch
+
+        def rollover(self):
+            {reset}
+
+        def handle(self, *args, **options):
+            self.batch("first")
+            self.rollover()
+            self.batch("second")
+    """
+
+
+def _runner_findings(reset: str, rule: Rule) -> dict:
+    files = {"app/models.py": MODELS, "app/management/commands/run.py": _RUNNER.format(reset=reset)}
+    return {key: finding for key, finding in reported(analyze_source(files, rule)).items() if finding.severity in ("critical", "high")}
+
+
+def test_a_cached_attribute_nothing_resets_writes_once_across_self_calls(rule: Rule):
+    found = _runner_findings("return None", rule)
+    assert ("app/management/commands/run.py", "Command.handle") not in found
+    assert ("app/management/commands/run.py", "Command.batch") in found  # its own two writes stay
+
+
+@pytest.mark.parametrize(
+    "reset",
+    [
+        "self._batch = None",  # reset by a method the caller reaches between the two calls
+        "self.__dict__.pop('_batch', None)",  # the cached_property invalidation
+        "vars(self).pop('_batch', None)",
+        "del self.__dict__['_batch']",
+        "delattr(self, '_batch')",
+    ],
+)
+def test_a_reset_the_caller_may_reach_between_two_calls_keeps_both_writes(reset: str, rule: Rule):
+    assert ("app/management/commands/run.py", "Command.handle") in _runner_findings(reset, rule)

@@ -112,3 +112,39 @@ def test_a_method_that_stores_the_flag_again_forgets_what_its_caller_knew(rule: 
     assert "self.reset(save=True)" in importer
     found = _findings(importer, "importer.update(request.source, save=False)", rule)
     assert any(path == "app/importer.py" for path, _ in found)
+
+
+def test_a_parameter_bound_again_before_it_is_stored_may_be_true(rule: Rule):
+    importer = _importer(DIRECT).replace("            self.log = []\n            self.save = save\n", "            self.log = []\n", 1)
+    for rebinding in ("save = save or source.force", "save |= source.force", "for save in source.modes:\n                pass"):
+        rebound = importer.replace("            self.save = save\n", f"            {rebinding}\n            self.save = save\n", 1)
+        assert rebinding in rebound
+        assert ("app/importer.py", "Importer.update") in _findings(rebound, "importer.update(request.source, save=False)", rule), rebinding
+
+
+def test_a_parameter_bound_again_before_the_storing_call_may_be_true(rule: Rule):
+    importer = _importer("save = save or source.force\n            " + THROUGH_RESET)
+    assert ("app/importer.py", "Importer.update") in _findings(importer, "importer.update(request.source, save=False)", rule)
+
+
+@pytest.mark.parametrize(
+    ("store", "extra"),
+    [
+        (  # a method of the class stores attributes by computed names
+            "\n            self.configure(source.options)",
+            "\n        def configure(self, options):\n            for key, value in options.items():\n                setattr(self, key, value)\n",
+        ),
+        ("\n            self.__dict__.update(source.options)", ""),
+        ("\n            vars(self).update(source.options)", ""),
+        ("\n            self.__dict__[source.key] = True", ""),
+        ("", "\n    class Loader:\n        def load(self, options):\n            setattr(self, options.key, True)\n\n    class Eager(Importer, Loader):\n        pass\n"),  # a mixin of a subclass
+    ],
+)
+def test_a_class_that_stores_attributes_by_computed_names_keeps_the_finding(store: str, extra: str, rule: Rule):
+    importer = _importer(THROUGH_RESET + store, extra)
+    assert ("app/importer.py", "Importer.update") in _findings(importer, "importer.update(request.source, save=False)", rule)
+
+
+def test_a_computed_store_in_an_unrelated_class_keeps_what_is_known(rule: Rule):
+    extra = "\n    class Loader:\n        def load(self, options):\n            setattr(self, options.key, True)\n"
+    assert ("app/importer.py", "Importer.update") not in _findings(_importer(THROUGH_RESET, extra), "importer.update(request.source, save=False)", rule)
