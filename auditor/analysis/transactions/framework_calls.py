@@ -94,9 +94,8 @@ class FrameworkCalls:
                 self._invoke(serializer, row, ())
         self._signal_sends(receiver_signals)
         self.run_inside: frozenset[FunctionRef] = self._run_inside(rows.run_inside(_ADMIN))
-        """The project's methods the framework runs inside a transaction it opens (a
-        ModelAdmin subclass's ``save_model``: rows ``kind: runs-inside``) and no project
-        code calls."""
+        """The project's methods the framework runs inside a transaction it opens and the
+        project never calls (a ModelAdmin's ``save_model``: rows ``kind: runs-inside``)."""
         self.entries: tuple[EntryPoint, ...] = tuple(sorted(entries))
         """The view actions DRF runs that lead to the project's code (``OrderViewSet.create``)."""
         self._in = _callers_of(self._out)
@@ -249,9 +248,8 @@ class FrameworkCalls:
 
     def _run_inside(self, rows: tuple[FrameworkFact, ...]) -> frozenset[FunctionRef]:
         """The methods ``rows`` name that a class deriving from one of a row's ``bases``
-        defines itself and that no project code calls: a hook the project calls too (a
-        custom admin view's ``self.delete_model(...)``, an action's ``self.save_model(...)``)
-        may run outside the framework's transaction, so it stays as it was without the rows."""
+        defines itself, less those project code calls (a custom admin view's
+        ``self.delete_model(...)``: it may run outside the framework's transaction)."""
         found: set[FunctionRef] = set()
         for cls in self._classes(frozenset(base for row in rows for base in row.bases)):
             for row in rows:
