@@ -116,8 +116,8 @@ class Boundaries:
     def entry_covered(self, entry: EntryPoint) -> bool:
         """Whether the entry point runs inside a transaction: a boundary decorator, a signal
         receiver connected only to signals sent inside a transaction (a delete's
-        ``pre_delete``/``post_delete``), a hook the framework runs inside one it opens (a
-        ModelAdmin's ``save_model``), or a Django view under ``ATOMIC_REQUESTS`` that
+        ``pre_delete``/``post_delete``), a hook the framework runs inside one it opens and
+        the project never calls (a ModelAdmin's ``save_model``), or a Django view under ``ATOMIC_REQUESTS`` that
         does not opt out."""
         if self.decorated_boundary(entry.ref) or self.covering_signals(entry) or entry.ref in self.run_inside:
             return True

@@ -6,7 +6,8 @@ class a factory builds with ``type(name, bases, {"serializer_class": ...})`` thr
 bases, :mod:`.dynamic_views`; rows ``kind: invokes`` of the framework facts,
 models/drf.yaml), and a project signal's ``send`` to the receivers connected to it. Also
 the project's methods the framework runs inside a transaction it opens (rows
-``kind: runs-inside``, models/django_admin.yaml: a ModelAdmin's ``save_model``).
+``kind: runs-inside``, models/django_admin.yaml: a ModelAdmin's ``save_model``) when the
+project itself never calls them.
 
 A framework method the project does not override is a node of its own, named after the
 class that inherits it (``OrderViewSet.create``, ``OrderViewSet.perform_create``): the chain of a
@@ -93,8 +94,8 @@ class FrameworkCalls:
                 self._invoke(serializer, row, ())
         self._signal_sends(receiver_signals)
         self.run_inside: frozenset[FunctionRef] = self._run_inside(rows.run_inside(_ADMIN))
-        """The project's methods the framework runs inside a transaction it opens (a
-        ModelAdmin subclass's ``save_model``: rows ``kind: runs-inside``)."""
+        """The project's methods the framework runs inside a transaction it opens and the
+        project never calls (a ModelAdmin's ``save_model``: rows ``kind: runs-inside``)."""
         self.entries: tuple[EntryPoint, ...] = tuple(sorted(entries))
         """The view actions DRF runs that lead to the project's code (``OrderViewSet.create``)."""
         self._in = _callers_of(self._out)
@@ -247,12 +248,13 @@ class FrameworkCalls:
 
     def _run_inside(self, rows: tuple[FrameworkFact, ...]) -> frozenset[FunctionRef]:
         """The methods ``rows`` name that a class deriving from one of a row's ``bases``
-        defines itself."""
+        defines itself, less those project code calls (a custom admin view's
+        ``self.delete_model(...)``: it may run outside the framework's transaction)."""
         found: set[FunctionRef] = set()
         for cls in self._classes(frozenset(base for row in rows for base in row.bases)):
             for row in rows:
                 ref = FunctionRef(cls.path, f"{cls.qualname}.{row.method}")
-                if self._provides(cls, row) and self.graph.definition(ref) is not None:
+                if self._provides(cls, row) and self.graph.definition(ref) is not None and not self.graph.callers(ref):
                     found.add(ref)
         return frozenset(found)
 

@@ -1,14 +1,15 @@
 """Registry rows: get-or-create writes of one row keyed by constants, set aside from the
 business writes a sequence counts.
 
-A registry row is found or made by an idempotent get-or-create (or upsert) whose every
+A registry row is found or made by an idempotent get-or-create whose every
 argument is a constant (a literal, a module or class constant): every call finds or makes
 the same row, and nothing in it comes from the request. A failure after it leaves a row
 the next call would have made anyway, so it neither counts in a title's write count nor
 makes a multi-write sequence. Two shapes are recognised, from what the code says:
 
-- Django's ``M.objects.get_or_create(...)``/``update_or_create(...)`` whose keyword
-  arguments (``defaults`` too) are all constants;
+- Django's ``M.objects.get_or_create(...)`` whose keyword arguments (``defaults`` too) are
+  all constants (``update_or_create`` is none: it rewrites an existing row's state on every
+  call, so a failure after it leaves that change behind);
 - a get-or-create helper: ``x = M.<lookup>(k=v, ...)`` (or a singleton's ``M.query.first()``), then ``if x is None:`` (or ``if not
   x:``) and ``x = M.create(k=v, ...)`` (or ``return M.create(...)``) with the lookup's keys
   among the create's, every value a constant or a parameter of the helper. A function whose
@@ -44,7 +45,7 @@ from auditor.index.model import CallSite
 REASON = "registry rows (an idempotent get-or-create keyed by constants only: the same row on every call, holding no request data)"
 """Why a finding's explanation sets the registry rows on its path aside."""
 
-_UPSERTS = frozenset({"get_or_create", "update_or_create"})
+_GET_OR_CREATE = "get_or_create"
 # A constant value: a literal (no f-string), or a module or class constant (``KIND``, ``Kind.CODE``).
 _CONSTANT = re.compile(
     r"""[-+]?\d[\d_.]*|True|False|None|[bru]?'[^'\\]*'|[bru]?"[^"\\]*"|(?:[A-Za-z_]\w*\.)*[A-Z][A-Z0-9_]*[A-Z0-9]"""
@@ -103,9 +104,9 @@ class RegistryRows:
         return tuple(found.values())
 
     def site(self, ref: FunctionRef, site: Site) -> bool:
-        """Whether ``ref``'s own effect ``site`` is a registry row: a Django upsert whose
-        arguments are all constants, or a helper's guarded create with constant values."""
-        if site.effect is Effect.UPSERT and site.call.name in _UPSERTS and site.orm == "rows":
+        """Whether ``ref``'s own effect ``site`` is a registry row: a Django get-or-create
+        whose arguments are all constants, or a helper's guarded create with constant values."""
+        if site.effect is Effect.UPSERT and site.call.name == _GET_OR_CREATE and site.orm == "rows":
             return self._constant_arguments(site.call.arguments, frozenset()) is not None
         return self._creates_of(ref).get(site.call.line) == frozenset()
 
@@ -151,7 +152,7 @@ class RegistryRows:
             line = site.call.line
             if line in creates:
                 keys |= creates[line]
-            elif site.effect is Effect.UPSERT and site.call.name in _UPSERTS and site.orm == "rows":
+            elif site.effect is Effect.UPSERT and site.call.name == _GET_OR_CREATE and site.orm == "rows":
                 used = self._constant_arguments(site.call.arguments, parameters)
                 if used is None:
                     return None

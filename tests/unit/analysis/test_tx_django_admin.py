@@ -3,7 +3,8 @@ POST (django/contrib/admin/options.py ``ModelAdmin.changeform_view``, ``delete_v
 ``changelist_view``; rows ``kind: runs-inside`` in models/django_admin.yaml): an override
 of ``save_model``, ``save_related``, ``delete_model`` or a ``response_*`` hook is covered.
 ``delete_queryset`` runs from the "delete selected" action, which opens none: it stays an
-entry point, as does a hook of a class that is no ModelAdmin."""
+entry point, as does a hook of a class that is no ModelAdmin, and a hook the project calls
+itself (a custom admin view's ``self.delete_model(...)``)."""
 
 from __future__ import annotations
 
@@ -104,6 +105,56 @@ def test_a_project_view_calling_a_hook_outside_a_transaction_is_still_reported(r
         """
     found = reported(analyze_source({"library/models.py": MODELS, "library/admin.py": ADMIN, "library/views.py": views}, rule))
     assert ("library/admin.py", "ShelfAdmin.response_add") in found or ("library/views.py", "quick_add") in found
+
+
+CALLED_HOOKS_ADMIN = """
+    from django.contrib import admin
+    from django.shortcuts import redirect
+    from django.urls import path
+
+    from .models import Book, Note, Shelf
+
+    @admin.register(Shelf)
+    class ShelfAdmin(admin.ModelAdmin):
+        actions = ["copy"]
+
+        def save_model(self, request, obj, form, change):
+            obj.save()
+            Note.objects.create(text="stored")
+
+        def delete_model(self, request, obj):
+            Note.objects.create(text=f"emptied {obj.name}")
+            obj.delete()
+
+        def response_delete(self, request, obj_display, obj_id):
+            Note.objects.create(text="gone")
+            Book.objects.filter(shelf_id=obj_id).delete()
+            return super().response_delete(request, obj_display, obj_id)
+
+        @admin.action(description="Copy")
+        def copy(self, request, queryset):
+            for shelf in queryset:
+                shelf.pk = None
+                self.save_model(request, shelf, None, False)
+
+        def get_urls(self):
+            return [path("<int:pk>/empty/", self.admin_site.admin_view(self.empty))] + super().get_urls()
+
+        def empty(self, request, pk):
+            self.delete_model(request, Shelf.objects.get(pk=pk))
+            return redirect("..")
+    """
+
+
+def test_a_hook_the_project_calls_itself_is_not_covered_by_the_admin(rule: Rule):
+    """A custom admin view (``get_urls``) and an action run the hook outside the admin's
+    transaction: a hook with a caller in the project is judged as if no row named it."""
+    found = reported(analyze_source({"library/models.py": MODELS, "library/admin.py": CALLED_HOOKS_ADMIN}, rule))
+    for hook in ("ShelfAdmin.delete_model", "ShelfAdmin.save_model"):
+        finding = found[("library/admin.py", hook)]
+        assert finding.severity in ("critical", "high")
+        assert finding.title == f"2 database writes outside a transaction in {hook}"
+    assert ("library/admin.py", "ShelfAdmin.response_delete") not in found  # no project caller: covered
 
 
 def test_every_admin_row_names_the_django_function_that_proves_it():

@@ -1,6 +1,7 @@
 """Registry rows (issue 25, "lookup/registry rows are not the business writes a title
 counts"): an idempotent get-or-create whose lookup keys are all constants finds or makes
-the same row on every call and holds no request data. It is set aside: not counted in the
+the same row on every call and holds no request data (``update_or_create`` is none: it
+changes an existing row on every call). It is set aside: not counted in the
 title, never a multi-write sequence of its own, named in the explanation. A get-or-create
 keyed by request data stays a business write."""
 
@@ -72,10 +73,27 @@ def test_two_constant_registry_rows_alone_are_no_finding(rule: Rule):
 
         def kinds(request):
             clicks, _ = Kind.objects.get_or_create(code="clicks")
-            searches, _ = Kind.objects.update_or_create(code=Kind.SEARCHES, defaults={"code": Kind.SEARCHES})
+            searches, _ = Kind.objects.get_or_create(code=Kind.SEARCHES, defaults={"code": Kind.SEARCHES})
             return [clicks, searches]
         """
     assert ("library/views.py", "kinds") not in _django(views, rule)
+
+
+def test_a_constant_update_or_create_changes_a_row_and_stays_a_business_write(rule: Rule):
+    """``update_or_create`` with constant ``defaults`` writes them into the existing row on
+    every call: a failure after it leaves that change behind, so it is no registry row."""
+    views = """
+        from .models import Book, Shelf
+
+        def close_shelf(request):
+            Shelf.objects.update_or_create(name="main", defaults={"name": "closed"})
+            Book.objects.filter(title="draft").update(title="archived")
+            return None
+        """
+    finding = _django(views, rule)[("library/views.py", "close_shelf")]
+    assert finding.severity != "low"
+    assert finding.title == "2 database writes outside a transaction in close_shelf"
+    assert "registry row" not in finding.explanation
 
 
 def test_registry_rows_are_not_counted_in_the_title_of_a_real_sequence(rule: Rule):
