@@ -13,7 +13,8 @@ end a path that needs a false value; a tuple or an HTTP response cannot be ``Non
 ``raise`` (its effects stay: kept conservative), and an unknown value always, but for a
 false value required of ``return x`` (or ``return a or x``, or an attribute set to that on
 the statement just before) a local ``x`` bound once, outside any loop, and never used as
-a receiver or passed to a call (nothing changes its truth), is known false on that path, so an arm testing ``x`` cannot have run on it.
+a receiver, passed to a call, or aliased (assigned to or from another name: nothing changes
+its truth), is known false on that path, so an arm testing ``x`` cannot have run on it.
 
 The sequence builder (:mod:`.sequences`) walks the caller once with the decided calls'
 filtered effects, and once per decision with that call's full effects and the path cut at
@@ -21,7 +22,10 @@ its deciding ``if`` (the path that returns there): the two together cover every 
 
 Kept sound by refusing what it cannot read: only Python; a generator, an ``async def`` or a
 decorated callee (but ``staticmethod``/``classmethod``) is not filtered; an ``if`` with
-``elif`` arms, or whose returning arm holds another decision, decides nothing.
+``elif`` arms, or whose returning arm holds another decision, decides nothing; nor does
+one inside a ``try`` of the caller with an ``except`` or ``finally``: a caught exception (the
+caller's own ``raise``, or one the callee throws after its write) carries the path on past
+the ``if`` with the callee's writes, and a ``finally`` adds writes to the returning path.
 """
 
 from __future__ import annotations
@@ -81,6 +85,9 @@ _RESPONSE_SHORTCUTS = frozenset({"render", "redirect", "render_to_response"})  #
 _TRANSPARENT_DECORATORS = frozenset({"staticmethod", "classmethod"})
 _FALSE_LITERALS = frozenset({"0", '""', "''", "()", "[]", "{}"})
 _NESTED = frozenset({"function_definition", "class_definition", "decorated_definition", "lambda"})
+_CARRIERS = frozenset({"boolean_operator", "conditional_expression", "tuple", "list", "set", "dictionary", "pair", "expression_list",
+                       "list_splat", "dictionary_splat"})  # fmt: skip
+_HANDLING = frozenset({"except_clause", "except_group_clause", "finally_clause"})
 _LOOPS = frozenset({"for_statement", "while_statement"})
 _BINDERS = {"assignment": "left", "augmented_assignment": "left", "for_statement": "left", "named_expression": "name",
             "for_in_clause": "left", "as_pattern_target": None}  # fmt: skip
@@ -110,12 +117,13 @@ def decisions(body: Node | None, offset: int) -> tuple[Decision, ...]:
     returns or raises: ``if f(...):``, ``if not f(...):``, ``if f(...) is None:``, or the
     same tests (and ``isinstance(r, HttpResponse)``) of ``r`` bound by ``r = f(...)`` on the
     statement just before. An ``if`` with ``elif`` arms, both arms ending, or another
-    decision inside its ending arm, decides nothing."""
+    decision inside its ending arm, decides nothing; nor does one inside a ``try`` with an
+    ``except`` or ``finally`` (:func:`_in_handling_try`)."""
     if body is None:
         return ()
     found: list[tuple[Decision, tuple[int, int]]] = []
     for statement in _statements(body):
-        if statement.type == "if_statement":
+        if statement.type == "if_statement" and not _in_handling_try(statement, body):
             decided = _decision(statement, offset)
             if decided is not None:
                 found.append(decided)
@@ -123,6 +131,20 @@ def decisions(body: Node | None, offset: int) -> tuple[Decision, ...]:
         decision for decision, (low, high) in found
         if not any(low <= other.statement < high for other, _ in found if other is not decision)
     )  # fmt: skip
+
+
+def _in_handling_try(statement: Node, body: Node) -> bool:
+    """Whether ``statement`` (and so its call, in its condition or on the statement just
+    before) lies inside a ``try`` of ``body`` that has an ``except`` or ``finally``: there an
+    exception may carry the path on past the ``if`` after the callee's writes (the caller's
+    own ``raise`` caught, or one the callee throws), and a ``finally`` runs on the returning
+    path too."""
+    node = statement.parent
+    while node is not None and node != body:
+        if node.type == "try_statement" and any(child.type in _HANDLING for child in node.named_children):
+            return True
+        node = node.parent
+    return False
 
 
 def _decision(statement: Node, offset: int) -> tuple[Decision, tuple[int, int]] | None:
@@ -359,8 +381,8 @@ def _parameters(body: Node) -> frozenset[str]:
 
 def _bound_once(name: str, body: Node, parameters: frozenset[str]) -> bool:
     """Whether ``name`` has one value, and one truth, on every path once bound: a parameter
-    the body never binds again, or a local bound by one statement outside any loop; and
-    never a receiver nor an argument (:func:`_may_change`)."""
+    the body never binds again, or a local bound by one statement outside any loop; never
+    a receiver nor an argument (:func:`_may_change`), and never aliased (:func:`_aliased`)."""
     bindings = 0
     pending: list[tuple[Node, bool]] = [(body, False)]
     while pending:
@@ -376,7 +398,7 @@ def _bound_once(name: str, body: Node, parameters: frozenset[str]) -> bool:
                     return False
         if node.type in ("import_statement", "import_from_statement") and name in _identifiers(node):
             return False
-        if _may_change(node, name):
+        if _may_change(node, name) or _aliased(node, name):
             return False
         if node.type not in _NESTED or node is body:
             pending.extend((child, looped or node.type in _LOOPS) for child in node.named_children)
@@ -396,6 +418,38 @@ def _may_change(node: Node, name: str) -> bool:
     else:
         return False
     return base is not None and base.type == "identifier" and _text(base) == name
+
+
+def _aliased(node: Node, name: str) -> bool:
+    """Whether ``node`` binds a name to the object ``name`` holds, or ``name`` to another
+    name's object (``pending = hits``, ``hits = found or pending``): a change made through
+    the other name changes its truth too."""
+    if node.type in ("assignment", "augmented_assignment"):
+        left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+    elif node.type == "named_expression":
+        left, right = node.child_by_field_name("name"), node.child_by_field_name("value")
+    else:
+        return False
+    if left is None or right is None:
+        return False
+    targets, carried = _identifiers(left), _carried(right)
+    return (name in carried and bool(targets - {name})) or (name in targets and bool(carried - {name}))
+
+
+def _carried(value: Node) -> set[str]:
+    """The names whose objects ``value`` may be or hold: the value itself, either side of
+    ``or``/``and``, either arm of ``a if c else b``, the items of a tuple, list, set or dict."""
+    found: set[str] = set()
+    pending = [value]
+    while pending:
+        node = _unwrapped(pending.pop())
+        if node.type == "identifier":
+            found.add(_text(node))
+        elif node.type in _CARRIERS:
+            pending.extend(child for child in node.named_children if child.type != "comment")
+        elif node.type == "named_expression":
+            pending.extend(child for child in (node.child_by_field_name("name"), node.child_by_field_name("value")) if child is not None)
+    return found
 
 
 def _identifiers(target: Node) -> set[str]:

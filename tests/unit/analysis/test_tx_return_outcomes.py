@@ -85,6 +85,27 @@ HELPERS = """
             if hit := counter.over():
                 Visit.objects.create(note="limited")
         return hit
+
+    def reset_then_parse(request):
+        if "reset" in request.POST:
+            Visit.objects.create(note="reset")
+            int(request.POST["n"])
+            return True
+        return False
+
+    def limited_aliased(request):
+        hits = request.counter.hits()
+        pending = hits
+        if hits:
+            Visit.objects.create(note="limited")
+        pending.clear()
+        return hits
+
+    def limited_each(request):
+        for hit in request.counter.hits():
+            if hit:
+                Visit.objects.create(note="limited")
+        return hit
     """
 
 
@@ -238,3 +259,37 @@ def test_a_decorated_helper_keeps_its_writes(rule: Rule):
     files = {"library/models.py": MODELS, "library/helpers.py": helpers, "library/views.py": views}
     finding = reported(analyze_source(files, rule)).get(("library/views.py", "edit"))
     assert finding is not None and any(step.path == "library/helpers.py" for step in finding.sequence)
+
+
+@pytest.mark.parametrize(
+    "prelude",
+    [
+        # The view's own raise caught at once: the path carries on with the helper's write.
+        'try:\n    if reset_requested(request):\n        raise Http404\nexcept Http404:\n    pass',
+        'try:\n    if reset_requested(request):\n        raise ValueError("reset")\nexcept Exception:\n    pass',
+        # The helper may raise after its write (no ``raise`` of its own), and the view catches it.
+        'try:\n    if reset_then_parse(request):\n        return redirect("/settings")\nexcept Exception:\n    pass',
+        # A ``finally`` writes on the returning path too.
+        'try:\n    if reset_requested(request):\n        return redirect("/settings")\nfinally:\n    Shelf.objects.create(name="seen")',
+        # The flag emptied through an alias after its test.
+        "if limited_aliased(request):\n    raise PermissionError(429)",
+        # The flag is the loop's last item: an earlier one may have written.
+        "if limited_each(request):\n    raise PermissionError(429)",
+    ],
+)
+def test_a_decision_the_caller_may_not_keep_keeps_the_helpers_writes(prelude: str, rule: Rule):
+    views = f"""
+        from django.http import Http404
+        from django.shortcuts import redirect
+        from .helpers import limited_aliased, limited_each, reset_requested, reset_then_parse
+        from .models import Book, Shelf
+
+        def edit(request, shelf_id):
+{_indented(prelude)}
+            Book.objects.create(title="new")
+            return redirect("/done")
+        """
+    finding = _findings(views, rule).get(("library/views.py", "edit"))
+    assert finding is not None
+    assert finding.severity == "critical"
+    assert any(step.path == "library/helpers.py" for step in finding.sequence), finding.sequence
