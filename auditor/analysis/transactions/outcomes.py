@@ -138,9 +138,12 @@ def _in_handling_try(statement: Node, body: Node) -> bool:
     before) lies inside a ``try`` of ``body`` that has an ``except`` or ``finally``: there an
     exception may carry the path on past the ``if`` after the callee's writes (the caller's
     own ``raise`` caught, or one the callee throws), and a ``finally`` runs on the returning
-    path too."""
+    path too. A ``with`` counts as such a ``try``: its context manager may swallow the
+    exception (``contextlib.suppress``) or run code on the way out."""
     node = statement.parent
     while node is not None and node != body:
+        if node.type == "with_statement":
+            return True
         if node.type == "try_statement" and any(child.type in _HANDLING for child in node.named_children):
             return True
         node = node.parent
