@@ -468,19 +468,6 @@ def _saves_existing_row(facts: Mapping[str, FileFacts], edge: Edge) -> bool:
     return any(site.call.line == edge.line and site.call.name == "save" and site.effect is Effect.UPDATE for site in sites)
 
 
-def _saves_assigned(facts: Mapping[str, FileFacts], edge: Edge, target: str | None) -> bool:
-    """Whether the call behind ``edge`` saves an object (``target``, the callee's
-    ``self``) whose fields the caller set on the lines just before it
-    (``sound.pack = None; sound.mark_index_dirty()``): a bookkeeping-named method's save
-    then writes the caller's change too, a real write."""
-    found = facts.get(edge.caller.path)
-    if target is None or found is None:
-        return False
-    assigned = re.compile(rf"^\s*{re.escape(target)}\.\w+\s*=(?!=)")
-    lines = (found.line_text(line) for line in range(edge.line - 1, max(edge.line - 1 - _ASSIGNED_BEFORE, 0), -1))
-    return any(assigned.match(text) for text in lines)
-
-
 def _marked_in_loops(steps: tuple[Step, ...], body: Body) -> tuple[Step, ...]:
     """``steps`` with those inside a loop of the body marked ``in_loop``."""
     node, _, offset = body
