@@ -63,6 +63,8 @@ class FrameworkCalls:
         self._out: dict[FunctionRef, set[Edge]] = defaultdict(set)
         self._stands_for: dict[Edge, str] = {}
         self._names: dict[FunctionRef, frozenset[str]] = {}
+        self._saves_for: dict[Edge, set[FunctionRef]] = defaultdict(set)
+        self._runs_for: dict[Edge, set[FunctionRef]] = defaultdict(set)
         entries: list[EntryPoint] = []
         serializers: set[FunctionRef] = set()
         view_rows, serializer_rows = rows.invocations(_VIEW), rows.invocations(_SERIALIZER)
@@ -104,6 +106,18 @@ class FrameworkCalls:
         """The framework's calls out of ``ref``, sorted."""
         return tuple(sorted(self._out.get(ref, ())))
 
+    def saves_for(self, edge: Edge) -> tuple[FunctionRef, ...]:
+        """The serializer classes an edge into a serializer saves through, sorted (a view
+        hook's ``serializer.save()`` with the view's ``serializer_class``, a hand-built
+        serializer's ``save()``); empty for another edge."""
+        return tuple(sorted(self._saves_for.get(edge, ())))
+
+    def runs_for(self, edge: Edge) -> tuple[FunctionRef, ...]:
+        """The serializer classes whose ``save`` runs the ``create``/``update`` an edge out
+        of a shared ``save`` override enters (that method is the one their MRO finds), sorted;
+        empty for another edge."""
+        return tuple(sorted(self._runs_for.get(edge, ())))
+
     def callers(self, ref: FunctionRef) -> tuple[Edge, ...]:
         """The framework's calls into ``ref``, sorted."""
         return tuple(sorted(self._in.get(ref, ())))
@@ -114,14 +128,22 @@ class FrameworkCalls:
         if not self._provides(owner, row):
             return
         caller = self._member(owner, row.method)
+        targets: dict[FunctionRef, set[FunctionRef]]  # per callee, the serializer classes its edge is for
         if row.calls.startswith(_SERIALIZER_CALL):
             name = row.calls[len(_SERIALIZER_CALL):]
-            callees = [found for serializer in serializers if (found := self._saved_through(serializer, name)) is not None]
+            targets = defaultdict(set)
+            for serializer in serializers:
+                if (found := self._saved_through(serializer, name)) is not None:
+                    targets[found].add(serializer)
+            callees, kept = sorted(targets), self._saves_for
+            standing = {callee for callee, classes in targets.items() if self._runs_project_method(callee, classes, name)}
             name = "save"  # what the hook calls on the serializer
         else:
             name = row.calls
             found = self.graph.class_member(owner, name) if row.through == _SERIALIZER else self._member(owner, name)
             callees = [found] if found is not None else []
+            targets = {found: {owner}} if found is not None and row.through == _SERIALIZER else {}
+            kept, standing = self._runs_for, set()  # a serializer's own save into its create/update
         if not callees:
             return
         definition = self.graph.definition(caller)
@@ -134,7 +156,10 @@ class FrameworkCalls:
         for callee in callees:
             for line, call_name in lines:
                 if (callee, line) not in known:
-                    self._add(Edge(caller, callee, line, False), call_name)
+                    edge = Edge(caller, callee, line, False)
+                    self._add(edge, call_name, callee in standing)
+                    if targets.get(callee):
+                        kept[edge].update(targets[callee])
 
     def stands_for(self, edge: Edge) -> str | None:
         """The last name of the call a framework edge goes through at its line
@@ -142,13 +167,20 @@ class FrameworkCalls:
         the call's own effect. None for other edges."""
         return self._stands_for.get(edge)
 
-    def _add(self, edge: Edge, call_name: str) -> None:
+    def _add(self, edge: Edge, call_name: str, through_save: bool = False) -> None:
         """Record ``edge``; it stands for the call ``call_name`` at its line unless its
         callee runs the framework's own method too (``super().create(...)``: DRF's write,
-        which the call's own effect stands for)."""
+        which the call's own effect stands for). A ``save`` override's ``super().save()``
+        (``through_save``: every serializer it runs for has the project's ``create`` or
+        ``update`` there) writes only through those methods: the edge stands for the call."""
         self._out[edge.caller].add(edge)
-        if not self._calls_super(edge.callee):
+        if through_save or not self._calls_super(edge.callee):
             self._stands_for[edge] = call_name
+
+    def _runs_project_method(self, callee: FunctionRef, serializers: set[FunctionRef], method: str) -> bool:
+        """Whether ``callee`` is a ``save`` override that, for each of ``serializers``, runs
+        the project's own ``method`` (DRF's ``save`` writes nothing but through it)."""
+        return callee.qualname.rsplit(".", 1)[-1] == "save" and all(self.graph.class_member(cls, method) is not None for cls in serializers)
 
     def _calls_super(self, ref: FunctionRef) -> bool:
         facts = self.facts.get(ref.path)
@@ -222,7 +254,8 @@ class FrameworkCalls:
                     found.add(cls)
                     caller = FunctionRef(path, call.enclosing or "")
                     if (callee, call.line) not in {(edge.callee, edge.line) for edge in self.graph.callees(caller)}:
-                        self._add(Edge(caller, callee, call.line, False), call.name)
+                        self._add(Edge(caller, callee, call.line, False), call.name, self._runs_project_method(callee, {cls}, method))
+                        self._saves_for[Edge(caller, callee, call.line, False)].add(cls)
         return found
 
     def _signal_sends(self, receiver_signals: Mapping[FunctionRef, frozenset[str]]) -> None:

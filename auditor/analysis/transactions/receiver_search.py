@@ -1,7 +1,9 @@
 """The search from the entry points with ``self``'s class along each chain: a base method
 reached through subclass ``A`` runs ``A``'s overrides of its self-calls, not every
 subclass's (:meth:`.Sequences.dispatch_feasible`), so a chain never goes from one
-subclass's entry into another subclass's override.
+subclass's entry into another subclass's override; a view's save through a shared base
+serializer ``save`` runs its own serializer classes' ``create``/``update``, one state per
+class (:meth:`.Sequences.receivers_through`).
 
 Inputs: the reachability edges (:class:`~.reach.Reach`), the receiver rules of
 :class:`~.sequences.Sequences`, the entry points and the edges the search may pass.
@@ -44,16 +46,16 @@ def search_by_receiver(
         for edge in reach.callees(node):
             if not sequences.dispatch_feasible(edge, receiver):
                 continue
-            inner = sequences.receiver_through(edge, receiver)
             states = found.setdefault(edge.callee, {})
-            if inner in states:
-                continue
-            allowed = admitted.get(edge)
-            if allowed is None:
-                allowed = admitted[edge] = passable(edge)
-            if allowed:
-                states[inner] = (entry, (*trail, edge))
-                queue.append((edge.callee, inner))
+            for inner in sequences.receivers_through(edge, receiver):
+                if inner in states:
+                    continue
+                allowed = admitted.get(edge)
+                if allowed is None:
+                    allowed = admitted[edge] = passable(edge)
+                if allowed:
+                    states[inner] = (entry, (*trail, edge))
+                    queue.append((edge.callee, inner))
         # A callee whose every edge was refused stays out of the result.
     return {ref: states for ref, states in found.items() if states}
 

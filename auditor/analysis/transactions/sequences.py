@@ -127,11 +127,14 @@ class Sequences:
         return result
 
     def receiver_along(self, trail: tuple[Edge, ...]) -> FunctionRef | None:
-        """The class ``self`` has in the last function of ``trail`` (None: any)."""
-        receiver: FunctionRef | None = None
+        """The class ``self`` has in the last function of ``trail`` (None: any): of the
+        serializer classes a view's save may go through, those the rest of the trail runs
+        for, when one is left."""
+        receivers: set[FunctionRef | None] = {None}
         for edge in trail:
-            receiver = self.receiver_through(edge, receiver)
-        return receiver
+            inner = {found for receiver in receivers if self.serializer_feasible(edge, receiver) for found in self.receivers_through(edge, receiver)}
+            receivers = inner or {None}
+        return next(iter(receivers)) if len(receivers) == 1 else None
 
     def off_along(self, trail: tuple[Edge, ...]) -> frozenset[str]:
         """What is known false in the last function of ``trail``: the parameters its last
@@ -145,9 +148,20 @@ class Sequences:
         return off | {paths.EXISTING_ROW} if _saves_existing_row(self.facts, edge) else off
 
     def receiver_through(self, edge: Edge, receiver: FunctionRef | None) -> FunctionRef | None:
-        """The class ``self`` has in ``edge.callee`` when it has ``receiver`` in the caller."""
+        """The class ``self`` has in ``edge.callee`` when it has ``receiver`` in the caller
+        (None: any, or one of several: :meth:`receivers_through`)."""
+        found = self.receivers_through(edge, receiver)
+        return found[0] if len(found) == 1 else None
+
+    def receivers_through(self, edge: Edge, receiver: FunctionRef | None) -> tuple[FunctionRef | None, ...]:
+        """The classes ``self`` may have in ``edge.callee`` when it has ``receiver`` in the
+        caller: one per serializer class a view's (or a hand-built) save goes through, else
+        the one :meth:`.Dispatch.receiver_after` says."""
+        serializers = self.reach.framework.saves_for(edge)
+        if serializers:
+            return tuple(dict.fromkeys(self._receiver_of(edge.callee, cls) for cls in serializers))
         call = self.reach.call_for(edge)
-        return self._receiver_of(edge.callee, self.reach.dispatch.receiver_after(edge, call.callee if call else None, receiver))
+        return (self._receiver_of(edge.callee, self.reach.dispatch.receiver_after(edge, call.callee if call else None, receiver)),)
 
     def dispatch_feasible(self, edge: Edge, receiver: FunctionRef | None) -> bool:
         """Whether an override edge out of a method whose ``self`` is ``receiver`` or one of
@@ -156,8 +170,17 @@ class Sequences:
         other edge may."""
         receiver = self._receiver_of(edge.caller, receiver)
         if receiver is None or self.reach.dispatch.kinds.get(edge) != OVERRIDE:
-            return True
+            return self.serializer_feasible(edge, receiver)
         return _runs_for(self.reach.dispatch, receiver, class_of(edge.callee), edge.callee.qualname.rsplit(".", 1)[-1])
+
+    def serializer_feasible(self, edge: Edge, receiver: FunctionRef | None) -> bool:
+        """Whether an edge from a serializer's ``save`` into a ``create``/``update`` may run
+        when the serializer is ``receiver`` or one of its subclasses (None: any): a shared
+        base ``save`` runs the method the MRO of its serializer finds, not every subclass's.
+        Every other edge may."""
+        receiver = self._receiver_of(edge.caller, receiver)
+        owners = self.reach.framework.runs_for(edge) if receiver is not None else ()
+        return not owners or any(receiver in self.reach.dispatch.lineage(owner) for owner in owners)
 
     def _receiver_of(self, ref: FunctionRef, receiver: FunctionRef | None) -> FunctionRef | None:
         """``receiver`` when it is a proper subclass of ``ref``'s class that some override
@@ -191,6 +214,8 @@ class Sequences:
         overrides: dict[int, dict[FunctionRef, Step]] = defaultdict(dict)
         for line, edges in sorted(by_line.items()):
             for edge in edges:
+                if not self.serializer_feasible(edge, receiver):
+                    continue  # another serializer's create/update than self's
                 step = self._edge_step(edge, off, depth, receiver, stored=stored)
                 if step is None:
                     continue
@@ -334,8 +359,9 @@ class Sequences:
             inner_off = inner_off | {paths.EXISTING_ROW}  # its "new object only" arms do not run
         if returns is not None:
             inner_off = inner_off | {returns}
-        inner_receiver = self._receiver_of(edge.callee, self.reach.dispatch.receiver_after(edge, call.callee if call else None, receiver))
-        steps = self.path_of(edge.callee, inner_off, depth + 1, inner_receiver, bound_at(self.reach, edge, call))
+        bound = bound_at(self.reach, edge, call)
+        alternatives = [self.path_of(edge.callee, inner_off, depth + 1, inner, bound) for inner in self.receivers_through(edge, receiver)]
+        steps = max(alternatives, key=lambda found: sum(map(weight, found)))  # the heaviest serializer's, the first of equals
         effects = tuple(effect for step in steps for effect in step.effects)
         target = None  # the callee's self, seen from here, when it writes only that
         if call is not None and {step.subject for step in steps if any(e in WRITES for e in step.effects)} == {"self"}:
