@@ -31,6 +31,7 @@ from auditor.analysis.entrypoints import DJANGO_SIGNALS, EntryPoint, split_argum
 from auditor.analysis.transactions.dynamic_views import dispatching_bases
 from auditor.analysis.transactions.facts import FileFacts
 from auditor.analysis.transactions.framework_facts import FrameworkFact, FrameworkFacts
+from auditor.analysis.transactions.serializer_edges import SerializerEdges
 
 _VIEW = "drf-view"
 _SERIALIZER = "drf-serializer"
@@ -63,8 +64,8 @@ class FrameworkCalls:
         self._out: dict[FunctionRef, set[Edge]] = defaultdict(set)
         self._stands_for: dict[Edge, str] = {}
         self._names: dict[FunctionRef, frozenset[str]] = {}
-        self._saves_for: dict[Edge, set[FunctionRef]] = defaultdict(set)
-        self._runs_for: dict[Edge, set[FunctionRef]] = defaultdict(set)
+        self.serializer_edges = SerializerEdges(graph)
+        """The serializer classes each edge into or inside a serializer is for."""
         entries: list[EntryPoint] = []
         serializers: set[FunctionRef] = set()
         view_rows, serializer_rows = rows.invocations(_VIEW), rows.invocations(_SERIALIZER)
@@ -106,18 +107,6 @@ class FrameworkCalls:
         """The framework's calls out of ``ref``, sorted."""
         return tuple(sorted(self._out.get(ref, ())))
 
-    def saves_for(self, edge: Edge) -> tuple[FunctionRef, ...]:
-        """The serializer classes an edge into a serializer saves through, sorted (a view
-        hook's ``serializer.save()`` with the view's ``serializer_class``, a hand-built
-        serializer's ``save()``); empty for another edge."""
-        return tuple(sorted(self._saves_for.get(edge, ())))
-
-    def runs_for(self, edge: Edge) -> tuple[FunctionRef, ...]:
-        """The serializer classes whose ``save`` runs the ``create``/``update`` an edge out
-        of a shared ``save`` override enters (that method is the one their MRO finds), sorted;
-        empty for another edge."""
-        return tuple(sorted(self._runs_for.get(edge, ())))
-
     def callers(self, ref: FunctionRef) -> tuple[Edge, ...]:
         """The framework's calls into ``ref``, sorted."""
         return tuple(sorted(self._in.get(ref, ())))
@@ -128,23 +117,15 @@ class FrameworkCalls:
         if not self._provides(owner, row):
             return
         caller = self._member(owner, row.method)
-        targets: dict[FunctionRef, set[FunctionRef]]  # per callee, the serializer classes its edge is for
+        method: str | None = None  # what a view's serializer.save() runs: create or update
         if row.calls.startswith(_SERIALIZER_CALL):
-            name = row.calls[len(_SERIALIZER_CALL):]
-            targets = defaultdict(set)
-            for serializer in serializers:
-                if (found := self._saved_through(serializer, name)) is not None:
-                    targets[found].add(serializer)
-            callees, kept = sorted(targets), self._saves_for
-            standing = {callee for callee, classes in targets.items() if self._runs_project_method(callee, classes, name)}
-            name = "save"  # what the hook calls on the serializer
+            method, name = row.calls[len(_SERIALIZER_CALL):], "save"  # the hook calls save on the serializer
+            targets = self.serializer_edges.entered(serializers, method)
         else:
             name = row.calls
             found = self.graph.class_member(owner, name) if row.through == _SERIALIZER else self._member(owner, name)
-            callees = [found] if found is not None else []
-            targets = {found: {owner}} if found is not None and row.through == _SERIALIZER else {}
-            kept, standing = self._runs_for, set()  # a serializer's own save into its create/update
-        if not callees:
+            targets = {found: {owner} if row.through == _SERIALIZER else set()} if found is not None else {}
+        if not targets:
             return
         definition = self.graph.definition(caller)
         if definition is None:  # the framework's own method: it makes the call
@@ -153,13 +134,11 @@ class FrameworkCalls:
             receiver = self._serializer_parameter(caller) if row.calls.startswith(_SERIALIZER_CALL) else "self"
             lines = self._call_lines(caller, receiver, name, row.method)
         known = {(edge.callee, edge.line) for edge in self.graph.callees(caller)}
-        for callee in callees:
+        for callee, classes in sorted(targets.items()):
             for line, call_name in lines:
                 if (callee, line) not in known:
                     edge = Edge(caller, callee, line, False)
-                    self._add(edge, call_name, callee in standing)
-                    if targets.get(callee):
-                        kept[edge].update(targets[callee])
+                    self._add(edge, call_name, self.serializer_edges.record(edge, classes, method))
 
     def stands_for(self, edge: Edge) -> str | None:
         """The last name of the call a framework edge goes through at its line
@@ -170,28 +149,17 @@ class FrameworkCalls:
     def _add(self, edge: Edge, call_name: str, through_save: bool = False) -> None:
         """Record ``edge``; it stands for the call ``call_name`` at its line unless its
         callee runs the framework's own method too (``super().create(...)``: DRF's write,
-        which the call's own effect stands for). A ``save`` override's ``super().save()``
-        (``through_save``: every serializer it runs for has the project's ``create`` or
-        ``update`` there) writes only through those methods: the edge stands for the call."""
+        which the call's own effect stands for), or ``through_save``
+        (:meth:`.SerializerEdges.record`)."""
         self._out[edge.caller].add(edge)
         if through_save or not self._calls_super(edge.callee):
             self._stands_for[edge] = call_name
-
-    def _runs_project_method(self, callee: FunctionRef, serializers: set[FunctionRef], method: str) -> bool:
-        """Whether ``callee`` is a ``save`` override that, for each of ``serializers``, runs
-        the project's own ``method`` (DRF's ``save`` writes nothing but through it)."""
-        return callee.qualname.rsplit(".", 1)[-1] == "save" and all(self.graph.class_member(cls, method) is not None for cls in serializers)
 
     def _calls_super(self, ref: FunctionRef) -> bool:
         facts = self.facts.get(ref.path)
         method = ref.qualname.rsplit(".", 1)[-1]
         calls = facts.index.calls if facts is not None and self.graph.definition(ref) is not None else ()
         return any(call.enclosing == ref.qualname and call.name == method and call.callee.startswith("super") for call in calls)
-
-    def _saved_through(self, serializer: FunctionRef, method: str) -> FunctionRef | None:
-        """What ``serializer.save()`` enters to run ``method``: the serializer's own ``save``
-        override (which the save rows lead on), else its ``method``, when the project wrote them."""
-        return self.graph.class_member(serializer, "save") or self.graph.class_member(serializer, method)
 
     def _call_lines(self, caller: FunctionRef, receiver: str | None, name: str, method: str) -> list[tuple[int, str]]:
         """The lines where the project's ``caller`` makes the framework's call: ``name`` on
@@ -249,13 +217,13 @@ class FrameworkCalls:
                 if target is None:
                     continue
                 _, cls, method = target
-                callee = self._saved_through(cls, method)
+                callee = self.serializer_edges.saved_through(cls, method)
                 if callee is not None:
                     found.add(cls)
                     caller = FunctionRef(path, call.enclosing or "")
                     if (callee, call.line) not in {(edge.callee, edge.line) for edge in self.graph.callees(caller)}:
-                        self._add(Edge(caller, callee, call.line, False), call.name, self._runs_project_method(callee, {cls}, method))
-                        self._saves_for[Edge(caller, callee, call.line, False)].add(cls)
+                        edge = Edge(caller, callee, call.line, False)
+                        self._add(edge, call.name, self.serializer_edges.record(edge, {cls}, method))
         return found
 
     def _signal_sends(self, receiver_signals: Mapping[FunctionRef, frozenset[str]]) -> None:
