@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from auditor.callgraph.graph import CallGraph, Edge, FunctionRef
 from auditor.callgraph.names import strip_arguments
@@ -137,8 +137,7 @@ class FrameworkCalls:
         for callee, classes in sorted(targets.items()):
             for line, call_name in lines:
                 if (callee, line) not in known:
-                    edge = Edge(caller, callee, line, False)
-                    self._add(edge, call_name, self.serializer_edges.record(edge, classes, method))
+                    self._add(Edge(caller, callee, line, False), call_name, classes, method)
 
     def stands_for(self, edge: Edge) -> str | None:
         """The last name of the call a framework edge goes through at its line
@@ -146,14 +145,16 @@ class FrameworkCalls:
         the call's own effect. None for other edges."""
         return self._stands_for.get(edge)
 
-    def _add(self, edge: Edge, call_name: str, through_save: bool = False) -> None:
-        """Record ``edge``; it stands for the call ``call_name`` at its line unless its
-        callee runs the framework's own method too (``super().create(...)``: DRF's write,
-        which the call's own effect stands for), or ``through_save``
-        (:meth:`.SerializerEdges.record`)."""
+    def _add(self, edge: Edge, call_name: str, serializers: Collection[FunctionRef] = (), method: str | None = None) -> None:
+        """Record ``edge`` (with the ``serializers`` it is for: :meth:`.SerializerEdges.record`);
+        it stands for the call ``call_name`` at its line unless its callee runs the framework's
+        own method too (``super().create(...)``: DRF's write, which the call's own effect
+        stands for) and is no save that writes only through the project's ``method``."""
         self._out[edge.caller].add(edge)
-        if through_save or not self._calls_super(edge.callee):
+        if self.serializer_edges.record(edge, serializers, method) or not self._calls_super(edge.callee):
             self._stands_for[edge] = call_name
+        else:  # recorded again for more serializer classes, one of which runs DRF's write
+            self._stands_for.pop(edge, None)
 
     def _calls_super(self, ref: FunctionRef) -> bool:
         facts = self.facts.get(ref.path)
@@ -222,8 +223,7 @@ class FrameworkCalls:
                     found.add(cls)
                     caller = FunctionRef(path, call.enclosing or "")
                     if (callee, call.line) not in {(edge.callee, edge.line) for edge in self.graph.callees(caller)}:
-                        edge = Edge(caller, callee, call.line, False)
-                        self._add(edge, call.name, self.serializer_edges.record(edge, {cls}, method))
+                        self._add(Edge(caller, callee, call.line, False), call.name, {cls}, method)
         return found
 
     def _signal_sends(self, receiver_signals: Mapping[FunctionRef, frozenset[str]]) -> None:

@@ -46,13 +46,14 @@ class SerializerEdges:
         """Record the serializer classes a framework edge is for: a save into a serializer
         that runs ``method`` for ``serializers``, or (``method`` None) a serializer's ``save``
         into the ``create``/``update`` of ``serializers`` (none: another edge). Whether the
-        edge stands for its call even though its callee calls ``super()`` (:meth:`through_save`)."""
+        edge stands for its call even though its callee calls ``super()`` (:meth:`through_save`,
+        over every class recorded for it so far)."""
         if method is None:
             if serializers:
                 self._runs_for[edge].update(serializers)
             return False
         self._saves_for[edge].update(serializers)
-        return self.through_save(edge.callee, serializers, method)
+        return self.through_save(edge.callee, self._saves_for[edge], method)
 
     def saves_for(self, edge: Edge) -> tuple[FunctionRef, ...]:
         """The serializer classes an edge into a serializer saves through, sorted (a view
