@@ -272,7 +272,7 @@ class Analysis:
         reachable = self.reach.reachable_ignoring_boundaries(entries)
         sinks, covered_sinks = self._count_sinks(reached, reachable)
         reached = {ref: self._heaviest_receiver(ref, by_receiver[ref], reached) for ref in sorted(reached)}
-        receivers = {ref: self.sequences.receiver_along(trail) for ref, (_, trail) in reached.items()}
+        receivers = {ref: self.sequences.receivers.along(trail) for ref, (_, trail) in reached.items()}
         offs = {ref: self.sequences.off_along(trail) for ref, (_, trail) in reached.items()}
         known: dict[FunctionRef, tuple[Step, ...]] = {}
 
@@ -290,7 +290,7 @@ class Analysis:
 
         def carries_nothing(edge: Edge) -> bool:
             # A call whose receiver class runs none of ``ref``'s effects needs no finding.
-            receiver = self.sequences.receiver_through(edge, receivers.get(edge.caller))
+            receiver = self.sequences.receivers.through(edge, receivers.get(edge.caller))
             off = self.sequences.off_along((edge,))
             if self.blocked(edge) or self.sequences.registry.call(edge, self.reach.call_for(edge)):
                 return True  # a boundary, or a registry row only: nothing of ``ref`` to sequence
@@ -346,7 +346,7 @@ class Analysis:
         sequences = self.sequences
 
         def weigh(trail: Trail) -> int:
-            return sum(map(weight, sequences.path_of(ref, sequences.off_along(trail), receiver=sequences.receiver_along(trail))))
+            return sum(map(weight, sequences.path_of(ref, sequences.off_along(trail), receiver=sequences.receivers.along(trail))))
 
         best, heaviest = shortest, weigh(shortest[1])
         candidates = [*states.values(), *(self._through_callers(ref, reached) if narrowed else ())]

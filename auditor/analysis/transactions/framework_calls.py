@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from auditor.callgraph.graph import CallGraph, Edge, FunctionRef
 from auditor.callgraph.names import strip_arguments
@@ -31,6 +31,7 @@ from auditor.analysis.entrypoints import DJANGO_SIGNALS, EntryPoint, split_argum
 from auditor.analysis.transactions.dynamic_views import dispatching_bases
 from auditor.analysis.transactions.facts import FileFacts
 from auditor.analysis.transactions.framework_facts import FrameworkFact, FrameworkFacts
+from auditor.analysis.transactions.serializer_edges import SerializerEdges
 
 _VIEW = "drf-view"
 _SERIALIZER = "drf-serializer"
@@ -63,6 +64,8 @@ class FrameworkCalls:
         self._out: dict[FunctionRef, set[Edge]] = defaultdict(set)
         self._stands_for: dict[Edge, str] = {}
         self._names: dict[FunctionRef, frozenset[str]] = {}
+        self.serializer_edges = SerializerEdges(graph)
+        """The serializer classes each edge into or inside a serializer is for."""
         entries: list[EntryPoint] = []
         serializers: set[FunctionRef] = set()
         view_rows, serializer_rows = rows.invocations(_VIEW), rows.invocations(_SERIALIZER)
@@ -114,15 +117,15 @@ class FrameworkCalls:
         if not self._provides(owner, row):
             return
         caller = self._member(owner, row.method)
+        method: str | None = None  # what a view's serializer.save() runs: create or update
         if row.calls.startswith(_SERIALIZER_CALL):
-            name = row.calls[len(_SERIALIZER_CALL):]
-            callees = [found for serializer in serializers if (found := self._saved_through(serializer, name)) is not None]
-            name = "save"  # what the hook calls on the serializer
+            method, name = row.calls[len(_SERIALIZER_CALL):], "save"  # the hook calls save on the serializer
+            targets = self.serializer_edges.entered(serializers, method)
         else:
             name = row.calls
             found = self.graph.class_member(owner, name) if row.through == _SERIALIZER else self._member(owner, name)
-            callees = [found] if found is not None else []
-        if not callees:
+            targets = {found: {owner} if row.through == _SERIALIZER else set()} if found is not None else {}
+        if not targets:
             return
         definition = self.graph.definition(caller)
         if definition is None:  # the framework's own method: it makes the call
@@ -131,10 +134,10 @@ class FrameworkCalls:
             receiver = self._serializer_parameter(caller) if row.calls.startswith(_SERIALIZER_CALL) else "self"
             lines = self._call_lines(caller, receiver, name, row.method)
         known = {(edge.callee, edge.line) for edge in self.graph.callees(caller)}
-        for callee in callees:
+        for callee, classes in sorted(targets.items()):
             for line, call_name in lines:
                 if (callee, line) not in known:
-                    self._add(Edge(caller, callee, line, False), call_name)
+                    self._add(Edge(caller, callee, line, False), call_name, classes, method)
 
     def stands_for(self, edge: Edge) -> str | None:
         """The last name of the call a framework edge goes through at its line
@@ -142,24 +145,22 @@ class FrameworkCalls:
         the call's own effect. None for other edges."""
         return self._stands_for.get(edge)
 
-    def _add(self, edge: Edge, call_name: str) -> None:
-        """Record ``edge``; it stands for the call ``call_name`` at its line unless its
-        callee runs the framework's own method too (``super().create(...)``: DRF's write,
-        which the call's own effect stands for)."""
+    def _add(self, edge: Edge, call_name: str, serializers: Collection[FunctionRef] = (), method: str | None = None) -> None:
+        """Record ``edge`` (with the ``serializers`` it is for: :meth:`.SerializerEdges.record`);
+        it stands for the call ``call_name`` at its line unless its callee runs the framework's
+        own method too (``super().create(...)``: DRF's write, which the call's own effect
+        stands for) and is no save that writes only through the project's ``method``."""
         self._out[edge.caller].add(edge)
-        if not self._calls_super(edge.callee):
+        if self.serializer_edges.record(edge, serializers, method) or not self._calls_super(edge.callee):
             self._stands_for[edge] = call_name
+        else:  # recorded again for more serializer classes, one of which runs DRF's write
+            self._stands_for.pop(edge, None)
 
     def _calls_super(self, ref: FunctionRef) -> bool:
         facts = self.facts.get(ref.path)
         method = ref.qualname.rsplit(".", 1)[-1]
         calls = facts.index.calls if facts is not None and self.graph.definition(ref) is not None else ()
         return any(call.enclosing == ref.qualname and call.name == method and call.callee.startswith("super") for call in calls)
-
-    def _saved_through(self, serializer: FunctionRef, method: str) -> FunctionRef | None:
-        """What ``serializer.save()`` enters to run ``method``: the serializer's own ``save``
-        override (which the save rows lead on), else its ``method``, when the project wrote them."""
-        return self.graph.class_member(serializer, "save") or self.graph.class_member(serializer, method)
 
     def _call_lines(self, caller: FunctionRef, receiver: str | None, name: str, method: str) -> list[tuple[int, str]]:
         """The lines where the project's ``caller`` makes the framework's call: ``name`` on
@@ -217,12 +218,12 @@ class FrameworkCalls:
                 if target is None:
                     continue
                 _, cls, method = target
-                callee = self._saved_through(cls, method)
+                callee = self.serializer_edges.saved_through(cls, method)
                 if callee is not None:
                     found.add(cls)
                     caller = FunctionRef(path, call.enclosing or "")
                     if (callee, call.line) not in {(edge.callee, edge.line) for edge in self.graph.callees(caller)}:
-                        self._add(Edge(caller, callee, call.line, False), call.name)
+                        self._add(Edge(caller, callee, call.line, False), call.name, {cls}, method)
         return found
 
     def _signal_sends(self, receiver_signals: Mapping[FunctionRef, frozenset[str]]) -> None:

@@ -1,7 +1,9 @@
 """The search from the entry points with ``self``'s class along each chain: a base method
 reached through subclass ``A`` runs ``A``'s overrides of its self-calls, not every
-subclass's (:meth:`.Sequences.dispatch_feasible`), so a chain never goes from one
-subclass's entry into another subclass's override.
+subclass's (:meth:`.ChainReceivers.dispatch_feasible`), so a chain never goes from one
+subclass's entry into another subclass's override; a view's save through a shared base
+serializer ``save`` runs its own serializer classes' ``create``/``update``, one state per
+class (:meth:`.ChainReceivers.alternatives`).
 
 Inputs: the reachability edges (:class:`~.reach.Reach`), the receiver rules of
 :class:`~.sequences.Sequences`, the entry points and the edges the search may pass.
@@ -16,11 +18,10 @@ from collections.abc import Callable, Iterable
 
 from auditor.callgraph.graph import Edge, FunctionRef
 from auditor.analysis.entrypoints import EntryPoint
+from auditor.analysis.transactions.chain_receivers import Receiver
 from auditor.analysis.transactions.reach import Reach, Trail
 from auditor.analysis.transactions.sequences import Sequences
 
-Receiver = FunctionRef | None
-"""The class ``self`` has in a function along a chain (None: any)."""
 ByReceiver = dict[FunctionRef, dict[Receiver, tuple[EntryPoint, Trail]]]
 """Per function reached, per receiver class, the first entry and trail reaching it so."""
 
@@ -42,18 +43,18 @@ def search_by_receiver(
         node, receiver = queue.popleft()
         entry, trail = found[node][receiver]
         for edge in reach.callees(node):
-            if not sequences.dispatch_feasible(edge, receiver):
+            if not sequences.receivers.dispatch_feasible(edge, receiver):
                 continue
-            inner = sequences.receiver_through(edge, receiver)
             states = found.setdefault(edge.callee, {})
-            if inner in states:
-                continue
-            allowed = admitted.get(edge)
-            if allowed is None:
-                allowed = admitted[edge] = passable(edge)
-            if allowed:
-                states[inner] = (entry, (*trail, edge))
-                queue.append((edge.callee, inner))
+            for inner in sequences.receivers.alternatives(edge, receiver):
+                if inner in states:
+                    continue
+                allowed = admitted.get(edge)
+                if allowed is None:
+                    allowed = admitted[edge] = passable(edge)
+                if allowed:
+                    states[inner] = (entry, (*trail, edge))
+                    queue.append((edge.callee, inner))
         # A callee whose every edge was refused stays out of the result.
     return {ref: states for ref, states in found.items() if states}
 

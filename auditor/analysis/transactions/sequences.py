@@ -30,7 +30,8 @@ from auditor.analysis.transactions import outcomes, paths
 from auditor.analysis.transactions.arguments import Arguments
 from auditor.analysis.transactions.base import Effect
 from auditor.analysis.transactions.boundaries import Boundaries
-from auditor.analysis.transactions.dispatch import OVERRIDE, Dispatch, class_of
+from auditor.analysis.transactions.chain_receivers import ChainReceivers
+from auditor.analysis.transactions.dispatch import OVERRIDE, class_of
 from auditor.analysis.transactions.facts import FileFacts, enclosing_of
 from auditor.analysis.transactions.bound_parameters import Bound, bound_at, bound_callees
 from auditor.analysis.transactions.committed_objects import handed_back
@@ -92,6 +93,8 @@ class Sequences:
         """Which false parameters a method stores on ``self`` (:mod:`.stored_flags`)."""
         self.registry = RegistryRows(graph, facts, reach, arguments)
         """Which effects are registry rows, set aside (:mod:`.registry_rows`)."""
+        self.receivers = ChainReceivers(reach)
+        """The class ``self`` has along a chain, and the dispatch it runs (:mod:`.chain_receivers`)."""
         self._paths: dict[tuple[FunctionRef, frozenset[str], FunctionRef | None, Bound], tuple[Step, ...]] = {}
         self._active: set[tuple[FunctionRef, FunctionRef | None]] = set()
         self._bodies: dict[FunctionRef, Body] = {}
@@ -108,7 +111,7 @@ class Sequences:
         below: its self-calls then run the overrides of ``receiver``'s MRO and its
         subclasses, not those of every subclass of ``ref``'s class. With ``bound``
         parameters, a method called on an object built from one runs that class's only."""
-        receiver = self._receiver_of(ref, receiver)
+        receiver = self.receivers.of(ref, receiver)
         key = (ref, off, receiver, bound)
         cached = self._paths.get(key)
         if cached is not None:
@@ -126,13 +129,6 @@ class Sequences:
         self._paths[key] = result
         return result
 
-    def receiver_along(self, trail: tuple[Edge, ...]) -> FunctionRef | None:
-        """The class ``self`` has in the last function of ``trail`` (None: any)."""
-        receiver: FunctionRef | None = None
-        for edge in trail:
-            receiver = self.receiver_through(edge, receiver)
-        return receiver
-
     def off_along(self, trail: tuple[Edge, ...]) -> frozenset[str]:
         """What is known false in the last function of ``trail``: the parameters its last
         call passes a false constant (or leaves at a false default: :meth:`Arguments.off`),
@@ -143,31 +139,6 @@ class Sequences:
         edge = trail[-1]
         off = self.arguments.off(edge.callee, self.reach.call_for(edge), caller=edge.caller)
         return off | {paths.EXISTING_ROW} if _saves_existing_row(self.facts, edge) else off
-
-    def receiver_through(self, edge: Edge, receiver: FunctionRef | None) -> FunctionRef | None:
-        """The class ``self`` has in ``edge.callee`` when it has ``receiver`` in the caller."""
-        call = self.reach.call_for(edge)
-        return self._receiver_of(edge.callee, self.reach.dispatch.receiver_after(edge, call.callee if call else None, receiver))
-
-    def dispatch_feasible(self, edge: Edge, receiver: FunctionRef | None) -> bool:
-        """Whether an override edge out of a method whose ``self`` is ``receiver`` or one of
-        its subclasses (None: any class) may run: the override of a class at or below
-        ``receiver``, or the one ``receiver``'s MRO finds above it; not a sibling's. Every
-        other edge may."""
-        receiver = self._receiver_of(edge.caller, receiver)
-        if receiver is None or self.reach.dispatch.kinds.get(edge) != OVERRIDE:
-            return True
-        return _runs_for(self.reach.dispatch, receiver, class_of(edge.callee), edge.callee.qualname.rsplit(".", 1)[-1])
-
-    def _receiver_of(self, ref: FunctionRef, receiver: FunctionRef | None) -> FunctionRef | None:
-        """``receiver`` when it is a proper subclass of ``ref``'s class that some override
-        could tell apart; None otherwise (so paths that cannot differ share one cache entry)."""
-        if receiver is None:
-            return None
-        owner = class_of(ref)
-        if receiver == owner or not self.reach.dispatch.descendants(owner):
-            return None
-        return receiver if owner in self.reach.dispatch.lineage(receiver) else None
 
     def switched_off(self, edge: Edge, call: CallSite | None) -> bool:
         """A call whose constant false keyword arguments leave the callee no effect."""
@@ -191,6 +162,8 @@ class Sequences:
         overrides: dict[int, dict[FunctionRef, Step]] = defaultdict(dict)
         for line, edges in sorted(by_line.items()):
             for edge in edges:
+                if not self.receivers.serializer_feasible(edge, receiver):
+                    continue  # another serializer's create/update than self's
                 step = self._edge_step(edge, off, depth, receiver, stored=stored)
                 if step is None:
                     continue
@@ -334,8 +307,9 @@ class Sequences:
             inner_off = inner_off | {paths.EXISTING_ROW}  # its "new object only" arms do not run
         if returns is not None:
             inner_off = inner_off | {returns}
-        inner_receiver = self._receiver_of(edge.callee, self.reach.dispatch.receiver_after(edge, call.callee if call else None, receiver))
-        steps = self.path_of(edge.callee, inner_off, depth + 1, inner_receiver, bound_at(self.reach, edge, call))
+        bound = bound_at(self.reach, edge, call)
+        alternatives = [self.path_of(edge.callee, inner_off, depth + 1, inner, bound) for inner in self.receivers.alternatives(edge, receiver)]
+        steps = max(alternatives, key=lambda found: sum(map(weight, found)))  # the heaviest serializer's, the first of equals
         effects = tuple(effect for step in steps for effect in step.effects)
         target = None  # the callee's self, seen from here, when it writes only that
         if call is not None and {step.subject for step in steps if any(e in WRITES for e in step.effects)} == {"self"}:
@@ -431,14 +405,6 @@ def _override_variants(
             seen.add(key)
             variants.append(chosen)
     return variants
-
-
-def _runs_for(dispatch: Dispatch, receiver: FunctionRef, cls: FunctionRef, method: str) -> bool:
-    """Whether ``cls``'s override of ``method`` may run on a ``self`` of ``receiver`` or below."""
-    if receiver in dispatch.lineage(cls):
-        return True  # cls is receiver or one of its subclasses
-    nearest = dispatch.nearest(receiver, method)
-    return nearest is not None and class_of(nearest) == cls
 
 
 def _called_name(reach: Reach, edge: Edge) -> str:

@@ -1,0 +1,74 @@
+"""Which serializer classes the framework's serializer edges are made for
+(:mod:`.framework_calls`), so a chain can carry the class a view saves through
+(:mod:`.chain_receivers`).
+
+A view's ``serializer.save()`` (its hook's, or a hand-built serializer's) enters the save
+that the view's serializer classes run: one node, shared when they inherit one base
+``save`` override. That shared ``save`` has an edge into the ``create``/``update`` of
+every serializer class deriving from it; each such edge is feasible only for the classes
+whose MRO finds that method.
+
+Inputs: the edges :class:`~.framework_calls.FrameworkCalls` makes. Output:
+:class:`SerializerEdges`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Collection, Iterable
+
+from auditor.callgraph.graph import CallGraph, Edge, FunctionRef
+
+
+class SerializerEdges:
+    """Per framework edge into or inside a serializer, the serializer classes it is for."""
+
+    def __init__(self, graph: CallGraph) -> None:
+        self.graph = graph
+        self._saves_for: dict[Edge, set[FunctionRef]] = defaultdict(set)
+        self._runs_for: dict[Edge, set[FunctionRef]] = defaultdict(set)
+
+    def saved_through(self, serializer: FunctionRef, method: str) -> FunctionRef | None:
+        """What ``serializer.save()`` enters to run ``method``: the serializer's own ``save``
+        override (which the save rows lead on), else its ``method``, when the project wrote them."""
+        return self.graph.class_member(serializer, "save") or self.graph.class_member(serializer, method)
+
+    def entered(self, serializers: Iterable[FunctionRef], method: str) -> dict[FunctionRef, set[FunctionRef]]:
+        """What a view's ``serializer.save()`` enters to run ``method`` (:meth:`saved_through`),
+        with the serializer classes it enters each for."""
+        found: dict[FunctionRef, set[FunctionRef]] = defaultdict(set)
+        for serializer in serializers:
+            if (callee := self.saved_through(serializer, method)) is not None:
+                found[callee].add(serializer)
+        return dict(found)
+
+    def record(self, edge: Edge, serializers: Collection[FunctionRef], method: str | None) -> bool:
+        """Record the serializer classes a framework edge is for: a save into a serializer
+        that runs ``method`` for ``serializers``, or (``method`` None) a serializer's ``save``
+        into the ``create``/``update`` of ``serializers`` (none: another edge). Whether the
+        edge stands for its call even though its callee calls ``super()`` (:meth:`through_save`,
+        over every class recorded for it so far)."""
+        if method is None:
+            if serializers:
+                self._runs_for[edge].update(serializers)
+            return False
+        self._saves_for[edge].update(serializers)
+        return self.through_save(edge.callee, self._saves_for[edge], method)
+
+    def saves_for(self, edge: Edge) -> tuple[FunctionRef, ...]:
+        """The serializer classes an edge into a serializer saves through, sorted (a view
+        hook's ``serializer.save()`` with the view's ``serializer_class``, a hand-built
+        serializer's ``save()``); empty for another edge."""
+        return tuple(sorted(self._saves_for.get(edge, ())))
+
+    def runs_for(self, edge: Edge) -> tuple[FunctionRef, ...]:
+        """The serializer classes whose ``save`` runs the ``create``/``update`` an edge out
+        of a ``save`` override enters (the method their MRO finds), sorted; empty for
+        another edge."""
+        return tuple(sorted(self._runs_for.get(edge, ())))
+
+    def through_save(self, callee: FunctionRef, serializers: Iterable[FunctionRef], method: str) -> bool:
+        """Whether ``callee`` is a ``save`` override that, for each of ``serializers``,
+        runs the project's own ``method``: its ``super().save()`` (DRF's) then writes
+        nothing but through that method, so the call into it stands for the call's effect."""
+        return callee.qualname.rsplit(".", 1)[-1] == "save" and all(self.graph.class_member(cls, method) is not None for cls in serializers)
