@@ -31,6 +31,7 @@ from auditor.analysis.entrypoints import DJANGO_SIGNALS, EntryPoint, split_argum
 from auditor.analysis.transactions.dynamic_views import dispatching_bases
 from auditor.analysis.transactions.facts import FileFacts
 from auditor.analysis.transactions.framework_facts import FrameworkFact, FrameworkFacts
+from auditor.analysis.transactions.serializer_bindings import bindings, getter_names_all
 from auditor.analysis.transactions.serializer_edges import SerializerEdges
 
 _VIEW = "drf-view"
@@ -76,8 +77,9 @@ class FrameworkCalls:
             if not classes:
                 continue
             serializers.update(classes)
+            complete = getter_names_all(self.graph, self.facts, self.graph.class_member(view, "get_serializer_class"))
             for row in view_rows:
-                self._invoke(view, row, classes)
+                self._invoke(view, row, classes, complete)
             for row in actions:
                 ref = FunctionRef(view.path, f"{view.qualname}.{row.method}")
                 if self._provides(view, row) and self.graph.definition(ref) is None and self._leads_to_project(ref):
@@ -111,9 +113,9 @@ class FrameworkCalls:
         """The framework's calls into ``ref``, sorted."""
         return tuple(sorted(self._in.get(ref, ())))
 
-    def _invoke(self, owner: FunctionRef, row: FrameworkFact, serializers: tuple[FunctionRef, ...]) -> None:
+    def _invoke(self, owner: FunctionRef, row: FrameworkFact, serializers: tuple[FunctionRef, ...], complete: bool = True) -> None:
         """The edges of one row for one class: from the method (the project's override, or
-        the framework's own, named after ``owner``) to what it calls next."""
+        the framework's own, named after ``owner``) to what it calls next (``complete``: :meth:`_add`)."""
         if not self._provides(owner, row):
             return
         caller = self._member(owner, row.method)
@@ -137,7 +139,7 @@ class FrameworkCalls:
         for callee, classes in sorted(targets.items()):
             for line, call_name in lines:
                 if (callee, line) not in known:
-                    self._add(Edge(caller, callee, line, False), call_name, classes, method)
+                    self._add(Edge(caller, callee, line, False), call_name, classes, method, complete)
 
     def stands_for(self, edge: Edge) -> str | None:
         """The last name of the call a framework edge goes through at its line
@@ -145,13 +147,13 @@ class FrameworkCalls:
         the call's own effect. None for other edges."""
         return self._stands_for.get(edge)
 
-    def _add(self, edge: Edge, call_name: str, serializers: Collection[FunctionRef] = (), method: str | None = None) -> None:
-        """Record ``edge`` (with the ``serializers`` it is for: :meth:`.SerializerEdges.record`);
+    def _add(self, edge: Edge, call_name: str, serializers: Collection[FunctionRef] = (), method: str | None = None, complete: bool = True) -> None:
+        """Record ``edge`` (with the ``serializers`` it is for, perhaps not all: :meth:`.SerializerEdges.record`);
         it stands for the call ``call_name`` at its line unless its callee runs the framework's
         own method too (``super().create(...)``: DRF's write, which the call's own effect
         stands for) and is no save that writes only through the project's ``method``."""
         self._out[edge.caller].add(edge)
-        if self.serializer_edges.record(edge, serializers, method) or not self._calls_super(edge.callee):
+        if self.serializer_edges.record(edge, serializers, method, complete) or not self._calls_super(edge.callee):
             self._stands_for[edge] = call_name
         else:  # recorded again for more serializer classes, one of which runs DRF's write
             self._stands_for.pop(edge, None)
@@ -192,8 +194,9 @@ class FrameworkCalls:
         """``serializer = OrderSerializer(data=...)`` then ``serializer.save()`` in one
         function (a hand-written view, a task): an edge from the save to what it runs, the
         serializer's ``update`` when it was given an instance (first argument, ``instance=``),
-        else its ``create``. The serializer classes saved so. (Only constructor calls whose
-        name ends in ``Serializer`` are resolved: DRF's naming, and a bound on the work.)"""
+        else its ``create``; a variable bound more than once, each class it is built from (an
+        open edge when a binding is no such constructor). The serializer classes saved so. (Only
+        constructor calls whose name ends in ``Serializer`` are resolved: DRF's naming.)"""
         found: set[FunctionRef] = set()
         for path in sorted(self.facts):
             facts = self.facts[path]
@@ -213,17 +216,15 @@ class FrameworkCalls:
             for call in facts.index.calls:
                 parts = call.callee.split(".")
                 assignments = built.get((call.enclosing or "", parts[0]), ()) if call.name == "save" and len(parts) == 2 else ()
-                # the variable's last assignment above the save (a view often rebinds it after)
-                target = max((item for item in assignments if item[0] <= call.line), default=None, key=lambda item: item[0])
-                if target is None:
-                    continue
-                _, cls, method = target
-                callee = self.serializer_edges.saved_through(cls, method)
-                if callee is not None:
-                    found.add(cls)
-                    caller = FunctionRef(path, call.enclosing or "")
-                    if (callee, call.line) not in {(edge.callee, edge.line) for edge in self.graph.callees(caller)}:
-                        self._add(Edge(caller, callee, call.line, False), call.name, {cls}, method)
+                caller = FunctionRef(path, call.enclosing or "")
+                if not any(item[0] <= call.line for item in assignments):
+                    continue  # built only after the save
+                for _, cls, method in sorted(assignments, key=lambda item: item[0]):
+                    callee = self.serializer_edges.saved_through(cls, method)
+                    if callee is not None:
+                        found.add(cls)
+                        if (callee, call.line) not in {(edge.callee, edge.line) for edge in self.graph.callees(caller)}:
+                            self._add(Edge(caller, callee, call.line, False), call.name, {cls}, method, bindings(self.graph, facts, caller, parts[0]) <= len(assignments))
         return found
 
     def _signal_sends(self, receiver_signals: Mapping[FunctionRef, frozenset[str]]) -> None:

@@ -6,7 +6,9 @@ A view's ``serializer.save()`` (its hook's, or a hand-built serializer's) enters
 that the view's serializer classes run: one node, shared when they inherit one base
 ``save`` override. That shared ``save`` has an edge into the ``create``/``update`` of
 every serializer class deriving from it; each such edge is feasible only for the classes
-whose MRO finds that method.
+whose MRO finds that method. A save whose classes may be incomplete (a view's
+``get_serializer_class`` that returns more than class names, a serializer variable bound
+more than once) is open: it carries no class, so the shared ``save`` reaches them all.
 
 Inputs: the edges :class:`~.framework_calls.FrameworkCalls` makes. Output:
 :class:`SerializerEdges`.
@@ -27,6 +29,7 @@ class SerializerEdges:
         self.graph = graph
         self._saves_for: dict[Edge, set[FunctionRef]] = defaultdict(set)
         self._runs_for: dict[Edge, set[FunctionRef]] = defaultdict(set)
+        self._open: set[Edge] = set()
 
     def saved_through(self, serializer: FunctionRef, method: str) -> FunctionRef | None:
         """What ``serializer.save()`` enters to run ``method``: the serializer's own ``save``
@@ -42,9 +45,10 @@ class SerializerEdges:
                 found[callee].add(serializer)
         return dict(found)
 
-    def record(self, edge: Edge, serializers: Collection[FunctionRef], method: str | None) -> bool:
+    def record(self, edge: Edge, serializers: Collection[FunctionRef], method: str | None, complete: bool = True) -> bool:
         """Record the serializer classes a framework edge is for: a save into a serializer
-        that runs ``method`` for ``serializers``, or (``method`` None) a serializer's ``save``
+        that runs ``method`` for ``serializers`` (not ``complete``: perhaps for others too, so
+        the edge carries none, :meth:`saves_for`), or (``method`` None) a serializer's ``save``
         into the ``create``/``update`` of ``serializers`` (none: another edge). Whether the
         edge stands for its call even though its callee calls ``super()`` (:meth:`through_save`,
         over every class recorded for it so far)."""
@@ -52,14 +56,17 @@ class SerializerEdges:
             if serializers:
                 self._runs_for[edge].update(serializers)
             return False
+        if not complete:
+            self._open.add(edge)
         self._saves_for[edge].update(serializers)
         return self.through_save(edge.callee, self._saves_for[edge], method)
 
     def saves_for(self, edge: Edge) -> tuple[FunctionRef, ...]:
         """The serializer classes an edge into a serializer saves through, sorted (a view
         hook's ``serializer.save()`` with the view's ``serializer_class``, a hand-built
-        serializer's ``save()``); empty for another edge."""
-        return tuple(sorted(self._saves_for.get(edge, ())))
+        serializer's ``save()``); empty for another edge and for an open one, whose classes
+        may be incomplete (:meth:`record`)."""
+        return () if edge in self._open else tuple(sorted(self._saves_for.get(edge, ())))
 
     def runs_for(self, edge: Edge) -> tuple[FunctionRef, ...]:
         """The serializer classes whose ``save`` runs the ``create``/``update`` an edge out

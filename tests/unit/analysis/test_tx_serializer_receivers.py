@@ -184,3 +184,48 @@ class RenameView(APIView):
 def test_a_hand_built_serializer_saves_through_its_own_update(rule: Rule, serializer: str, runs: bool):
     files = _files(**{"shop/rename.py": HAND_BUILT.format(serializer=serializer)})
     assert ("ArticleSerializer.update" in _runs(rule, files, "RenameView.put")) is runs
+
+
+def test_a_getter_returning_more_than_class_names_keeps_the_fan_out(rule: Rule):
+    # get_serializer_class looks its class up in a dict: serializer_class is not all it may
+    # return, so the save carries no class and may run ArticleSerializer's update.
+    views = VIEWS.replace(
+        "    serializer_class = EventSerializer\n",
+        "    serializer_class = EventSerializer\n"
+        "    per_action = {\"partial_update\": ArticleSerializer}\n\n"
+        "    def get_serializer_class(self):\n"
+        "        return self.per_action.get(self.action, self.serializer_class)\n",
+    )
+    assert "ArticleSerializer.update" in _runs(rule, _files(views), "EventViewSet.update")
+
+
+BOUND_TWICE = '''
+from rest_framework.views import APIView
+from shop.serializers import ArticleSerializer, EventSerializer
+from shop.tasks import notify
+
+
+class RenameView(APIView):
+    def put(self, request, pk):
+        if request.data.get("kind") == "article":
+            serializer = ArticleSerializer(self.get_object(), data=request.data)
+        else:
+            serializer = EventSerializer(self.get_object(), data=request.data)
+        serializer.is_valid(raise_exception=True)
+        serializer.save()
+        notify.delay(pk)
+        return serializer.data
+'''
+
+
+def test_a_serializer_bound_in_both_branches_saves_through_either(rule: Rule):
+    files = _files(**{"shop/rename.py": BOUND_TWICE})
+    assert "ArticleSerializer.update" in _runs(rule, files, "RenameView.put")
+
+
+def test_a_serializer_rebound_from_a_call_keeps_the_fan_out(rule: Rule):
+    rebound = BOUND_TWICE.replace("serializer = ArticleSerializer(", "serializer = self.pick(request)(").replace(
+        "serializer = EventSerializer(", "serializer = EventSerializer("
+    )
+    files = _files(**{"shop/rename.py": rebound})
+    assert "ArticleSerializer.update" in _runs(rule, files, "RenameView.put")
