@@ -198,8 +198,7 @@ class FrameworkCalls:
         open edge when a binding is no such constructor). The serializer classes saved so. (Only
         constructor calls whose name ends in ``Serializer`` are resolved: DRF's naming.)"""
         found: set[FunctionRef] = set()
-        for path in sorted(self.facts):
-            facts = self.facts[path]
+        for path, facts in sorted(self.facts.items()):
             if facts.index.language != "python":
                 continue
             built: dict[tuple[str, str], list[tuple[int, FunctionRef, str]]] = defaultdict(list)
@@ -219,12 +218,14 @@ class FrameworkCalls:
                 caller = FunctionRef(path, call.enclosing or "")
                 if not any(item[0] <= call.line for item in assignments):
                     continue  # built only after the save
+                known = {(edge.callee, edge.line) for edge in self.graph.callees(caller)}
+                complete = bindings(self.graph, facts, caller, parts[0]) <= len(assignments)  # every binding is a build
                 for _, cls, method in sorted(assignments, key=lambda item: item[0]):
                     callee = self.serializer_edges.saved_through(cls, method)
                     if callee is not None:
                         found.add(cls)
-                        if (callee, call.line) not in {(edge.callee, edge.line) for edge in self.graph.callees(caller)}:
-                            self._add(Edge(caller, callee, call.line, False), call.name, {cls}, method, bindings(self.graph, facts, caller, parts[0]) <= len(assignments))
+                        if (callee, call.line) not in known:
+                            self._add(Edge(caller, callee, call.line, False), call.name, {cls}, method, complete)
         return found
 
     def _signal_sends(self, receiver_signals: Mapping[FunctionRef, frozenset[str]]) -> None:
@@ -263,8 +264,7 @@ class FrameworkCalls:
     def _classes(self, bases: frozenset[str]) -> list[FunctionRef]:
         """Every Python class that derives from one of the framework classes ``bases``."""
         found = []
-        for path in sorted(self.facts):
-            facts = self.facts[path]
+        for path, facts in sorted(self.facts.items()):
             if facts.index.language != "python":
                 continue
             for definition in facts.index.definitions:
