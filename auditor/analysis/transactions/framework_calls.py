@@ -37,6 +37,7 @@ from auditor.analysis.transactions.serializer_edges import SerializerEdges
 _VIEW = "drf-view"
 _SERIALIZER = "drf-serializer"
 _ADMIN = "django-admin"
+_AUTH_BACKEND = "auth-backend"
 _SERIALIZER_CALL = "serializer."
 _SERIALIZER_ATTRIBUTE = re.compile(r"^\s+serializer_class\s*=\s*([A-Za-z_][\w.]*)\s*(?:#.*)?$")
 _RETURNED_CLASS = re.compile(r"\breturn\s+([A-Za-z_][\w.]*)\s*(?:#.*)?$")
@@ -101,8 +102,15 @@ class FrameworkCalls:
         self.run_inside: frozenset[FunctionRef] = self._run_inside(rows.run_inside(_ADMIN))
         """The project's methods the framework runs inside a transaction it opens and the
         project never calls (a ModelAdmin's ``save_model``: rows ``kind: runs-inside``)."""
+        hooks = self._run_in_request(rows.run_in_request(_AUTH_BACKEND))
+        self.in_request: frozenset[FunctionRef] = frozenset(entry.ref for entry in hooks)
+        """The project's methods a framework's own view runs (rows ``kind: runs-in-request``):
+        Django runs them inside that view, under ``ATOMIC_REQUESTS`` like its own views."""
+        entries += hooks
         self.entries: tuple[EntryPoint, ...] = tuple(sorted(entries))
-        """The view actions DRF runs that lead to the project's code (``OrderViewSet.create``)."""
+        """The view actions DRF runs that lead to the project's code (``OrderViewSet.create``)
+        and the project's overrides a framework's own view runs (rows ``kind: runs-in-request``:
+        an OIDC backend's ``update_user``)."""
         self._in = _callers_of(self._out)
 
     def edges(self, ref: FunctionRef) -> tuple[Edge, ...]:
@@ -260,6 +268,19 @@ class FrameworkCalls:
                 if self._provides(cls, row) and self.graph.definition(ref) is not None and not self.graph.callers(ref):
                     found.add(ref)
         return frozenset(found)
+
+    def _run_in_request(self, rows: tuple[FrameworkFact, ...]) -> list[EntryPoint]:
+        """The methods ``rows`` name that a class deriving from one of a row's ``bases``
+        defines itself, each an entry point of kind http named after the row's framework
+        and base (``mozilla-django-oidc OIDCAuthenticationBackend.update_user``)."""
+        found: list[EntryPoint] = []
+        for cls in self._classes(frozenset(base for row in rows for base in row.bases)):
+            for row in rows:
+                ref = FunctionRef(cls.path, f"{cls.qualname}.{row.method}")
+                if self._provides(cls, row) and self.graph.definition(ref) is not None:
+                    base = sorted(self._lineage_names(cls) & set(row.bases))[0]
+                    found.append(EntryPoint(ref, "http", f"{row.framework} {base}.{row.method}"))
+        return found
 
     def _classes(self, bases: frozenset[str]) -> list[FunctionRef]:
         """Every Python class that derives from one of the framework classes ``bases``."""
