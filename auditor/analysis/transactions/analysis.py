@@ -208,7 +208,7 @@ class Analysis:
         self.framework_calls = FrameworkCalls(graph, self.facts, framework, receiver_signals)
         self.boundaries = Boundaries(
             indexes, graph, self.facts, patterns, request_settings(indexes, texts, framework.host_setting("ATOMIC_REQUESTS")),
-            receiver_signals, framework.signals(Kind.INSIDE), self.framework_calls.run_inside,
+            receiver_signals, framework.signals(Kind.INSIDE), self.framework_calls.run_inside, self.framework_calls.in_request,
         )  # fmt: skip
         self.reach = Reach(indexes, graph, Dispatch(indexes, graph, texts), self.framework_calls, self.facts)
         self.arguments = Arguments(graph, self.facts)

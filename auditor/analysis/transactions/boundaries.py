@@ -55,6 +55,7 @@ class Boundaries:
         receiver_signals: Mapping[FunctionRef, frozenset[str]],
         inside_signals: frozenset[str],
         run_inside: frozenset[FunctionRef],
+        in_request: frozenset[FunctionRef] = frozenset(),
     ) -> None:
         self.indexes = indexes
         self.graph = graph
@@ -69,6 +70,8 @@ class Boundaries:
         """Signals whose receivers run inside the sending call's transaction."""
         self.run_inside = run_inside
         """The methods the framework runs inside a transaction it opens (ModelAdmin hooks)."""
+        self.in_request = in_request
+        """The methods a framework's own view runs (an OIDC backend's ``update_user``)."""
         self._wrappers: dict[tuple[str, str], bool] = {}
         self._pattern_verdicts: dict[str, bool | None] = {}
         self._wrapper_targets: dict[tuple[str, str], FunctionRef | None] = {}
@@ -126,8 +129,8 @@ class Boundaries:
     def runs_in_request(self, entry: EntryPoint) -> bool:
         """Whether Django runs the entry point inside a view: a Django or DRF view, or a
         function a framework's own view calls (rows ``kind: in-request``: a pyhermes
-        subscriber)."""
-        if entry.kind == "http" and entry.detail.startswith(("django", "drf")):
+        subscriber; rows ``kind: runs-in-request``: an OIDC backend's ``update_user``)."""
+        if entry.kind == "http" and (entry.detail.startswith(("django", "drf")) or entry.ref in self.in_request):
             return True
         return entry.kind == "consumer" and any(self.patterns.in_request.matches(decorator) for decorator in self.decorators(entry.ref))
 

@@ -37,6 +37,7 @@ from auditor.analysis.transactions.serializer_edges import SerializerEdges
 _VIEW = "drf-view"
 _SERIALIZER = "drf-serializer"
 _ADMIN = "django-admin"
+_AUTH_BACKEND = "auth-backend"
 _SERIALIZER_CALL = "serializer."
 _SERIALIZER_ATTRIBUTE = re.compile(r"^\s+serializer_class\s*=\s*([A-Za-z_][\w.]*)\s*(?:#.*)?$")
 _RETURNED_CLASS = re.compile(r"\breturn\s+([A-Za-z_][\w.]*)\s*(?:#.*)?$")
@@ -98,11 +99,16 @@ class FrameworkCalls:
             for row in serializer_rows:
                 self._invoke(serializer, row, ())
         self._signal_sends(receiver_signals)
-        self.run_inside: frozenset[FunctionRef] = self._run_inside(rows.run_inside(_ADMIN))
+        # A hook the project calls too may run outside the framework's transaction.
+        self.run_inside = frozenset(ref for ref, _ in _overrides(self, rows.run_inside(_ADMIN)) if not graph.callers(ref))
         """The project's methods the framework runs inside a transaction it opens and the
         project never calls (a ModelAdmin's ``save_model``: rows ``kind: runs-inside``)."""
-        self.entries: tuple[EntryPoint, ...] = tuple(sorted(entries))
-        """The view actions DRF runs that lead to the project's code (``OrderViewSet.create``)."""
+        hooks = [EntryPoint(ref, "http", label) for ref, label in _overrides(self, rows.run_in_request(_AUTH_BACKEND))]
+        self.in_request = frozenset(entry.ref for entry in hooks)
+        """The project's methods a framework's own view runs (rows ``kind: runs-in-request``)."""
+        self.entries: tuple[EntryPoint, ...] = tuple(sorted((*entries, *hooks)))
+        """The view actions DRF runs that lead to the project's code (``OrderViewSet.create``)
+        and the hooks of :attr:`in_request`."""
         self._in = _callers_of(self._out)
 
     def edges(self, ref: FunctionRef) -> tuple[Edge, ...]:
@@ -249,18 +255,6 @@ class FrameworkCalls:
                 for receiver in receivers.get(parts[-2], ()):
                     self._add(Edge(caller, receiver, call.line, False), call.name)
 
-    def _run_inside(self, rows: tuple[FrameworkFact, ...]) -> frozenset[FunctionRef]:
-        """The methods ``rows`` name that a class deriving from one of a row's ``bases``
-        defines itself, less those project code calls (a custom admin view's
-        ``self.delete_model(...)``: it may run outside the framework's transaction)."""
-        found: set[FunctionRef] = set()
-        for cls in self._classes(frozenset(base for row in rows for base in row.bases)):
-            for row in rows:
-                ref = FunctionRef(cls.path, f"{cls.qualname}.{row.method}")
-                if self._provides(cls, row) and self.graph.definition(ref) is not None and not self.graph.callers(ref):
-                    found.add(ref)
-        return frozenset(found)
-
     def _classes(self, bases: frozenset[str]) -> list[FunctionRef]:
         """Every Python class that derives from one of the framework classes ``bases``."""
         found = []
@@ -350,6 +344,20 @@ class FrameworkCalls:
                     seen.add(edge.callee)
                     stack.append(edge.callee)
         return False
+
+
+def _overrides(calls: FrameworkCalls, rows: tuple[FrameworkFact, ...]) -> list[tuple[FunctionRef, str]]:
+    """The methods ``rows`` name that a class deriving from one of a row's ``bases``
+    defines itself, each with a label naming the row's framework and base
+    (``mozilla-django-oidc OIDCAuthenticationBackend.update_user``)."""
+    found: list[tuple[FunctionRef, str]] = []
+    for cls in calls._classes(frozenset(base for row in rows for base in row.bases)):
+        for row in rows:
+            ref = FunctionRef(cls.path, f"{cls.qualname}.{row.method}")
+            if calls._provides(cls, row) and calls.graph.definition(ref) is not None:
+                base = sorted(calls._lineage_names(cls) & set(row.bases))[0]
+                found.append((ref, f"{row.framework} {base}.{row.method}"))
+    return found
 
 
 def _callers_of(out: Mapping[FunctionRef, set[Edge]]) -> dict[FunctionRef, list[Edge]]:

@@ -26,11 +26,12 @@ import yaml
 
 from auditor.errors import UsageError
 
-_BUILTIN_FILES = ("django.yaml", "django_lookups.yaml", "django_admin.yaml", "drf.yaml", "pyhermes.yaml")
+_BUILTIN_FILES = ("django.yaml", "django_lookups.yaml", "django_admin.yaml", "drf.yaml", "pyhermes.yaml", "mozilla_django_oidc.yaml")
 _SUBJECTS = ("call", "method", "signal", "setting")
-_THROUGH = frozenset({"model", "queryset", "manager", "related-manager", "drf-view", "drf-serializer", "django-admin"})
+_THROUGH = frozenset({"model", "queryset", "manager", "related-manager", "drf-view", "drf-serializer", "django-admin", "auth-backend"})
 _DISPATCH_THROUGH = frozenset({"drf-view", "drf-serializer"})
 _INSIDE_THROUGH = frozenset({"django-admin"})
+_REQUEST_THROUGH = frozenset({"auth-backend"})
 _FIELDS = frozenset({"kind", *_SUBJECTS, "through", "atomic", "calls", "bases", "proof", "note"})
 _PROOF_FIELDS = frozenset({"file", "function"})
 
@@ -66,6 +67,12 @@ class Kind(str, Enum):
     """The framework runs the project's ``method`` (of a class deriving from one of
     ``bases``) inside a transaction it opens around it (ModelAdmin's ``save_model`` inside
     ``changeform_view``'s ``atomic``)."""
+    RUNS_IN_REQUEST = "runs-in-request"
+    """The framework runs the project's ``method`` (of a class deriving from one of
+    ``bases``) while it handles a request in a view of its own, in no transaction of its
+    own (mozilla-django-oidc's callback view authenticates, and its backend's
+    ``authenticate`` runs ``update_user``): the override is an entry point of kind
+    ``http``."""
     HOST_SETTING = "host-setting"
     """The project runs inside a host whose Django settings turn the ``setting`` on for the
     default database (only ``ATOMIC_REQUESTS`` is read): for a library or plugin with no
@@ -84,6 +91,7 @@ _SUBJECT_OF = {
     Kind.INVOKES: ("method",),
     Kind.RUNS_INSIDE: ("method",),
     Kind.IN_REQUEST: ("call",),
+    Kind.RUNS_IN_REQUEST: ("method",),
     Kind.HOST_SETTING: ("setting",),
 }
 # The host settings a ``host-setting`` row may name.
@@ -156,6 +164,10 @@ class FrameworkFacts:
     def run_inside(self, through: str) -> tuple[FrameworkFact, ...]:
         """The ``runs-inside`` rows of methods reached through ``through``, in row order."""
         return tuple(fact for fact in self.facts if fact.kind is Kind.RUNS_INSIDE and fact.through == through)
+
+    def run_in_request(self, through: str) -> tuple[FrameworkFact, ...]:
+        """The ``runs-in-request`` rows of methods reached through ``through``, in row order."""
+        return tuple(fact for fact in self.facts if fact.kind is Kind.RUNS_IN_REQUEST and fact.through == through)
 
     def extended(self, other: FrameworkFacts) -> FrameworkFacts:
         """These rows, then ``other``'s."""
@@ -252,19 +264,20 @@ def _fact(row: Any, framework: str, where: str, builtin: bool, source: str) -> F
 
 
 def _invocation(row: dict[str, Any], kind: Kind, through: str, where: str) -> tuple[str, tuple[str, ...]]:
-    """An ``invokes`` row's ``calls`` and ``bases``, a ``runs-inside`` row's ``bases``
-    (empty on other rows, which may not have them)."""
-    if kind is Kind.RUNS_INSIDE:
+    """An ``invokes`` row's ``calls`` and ``bases``, a ``runs-inside`` or
+    ``runs-in-request`` row's ``bases`` (empty on other rows, which may not have them)."""
+    hooks = {Kind.RUNS_INSIDE: _INSIDE_THROUGH, Kind.RUNS_IN_REQUEST: _REQUEST_THROUGH}
+    if kind in hooks:
         if "calls" in row:
             raise ModelsFileError(f"{where}: field 'calls' goes with 'invokes' rows only")
-        if through not in _INSIDE_THROUGH:
-            raise ModelsFileError(f"{where}: field 'through': a 'runs-inside' row is through {' or '.join(sorted(_INSIDE_THROUGH))}")
+        if through not in hooks[kind]:
+            raise ModelsFileError(f"{where}: field 'through': a '{kind.value}' row is through {' or '.join(sorted(hooks[kind]))}")
         return "", _bases(row, where)
     if kind is not Kind.INVOKES:
         if "calls" in row:
             raise ModelsFileError(f"{where}: field 'calls' goes with 'invokes' rows only")
         if "bases" in row:
-            raise ModelsFileError(f"{where}: field 'bases' goes with 'invokes' and 'runs-inside' rows only")
+            raise ModelsFileError(f"{where}: field 'bases' goes with 'invokes', 'runs-inside' and 'runs-in-request' rows only")
         return "", ()
     if through not in _DISPATCH_THROUGH:
         raise ModelsFileError(f"{where}: field 'through': an 'invokes' row is through {' or '.join(sorted(_DISPATCH_THROUGH))}")

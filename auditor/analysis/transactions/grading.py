@@ -106,9 +106,28 @@ class Step:
     """For a call into a memoized helper (:mod:`.memo`): the object and attribute it caches
     its result on, seen from this function (``request.user._perms``); a later call with the
     same key on the path writes nothing."""
+    saved_row: str | None = None
+    """For a direct ``save()`` of a row: the object saved (``event`` for ``event.save()``);
+    a later save of the same object on the same path writes that row's state again, not a
+    second row, and counts once (:func:`saved_once`)."""
     inner: tuple[Step, ...] = field(default=(), compare=False, repr=False)
     """For a call: the callee's path whose effects the step counts (empty for a direct
     effect and for a call into a function that opens its own transaction)."""
+
+
+def saved_once(steps: tuple[Step, ...]) -> tuple[Step, ...]:
+    """``steps`` (one path) less every save of an object an earlier step on the path saved:
+    one row's state written again, not a second row. Saves of one object on exclusive arms
+    (an early-return branch and the main path) are on different paths and each counts."""
+    seen: set[str] = set()
+    kept: list[Step] = []
+    for step in steps:
+        if step.saved_row is not None:
+            if step.saved_row in seen:
+                continue
+            seen.add(step.saved_row)
+        kept.append(step)
+    return tuple(kept) if len(kept) < len(steps) else steps
 
 
 def caught(step: Step) -> Step:

@@ -41,6 +41,7 @@ from auditor.analysis.transactions.grading import (
     Step,
     bookkeeping,
     caught,
+    saved_once,
     caught_later,
     weight,
 )
@@ -224,7 +225,7 @@ class Sequences:
             for exits in self.outcomes.exits(ref, body, outcomes.required(off)):
                 exits = replace(exits, cut=cut) if cut else exits
                 for walked_off in _row_cases(off | frozenset(stored), source[node.start_byte : node.end_byte] if node is not None else b""):
-                    walk = once_per_key(tuple(paths.heaviest_path(node, source, shifted, weight, walked_off, caught, exits)))
+                    walk = saved_once(once_per_key(tuple(paths.heaviest_path(node, source, shifted, weight, walked_off, caught, exits))))
                     found = walk if sum(map(weight, walk)) > sum(map(weight, found)) else found
         if body is not None and body[0] is not None:
             found = _marked_in_loops(found, body)
@@ -259,7 +260,7 @@ class Sequences:
     def _own_events(self, ref: FunctionRef, facts: FileFacts | None, throwaway: frozenset[str], dispatched: frozenset[tuple[int, str]]) -> dict[int, list[Step]]:
         """The function's own uncovered effects by line (a call a graph, receiver or framework edge
         stands for, or one ``dispatched`` ``(line, name)`` to the override or bound class the
-        path runs, is counted through that edge; a row saved again counts once), less those made on a
+        path runs, is counted through that edge; a row saved again on one path counts once, by the walk), less those made on a
         ``throwaway`` in-memory connection."""
         events: dict[int, list[Step]] = defaultdict(list)
         if facts is None:
@@ -269,7 +270,6 @@ class Sequences:
         exact_calls |= {(edge.line, name) for edge in self.reach.callees(ref) if (name := self.reach.dispatch.stands_for(edge)) is not None and self.reach.dispatch.binding(edge) is None}
         exact_calls |= {(edge.line, name) for edge in self.reach.framework.edges(ref) if (name := self.reach.framework.stands_for(edge)) is not None}
         exact_calls |= dispatched
-        saved: set[str] = set()
         for site in facts.sites.get(ref, ()):
             call = site.call
             if (call.line, call.name) in exact_calls or facts.covered(enclosing, call.line, call.callee, call.arguments):
@@ -278,12 +278,10 @@ class Sequences:
                 continue  # written to an in-memory database: nothing persists
             if site.effect in DB_EFFECTS and self.registry.sets_aside_site(ref, site, call_text(call, facts.line_text(call.line))):
                 continue  # the same constant row on every call: no business write
-            if call.name == "save" and site.effect in (Effect.WRITE, Effect.UPDATE):
-                if call.callee in saved:
-                    continue  # the same row saved again: one row's state, not a second row
-                saved.add(call.callee)
+            # The same row saved again on one path counts once (``saved_once`` on the walk).
+            saved_row = call.callee if call.name == "save" and site.effect in (Effect.WRITE, Effect.UPDATE) else None
             text = call_text(call, facts.line_text(call.line))
-            events[call.line].append(Step(call.line, text, (site.effect,), subject=subject_of(call, site.orm)))
+            events[call.line].append(Step(call.line, text, (site.effect,), subject=subject_of(call, site.orm), saved_row=saved_row))
         return events
 
     def _edge_step(

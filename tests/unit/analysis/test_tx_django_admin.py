@@ -174,7 +174,7 @@ def test_every_admin_row_names_the_django_function_that_proves_it():
         ("{method: save_model, through: drf-view, kind: runs-inside, bases: [ModelAdmin]}", "a 'runs-inside' row is through"),
         ("{method: save_model, through: django-admin, kind: runs-inside}", "field 'bases' must list"),
         ("{method: save_model, through: django-admin, kind: runs-inside, calls: x, bases: [A]}", "field 'calls' goes with 'invokes' rows only"),
-        ("{call: atomic, kind: opens, bases: [A]}", "field 'bases' goes with 'invokes' and 'runs-inside' rows only"),
+        ("{call: atomic, kind: opens, bases: [A]}", "field 'bases' goes with 'invokes', 'runs-inside' and 'runs-in-request' rows only"),
     ],
 )
 def test_a_bad_runs_inside_row_is_refused(row: str, message: str):
