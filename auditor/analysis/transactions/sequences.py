@@ -55,6 +55,7 @@ from auditor.analysis.transactions.memo import Memos, once_per_key
 from auditor.analysis.transactions.paths import Body
 from auditor.analysis.transactions.reach import Reach
 from auditor.analysis.transactions.registry_rows import RegistryRows
+from auditor.analysis.transactions.repeated_saves import without_repeated_saves
 from auditor.analysis.transactions.scanning import call_text
 from auditor.analysis.transactions.session_scopes import SessionScopes
 from auditor.analysis.transactions.stored_flags import Known, StoredFlags
@@ -230,6 +231,7 @@ class Sequences:
             found = _marked_in_loops(found, body)
         if facts is not None:
             found = _without_idle_commits(found, facts, body, lambda step: handed_back(self.graph, self.arguments, facts, step))
+            found = without_repeated_saves(found, facts, body, self.graph, self.facts)
         return found, body
 
     def _decided(

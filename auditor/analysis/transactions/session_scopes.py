@@ -39,6 +39,7 @@ from collections.abc import Mapping
 
 from auditor.callgraph.graph import CallGraph, Edge, FunctionRef
 from auditor.analysis.transactions.facts import FileFacts
+from auditor.analysis.transactions.scanning import python_code
 
 _WITH = re.compile(r"^(\s*)(?:async\s+)?with\s+(?:[\w.]+\.)?(\w+)\s*\(.*\bas\s+([A-Za-z_]\w*)\s*:\s*(?:#.*)?$")
 _CONTEXT_MANAGER = re.compile(r"(?:^|\.)(?:async)?contextmanager$")
@@ -62,7 +63,6 @@ _BINDINGS = (
     re.compile(r"^\s*(?!(?:if|elif|while|return|assert|yield|await|del|print)\b)([A-Za-z_][\w\s,()]*?)\s*=(?!=)(.*)$"),
 )
 _ITEM_OR_ATTRIBUTE_SET = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?:\.\w+|\[[^\]]*\])+\s*(?:[-+*/|]?=)(?!=)")
-_STRING = re.compile(r"([rbfu]{0,2})(['\"])(?:\\.|(?!\2).)*\2", re.IGNORECASE)
 _CALL = re.compile(r"\w\s*\(")
 _ATTACHING = re.compile(r"\.(?:add|add_all|delete)\s*\((.*)\)")
 _KEYWORDS = frozenset({"None", "True", "False", "and", "or", "not", "in", "is", "if", "else", "for", "lambda", "await", "return"})
@@ -147,7 +147,7 @@ class SessionScopes:
         session of its own finding (:meth:`_does_work`, a shared ``scoped_session``)."""
         uses = re.compile(rf"(?<![\w.]){re.escape(session)}\b") if session is not None else None
         for line in lines:
-            text = _code(facts.line_text(line))
+            text = python_code(facts.line_text(line))
             if uses is not None and uses.search(text):
                 return True
             if self._work_calls.search(text) and _mentions(text, held | {"self", "cls"}):
@@ -257,7 +257,7 @@ def _held_names(facts: FileFacts, lines: list[int], session: str | None, held: f
     object is (a cascade may attach it). ``session.merge(x)`` attaches a copy, not ``x``."""
     sources = held | ({session} if session is not None else frozenset())
     for line in lines:
-        text = _code(facts.line_text(line))
+        text = python_code(facts.line_text(line))
         if text.lstrip().startswith("except"):
             continue
         attached = _ATTACHING.search(text) if session is not None and f"{session}." in text else None
@@ -282,12 +282,8 @@ def _mentions(text: str, names: frozenset[str] | set[str]) -> bool:
 
 def _names(text: str) -> frozenset[str]:
     """The bare names in ``text``: neither called nor an attribute, nor a keyword."""
-    return frozenset(name for name in _IDENTIFIER.findall(_code(text)) if name not in _KEYWORDS)
+    return frozenset(name for name in _IDENTIFIER.findall(python_code(text)) if name not in _KEYWORDS)
 
-
-def _code(text: str) -> str:
-    """``text`` without its string literals' contents and its comment."""
-    return re.sub(r"#.*$", "", _STRING.sub('""', text))
 
 
 def _parameters(facts: FileFacts, start: int, body_start: int) -> set[str]:
