@@ -32,6 +32,7 @@ from auditor.analysis.transactions.base import Effect
 from auditor.analysis.transactions.boundaries import Boundaries
 from auditor.analysis.transactions.chain_receivers import ChainReceivers
 from auditor.analysis.transactions.dispatch import OVERRIDE, class_of
+from auditor.analysis.transactions.ensured_rows import EnsuredRows
 from auditor.analysis.transactions.facts import FileFacts, enclosing_of
 from auditor.analysis.transactions.bound_parameters import Bound, bound_at, bound_callees
 from auditor.analysis.transactions.committed_objects import handed_back
@@ -94,6 +95,8 @@ class Sequences:
         """Which false parameters a method stores on ``self`` (:mod:`.stored_flags`)."""
         self.registry = RegistryRows(graph, facts, reach, arguments)
         """Which effects are registry rows, set aside (:mod:`.registry_rows`)."""
+        self.ensured = EnsuredRows(graph, facts, self.registry)
+        """Which helpers only ensure a constant row's constant state (:mod:`.ensured_rows`)."""
         self.receivers = ChainReceivers(reach)
         """The class ``self`` has along a chain, and the dispatch it runs (:mod:`.chain_receivers`)."""
         self._paths: dict[tuple[FunctionRef, frozenset[str], FunctionRef | None, Bound], tuple[Step, ...]] = {}
@@ -232,6 +235,7 @@ class Sequences:
         if facts is not None:
             found = _without_idle_commits(found, facts, body, lambda step: handed_back(self.graph, self.arguments, facts, step))
             found = without_repeated_saves(found, facts, body, self.graph, self.facts)
+            found = self.ensured.without_repeats(found, facts, body)
         return found, body
 
     def _decided(
