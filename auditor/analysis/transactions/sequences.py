@@ -234,7 +234,7 @@ class Sequences:
             found = _marked_in_loops(found, body)
         if facts is not None:
             found = _without_idle_commits(found, facts, body, lambda step: handed_back(self.graph, self.arguments, facts, step))
-            found = without_repeated_saves(found, facts, body, self.graph, self.facts)
+            found = without_repeated_saves(found, facts, body, self.graph, self.facts, ref)
             found = self.ensured.without_repeats(found, facts, body)
         return found, body
 

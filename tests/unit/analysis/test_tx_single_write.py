@@ -98,6 +98,11 @@ SAVES = {
 
         class Job(models.Model):
             state = models.CharField(max_length=10)
+            token = models.CharField(max_length=10)
+
+            def reset_token(self):
+                self.token = make_token()
+                self.save(update_fields=["token"])
 
         class Photo(models.Model):
             caption = models.TextField()
@@ -156,6 +161,20 @@ SAVES = {
         def create_job_passed(user, kind):
             job = Job.objects.create(state="queued", kind=kind)
             start(job)
+            job.save()
+
+        @shared_task
+        def create_job_aliased(user, kind):
+            job = Job.objects.create(state="queued", kind=kind)
+            other = job
+            other.state = "running"
+            job.save()
+
+        @shared_task
+        def revoke(job_id):
+            job = Job.objects.get(id=job_id)
+            job.state = "revoked"
+            job.reset_token()
             job.save()
 
         @shared_task
@@ -250,6 +269,10 @@ def test_a_save_of_an_unchanged_object_is_not_a_second_write(rule: Rule):
     # a field set, or the object handed to a call, between the two: a second write
     assert effects(found, ("photos/tasks.py", "create_job_changed")) == ["write", "write"]
     assert effects(found, ("photos/tasks.py", "create_job_passed")) == ["write", "write"]
+    # a change through another name bound to the object
+    assert effects(found, ("photos/tasks.py", "create_job_aliased")) == ["write", "write"]
+    # a save narrowed by update_fields leaves the state set before it for the next save
+    assert len(effects(found, ("photos/tasks.py", "revoke"))) == 2
     # generate's second save is dropped; generate_changed (caption set again) and
     # generate_touched (the helper sets a field after its save) keep both
     assert effects(found, ("photos/tasks.py", "caption")) == ["write"] * 5
