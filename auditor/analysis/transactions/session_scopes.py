@@ -146,8 +146,7 @@ class SessionScopes:
         resolve or resolves to code that may, or a call into code that writes through a
         session of its own finding (:meth:`_does_work`, a shared ``scoped_session``)."""
         uses = re.compile(rf"(?<![\w.]){re.escape(session)}\b") if session is not None else None
-        for line in lines:
-            text = python_code(facts.line_text(line))
+        for numbers, text in _statements(facts, lines):
             if uses is not None and uses.search(text):
                 return True
             if self._work_calls.search(text) and _mentions(text, held | {"self", "cls"}):
@@ -156,12 +155,12 @@ class SessionScopes:
             if target is not None and target.group(1) in held:
                 return True
             if _CALL.search(text):
-                targets = callees.get(line, [])
+                targets = [callee for number in numbers for callee in callees.get(number, [])]
                 if _mentions(text, held) and (not targets or any(self._changes_arguments(callee, depth + 1) for callee in targets)):
                     return True
                 if any(self._does_work(callee, 0, attributes=False) for callee in targets):
                     return True
-            held = _held_names(facts, [line], session, held)
+            held = _held_after([text], session, held)
         return False
 
     def _changes_arguments(self, ref: FunctionRef, depth: int) -> bool:
@@ -251,13 +250,18 @@ def _unconditional(facts: FileFacts, line: int, opening: int) -> bool:
 
 
 def _held_names(facts: FileFacts, lines: list[int], session: str | None, held: frozenset[str]) -> frozenset[str]:
-    """``held`` after ``lines``: a name bound from an expression that reads the session or a
-    held object is held (one bound from anything else is not); what is handed to
-    ``session.add/add_all/delete`` is; and every name handed to a call together with a held
-    object is (a cascade may attach it). ``session.merge(x)`` attaches a copy, not ``x``."""
+    """``held`` after the statements on ``lines`` (:func:`_held_after`)."""
+    return _held_after([text for _, text in _statements(facts, lines)], session, held)
+
+
+def _held_after(statements: list[str], session: str | None, held: frozenset[str]) -> frozenset[str]:
+    """``held`` after ``statements`` (code, one statement each): a name bound from an
+    expression that reads the session or a held object is held (one bound from anything else
+    is not); what is handed to ``session.add/add_all/delete`` is; and every name handed to a
+    call together with a held object is (a cascade may attach it). ``session.merge(x)``
+    attaches a copy, not ``x``."""
     sources = held | ({session} if session is not None else frozenset())
-    for line in lines:
-        text = python_code(facts.line_text(line))
+    for text in statements:
         if text.lstrip().startswith("except"):
             continue
         attached = _ATTACHING.search(text) if session is not None and f"{session}." in text else None
@@ -269,11 +273,34 @@ def _held_names(facts: FileFacts, lines: list[int], session: str | None, held: f
             binding = pattern.match(text)
             if binding is not None:
                 names, value = (binding.group(2), binding.group(1)) if position == 1 else (binding.group(1), binding.group(2))
-                targets = _names(names)
+                targets = set(_names(names))
+                while position == 2 and (chained := _BINDINGS[2].match(value)) is not None:
+                    targets |= _names(chained.group(1))  # ``a = b = value``
+                    value = chained.group(2)
                 held = (held | targets) if _mentions(value, sources) else (held - targets)
                 break
         sources = held | ({session} if session is not None else frozenset())
     return held
+
+
+def _statements(facts: FileFacts, lines: list[int]) -> list[tuple[tuple[int, ...], str]]:
+    """``lines`` grouped into statements (a line and those its open brackets carry on to),
+    each with its code joined."""
+    found: list[tuple[tuple[int, ...], str]] = []
+    numbers: list[int] = []
+    parts: list[str] = []
+    depth = 0
+    for line in lines:
+        code = python_code(facts.line_text(line))
+        numbers.append(line)
+        parts.append(code.strip())
+        depth += sum(code.count(c) for c in "([{") - sum(code.count(c) for c in ")]}")
+        if depth <= 0:
+            found.append((tuple(numbers), " ".join(parts)))
+            numbers, parts, depth = [], [], 0
+    if numbers:
+        found.append((tuple(numbers), " ".join(parts)))
+    return found
 
 
 def _mentions(text: str, names: frozenset[str] | set[str]) -> bool:

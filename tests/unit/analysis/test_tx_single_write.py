@@ -66,6 +66,18 @@ SCOPE_COMMITS = {
                     self._run_hooks(row)
                     return job.id
 
+            def notify(self, job_id):
+                with self.session_scope() as session:
+                    row = session.get(Row, job_id)
+                    row.notified = True
+                    session.commit()
+                    self._touch(
+                        row,
+                    )
+
+            def _touch(self, row):
+                row.seen = True
+
             def _run_hooks(self, row):
                 for hook in self._hooks:
                     hook.schedule(row.id, row)
@@ -85,6 +97,10 @@ SCOPE_COMMITS = {
         @click.command()
         def enqueue(job):
             Storage(engine).schedule(job)
+
+        @click.command()
+        def ping(job_id):
+            Storage(engine).notify(job_id)
 
         @click.command()
         def finish(job_id):
@@ -260,6 +276,8 @@ def test_a_scope_whose_block_commits_last_commits_nothing_more(rule: Rule):
     assert ("jobs/storage.py", "Storage.schedule") not in found
     # an attribute set on the loaded row after the explicit commit: the scope's commit writes it
     assert effects(found, ("jobs/storage.py", "Storage.mark")) == ["commit", "commit"]
+    # the loaded row handed (on a continuation line) to a method that sets a field on it
+    assert effects(found, ("jobs/storage.py", "Storage.notify")) == ["commit", "commit"]
 
 
 def test_a_save_of_an_unchanged_object_is_not_a_second_write(rule: Rule):
