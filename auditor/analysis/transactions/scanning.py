@@ -24,6 +24,14 @@ ASSIGNED_NAME = re.compile(r"^\s*(?:(?:var|let|const|final)\s+)?(?:[\w.<>\[\]]+\
 _TEMPLATE_QUOTE = "`"
 
 
+_PYTHON_STRING = re.compile(r"([rbfu]{0,2})(['\"])(?:\\.|(?!\2).)*\2", re.IGNORECASE)
+
+
+def python_code(line: str) -> str:
+    """A Python line without its one-line string literals' contents and its comment."""
+    return re.sub(r"#.*$", "", _PYTHON_STRING.sub('""', line))
+
+
 def assigned_name(line: str) -> str | None:
     """The name a line assigns at its start (``name = ...``), if any."""
     match = NAME_ASSIGNMENT.match(line)

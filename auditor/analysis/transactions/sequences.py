@@ -32,6 +32,7 @@ from auditor.analysis.transactions.base import Effect
 from auditor.analysis.transactions.boundaries import Boundaries
 from auditor.analysis.transactions.chain_receivers import ChainReceivers
 from auditor.analysis.transactions.dispatch import OVERRIDE, class_of
+from auditor.analysis.transactions.ensured_rows import EnsuredRows
 from auditor.analysis.transactions.facts import FileFacts, enclosing_of
 from auditor.analysis.transactions.bound_parameters import Bound, bound_at, bound_callees
 from auditor.analysis.transactions.committed_objects import handed_back
@@ -56,6 +57,7 @@ from auditor.analysis.transactions.memo import Memos, once_per_key
 from auditor.analysis.transactions.paths import Body
 from auditor.analysis.transactions.reach import Reach
 from auditor.analysis.transactions.registry_rows import RegistryRows
+from auditor.analysis.transactions.repeated_saves import without_repeated_saves
 from auditor.analysis.transactions.scanning import call_text
 from auditor.analysis.transactions.session_scopes import SessionScopes
 from auditor.analysis.transactions.stored_flags import Known, StoredFlags
@@ -94,6 +96,8 @@ class Sequences:
         """Which false parameters a method stores on ``self`` (:mod:`.stored_flags`)."""
         self.registry = RegistryRows(graph, facts, reach, arguments)
         """Which effects are registry rows, set aside (:mod:`.registry_rows`)."""
+        self.ensured = EnsuredRows(graph, facts, self.registry)
+        """Which helpers only ensure a constant row's constant state (:mod:`.ensured_rows`)."""
         self.receivers = ChainReceivers(reach)
         """The class ``self`` has along a chain, and the dispatch it runs (:mod:`.chain_receivers`)."""
         self._paths: dict[tuple[FunctionRef, frozenset[str], FunctionRef | None, Bound], tuple[Step, ...]] = {}
@@ -231,6 +235,8 @@ class Sequences:
             found = _marked_in_loops(found, body)
         if facts is not None:
             found = _without_idle_commits(found, facts, body, lambda step: handed_back(self.graph, self.arguments, facts, step))
+            found = without_repeated_saves(found, facts, body, self.graph, self.facts, ref)
+            found = self.ensured.without_repeats(found, facts, body)
         return found, body
 
     def _decided(

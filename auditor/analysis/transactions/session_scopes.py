@@ -15,6 +15,20 @@ handed the session resolves to a repository function that (through its own resol
 calls, a few levels down) does none of these either. A call handed the session that does
 not resolve (a plugin's method) may write: the body is not read-only.
 
+A block that ends committed is the other idle case: its session's last change is followed
+by an unconditional ``session.commit()`` (at the block's top level, or in the body of a
+``try`` there), no ``return``/``break``/``continue`` leaves the block before it, and nothing
+after it can change the session: no use of the session, no attribute or item set on an
+object the session may hold, and every call handed such an object resolves to code that
+changes none either (:meth:`SessionScopes.idle`'s second case; kolibri's ``Storage.schedule``:
+``session.merge(row); session.commit()`` and then the scope's own commit at exit). The
+objects the session may hold are those read through it (``row = session.get(...)``, and
+what is read from them), those handed to ``session.add/add_all/delete``, and those handed
+to a call together with one it holds (a relationship's save-update cascade attaches them).
+``session.merge(x)`` leaves ``x`` itself "unmodified, and un-associated with the Session if
+not already" (sqlalchemy/orm/session.py ``Session.merge`` docstring): only what it returns
+is held.
+
 Inputs: the call graph and the per-file facts. Output: :meth:`SessionScopes.idle`.
 """
 
@@ -25,6 +39,7 @@ from collections.abc import Mapping
 
 from auditor.callgraph.graph import CallGraph, Edge, FunctionRef
 from auditor.analysis.transactions.facts import FileFacts
+from auditor.analysis.transactions.scanning import python_code
 
 _WITH = re.compile(r"^(\s*)(?:async\s+)?with\s+(?:[\w.]+\.)?(\w+)\s*\(.*\bas\s+([A-Za-z_]\w*)\s*:\s*(?:#.*)?$")
 _CONTEXT_MANAGER = re.compile(r"(?:^|\.)(?:async)?contextmanager$")
@@ -38,6 +53,19 @@ _SESSION_ARGUMENT = re.compile(r"(?i)session")
 # A session handed to a call: ``f(session)``, ``f(x, db_session=session)``.
 _PASSED_SESSION = re.compile(r"(?i)[(,]\s*(?:\w+\s*=\s*)?\w*session\b")
 _DEPTH = 4
+_EXIT = re.compile(r"^\s*(?:return|break|continue|yield)\b")
+_TRY = re.compile(r"^\s*try\s*:\s*(?:#.*)?$")
+_IDENTIFIER = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\b(?!\s*\()")
+# A binding: ``a, b = value``, ``for a in value:``, ``with value as a:`` (names, then the value).
+_BINDINGS = (
+    re.compile(r"^\s*for\s+([A-Za-z_][\w\s,()]*?)\s+in\s+(.*)$"),
+    re.compile(r"^\s*(?:async\s+)?with\s+(.*)\s+as\s+([A-Za-z_]\w*)\s*:"),
+    re.compile(r"^\s*(?!(?:if|elif|while|return|assert|yield|await|del|print)\b)([A-Za-z_][\w\s,()]*?)\s*=(?!=)(.*)$"),
+)
+_ITEM_OR_ATTRIBUTE_SET = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?:\.\w+|\[[^\]]*\])+\s*(?:[-+*/|]?=)(?!=)")
+_CALL = re.compile(r"\w\s*\(")
+_ATTACHING = re.compile(r"\.(?:add|add_all|delete)\s*\((.*)\)")
+_KEYWORDS = frozenset({"None", "True", "False", "and", "or", "not", "in", "is", "if", "else", "for", "lambda", "await", "return"})
 
 
 class SessionScopes:
@@ -47,13 +75,14 @@ class SessionScopes:
         self.graph = graph
         self.facts = facts
         self._idle: dict[Edge, bool] = {}
-        self._work: dict[FunctionRef, bool] = {}
+        self._work: dict[tuple[FunctionRef, bool], bool] = {}
+        self._changes: dict[FunctionRef, bool] = {}
         self._work_calls = re.compile(rf"\.(?:{'|'.join(_SESSION_WORK)})\s*\(")
 
     def idle(self, edge: Edge) -> bool:
         """Whether ``edge`` is a ``with`` statement's call into a ``@contextmanager``
-        function, with an ``as`` name, whose body is read-only: the callee's commit on exit
-        commits nothing."""
+        function, with an ``as`` name, whose body is read-only or ends committed: the
+        callee's commit on exit commits nothing."""
         found = self._idle.get(edge)
         if found is None:
             found = self._idle[edge] = self._compute_idle(edge)
@@ -71,34 +100,107 @@ class SessionScopes:
         body = _block(facts, edge.line, indent)
         if not body:
             return False
+        callees: dict[int, list[FunctionRef]] = {}
+        for callee in self.graph.callees(edge.caller):
+            callees.setdefault(callee.line, []).append(callee.callee)
+        return self._read_only(facts, body, name, callees) or self._ends_committed(facts, edge.line, body, name, callees)
+
+    def _read_only(self, facts: FileFacts, body: list[int], name: str, callees: Mapping[int, list[FunctionRef]]) -> bool:
+        """Whether no line of the block changes the session ``name``."""
         uses = re.compile(rf"(?<![\w.]){re.escape(name)}\b")
         passed = re.compile(rf"[(,]\s*(?:\w+\s*=\s*)?{re.escape(name)}\b")
-        callees = {(callee.line, callee.callee) for callee in self.graph.callees(edge.caller)}
-        resolved = {line for line, _ in callees}
         for line in body:
             text = facts.line_text(line)
             if _ATTRIBUTE_SET.match(text) or (uses.search(text) and self._work_calls.search(text) and f"{name}." in text):
                 return False
             if passed.search(text):
-                if line not in resolved:
+                if line not in callees:
                     return False  # the session handed to code the graph cannot see
-                if any(self._does_work(callee, 0) for at, callee in callees if at == line):
+                if any(self._does_work(callee, 0) for callee in callees[line]):
                     return False
         return True
 
-    def _does_work(self, ref: FunctionRef, depth: int) -> bool:
-        """Whether a function changes a session it is handed: a session write call, an
-        attribute set, or a call passing a session on that does not resolve or does so."""
-        known = self._work.get(ref)
+    def _ends_committed(
+        self, facts: FileFacts, opening: int, body: list[int], name: str, callees: Mapping[int, list[FunctionRef]]
+    ) -> bool:
+        """Whether the block opened at ``opening`` commits its session ``name``
+        unconditionally after its last change, and nothing after that commit may change the
+        session."""
+        commits = [line for line in body if facts.line_text(line).strip() == f"{name}.commit()"]
+        if not commits or not _unconditional(facts, commits[-1], opening):
+            return False
+        last = commits[-1]
+        before = [line for line in body if line < last]
+        if any(_EXIT.match(facts.line_text(line)) for line in before):
+            return False  # a path leaves the block before the commit: the scope's may be its only one
+        held = _held_names(facts, before, name, frozenset())
+        return not self._may_change(facts, [line for line in body if line > last], name, held, callees, 0)
+
+    def _may_change(
+        self, facts: FileFacts, lines: list[int], session: str | None, held: frozenset[str],
+        callees: Mapping[int, list[FunctionRef]], depth: int,
+    ) -> bool:
+        """Whether one of ``lines`` may change the session (named ``session``, when the code
+        sees it) or an object it may hold (``held``, grown along the lines): a use of the
+        session, an attribute or item set on a held object, a call handed one that does not
+        resolve or resolves to code that may, or a call into code that writes through a
+        session of its own finding (:meth:`_does_work`, a shared ``scoped_session``)."""
+        uses = re.compile(rf"(?<![\w.]){re.escape(session)}\b") if session is not None else None
+        for numbers, text in _statements(facts, lines):
+            if uses is not None and uses.search(text):
+                return True
+            if self._work_calls.search(text) and _mentions(text, held | {"self", "cls"}):
+                return True  # a write call on something that may be the session
+            target = _ITEM_OR_ATTRIBUTE_SET.match(text)
+            if target is not None and target.group(1) in held:
+                return True
+            if _CALL.search(text):
+                targets = [callee for number in numbers for callee in callees.get(number, [])]
+                if _mentions(text, held) and (not targets or any(self._changes_arguments(callee, depth + 1) for callee in targets)):
+                    return True
+                if any(self._does_work(callee, 0, attributes=False) for callee in targets):
+                    return True
+            held = _held_after([text], session, held)
+        return False
+
+    def _changes_arguments(self, ref: FunctionRef, depth: int) -> bool:
+        """Whether a function handed objects the session may hold may change one of them (all
+        its parameters, ``self`` too, taken as held) or the session."""
+        known = self._changes.get(ref)
         if known is not None:
             return known
         if depth > _DEPTH:
             return True
-        self._work[ref] = False  # a recursive call adds nothing new
+        self._changes[ref] = False  # a recursive call adds nothing new
         definition = self.graph.definition(ref)
         facts = self.facts.get(ref.path)
         if definition is None or facts is None:
-            self._work[ref] = True
+            self._changes[ref] = True
+            return True
+        callees: dict[int, list[FunctionRef]] = {}
+        for edge in self.graph.callees(ref):
+            callees.setdefault(edge.line, []).append(edge.callee)
+        held = frozenset(_parameters(facts, definition.start_line, definition.body_start_line))
+        lines = list(range(definition.body_start_line, definition.end_line + 1))
+        changes = self._may_change(facts, lines, None, held, callees, depth)
+        self._changes[ref] = changes
+        return changes
+
+    def _does_work(self, ref: FunctionRef, depth: int, *, attributes: bool = True) -> bool:
+        """Whether a function changes a session it is handed: a session write call, an
+        attribute set (unless ``attributes`` is false), or a call passing a session on that
+        does not resolve or does so."""
+        key = (ref, attributes)
+        known = self._work.get(key)
+        if known is not None:
+            return known
+        if depth > _DEPTH:
+            return True
+        self._work[key] = False  # a recursive call adds nothing new
+        definition = self.graph.definition(ref)
+        facts = self.facts.get(ref.path)
+        if definition is None or facts is None:
+            self._work[key] = True
             return True
         callees: dict[int, list[FunctionRef]] = {}
         for edge in self.graph.callees(ref):
@@ -107,14 +209,14 @@ class SessionScopes:
         for line in range(definition.body_start_line, definition.end_line + 1):
             text = facts.line_text(line)
             work = (
-                (_ATTRIBUTE_SET.match(text) is not None and _OWN_ATTRIBUTE.match(text) is None)
+                (attributes and _ATTRIBUTE_SET.match(text) is not None and _OWN_ATTRIBUTE.match(text) is None)
                 or (_SESSION_ARGUMENT.search(text) is not None and self._work_calls.search(text) is not None)
                 or (_PASSED_SESSION.search(text) is not None and line not in callees)
-                or any(self._does_work(callee, depth + 1) for callee in callees.get(line, ()))
+                or any(self._does_work(callee, depth + 1, attributes=attributes) for callee in callees.get(line, ()))
             )
             if work:
                 break
-        self._work[ref] = work
+        self._work[key] = work
         return work
 
 
@@ -130,3 +232,97 @@ def _block(facts: FileFacts, line: int, indent: int) -> list[int]:
             found.append(number)
         number += 1
     return found
+
+
+def _unconditional(facts: FileFacts, line: int, opening: int) -> bool:
+    """Whether the statement at ``line`` runs whenever the block opened at ``opening`` runs
+    to its end: every block between them is a ``try`` body."""
+    indent = _indent(facts.line_text(line))
+    number = line - 1
+    while number > opening:
+        text = facts.line_text(number)
+        if text.strip() and not text.lstrip().startswith("#") and _indent(text) < indent:
+            if not _TRY.match(text):
+                return False
+            indent = _indent(text)
+        number -= 1
+    return True
+
+
+def _held_names(facts: FileFacts, lines: list[int], session: str | None, held: frozenset[str]) -> frozenset[str]:
+    """``held`` after the statements on ``lines`` (:func:`_held_after`)."""
+    return _held_after([text for _, text in _statements(facts, lines)], session, held)
+
+
+def _held_after(statements: list[str], session: str | None, held: frozenset[str]) -> frozenset[str]:
+    """``held`` after ``statements`` (code, one statement each): a name bound from an
+    expression that reads the session or a held object is held (one bound from anything else
+    is not); what is handed to ``session.add/add_all/delete`` is; and every name handed to a
+    call together with a held object is (a cascade may attach it). ``session.merge(x)``
+    attaches a copy, not ``x``."""
+    sources = held | ({session} if session is not None else frozenset())
+    for text in statements:
+        if text.lstrip().startswith("except"):
+            continue
+        attached = _ATTACHING.search(text) if session is not None and f"{session}." in text else None
+        if attached is not None:
+            held = held | _names(attached.group(1))
+        elif _CALL.search(text) and _mentions(text, held):
+            held = held | _names(text)
+        for position, pattern in enumerate(_BINDINGS):
+            binding = pattern.match(text)
+            if binding is not None:
+                names, value = (binding.group(2), binding.group(1)) if position == 1 else (binding.group(1), binding.group(2))
+                targets = set(_names(names))
+                while position == 2 and (chained := _BINDINGS[2].match(value)) is not None:
+                    targets |= _names(chained.group(1))  # ``a = b = value``
+                    value = chained.group(2)
+                held = (held | targets) if _mentions(value, sources) else (held - targets)
+                break
+        sources = held | ({session} if session is not None else frozenset())
+    return held
+
+
+def _statements(facts: FileFacts, lines: list[int]) -> list[tuple[tuple[int, ...], str]]:
+    """``lines`` grouped into statements (a line and those its open brackets carry on to),
+    each with its code joined."""
+    found: list[tuple[tuple[int, ...], str]] = []
+    numbers: list[int] = []
+    parts: list[str] = []
+    depth = 0
+    for line in lines:
+        code = python_code(facts.line_text(line))
+        numbers.append(line)
+        parts.append(code.strip())
+        depth += sum(code.count(c) for c in "([{") - sum(code.count(c) for c in ")]}")
+        if depth <= 0:
+            found.append((tuple(numbers), " ".join(parts)))
+            numbers, parts, depth = [], [], 0
+    if numbers:
+        found.append((tuple(numbers), " ".join(parts)))
+    return found
+
+
+def _mentions(text: str, names: frozenset[str] | set[str]) -> bool:
+    return any(re.search(rf"(?<![\w.]){re.escape(name)}\b", text) for name in names)
+
+
+def _names(text: str) -> frozenset[str]:
+    """The bare names in ``text``: neither called nor an attribute, nor a keyword."""
+    return frozenset(name for name in _IDENTIFIER.findall(python_code(text)) if name not in _KEYWORDS)
+
+
+
+def _parameters(facts: FileFacts, start: int, body_start: int) -> set[str]:
+    """The parameter names of the function defined on lines ``start`` up to its body."""
+    header = " ".join(facts.line_text(line) for line in range(start, body_start))
+    header = header[max(header.find("def "), 0) :]
+    opened = header.find("(")
+    if opened < 0:
+        return set()
+    inside = header[opened + 1 : header.rfind(")")]
+    return {part.split("=", 1)[0].split(":", 1)[0].strip(" *") for part in inside.split(",")} - {""}
+
+
+def _indent(text: str) -> int:
+    return len(text) - len(text.lstrip())
