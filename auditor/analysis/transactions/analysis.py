@@ -91,7 +91,7 @@ from auditor.analysis.transactions.languages import family
 from auditor.analysis.transactions.framework_calls import FrameworkCalls
 from auditor.analysis.transactions.reach import Reach, Trail, production_entries, real_entries
 from auditor.analysis.transactions.result_memo import ResultMemo, result_key
-from auditor.analysis.transactions.receiver_search import first_reach, search_by_receiver
+from auditor.analysis.transactions.receiver_search import State, first_reach, search_by_receiver
 from auditor.analysis.transactions.sequences import Sequences
 from auditor.errors import UsageError
 from auditor.findings.model import Finding
@@ -211,7 +211,7 @@ class Analysis:
             receiver_signals, framework.signals(Kind.INSIDE), self.framework_calls.run_inside,
         )  # fmt: skip
         self.reach = Reach(indexes, graph, Dispatch(indexes, graph, texts), self.framework_calls, self.facts)
-        self.arguments = Arguments(graph, self.facts)
+        self.arguments = Arguments(graph, self.facts, self.framework_calls.serializer_edges.instance_parameters)
         self.sequences = Sequences(graph, self.facts, self.reach, self.boundaries, self.arguments)
 
     def _cached_facts(
@@ -333,7 +333,7 @@ class Analysis:
         return facts.lines if facts is not None else ()
 
     def _heaviest_receiver(
-        self, ref: FunctionRef, states: Mapping[FunctionRef | None, tuple[EntryPoint, Trail]], reached: Mapping[FunctionRef, tuple[EntryPoint, Trail]]
+        self, ref: FunctionRef, states: Mapping[State, tuple[EntryPoint, Trail]], reached: Mapping[FunctionRef, tuple[EntryPoint, Trail]]
     ) -> tuple[EntryPoint, Trail]:
         """The entry and trail to ``ref`` whose receiver class (and what its last call says
         of the row it saves) gives it the heaviest path: the shortest trail unless another

@@ -16,6 +16,8 @@ from auditor.callgraph.graph import CallGraph, Edge, FunctionRef
 from auditor.callgraph.names import strip_arguments
 from auditor.analysis.entrypoints import split_arguments
 from auditor.analysis.transactions.receivers import Binding, Receivers
+from auditor.analysis.transactions.scanning import IDENTIFIER
+from auditor.analysis.transactions.throwaway import unbound_names
 from auditor.index.model import CallSite, FileIndex
 
 _SELF = frozenset({"self", "cls", "this"})
@@ -106,8 +108,9 @@ class Dispatch:
         caller's ``self`` has class ``receiver`` (None: unknown): the subclass an override
         edge enters, the caller's class (or ``receiver``) for a ``self.m()``/``cls.m()``/
         ``super().m()`` call, the class a ``Class.m()`` call names. None when the call says
-        nothing of it. Along a chain, a base method's self-calls then resolve by this
-        class's MRO (:meth:`nearest`) or to its subclasses' overrides, never a sibling's."""
+        nothing of it; for ``x.m()``, the class of the object ``x`` holds
+        (:meth:`_variable_class`). Along a chain, a base method's self-calls then resolve by
+        this class's MRO (:meth:`nearest`) or to its subclasses' overrides, never a sibling's."""
         callee_class = class_of(edge.callee)
         if self.kinds.get(edge) == OVERRIDE:
             return receiver if receiver is not None and callee_class in self.lineage(receiver) else callee_class
@@ -119,9 +122,28 @@ class Dispatch:
             found = receiver or caller_class
         elif "." in callee_text and head[:1].isupper():
             found = self.graph.resolve(edge.caller.path, strip_arguments(callee_text).rsplit(".", 1)[0])
+        elif strip_arguments(callee_text).count(".") == 1:
+            found = self._variable_class(edge, head)
         else:
             return None
         return found if found is not None and found != callee_class and callee_class in self.lineage(found) else None
+
+    def _variable_class(self, edge: Edge, variable: str) -> FunctionRef | None:
+        """The class of what ``variable`` holds at ``edge``'s call: a local read from its
+        last assignment (``x = ExamViewset()``, a row of ``M``: :mod:`.receivers`), else,
+        when the function never binds the name, a module-level name the file binds once to
+        a constructor call (:meth:`.ReceiverTypes.module_instance_class`)."""
+        definition = self.graph.definition(edge.caller)
+        if self.receivers is None or definition is None or not IDENTIFIER.fullmatch(variable) or variable in _SELF:
+            return None
+        types = self.receivers.types
+        found = types.variable_class(edge.caller.path, definition, variable, edge.line)
+        if found is not None:
+            return found
+        lines = types.text_lines(edge.caller.path)[definition.start_line - 1 : definition.end_line]
+        if not unbound_names(frozenset({variable}), lines) or re.search(rf"\b{re.escape(variable)}\b", " ".join(lines[: definition.body_start_line - definition.start_line])):
+            return None  # a local or a parameter of the function: not the module's name
+        return types.module_instance_class(edge.caller.path, variable)
 
     def _function_calls(self, path: str) -> dict[str, list[CallSite]]:
         table = self._calls.get(path)

@@ -28,11 +28,13 @@ from collections.abc import Collection, Mapping
 from auditor.callgraph.graph import CallGraph, Edge, FunctionRef
 from auditor.callgraph.names import strip_arguments
 from auditor.analysis.entrypoints import DJANGO_SIGNALS, EntryPoint, split_arguments
+from auditor.analysis.transactions.arguments import Arguments
 from auditor.analysis.transactions.dynamic_views import dispatching_bases
 from auditor.analysis.transactions.facts import FileFacts
 from auditor.analysis.transactions.framework_facts import FrameworkFact, FrameworkFacts
 from auditor.analysis.transactions.serializer_bindings import bindings, getter_names_all
-from auditor.analysis.transactions.serializer_edges import SerializerEdges
+from auditor.analysis.transactions.serializer_edges import InstanceCondition, SerializerEdges
+from auditor.analysis.transactions.throwaway import unbound_names
 
 _VIEW = "drf-view"
 _SERIALIZER = "drf-serializer"
@@ -44,10 +46,15 @@ _SEND_METHODS = frozenset({"send", "send_robust"})
 _SECOND_PARAMETER = re.compile(r"\bdef\s+\w+\s*\(\s*\w+\s*,\s*(\w+)")
 
 
-def _given_instance(arguments: str) -> bool:
-    """Whether a serializer's constructor arguments give it an instance to update."""
-    parts = split_arguments(arguments)
-    return any(part.startswith("instance=") for part in parts) or bool(parts and "=" not in parts[0].split("(")[0])
+def _instance_argument(arguments: str) -> str | None:
+    """The instance a serializer's constructor arguments give it (``instance=...`` or the
+    first positional argument, DRF's ``BaseSerializer.__init__(self, instance=None, ...)``),
+    as written; None when they give none."""
+    parts = [part.strip() for part in split_arguments(arguments)]
+    keyword = next((part.partition("=")[2].strip() for part in parts if re.match(r"instance\s*=(?!=)", part)), None)
+    if keyword is not None:
+        return keyword
+    return parts[0] if parts and parts[0] and "=" not in parts[0].split("(")[0] and not parts[0].startswith("*") else None
 
 
 class FrameworkCalls:
@@ -65,6 +72,7 @@ class FrameworkCalls:
         self._out: dict[FunctionRef, set[Edge]] = defaultdict(set)
         self._stands_for: dict[Edge, str] = {}
         self._names: dict[FunctionRef, frozenset[str]] = {}
+        self._signatures = Arguments(graph, facts)
         self.serializer_edges = SerializerEdges(graph)
         """The serializer classes each edge into or inside a serializer is for."""
         entries: list[EntryPoint] = []
@@ -194,22 +202,24 @@ class FrameworkCalls:
         """``serializer = OrderSerializer(data=...)`` then ``serializer.save()`` in one
         function (a hand-written view, a task): an edge from the save to what it runs, the
         serializer's ``update`` when it was given an instance (first argument, ``instance=``),
-        else its ``create``; a variable bound more than once, each class it is built from (an
-        open edge when a binding is no such constructor). The serializer classes saved so. (Only
-        constructor calls whose name ends in ``Serializer`` are resolved: DRF's naming.)"""
+        its ``create`` when it was given none or ``None``, either when the instance is a
+        parameter of the function (each edge with its :class:`.InstanceCondition`); a variable
+        bound more than once, each class it is built from (an open edge when a binding is no
+        such constructor). The serializer classes saved so. (Only constructor calls whose name
+        ends in ``Serializer`` are resolved: DRF's naming.)"""
         found: set[FunctionRef] = set()
         for path, facts in sorted(self.facts.items()):
             if facts.index.language != "python":
                 continue
-            built: dict[tuple[str, str], list[tuple[int, FunctionRef, str]]] = defaultdict(list)
+            built: dict[tuple[str, str], list[tuple[int, FunctionRef, str, InstanceCondition | None]]] = defaultdict(list)
             for call in facts.index.calls:
                 if call.enclosing is None or not call.name.endswith("Serializer"):
                     continue
                 assigned = re.match(rf"\s*(\w+)\s*=\s*{re.escape(call.callee)}\s*\(", facts.line_text(call.line))
                 cls = self.graph.resolve(path, strip_arguments(call.callee)) if assigned else None
                 if assigned and cls is not None and self._lineage_names(cls) & bases:
-                    method = "update" if _given_instance(call.arguments) else "create"
-                    built[(call.enclosing, assigned.group(1))].append((call.line, cls, method))
+                    for method, condition in self._saves_run(FunctionRef(path, call.enclosing), call.arguments):
+                        built[(call.enclosing, assigned.group(1))].append((call.line, cls, method, condition))
             if not built:
                 continue  # no serializer built here: no save of one either
             for call in facts.index.calls:
@@ -219,14 +229,35 @@ class FrameworkCalls:
                 if not any(item[0] <= call.line for item in assignments):
                     continue  # built only after the save
                 known = {(edge.callee, edge.line) for edge in self.graph.callees(caller)}
-                complete = bindings(self.graph, facts, caller, parts[0]) <= len(assignments)  # every binding is a build
-                for _, cls, method in sorted(assignments, key=lambda item: item[0]):
+                built_lines = {item[0] for item in assignments}
+                complete = bindings(self.graph, facts, caller, parts[0]) <= len(built_lines)  # every binding is a build
+                for _, cls, method, condition in sorted(assignments, key=lambda item: item[:3]):
                     callee = self.serializer_edges.saved_through(cls, method)
                     if callee is not None:
                         found.add(cls)
                         if (callee, call.line) not in known:
-                            self._add(Edge(caller, callee, call.line, False), call.name, {cls}, method, complete)
+                            edge = Edge(caller, callee, call.line, False)
+                            self._add(edge, call.name, {cls}, method, complete)
+                            self.serializer_edges.condition(edge, condition)
         return found
+
+    def _saves_run(self, function: FunctionRef, arguments: str) -> tuple[tuple[str, InstanceCondition | None], ...]:
+        """What a save of a serializer built with ``arguments`` in ``function`` runs, each with
+        its condition: ``create`` with no instance or ``None``; with a parameter of
+        ``function`` that its body never binds again, ``update`` when the parameter is not
+        ``None`` and ``create`` when it is (or, with a ``None`` default, when nothing is known
+        of it); ``update`` with any other instance."""
+        instance = _instance_argument(arguments)
+        if instance is None or instance == "None":
+            return (("create", None),)
+        parameters = dict(self._signatures.parameters(function))
+        facts, definition = self.facts.get(function.path), self.graph.definition(function)
+        if instance not in parameters or facts is None or definition is None:
+            return (("update", None),)
+        if not unbound_names(frozenset({instance}), facts.lines[definition.body_start_line - 1 : definition.end_line]):
+            return (("update", None),)  # bound again in the body: what it holds at the build is not known
+        default_none = parameters[instance] == "None"
+        return (("update", InstanceCondition(instance, False)), ("create", InstanceCondition(instance, True, default_none)))
 
     def _signal_sends(self, receiver_signals: Mapping[FunctionRef, frozenset[str]]) -> None:
         """``signal.send(...)`` of a project signal into each receiver connected only to

@@ -58,6 +58,7 @@ class ReceiverTypes:
         self._members: dict[tuple[FunctionRef, str], FunctionRef | None] = {}
         self._returns: dict[FunctionRef, tuple[FunctionRef | None, bool]] = {}
         self._user_model: tuple[FunctionRef | None] | None = None
+        self._module_instances: dict[tuple[str, str], FunctionRef | None] = {}
 
     def is_property(self, ref: FunctionRef) -> bool:
         definition = self.graph.definition(ref)
@@ -95,6 +96,27 @@ class ReceiverTypes:
             annotations = dict(_ANNOTATION.findall(signature))
             found = self.class_named(path, annotations[variable]) if variable in annotations else None
         self._variables[key] = found
+        return found
+
+    def module_instance_class(self, path: str, variable: str) -> FunctionRef | None:
+        """The repository class of the object a module-level ``variable`` holds when the
+        file binds that name once, at module level, to a constructor call
+        (``exam_viewset = ExamViewset()``); None when any other line binds it (or declares it
+        ``global``)."""
+        key = (path, variable)
+        if key in self._module_instances:
+            return self._module_instances[key]
+        found: FunctionRef | None = None
+        lines = self.text_lines(path)
+        bound = [text for text in lines if assigned_expression(text, variable) is not None]
+        rebound = any(re.search(rf"\bglobal\b[^\n]*\b{re.escape(variable)}\b|\b(?:for|as)\s+{re.escape(variable)}\b", text) for text in lines)
+        if len(bound) == 1 and bound[0][:1] not in ("", " ", "\t") and not rebound:
+            assigned = assigned_expression(bound[0], variable)
+            expression = assigned[0].split("#", 1)[0].strip() if assigned is not None and not assigned[1] else ""
+            name = strip_arguments(expression)
+            if expression.endswith(")") and name != expression and all(IDENTIFIER.fullmatch(part) for part in name.split(".")):
+                found = self.class_named(path, name)
+        self._module_instances[key] = found
         return found
 
     def _statement(self, lines: list[str], number: int, start: str) -> str:

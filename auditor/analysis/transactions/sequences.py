@@ -140,6 +140,14 @@ class Sequences:
         off = self.arguments.off(edge.callee, self.reach.call_for(edge), caller=edge.caller)
         return off | {paths.EXISTING_ROW} if _saves_existing_row(self.facts, edge) else off
 
+    def narrowing(self, edge: Edge) -> frozenset[str]:
+        """What is known false in ``edge.callee`` from its caller's call that decides which
+        of its hand-built saves run (:meth:`.SerializerEdges.narrowing`; mostly empty)."""
+        serializers = self.reach.framework.serializer_edges
+        if not serializers.instance_parameters(edge.callee):
+            return frozenset()
+        return serializers.narrowing(edge.callee, self.off_along((edge,)))
+
     def switched_off(self, edge: Edge, call: CallSite | None) -> bool:
         """A call whose constant false keyword arguments leave the callee no effect."""
         if not self.reach.reaches_effect(edge.callee):
@@ -164,6 +172,8 @@ class Sequences:
             for edge in edges:
                 if not self.receivers.serializer_feasible(edge, receiver):
                     continue  # another serializer's create/update than self's
+                if not self.reach.framework.serializer_edges.instance_feasible(edge, off):
+                    continue  # a save without an instance on this path runs create, never update
                 step = self._edge_step(edge, off, depth, receiver, stored=stored)
                 if step is None:
                     continue
