@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from auditor.callgraph.graph import CallGraph, Edge, FunctionRef
 from auditor.callgraph.names import strip_arguments
 from auditor.analysis.entrypoints import split_arguments
+from auditor.analysis.transactions.receiver_types import assigned_expression
 from auditor.analysis.transactions.receivers import Binding, Receivers
 from auditor.analysis.transactions.scanning import IDENTIFIER
 from auditor.analysis.transactions.throwaway import unbound_names
@@ -129,21 +130,27 @@ class Dispatch:
         return found if found is not None and found != callee_class and callee_class in self.lineage(found) else None
 
     def _variable_class(self, edge: Edge, variable: str) -> FunctionRef | None:
-        """The class of what ``variable`` holds at ``edge``'s call: a local read from its
-        last assignment (``x = ExamViewset()``, a row of ``M``: :mod:`.receivers`), else,
-        when the function never binds the name, a module-level name the file binds once to
-        a constructor call (:meth:`.ReceiverTypes.module_instance_class`)."""
+        """The class of what ``variable`` holds at ``edge``'s call: a local the function
+        binds once, read from that assignment (``x = ExamViewset()``, a row of ``M``:
+        :mod:`.receivers`), else, when the function never binds the name, a module-level
+        name the file binds once to a constructor call
+        (:meth:`.ReceiverTypes.module_instance_class`). None when bound more than once (what
+        it holds at the call depends on the branch taken)."""
         definition = self.graph.definition(edge.caller)
         if self.receivers is None or definition is None or not IDENTIFIER.fullmatch(variable) or variable in _SELF:
             return None
         types = self.receivers.types
-        found = types.variable_class(edge.caller.path, definition, variable, edge.line)
-        if found is not None:
-            return found
         lines = types.text_lines(edge.caller.path)[definition.start_line - 1 : definition.end_line]
-        if not unbound_names(frozenset({variable}), lines) or re.search(rf"\b{re.escape(variable)}\b", " ".join(lines[: definition.body_start_line - definition.start_line])):
-            return None  # a local or a parameter of the function: not the module's name
-        return types.module_instance_class(edge.caller.path, variable)
+        signature, body = lines[: definition.body_start_line - definition.start_line], lines[definition.body_start_line - definition.start_line :]
+        if re.search(rf"\b{re.escape(variable)}\b", " ".join(signature)):
+            return None  # a parameter: what the callers pass
+        if unbound_names(frozenset({variable}), body):
+            return types.module_instance_class(edge.caller.path, variable)  # the module's name
+        assignments = sum(1 for text in body if assigned_expression(text, variable) is not None)
+        other = re.search(rf"\b(?:for|as)\s+{re.escape(variable)}\b|\b{re.escape(variable)}\s*:=", "\n".join(body))
+        if assignments != 1 or other:
+            return None
+        return types.variable_class(edge.caller.path, definition, variable, edge.line)
 
     def _function_calls(self, path: str) -> dict[str, list[CallSite]]:
         table = self._calls.get(path)
