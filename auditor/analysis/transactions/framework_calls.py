@@ -202,8 +202,9 @@ class FrameworkCalls:
         """``serializer = OrderSerializer(data=...)`` then ``serializer.save()`` in one
         function (a hand-written view, a task): an edge from the save to what it runs, the
         serializer's ``update`` when it was given an instance (first argument, ``instance=``),
-        its ``create`` when it was given none or ``None``, either when the instance is a
-        parameter of the function (each edge with its :class:`.InstanceCondition`); a variable
+        its ``create`` when it was given none or ``None``; when the instance is a parameter of
+        the function, ``create`` where a path knows it ``None`` and ``update`` elsewhere (each
+        edge with its :class:`.InstanceCondition`); a variable
         bound more than once, each class it is built from (an open edge when a binding is no
         such constructor). The serializer classes saved so. (Only constructor calls whose name
         ends in ``Serializer`` are resolved: DRF's naming.)"""
@@ -244,9 +245,8 @@ class FrameworkCalls:
     def _saves_run(self, function: FunctionRef, arguments: str) -> tuple[tuple[str, InstanceCondition | None], ...]:
         """What a save of a serializer built with ``arguments`` in ``function`` runs, each with
         its condition: ``create`` with no instance or ``None``; with a parameter of
-        ``function`` that its body never binds again, ``update`` when the parameter is not
-        ``None`` and ``create`` when it is (or, with a ``None`` default, when nothing is known
-        of it); ``update`` with any other instance."""
+        ``function`` that its body never binds again, ``create`` where the parameter is known
+        ``None`` and ``update`` elsewhere; ``update`` with any other instance."""
         instance = _instance_argument(arguments)
         if instance is None or instance == "None":
             return (("create", None),)
@@ -256,8 +256,7 @@ class FrameworkCalls:
             return (("update", None),)
         if not unbound_names(frozenset({instance}), facts.lines[definition.body_start_line - 1 : definition.end_line]):
             return (("update", None),)  # bound again in the body: what it holds at the build is not known
-        default_none = parameters[instance] == "None"
-        return (("update", InstanceCondition(instance, False)), ("create", InstanceCondition(instance, True, default_none)))
+        return (("update", InstanceCondition(instance, False)), ("create", InstanceCondition(instance, True)))
 
     def _signal_sends(self, receiver_signals: Mapping[FunctionRef, frozenset[str]]) -> None:
         """``signal.send(...)`` of a project signal into each receiver connected only to

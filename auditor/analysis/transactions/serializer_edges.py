@@ -15,9 +15,9 @@ A hand-built serializer's ``save`` runs ``update`` only when it holds an instanc
 and ``BaseSerializer.save``: ``if self.instance is not None: self.update(...)`` else
 ``self.create(...)``). Built with a parameter of its function as the instance
 (``S(data=..., instance=location)``), which one runs depends on the call: each such edge
-carries an :class:`InstanceCondition`, and a path (or a chain) that knows the parameter
+carries an :class:`InstanceCondition`; a path (or a chain) that knows the parameter
 ``None`` (:func:`~.paths.none_marker`: passed ``None`` or left at a ``None`` default)
-runs ``create`` only.
+runs ``create`` only, any other runs ``update`` only.
 
 Inputs: the edges :class:`~.framework_calls.FrameworkCalls` makes. Output:
 :class:`SerializerEdges`.
@@ -36,18 +36,16 @@ from auditor.analysis.transactions.paths import none_marker
 @dataclass(frozen=True, order=True)
 class InstanceCondition:
     """When a hand-built serializer's save into ``create`` or ``update`` runs: its instance is
-    the function's ``parameter``; the edge runs ``when_none`` (``create``) or when it is not
-    (``update``). ``unknown_none``: the parameter defaults to ``None``, so a path that knows
-    nothing of it may run ``create`` too."""
+    the function's ``parameter``; the edge runs ``when_none`` (``create``: on a path that
+    knows the parameter ``None``) or when it is not known ``None`` (``update``: a path that
+    knows nothing of it keeps the save's ``update``, as for any other instance given)."""
 
     parameter: str
     when_none: bool
-    unknown_none: bool = False
 
     def holds(self, off: frozenset[str]) -> bool:
         """Whether the edge may run on a path whose known-false set is ``off``."""
-        known_none = none_marker(self.parameter) in off
-        return (known_none or self.unknown_none) if self.when_none else not known_none
+        return (none_marker(self.parameter) in off) is self.when_none
 
 
 class SerializerEdges:

@@ -129,3 +129,16 @@ def test_a_save_built_without_an_instance_never_runs_update(rule: Rule):
     found = _findings(rule, serializers)
     spots = {function: item for function, item in found.items() if not function.startswith("PlaceSerializer.")}
     assert spots and all("PlaceSerializer.update" not in chain and "PlaceSerializer.update" not in writes for chain, writes in spots.values())
+
+
+def test_an_update_through_drf_keeps_the_saves_own_write(rule: Rule):
+    # PlaceSerializer.update ends in super().update(...): DRF's ModelSerializer.update saves
+    # the instance, which place_serializer.save() stands for on the path that updates; the
+    # create edge (which would stand for the call itself) cannot run there.
+    serializers = SERIALIZERS.replace(
+        "        instance.name = validated_data[\"name\"]\n        instance.save()\n        return instance\n",
+        "        return super().update(instance, validated_data)\n",
+    )
+    _, writes = _findings(rule, serializers)["SpotSerializer.update"]
+    assert {"SpotSerializer.place_object", "PlaceSerializer.update"} <= writes
+    assert "PlaceSerializer.create" not in writes
