@@ -137,7 +137,10 @@ class Dispatch:
         (:meth:`.ReceiverTypes.module_instance_class`). None when bound more than once (what
         it holds at the call depends on the branch taken)."""
         definition = self.graph.definition(edge.caller)
-        if self.receivers is None or definition is None or not IDENTIFIER.fullmatch(variable) or variable in _SELF:
+        index = self.indexes.get(edge.caller.path)  # type: ignore[attr-defined]
+        if self.receivers is None or definition is None or index is None or index.language != "python":
+            return None  # receivers are read from Python text only
+        if not IDENTIFIER.fullmatch(variable) or variable in _SELF:
             return None
         types = self.receivers.types
         lines = types.text_lines(edge.caller.path)[definition.start_line - 1 : definition.end_line]
