@@ -131,11 +131,10 @@ class Dispatch:
 
     def _variable_class(self, edge: Edge, variable: str) -> FunctionRef | None:
         """The class of what ``variable`` holds at ``edge``'s call: a local the function
-        binds once, read from that assignment (``x = ExamViewset()``, a row of ``M``:
-        :mod:`.receivers`), else, when the function never binds the name, a module-level
-        name the file binds once to a constructor call
+        binds once, to a constructor call (``x = ExamViewset()``), else, when the function
+        never binds the name, a module-level name the file binds once so
         (:meth:`.ReceiverTypes.module_instance_class`). None when bound more than once (what
-        it holds at the call depends on the branch taken)."""
+        it holds at the call depends on the branch taken) or to anything else."""
         definition = self.graph.definition(edge.caller)
         index = self.indexes.get(edge.caller.path)  # type: ignore[attr-defined]
         if self.receivers is None or definition is None or index is None or index.language != "python":
@@ -149,11 +148,11 @@ class Dispatch:
             return None  # a parameter: what the callers pass
         if unbound_names(frozenset({variable}), body):
             return types.module_instance_class(edge.caller.path, variable)  # the module's name
-        assignments = sum(1 for text in body if assigned_expression(text, variable) is not None)
+        assignments = [number for number, text in enumerate(body, start=definition.body_start_line) if assigned_expression(text, variable) is not None]
         other = re.search(rf"\b(?:for|as)\s+{re.escape(variable)}\b|\b{re.escape(variable)}\s*:=", "\n".join(body))
-        if assignments != 1 or other:
+        if len(assignments) != 1 or assignments[0] >= edge.line or other:
             return None
-        return types.variable_class(edge.caller.path, definition, variable, edge.line)
+        return types.constructed_class(edge.caller.path, assignments[0], variable)
 
     def _function_calls(self, path: str) -> dict[str, list[CallSite]]:
         table = self._calls.get(path)

@@ -108,16 +108,25 @@ class ReceiverTypes:
             return self._module_instances[key]
         found: FunctionRef | None = None
         lines = self.text_lines(path)
-        bound = [text for text in lines if assigned_expression(text, variable) is not None]
+        bound = [number for number, text in enumerate(lines, start=1) if assigned_expression(text, variable) is not None]
         rebound = any(re.search(rf"\bglobal\b[^\n]*\b{re.escape(variable)}\b|\b(?:for|as)\s+{re.escape(variable)}\b", text) for text in lines)
-        if len(bound) == 1 and bound[0][:1] not in ("", " ", "\t") and not rebound:
-            assigned = assigned_expression(bound[0], variable)
-            expression = assigned[0].split("#", 1)[0].strip() if assigned is not None and not assigned[1] else ""
-            name = strip_arguments(expression)
-            if expression.endswith(")") and name != expression and all(IDENTIFIER.fullmatch(part) for part in name.split(".")):
-                found = self.class_named(path, name)
+        if len(bound) == 1 and lines[bound[0] - 1][:1] not in ("", " ", "\t") and not rebound:
+            found = self.constructed_class(path, bound[0], variable)
         self._module_instances[key] = found
         return found
+
+    def constructed_class(self, path: str, number: int, variable: str) -> FunctionRef | None:
+        """The repository class whose constructor line ``number`` of ``path`` assigns to
+        ``variable`` (``x = ExamViewset()``, the call spanning lines as written), if it is one."""
+        lines = self.text_lines(path)
+        assigned = assigned_expression(lines[number - 1], variable) if 0 < number <= len(lines) else None
+        if assigned is None or assigned[1]:
+            return None
+        statement = self._statement(lines, number, assigned[0].split("#", 1)[0].strip())
+        name = strip_arguments(statement)
+        if not statement.endswith(")") or name == statement or not all(IDENTIFIER.fullmatch(part) for part in name.split(".")):
+            return None
+        return self.class_named(path, name)
 
     def _statement(self, lines: list[str], number: int, start: str) -> str:
         """The assigned expression from ``start`` through the line where its brackets close."""
