@@ -15,10 +15,8 @@ from collections.abc import Mapping
 from auditor.callgraph.graph import CallGraph, Edge, FunctionRef
 from auditor.callgraph.names import strip_arguments
 from auditor.analysis.entrypoints import split_arguments
-from auditor.analysis.transactions.receiver_types import assigned_expression
+from auditor.analysis.transactions.constructed_names import ConstructedNames
 from auditor.analysis.transactions.receivers import Binding, Receivers
-from auditor.analysis.transactions.scanning import IDENTIFIER
-from auditor.analysis.transactions.throwaway import unbound_names
 from auditor.index.model import CallSite, FileIndex
 
 _SELF = frozenset({"self", "cls", "this"})
@@ -42,6 +40,7 @@ class Dispatch:
         self._calls: dict[str, dict[str, list[CallSite]]] = {}
         self.kinds: dict[Edge, str] = {}
         self.receivers = Receivers(indexes, graph, texts, self.kinds) if texts is not None else None  # type: ignore[arg-type]
+        self.constructed = ConstructedNames(self.receivers.types) if self.receivers is not None else None
 
     def _children_map(self) -> dict[FunctionRef, list[FunctionRef]]:
         if self._children is None:
@@ -130,29 +129,13 @@ class Dispatch:
         return found if found is not None and found != callee_class and callee_class in self.lineage(found) else None
 
     def _variable_class(self, edge: Edge, variable: str) -> FunctionRef | None:
-        """The class of what ``variable`` holds at ``edge``'s call: a local the function
-        binds once, to a constructor call (``x = ExamViewset()``), else, when the function
-        never binds the name, a module-level name the file binds once so
-        (:meth:`.ReceiverTypes.module_instance_class`). None when bound more than once (what
-        it holds at the call depends on the branch taken) or to anything else."""
+        """The class of what ``variable`` holds at ``edge``'s call, in a Python file: bound
+        once to a constructor call, locally or at module level (:mod:`.constructed_names`)."""
         definition = self.graph.definition(edge.caller)
         index = self.indexes.get(edge.caller.path)  # type: ignore[attr-defined]
-        if self.receivers is None or definition is None or index is None or index.language != "python":
+        if self.constructed is None or definition is None or index is None or index.language != "python" or variable in _SELF:
             return None  # receivers are read from Python text only
-        if not IDENTIFIER.fullmatch(variable) or variable in _SELF:
-            return None
-        types = self.receivers.types
-        lines = types.text_lines(edge.caller.path)[definition.start_line - 1 : definition.end_line]
-        signature, body = lines[: definition.body_start_line - definition.start_line], lines[definition.body_start_line - definition.start_line :]
-        if re.search(rf"\b{re.escape(variable)}\b", " ".join(signature)):
-            return None  # a parameter: what the callers pass
-        if unbound_names(frozenset({variable}), body):
-            return types.module_instance_class(edge.caller.path, variable)  # the module's name
-        assignments = [number for number, text in enumerate(body, start=definition.body_start_line) if assigned_expression(text, variable) is not None]
-        other = re.search(rf"\b(?:for|as)\s+{re.escape(variable)}\b|\b{re.escape(variable)}\s*:=", "\n".join(body))
-        if len(assignments) != 1 or assignments[0] >= edge.line or other:
-            return None
-        return types.constructed_class(edge.caller.path, assignments[0], variable)
+        return self.constructed.class_at(edge.caller.path, definition, variable, edge.line)
 
     def _function_calls(self, path: str) -> dict[str, list[CallSite]]:
         table = self._calls.get(path)

@@ -1,7 +1,8 @@
 """Calls the framework makes on the project's behalf, as edges the call graph cannot see:
 DRF's dispatch from a view's action to its serializer (``create`` -> ``perform_create`` ->
 ``serializer.save()`` -> the serializer's ``create``, through the serializer's own ``save``
-when it overrides one; a hand-built ``OrderSerializer(data=...)``'s ``save()`` the same; a
+when it overrides one; a hand-built ``OrderSerializer(data=...)``'s ``save()`` the same
+(:mod:`.hand_built_saves`); a
 class a factory builds with ``type(name, bases, {"serializer_class": ...})`` through its
 bases, :mod:`.dynamic_views`; rows ``kind: invokes`` of the framework facts,
 models/drf.yaml), and a project signal's ``send`` to the receivers connected to it. Also
@@ -27,14 +28,13 @@ from collections.abc import Collection, Mapping
 
 from auditor.callgraph.graph import CallGraph, Edge, FunctionRef
 from auditor.callgraph.names import strip_arguments
-from auditor.analysis.entrypoints import DJANGO_SIGNALS, EntryPoint, split_arguments
-from auditor.analysis.transactions.arguments import Arguments
+from auditor.analysis.entrypoints import DJANGO_SIGNALS, EntryPoint
 from auditor.analysis.transactions.dynamic_views import dispatching_bases
 from auditor.analysis.transactions.facts import FileFacts
 from auditor.analysis.transactions.framework_facts import FrameworkFact, FrameworkFacts
-from auditor.analysis.transactions.serializer_bindings import bindings, getter_names_all
-from auditor.analysis.transactions.serializer_edges import InstanceCondition, SerializerEdges
-from auditor.analysis.transactions.throwaway import unbound_names
+from auditor.analysis.transactions.hand_built_saves import hand_built_saves
+from auditor.analysis.transactions.serializer_bindings import getter_names_all
+from auditor.analysis.transactions.serializer_edges import SerializerEdges
 
 _VIEW = "drf-view"
 _SERIALIZER = "drf-serializer"
@@ -44,17 +44,6 @@ _SERIALIZER_ATTRIBUTE = re.compile(r"^\s+serializer_class\s*=\s*([A-Za-z_][\w.]*
 _RETURNED_CLASS = re.compile(r"\breturn\s+([A-Za-z_][\w.]*)\s*(?:#.*)?$")
 _SEND_METHODS = frozenset({"send", "send_robust"})
 _SECOND_PARAMETER = re.compile(r"\bdef\s+\w+\s*\(\s*\w+\s*,\s*(\w+)")
-
-
-def _instance_argument(arguments: str) -> str | None:
-    """The instance a serializer's constructor arguments give it (``instance=...`` or the
-    first positional argument, DRF's ``BaseSerializer.__init__(self, instance=None, ...)``),
-    as written; None when they give none."""
-    parts = [part.strip() for part in split_arguments(arguments)]
-    keyword = next((part.partition("=")[2].strip() for part in parts if re.match(r"instance\s*=(?!=)", part)), None)
-    if keyword is not None:
-        return keyword
-    return parts[0] if parts and parts[0] and "=" not in parts[0].split("(")[0] and not parts[0].startswith("*") else None
 
 
 class FrameworkCalls:
@@ -72,7 +61,6 @@ class FrameworkCalls:
         self._out: dict[FunctionRef, set[Edge]] = defaultdict(set)
         self._stands_for: dict[Edge, str] = {}
         self._names: dict[FunctionRef, frozenset[str]] = {}
-        self._signatures = Arguments(graph, facts)
         self.serializer_edges = SerializerEdges(graph)
         """The serializer classes each edge into or inside a serializer is for."""
         entries: list[EntryPoint] = []
@@ -99,7 +87,7 @@ class FrameworkCalls:
             for row in view_rows:
                 self._invoke(view, row, classes)
         serializer_bases = frozenset(base for row in serializer_rows for base in row.bases)
-        serializers.update(self._hand_built_saves(serializer_bases))
+        serializers.update(hand_built_saves(self.graph, self.facts, serializer_bases, self._lineage_names, self.serializer_edges, self._add))
         for serializer in sorted(serializers):
             if self.graph.class_member(serializer, "save") is None:
                 continue  # DRF's own save: the hooks' edges go past it
@@ -197,66 +185,6 @@ class FrameworkCalls:
         signature = " ".join(facts.line_text(line) for line in range(definition.start_line, definition.body_start_line + 1))
         found = _SECOND_PARAMETER.search(signature)
         return found.group(1) if found else None
-
-    def _hand_built_saves(self, bases: frozenset[str]) -> set[FunctionRef]:
-        """``serializer = OrderSerializer(data=...)`` then ``serializer.save()`` in one
-        function (a hand-written view, a task): an edge from the save to what it runs, the
-        serializer's ``update`` when it was given an instance (first argument, ``instance=``),
-        its ``create`` when it was given none or ``None``; when the instance is a parameter of
-        the function, ``create`` where a path knows it ``None`` and ``update`` elsewhere (each
-        edge with its :class:`.InstanceCondition`); a variable
-        bound more than once, each class it is built from (an open edge when a binding is no
-        such constructor). The serializer classes saved so. (Only constructor calls whose name
-        ends in ``Serializer`` are resolved: DRF's naming.)"""
-        found: set[FunctionRef] = set()
-        for path, facts in sorted(self.facts.items()):
-            if facts.index.language != "python":
-                continue
-            built: dict[tuple[str, str], list[tuple[int, FunctionRef, str, InstanceCondition | None]]] = defaultdict(list)
-            for call in facts.index.calls:
-                if call.enclosing is None or not call.name.endswith("Serializer"):
-                    continue
-                assigned = re.match(rf"\s*(\w+)\s*=\s*{re.escape(call.callee)}\s*\(", facts.line_text(call.line))
-                cls = self.graph.resolve(path, strip_arguments(call.callee)) if assigned else None
-                if assigned and cls is not None and self._lineage_names(cls) & bases:
-                    for method, condition in self._saves_run(FunctionRef(path, call.enclosing), call.arguments):
-                        built[(call.enclosing, assigned.group(1))].append((call.line, cls, method, condition))
-            if not built:
-                continue  # no serializer built here: no save of one either
-            for call in facts.index.calls:
-                parts = call.callee.split(".")
-                assignments = built.get((call.enclosing or "", parts[0]), ()) if call.name == "save" and len(parts) == 2 else ()
-                caller = FunctionRef(path, call.enclosing or "")
-                if not any(item[0] <= call.line for item in assignments):
-                    continue  # built only after the save
-                known = {(edge.callee, edge.line) for edge in self.graph.callees(caller)}
-                built_lines = {item[0] for item in assignments}
-                complete = bindings(self.graph, facts, caller, parts[0]) <= len(built_lines)  # every binding is a build
-                for _, cls, method, condition in sorted(assignments, key=lambda item: item[:3]):
-                    callee = self.serializer_edges.saved_through(cls, method)
-                    if callee is not None:
-                        found.add(cls)
-                        if (callee, call.line) not in known:
-                            edge = Edge(caller, callee, call.line, False)
-                            self._add(edge, call.name, {cls}, method, complete)
-                            self.serializer_edges.condition(edge, condition)
-        return found
-
-    def _saves_run(self, function: FunctionRef, arguments: str) -> tuple[tuple[str, InstanceCondition | None], ...]:
-        """What a save of a serializer built with ``arguments`` in ``function`` runs, each with
-        its condition: ``create`` with no instance or ``None``; with a parameter of
-        ``function`` that its body never binds again, ``create`` where the parameter is known
-        ``None`` and ``update`` elsewhere; ``update`` with any other instance."""
-        instance = _instance_argument(arguments)
-        if instance is None or instance == "None":
-            return (("create", None),)
-        parameters = dict(self._signatures.parameters(function))
-        facts, definition = self.facts.get(function.path), self.graph.definition(function)
-        if instance not in parameters or facts is None or definition is None:
-            return (("update", None),)
-        if not unbound_names(frozenset({instance}), facts.lines[definition.body_start_line - 1 : definition.end_line]):
-            return (("update", None),)  # bound again in the body: what it holds at the build is not known
-        return (("update", InstanceCondition(instance, False)), ("create", InstanceCondition(instance, True)))
 
     def _signal_sends(self, receiver_signals: Mapping[FunctionRef, frozenset[str]]) -> None:
         """``signal.send(...)`` of a project signal into each receiver connected only to

@@ -58,7 +58,6 @@ class ReceiverTypes:
         self._members: dict[tuple[FunctionRef, str], FunctionRef | None] = {}
         self._returns: dict[FunctionRef, tuple[FunctionRef | None, bool]] = {}
         self._user_model: tuple[FunctionRef | None] | None = None
-        self._module_instances: dict[tuple[str, str], FunctionRef | None] = {}
 
     def is_property(self, ref: FunctionRef) -> bool:
         definition = self.graph.definition(ref)
@@ -82,7 +81,7 @@ class ReceiverTypes:
             assigned = assigned_expression(text, variable)
             if assigned is not None:
                 expression, unpacked = assigned
-                statement = self._statement(lines, number, expression)
+                statement = self.statement(lines, number, expression)
                 found, followed = self._class_of_expression(path, definition, statement, unpacked, number)
                 if followed and found is not None:
                     self.followed.add(key)
@@ -98,38 +97,9 @@ class ReceiverTypes:
         self._variables[key] = found
         return found
 
-    def module_instance_class(self, path: str, variable: str) -> FunctionRef | None:
-        """The repository class of the object a module-level ``variable`` holds when the
-        file binds that name once, at module level, to a constructor call
-        (``exam_viewset = ExamViewset()``); None when any other line binds it (or declares it
-        ``global``)."""
-        key = (path, variable)
-        if key in self._module_instances:
-            return self._module_instances[key]
-        found: FunctionRef | None = None
-        lines = self.text_lines(path)
-        bound = [number for number, text in enumerate(lines, start=1) if assigned_expression(text, variable) is not None]
-        rebound = any(re.search(rf"\bglobal\b[^\n]*\b{re.escape(variable)}\b|\b(?:for|as)\s+{re.escape(variable)}\b", text) for text in lines)
-        if len(bound) == 1 and lines[bound[0] - 1][:1] not in ("", " ", "\t") and not rebound:
-            found = self.constructed_class(path, bound[0], variable)
-        self._module_instances[key] = found
-        return found
-
-    def constructed_class(self, path: str, number: int, variable: str) -> FunctionRef | None:
-        """The repository class whose constructor line ``number`` of ``path`` assigns to
-        ``variable`` (``x = ExamViewset()``, the call spanning lines as written), if it is one."""
-        lines = self.text_lines(path)
-        assigned = assigned_expression(lines[number - 1], variable) if 0 < number <= len(lines) else None
-        if assigned is None or assigned[1]:
-            return None
-        statement = self._statement(lines, number, assigned[0].split("#", 1)[0].strip())
-        name = strip_arguments(statement)
-        if not statement.endswith(")") or name == statement or not all(IDENTIFIER.fullmatch(part) for part in name.split(".")):
-            return None
-        return self.class_named(path, name)
-
-    def _statement(self, lines: list[str], number: int, start: str) -> str:
-        """The assigned expression from ``start`` through the line where its brackets close."""
+    def statement(self, lines: list[str], number: int, start: str) -> str:
+        """The assigned expression from ``start`` (on line ``number``) through the line where its
+        brackets close."""
         return self._statement_end(lines, number, start)[0]
 
     def _statement_end(self, lines: list[str], number: int, start: str) -> tuple[str, int]:
@@ -229,7 +199,7 @@ class ReceiverTypes:
         lines = self.text_lines(path)
         classes: set[FunctionRef] = set()
         for number, start in _return_starts(lines, definition, getattr(self.indexes.get(path), "definitions", ())):
-            expression = self._statement(lines, number, start)
+            expression = self.statement(lines, number, start)
             found, _ = self._class_of_expression(path, definition, expression, False, number) if expression else (None, False)
             if found is None:
                 return None
@@ -337,7 +307,7 @@ class ReceiverTypes:
             match = _RELATION_LINE.match(lines[number - 1])
             if not match or index.enclosing_definition(number, ("class", "function", "method")) is not definition:
                 continue
-            arguments = self._statement(lines, number, "(" + match.group(2))
+            arguments = self.statement(lines, number, "(" + match.group(2))
             target = _RELATION_FIRST.match(arguments[1:]) or _RELATION_TO.search(arguments)
             if target is None:
                 continue
