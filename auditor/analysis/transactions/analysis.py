@@ -30,7 +30,11 @@ helper's writes at their own lines), and counters.
    base-class method's self-calls into subclass overrides are taken per concrete class
    (the heaviest class counts, never a sum of different classes' overrides); along a
    chain ``self`` has the class the chain came through, or one below it, so a sibling
-   subclass's override is never on it (:mod:`.receiver_search`). "New object only" arms
+   subclass's override is never on it (:mod:`.receiver_search`; a call on a name bound
+   once to ``Cls()``, local or module-level, comes through ``Cls``: :mod:`.constructed_names`).
+   A hand-built serializer's ``save()`` runs ``create`` where the chain knows its instance
+   ``None`` (built without one, or with a parameter left at a ``None`` default), else
+   ``update`` (:mod:`.hand_built_saves`). "New object only" arms
    (``if created:``, ``_state.adding``, ``pk is None``) do not run for a saved row that
    exists, nor with "existing object only" arms. A registry row (a get-or-create keyed by
    constants only, :mod:`.registry_rows`) is set aside: no effect of the path, named in the
