@@ -30,7 +30,11 @@ helper's writes at their own lines), and counters.
    base-class method's self-calls into subclass overrides are taken per concrete class
    (the heaviest class counts, never a sum of different classes' overrides); along a
    chain ``self`` has the class the chain came through, or one below it, so a sibling
-   subclass's override is never on it (:mod:`.receiver_search`). "New object only" arms
+   subclass's override is never on it (:mod:`.receiver_search`; a call on a name bound
+   once to ``Cls()``, local or module-level, comes through ``Cls``: :mod:`.constructed_names`).
+   A hand-built serializer's ``save()`` runs ``create`` where the chain knows its instance
+   ``None`` (built without one, or with a parameter left at a ``None`` default), else
+   ``update`` (:mod:`.hand_built_saves`). "New object only" arms
    (``if created:``, ``_state.adding``, ``pk is None``) do not run for a saved row that
    exists, nor with "existing object only" arms. A registry row (a get-or-create keyed by
    constants only, :mod:`.registry_rows`) is set aside: no effect of the path, named in the
@@ -91,7 +95,7 @@ from auditor.analysis.transactions.languages import family
 from auditor.analysis.transactions.framework_calls import FrameworkCalls
 from auditor.analysis.transactions.reach import Reach, Trail, production_entries, real_entries
 from auditor.analysis.transactions.result_memo import ResultMemo, result_key
-from auditor.analysis.transactions.receiver_search import first_reach, search_by_receiver
+from auditor.analysis.transactions.receiver_search import State, first_reach, search_by_receiver
 from auditor.analysis.transactions.sequences import Sequences
 from auditor.errors import UsageError
 from auditor.findings.model import Finding
@@ -211,7 +215,7 @@ class Analysis:
             receiver_signals, framework.signals(Kind.INSIDE), self.framework_calls.run_inside, self.framework_calls.in_request,
         )  # fmt: skip
         self.reach = Reach(indexes, graph, Dispatch(indexes, graph, texts), self.framework_calls, self.facts)
-        self.arguments = Arguments(graph, self.facts)
+        self.arguments = Arguments(graph, self.facts, self.framework_calls.serializer_edges.instance_parameters)
         self.sequences = Sequences(graph, self.facts, self.reach, self.boundaries, self.arguments)
 
     def _cached_facts(
@@ -333,7 +337,7 @@ class Analysis:
         return facts.lines if facts is not None else ()
 
     def _heaviest_receiver(
-        self, ref: FunctionRef, states: Mapping[FunctionRef | None, tuple[EntryPoint, Trail]], reached: Mapping[FunctionRef, tuple[EntryPoint, Trail]]
+        self, ref: FunctionRef, states: Mapping[State, tuple[EntryPoint, Trail]], reached: Mapping[FunctionRef, tuple[EntryPoint, Trail]]
     ) -> tuple[EntryPoint, Trail]:
         """The entry and trail to ``ref`` whose receiver class (and what its last call says
         of the row it saves) gives it the heaviest path: the shortest trail unless another

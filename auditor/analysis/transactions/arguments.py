@@ -11,7 +11,7 @@ parameters. Output: :meth:`Arguments.off`, a frozenset of parameter names, with
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from auditor.callgraph.graph import CallGraph, FunctionRef
 from auditor.callgraph.names import strip_arguments
@@ -39,9 +39,14 @@ _SIGNATURE_LINES = 30
 class Arguments:
     """What calls pass their callees, read once per call text and per signature."""
 
-    def __init__(self, graph: CallGraph, facts: Mapping[str, FileFacts]) -> None:
+    def __init__(
+        self, graph: CallGraph, facts: Mapping[str, FileFacts], none_tested: Callable[[FunctionRef], frozenset[str]] | None = None
+    ) -> None:
         self.graph = graph
         self.facts = facts
+        self.none_tested = none_tested
+        """The parameters of a function the framework tests against ``None`` for it (a
+        serializer built with one as its instance: :mod:`.serializer_edges`)."""
         self._offs: dict[tuple[FunctionRef, CallSite | None, frozenset[str]], frozenset[str]] = {}
         self._signatures: dict[FunctionRef, Parameters] = {}
         self._positionals: dict[FunctionRef, int] = {}
@@ -210,8 +215,12 @@ class Arguments:
 
     def _relevant(self, callee: FunctionRef, off: frozenset[str]) -> frozenset[str]:
         """``off`` less the None markers of parameters the callee never tests against
-        ``None`` (fewer distinct sets, fewer paths computed again)."""
+        ``None``, itself or through the framework (:attr:`none_tested`): fewer distinct sets,
+        fewer paths computed again."""
         markers = [item for item in off if item.startswith("<") and item.endswith(" is None>")]
+        if markers and self.none_tested is not None:
+            tested = self.none_tested(callee)
+            markers = [marker for marker in markers if marker[1 : -len(" is None>")] not in tested]
         if not markers:
             return off
         facts = self.facts.get(callee.path)

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from auditor.callgraph.graph import CallGraph, Edge, FunctionRef
 from auditor.callgraph.names import strip_arguments
 from auditor.analysis.entrypoints import split_arguments
+from auditor.analysis.transactions.constructed_names import ConstructedNames
 from auditor.analysis.transactions.receivers import Binding, Receivers
 from auditor.index.model import CallSite, FileIndex
 
@@ -39,6 +40,7 @@ class Dispatch:
         self._calls: dict[str, dict[str, list[CallSite]]] = {}
         self.kinds: dict[Edge, str] = {}
         self.receivers = Receivers(indexes, graph, texts, self.kinds) if texts is not None else None  # type: ignore[arg-type]
+        self.constructed = ConstructedNames(self.receivers.types) if self.receivers is not None else None
 
     def _children_map(self) -> dict[FunctionRef, list[FunctionRef]]:
         if self._children is None:
@@ -106,8 +108,9 @@ class Dispatch:
         caller's ``self`` has class ``receiver`` (None: unknown): the subclass an override
         edge enters, the caller's class (or ``receiver``) for a ``self.m()``/``cls.m()``/
         ``super().m()`` call, the class a ``Class.m()`` call names. None when the call says
-        nothing of it. Along a chain, a base method's self-calls then resolve by this
-        class's MRO (:meth:`nearest`) or to its subclasses' overrides, never a sibling's."""
+        nothing of it; for ``x.m()``, the class of the object ``x`` holds
+        (:meth:`_variable_class`). Along a chain, a base method's self-calls then resolve by
+        this class's MRO (:meth:`nearest`) or to its subclasses' overrides, never a sibling's."""
         callee_class = class_of(edge.callee)
         if self.kinds.get(edge) == OVERRIDE:
             return receiver if receiver is not None and callee_class in self.lineage(receiver) else callee_class
@@ -119,9 +122,20 @@ class Dispatch:
             found = receiver or caller_class
         elif "." in callee_text and head[:1].isupper():
             found = self.graph.resolve(edge.caller.path, strip_arguments(callee_text).rsplit(".", 1)[0])
+        elif strip_arguments(callee_text).count(".") == 1:
+            found = self._variable_class(edge, head)
         else:
             return None
         return found if found is not None and found != callee_class and callee_class in self.lineage(found) else None
+
+    def _variable_class(self, edge: Edge, variable: str) -> FunctionRef | None:
+        """The class of what ``variable`` holds at ``edge``'s call, in a Python file: bound
+        once to a constructor call, locally or at module level (:mod:`.constructed_names`)."""
+        definition = self.graph.definition(edge.caller)
+        index = self.indexes.get(edge.caller.path)  # type: ignore[attr-defined]
+        if self.constructed is None or definition is None or index is None or index.language != "python" or variable in _SELF:
+            return None  # receivers are read from Python text only
+        return self.constructed.class_at(edge.caller.path, definition, variable, edge.line)
 
     def _function_calls(self, path: str) -> dict[str, list[CallSite]]:
         table = self._calls.get(path)

@@ -1,7 +1,8 @@
 """Calls the framework makes on the project's behalf, as edges the call graph cannot see:
 DRF's dispatch from a view's action to its serializer (``create`` -> ``perform_create`` ->
 ``serializer.save()`` -> the serializer's ``create``, through the serializer's own ``save``
-when it overrides one; a hand-built ``OrderSerializer(data=...)``'s ``save()`` the same; a
+when it overrides one; a hand-built ``OrderSerializer(data=...)``'s ``save()`` the same
+(:mod:`.hand_built_saves`); a
 class a factory builds with ``type(name, bases, {"serializer_class": ...})`` through its
 bases, :mod:`.dynamic_views`; rows ``kind: invokes`` of the framework facts,
 models/drf.yaml), and a project signal's ``send`` to the receivers connected to it. Also
@@ -27,11 +28,12 @@ from collections.abc import Collection, Mapping
 
 from auditor.callgraph.graph import CallGraph, Edge, FunctionRef
 from auditor.callgraph.names import strip_arguments
-from auditor.analysis.entrypoints import DJANGO_SIGNALS, EntryPoint, split_arguments
+from auditor.analysis.entrypoints import DJANGO_SIGNALS, EntryPoint
 from auditor.analysis.transactions.dynamic_views import dispatching_bases
 from auditor.analysis.transactions.facts import FileFacts
 from auditor.analysis.transactions.framework_facts import FrameworkFact, FrameworkFacts
-from auditor.analysis.transactions.serializer_bindings import bindings, getter_names_all
+from auditor.analysis.transactions.hand_built_saves import hand_built_saves
+from auditor.analysis.transactions.serializer_bindings import getter_names_all
 from auditor.analysis.transactions.serializer_edges import SerializerEdges
 
 _VIEW = "drf-view"
@@ -43,12 +45,6 @@ _SERIALIZER_ATTRIBUTE = re.compile(r"^\s+serializer_class\s*=\s*([A-Za-z_][\w.]*
 _RETURNED_CLASS = re.compile(r"\breturn\s+([A-Za-z_][\w.]*)\s*(?:#.*)?$")
 _SEND_METHODS = frozenset({"send", "send_robust"})
 _SECOND_PARAMETER = re.compile(r"\bdef\s+\w+\s*\(\s*\w+\s*,\s*(\w+)")
-
-
-def _given_instance(arguments: str) -> bool:
-    """Whether a serializer's constructor arguments give it an instance to update."""
-    parts = split_arguments(arguments)
-    return any(part.startswith("instance=") for part in parts) or bool(parts and "=" not in parts[0].split("(")[0])
 
 
 class FrameworkCalls:
@@ -92,7 +88,7 @@ class FrameworkCalls:
             for row in view_rows:
                 self._invoke(view, row, classes)
         serializer_bases = frozenset(base for row in serializer_rows for base in row.bases)
-        serializers.update(self._hand_built_saves(serializer_bases))
+        serializers.update(hand_built_saves(self.graph, self.facts, serializer_bases, self._lineage_names, self.serializer_edges, self._add))
         for serializer in sorted(serializers):
             if self.graph.class_member(serializer, "save") is None:
                 continue  # DRF's own save: the hooks' edges go past it
@@ -195,44 +191,6 @@ class FrameworkCalls:
         signature = " ".join(facts.line_text(line) for line in range(definition.start_line, definition.body_start_line + 1))
         found = _SECOND_PARAMETER.search(signature)
         return found.group(1) if found else None
-
-    def _hand_built_saves(self, bases: frozenset[str]) -> set[FunctionRef]:
-        """``serializer = OrderSerializer(data=...)`` then ``serializer.save()`` in one
-        function (a hand-written view, a task): an edge from the save to what it runs, the
-        serializer's ``update`` when it was given an instance (first argument, ``instance=``),
-        else its ``create``; a variable bound more than once, each class it is built from (an
-        open edge when a binding is no such constructor). The serializer classes saved so. (Only
-        constructor calls whose name ends in ``Serializer`` are resolved: DRF's naming.)"""
-        found: set[FunctionRef] = set()
-        for path, facts in sorted(self.facts.items()):
-            if facts.index.language != "python":
-                continue
-            built: dict[tuple[str, str], list[tuple[int, FunctionRef, str]]] = defaultdict(list)
-            for call in facts.index.calls:
-                if call.enclosing is None or not call.name.endswith("Serializer"):
-                    continue
-                assigned = re.match(rf"\s*(\w+)\s*=\s*{re.escape(call.callee)}\s*\(", facts.line_text(call.line))
-                cls = self.graph.resolve(path, strip_arguments(call.callee)) if assigned else None
-                if assigned and cls is not None and self._lineage_names(cls) & bases:
-                    method = "update" if _given_instance(call.arguments) else "create"
-                    built[(call.enclosing, assigned.group(1))].append((call.line, cls, method))
-            if not built:
-                continue  # no serializer built here: no save of one either
-            for call in facts.index.calls:
-                parts = call.callee.split(".")
-                assignments = built.get((call.enclosing or "", parts[0]), ()) if call.name == "save" and len(parts) == 2 else ()
-                caller = FunctionRef(path, call.enclosing or "")
-                if not any(item[0] <= call.line for item in assignments):
-                    continue  # built only after the save
-                known = {(edge.callee, edge.line) for edge in self.graph.callees(caller)}
-                complete = bindings(self.graph, facts, caller, parts[0]) <= len(assignments)  # every binding is a build
-                for _, cls, method in sorted(assignments, key=lambda item: item[0]):
-                    callee = self.serializer_edges.saved_through(cls, method)
-                    if callee is not None:
-                        found.add(cls)
-                        if (callee, call.line) not in known:
-                            self._add(Edge(caller, callee, call.line, False), call.name, {cls}, method, complete)
-        return found
 
     def _signal_sends(self, receiver_signals: Mapping[FunctionRef, frozenset[str]]) -> None:
         """``signal.send(...)`` of a project signal into each receiver connected only to

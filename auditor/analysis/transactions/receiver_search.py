@@ -3,7 +3,9 @@ reached through subclass ``A`` runs ``A``'s overrides of its self-calls, not eve
 subclass's (:meth:`.ChainReceivers.dispatch_feasible`), so a chain never goes from one
 subclass's entry into another subclass's override; a view's save through a shared base
 serializer ``save`` runs its own serializer classes' ``create``/``update``, one state per
-class (:meth:`.ChainReceivers.alternatives`).
+class (:meth:`.ChainReceivers.alternatives`); a hand-built serializer's save whose
+instance is a parameter the chain passes ``None`` runs ``create``, never ``update``
+(:meth:`.SerializerEdges.instance_feasible`), one state per such narrowing.
 
 Inputs: the reachability edges (:class:`~.reach.Reach`), the receiver rules of
 :class:`~.sequences.Sequences`, the entry points and the edges the search may pass.
@@ -22,39 +24,46 @@ from auditor.analysis.transactions.chain_receivers import Receiver
 from auditor.analysis.transactions.reach import Reach, Trail
 from auditor.analysis.transactions.sequences import Sequences
 
-ByReceiver = dict[FunctionRef, dict[Receiver, tuple[EntryPoint, Trail]]]
-"""Per function reached, per receiver class, the first entry and trail reaching it so."""
+State = tuple[Receiver, frozenset[str]]
+"""A function's receiver class on a chain, and what the chain's last call makes known
+``None`` that decides its hand-built saves (:meth:`.Sequences.narrowing`)."""
+ByReceiver = dict[FunctionRef, dict[State, tuple[EntryPoint, Trail]]]
+"""Per function reached, per state, the first entry and trail reaching it so."""
 
 
 def search_by_receiver(
     reach: Reach, sequences: Sequences, starts: Iterable[EntryPoint], passable: Callable[[Edge], bool]
 ) -> ByReceiver:
     """Breadth-first from ``starts`` over the edges ``passable`` admits and the override
-    edges the chain's receiver class dispatches to: each (function, receiver) state with
-    the first entry point and the shortest trail that reach it."""
+    edges the chain's receiver class dispatches to: each (function, receiver, narrowing)
+    state with the first entry point and the shortest trail that reach it."""
     found: ByReceiver = {}
     admitted: dict[Edge, bool] = {}
-    queue: deque[tuple[FunctionRef, Receiver]] = deque()
+    serializers = reach.framework.serializer_edges
+    start: State = (None, frozenset())
+    queue: deque[tuple[FunctionRef, State]] = deque()
     for entry in starts:
-        if None not in found.setdefault(entry.ref, {}):
-            found[entry.ref][None] = (entry, ())
-            queue.append((entry.ref, None))
+        if start not in found.setdefault(entry.ref, {}):
+            found[entry.ref][start] = (entry, ())
+            queue.append((entry.ref, start))
     while queue:
-        node, receiver = queue.popleft()
-        entry, trail = found[node][receiver]
+        node, state = queue.popleft()
+        receiver, narrowing = state
+        entry, trail = found[node][state]
         for edge in reach.callees(node):
-            if not sequences.receivers.dispatch_feasible(edge, receiver):
+            if not sequences.receivers.dispatch_feasible(edge, receiver) or not serializers.instance_feasible(edge, narrowing):
                 continue
             states = found.setdefault(edge.callee, {})
+            inner_narrowing = sequences.narrowing(edge)
             for inner in sequences.receivers.alternatives(edge, receiver):
-                if inner in states:
+                if (inner, inner_narrowing) in states:
                     continue
                 allowed = admitted.get(edge)
                 if allowed is None:
                     allowed = admitted[edge] = passable(edge)
                 if allowed:
-                    states[inner] = (entry, (*trail, edge))
-                    queue.append((edge.callee, inner))
+                    states[(inner, inner_narrowing)] = (entry, (*trail, edge))
+                    queue.append((edge.callee, (inner, inner_narrowing)))
         # A callee whose every edge was refused stays out of the result.
     return {ref: states for ref, states in found.items() if states}
 

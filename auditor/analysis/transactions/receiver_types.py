@@ -81,7 +81,7 @@ class ReceiverTypes:
             assigned = assigned_expression(text, variable)
             if assigned is not None:
                 expression, unpacked = assigned
-                statement = self._statement(lines, number, expression)
+                statement = self.statement(lines, number, expression)
                 found, followed = self._class_of_expression(path, definition, statement, unpacked, number)
                 if followed and found is not None:
                     self.followed.add(key)
@@ -97,8 +97,9 @@ class ReceiverTypes:
         self._variables[key] = found
         return found
 
-    def _statement(self, lines: list[str], number: int, start: str) -> str:
-        """The assigned expression from ``start`` through the line where its brackets close."""
+    def statement(self, lines: list[str], number: int, start: str) -> str:
+        """The assigned expression from ``start`` (on line ``number``) through the line where its
+        brackets close."""
         return self._statement_end(lines, number, start)[0]
 
     def _statement_end(self, lines: list[str], number: int, start: str) -> tuple[str, int]:
@@ -198,7 +199,7 @@ class ReceiverTypes:
         lines = self.text_lines(path)
         classes: set[FunctionRef] = set()
         for number, start in _return_starts(lines, definition, getattr(self.indexes.get(path), "definitions", ())):
-            expression = self._statement(lines, number, start)
+            expression = self.statement(lines, number, start)
             found, _ = self._class_of_expression(path, definition, expression, False, number) if expression else (None, False)
             if found is None:
                 return None
@@ -306,7 +307,7 @@ class ReceiverTypes:
             match = _RELATION_LINE.match(lines[number - 1])
             if not match or index.enclosing_definition(number, ("class", "function", "method")) is not definition:
                 continue
-            arguments = self._statement(lines, number, "(" + match.group(2))
+            arguments = self.statement(lines, number, "(" + match.group(2))
             target = _RELATION_FIRST.match(arguments[1:]) or _RELATION_TO.search(arguments)
             if target is None:
                 continue

@@ -145,6 +145,14 @@ class Sequences:
         off = self.arguments.off(edge.callee, self.reach.call_for(edge), caller=edge.caller)
         return off | {paths.EXISTING_ROW} if _saves_existing_row(self.facts, edge) else off
 
+    def narrowing(self, edge: Edge) -> frozenset[str]:
+        """What is known false in ``edge.callee`` from its caller's call that decides which
+        of its hand-built saves run (:meth:`.SerializerEdges.narrowing`; mostly empty)."""
+        serializers = self.reach.framework.serializer_edges
+        if not serializers.instance_parameters(edge.callee):
+            return frozenset()
+        return serializers.narrowing(edge.callee, self.off_along((edge,)))
+
     def switched_off(self, edge: Edge, call: CallSite | None) -> bool:
         """A call whose constant false keyword arguments leave the callee no effect."""
         if not self.reach.reaches_effect(edge.callee):
@@ -156,7 +164,7 @@ class Sequences:
         facts = self.facts.get(ref.path)
         throwaway = _throwaway(self.graph, self.arguments, ref, facts, off)
         callees, stood_for = bound_callees(self.reach, ref, bound)
-        unbound_events = self._own_events(ref, facts, throwaway, stood_for)  # no override chosen
+        unbound_events = self._own_events(ref, facts, throwaway, stood_for, off)  # no override chosen
         by_line: dict[int, list[Edge]] = defaultdict(list)
         for edge in callees:
             by_line[edge.line].append(edge)
@@ -169,6 +177,8 @@ class Sequences:
             for edge in edges:
                 if not self.receivers.serializer_feasible(edge, receiver):
                     continue  # another serializer's create/update than self's
+                if not self.reach.framework.serializer_edges.instance_feasible(edge, off):
+                    continue  # a save without an instance on this path runs create, never update
                 step = self._edge_step(edge, off, depth, receiver, stored=stored)
                 if step is None:
                     continue
@@ -188,7 +198,7 @@ class Sequences:
             # A self-call the chosen override runs counts through that override, never
             # also as its own effect (one ``self.save()``, one write).
             dispatched = frozenset((line, step.callee.qualname.rsplit(".", 1)[-1]) for line, step in chosen.items() if step.callee is not None)
-            events = self._own_events(ref, facts, throwaway, dispatched | stood_for) if dispatched else unbound_events
+            events = self._own_events(ref, facts, throwaway, dispatched | stood_for, off) if dispatched else unbound_events
             # Every decided call with the effects of the outcome that carries on, and once
             # per decided call its full effects on the path that returns at its ``if``.
             for returning in (None, *decided):
@@ -263,7 +273,10 @@ class Sequences:
             decided[decision.line] = (filtered, decision.statement)
         return decided
 
-    def _own_events(self, ref: FunctionRef, facts: FileFacts | None, throwaway: frozenset[str], dispatched: frozenset[tuple[int, str]]) -> dict[int, list[Step]]:
+    def _own_events(
+        self, ref: FunctionRef, facts: FileFacts | None, throwaway: frozenset[str], dispatched: frozenset[tuple[int, str]],
+        off: frozenset[str] = frozenset(),
+    ) -> dict[int, list[Step]]:
         """The function's own uncovered effects by line (a call a graph, receiver or framework edge
         stands for, or one ``dispatched`` ``(line, name)`` to the override or bound class the
         path runs, is counted through that edge; a row saved again on one path counts once, by the walk), less those made on a
@@ -274,7 +287,7 @@ class Sequences:
         enclosing = enclosing_of(ref)
         exact_calls = {(edge.line, edge.callee.qualname.rsplit(".", 1)[-1]) for edge in self.graph.callees(ref) if not edge.approximate}
         exact_calls |= {(edge.line, name) for edge in self.reach.callees(ref) if (name := self.reach.dispatch.stands_for(edge)) is not None and self.reach.dispatch.binding(edge) is None}
-        exact_calls |= {(edge.line, name) for edge in self.reach.framework.edges(ref) if (name := self.reach.framework.stands_for(edge)) is not None}
+        exact_calls |= self._framework_stood_for(ref, off)
         exact_calls |= dispatched
         for site in facts.sites.get(ref, ()):
             call = site.call
@@ -289,6 +302,15 @@ class Sequences:
             text = call_text(call, facts.line_text(call.line))
             events[call.line].append(Step(call.line, text, (site.effect,), subject=subject_of(call, site.orm), saved_row=saved_row))
         return events
+
+    def _framework_stood_for(self, ref: FunctionRef, off: frozenset[str]) -> set[tuple[int, str]]:
+        """The ``(line, name)`` of the calls in ``ref`` a framework edge that may run on a
+        path whose known-false set is ``off`` stands for: a hand-built save whose instance is
+        not ``None`` there keeps its own effect when its ``update`` runs DRF's
+        ``super().update(...)``, even though its ``create`` edge would stand for the call."""
+        framework = self.reach.framework
+        feasible = (edge for edge in framework.edges(ref) if framework.serializer_edges.instance_feasible(edge, off))
+        return {(edge.line, name) for edge in feasible if (name := framework.stands_for(edge)) is not None}
 
     def _edge_step(
         self, edge: Edge, off: frozenset[str], depth: int, receiver: FunctionRef | None = None, returns: str | None = None,

@@ -10,6 +10,15 @@ whose MRO finds that method. A save whose classes may be incomplete (a view's
 ``get_serializer_class`` that returns more than class names, a serializer variable bound
 more than once) is open: it carries no class, so the shared ``save`` reaches them all.
 
+A hand-built serializer's ``save`` runs ``update`` only when it holds an instance, else
+``create`` (rest_framework/serializers.py, ``BaseSerializer.__init__(instance=None, ...)``
+and ``BaseSerializer.save``: ``if self.instance is not None: self.update(...)`` else
+``self.create(...)``). Built with a parameter of its function as the instance
+(``S(data=..., instance=location)``), which one runs depends on the call: each such edge
+carries an :class:`InstanceCondition`; a path (or a chain) that knows the parameter
+``None`` (:func:`~.paths.none_marker`: passed ``None`` or left at a ``None`` default)
+runs ``create`` only, any other runs ``update`` only.
+
 Inputs: the edges :class:`~.framework_calls.FrameworkCalls` makes. Output:
 :class:`SerializerEdges`.
 """
@@ -18,8 +27,25 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Collection, Iterable
+from dataclasses import dataclass
 
 from auditor.callgraph.graph import CallGraph, Edge, FunctionRef
+from auditor.analysis.transactions.paths import none_marker
+
+
+@dataclass(frozen=True, order=True)
+class InstanceCondition:
+    """When a hand-built serializer's save into ``create`` or ``update`` runs: its instance is
+    the function's ``parameter``; the edge runs ``when_none`` (``create``: on a path that
+    knows the parameter ``None``) or when it is not known ``None`` (``update``: a path that
+    knows nothing of it keeps the save's ``update``, as for any other instance given)."""
+
+    parameter: str
+    when_none: bool
+
+    def holds(self, off: frozenset[str]) -> bool:
+        """Whether the edge may run on a path whose known-false set is ``off``."""
+        return (none_marker(self.parameter) in off) is self.when_none
 
 
 class SerializerEdges:
@@ -30,6 +56,8 @@ class SerializerEdges:
         self._saves_for: dict[Edge, set[FunctionRef]] = defaultdict(set)
         self._runs_for: dict[Edge, set[FunctionRef]] = defaultdict(set)
         self._open: set[Edge] = set()
+        self._conditions: dict[Edge, set[InstanceCondition | None]] = defaultdict(set)
+        self._instance_parameters: dict[FunctionRef, set[str]] = defaultdict(set)
 
     def saved_through(self, serializer: FunctionRef, method: str) -> FunctionRef | None:
         """What ``serializer.save()`` enters to run ``method``: the serializer's own ``save``
@@ -60,6 +88,28 @@ class SerializerEdges:
             self._open.add(edge)
         self._saves_for[edge].update(serializers)
         return self.through_save(edge.callee, self._saves_for[edge], method)
+
+    def condition(self, edge: Edge, condition: InstanceCondition | None) -> None:
+        """Record when a hand-built save's edge runs (None: on every path; several: on any)."""
+        self._conditions[edge].add(condition)
+        if condition is not None:
+            self._instance_parameters[edge.caller].add(condition.parameter)
+
+    def instance_feasible(self, edge: Edge, off: frozenset[str]) -> bool:
+        """Whether a hand-built save's edge may run on a path of its caller whose known-false
+        set is ``off`` (:class:`InstanceCondition`); every other edge may."""
+        conditions = self._conditions.get(edge)
+        return not conditions or any(condition is None or condition.holds(off) for condition in conditions)
+
+    def instance_parameters(self, ref: FunctionRef) -> frozenset[str]:
+        """The parameters of ``ref`` whose being ``None`` decides what a save in it runs."""
+        return frozenset(self._instance_parameters.get(ref, ()))
+
+    def narrowing(self, ref: FunctionRef, off: frozenset[str]) -> frozenset[str]:
+        """The part of ``off`` that decides what ``ref``'s hand-built saves run (empty for
+        most functions: a search keeps one state per distinct part)."""
+        parameters = self._instance_parameters.get(ref)
+        return frozenset(none_marker(parameter) for parameter in parameters if none_marker(parameter) in off) if parameters else frozenset()
 
     def saves_for(self, edge: Edge) -> tuple[FunctionRef, ...]:
         """The serializer classes an edge into a serializer saves through, sorted (a view

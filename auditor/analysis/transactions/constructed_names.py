@@ -1,0 +1,78 @@
+"""Which class of object a plain name holds where it is bound once to a constructor call:
+a local (``viewset = ExamViewset()``) or, in a function that never binds it, a
+module-level name (``exam_viewset = ExamViewset()``). Python looks a method up on an
+instance by its class's MRO (``type(obj).__mro__``), so a call on the name runs the base
+method with ``self`` of that class, and the base method's self-calls resolve by it
+(:meth:`.Dispatch.receiver_after`). A name bound more than once, to anything else, or
+declared ``global`` somewhere holds no known class.
+
+Inputs: the file texts (through :class:`~.receiver_types.ReceiverTypes`) and a function's
+definition. Output: :class:`ConstructedNames`.
+"""
+
+from __future__ import annotations
+
+import re
+
+from auditor.callgraph.graph import FunctionRef
+from auditor.callgraph.names import strip_arguments
+from auditor.analysis.transactions.receiver_types import ReceiverTypes, assigned_expression
+from auditor.analysis.transactions.scanning import IDENTIFIER
+from auditor.analysis.transactions.throwaway import unbound_names
+from auditor.index.model import Definition
+
+
+class ConstructedNames:
+    """The constructor-bound class of names, read from the text (kept per module name)."""
+
+    def __init__(self, types: ReceiverTypes) -> None:
+        self.types = types
+        self._module_names: dict[tuple[str, str], FunctionRef | None] = {}
+
+    def class_at(self, path: str, definition: Definition, variable: str, line: int) -> FunctionRef | None:
+        """The class of what ``variable`` holds at ``line`` of the function ``definition``
+        (in ``path``): a local it binds once above the line to a constructor call, else,
+        when it never binds the name (nor takes it as a parameter), the module's name bound
+        so (:meth:`module_class`). None otherwise."""
+        if not IDENTIFIER.fullmatch(variable):
+            return None
+        lines = self.types.text_lines(path)[definition.start_line - 1 : definition.end_line]
+        signature, body = lines[: definition.body_start_line - definition.start_line], lines[definition.body_start_line - definition.start_line :]
+        if re.search(rf"\b{re.escape(variable)}\b", " ".join(signature)):
+            return None  # a parameter: what the callers pass
+        if unbound_names(frozenset({variable}), body):
+            return self.module_class(path, variable)
+        assignments = [number for number, text in enumerate(body, start=definition.body_start_line) if assigned_expression(text, variable) is not None]
+        other = re.search(rf"\b(?:for|as)\s+{re.escape(variable)}\b|\b{re.escape(variable)}\s*:=", "\n".join(body))
+        if len(assignments) != 1 or assignments[0] >= line or other:
+            return None
+        return self.constructed_class(path, assignments[0], variable)
+
+    def module_class(self, path: str, variable: str) -> FunctionRef | None:
+        """The class of the object a module-level ``variable`` holds when the file binds that
+        name once, at module level, to a constructor call; None when any other line binds it
+        (or declares it ``global``)."""
+        key = (path, variable)
+        if key in self._module_names:
+            return self._module_names[key]
+        found: FunctionRef | None = None
+        lines = self.types.text_lines(path)
+        bound = [number for number, text in enumerate(lines, start=1) if assigned_expression(text, variable) is not None]
+        rebound = any(re.search(rf"\bglobal\b[^\n]*\b{re.escape(variable)}\b|\b(?:for|as)\s+{re.escape(variable)}\b", text) for text in lines)
+        if len(bound) == 1 and lines[bound[0] - 1][:1] not in ("", " ", "\t") and not rebound:
+            found = self.constructed_class(path, bound[0], variable)
+        self._module_names[key] = found
+        return found
+
+    def constructed_class(self, path: str, number: int, variable: str) -> FunctionRef | None:
+        """The repository class whose constructor line ``number`` of ``path`` assigns to
+        ``variable`` (``x = ExamViewset()``, the call spanning lines as written), if it is one."""
+        lines = self.types.text_lines(path)
+        assigned = assigned_expression(lines[number - 1], variable) if 0 < number <= len(lines) else None
+        if assigned is None or assigned[1]:
+            return None
+        statement = self.types.statement(lines, number, assigned[0].split("#", 1)[0].strip())
+        name = strip_arguments(statement)
+        if not statement.endswith(")") or name == statement or not all(IDENTIFIER.fullmatch(part) for part in name.split(".")):
+            return None
+        return self.types.class_named(path, name)
