@@ -18,6 +18,7 @@ from auditor.analysis.transactions.assessment import Assessment
 from auditor.analysis.transactions.base import Effect
 from auditor.analysis.transactions.dispatch import GETATTR
 from auditor.analysis.transactions.grading import DB_EFFECTS, SIDE_EFFECTS, WRITES, Step
+from auditor.analysis.transactions.ordering import strength
 from auditor.analysis.transactions.registry_rows import REASON as REGISTRY_REASON
 from auditor.findings.fingerprints import finding_fingerprint
 from auditor.findings.model import ChainStep, EffectSite, Finding
@@ -71,7 +72,8 @@ def build_finding(
     calls of the sequence go into the fingerprint), ``edge_kinds`` says how approximate
     edges resolve, ``request_note`` which request setting a view's grade assumes (it
     follows the first sentence of the explanation), ``set_aside`` the registry rows on the
-    path not counted (``path:line: text``; named after the path)."""
+    path not counted (``path:line: text``; named after the path). Its ``strength``, which
+    orders it among findings of its severity, is :func:`.ordering.strength`'s."""
     severity, reason = assessment.severity, assessment.reason
     first = steps[0]
     effects = [effect for step in steps for effect in step.effects]
@@ -125,7 +127,10 @@ def build_finding(
         found_by=FOUND_BY,
         fingerprint="",
         sequence=effect_sites(ref, steps),
-        strength=assessment.strength,
+        strength=strength(
+            entry_kind=entry.kind, chain_proven=all(step.verified for step in chain), impact=assessment.impact_kind,
+            likelihood=assessment.likelihood, failure_points=len(assessment.evidence),
+        ),
     )
     return replace(finding, fingerprint=finding_fingerprint(finding, lines_of))
 
