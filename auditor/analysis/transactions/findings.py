@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from auditor.callgraph.graph import Edge, FunctionRef
-from auditor.analysis.entrypoints import EntryPoint
+from auditor.analysis.entrypoints import EntryPoint, framework_invoked
 from auditor.analysis.transactions.assessment import Assessment
 from auditor.analysis.transactions.base import Effect
 from auditor.analysis.transactions.dispatch import GETATTR
@@ -128,11 +128,19 @@ def build_finding(
         fingerprint="",
         sequence=effect_sites(ref, steps),
         strength=strength(
-            entry_kind=entry.kind, chain_proven=all(step.verified for step in chain), impact=assessment.impact_kind,
+            entry_kind=entry.kind, path_proven=path_proven(entry, chain), impact=assessment.impact_kind,
             likelihood=assessment.likelihood, failure_points=len(assessment.evidence),
         ),
     )
     return replace(finding, fingerprint=finding_fingerprint(finding, lines_of))
+
+
+def path_proven(entry: EntryPoint, chain: Sequence[ChainStep]) -> bool:
+    """Whether the pass knows the path runs as reported: its entry point is one the
+    framework enters directly, not a function the framework calls from another entry that
+    the pass did not see (a serializer's ``save()``, a signal receiver, a DRF ``perform_*``
+    hook: that caller may open the transaction), and every call of ``chain`` is proven."""
+    return not framework_invoked(entry) and all(step.verified for step in chain)
 
 
 def proven(edge: Edge, edge_kinds: Mapping[Edge, str]) -> bool:

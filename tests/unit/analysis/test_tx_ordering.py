@@ -6,7 +6,8 @@ Each fixture puts the finding that should come first at the path or line that so
 the order the test asserts is the signals', not the locations'. A Django management command is the
 ``handle`` of a ``Command(BaseCommand)`` in ``<app>/management/commands/`` (django/core/
 management/base.py, ``BaseCommand.execute``); a getattr-string dispatch is an edge the
-pass cannot prove (auditor/analysis/transactions/findings.py, ``proven``)."""
+pass cannot prove (auditor/analysis/transactions/findings.py, ``proven``); a serializer's
+save with no view seen is entered by a caller the pass did not see (``path_proven``)."""
 
 from __future__ import annotations
 
@@ -96,6 +97,35 @@ def test_a_proven_two_step_chain_comes_before_a_getattr_dispatch_chain(rule: Rul
     ]
 
 
+def test_a_request_path_comes_before_a_serializer_save_whose_view_the_pass_did_not_see(rule: Rule):
+    # DRF opens no transaction (rest_framework/mixins.py, CreateModelMixin.create): whether
+    # a serializer's create is covered depends on the view that calls it, here not seen.
+    serializers = """
+        from rest_framework import serializers
+        from .models import Line, Order
+
+        class OrderSerializer(serializers.ModelSerializer):
+            def create(self, validated_data):
+                order = Order.objects.create(total=1)
+                Line.objects.create(order=order)
+                return order
+        """
+    views = """
+        from .models import Line, Order
+
+        def create_order(request):
+            order = Order.objects.create(total=1)
+            Line.objects.create(order=order)
+        """
+    files = {"shop/serializers.py": serializers, "shop/views.py": views}
+    found = {finding.function: finding for finding in analyze_source({**files, "shop/models.py": MODELS}, rule).findings}
+    assert found["OrderSerializer.create"].chain[0].note == "entry point: drf serializer save()"
+    assert _order(files, rule) == [
+        ("critical", "shop/views.py", "create_order"),
+        ("critical", "shop/serializers.py", "OrderSerializer.create"),
+    ]
+
+
 def test_a_half_configured_object_comes_before_rows_deleted_and_rewritten(rule: Rule):
     # A repeat of the replacing view with the same input rewrites the set in full; a repeat
     # of the creating one makes a second order, and the first stays without its line.
@@ -116,7 +146,7 @@ def test_a_half_configured_object_comes_before_rows_deleted_and_rewritten(rule: 
 
 def _strength(**overrides: object) -> int:
     signals: dict[str, object] = {
-        "entry_kind": "http", "chain_proven": True, "impact": ImpactKind.PLAIN, "likelihood": Likelihood.UNLIKELY, "failure_points": 0,
+        "entry_kind": "http", "path_proven": True, "impact": ImpactKind.PLAIN, "likelihood": Likelihood.UNLIKELY, "failure_points": 0,
     }
     return strength(**{**signals, **overrides})  # type: ignore[arg-type]
 
@@ -126,7 +156,7 @@ def test_each_signal_decides_only_where_the_ones_before_it_tie():
     assert _strength() > _strength(entry_kind="task") > strongest_command
     assert _strength(entry_kind="consumer") == _strength(entry_kind="task")
     assert _strength(entry_kind="main") == _strength(entry_kind="cli") == _strength(entry_kind="an unknown kind")
-    unproven = _strength(chain_proven=False, impact=ImpactKind.HALF_CONFIGURED, likelihood=Likelihood.LIKELY, failure_points=3)
+    unproven = _strength(path_proven=False, impact=ImpactKind.HALF_CONFIGURED, likelihood=Likelihood.LIKELY, failure_points=3)
     assert _strength(impact=ImpactKind.REPAIRED) > unproven
     kinds = [ImpactKind.HALF_CONFIGURED, ImpactKind.COUNTER, ImpactKind.REPLACED, ImpactKind.PLAIN, ImpactKind.REPAIRED]
     by_kind = [_strength(impact=kind, likelihood=Likelihood.LIKELY, failure_points=3) for kind in kinds]
