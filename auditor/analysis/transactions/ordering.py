@@ -1,8 +1,8 @@
 """Report order within a severity: how convincing a finding's evidence is.
 
-Input: the entry point's kind, whether the path is proven (:func:`~.findings.path_proven`), and the
-:class:`~.assessment.Assessment` (impact kind, likelihood, failure points). Output: the
-finding's ``strength`` (higher: more convincing), which ``Finding.sort_key`` orders findings
+Input: the entry point's kind, whether the path is proven (:func:`~.findings.path_proven`),
+and the :class:`~.assessment.Assessment` (impact kind, likelihood, failure points). Output:
+the finding's ``strength`` (higher: more convincing), which ``Finding.sort_key`` orders findings
 of one severity by, ahead of path, line and fingerprint. The rule file states the order.
 
 The signals, most significant first, each a question a reader asks of a finding:
@@ -23,12 +23,12 @@ The signals, most significant first, each a question a reader asks of a finding:
 4. **Whether it fails there** (likelihood): likely, possible, unlikely; then how many
    failure points were found (up to the three an explanation names).
 
-Measured on the judged round-5 and round-6 draws (benchmarks/precision), rescanned at d8eb921: TRUE
-findings were 25 of 73 on request paths, 2 of 21 on commands; 1 of 5 over an unproven
-call and 1 of 6 from a framework-called entry (4 of these 11 FALSE, against 3 of the 98
-proven); 13 of 22 half-configured
-against 2 of 11 replaced; more writes on a path were no sign of a weaker finding (2 writes:
-6 TRUE of 40; 5 or more: 13 of 27), so the number of writes is not a signal.
+Measured on the judged round-5 and round-6 draws (benchmarks/precision), rescanned at
+d8eb921: TRUE findings were 25 of 73 on request paths, 2 of 21 on commands; 1 of 5 over an
+unproven call and 1 of 6 from a framework-called entry (6 of these 11 FALSE, against 1 of
+the 98 proven); 13 of 22 half-configured against 2 of 11 replaced. More writes on a path
+were no sign of a weaker finding (2 writes: 6 TRUE of 40; 5 or more: 13 of 27), so the
+number of writes is not a signal.
 """
 
 from __future__ import annotations
