@@ -43,7 +43,11 @@ ENTRY_RANK = {REQUEST: 2, "consumer": 1, "task": 1, "cli": 0, "main": 0}
 """Who meets the partial state, by entry kind (higher: more convincing); an unknown kind
 ranks with the commands."""
 IMPACT_RANK = {
-    ImpactKind.HALF_CONFIGURED: 4, ImpactKind.COUNTER: 3, ImpactKind.REPLACED: 2, ImpactKind.PLAIN: 1, ImpactKind.REPAIRED: 0,
+    ImpactKind.HALF_CONFIGURED: 4,
+    ImpactKind.COUNTER: 3,
+    ImpactKind.REPLACED: 2,
+    ImpactKind.PLAIN: 1,
+    ImpactKind.REPAIRED: 0,
 }
 """What a failure leaves, by impact kind (higher: more convincing)."""
 LIKELIHOOD_RANK = {Likelihood.LIKELY: 2, Likelihood.POSSIBLE: 1, Likelihood.UNLIKELY: 0}
@@ -52,7 +56,9 @@ COUNTED_FAILURE_POINTS = 3
 """Failure points counted towards the order (an explanation names this many)."""
 
 
-def strength(*, entry_kind: str, path_proven: bool, impact: ImpactKind, likelihood: Likelihood, failure_points: int) -> int:
+def strength(
+    *, entry_kind: str, path_proven: bool, impact: ImpactKind, likelihood: Likelihood, failure_points: int
+) -> int:
     """The finding's strength: the signals of this module's docstring compared in their
     order (an earlier one decides; a later one only breaks its ties), as one integer."""
     return lexicographic((

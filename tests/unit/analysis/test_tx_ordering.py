@@ -28,10 +28,14 @@ def rule() -> Rule:
     return load_rule("tx-outside-transaction")
 
 
+def _findings(files: dict[str, str], rule: Rule) -> tuple[Finding, ...]:
+    return analyze_source({**files, "shop/models.py": MODELS}, rule).findings
+
+
 def _order(files: dict[str, str], rule: Rule) -> list[tuple[str, str, str]]:
     """(severity, path, function) of every finding, in the order the report lists them."""
-    findings = sorted(analyze_source({**files, "shop/models.py": MODELS}, rule).findings, key=Finding.sort_key)
-    return [(finding.severity, finding.path, finding.function) for finding in findings]
+    ordered = sorted(_findings(files, rule), key=Finding.sort_key)
+    return [(finding.severity, finding.path, finding.function) for finding in ordered]
 
 
 def test_a_partial_create_on_a_request_comes_before_a_re_runnable_command_of_its_severity(rule: Rule):
@@ -88,7 +92,7 @@ def test_a_proven_two_step_chain_comes_before_a_getattr_dispatch_chain(rule: Rul
             Line.objects.create(order=order)
         """
     files = {"shop/views.py": views, "shop/handlers.py": handlers, "shop/services.py": services}
-    findings = {finding.function: finding for finding in analyze_source({**files, "shop/models.py": MODELS}, rule).findings}
+    findings = {finding.function: finding for finding in _findings(files, rule)}
     assert all(step.verified for step in findings["place_order"].chain)
     assert not all(step.verified for step in findings["Handler.handle_order"].chain)
     assert _order(files, rule) == [
@@ -118,7 +122,7 @@ def test_a_request_path_comes_before_a_serializer_save_whose_view_the_pass_did_n
             Line.objects.create(order=order)
         """
     files = {"shop/serializers.py": serializers, "shop/views.py": views}
-    found = {finding.function: finding for finding in analyze_source({**files, "shop/models.py": MODELS}, rule).findings}
+    found = {finding.function: finding for finding in _findings(files, rule)}
     assert found["OrderSerializer.create"].chain[0].note == "entry point: drf serializer save()"
     assert _order(files, rule) == [
         ("critical", "shop/views.py", "create_order"),
@@ -146,24 +150,30 @@ def test_a_half_configured_object_comes_before_rows_deleted_and_rewritten(rule: 
 
 def _strength(**overrides: object) -> int:
     signals: dict[str, object] = {
-        "entry_kind": "http", "path_proven": True, "impact": ImpactKind.PLAIN, "likelihood": Likelihood.UNLIKELY, "failure_points": 0,
+        "entry_kind": "http",
+        "path_proven": True,
+        "impact": ImpactKind.PLAIN,
+        "likelihood": Likelihood.UNLIKELY,
+        "failure_points": 0,
     }
     return strength(**{**signals, **overrides})  # type: ignore[arg-type]
 
 
 def test_each_signal_decides_only_where_the_ones_before_it_tie():
-    strongest_command = _strength(entry_kind="cli", impact=ImpactKind.HALF_CONFIGURED, likelihood=Likelihood.LIKELY, failure_points=3)
+    strongest = {"impact": ImpactKind.HALF_CONFIGURED, "likelihood": Likelihood.LIKELY, "failure_points": 3}
+    strongest_command = _strength(entry_kind="cli", **strongest)
     assert _strength() > _strength(entry_kind="task") > strongest_command
     assert _strength(entry_kind="consumer") == _strength(entry_kind="task")
     assert _strength(entry_kind="main") == _strength(entry_kind="cli") == _strength(entry_kind="an unknown kind")
-    unproven = _strength(path_proven=False, impact=ImpactKind.HALF_CONFIGURED, likelihood=Likelihood.LIKELY, failure_points=3)
+    unproven = _strength(path_proven=False, **strongest)
     assert _strength(impact=ImpactKind.REPAIRED) > unproven
     kinds = [ImpactKind.HALF_CONFIGURED, ImpactKind.COUNTER, ImpactKind.REPLACED, ImpactKind.PLAIN, ImpactKind.REPAIRED]
     by_kind = [_strength(impact=kind, likelihood=Likelihood.LIKELY, failure_points=3) for kind in kinds]
     assert by_kind == sorted(by_kind, reverse=True) and len(set(by_kind)) == len(kinds)
     assert _strength(impact=ImpactKind.COUNTER) > by_kind[2]
     assert _strength(likelihood=Likelihood.POSSIBLE) > _strength(failure_points=3)
-    assert _strength(likelihood=Likelihood.LIKELY, failure_points=5) == _strength(likelihood=Likelihood.LIKELY, failure_points=3)
+    likely = Likelihood.LIKELY
+    assert _strength(likelihood=likely, failure_points=5) == _strength(likelihood=likely, failure_points=3)
 
 
 def test_the_integer_orders_as_the_tuple_of_ranks():
