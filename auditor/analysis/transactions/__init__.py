@@ -29,8 +29,10 @@
   :mod:`.paths`, less the registry rows :mod:`.registry_rows` sets aside; :mod:`.memo`:
   helpers memoized on an object write once per path; :mod:`.stored_flags`: false arguments
   stored on ``self`` switch off its methods' arms.
-- :mod:`.grading`: the severity of a path and its reason.
-- :mod:`.findings`: graded paths to findings (folding helpers into their callers).
+- :mod:`.grading`: the severity of a path and its reason; :mod:`.assessment`: likelihood ×
+  impact (:mod:`.likelihood`, :mod:`.impact`) and the grade's evidence.
+- :mod:`.findings`: graded paths to findings (folding helpers into their callers);
+  :mod:`.ordering`: how convincing each is (the report's order within a severity).
 - :mod:`.scanning`: text scanning (the one bracket scanner, a call's text, file lines).
 - :mod:`.languages`: what differs per language, as data.
 """

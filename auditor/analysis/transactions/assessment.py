@@ -1,11 +1,11 @@
 """Likelihood × impact of a graded sequence: the evidence its grade states and the
-strength the report orders findings of one severity by (the rule file defines both).
+signals the report orders findings of one severity by (the rule file defines both).
 
 Input: a function, its path, the grade :func:`~.grading.grade_function` gave for what its
 writes are, and the lines of the analysed files. Output: an :class:`Assessment` with the
 severity, the likelihood (:mod:`.likelihood`) and impact (:mod:`.impact`) it rests on, the
-evidence of each, the reason the finding states and the strength of its evidence (the
-report sorts findings of one severity by it, most convincing first).
+evidence of each, and the reason the finding states (:mod:`.ordering` turns the impact kind,
+likelihood and failure points, with the entry and the chain, into the report's order).
 
 The band (shown: critical or high; or medium, low) is the one :mod:`.grading` gives for
 what the writes are, and within the shown bands the impact sets it (:func:`shown_severity`).
@@ -42,13 +42,6 @@ _SHOWN_EVIDENCE = 3
 _LOOP_LIFTED = frozenset({ONLY_DELETES, UPSERTS_FIRST, ONE_OBJECT})
 REQUEST = "http"
 """The entry kind whose paths lose their demotions to a failure point (:func:`assess`)."""
-# Data destroyed before its replacement and a new object left half-configured first, then
-# counters and amounts, then plain partial writes; repaired data (bookkeeping, log rows,
-# re-runnable or derived writes) last.
-_IMPACT_STRENGTH = {
-    ImpactKind.REPLACED: 30, ImpactKind.HALF_CONFIGURED: 30, ImpactKind.COUNTER: 20, ImpactKind.PLAIN: 10, ImpactKind.REPAIRED: 0,
-}
-_LIKELIHOOD_STRENGTH = {Likelihood.LIKELY: 6, Likelihood.POSSIBLE: 3, Likelihood.UNLIKELY: 0}
 
 
 @dataclass(frozen=True)
@@ -58,6 +51,8 @@ class Assessment:
     severity: Severity
     likelihood: Likelihood
     impact: Impact
+    impact_kind: ImpactKind
+    """What the impact's evidence shows (:mod:`.ordering` ranks by it)."""
     evidence: tuple[Evidence, ...]
     """What can fail between the writes, most telling first."""
     impact_evidence: str
@@ -65,9 +60,6 @@ class Assessment:
     reason: str
     """The grade as the finding's explanation ends with it: impact, likelihood and their
     evidence, then :mod:`.grading`'s reason."""
-    strength: int
-    """How convincing the evidence is (higher: more): impact, then likelihood, then how
-    many failure points were found."""
 
 
 def assess(
@@ -80,21 +72,21 @@ def assess(
 ) -> Assessment:
     """The assessment of ``ref``'s path ``steps``, whose writes :mod:`.grading` graded
     ``graded`` (severity, reason), reached from an entry point of ``entry_kind``
-    (``http``, ``cli``, ``task``...): likelihood, impact, their evidence and strength."""
+    (``http``, ``cli``, ``task``...): likelihood, impact and their evidence."""
     base, base_reason = graded
     evidence = failure_points(ref.path, steps, lines_of, to_side_effect=base_reason == SIDE_EFFECT_AFTER)
     level = likelihood(evidence)
     if base == Severity.LOW:
-        return Assessment(base, level, impact(ref.path, steps, lines_of, base_reason).impact, evidence, "", "", 0)
+        found = impact(ref.path, steps, lines_of, base_reason)
+        return Assessment(base, level, found.impact, found.kind, evidence, "", "")
     severity, reason = base, base_reason
     undone = _undone(steps, base_reason, level, evidence, ref.path) if entry_kind == REQUEST else None
     if undone is not None:
         severity, reason = undone
     found = impact(ref.path, steps, lines_of, reason)
     severity = shown_severity(severity, found.impact)
-    strength = _IMPACT_STRENGTH[found.kind] + _LIKELIHOOD_STRENGTH[level] + min(len(evidence), _SHOWN_EVIDENCE)
     text = _reason(ref.path, severity, level, found.impact, evidence, found.evidence, reason)
-    return Assessment(severity, level, found.impact, evidence, found.evidence, text, strength)
+    return Assessment(severity, level, found.impact, found.kind, evidence, found.evidence, text)
 
 
 def shown_severity(band: Severity, level: Impact) -> Severity:

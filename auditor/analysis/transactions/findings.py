@@ -13,11 +13,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from auditor.callgraph.graph import Edge, FunctionRef
-from auditor.analysis.entrypoints import EntryPoint
+from auditor.analysis.entrypoints import EntryPoint, framework_invoked
 from auditor.analysis.transactions.assessment import Assessment
 from auditor.analysis.transactions.base import Effect
 from auditor.analysis.transactions.dispatch import GETATTR
 from auditor.analysis.transactions.grading import DB_EFFECTS, SIDE_EFFECTS, WRITES, Step
+from auditor.analysis.transactions.ordering import strength
 from auditor.analysis.transactions.registry_rows import REASON as REGISTRY_REASON
 from auditor.findings.fingerprints import finding_fingerprint
 from auditor.findings.model import ChainStep, EffectSite, Finding
@@ -71,7 +72,8 @@ def build_finding(
     calls of the sequence go into the fingerprint), ``edge_kinds`` says how approximate
     edges resolve, ``request_note`` which request setting a view's grade assumes (it
     follows the first sentence of the explanation), ``set_aside`` the registry rows on the
-    path not counted (``path:line: text``; named after the path)."""
+    path not counted (``path:line: text``; named after the path). Its ``strength``, which
+    orders it among findings of its severity, is :func:`.ordering.strength`'s."""
     severity, reason = assessment.severity, assessment.reason
     first = steps[0]
     effects = [effect for step in steps for effect in step.effects]
@@ -125,9 +127,20 @@ def build_finding(
         found_by=FOUND_BY,
         fingerprint="",
         sequence=effect_sites(ref, steps),
-        strength=assessment.strength,
+        strength=strength(
+            entry_kind=entry.kind, path_proven=path_proven(entry, chain), impact=assessment.impact_kind,
+            likelihood=assessment.likelihood, failure_points=len(assessment.evidence),
+        ),
     )
     return replace(finding, fingerprint=finding_fingerprint(finding, lines_of))
+
+
+def path_proven(entry: EntryPoint, chain: Sequence[ChainStep]) -> bool:
+    """Whether the pass knows the path runs as reported: its entry point is one the
+    framework enters directly, not a function the framework calls from another entry that
+    the pass did not see (a serializer's ``save()``, a signal receiver, a DRF ``perform_*``
+    hook: that caller may open the transaction), and every call of ``chain`` is proven."""
+    return not framework_invoked(entry) and all(step.verified for step in chain)
 
 
 def proven(edge: Edge, edge_kinds: Mapping[Edge, str]) -> bool:

@@ -12,7 +12,7 @@ from auditor.pack.scope import scope_class
 from auditor.report.manifest import pack_manifest
 from auditor.rules.loader import builtin_rules, parse_rule
 from auditor.tokens.tokenizer import TokenizerRequest, load_tokenizer
-from tests.support import REPO_ROOT
+from tests.support import REPO_ROOT, packing_rule
 
 RULE = builtin_rules()["tx-outside-transaction"]
 
@@ -194,27 +194,29 @@ def test_pack_prepared_cuts_windows_around_the_static_candidates(tokenizer, tmp_
     from auditor.analysis.transactions import TxOptions
     from auditor.runs.prepare import pack_prepared, prepare_repository, run_static_pass
 
+    # The rule's sinks with a body of fixed length: the budget asserts the cut, not the rule's text.
+    rule = packing_rule()
     fixture = REPO_ROOT / "fixtures" / "django_shop"
     prepared = prepare_repository(fixture, cache_dir=tmp_path / "cache")
     # Not reported (--no-static): the windows are cut around its chains, nothing is listed.
-    static = run_static_pass(prepared, (RULE,), TxOptions(min_severity="low"), reported=False)
+    static = run_static_pass(prepared, (rule,), TxOptions(min_severity="low"), reported=False)
     options = PackOptions(max_model_len=12_000, output_tokens=500, probe_reserve_tokens=64, map_tokens=800)
-    result = pack_prepared(prepared, rules=(RULE,), tokenizer=tokenizer, options=options, static=static)
+    result = pack_prepared(prepared, rules=(rule,), tokenizer=tokenizer, options=options, static=static)
     assert result.chains == static.file_chains
     assert result.chains_whole() == len(result.chains)
     by_rank = pack_prepared(
-        prepared, rules=(RULE,), tokenizer=tokenizer, static=static,
+        prepared, rules=(rule,), tokenizer=tokenizer, static=static,
         options=_options(max_model_len=12_000, output_tokens=500, map_tokens=800, chain_windows=False),
     )
     # Co-location is reported for the rank-order fill too.
     assert by_rank.chains == result.chains
     # The windows are cut around the chains of every severity, whatever --min-severity
     # shows: fewer findings, the same chains.
-    shown = run_static_pass(prepared, (RULE,), TxOptions(min_severity="high"), reported=False)
+    shown = run_static_pass(prepared, (rule,), TxOptions(min_severity="high"), reported=False)
     assert len(shown.findings) < len(static.findings)
     assert shown.file_chains == static.file_chains
     assert shown.chain_findings == static.findings
-    assert pack_prepared(prepared, rules=(RULE,), tokenizer=tokenizer, options=options, static=shown).chains == shown.file_chains
+    assert pack_prepared(prepared, rules=(rule,), tokenizer=tokenizer, options=options, static=shown).chains == shown.file_chains
 
 
 def test_seed_paths_stay_in_scope(tokenizer):

@@ -32,6 +32,7 @@ from auditor.runs.judge import (
     judge_static_findings,
 )
 from auditor.tokens.tokenizer import TokenizerRequest, load_tokenizer
+from tests.support import packing_rule
 
 TX = "tx-outside-transaction"
 RULE = builtin_rules()[TX]
@@ -179,7 +180,8 @@ def test_a_candidate_is_listed_only_where_every_line_it_cites_is_in_full_text(to
     inputs = [PackInput(path, text, "python") for path, text in sorted({**FILES, "app/stock.py": stock}.items())]
     options = PackOptions(max_model_len=4_500, output_tokens=300, probe_reserve_tokens=64, map_tokens=200)
 
-    result = pack(inputs, repository="demo", rules=[RULE], tokenizer=tokenizer, options=options,
+    # The rule's body of fixed length: the tight budget asserts the windows, not the rule's text.
+    result = pack(inputs, repository="demo", rules=[packing_rule(TX)], tokenizer=tokenizer, options=options,
                   chains_to_judge=candidate_chains([deep]))
 
     assert len(result.windows) > 1
