@@ -251,7 +251,7 @@ class HFTokenizer:
         del data
         # Parsing tokenizer.json leaves ~45 MB of freed heap (of ~90 MB) resident until
         # trimmed; the load ends on its own thread, between the stages' trims.
-        from auditor.runs.memory import return_free_memory
+        from auditor.storage.memory import return_free_memory
 
         return_free_memory()
 
