@@ -1,7 +1,9 @@
 """The persistent index cache: one sealed entry file per (content hash, language) and one
 pack file per scan scope (so repeating a scan reads a single file), with small delta files
-for edits, bounded by least-recently-used pruning. Entries are checked on read: a damaged
-or foreign entry is recomputed, never trusted.
+for edits, bounded by least-recently-used pruning. A scope without a pack borrows the most
+recently used other pack's records (a first index of a large tree writes its records to
+its pack only: ``ENTRY_FILES_MAX``). Entries are checked on read: a damaged or foreign
+entry is recomputed, never trusted.
 """
 
 from __future__ import annotations
