@@ -118,16 +118,17 @@ class CallGraphCache:
         if graph is None:
             if on_change is not None:
                 on_change()
-            graph = self._rebuilt(indexes)
+            surface = surface_key(indexes)  # once: both the lookup and the store need it
+            graph = self._rebuilt(indexes, surface)
             if graph is None:
                 graph = CallGraph.build(indexes)
-            self.put(indexes, graph)
+            self.put(indexes, graph, surface=surface)
         return graph
 
-    def _rebuilt(self, indexes: Mapping[str, FileIndex]) -> CallGraph | None:
-        """The graph rebuilt from the stored graph whose files have the same surfaces, or
-        None when there is none (or it cannot be read)."""
-        surface = surface_key(indexes)
+    def _rebuilt(self, indexes: Mapping[str, FileIndex], surface: str) -> CallGraph | None:
+        """The graph rebuilt from the stored graph whose files have the same surfaces
+        (``surface``: their :func:`surface_key`), or None when there is none (or it cannot
+        be read)."""
         target = self.base_path(surface)
         try:
             with collection_paused():
@@ -175,14 +176,14 @@ class CallGraphCache:
             pass
         return graph
 
-    def put(self, indexes: Mapping[str, FileIndex], graph: CallGraph) -> None:
+    def put(self, indexes: Mapping[str, FileIndex], graph: CallGraph, *, surface: str | None = None) -> None:
         """Store ``graph`` as the graph of ``indexes`` (and as the latest graph of their surface
-        key), then delete graphs beyond ``MAX_GRAPHS``."""
+        key, ``surface`` when the caller has it), then delete graphs beyond ``MAX_GRAPHS``."""
         key = graph_cache_key(indexes)
         target = self.graph_path(key)
         if not write_atomically(target, seal(_GRAPH_MAGIC, (key, graph.rows))):
             return
-        surface = surface_key(indexes)
+        surface = surface if surface is not None else surface_key(indexes)
         base = self.base_path(surface)
         hashes = tuple((path, indexes[path].content_hash) for path in sorted(indexes))
         write_atomically(base, seal(_BASE_MAGIC, (surface, key, hashes)))

@@ -26,6 +26,7 @@ from functools import partial
 
 from auditor import defaults
 from auditor.index.cache import (
+    ENTRY_FILES_MAX,
     PACK_DELTA_MIN,
     PACK_DELTA_SHARE,
     IndexCache,
@@ -35,6 +36,7 @@ from auditor.index.cache import (
     _file_index_from_record,
     _Record,
     _record_of,
+    _shared_strings,
     scan_pack_name,
 )
 from auditor.index.extract import ParseBudgetExceeded, _source_record, index_source
@@ -128,6 +130,7 @@ def _parse_records(
     """
     workers = min(MAX_PARSE_WORKERS, _available_cpus())
     done = 0
+    shared: dict[str, str] = {}
     if (
         len(sources) > PARALLEL_PARSE_THRESHOLD
         and workers > 1
@@ -156,7 +159,9 @@ def _parse_records(
                             if isinstance(sent, str):
                                 outcomes.append((source[0], None, sent, None))
                                 continue
-                            record = marshal.loads(sent)
+                            # One object per distinct string across files, as a pack's load
+                            # makes them: half the memory of each record's own copies.
+                            record = _shared_strings(marshal.loads(sent), shared)
                             outcomes.append((source[0], _file_index_from_record(record, source[0]), record, sent))
                     for outcome in outcomes:
                         yield outcome  # type: ignore[misc]
@@ -254,9 +259,12 @@ def index_sources(
 
     Only cache misses are parsed (by worker processes when there are many), and identical
     content (same hash and language) is parsed once. With a cache, entries are looked up in
-    the pack ``pack_name`` (default: ``scan_pack_name`` of the paths), then in the entry
-    files; afterwards the pack holds exactly the entries this call used. The result is
-    ordered by path and does not depend on where entries came from. Emits
+    the pack ``pack_name`` (default: ``scan_pack_name`` of the paths), then, when that scan
+    has no pack yet, in the most recently used pack of another scan, then in the entry
+    files; afterwards the pack holds exactly the entries this call used. Parsed records
+    are also written as entry files, except when the scan had no pack and more than
+    ``ENTRY_FILES_MAX`` were parsed (then the pack written whole holds them). The result
+    is ordered by path and does not depend on where entries came from. Emits
     ProgressEvent(stage="index") per file.
     """
     pending = sorted(sources, key=lambda source: source[0])
@@ -273,6 +281,8 @@ def index_sources(
             if cache is not None and pack_name is not None
             else ({}, StoredPack(frozenset(), frozenset(), 0))
         )
+        # A scan without a pack of its own borrows the newest other pack's records.
+        donor = cache._read_donor(pack_name) if cache is not None and pack_name is not None and not stored.keys else {}
         for source in pending:
             path, _, language, content_hash = source
             key = (content_hash, language)
@@ -286,6 +296,8 @@ def index_sources(
                 index = _decode_or_none(record, key, path)
                 if index is None and record is not None:
                     damaged.add(key)  # stored but unusable: the pack must be repaired
+                if index is None and key in donor:
+                    index = _decode_or_none(donor.pop(key), key, path)
                 if index is None and cache is not None:
                     index = _decode_or_none(cache._get_record(key, path), key, path)
                 if index is None:
@@ -294,7 +306,10 @@ def index_sources(
                 found[key] = index
             completed += 1
             progress(ProgressEvent(stage="index", completed=completed, total=total))
+        del donor
     added: dict[_CacheKey, _Record] = {}
+    # A first index of a large tree keeps its records in the pack written whole only.
+    write_entries = cache is not None and (bool(stored.keys) or len(misses) <= ENTRY_FILES_MAX)
     skipped: list[IndexSkip] = []
     over_budget: set[_CacheKey] = set()
     for path, index, record, marshalled in _parse_records([group[0] for group in misses.values()], parse_budget_s):
@@ -308,8 +323,8 @@ def index_sources(
         key = (index.content_hash, index.language)
         found[key] = index
         added[key] = record
-        if cache is not None:
-            cache._put_record(record, marshalled)
+        if write_entries:
+            cache._put_record(record, marshalled)  # type: ignore[union-attr]
         for _ in misses[key]:
             completed += 1
             progress(ProgressEvent(stage="index", completed=completed, total=total))

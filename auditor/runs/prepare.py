@@ -40,7 +40,7 @@ from auditor.rules.loader import Rule, builtin_rules, named_or_builtin
 from auditor.rules.severity import Severity
 from auditor.config.scan import ScanConfig, WindowOptions, tree_cache_scope
 from auditor.runs.judge import candidate_chains
-from auditor.runs.memory import return_free_memory
+from auditor.storage.memory import return_free_memory
 from auditor.storage.digests import DigestStore, digest_of
 from auditor.storage.dirs import cache_dir as store_dir
 from auditor.tokens.tokenizer import PromptTokenizer

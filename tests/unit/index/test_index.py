@@ -706,8 +706,78 @@ def test_pack_is_chosen_by_name(
 
     index_files(sources, cache=cache, pack_name="/repos/shop")
     assert parsed == []
+    # Another name has no pack yet: it borrows the newest other pack's records, then has its own.
     index_files(sources, cache=cache, pack_name="/repos/other")
-    assert parsed == ["sample.py"]
+    assert parsed == []
+    assert cache.pack_path("/repos/other").is_file() and cache.pack_path("/repos/shop").is_file()
+    cache.pack_path("/repos/shop").unlink()
+    remove_entry_files_if_any(cache)
+    index_files(sources, cache=cache, pack_name="/repos/other")  # its own pack
+    assert parsed == []
+
+
+def remove_entry_files_if_any(cache: IndexCache) -> None:
+    for entry in cache.directory.rglob("*.index"):
+        entry.unlink()
+
+
+def large_first_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, count: int = 6) -> tuple[IndexCache, list[tuple[str, str, str, str]]]:
+    """A cache after the first index of a tree with more than ``ENTRY_FILES_MAX`` files (the
+    limit lowered to 3 here)."""
+    monkeypatch.setattr(index_indexer, "ENTRY_FILES_MAX", 3)
+    sources = []
+    for i in range(count):
+        text = f"def f{i}():\n    return g{i}()\n"
+        sources.append((f"pkg/m{i}.py", text, "python", index_model.content_hash_of(text)))
+    cache = IndexCache(tmp_path)
+    index_files(sources, cache=cache, pack_name="tree")
+    return cache, sources
+
+
+def test_a_large_first_index_keeps_its_records_in_the_pack_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache, sources = large_first_index(tmp_path, monkeypatch)
+    expected = index_files(sources)
+
+    assert not list(cache.directory.rglob("*.index"))  # no entry file per record
+    forbid_parsing(monkeypatch)
+    assert index_files(sources, cache=cache, pack_name="tree") == expected
+    # A worktree of the same tree under another name finds them in that pack.
+    assert index_files(sources, cache=cache, pack_name="worktree") == expected
+
+
+def test_an_edit_after_a_large_first_index_writes_its_entry_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache, sources = large_first_index(tmp_path, monkeypatch)
+    text = "def edited():\n    return 1\n"
+    edited = [*sources[1:], ("pkg/m0.py", text, "python", index_model.content_hash_of(text))]
+
+    assert index_files(edited, cache=cache, pack_name="tree") == index_files(edited)
+    assert [path.name for path in cache.directory.rglob("*.index")] == [cache.entry_path(edited[-1][3], "python").name]
+
+
+def test_a_damaged_donor_pack_is_parsed_around_never_trusted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache, sources = large_first_index(tmp_path, monkeypatch)
+    expected = index_files(sources)
+    donor = cache.pack_path("tree")
+    data = bytearray(donor.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    donor.write_bytes(bytes(data))
+    parsed = count_parsing(monkeypatch)
+
+    assert index_files(sources, cache=cache, pack_name="worktree") == expected
+    assert sorted(parsed) == sorted(path for path, *_ in sources)
+
+
+def test_a_donor_record_of_other_content_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache, sources = large_first_index(tmp_path, monkeypatch)
+    changed = []
+    for path, _, language, _ in sources:
+        text = f"class C:\n    pass  # {path}\n"
+        changed.append((path, text, language, index_model.content_hash_of(text)))
+    expected = index_files(changed)
+    parsed = count_parsing(monkeypatch)
+
+    assert index_files(changed, cache=cache, pack_name="worktree") == expected
+    assert len(parsed) == len(sources)
 
 
 def test_least_recently_used_packs_are_deleted_beyond_the_limit(

@@ -1,11 +1,11 @@
-"""Returning freed memory between stages (auditor.runs.memory) changes no value and runs
+"""Returning freed memory between stages (auditor.storage.memory) changes no value and runs
 without glibc too."""
 
 from __future__ import annotations
 
 import pytest
 
-from auditor.runs import memory
+from auditor.storage import memory
 
 
 def test_returning_free_memory_keeps_every_value() -> None:

@@ -1,4 +1,5 @@
-"""Handing freed memory back to the operating system between the stages of a scan.
+"""Handing freed memory back to the operating system between the stages of a scan (and
+when the vocabulary has loaded).
 
 A cold scan frees much of what a stage allocates for its own work: the index cache's pack
 being written, the call graph's key and cache rows, the vocabulary's parse tree while the
