@@ -3,8 +3,10 @@ a local (``viewset = ExamViewset()``) or, in a function that never binds it, a
 module-level name (``exam_viewset = ExamViewset()``). Python looks a method up on an
 instance by its class's MRO (``type(obj).__mro__``), so a call on the name runs the base
 method with ``self`` of that class, and the base method's self-calls resolve by it
-(:meth:`.Dispatch.receiver_after`). A name bound more than once, to anything else, or
-declared ``global`` somewhere holds no known class.
+(:meth:`.Dispatch.receiver_after`). A name bound more than once in the function, in any
+target position (``other, name = ...``, ``a = name = ...``, ``for``, ``with ... as``,
+``del``, ``:=``, augmented: :mod:`.name_bindings`), to anything else, or declared
+``global`` somewhere holds no known class.
 
 Inputs: the file texts (through :class:`~.receiver_types.ReceiverTypes`) and a function's
 definition. Output: :class:`ConstructedNames`.
@@ -16,6 +18,7 @@ import re
 
 from auditor.callgraph.graph import FunctionRef
 from auditor.callgraph.names import strip_arguments
+from auditor.analysis.transactions.name_bindings import FunctionBindings, function_bindings
 from auditor.analysis.transactions.receiver_types import ReceiverTypes, assigned_expression
 from auditor.analysis.transactions.scanning import IDENTIFIER
 from auditor.analysis.transactions.throwaway import unbound_names
@@ -28,6 +31,7 @@ class ConstructedNames:
     def __init__(self, types: ReceiverTypes) -> None:
         self.types = types
         self._module_names: dict[tuple[str, str], FunctionRef | None] = {}
+        self._function_bindings: dict[tuple[str, int], FunctionBindings | None] = {}
 
     def class_at(self, path: str, definition: Definition, variable: str, line: int) -> FunctionRef | None:
         """The class of what ``variable`` holds at ``line`` of the function ``definition``
@@ -40,13 +44,23 @@ class ConstructedNames:
         signature, body = lines[: definition.body_start_line - definition.start_line], lines[definition.body_start_line - definition.start_line :]
         if re.search(rf"\b{re.escape(variable)}\b", " ".join(signature)):
             return None  # a parameter: what the callers pass
-        if unbound_names(frozenset({variable}), body):
+        bindings = self._bindings(path, definition)
+        if bindings is None:
+            return None  # not parsed: what it holds is not known
+        bound = bindings.lines_binding(variable)
+        if not bound and unbound_names(frozenset({variable}), body):
             return self.module_class(path, variable)
-        assignments = [number for number, text in enumerate(body, start=definition.body_start_line) if assigned_expression(text, variable) is not None]
-        other = re.search(rf"\b(?:for|as)\s+{re.escape(variable)}\b|\b{re.escape(variable)}\s*:=", "\n".join(body))
-        if len(assignments) != 1 or assignments[0] >= line or other:
-            return None
-        return self.constructed_class(path, assignments[0], variable)
+        if len(bound) != 1 or bound[0] >= line:
+            return None  # bound again anywhere (``a, variable = ...``, ``for``, ``del``, ...)
+        return self.constructed_class(path, bound[0], variable)
+
+    def _bindings(self, path: str, definition: Definition) -> FunctionBindings | None:
+        """Every binding of a name in ``definition`` (any target position), parsed once."""
+        key = (path, definition.start_line)
+        if key not in self._function_bindings:
+            lines = self.types.text_lines(path)[definition.start_line - 1 : definition.end_line]
+            self._function_bindings[key] = function_bindings(lines, definition.start_line)
+        return self._function_bindings[key]
 
     def module_class(self, path: str, variable: str) -> FunctionRef | None:
         """The class of the object a module-level ``variable`` holds when the file binds that

@@ -110,3 +110,70 @@ def test_a_module_level_name_bound_twice_carries_no_class(rule: Rule):
     # Rebound elsewhere in the module: what it holds is not known, so every override may run.
     summary = SUMMARY.format(cls="LessonViewset") + "\n\ndef reset():\n    global lesson_viewset\n    lesson_viewset = None\n"
     assert _summary_writes(rule, summary) == {"NoticeViewset.list"}
+
+
+RUNNERS = '''
+from django.http import JsonResponse
+from shop.models import Notice
+
+
+class Base:
+    def run(self):
+        self.step()
+
+    def step(self):
+        pass
+
+
+class Dry(Base):
+    def step(self):
+        pass
+
+
+class Real(Base):
+    def step(self):
+        Notice.objects.create(kind="a")
+        Notice.objects.filter(kind="old").delete()
+
+
+def make_pair(request):
+    return request, Real()
+
+
+def go(request):
+    runner = Dry()
+    {rebinding}
+    runner.run()
+    return JsonResponse({{}})
+'''
+
+RUNNER_URLS = 'from django.urls import path\nfrom shop.views import go\n\nurlpatterns = [path("g/", go)]\n'
+
+
+@pytest.mark.parametrize(
+    "rebinding",
+    [
+        "other, runner = make_pair(request)",
+        "other = runner = make_pair(request)[1]",
+        "with make_pair(request)[1] as runner:\n        pass",
+        "if (runner := make_pair(request)[1]):\n        pass",
+        "runner += make_pair(request)[1]",
+        "[other, *runner] = make_pair(request)",
+        "del runner\n    runner = Dry()",
+    ],
+    ids=["unpacked-second", "chained", "with-as", "walrus", "augmented", "starred", "deleted"],
+)
+def test_a_local_rebound_in_any_target_position_carries_no_class(rule: Rule, rebinding: str):
+    """``runner`` may no longer hold the ``Dry()`` it was first bound to (Python's binding
+    rules, language reference "Naming and binding": every target position binds): every
+    override may run, so ``Real.step``'s two writes are reported through ``go``."""
+    files = {"shop/models.py": MODELS, "shop/views.py": RUNNERS.format(rebinding=rebinding), "shop/urls.py": RUNNER_URLS}
+    finding = reported(analyze_source(files, rule)).get(("shop/views.py", "Real.step"))
+    assert finding is not None
+    assert finding.severity == "high", finding.explanation
+    assert [step.function for step in finding.chain] == ["go", "Base.run", "Real.step"]
+
+
+def test_a_local_bound_once_to_a_constructor_still_carries_its_class(rule: Rule):
+    files = {"shop/models.py": MODELS, "shop/views.py": RUNNERS.format(rebinding="other = make_pair(request)"), "shop/urls.py": RUNNER_URLS}
+    assert reported(analyze_source(files, rule)).get(("shop/views.py", "Real.step")) is None
