@@ -107,17 +107,20 @@ class Step:
     its result on, seen from this function (``request.user._perms``); a later call with the
     same key on the path writes nothing."""
     saved_row: str | None = None
-    """For a direct ``save()`` of a row: the object saved (``event`` for ``event.save()``);
-    a later save of the same object on the same path writes that row's state again, not a
-    second row, and counts once (:func:`saved_once`)."""
+    """For a direct ``save()`` of a row: the object saved (``event`` for ``event.save()``)
+    with how often the function rebound it above and the loop holding it
+    (:meth:`.Sequences._saved_row`); a later save with the same key on the same path writes
+    that row's state again, not a second row, and counts once (:func:`saved_once`). None
+    for a save that counts on its own (narrowed by ``update_fields``, bindings unknown)."""
     inner: tuple[Step, ...] = field(default=(), compare=False, repr=False)
     """For a call: the callee's path whose effects the step counts (empty for a direct
     effect and for a call into a function that opens its own transaction)."""
 
 
 def saved_once(steps: tuple[Step, ...]) -> tuple[Step, ...]:
-    """``steps`` (one path) less every save of an object an earlier step on the path saved:
-    one row's state written again, not a second row. Saves of one object on exclusive arms
+    """``steps`` (one path) less every save of an object an earlier step on the path saved
+    under the same key (not rebound between, in the same loop body or in none, the earlier
+    not narrowed by ``update_fields``): one row's state written again, not a second row. Saves of one object on exclusive arms
     (an early-return branch and the main path) are on different paths and each counts."""
     seen: set[str] = set()
     kept: list[Step] = []
@@ -306,9 +309,13 @@ def derived(ref: FunctionRef) -> bool:
 
 
 def _one_object(steps: tuple[Step, ...]) -> bool:
-    """Whether every step that writes writes the same object (its row and relations)."""
-    subjects = {step.subject for step in steps if any(effect in WRITES for effect in step.effects)}
-    return len(subjects) == 1 and None not in subjects
+    """Whether every step that writes writes the same object (its row and relations): one
+    subject, and its saves all under one key (a name rebound between two saves, or saved in
+    two loops, names two rows: :attr:`Step.saved_row`)."""
+    writing = [step for step in steps if any(effect in WRITES for effect in step.effects)]
+    subjects = {step.subject for step in writing}
+    rows = {step.saved_row for step in writing if step.saved_row is not None}
+    return len(subjects) == 1 and None not in subjects and len(rows) <= 1
 
 
 def idempotent(call: CallSite, orm: str) -> Effect | None:

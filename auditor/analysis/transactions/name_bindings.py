@@ -28,8 +28,16 @@ class FunctionBindings:
     """``(header line, first body line, last body line)`` of every loop body."""
 
     def lines_binding(self, name: str) -> tuple[int, ...]:
-        """The lines where ``name`` is bound (sorted)."""
+        """The lines where ``name`` (a plain name or a dotted attribute, ``self.order``)
+        is bound (sorted)."""
         return self.bindings.get(name, ())
+
+    def bound_before(self, dotted: str, line: int) -> int:
+        """How many bindings of ``dotted`` or of any prefix of it (``self`` and
+        ``self.order`` for ``self.order``) sit above ``line``."""
+        parts = dotted.split(".")
+        prefixes = (".".join(parts[: end + 1]) for end in range(len(parts)))
+        return sum(1 for prefix in prefixes for bound in self.lines_binding(prefix) if bound < line)
 
     def loop_of(self, line: int) -> int | None:
         """The header line of the innermost loop whose body holds ``line``, if any."""
@@ -60,6 +68,8 @@ def function_bindings(lines: list[str], first_line: int) -> FunctionBindings | N
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
             bind(node.id, node.lineno)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            bind(ast.unparse(node), node.lineno)  # ``self.order = ...``: that attribute rebound
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node is not top:
             bind(node.name, node.lineno)
         elif isinstance(node, (ast.Global, ast.Nonlocal)):

@@ -62,3 +62,68 @@ def test_the_same_row_saved_twice_on_one_path_is_one_write():
     finding = found.get(("accounts/tasks.py", "touch_notice"))
     assert finding is None or finding.severity not in SHOWN
     assert finding is None or len(finding.sequence) == 1, finding.sequence
+
+
+ORDER = "from django.db import models\n\nclass Order(models.Model):\n    status = models.CharField(max_length=10)\n    total = models.IntegerField(default=0)\n"
+URLS = 'from django.urls import path\nfrom shop import views\n\nurlpatterns = [path("s/", views.split), path("l/", views.loops), path("n/<int:pk>/", views.narrowed)]\n'
+VIEWS = """
+from django.http import JsonResponse
+from shop.models import Order
+
+
+def split(request):
+    order = Order(status="first")
+    order.save()
+    order = Order(status="second")
+    order.save()
+    return JsonResponse({})
+
+
+def loops(request):
+    for line in Order.objects.filter(status="a"):
+        line.total += 1
+        line.save()
+    for line in Order.objects.filter(status="b"):
+        line.total -= 1
+        line.save()
+    return JsonResponse({})
+
+
+def narrowed(request, pk):
+    order = Order.objects.get(pk=pk)
+    order.status = "paid"
+    order.save(update_fields=["status"])
+    order.total = int(request.POST["total"])
+    order.save()
+    return JsonResponse({})
+"""
+
+
+def _saves() -> dict:
+    files = {"shop/models.py": ORDER, "shop/urls.py": URLS, "shop/views.py": VIEWS}
+    return reported(analyze_source(files, load_rule("tx-outside-transaction")))
+
+
+def test_a_name_rebound_between_two_saves_saves_two_rows():
+    # ``order = Order(...)`` again: the second save inserts a second row (Python rebinds the
+    # name; django/db/models/base.py ``Model.save`` inserts an instance still ``_state.adding``),
+    # so neither counts once nor grades as one object's row.
+    finding = _saves()[("shop/views.py", "split")]
+    assert finding.severity in SHOWN, finding.explanation
+    assert [site.line for site in finding.sequence] == [7, 9], finding.sequence
+    assert "2 database writes" in finding.title
+
+
+def test_saves_of_one_name_in_two_loops_are_different_rows():
+    # Each ``for line in ...`` binds ``line`` to another queryset's rows.
+    finding = _saves()[("shop/views.py", "loops")]
+    assert finding.severity == "high", finding.explanation
+    assert [site.line for site in finding.sequence] == [16, 19], finding.sequence
+
+
+def test_a_save_narrowed_by_update_fields_does_not_hide_the_next_full_save():
+    # django/db/models/base.py ``Model.save``: "only the fields named in update_fields are
+    # updated", so ``total`` set after it is written by the later full save only.
+    finding = _saves()[("shop/views.py", "narrowed")]
+    assert finding.severity == "high", finding.explanation
+    assert [site.line for site in finding.sequence] == [26, 28], finding.sequence
