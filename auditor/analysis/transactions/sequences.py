@@ -96,7 +96,7 @@ class Sequences:
         """Which false parameters a method stores on ``self`` (:mod:`.stored_flags`)."""
         self.registry = RegistryRows(graph, facts, reach, arguments)
         """Which effects are registry rows, set aside (:mod:`.registry_rows`)."""
-        self.ensured = EnsuredRows(graph, facts, self.registry)
+        self.ensured = EnsuredRows(graph, facts, self.registry, reach)
         """Which helpers only ensure a constant row's constant state (:mod:`.ensured_rows`)."""
         self.receivers = ChainReceivers(reach)
         """The class ``self`` has along a chain, and the dispatch it runs (:mod:`.chain_receivers`)."""

@@ -260,6 +260,62 @@ ENSURED = {
         """,
 }
 
+# The ensuring shape with a call in another arm: ``note()`` writes an Audit row on every call
+# that finds the row already in its state (the second call of the two, at least).
+ENSURED_ELSE = {
+    "shop/models.py": """
+        from django.db import models
+
+        class User(models.Model):
+            username = models.CharField(max_length=10)
+            is_active = models.BooleanField(default=True)
+
+        class Audit(models.Model):
+            msg = models.CharField(max_length=10)
+        """,
+    "shop/views.py": """
+        from django.http import JsonResponse
+        from shop.models import Audit, User
+
+        def note():
+            Audit.objects.create(msg="deleted user touched")
+
+        def get_deleted_user():
+            deleted_user = User.objects.get_or_create(username="deleted")[0]
+            if deleted_user.is_active is not False:
+                deleted_user.is_active = False
+                deleted_user.save()
+            else:
+                note()
+            return deleted_user
+
+        def get_elif_user():
+            user = User.objects.get_or_create(username="elif")[0]
+            if user.is_active is not False:
+                user.is_active = False
+                user.save()
+            elif user.username:
+                note()
+            return user
+
+        def stats(request):
+            a = get_deleted_user()
+            b = get_deleted_user()
+            return JsonResponse({"a": a.pk, "b": b.pk})
+
+        def elif_stats(request):
+            a = get_elif_user()
+            b = get_elif_user()
+            return JsonResponse({"a": a.pk, "b": b.pk})
+        """,
+    "shop/urls.py": """
+        from django.urls import path
+        from shop import views
+
+        urlpatterns = [path("s/", views.stats), path("e/", views.elif_stats)]
+        """,
+}
+
 
 @pytest.fixture(scope="module")
 def rule() -> Rule:
@@ -303,3 +359,12 @@ def test_an_ensuring_helper_writes_only_on_its_first_call(rule: Rule):
     assert effects(found, ("accounts/views.py", "Reactivate.post")) == ["write", "idempotent write", "write"]
     # no guard: every call writes
     assert effects(found, ("accounts/views.py", "Archive.get")) == ["write", "write"]
+
+
+def test_an_ensuring_helper_whose_other_arm_calls_a_writer_writes_every_call(rule: Rule):
+    """``else: note()`` (or ``elif ...: note()``) writes an Audit row when the row is already
+    in its state: the second call writes, so both calls' writes are two writes."""
+    found = reported(analyze_source(ENSURED_ELSE, rule))
+    for function in ("stats", "elif_stats"):
+        assert found[("shop/views.py", function)].severity == "high"
+        assert len(found[("shop/views.py", function)].sequence) >= 2
