@@ -88,7 +88,7 @@ class Sequences:
         self.reach = reach
         self.boundaries = boundaries
         self.arguments = arguments
-        self.scopes = SessionScopes(graph, facts)
+        self.scopes = SessionScopes(graph, facts, reach)
         """Which ``with scope() as session:`` calls only commit a read-only block."""
         self.memos = Memos(graph, facts, arguments)
         """Which calls go into a helper memoized on an object (:mod:`.memo`)."""

@@ -3,8 +3,9 @@
 * A ``with scope() as session:`` block that commits its session itself, with nothing after
   that commit that may change the session, leaves the scope's commit at exit nothing to
   write (sqlalchemy/orm/session.py ``Session.commit`` flushes what is pending, and
-  ``Session.merge`` leaves its argument "un-associated with the Session"): kolibri's
-  ``Storage.schedule``.
+  ``Session.merge`` leaves its argument "un-associated with the Session"). Only calls that
+  resolve to code reaching no effect and making no session call may follow that commit; an
+  unresolved call (kolibri's ``Storage.schedule`` logs and runs hooks) may stage a write.
 * A Django ``x.save()`` right after ``x = M.objects.create(...)`` or a save of ``x``, with
   nothing done to ``x`` in between, writes the same row with the same values again
   (django/db/models/base.py ``Model.save`` -> ``_save_table``; django/db/models/query.py
@@ -66,6 +67,18 @@ SCOPE_COMMITS = {
                     self._run_hooks(row)
                     return job.id
 
+            def schedule_quiet(self, job):
+                with self.session_scope() as session:
+                    row = Row(id=job.id, state=job.state)
+                    session.merge(row)
+                    session.commit()
+                    self._count_done(job.id)
+                    return job.id
+
+            def _count_done(self, job_id):
+                self.last = job_id
+                self.done = self.done + 1
+
             def notify(self, job_id):
                 with self.session_scope() as session:
                     row = session.get(Row, job_id)
@@ -97,6 +110,10 @@ SCOPE_COMMITS = {
         @click.command()
         def enqueue(job):
             Storage(engine).schedule(job)
+
+        @click.command()
+        def enqueue_quiet(job):
+            Storage(engine).schedule_quiet(job)
 
         @click.command()
         def ping(job_id):
@@ -199,6 +216,67 @@ SAVES = {
             photo.generate(True)
             photo.generate_changed(True)
             photo.generate_touched()
+        """,
+}
+
+# A ``scoped_session`` registry shared by the object: ``self.db()`` is the scope's session
+# (sqlalchemy/orm/scoping.py ``scoped_session.__call__`` returns the registry's one session
+# for the thread, and its proxied ``add`` stages into that same session), so what ``_audit``
+# adds after the explicit commit is committed by the scope's commit at exit: a second commit.
+SCOPED_REGISTRY = {
+    "jobs/storage.py": """
+        from contextlib import contextmanager
+        from sqlalchemy.orm import scoped_session, sessionmaker
+
+        from .models import Audit, Row
+
+        class Storage:
+            def __init__(self, engine):
+                self.db = scoped_session(sessionmaker(bind=engine))
+
+            @contextmanager
+            def session_scope(self):
+                session = self.db()
+                try:
+                    yield session
+                    session.commit()
+                except Exception:
+                    session.rollback()
+                    raise
+                finally:
+                    session.close()
+
+            def record(self, job):
+                with self.session_scope() as session:
+                    session.add(Row(id=job.id))
+                    session.commit()
+                    self._audit()
+
+            def _audit(self):
+                self.db.add(Audit(job=0))
+        """,
+    "jobs/models.py": """
+        from sqlalchemy import Column, Integer
+        from sqlalchemy.orm import declarative_base
+
+        Base = declarative_base()
+
+        class Row(Base):
+            __tablename__ = "row"
+            id = Column(Integer, primary_key=True)
+
+        class Audit(Base):
+            __tablename__ = "audit"
+            id = Column(Integer, primary_key=True)
+            job = Column(Integer)
+        """,
+    "jobs/cli.py": """
+        import click
+        from .storage import Storage
+
+        @click.command()
+        def enqueue(job):
+            Storage(None).record(job)
         """,
 }
 
@@ -328,8 +406,13 @@ def effects(found, key):
 
 def test_a_scope_whose_block_commits_last_commits_nothing_more(rule: Rule):
     found = reported(analyze_source(SCOPE_COMMITS, rule))
-    # merge, an explicit commit, then only logging and a hook given the merged-from copy
-    assert ("jobs/storage.py", "Storage.schedule") not in found
+    # merge, an explicit commit, then only a call into code that reaches no effect, makes no
+    # session call and no unresolved call: the scope's commit at exit commits nothing more
+    assert ("jobs/storage.py", "Storage.schedule_quiet") not in found
+    # a call after the explicit commit that does not resolve (``logger.error``, and
+    # ``hook.schedule`` below ``_run_hooks``) may stage something: the exit commit is a second
+    assert effects(found, ("jobs/storage.py", "Storage.schedule")) == ["commit", "commit"]
+    assert found[("jobs/storage.py", "Storage.schedule")].severity == "high"
     # an attribute set on the loaded row after the explicit commit: the scope's commit writes it
     assert effects(found, ("jobs/storage.py", "Storage.mark")) == ["commit", "commit"]
     # the loaded row handed (on a continuation line) to a method that sets a field on it
@@ -368,3 +451,11 @@ def test_an_ensuring_helper_whose_other_arm_calls_a_writer_writes_every_call(rul
     for function in ("stats", "elif_stats"):
         assert found[("shop/views.py", function)].severity == "high"
         assert len(found[("shop/views.py", function)].sequence) >= 2
+
+
+def test_a_call_after_the_explicit_commit_that_stages_through_a_shared_registry_is_a_second_commit(rule: Rule):
+    """``self._audit()`` after ``session.commit()`` adds to the ``scoped_session`` the scope
+    yielded (no "session" text on its line): the scope's commit at exit writes it."""
+    found = reported(analyze_source(SCOPED_REGISTRY, rule))
+    assert effects(found, ("jobs/storage.py", "Storage.record")) == ["commit", "commit"]
+    assert found[("jobs/storage.py", "Storage.record")].severity == "high"
