@@ -5,7 +5,11 @@ The helper's shape (librephotos's ``get_deleted_user``): it binds a registry row
 (:mod:`.registry_rows`: ``x = M.objects.get_or_create(k=CONSTANT, ...)[0]``), and its
 only database effects are saves of that row each guarded by a test of one field against a
 constant, whose arm sets that field to that constant and saves
-(``if x.is_active is not False: x.is_active = False; x.save()``). Django's
+(``if x.is_active is not False: x.is_active = False; x.save()``). It has no other effect
+site, in any arm (an ``else``/``elif`` arm's write is one), and no call it makes (graph,
+framework or dispatch edge: ``else: note()``) reaches an effect
+(:meth:`~.reach.Reach.reaches_effect`, every edge below followed): what the second call
+runs instead of the guarded arm then writes nothing either. Django's
 ``get_or_create`` reads the row from the database on every call (django/db/models/query.py
 ``QuerySet.get_or_create``: ``self.get(**kwargs)``, a create only on ``DoesNotExist``), and
 ``save()`` writes the field's new value (django/db/models/base.py ``Model.save``). Once a
@@ -28,6 +32,7 @@ from auditor.analysis.transactions.base import Effect
 from auditor.analysis.transactions.facts import FileFacts
 from auditor.analysis.transactions.grading import DB_EFFECTS, Step
 from auditor.analysis.transactions.paths import Body
+from auditor.analysis.transactions.reach import Reach
 from auditor.analysis.transactions.registry_rows import RegistryRows
 from auditor.analysis.transactions.scanning import def_parameters, python_code
 
@@ -48,8 +53,9 @@ _SAVE_EFFECTS = frozenset({Effect.WRITE, Effect.UPDATE})
 class EnsuredRows:
     """Which helpers ensure a constant row's constant state, decided once per helper."""
 
-    def __init__(self, graph: CallGraph, facts: Mapping[str, FileFacts], registry: RegistryRows) -> None:
+    def __init__(self, graph: CallGraph, facts: Mapping[str, FileFacts], registry: RegistryRows, reach: Reach) -> None:
         self.graph = graph
+        self.reach = reach
         self.facts = facts
         self.registry = registry
         self._ensures: dict[FunctionRef, bool] = {}
@@ -85,8 +91,10 @@ class EnsuredRows:
         return tuple(kept)
 
     def ensures(self, ref: FunctionRef) -> bool:
-        """Whether ``ref`` takes no parameters, binds a registry row, and its only database
-        effects are guarded constant saves of that row."""
+        """Whether ``ref`` takes no parameters, binds a registry row, its only database
+        effects are guarded constant saves of that row, and no call it makes (graph,
+        framework or dispatch edge, in any arm: ``else``/``elif`` included) reaches an
+        effect (:meth:`~.reach.Reach.reaches_effect`)."""
         found = self._ensures.get(ref)
         if found is None:
             found = self._ensures[ref] = self._compute_ensures(ref)
@@ -100,11 +108,11 @@ class EnsuredRows:
         header = "\n".join(facts.line_text(line) for line in range(definition.start_line, definition.body_start_line))
         if def_parameters(header[header.find("def ") :]).strip():
             return False  # a parameter may key another row or state
+        if any(self.reach.reaches_effect(edge.callee) for edge in self.reach.callees(ref)):
+            return False  # a project function it calls (an ``else: note()``) may write on every call
         rows: set[str] = set()
         guarded_saves = 0
         for site in facts.sites.get(ref, ()):
-            if site.effect not in DB_EFFECTS:
-                continue
             text = facts.line_text(site.call.line)
             binding = _REGISTRY_BINDING.match(text)
             if binding is not None and self.registry.site(ref, site):

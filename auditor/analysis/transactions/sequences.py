@@ -89,17 +89,17 @@ class Sequences:
         self.reach = reach
         self.boundaries = boundaries
         self.arguments = arguments
-        self.scopes = SessionScopes(graph, facts)
+        self.scopes = SessionScopes(graph, facts, reach)
+        """Which ``with scope() as session:`` calls only commit a read-only block."""
         self._bindings: dict[FunctionRef, FunctionBindings | None] = {}
         """Each function's name bindings and loops (:mod:`.name_bindings`), parsed once."""
-        """Which ``with scope() as session:`` calls only commit a read-only block."""
         self.memos = Memos(graph, facts, arguments)
         """Which calls go into a helper memoized on an object (:mod:`.memo`)."""
         self.flags = StoredFlags(graph, facts, reach, arguments)
         """Which false parameters a method stores on ``self`` (:mod:`.stored_flags`)."""
         self.registry = RegistryRows(graph, facts, reach, arguments)
         """Which effects are registry rows, set aside (:mod:`.registry_rows`)."""
-        self.ensured = EnsuredRows(graph, facts, self.registry)
+        self.ensured = EnsuredRows(graph, facts, self.registry, reach)
         """Which helpers only ensure a constant row's constant state (:mod:`.ensured_rows`)."""
         self.receivers = ChainReceivers(reach)
         """The class ``self`` has along a chain, and the dispatch it runs (:mod:`.chain_receivers`)."""

@@ -18,10 +18,17 @@ not resolve (a plugin's method) may write: the body is not read-only.
 A block that ends committed is the other idle case: its session's last change is followed
 by an unconditional ``session.commit()`` (at the block's top level, or in the body of a
 ``try`` there), no ``return``/``break``/``continue`` leaves the block before it, and nothing
-after it can change the session: no use of the session, no attribute or item set on an
-object the session may hold, and every call handed such an object resolves to code that
-changes none either (:meth:`SessionScopes.idle`'s second case; kolibri's ``Storage.schedule``:
-``session.merge(row); session.commit()`` and then the scope's own commit at exit). The
+after it can change the session (:meth:`SessionScopes.idle`'s second case:
+``session.merge(row); session.commit()`` and then the scope's own commit at exit). What is
+proven of the lines after that commit: no effect site; no session write call
+(``add/merge/delete/flush/execute/...``) on any receiver, whatever its name (``self.db.add``
+on a shared ``scoped_session`` is the scope's session); every call resolves to a repository
+function, and that function reaches no effect site (:meth:`~.reach.Reach.reaches_effect`),
+and neither it nor anything it reaches (every edge followed) makes a session write call or a
+call that does not resolve; no use of the session; no attribute or item set on an object the
+session may hold, and every call handed such an object resolves to code that changes none
+either. A call that does not resolve (a logger's, a plugin's hook) may stage something the
+exit commit writes: the scope's commit is then a second commit. The
 objects the session may hold are those read through it (``row = session.get(...)``, and
 what is read from them), those handed to ``session.add/add_all/delete``, and those handed
 to a call together with one it holds (a relationship's save-update cascade attaches them).
@@ -38,7 +45,8 @@ import re
 from collections.abc import Mapping
 
 from auditor.callgraph.graph import CallGraph, Edge, FunctionRef
-from auditor.analysis.transactions.facts import FileFacts
+from auditor.analysis.transactions.facts import FileFacts, enclosing_of
+from auditor.analysis.transactions.reach import Reach
 from auditor.analysis.transactions.scanning import python_code
 
 _WITH = re.compile(r"^(\s*)(?:async\s+)?with\s+(?:[\w.]+\.)?(\w+)\s*\(.*\bas\s+([A-Za-z_]\w*)\s*:\s*(?:#.*)?$")
@@ -71,18 +79,21 @@ _KEYWORDS = frozenset({"None", "True", "False", "and", "or", "not", "in", "is", 
 class SessionScopes:
     """Which ``with scope() as session:`` calls commit a block that changed nothing."""
 
-    def __init__(self, graph: CallGraph, facts: Mapping[str, FileFacts]) -> None:
+    def __init__(self, graph: CallGraph, facts: Mapping[str, FileFacts], reach: Reach) -> None:
         self.graph = graph
+        self.reach = reach
         self.facts = facts
         self._idle: dict[Edge, bool] = {}
         self._work: dict[tuple[FunctionRef, bool], bool] = {}
         self._changes: dict[FunctionRef, bool] = {}
+        self._inert_refs: dict[FunctionRef, bool] = {}
         self._work_calls = re.compile(rf"\.(?:{'|'.join(_SESSION_WORK)})\s*\(")
 
     def idle(self, edge: Edge) -> bool:
         """Whether ``edge`` is a ``with`` statement's call into a ``@contextmanager``
-        function, with an ``as`` name, whose body is read-only or ends committed: the
-        callee's commit on exit commits nothing."""
+        function, with an ``as`` name, whose body is read-only or ends committed with only
+        provably inert code after its last commit (:meth:`_ends_committed`): the callee's
+        commit on exit commits nothing."""
         found = self._idle.get(edge)
         if found is None:
             found = self._idle[edge] = self._compute_idle(edge)
@@ -103,7 +114,7 @@ class SessionScopes:
         callees: dict[int, list[FunctionRef]] = {}
         for callee in self.graph.callees(edge.caller):
             callees.setdefault(callee.line, []).append(callee.callee)
-        return self._read_only(facts, body, name, callees) or self._ends_committed(facts, edge.line, body, name, callees)
+        return self._read_only(facts, body, name, callees) or self._ends_committed(facts, edge, body, name, callees)
 
     def _read_only(self, facts: FileFacts, body: list[int], name: str, callees: Mapping[int, list[FunctionRef]]) -> bool:
         """Whether no line of the block changes the session ``name``."""
@@ -121,11 +132,13 @@ class SessionScopes:
         return True
 
     def _ends_committed(
-        self, facts: FileFacts, opening: int, body: list[int], name: str, callees: Mapping[int, list[FunctionRef]]
+        self, facts: FileFacts, edge: Edge, body: list[int], name: str, callees: Mapping[int, list[FunctionRef]]
     ) -> bool:
-        """Whether the block opened at ``opening`` commits its session ``name``
-        unconditionally after its last change, and nothing after that commit may change the
-        session."""
+        """Whether the block opened at ``edge`` commits its session ``name`` unconditionally
+        after its last change, and nothing after that commit may change the session: no
+        effect site of the caller, no call that does not resolve, no call into code that
+        reaches an effect (:meth:`_effect_free_after`), and none of :meth:`_may_change`."""
+        opening = edge.line
         commits = [line for line in body if facts.line_text(line).strip() == f"{name}.commit()"]
         if not commits or not _unconditional(facts, commits[-1], opening):
             return False
@@ -134,7 +147,61 @@ class SessionScopes:
         if any(_EXIT.match(facts.line_text(line)) for line in before):
             return False  # a path leaves the block before the commit: the scope's may be its only one
         held = _held_names(facts, before, name, frozenset())
-        return not self._may_change(facts, [line for line in body if line > last], name, held, callees, 0)
+        after = [line for line in body if line > last]
+        return self._effect_free_after(facts, edge.caller, after) and not self._may_change(facts, after, name, held, callees, 0)
+
+    def _effect_free_after(self, facts: FileFacts, caller: FunctionRef, lines: list[int]) -> bool:
+        """Whether ``lines`` of ``caller`` hold no effect site and every call on them
+        resolves (graph, framework or dispatch edge of that name on that line) and only to
+        code that reaches no effect (:meth:`~.reach.Reach.reaches_effect`, every edge below
+        followed). Whatever session such code finds for itself (a shared
+        ``scoped_session``, ``self.db.add(...)``) it stages nothing the scope's exit commit
+        would write; an unresolved call (a plugin's, a library's) may."""
+        wanted = set(lines)
+        if any(self._work_calls.search(python_code(facts.line_text(line))) for line in lines):
+            return False  # a session write call on any receiver (``db.add(x)``, an alias of the session)
+        return self._calls_inert(facts, caller, wanted) and all(
+            self._inert(edge.callee) for edge in self.reach.callees(caller) if edge.line in wanted
+        )
+
+    def _calls_inert(self, facts: FileFacts, caller: FunctionRef, wanted: set[int]) -> bool:
+        """Whether the lines ``wanted`` of ``caller`` hold no effect site and every call on
+        them resolves (a graph, framework or dispatch edge of the call's name on its line)."""
+        if any(site.call.line in wanted for site in facts.sites.get(caller, ())):
+            return False
+        resolved = {(edge.line, edge.callee.qualname.rsplit(".", 1)[-1]) for edge in self.reach.callees(caller) if edge.line in wanted}
+        enclosing = enclosing_of(caller)
+        return all((call.line, call.name) in resolved for call in facts.index.calls if call.line in wanted and call.enclosing == enclosing)
+
+    def _inert(self, ref: FunctionRef) -> bool:
+        """Whether ``ref`` provably changes no session: it reaches no effect site
+        (:meth:`~.reach.Reach.reaches_effect`), and it and every function it reaches
+        (every edge followed) has a definition in the repository, makes no session write
+        call on any receiver (``self.db.add(...)`` on a shared ``scoped_session``) and no
+        call that does not resolve."""
+        known = self._inert_refs.get(ref)
+        if known is not None:
+            return known
+        inert = not self.reach.reaches_effect(ref)
+        seen = {ref}
+        queue = [ref]
+        while inert and queue:
+            node = queue.pop()
+            definition = self.graph.definition(node)
+            facts = self.facts.get(node.path)
+            if definition is None or facts is None:
+                inert = False
+                break
+            lines = range(definition.start_line, definition.end_line + 1)
+            if any(self._work_calls.search(python_code(facts.line_text(line))) for line in lines) or not self._calls_inert(facts, node, set(lines)):
+                inert = False
+                break
+            for edge in self.reach.callees(node):
+                if edge.callee not in seen:
+                    seen.add(edge.callee)
+                    queue.append(edge.callee)
+        self._inert_refs[ref] = inert
+        return inert
 
     def _may_change(
         self, facts: FileFacts, lines: list[int], session: str | None, held: frozenset[str],

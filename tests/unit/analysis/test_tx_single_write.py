@@ -3,8 +3,9 @@
 * A ``with scope() as session:`` block that commits its session itself, with nothing after
   that commit that may change the session, leaves the scope's commit at exit nothing to
   write (sqlalchemy/orm/session.py ``Session.commit`` flushes what is pending, and
-  ``Session.merge`` leaves its argument "un-associated with the Session"): kolibri's
-  ``Storage.schedule``.
+  ``Session.merge`` leaves its argument "un-associated with the Session"). Only calls that
+  resolve to code reaching no effect and making no session call may follow that commit; an
+  unresolved call (kolibri's ``Storage.schedule`` logs and runs hooks) may stage a write.
 * A Django ``x.save()`` right after ``x = M.objects.create(...)`` or a save of ``x``, with
   nothing done to ``x`` in between, writes the same row with the same values again
   (django/db/models/base.py ``Model.save`` -> ``_save_table``; django/db/models/query.py
@@ -66,6 +67,18 @@ SCOPE_COMMITS = {
                     self._run_hooks(row)
                     return job.id
 
+            def schedule_quiet(self, job):
+                with self.session_scope() as session:
+                    row = Row(id=job.id, state=job.state)
+                    session.merge(row)
+                    session.commit()
+                    self._count_done(job.id)
+                    return job.id
+
+            def _count_done(self, job_id):
+                self.last = job_id
+                self.done = self.done + 1
+
             def notify(self, job_id):
                 with self.session_scope() as session:
                     row = session.get(Row, job_id)
@@ -97,6 +110,10 @@ SCOPE_COMMITS = {
         @click.command()
         def enqueue(job):
             Storage(engine).schedule(job)
+
+        @click.command()
+        def enqueue_quiet(job):
+            Storage(engine).schedule_quiet(job)
 
         @click.command()
         def ping(job_id):
@@ -202,6 +219,67 @@ SAVES = {
         """,
 }
 
+# A ``scoped_session`` registry shared by the object: ``self.db()`` is the scope's session
+# (sqlalchemy/orm/scoping.py ``scoped_session.__call__`` returns the registry's one session
+# for the thread, and its proxied ``add`` stages into that same session), so what ``_audit``
+# adds after the explicit commit is committed by the scope's commit at exit: a second commit.
+SCOPED_REGISTRY = {
+    "jobs/storage.py": """
+        from contextlib import contextmanager
+        from sqlalchemy.orm import scoped_session, sessionmaker
+
+        from .models import Audit, Row
+
+        class Storage:
+            def __init__(self, engine):
+                self.db = scoped_session(sessionmaker(bind=engine))
+
+            @contextmanager
+            def session_scope(self):
+                session = self.db()
+                try:
+                    yield session
+                    session.commit()
+                except Exception:
+                    session.rollback()
+                    raise
+                finally:
+                    session.close()
+
+            def record(self, job):
+                with self.session_scope() as session:
+                    session.add(Row(id=job.id))
+                    session.commit()
+                    self._audit()
+
+            def _audit(self):
+                self.db.add(Audit(job=0))
+        """,
+    "jobs/models.py": """
+        from sqlalchemy import Column, Integer
+        from sqlalchemy.orm import declarative_base
+
+        Base = declarative_base()
+
+        class Row(Base):
+            __tablename__ = "row"
+            id = Column(Integer, primary_key=True)
+
+        class Audit(Base):
+            __tablename__ = "audit"
+            id = Column(Integer, primary_key=True)
+            job = Column(Integer)
+        """,
+    "jobs/cli.py": """
+        import click
+        from .storage import Storage
+
+        @click.command()
+        def enqueue(job):
+            Storage(None).record(job)
+        """,
+}
+
 ENSURED = {
     "accounts/models.py": """
         from django.db import models
@@ -260,6 +338,62 @@ ENSURED = {
         """,
 }
 
+# The ensuring shape with a call in another arm: ``note()`` writes an Audit row on every call
+# that finds the row already in its state (the second call of the two, at least).
+ENSURED_ELSE = {
+    "shop/models.py": """
+        from django.db import models
+
+        class User(models.Model):
+            username = models.CharField(max_length=10)
+            is_active = models.BooleanField(default=True)
+
+        class Audit(models.Model):
+            msg = models.CharField(max_length=10)
+        """,
+    "shop/views.py": """
+        from django.http import JsonResponse
+        from shop.models import Audit, User
+
+        def note():
+            Audit.objects.create(msg="deleted user touched")
+
+        def get_deleted_user():
+            deleted_user = User.objects.get_or_create(username="deleted")[0]
+            if deleted_user.is_active is not False:
+                deleted_user.is_active = False
+                deleted_user.save()
+            else:
+                note()
+            return deleted_user
+
+        def get_elif_user():
+            user = User.objects.get_or_create(username="elif")[0]
+            if user.is_active is not False:
+                user.is_active = False
+                user.save()
+            elif user.username:
+                note()
+            return user
+
+        def stats(request):
+            a = get_deleted_user()
+            b = get_deleted_user()
+            return JsonResponse({"a": a.pk, "b": b.pk})
+
+        def elif_stats(request):
+            a = get_elif_user()
+            b = get_elif_user()
+            return JsonResponse({"a": a.pk, "b": b.pk})
+        """,
+    "shop/urls.py": """
+        from django.urls import path
+        from shop import views
+
+        urlpatterns = [path("s/", views.stats), path("e/", views.elif_stats)]
+        """,
+}
+
 
 @pytest.fixture(scope="module")
 def rule() -> Rule:
@@ -272,8 +406,13 @@ def effects(found, key):
 
 def test_a_scope_whose_block_commits_last_commits_nothing_more(rule: Rule):
     found = reported(analyze_source(SCOPE_COMMITS, rule))
-    # merge, an explicit commit, then only logging and a hook given the merged-from copy
-    assert ("jobs/storage.py", "Storage.schedule") not in found
+    # merge, an explicit commit, then only a call into code that reaches no effect, makes no
+    # session call and no unresolved call: the scope's commit at exit commits nothing more
+    assert ("jobs/storage.py", "Storage.schedule_quiet") not in found
+    # a call after the explicit commit that does not resolve (``logger.error``, and
+    # ``hook.schedule`` below ``_run_hooks``) may stage something: the exit commit is a second
+    assert effects(found, ("jobs/storage.py", "Storage.schedule")) == ["commit", "commit"]
+    assert found[("jobs/storage.py", "Storage.schedule")].severity == "high"
     # an attribute set on the loaded row after the explicit commit: the scope's commit writes it
     assert effects(found, ("jobs/storage.py", "Storage.mark")) == ["commit", "commit"]
     # the loaded row handed (on a continuation line) to a method that sets a field on it
@@ -303,3 +442,20 @@ def test_an_ensuring_helper_writes_only_on_its_first_call(rule: Rule):
     assert effects(found, ("accounts/views.py", "Reactivate.post")) == ["write", "idempotent write", "write"]
     # no guard: every call writes
     assert effects(found, ("accounts/views.py", "Archive.get")) == ["write", "write"]
+
+
+def test_an_ensuring_helper_whose_other_arm_calls_a_writer_writes_every_call(rule: Rule):
+    """``else: note()`` (or ``elif ...: note()``) writes an Audit row when the row is already
+    in its state: the second call writes, so both calls' writes are two writes."""
+    found = reported(analyze_source(ENSURED_ELSE, rule))
+    for function in ("stats", "elif_stats"):
+        assert found[("shop/views.py", function)].severity == "high"
+        assert len(found[("shop/views.py", function)].sequence) >= 2
+
+
+def test_a_call_after_the_explicit_commit_that_stages_through_a_shared_registry_is_a_second_commit(rule: Rule):
+    """``self._audit()`` after ``session.commit()`` adds to the ``scoped_session`` the scope
+    yielded (no "session" text on its line): the scope's commit at exit writes it."""
+    found = reported(analyze_source(SCOPED_REGISTRY, rule))
+    assert effects(found, ("jobs/storage.py", "Storage.record")) == ["commit", "commit"]
+    assert found[("jobs/storage.py", "Storage.record")].severity == "high"
