@@ -54,11 +54,11 @@ from auditor.analysis.transactions.grading import (
 )
 from auditor.analysis.transactions.languages import traits
 from auditor.analysis.transactions.memo import Memos, once_per_key
-from auditor.analysis.transactions.name_bindings import FunctionBindings, function_bindings
 from auditor.analysis.transactions.paths import Body
 from auditor.analysis.transactions.reach import Reach
 from auditor.analysis.transactions.registry_rows import RegistryRows
 from auditor.analysis.transactions.repeated_saves import without_repeated_saves
+from auditor.analysis.transactions.saved_rows import SavedRows
 from auditor.analysis.transactions.scanning import call_text
 from auditor.analysis.transactions.session_scopes import SessionScopes
 from auditor.analysis.transactions.stored_flags import Known, StoredFlags
@@ -91,8 +91,8 @@ class Sequences:
         self.arguments = arguments
         self.scopes = SessionScopes(graph, facts, reach)
         """Which ``with scope() as session:`` calls only commit a read-only block."""
-        self._bindings: dict[FunctionRef, FunctionBindings | None] = {}
-        """Each function's name bindings and loops (:mod:`.name_bindings`), parsed once."""
+        self.saved_rows = SavedRows(graph)
+        """The key under which a save counts once on its path (:mod:`.saved_rows`)."""
         self.memos = Memos(graph, facts, arguments)
         """Which calls go into a helper memoized on an object (:mod:`.memo`)."""
         self.flags = StoredFlags(graph, facts, reach, arguments)
@@ -301,35 +301,10 @@ class Sequences:
             if site.effect in DB_EFFECTS and self.registry.sets_aside_site(ref, site, call_text(call, facts.line_text(call.line))):
                 continue  # the same constant row on every call: no business write
             # The same row saved again on one path counts once (``saved_once`` on the walk).
-            saved_row = self._saved_row(ref, facts, call) if call.name == "save" and site.effect in (Effect.WRITE, Effect.UPDATE) else None
+            saved_row = self.saved_rows.key(ref, facts, call) if call.name == "save" and site.effect in (Effect.WRITE, Effect.UPDATE) else None
             text = call_text(call, facts.line_text(call.line))
             events[call.line].append(Step(call.line, text, (site.effect,), subject=subject_of(call, site.orm), saved_row=saved_row))
         return events
-
-    def _saved_row(self, ref: FunctionRef, facts: FileFacts, call: CallSite) -> str | None:
-        """The key under which ``call`` (a ``x.save(...)``) counts once with another save of
-        the same key on its path (:func:`saved_once`): the object saved, how many times the
-        function bound it (or a prefix of it) above the call, and the innermost loop holding
-        the call. A save of one name across a rebinding (``order = Order(...)`` again: a
-        second row), in two loops (different rows each iteration) or out of a loop and in
-        one thus keys apart. None (counts on its own) for a save narrowed by
-        ``update_fields``: fields set after it stay unsaved until the next full save
-        (django/db/models/base.py ``Model.save``: "only the fields named in update_fields
-        are updated"), and where the function's bindings are not known."""
-        if "update_fields" in call.arguments:
-            return None
-        saved = call.callee.rsplit(".", 1)[0] if "." in call.callee else ""
-        if not saved or not all(part.isidentifier() for part in saved.split(".")):
-            return None
-        if ref not in self._bindings:
-            definition = self.graph.definition(ref)
-            python = facts.index.language == "python" and definition is not None
-            lines = facts.lines[definition.start_line - 1 : definition.end_line] if python else []
-            self._bindings[ref] = function_bindings(lines, definition.start_line) if python else None
-        bindings = self._bindings[ref]
-        if bindings is None:
-            return None
-        return f"{saved}@{bindings.bound_before(saved, call.line)}@{bindings.loop_of(call.line)}"
 
     def _framework_stood_for(self, ref: FunctionRef, off: frozenset[str]) -> set[tuple[int, str]]:
         """The ``(line, name)`` of the calls in ``ref`` a framework edge that may run on a
