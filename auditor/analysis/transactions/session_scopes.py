@@ -111,10 +111,15 @@ class SessionScopes:
         body = _block(facts, edge.line, indent)
         if not body:
             return False
-        callees: dict[int, list[FunctionRef]] = {}
-        for callee in self.graph.callees(edge.caller):
-            callees.setdefault(callee.line, []).append(callee.callee)
+        callees = self._callees_by_line(edge.caller)
         return self._read_only(facts, body, name, callees) or self._ends_committed(facts, edge, body, name, callees)
+
+    def _callees_by_line(self, ref: FunctionRef) -> dict[int, list[FunctionRef]]:
+        """The functions ``ref`` calls, by the line of the call."""
+        callees: dict[int, list[FunctionRef]] = {}
+        for edge in self.graph.callees(ref):
+            callees.setdefault(edge.line, []).append(edge.callee)
+        return callees
 
     def _read_only(self, facts: FileFacts, body: list[int], name: str, callees: Mapping[int, list[FunctionRef]]) -> bool:
         """Whether no line of the block changes the session ``name``."""
@@ -244,9 +249,7 @@ class SessionScopes:
         if definition is None or facts is None:
             self._changes[ref] = True
             return True
-        callees: dict[int, list[FunctionRef]] = {}
-        for edge in self.graph.callees(ref):
-            callees.setdefault(edge.line, []).append(edge.callee)
+        callees = self._callees_by_line(ref)
         held = frozenset(_parameters(facts, definition.start_line, definition.body_start_line))
         lines = list(range(definition.body_start_line, definition.end_line + 1))
         changes = self._may_change(facts, lines, None, held, callees, depth)
@@ -269,9 +272,7 @@ class SessionScopes:
         if definition is None or facts is None:
             self._work[key] = True
             return True
-        callees: dict[int, list[FunctionRef]] = {}
-        for edge in self.graph.callees(ref):
-            callees.setdefault(edge.line, []).append(edge.callee)
+        callees = self._callees_by_line(ref)
         work = False
         for line in range(definition.body_start_line, definition.end_line + 1):
             text = facts.line_text(line)
