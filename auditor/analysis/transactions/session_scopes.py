@@ -42,9 +42,10 @@ Inputs: the call graph and the per-file facts. Output: :meth:`SessionScopes.idle
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from auditor.callgraph.graph import CallGraph, Edge, FunctionRef
+from auditor.index.model import Definition
 from auditor.analysis.transactions.facts import FileFacts, enclosing_of
 from auditor.analysis.transactions.reach import Reach
 from auditor.analysis.transactions.scanning import python_code
@@ -238,54 +239,51 @@ class SessionScopes:
     def _changes_arguments(self, ref: FunctionRef, depth: int) -> bool:
         """Whether a function handed objects the session may hold may change one of them (all
         its parameters, ``self`` too, taken as held) or the session."""
-        known = self._changes.get(ref)
-        if known is not None:
-            return known
-        if depth > _DEPTH:
-            return True
-        self._changes[ref] = False  # a recursive call adds nothing new
-        definition = self.graph.definition(ref)
-        facts = self.facts.get(ref.path)
-        if definition is None or facts is None:
-            self._changes[ref] = True
-            return True
-        callees = self._callees_by_line(ref)
-        held = frozenset(_parameters(facts, definition.start_line, definition.body_start_line))
-        lines = list(range(definition.body_start_line, definition.end_line + 1))
-        changes = self._may_change(facts, lines, None, held, callees, depth)
-        self._changes[ref] = changes
-        return changes
+
+        def changes(definition: Definition, facts: FileFacts) -> bool:
+            held = frozenset(_parameters(facts, definition.start_line, definition.body_start_line))
+            lines = list(range(definition.body_start_line, definition.end_line + 1))
+            return self._may_change(facts, lines, None, held, self._callees_by_line(ref), depth)
+
+        return self._recursive(self._changes, ref, ref, depth, changes)
 
     def _does_work(self, ref: FunctionRef, depth: int, *, attributes: bool = True) -> bool:
         """Whether a function changes a session it is handed: a session write call, an
         attribute set (unless ``attributes`` is false), or a call passing a session on that
         does not resolve or does so."""
-        key = (ref, attributes)
-        known = self._work.get(key)
+
+        def works(definition: Definition, facts: FileFacts) -> bool:
+            callees = self._callees_by_line(ref)
+            for line in range(definition.body_start_line, definition.end_line + 1):
+                text = facts.line_text(line)
+                if (
+                    (attributes and _ATTRIBUTE_SET.match(text) is not None and _OWN_ATTRIBUTE.match(text) is None)
+                    or (_SESSION_ARGUMENT.search(text) is not None and self._work_calls.search(text) is not None)
+                    or (_PASSED_SESSION.search(text) is not None and line not in callees)
+                    or any(self._does_work(callee, depth + 1, attributes=attributes) for callee in callees.get(line, ()))
+                ):
+                    return True
+            return False
+
+        return self._recursive(self._work, (ref, attributes), ref, depth, works)
+
+    def _recursive(
+        self, cache: dict, key: object, ref: FunctionRef, depth: int, compute: Callable[[Definition, FileFacts], bool]
+    ) -> bool:
+        """``compute`` of ``ref``'s definition and facts, once per ``key`` in ``cache``; True
+        (may change) past the depth limit or where ``ref`` is not known, False for a
+        recursive call while it is being computed (it adds nothing new)."""
+        known = cache.get(key)
         if known is not None:
             return known
         if depth > _DEPTH:
             return True
-        self._work[key] = False  # a recursive call adds nothing new
+        cache[key] = False
         definition = self.graph.definition(ref)
         facts = self.facts.get(ref.path)
-        if definition is None or facts is None:
-            self._work[key] = True
-            return True
-        callees = self._callees_by_line(ref)
-        work = False
-        for line in range(definition.body_start_line, definition.end_line + 1):
-            text = facts.line_text(line)
-            work = (
-                (attributes and _ATTRIBUTE_SET.match(text) is not None and _OWN_ATTRIBUTE.match(text) is None)
-                or (_SESSION_ARGUMENT.search(text) is not None and self._work_calls.search(text) is not None)
-                or (_PASSED_SESSION.search(text) is not None and line not in callees)
-                or any(self._does_work(callee, depth + 1, attributes=attributes) for callee in callees.get(line, ()))
-            )
-            if work:
-                break
-        self._work[key] = work
-        return work
+        result = True if definition is None or facts is None else compute(definition, facts)
+        cache[key] = result
+        return result
 
 
 def _block(facts: FileFacts, line: int, indent: int) -> list[int]:
