@@ -161,7 +161,9 @@ class StoredFlags:
         function, offset = parsed
         receiver = function.args.args[0].arg
         parameters = {argument.arg for argument in (*function.args.args[1:], *function.args.kwonlyargs)}
-        rebound = self.rebound(ref)
+        rebound = self._rebound.get(ref)
+        if rebound is None:  # from this parse, as :meth:`rebound` finds it (one parse per method)
+            rebound = self._rebound[ref] = _bound_lines(function, offset)
         found = []
         for statement in function.body:
             if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.value, ast.Name):
