@@ -25,15 +25,35 @@ from auditor.index.model import Definition, FileIndex
 MAX_PATHS = 256
 
 
-@dataclass(frozen=True, order=True, slots=True)
+# FunctionRef and Edge are the keys of nearly every table of the call graph and the static
+# pass (a million hashes in one analysis of a large repository): each keeps its hash once
+# computed, in a slot that is no field (so not in ``fields``, ``astuple``, comparisons or
+# pickles). The value is the one the dataclass's own ``__hash__`` gives, the hash of the
+# fields' tuple.
+
+
+@dataclass(frozen=True, order=True)
 class FunctionRef:
     """A function or method by repository path and qualified name ("Class.method")."""
+
+    __slots__ = ("path", "qualname", "_hash")
 
     path: str
     qualname: str
 
+    def __hash__(self) -> int:
+        try:
+            return self._hash  # type: ignore[no-any-return]
+        except AttributeError:
+            value = hash((self.path, self.qualname))
+            object.__setattr__(self, "_hash", value)
+            return value
 
-@dataclass(frozen=True, order=True, slots=True)
+    def __reduce__(self) -> tuple[type[FunctionRef], tuple[str, str]]:
+        return (FunctionRef, (self.path, self.qualname))  # the fields only: a hash is per process
+
+
+@dataclass(frozen=True, order=True)
 class Edge:
     """One resolved call: ``caller`` calls ``callee`` at ``line`` of the caller's file.
 
@@ -41,10 +61,23 @@ class Edge:
     by following scopes, imports or classes.
     """
 
+    __slots__ = ("caller", "callee", "line", "approximate", "_hash")
+
     caller: FunctionRef
     callee: FunctionRef
     line: int
     approximate: bool
+
+    def __hash__(self) -> int:
+        try:
+            return self._hash  # type: ignore[no-any-return]
+        except AttributeError:
+            value = hash((self.caller, self.callee, self.line, self.approximate))
+            object.__setattr__(self, "_hash", value)
+            return value
+
+    def __reduce__(self) -> tuple[type[Edge], tuple[FunctionRef, FunctionRef, int, bool]]:
+        return (Edge, (self.caller, self.callee, self.line, self.approximate))
 
 
 ROW_WIDTH = 5
