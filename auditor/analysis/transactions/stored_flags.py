@@ -161,9 +161,6 @@ class StoredFlags:
         function, offset = parsed
         receiver = function.args.args[0].arg
         parameters = {argument.arg for argument in (*function.args.args[1:], *function.args.kwonlyargs)}
-        rebound = self._rebound.get(ref)
-        if rebound is None:  # from this parse, as :meth:`rebound` finds it (one parse per method)
-            rebound = self._rebound[ref] = _bound_lines(function, offset)
         found = []
         for statement in function.body:
             if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.value, ast.Name):
@@ -171,10 +168,18 @@ class StoredFlags:
                 line = statement.lineno + offset
                 if (
                     isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == receiver
-                    and value in parameters and rebound.get(value, line) >= line
+                    and value in parameters and self._rebound_in(ref, function, offset).get(value, line) >= line
                 ):  # fmt: skip
                     found.append((target.attr, value, line))
         return tuple(found)
+
+    def _rebound_in(self, ref: FunctionRef, function: ast.FunctionDef | ast.AsyncFunctionDef, offset: int) -> Mapping[str, int]:
+        """:meth:`rebound` from the parse at hand (walked only for a method that stores a
+        parameter on ``self``: most store none)."""
+        found = self._rebound.get(ref)
+        if found is None:
+            found = self._rebound[ref] = _bound_lines(function, offset)
+        return found
 
     def _top_level_call(self, ref: FunctionRef, line: int) -> bool:
         """Whether the statement on ``line`` sits at the top level of ``ref``'s body."""
