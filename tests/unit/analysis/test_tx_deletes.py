@@ -192,7 +192,7 @@ def test_the_package_models_read_through_libyaml_are_the_rows_the_pure_loader_re
     for name in framework_facts._BUILTIN_FILES:
         text = folder.joinpath(name).read_text(encoding="utf-8")
         pure = pure.extended(parse_facts(text, f"{framework_facts.__package__}/models/{name}", builtin=True))
-    assert pure == fast and len(fast.facts) > 100
+    assert fast.facts and pure == fast
 
 
 def test_a_missing_project_file_is_a_usage_error(tmp_path: Path):
