@@ -118,6 +118,7 @@ class CallGraph:
         self._edges: tuple[Edge, ...] | None = None
         self._outgoing: dict[FunctionRef, tuple[Edge, ...]] = {}
         self._incoming: dict[FunctionRef, tuple[Edge, ...]] = {}
+        self._bases: dict[FunctionRef, tuple[FunctionRef, ...]] = {}
         neighbours: dict[str, set[str]] = defaultdict(set)
         for path, flat in rows:
             others = set(flat[1::ROW_WIDTH])
@@ -356,8 +357,14 @@ class CallGraph:
         return FunctionRef(found[0], found[1].qualname) if found is not None else None
 
     def base_classes(self, ref: FunctionRef) -> tuple[FunctionRef, ...]:
-        """The repository classes ``ref`` derives from, directly."""
-        cls = self.definition(ref)
-        if cls is None or cls.kind != "class":
-            return ()
-        return tuple(FunctionRef(path, item.qualname) for path, item in self._repository.base_classes(ref.path, cls))
+        """The repository classes ``ref`` derives from, directly (found once per class: the
+        indexes and their lookup tables do not change under a graph)."""
+        found = self._bases.get(ref)
+        if found is None:
+            cls = self.definition(ref)
+            if cls is None or cls.kind != "class":
+                found = ()
+            else:
+                found = tuple(FunctionRef(path, item.qualname) for path, item in self._repository.base_classes(ref.path, cls))
+            self._bases[ref] = found
+        return found
