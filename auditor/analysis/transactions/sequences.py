@@ -95,7 +95,7 @@ class Sequences:
         """The key under which a save counts once on its path (:mod:`.saved_rows`)."""
         self.memos = Memos(graph, facts, arguments)
         """Which calls go into a helper memoized on an object (:mod:`.memo`)."""
-        self.flags = StoredFlags(graph, facts, reach, arguments)
+        self.flags = StoredFlags(graph, facts, reach, arguments, self.memos.tree)
         """Which false parameters a method stores on ``self`` (:mod:`.stored_flags`)."""
         self.registry = RegistryRows(graph, facts, reach, arguments)
         """Which effects are registry rows, set aside (:mod:`.registry_rows`)."""
