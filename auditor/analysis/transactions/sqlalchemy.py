@@ -24,7 +24,7 @@ irreversible side effect that can fail.
 from __future__ import annotations
 
 import re
-from functools import cache
+from functools import lru_cache
 
 from auditor.callgraph.names import strip_arguments
 from auditor.analysis.transactions.base import CallContext, Classification, Effect
@@ -89,10 +89,10 @@ def builds_statement(call: CallSite, line: str) -> bool:
     return _statement_pattern(strip_arguments(call.callee)).search(line) is not None
 
 
-@cache
+@lru_cache(maxsize=8192)
 def _statement_pattern(callee: str) -> re.Pattern[str]:
-    """:func:`builds_statement`'s pattern for one callee, compiled once (the callees are too
-    many for ``re``'s own cache)."""
+    """:func:`builds_statement`'s pattern for one callee, compiled once (up to 8,192 kept; the
+    callees are too many for ``re``'s own cache of 512)."""
     stripped = re.escape(callee)
     return re.compile(rf"{stripped}\(\s*\)\s*\.(?:where|values|returning|filter_by|execution_options)\(|\bexecute\(\s*{stripped}\(")
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from functools import cache
+from functools import lru_cache
 
 from auditor.analysis.transactions.scanning import def_parameters
 
@@ -63,8 +63,9 @@ def unbound_names(names: frozenset[str], lines: Sequence[str]) -> frozenset[str]
     return frozenset(name for name in names if not binding_pattern(re.escape(name)).search(text))
 
 
-@cache
+@lru_cache(maxsize=8192)
 def binding_pattern(name: str) -> re.Pattern[str]:
-    """:data:`_BINDING` for the escaped ``name``, compiled once: the names are too many for
-    ``re``'s own cache of 512 patterns, which then compiles them again on every call."""
+    """:data:`_BINDING` for the escaped ``name``, compiled once (up to 8,192 kept): the names
+    are too many for ``re``'s own cache of 512 patterns, which then compiles them again on
+    every call."""
     return re.compile(_BINDING.format(name=name))
