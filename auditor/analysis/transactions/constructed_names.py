@@ -70,6 +70,15 @@ class ConstructedNames:
             return not bound
         return len(bound) == 1 and bound[0] < line
 
+    def binding_lines(self, path: str, definition: Definition, variable: str) -> tuple[int, ...]:
+        """Every line of the function ``definition`` binding the local ``variable`` (any
+        target position); none when it is a parameter or the function cannot be parsed."""
+        bindings = self._bindings(path, definition)
+        lines = self.types.text_lines(path)[definition.start_line - 1 : definition.body_start_line - 1]
+        if bindings is None or re.search(rf"\b{re.escape(variable)}\b", " ".join(lines)):
+            return ()
+        return bindings.lines_binding(variable)
+
     def _bindings(self, path: str, definition: Definition) -> FunctionBindings | None:
         """Every binding of a name in ``definition`` (any target position), parsed once."""
         key = (path, definition.start_line)

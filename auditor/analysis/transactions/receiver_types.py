@@ -321,6 +321,11 @@ class ReceiverTypes:
                 result[match.group(1)] = related
         return result
 
+    def queryset_class(self, path: str, expression: str) -> FunctionRef | None:
+        """The repository model whose rows ``M.objects.filter(...)`` (``all``, ``exclude``,
+        ``order_by``...) written in ``path`` yields, if ``expression`` is one."""
+        return self._class_of_rows(path, expression)
+
     def _class_of_rows(self, path: str, expression: str) -> FunctionRef | None:
         parts = strip_arguments(expression).split(".")
         if "objects" not in parts[1:] or parts[-1] not in _DJANGO_ROWS or not all(IDENTIFIER.fullmatch(part) for part in parts):

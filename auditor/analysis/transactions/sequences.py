@@ -54,6 +54,7 @@ from auditor.analysis.transactions.grading import (
 )
 from auditor.analysis.transactions.languages import traits
 from auditor.analysis.transactions.memo import Memos, once_per_key
+from auditor.analysis.transactions.missing_methods import MissingMethods
 from auditor.analysis.transactions.paths import Body
 from auditor.analysis.transactions.reach import Reach
 from auditor.analysis.transactions.registry_rows import RegistryRows
@@ -102,6 +103,8 @@ class Sequences:
         self.ensured = EnsuredRows(graph, facts, self.registry, reach)
         """Which helpers only ensure a constant row's constant state (:mod:`.ensured_rows`)."""
         self.receivers = ChainReceivers(reach)
+        self.missing = MissingMethods(graph, facts, reach.dispatch.receivers)
+        """Which calls always raise ``AttributeError`` (:mod:`.missing_methods`)."""
         """The class ``self`` has along a chain, and the dispatch it runs (:mod:`.chain_receivers`)."""
         self._paths: dict[tuple[FunctionRef, frozenset[str], FunctionRef | None, Bound], tuple[Step, ...]] = {}
         self._active: set[tuple[FunctionRef, FunctionRef | None]] = set()
@@ -242,9 +245,11 @@ class Sequences:
                 body = self._body(ref, facts)
             node, source, offset = body
             shifted = {line - offset: found for line, found in variant.items()}
+            raising = frozenset(line - offset for line in self.missing.raising_lines(ref))
             found = ()
             for exits in self.outcomes.exits(ref, body, outcomes.required(off)):
                 exits = replace(exits, cut=cut) if cut else exits
+                exits = replace(exits, raising=raising) if raising else exits
                 for walked_off in _row_cases(off | frozenset(stored), source[node.start_byte : node.end_byte] if node is not None else b""):
                     walk = saved_once(once_per_key(tuple(paths.heaviest_path(node, source, shifted, weight, walked_off, caught, exits))))
                     found = walk if sum(map(weight, walk)) > sum(map(weight, found)) else found
