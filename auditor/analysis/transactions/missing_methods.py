@@ -57,7 +57,6 @@ DJANGO_MODEL_METHODS = frozenset(
 ``Model``), and the two ``ModelBase._prepare`` adds for ``order_with_respect_to``."""
 
 _GENERATED = re.compile(r"^(?:get_\w+_display|get_(?:next|previous)_by_\w+|[gs]et_\w+_order)$")
-_DJANGO_MODEL_BASES = frozenset({"models.Model", "Model", "django.db.models.Model"})
 _DYNAMIC_LOOKUP = ("__getattr__", "__getattribute__")
 
 
@@ -149,11 +148,12 @@ class MissingMethods:
             definition = self.graph.definition(cls)
             if definition is None or definition.kind != "class":
                 return False
-            header = " ".join(self._text_lines(cls.path)[definition.start_line - 1 : definition.body_start_line - 1])
+            facts = self.facts.get(cls.path)
+            header = " ".join(facts.lines[definition.start_line - 1 : definition.body_start_line - 1]) if facts is not None else "metaclass"
             if "metaclass" in header or any(self.graph.class_member(cls, hook) is not None for hook in _DYNAMIC_LOOKUP):
                 return False
             repository = self.graph.base_classes(cls)
-            foreign = [base for base in definition.bases if base.strip() in _DJANGO_MODEL_BASES]
+            foreign = [base for base in definition.bases if facts is not None and _names_django_model(facts, base.strip())]
             if len(repository) + len(foreign) != len(definition.bases):
                 return False  # a base the repository does not define (a third-party mixin)
             django_model = django_model or bool(foreign)
@@ -177,12 +177,22 @@ class MissingMethods:
             self._only_called[name] = known
         return known
 
-    def _text_lines(self, path: str) -> list[str]:
-        facts = self.facts.get(path)
-        return list(facts.lines) if facts is not None else []
-
 
 def _candidate(name: str) -> bool:
     """Whether an attribute name could be missing from a model: public, lower case, not
     Django's own nor one its fields generate."""
     return not name.startswith("_") and name[:1].islower() and name not in DJANGO_MODEL_METHODS and _GENERATED.match(name) is None
+
+
+def _names_django_model(facts: FileFacts, base: str) -> bool:
+    """Whether the base ``base`` written in ``facts``'s file is ``django.db.models.Model``
+    (``models.Model`` with ``from django.db import models``, ``Model`` imported from
+    ``django.db.models``, or the dotted name with ``import django.db.models``)."""
+    imports = facts.index.imports
+    if base == "models.Model":
+        return any(record.module == "django.db" and record.name == "models" and record.alias in (None, "models") for record in imports)
+    if base == "Model":
+        return any(record.module == "django.db.models" and record.name == "Model" and record.alias in (None, "Model") for record in imports)
+    return base == "django.db.models.Model" and any(
+        record.module.startswith("django") and record.name is None and record.alias is None for record in imports
+    )

@@ -103,9 +103,9 @@ class Sequences:
         self.ensured = EnsuredRows(graph, facts, self.registry, reach)
         """Which helpers only ensure a constant row's constant state (:mod:`.ensured_rows`)."""
         self.receivers = ChainReceivers(reach)
+        """The class ``self`` has along a chain, and the dispatch it runs (:mod:`.chain_receivers`)."""
         self.missing = MissingMethods(graph, facts, reach.dispatch.receivers)
         """Which calls always raise ``AttributeError`` (:mod:`.missing_methods`)."""
-        """The class ``self`` has along a chain, and the dispatch it runs (:mod:`.chain_receivers`)."""
         self._paths: dict[tuple[FunctionRef, frozenset[str], FunctionRef | None, Bound], tuple[Step, ...]] = {}
         self._active: set[tuple[FunctionRef, FunctionRef | None]] = set()
         self._bodies: dict[FunctionRef, Body] = {}
