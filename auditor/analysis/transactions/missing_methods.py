@@ -123,7 +123,7 @@ class MissingMethods:
             models = set()
             for bound in bindings:
                 assigned = assigned_expression(lines[bound - 1], rows)
-                model = types.queryset_class(ref.path, assigned[0]) if assigned is not None and not assigned[1] else None
+                model = types.rows_class(ref.path, assigned[0]) if assigned is not None and not assigned[1] else None
                 models.add(model)
             return models.pop() if len(models) == 1 and None not in models else None
         return None

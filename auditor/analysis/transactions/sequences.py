@@ -104,8 +104,7 @@ class Sequences:
         """Which helpers only ensure a constant row's constant state (:mod:`.ensured_rows`)."""
         self.receivers = ChainReceivers(reach)
         """The class ``self`` has along a chain, and the dispatch it runs (:mod:`.chain_receivers`)."""
-        self.missing = MissingMethods(graph, facts, reach.dispatch.receivers)
-        """Which calls always raise ``AttributeError`` (:mod:`.missing_methods`)."""
+        self.missing = MissingMethods(graph, facts, reach.dispatch.receivers)  # calls that always raise
         self._paths: dict[tuple[FunctionRef, frozenset[str], FunctionRef | None, Bound], tuple[Step, ...]] = {}
         self._active: set[tuple[FunctionRef, FunctionRef | None]] = set()
         self._bodies: dict[FunctionRef, Body] = {}
@@ -189,8 +188,7 @@ class Sequences:
                 step = self._edge_step(edge, off, depth, receiver, stored=stored)
                 dispatched = edge.approximate and self.reach.dispatch.kinds.get(edge) == OVERRIDE
                 if step is None:
-                    if dispatched:
-                        silent[line].add(class_of(edge.callee))
+                    silent[line].update([class_of(edge.callee)] if dispatched else [])
                     continue
                 if dispatched:
                     overrides[line][edge.callee] = step
@@ -248,8 +246,7 @@ class Sequences:
             raising = frozenset(line - offset for line in self.missing.raising_lines(ref))
             found = ()
             for exits in self.outcomes.exits(ref, body, outcomes.required(off)):
-                exits = replace(exits, cut=cut) if cut else exits
-                exits = replace(exits, raising=raising) if raising else exits
+                exits = replace(exits, cut=cut or exits.cut, raising=raising) if cut or raising else exits
                 for walked_off in _row_cases(off | frozenset(stored), source[node.start_byte : node.end_byte] if node is not None else b""):
                     walk = saved_once(once_per_key(tuple(paths.heaviest_path(node, source, shifted, weight, walked_off, caught, exits))))
                     found = walk if sum(map(weight, walk)) > sum(map(weight, found)) else found
