@@ -88,7 +88,7 @@ class ReceiverTypes:
                 break
             loop = FOR_LOOP.match(text)
             if loop and loop.group(1) == variable:
-                found = self._class_of_rows(path, loop.group(2))
+                found = self.rows_class(path, loop.group(2))
                 break
         else:
             signature = " ".join(lines[definition.start_line - 1 : definition.body_start_line])
@@ -321,7 +321,8 @@ class ReceiverTypes:
                 result[match.group(1)] = related
         return result
 
-    def _class_of_rows(self, path: str, expression: str) -> FunctionRef | None:
+    def rows_class(self, path: str, expression: str) -> FunctionRef | None:
+        """The model whose rows ``M.objects.filter(...)`` (``all``, ``exclude``...) yields."""
         parts = strip_arguments(expression).split(".")
         if "objects" not in parts[1:] or parts[-1] not in _DJANGO_ROWS or not all(IDENTIFIER.fullmatch(part) for part in parts):
             return None

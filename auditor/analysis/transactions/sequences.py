@@ -54,6 +54,7 @@ from auditor.analysis.transactions.grading import (
 )
 from auditor.analysis.transactions.languages import traits
 from auditor.analysis.transactions.memo import Memos, once_per_key
+from auditor.analysis.transactions.missing_methods import MissingMethods
 from auditor.analysis.transactions.paths import Body
 from auditor.analysis.transactions.reach import Reach
 from auditor.analysis.transactions.registry_rows import RegistryRows
@@ -103,6 +104,7 @@ class Sequences:
         """Which helpers only ensure a constant row's constant state (:mod:`.ensured_rows`)."""
         self.receivers = ChainReceivers(reach)
         """The class ``self`` has along a chain, and the dispatch it runs (:mod:`.chain_receivers`)."""
+        self.missing = MissingMethods(graph, facts, reach.dispatch.receivers)  # calls that always raise
         self._paths: dict[tuple[FunctionRef, frozenset[str], FunctionRef | None, Bound], tuple[Step, ...]] = {}
         self._active: set[tuple[FunctionRef, FunctionRef | None]] = set()
         self._bodies: dict[FunctionRef, Body] = {}
@@ -176,6 +178,7 @@ class Sequences:
         calls: dict[int, Step] = {}
         stepped: dict[int, list[Edge]] = defaultdict(list)  # the edges behind ``calls``, by line
         overrides: dict[int, dict[FunctionRef, Step]] = defaultdict(dict)
+        silent: dict[int, set[FunctionRef]] = defaultdict(set)  # overrides whose path has no effect
         for line, edges in sorted(by_line.items()):
             for edge in edges:
                 if not self.receivers.serializer_feasible(edge, receiver):
@@ -183,9 +186,11 @@ class Sequences:
                 if not self.reach.framework.serializer_edges.instance_feasible(edge, off):
                     continue  # a save without an instance on this path runs create, never update
                 step = self._edge_step(edge, off, depth, receiver, stored=stored)
+                dispatched = edge.approximate and self.reach.dispatch.kinds.get(edge) == OVERRIDE
                 if step is None:
+                    silent[line].update([class_of(edge.callee)] if dispatched else [])
                     continue
-                if edge.approximate and self.reach.dispatch.kinds.get(edge) == OVERRIDE:
+                if dispatched:
                     overrides[line][edge.callee] = step
                     continue
                 stepped[line].append(edge)
@@ -197,7 +202,7 @@ class Sequences:
             body = self._body(ref, facts)
             decided = self._decided(body, stepped, overrides, off, depth, receiver, stored)
         heaviest: tuple[Step, ...] = ()
-        for chosen in _override_variants(self.reach, ref, overrides, receiver):
+        for chosen in _override_variants(self.reach, ref, overrides, receiver, silent):
             # A self-call the chosen override runs counts through that override, never
             # also as its own effect (one ``self.save()``, one write).
             dispatched = frozenset((line, step.callee.qualname.rsplit(".", 1)[-1]) for line, step in chosen.items() if step.callee is not None)
@@ -238,9 +243,10 @@ class Sequences:
                 body = self._body(ref, facts)
             node, source, offset = body
             shifted = {line - offset: found for line, found in variant.items()}
+            raising = frozenset(line - offset for line in self.missing.raising_lines(ref))
             found = ()
             for exits in self.outcomes.exits(ref, body, outcomes.required(off)):
-                exits = replace(exits, cut=cut) if cut else exits
+                exits = replace(exits, cut=cut or exits.cut, raising=raising) if cut or raising else exits
                 for walked_off in _row_cases(off | frozenset(stored), source[node.start_byte : node.end_byte] if node is not None else b""):
                     walk = saved_once(once_per_key(tuple(paths.heaviest_path(node, source, shifted, weight, walked_off, caught, exits))))
                     found = walk if sum(map(weight, walk)) > sum(map(weight, found)) else found
@@ -399,7 +405,8 @@ def _parsed_body(graph: CallGraph, ref: FunctionRef, facts: FileFacts | None) ->
 
 
 def _override_variants(
-    reach: Reach, ref: FunctionRef, overrides: Mapping[int, Mapping[FunctionRef, Step]], receiver: FunctionRef | None = None
+    reach: Reach, ref: FunctionRef, overrides: Mapping[int, Mapping[FunctionRef, Step]], receiver: FunctionRef | None = None,
+    silent: Mapping[int, set[FunctionRef]] | None = None,
 ) -> list[dict[int, Step]]:
     """The overrides one concrete class runs at each dispatching line, per class that
     defines one (nearest definition in its lineage), plus the base's own (none): the
@@ -407,7 +414,10 @@ def _override_variants(
     overrides ``ref`` itself enters it only through its own override (``super()``,
     perhaps inside a transaction): its variant is that override's to count. With a
     known ``receiver`` class, its variant (its own override or its nearest base's) and
-    those of its subclasses, never a sibling's."""
+    those of its subclasses, never a sibling's. An override with no effect on its path
+    (``silent``, by line) still hides its bases' from its class: a class runs the nearest
+    definition in its MRO, even one that writes nothing (kolibri's ``AttemptLog.infer_dataset``
+    reads a cached id where its base ``BaseLogModel``'s may create the default facility)."""
     if not overrides:
         return [{}]
     dispatch = reach.dispatch
@@ -426,9 +436,10 @@ def _override_variants(
         lineage = dispatch.lineage(cls)
         chosen: dict[int, Step] = {}
         for line, by_class in by_line.items():
-            nearest = next((by_class[item] for item in lineage if item in by_class), None)
-            if nearest is not None:
-                chosen[line] = nearest
+            quiet = silent.get(line, set()) if silent is not None else set()
+            owner = next((item for item in lineage if item in by_class or item in quiet), None)
+            if owner is not None and owner in by_class:
+                chosen[line] = by_class[owner]
         key = tuple(sorted((line, step.callee) for line, step in chosen.items() if step.callee is not None))
         if key not in seen:
             seen.add(key)

@@ -5,7 +5,7 @@
   write (sqlalchemy/orm/session.py ``Session.commit`` flushes what is pending, and
   ``Session.merge`` leaves its argument "un-associated with the Session"). Only calls that
   resolve to code reaching no effect and making no session call may follow that commit; an
-  unresolved call (kolibri's ``Storage.schedule`` logs and runs hooks) may stage a write.
+  unresolved call (kolibri's ``Storage.schedule`` runs its plugins' hooks) may stage a write.
 * A Django ``x.save()`` right after ``x = M.objects.create(...)`` or a save of ``x``, with
   nothing done to ``x`` in between, writes the same row with the same values again
   (django/db/models/base.py ``Model.save`` -> ``_save_table``; django/db/models/query.py
@@ -409,8 +409,8 @@ def test_a_scope_whose_block_commits_last_commits_nothing_more(rule: Rule):
     # merge, an explicit commit, then only a call into code that reaches no effect, makes no
     # session call and no unresolved call: the scope's commit at exit commits nothing more
     assert ("jobs/storage.py", "Storage.schedule_quiet") not in found
-    # a call after the explicit commit that does not resolve (``logger.error``, and
-    # ``hook.schedule`` below ``_run_hooks``) may stage something: the exit commit is a second
+    # a call after the explicit commit that does not resolve (``hook.schedule`` below
+    # ``_run_hooks``, handed the row) may stage something: the exit commit is a second
     assert effects(found, ("jobs/storage.py", "Storage.schedule")) == ["commit", "commit"]
     assert found[("jobs/storage.py", "Storage.schedule")].severity == "high"
     # an attribute set on the loaded row after the explicit commit: the scope's commit writes it
