@@ -61,6 +61,7 @@ from auditor.analysis.transactions.repeated_saves import without_repeated_saves
 from auditor.analysis.transactions.saved_rows import SavedRows
 from auditor.analysis.transactions.scanning import call_text
 from auditor.analysis.transactions.session_scopes import SessionScopes
+from auditor.analysis.transactions.store_clients import StoreClients
 from auditor.analysis.transactions.stored_flags import Known, StoredFlags
 from auditor.analysis.transactions.throwaway import memory_names, unbound_names
 from auditor.index.model import CallSite
@@ -101,6 +102,8 @@ class Sequences:
         """Which effects are registry rows, set aside (:mod:`.registry_rows`)."""
         self.ensured = EnsuredRows(graph, facts, self.registry, reach)
         """Which helpers only ensure a constant row's constant state (:mod:`.ensured_rows`)."""
+        self.clients = StoreClients(graph, facts)
+        """Which receivers are search-index or key-value clients (:mod:`.store_clients`)."""
         self.receivers = ChainReceivers(reach)
         """The class ``self`` has along a chain, and the dispatch it runs (:mod:`.chain_receivers`)."""
         self._paths: dict[tuple[FunctionRef, frozenset[str], FunctionRef | None, Bound], tuple[Step, ...]] = {}
@@ -298,6 +301,8 @@ class Sequences:
                 continue
             if throwaway and call.callee.split(".", 1)[0] in throwaway:
                 continue  # written to an in-memory database: nothing persists
+            if site.effect in DB_EFFECTS and "." in call.callee and self.clients.is_client(ref.path, self.graph.definition(ref), call.callee.split(".", 1)[0], call.line):
+                continue  # a search index's or key-value store's call: no database write
             if site.effect in DB_EFFECTS and self.registry.sets_aside_site(ref, site, call_text(call, facts.line_text(call.line))):
                 continue  # the same constant row on every call: no business write
             # The same row saved again on one path counts once (``saved_once`` on the walk).
