@@ -56,6 +56,7 @@ from auditor.analysis.transactions.languages import traits
 from auditor.analysis.transactions.memo import Memos, once_per_key
 from auditor.analysis.transactions.paths import Body
 from auditor.analysis.transactions.reach import Reach
+from auditor.analysis.transactions.read_commits import flushes_through, reads_only_before
 from auditor.analysis.transactions.registry_rows import RegistryRows
 from auditor.analysis.transactions.repeated_saves import without_repeated_saves
 from auditor.analysis.transactions.saved_rows import SavedRows
@@ -291,6 +292,7 @@ class Sequences:
         if facts is None:
             return events
         enclosing = enclosing_of(ref)
+        definition = self.graph.definition(ref)
         exact_calls = {(edge.line, edge.callee.qualname.rsplit(".", 1)[-1]) for edge in self.graph.callees(ref) if not edge.approximate}
         exact_calls |= {(edge.line, name) for edge in self.reach.callees(ref) if (name := self.reach.dispatch.stands_for(edge)) is not None and self.reach.dispatch.binding(edge) is None}
         exact_calls |= self._framework_stood_for(ref, off)
@@ -301,14 +303,17 @@ class Sequences:
                 continue
             if throwaway and call.callee.split(".", 1)[0] in throwaway:
                 continue  # written to an in-memory database: nothing persists
-            if site.effect in DB_EFFECTS and "." in call.callee and self.clients.is_client(ref.path, self.graph.definition(ref), call.callee.split(".", 1)[0], call.line):
+            if site.effect in DB_EFFECTS and "." in call.callee and self.clients.is_client(ref.path, definition, call.callee.split(".", 1)[0], call.line):
                 continue  # a search index's or key-value store's call: no database write
             if site.effect in DB_EFFECTS and self.registry.sets_aside_site(ref, site, call_text(call, facts.line_text(call.line))):
                 continue  # the same constant row on every call: no business write
             # The same row saved again on one path counts once (``saved_once`` on the walk).
             saved_row = self.saved_rows.key(ref, facts, call) if call.name == "save" and site.effect in (Effect.WRITE, Effect.UPDATE) else None
             text = call_text(call, facts.line_text(call.line))
-            events[call.line].append(Step(call.line, text, (site.effect,), subject=subject_of(call, site.orm), saved_row=saved_row))
+            reads = site.effect is Effect.COMMIT and definition is not None and reads_only_before(facts.lines, definition.body_start_line, call.line)
+            events[call.line].append(
+                Step(call.line, text, (site.effect,), subject=subject_of(call, site.orm), saved_row=saved_row, reads_before=reads)
+            )
         return events
 
     def _framework_stood_for(self, ref: FunctionRef, off: frozenset[str]) -> set[tuple[int, str]]:
@@ -514,8 +519,7 @@ def _without_idle_commits(
         previous = kept[-1] if kept else None
         idle = (
             previous is not None
-            and step.callee is None
-            and step.effects == (Effect.COMMIT,)
+            and ((step.callee is None and step.effects == (Effect.COMMIT,)) or (step.callee is not None and flushes_through(step)))
             and previous.effects[-1] is Effect.COMMIT
             and previous.line < step.line
             and not _pending_between(previous.line, step.line, facts, node, offset, committed(previous))
