@@ -18,7 +18,9 @@ Inputs: a function's lines. Output: :func:`reads_only_before`, :func:`flushes_th
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
+from auditor.callgraph.graph import FunctionRef
 from auditor.analysis.transactions.base import Effect
 from auditor.analysis.transactions.grading import Step
 from auditor.analysis.transactions.scanning import python_code
@@ -29,13 +31,16 @@ _READ = re.compile(
     r"|[sS]ession\.get\([^()]*\))\s*$"
 )
 _TRY = re.compile(r"^\s*try\s*:\s*$")
+NOTHING = re.compile(r"(?!)")
+"""Allows no statement (for :func:`reads_only_before`: only blank lines, comments, ``try:``)."""
 _DOCSTRING = ('"""', "'''")
 
 
-def reads_only_before(lines: list[str], body_start: int, line: int) -> bool:
+def reads_only_before(lines: list[str], body_start: int, line: int, allowed: re.Pattern[str] | None = None) -> bool:
     """Whether the statements of a function body from ``body_start`` up to (not including)
-    ``line`` (both 1-based lines of ``lines``) are only session reads, ``try:`` lines, a
-    docstring, comments and blank lines."""
+    ``line`` (both 1-based lines of ``lines``) are only session reads (or what ``allowed``
+    matches instead), ``try:`` lines, a docstring, comments and blank lines."""
+    allowed = allowed or _READ
     in_docstring = False
     for number in range(body_start, line):
         text = lines[number - 1] if 0 < number <= len(lines) else ""
@@ -47,17 +52,24 @@ def reads_only_before(lines: list[str], body_start: int, line: int) -> bool:
             in_docstring = not (len(stripped) >= 6 and stripped.endswith(stripped[:3]))
             continue
         code = python_code(text).strip()
-        if not code or _TRY.match(code) or _READ.match(code):
+        if not code or _TRY.match(code) or allowed.match(code):
             continue
         return False
     return True
 
 
-def flushes_through(step: Step) -> bool:
-    """Whether every effect of ``step`` is a commit after reads only (a direct one marked
-    ``reads_before``, or a call whose path holds only such commits)."""
-    if not step.effects or any(effect is not Effect.COMMIT for effect in step.effects):
+def flushes_through(step: Step, quiet_before: Callable[[FunctionRef, int], bool]) -> bool:
+    """Whether ``step`` is one commit after reads only: a direct commit marked
+    ``reads_before``, a call whose path is one such commit, or a call whose path is one such
+    call that its callee makes with nothing before it that may stage work
+    (``quiet_before(callee, line)``: no statement above that line of the callee's body)."""
+    if step.effects != (Effect.COMMIT,):
         return False
     if step.callee is None:
         return step.reads_before
-    return bool(step.inner) and all(flushes_through(inner) for inner in step.inner)
+    if len(step.inner) != 1:
+        return False
+    inner = step.inner[0]
+    if inner.callee is None:
+        return inner.reads_before  # the callee's own commit, after reads only
+    return quiet_before(step.callee, inner.line) and flushes_through(inner, quiet_before)

@@ -56,7 +56,7 @@ from auditor.analysis.transactions.languages import traits
 from auditor.analysis.transactions.memo import Memos, once_per_key
 from auditor.analysis.transactions.paths import Body
 from auditor.analysis.transactions.reach import Reach
-from auditor.analysis.transactions.read_commits import flushes_through, reads_only_before
+from auditor.analysis.transactions.read_commits import NOTHING, flushes_through, reads_only_before
 from auditor.analysis.transactions.registry_rows import RegistryRows
 from auditor.analysis.transactions.repeated_saves import without_repeated_saves
 from auditor.analysis.transactions.saved_rows import SavedRows
@@ -251,7 +251,7 @@ class Sequences:
         if body is not None and body[0] is not None:
             found = _marked_in_loops(found, body)
         if facts is not None:
-            found = _without_idle_commits(found, facts, body, lambda step: handed_back(self.graph, self.arguments, facts, step))
+            found = _without_idle_commits(found, facts, body, lambda step: handed_back(self.graph, self.arguments, facts, step), self._quiet_before)
             found = without_repeated_saves(found, facts, body, self.graph, self.facts, ref)
             found = self.ensured.without_repeats(found, facts, body)
         return found, body
@@ -374,6 +374,13 @@ class Sequences:
         if not any(effect in DB_EFFECTS for step in inner for effect in step.effects):
             return None
         return Step(edge.line, f"calls {edge.callee.qualname} (its own transaction)", (Effect.REPOSITORY,), edge.callee)
+
+    def _quiet_before(self, ref: FunctionRef, line: int) -> bool:
+        """Whether nothing of ``ref``'s body above ``line`` may stage session work: only blank
+        lines, comments, a docstring and ``try:`` (:func:`.read_commits.reads_only_before`)."""
+        definition = self.graph.definition(ref)
+        facts = self.facts.get(ref.path)
+        return definition is not None and facts is not None and reads_only_before(facts.lines, definition.body_start_line, line, NOTHING)
 
     def _body(self, ref: FunctionRef, facts: FileFacts | None) -> Body:
         """:func:`_parsed_body`, once per function (its paths with different parameters off
@@ -504,7 +511,8 @@ def _row_cases(off: frozenset[str], source: bytes) -> tuple[frozenset[str], ...]
 
 
 def _without_idle_commits(
-    steps: tuple[Step, ...], facts: FileFacts, body: Body | None = None, committed: Callable[[Step], str | None] = lambda step: None
+    steps: tuple[Step, ...], facts: FileFacts, body: Body | None = None, committed: Callable[[Step], str | None] = lambda step: None,
+    quiet_before: Callable[[FunctionRef, int], bool] = lambda ref, line: False,
 ) -> tuple[Step, ...]:
     """``steps`` less each direct commit with nothing pending since the commit just before
     it on the path: no call, assignment or other statement between the two (a callee that
@@ -519,7 +527,7 @@ def _without_idle_commits(
         previous = kept[-1] if kept else None
         idle = (
             previous is not None
-            and ((step.callee is None and step.effects == (Effect.COMMIT,)) or (step.callee is not None and flushes_through(step)))
+            and ((step.callee is None and step.effects == (Effect.COMMIT,)) or (step.callee is not None and flushes_through(step, quiet_before)))
             and previous.effects[-1] is Effect.COMMIT
             and previous.line < step.line
             and not _pending_between(previous.line, step.line, facts, node, offset, committed(previous))

@@ -326,6 +326,17 @@ SYSTEM_INFO = """
         db.session.commit()
 
 
+    def stage_then_read(key, value):
+        db.session.add(Info(key=key, value=value))
+        get_info(key)
+
+
+    @bp.route("/config/stage", methods=["POST"])
+    def stage(value):
+        get_info("title")
+        stage_then_read("theme", value)
+
+
     @bp.route("/config/reset", methods=["POST"])
     def reset():
         get_info("title")
@@ -362,3 +373,8 @@ def test_a_read_then_commit_then_a_staged_write_and_commit_is_reported(reads):
 
 def test_two_calls_that_stage_and_commit_are_two_commits(reads):
     assert reads[("app/routes.py", "copy")].title.startswith("2 commits on one path")
+
+
+def test_a_read_then_commit_reached_after_a_helper_staged_work_is_a_second_commit(reads):
+    """``stage_then_read`` adds a row, then ``get_info``'s commit writes it."""
+    assert reads[("app/routes.py", "stage")].title.startswith("2 commits on one path")
