@@ -6,13 +6,15 @@ foreign keys and getters' returns, and class names as written in a file.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Mapping
 
 from auditor.analysis.entrypoints import is_test_path
 from auditor.callgraph.graph import CallGraph, FunctionRef
 from auditor.callgraph.names import strip_arguments
 from auditor.analysis.transactions.base import FOR_LOOP, SELF_RECEIVERS
 from auditor.analysis.transactions.scanning import IDENTIFIER
+from auditor.analysis.transactions.expressions import SESSION_GET, assigned_expression, depth_of, return_starts, statement_end
+from auditor.analysis.transactions.own_rows import OwnRows
 from auditor.index.model import Definition
 
 GETTER = re.compile(r"^(?:[\w.]*\.)?(?:property|cached_property)$")
@@ -25,22 +27,13 @@ _DJANGO_ROWS = frozenset({"all", "filter", "exclude", "order_by", "select_relate
 # Flask-SQLAlchemy ``M.query`` chains that return one row.
 _QUERY_ROW = frozenset({"first", "first_or_404", "one", "one_or_none", "get", "get_or_404"})
 _GET_OR_404 = re.compile(r"^(?:[\w.]*\.)?(?:get_object_or_404|get_or_404)\(\s*([A-Za-z_][\w.]*)\s*[,)]")
-_SESSION_GET = re.compile(r"^(?:[\w.]*[sS]ession)\.get\(\s*([A-Za-z_][\w.]*)\s*[,)]")
 _ANNOTATION = re.compile(r"[(,]\s*([A-Za-z_]\w*)\s*:\s*['\"]?([A-Za-z_][\w.]*)['\"]?\s*(?=[,)=])")
-_UNPACKED = re.compile(r"^,\s*\w+\s*=(?!=)\s*(.*)")
-_ANNOTATED = re.compile(r"^:[^=]+=(?!=)\s*(.*)")
-# ``-> Self``, ``-> Optional[Self]``, ``-> Self | None`` (typing.Self: an instance of the class called on).
-_RETURNS_SELF = re.compile(r"\)\s*->\s*['\"]?(?:Optional\[\s*Self\s*\]|Self(?:\s*\|\s*None)?)['\"]?\s*:")
-_FIRST_PARAMETER = re.compile(r"def\s+\w+\s*\(\s*([A-Za-z_]\w*)")
-# Query methods that return one row of the query's entity (or None).
-_OWN_ROW_METHODS = frozenset({"first", "one", "one_or_none", "get", "first_or_404", "one_or_404", "get_or_404"})
 _RETURNS = re.compile(r"\)\s*->\s*['\"]?([A-Za-z_][\w.]*)['\"]?\s*:")
 # ``name = models.ForeignKey(`` / ``OneToOneField(`` in a model's class body.
 _RELATION_LINE = re.compile(r"^\s+([A-Za-z_]\w*)\s*(?::[^=]+)?=\s*(?:[\w.]*\.)?(?:ForeignKey|OneToOneField)\((.*)$")
 # The related model: the first positional argument or ``to=``, a name or a string.
 _RELATION_FIRST = re.compile(r"^\s*(?:to\s*=\s*)?(['\"]?)([A-Za-z_][\w.]*)\1\s*(?:[,)]|$)")
 _RELATION_TO = re.compile(r"[(,]\s*to\s*=\s*(['\"]?)([A-Za-z_][\w.]*)\1\s*[,)]")
-_MAX_STATEMENT_LINES = 12
 # ``AUTH_USER_MODEL = "app_label.ModelName"`` in a settings module.
 _USER_MODEL_SETTING = re.compile(r"""^AUTH_USER_MODEL\s*(?::[^=]+)?=\s*['"](\w+)\.(\w+)['"]""", re.MULTILINE)
 REQUEST_USER = (("request", "user"), ("self", "request", "user"))
@@ -63,8 +56,7 @@ class ReceiverTypes:
         self._members: dict[tuple[FunctionRef, str], FunctionRef | None] = {}
         self._returns: dict[FunctionRef, tuple[FunctionRef | None, bool]] = {}
         self._user_model: tuple[FunctionRef | None] | None = None
-        self._pass_through: dict[FunctionRef, bool] = {}
-        self._own_rows: dict[FunctionRef, bool] = {}
+        self.own_rows = OwnRows(graph, indexes, self.text_lines, self.statement)  # :mod:`.own_rows`
 
     def is_property(self, ref: FunctionRef) -> bool:
         definition = self.graph.definition(ref)
@@ -107,32 +99,21 @@ class ReceiverTypes:
     def statement(self, lines: list[str], number: int, start: str) -> str:
         """The assigned expression from ``start`` (on line ``number``) through the line where its
         brackets close."""
-        return self._statement_end(lines, number, start)[0]
-
-    def _statement_end(self, lines: list[str], number: int, start: str) -> tuple[str, int]:
-        """:meth:`_statement` and the number of the line it ends on."""
-        text, depth = start, _depth(start)
-        extra = 0
-        while depth > 0 and extra < _MAX_STATEMENT_LINES and number + extra < len(lines):
-            extra += 1
-            following = lines[number + extra - 1]
-            text += " " + following.strip()
-            depth += _depth(following)
-        return text.strip(), number + extra
+        return statement_end(lines, number, start)[0]
 
     def _class_of_expression(
         self, path: str, caller: Definition, expression: str, unpacked: bool, line: int
     ) -> tuple[FunctionRef | None, bool]:
         """The repository class of what ``expression`` (written at ``line`` in ``caller``)
         evaluates to, and whether it was read through a foreign key or a getter's body."""
-        found = _GET_OR_404.match(expression) or _SESSION_GET.match(expression)
+        found = _GET_OR_404.match(expression) or SESSION_GET.match(expression)
         if found:
             return (None if unpacked else self.class_named(path, found.group(1))), False
         chain = expression.split("#", 1)[0].strip().split(".")
         if not unpacked and len(chain) == 1 and IDENTIFIER.fullmatch(chain[0]) and chain[0] not in SELF_RECEIVERS:
             # ``return row`` of a local typed above it (``row = obj_or_404(M.by_id(x)); ...; return row``).
             return self.variable_class(path, caller, chain[0], line), False
-        passed = None if unpacked else self._passed_through(path, expression)
+        passed = None if unpacked else self.own_rows.passed_through(path, expression)
         if passed is not None:
             return self._class_of_expression(path, caller, passed, False, line)
         if not unpacked and len(chain) >= 2 and all(IDENTIFIER.fullmatch(part) for part in chain):
@@ -174,95 +155,10 @@ class ReceiverTypes:
             owner = self.class_named(path, ".".join(parts[:-1])) if len(parts) >= 2 else None
         if function is None:
             return None, False
-        if owner is not None and self._returns_own_row(function):
+        if owner is not None and self.own_rows.returns_own_row(function):
             return owner, True  # ``M.by_id(x)``: a classmethod's row of ``cls``, here ``M``
         returned, from_body = self._function_returns(function)
         return returned, followed or from_body
-
-    def _passed_through(self, path: str, expression: str) -> str | None:
-        """The first argument of a call ``f(arg, ...)`` to a repository function that returns
-        its first parameter unchanged wherever it returns (``def obj_or_404(obj): if obj is
-        None: raise NotFound(); return obj``): the call's value is the argument's."""
-        name = strip_arguments(expression)
-        if not expression.endswith(")") or not name or not all(IDENTIFIER.fullmatch(part) for part in name.split(".")):
-            return None
-        argument = _first_argument(expression[len(name) :])
-        if argument is None:
-            return None
-        function = self.graph.resolve(path, name)
-        definition = self.graph.definition(function) if function is not None else None
-        if function is None or definition is None or definition.kind == "class":
-            return None
-        known = self._pass_through.get(function)
-        if known is None:
-            lines = self.text_lines(function.path)
-            signature = " ".join(lines[definition.start_line - 1 : definition.body_start_line])
-            first = _FIRST_PARAMETER.search(signature[signature.find("def ") :])
-            parameter = first.group(1) if first is not None and first.group(1) not in SELF_RECEIVERS else None
-            returns = [text for _, text in _return_starts(lines, definition, getattr(self.indexes.get(function.path), "definitions", ()))]
-            known = self._pass_through[function] = bool(parameter and returns and all(text == parameter for text in returns))
-        return argument if known else None
-
-    def _returns_own_row(self, function: FunctionRef) -> bool:
-        """Whether ``function`` is a classmethod that returns a row of its ``cls`` (or None)
-        wherever it returns: annotated ``-> Self`` (``Optional[Self]``, ``Self | None``), or
-        each ``return`` is bare, ``None``, ``cls(...)``, ``session.get(cls, ...)``, a chain from
-        ``cls`` ending in a row method (``cls.query.filter_by(...).first()``: ``first``,
-        ``one``, ``one_or_none``, ``get``...; SQLAlchemy's ``Query.first`` returns the first
-        entity of the query's own, sqlalchemy/orm/query.py ``Query.first``), another such
-        classmethod of ``cls``, or a local every assignment of which is one of these or a
-        chain from ``cls``/itself (``q = cls.all(); q = q.filter(...); return q.first()``).
-        Memoised."""
-        known = self._own_rows.get(function)
-        if known is not None:
-            return known
-        self._own_rows[function] = False
-        definition = self.graph.definition(function)
-        result = False
-        if definition is not None and definition.kind != "class" and any(d.rsplit(".", 1)[-1] == "classmethod" for d in definition.decorators):
-            lines = self.text_lines(function.path)
-            signature = " ".join(lines[definition.start_line - 1 : definition.body_start_line])
-            if _RETURNS_SELF.search(signature):
-                result = True
-            else:
-                returns = [
-                    self.statement(lines, number, start)
-                    for number, start in _return_starts(lines, definition, getattr(self.indexes.get(function.path), "definitions", ()))
-                ]
-                body = lines[definition.body_start_line - 1 : definition.end_line]
-                result = bool(returns) and any(text for text in returns) and all(self._own_row(function, body, text, 0) for text in returns)
-        self._own_rows[function] = result
-        return result
-
-    def _own_row(self, function: FunctionRef, body: list[str], expression: str, depth: int) -> bool:
-        """Whether ``expression`` in the classmethod ``function`` (its ``body`` lines) is a row
-        of its ``cls`` or None (see :meth:`_returns_own_row`)."""
-        expression = expression.split("#", 1)[0].strip()
-        if expression in ("", "None"):
-            return True
-        session = _SESSION_GET.match(expression)
-        if session is not None:
-            return session.group(1) == "cls"
-        parts = strip_arguments(expression).split(".")
-        if not expression.endswith(")") or not all(IDENTIFIER.fullmatch(part) for part in parts):
-            if len(parts) == 1 and IDENTIFIER.fullmatch(parts[0]) and depth == 0:
-                values = [found[0] for text in body if (found := assigned_expression(text, parts[0])) is not None and not found[1]]
-                return bool(values) and all(self._own_row(function, body, value, 1) for value in values)
-            return False
-        if parts == ["cls"]:
-            return True  # ``cls(...)``
-        if parts[0] != "cls" and len(parts) >= 2 and parts[-1] in _OWN_ROW_METHODS and depth == 0:
-            # ``q.first()``: ``q`` a query every assignment builds from ``cls`` or from ``q`` itself
-            sources = [found[0] for text in body if (found := assigned_expression(text, parts[0])) is not None]
-            roots = {strip_arguments(source).split(".", 1)[0] for source in sources}
-            return bool(sources) and roots <= {"cls", parts[0]} and "cls" in roots
-        if parts[0] != "cls" or len(parts) < 2:
-            return False
-        if len(parts) == 2:
-            owner = FunctionRef(function.path, function.qualname.rsplit(".", 1)[0])
-            member = self.graph.class_member(owner, parts[1])
-            return member is not None and member != function and self._returns_own_row(member)
-        return parts[-1] in _OWN_ROW_METHODS
 
     def _function_returns(self, function: FunctionRef) -> tuple[FunctionRef | None, bool]:
         """The class a repository function's return annotation names (``def get_object(self)
@@ -299,7 +195,7 @@ class ReceiverTypes:
         any return's class is unknown, or a bare ``return`` returns None."""
         lines = self.text_lines(path)
         classes: set[FunctionRef] = set()
-        for number, start in _return_starts(lines, definition, getattr(self.indexes.get(path), "definitions", ())):
+        for number, start in return_starts(lines, definition, getattr(self.indexes.get(path), "definitions", ())):
             expression = self.statement(lines, number, start)
             found, _ = self._class_of_expression(path, definition, expression, False, number) if expression else (None, False)
             if found is None:
@@ -322,8 +218,8 @@ class ReceiverTypes:
         first = lines[code[0] - 1].strip()
         if not first.startswith("return "):
             return None
-        statement, end = self._statement_end(lines, code[0], first[len("return ") :])
-        if _depth(statement) != 0 or code[-1] > end:
+        statement, end = statement_end(lines, code[0], first[len("return ") :])
+        if depth_of(statement) != 0 or code[-1] > end:
             return None  # more statements follow, or the brackets never close
         return code[0], statement
 
@@ -469,19 +365,6 @@ def user_model_of(indexes: Mapping[str, object], texts: Mapping[str, str]) -> Fu
     return chosen[0] if len(chosen) == 1 else None
 
 
-def _return_starts(lines: list[str], definition: Definition, definitions: Iterable[Definition]) -> Iterator[tuple[int, str]]:
-    """``(line, text after return)`` of each ``return`` statement of ``definition``'s own
-    body (not those of the functions and classes nested in it, among ``definitions``)."""
-    nested = [
-        (other.start_line, other.end_line)
-        for other in definitions
-        if definition.start_line < other.start_line <= definition.end_line
-    ]
-    for number in range(definition.body_start_line, min(definition.end_line, len(lines)) + 1):
-        stripped = lines[number - 1].strip()
-        if (stripped == "return" or stripped.startswith("return ")) and not any(start <= number <= end for start, end in nested):
-            yield number, stripped[len("return") :].strip()
-
 
 def _ancestry(graph: CallGraph, cls: FunctionRef) -> set[FunctionRef]:
     """``cls`` and every repository class it derives from."""
@@ -493,46 +376,3 @@ def _ancestry(graph: CallGraph, cls: FunctionRef) -> set[FunctionRef]:
             found.add(item)
             pending.extend(graph.base_classes(item))
     return found
-
-
-def assigned_expression(text: str, variable: str) -> tuple[str, bool] | None:
-    """The right-hand side when ``text`` assigns ``variable`` (``v = ...``, ``v: T = ...``,
-    or ``v, flag = ...`` which is unpacked), else None."""
-    stripped = text.lstrip()
-    if not stripped.startswith(variable):
-        return None
-    rest = stripped[len(variable) :]
-    if rest[:1].isalnum() or rest[:1] == "_":
-        return None
-    rest = rest.lstrip()
-    if rest.startswith("=") and not rest.startswith("=="):
-        return rest[1:].strip(), False
-    for pattern, unpacked in ((_ANNOTATED, False), (_UNPACKED, True)):
-        match = pattern.match(rest)
-        if match:
-            return match.group(1), unpacked
-    return None
-
-
-def _depth(text: str) -> int:
-    """Open minus closed brackets on a line (strings not parsed: an estimate)."""
-    return sum(text.count(char) for char in "([{") - sum(text.count(char) for char in ")]}")
-
-
-def _first_argument(arguments: str) -> str | None:
-    """The first argument's text of ``(arg, ...)`` (a call's parenthesised arguments), when
-    it is positional; None for no argument or a keyword one."""
-    if not arguments.startswith("("):
-        return None
-    depth = 0
-    for position, char in enumerate(arguments):
-        if char in "([{":
-            depth += 1
-        elif char in ")]}":
-            depth -= 1
-        if (char == "," and depth == 1) or depth == 0:
-            found = arguments[1:position].strip()
-            if not found or re.match(r"^[A-Za-z_]\w*\s*=(?!=)", found):
-                return None
-            return found
-    return None

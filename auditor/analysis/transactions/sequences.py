@@ -103,8 +103,7 @@ class Sequences:
         """Which effects are registry rows, set aside (:mod:`.registry_rows`)."""
         self.ensured = EnsuredRows(graph, facts, self.registry, reach)
         """Which helpers only ensure a constant row's constant state (:mod:`.ensured_rows`)."""
-        self.clients = StoreClients(graph, facts)
-        """Which receivers are search-index or key-value clients (:mod:`.store_clients`)."""
+        self.clients = StoreClients(graph, facts)  # search-index and key-value clients (:mod:`.store_clients`)
         self.receivers = ChainReceivers(reach)
         """The class ``self`` has along a chain, and the dispatch it runs (:mod:`.chain_receivers`)."""
         self._paths: dict[tuple[FunctionRef, frozenset[str], FunctionRef | None, Bound], tuple[Step, ...]] = {}
@@ -251,7 +250,7 @@ class Sequences:
         if body is not None and body[0] is not None:
             found = _marked_in_loops(found, body)
         if facts is not None:
-            found = _without_idle_commits(found, facts, body, lambda step: handed_back(self.graph, self.arguments, facts, step), self._quiet_before)
+            found = _without_idle_commits(found, facts, body, lambda step: handed_back(self.graph, self.arguments, facts, step), lambda ref, line: _quiet_before(self.graph, self.facts, ref, line))
             found = without_repeated_saves(found, facts, body, self.graph, self.facts, ref)
             found = self.ensured.without_repeats(found, facts, body)
         return found, body
@@ -311,9 +310,7 @@ class Sequences:
             saved_row = self.saved_rows.key(ref, facts, call) if call.name == "save" and site.effect in (Effect.WRITE, Effect.UPDATE) else None
             text = call_text(call, facts.line_text(call.line))
             reads = site.effect is Effect.COMMIT and definition is not None and reads_only_before(facts.lines, definition.body_start_line, call.line)
-            events[call.line].append(
-                Step(call.line, text, (site.effect,), subject=subject_of(call, site.orm), saved_row=saved_row, reads_before=reads)
-            )
+            events[call.line].append(Step(call.line, text, (site.effect,), subject=subject_of(call, site.orm), saved_row=saved_row, reads_before=reads))
         return events
 
     def _framework_stood_for(self, ref: FunctionRef, off: frozenset[str]) -> set[tuple[int, str]]:
@@ -375,13 +372,6 @@ class Sequences:
             return None
         return Step(edge.line, f"calls {edge.callee.qualname} (its own transaction)", (Effect.REPOSITORY,), edge.callee)
 
-    def _quiet_before(self, ref: FunctionRef, line: int) -> bool:
-        """Whether nothing of ``ref``'s body above ``line`` may stage session work: only blank
-        lines, comments, a docstring and ``try:`` (:func:`.read_commits.reads_only_before`)."""
-        definition = self.graph.definition(ref)
-        facts = self.facts.get(ref.path)
-        return definition is not None and facts is not None and reads_only_before(facts.lines, definition.body_start_line, line, NOTHING)
-
     def _body(self, ref: FunctionRef, facts: FileFacts | None) -> Body:
         """:func:`_parsed_body`, once per function (its paths with different parameters off
         walk the same body)."""
@@ -413,6 +403,14 @@ def _parsed_body(graph: CallGraph, ref: FunctionRef, facts: FileFacts | None) ->
     if facts.tree is None:
         return _NO_BODY
     return paths.function_body(facts.tree, definition.start_line, definition.end_line), facts.source, 0
+
+
+def _quiet_before(graph: CallGraph, facts: Mapping[str, FileFacts], ref: FunctionRef, line: int) -> bool:
+    """Whether nothing of ``ref``'s body above ``line`` may stage session work: only blank
+    lines, comments, a docstring and ``try:`` (:func:`.read_commits.reads_only_before`)."""
+    definition = graph.definition(ref)
+    found = facts.get(ref.path)
+    return definition is not None and found is not None and reads_only_before(found.lines, definition.body_start_line, line, NOTHING)
 
 
 def _override_variants(
