@@ -293,6 +293,12 @@ class CallGraph:
                 return True
         return False
 
+    def module_path(self, path: str, module: str) -> str | None:
+        """The repository file of the Python module ``module`` as an import in ``path``
+        names it (``..core``, ``aleph.core``), if the repository has one."""
+        imports = self._repository.symbols.imports
+        return imports.find_module(imports._absolute_module(path, module), path)
+
     def resolve(self, path: str, name: str) -> FunctionRef | None:
         """Resolve a dotted name as written at module level of ``path`` (functions and classes).
 

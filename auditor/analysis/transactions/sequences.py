@@ -57,11 +57,13 @@ from auditor.analysis.transactions.memo import Memos, once_per_key
 from auditor.analysis.transactions.missing_methods import MissingMethods
 from auditor.analysis.transactions.paths import Body
 from auditor.analysis.transactions.reach import Reach
+from auditor.analysis.transactions.read_commits import NOTHING, flushes_through, reads_only_before
 from auditor.analysis.transactions.registry_rows import RegistryRows
 from auditor.analysis.transactions.repeated_saves import without_repeated_saves
 from auditor.analysis.transactions.saved_rows import SavedRows
 from auditor.analysis.transactions.scanning import call_text
 from auditor.analysis.transactions.session_scopes import SessionScopes
+from auditor.analysis.transactions.store_clients import StoreClients
 from auditor.analysis.transactions.stored_flags import Known, StoredFlags
 from auditor.analysis.transactions.throwaway import memory_names, unbound_names
 from auditor.index.model import CallSite
@@ -102,6 +104,7 @@ class Sequences:
         """Which effects are registry rows, set aside (:mod:`.registry_rows`)."""
         self.ensured = EnsuredRows(graph, facts, self.registry, reach)
         """Which helpers only ensure a constant row's constant state (:mod:`.ensured_rows`)."""
+        self.clients = StoreClients(graph, facts)  # search-index and key-value clients (:mod:`.store_clients`)
         self.receivers = ChainReceivers(reach)
         """The class ``self`` has along a chain, and the dispatch it runs (:mod:`.chain_receivers`)."""
         self.missing = MissingMethods(graph, facts, reach.dispatch.receivers)  # calls that always raise
@@ -253,7 +256,7 @@ class Sequences:
         if body is not None and body[0] is not None:
             found = _marked_in_loops(found, body)
         if facts is not None:
-            found = _without_idle_commits(found, facts, body, lambda step: handed_back(self.graph, self.arguments, facts, step))
+            found = _without_idle_commits(found, facts, body, lambda step: handed_back(self.graph, self.arguments, facts, step), lambda ref, line: _quiet_before(self.graph, self.facts, ref, line))
             found = without_repeated_saves(found, facts, body, self.graph, self.facts, ref)
             found = self.ensured.without_repeats(found, facts, body)
         return found, body
@@ -294,6 +297,7 @@ class Sequences:
         if facts is None:
             return events
         enclosing = enclosing_of(ref)
+        definition = self.graph.definition(ref)
         exact_calls = {(edge.line, edge.callee.qualname.rsplit(".", 1)[-1]) for edge in self.graph.callees(ref) if not edge.approximate}
         exact_calls |= {(edge.line, name) for edge in self.reach.callees(ref) if (name := self.reach.dispatch.stands_for(edge)) is not None and self.reach.dispatch.binding(edge) is None}
         exact_calls |= self._framework_stood_for(ref, off)
@@ -304,12 +308,15 @@ class Sequences:
                 continue
             if throwaway and call.callee.split(".", 1)[0] in throwaway:
                 continue  # written to an in-memory database: nothing persists
+            if site.effect in DB_EFFECTS and "." in call.callee and self.clients.is_client(ref.path, definition, call.callee.split(".", 1)[0], call.line):
+                continue  # a search index's or key-value store's call: no database write
             if site.effect in DB_EFFECTS and self.registry.sets_aside_site(ref, site, call_text(call, facts.line_text(call.line))):
                 continue  # the same constant row on every call: no business write
             # The same row saved again on one path counts once (``saved_once`` on the walk).
             saved_row = self.saved_rows.key(ref, facts, call) if call.name == "save" and site.effect in (Effect.WRITE, Effect.UPDATE) else None
             text = call_text(call, facts.line_text(call.line))
-            events[call.line].append(Step(call.line, text, (site.effect,), subject=subject_of(call, site.orm), saved_row=saved_row))
+            reads = site.effect is Effect.COMMIT and definition is not None and reads_only_before(facts.lines, definition.body_start_line, call.line)
+            events[call.line].append(Step(call.line, text, (site.effect,), subject=subject_of(call, site.orm), saved_row=saved_row, reads_before=reads))
         return events
 
     def _framework_stood_for(self, ref: FunctionRef, off: frozenset[str]) -> set[tuple[int, str]]:
@@ -402,6 +409,14 @@ def _parsed_body(graph: CallGraph, ref: FunctionRef, facts: FileFacts | None) ->
     if facts.tree is None:
         return _NO_BODY
     return paths.function_body(facts.tree, definition.start_line, definition.end_line), facts.source, 0
+
+
+def _quiet_before(graph: CallGraph, facts: Mapping[str, FileFacts], ref: FunctionRef, line: int) -> bool:
+    """Whether nothing of ``ref``'s body above ``line`` may stage session work: only blank
+    lines, comments, a docstring and ``try:`` (:func:`.read_commits.reads_only_before`)."""
+    definition = graph.definition(ref)
+    found = facts.get(ref.path)
+    return definition is not None and found is not None and reads_only_before(found.lines, definition.body_start_line, line, NOTHING)
 
 
 def _override_variants(
@@ -505,7 +520,8 @@ def _row_cases(off: frozenset[str], source: bytes) -> tuple[frozenset[str], ...]
 
 
 def _without_idle_commits(
-    steps: tuple[Step, ...], facts: FileFacts, body: Body | None = None, committed: Callable[[Step], str | None] = lambda step: None
+    steps: tuple[Step, ...], facts: FileFacts, body: Body | None = None, committed: Callable[[Step], str | None] = lambda step: None,
+    quiet_before: Callable[[FunctionRef, int], bool] = lambda ref, line: False,
 ) -> tuple[Step, ...]:
     """``steps`` less each direct commit with nothing pending since the commit just before
     it on the path: no call, assignment or other statement between the two (a callee that
@@ -520,8 +536,7 @@ def _without_idle_commits(
         previous = kept[-1] if kept else None
         idle = (
             previous is not None
-            and step.callee is None
-            and step.effects == (Effect.COMMIT,)
+            and ((step.callee is None and step.effects == (Effect.COMMIT,)) or (step.callee is not None and flushes_through(step, quiet_before)))
             and previous.effects[-1] is Effect.COMMIT
             and previous.line < step.line
             and not _pending_between(previous.line, step.line, facts, node, offset, committed(previous))
