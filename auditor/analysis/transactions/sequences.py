@@ -94,16 +94,11 @@ class Sequences:
         self.arguments = arguments
         self.scopes = SessionScopes(graph, facts, reach)
         """Which ``with scope() as session:`` calls only commit a read-only block."""
-        self.saved_rows = SavedRows(graph)
-        """The key under which a save counts once on its path (:mod:`.saved_rows`)."""
-        self.memos = Memos(graph, facts, arguments)
-        """Which calls go into a helper memoized on an object (:mod:`.memo`)."""
-        self.flags = StoredFlags(graph, facts, reach, arguments)
-        """Which false parameters a method stores on ``self`` (:mod:`.stored_flags`)."""
-        self.registry = RegistryRows(graph, facts, reach, arguments)
-        """Which effects are registry rows, set aside (:mod:`.registry_rows`)."""
-        self.ensured = EnsuredRows(graph, facts, self.registry, reach)
-        """Which helpers only ensure a constant row's constant state (:mod:`.ensured_rows`)."""
+        self.saved_rows = SavedRows(graph)  # the key under which a save counts once on its path
+        self.memos = Memos(graph, facts, arguments)  # which calls go into a helper memoized on an object
+        self.flags = StoredFlags(graph, facts, reach, arguments)  # which false parameters a method stores on self
+        self.registry = RegistryRows(graph, facts, reach, arguments)  # which effects are registry rows, set aside
+        self.ensured = EnsuredRows(graph, facts, self.registry, reach)  # helpers that only ensure a constant row
         self.clients = StoreClients(graph, facts)  # search-index and key-value clients (:mod:`.store_clients`)
         self.receivers = ChainReceivers(reach)
         """The class ``self`` has along a chain, and the dispatch it runs (:mod:`.chain_receivers`)."""
