@@ -79,6 +79,20 @@ class Repository:
         """Resolution over the symbol tables of ``indexes`` (in ``symbols``)."""
         self.symbols = Symbols(indexes)
         self._bases: dict[tuple[str, int, int], tuple[tuple[str, Definition], ...]] = {}
+        self._attach_methods()
+
+    def _attach_methods(self) -> None:
+        """Resolve every ``add_to_class`` value to the repository function it names (in the
+        scope of its call) and list it as a method under the attached name."""
+        for path, attachment in self.symbols.attachments:
+            resolution = self.resolve_name(path, attachment.value.split("."), attachment.scope)
+            target = resolution.target
+            if target is None or target.kind not in ("function", "method"):
+                continue
+            key = (self.symbols.families[path], attachment.name)
+            attached = self.symbols.attached_by_name.setdefault(key, [])
+            if (resolution.path, target) not in attached:
+                attached.append((resolution.path, target))
 
     # -- classes -------------------------------------------------------------------------
 

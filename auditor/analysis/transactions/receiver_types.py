@@ -56,6 +56,7 @@ class ReceiverTypes:
         """Variables whose class was read through a foreign key or a getter's return."""
         self._relations: dict[FunctionRef, dict[str, FunctionRef]] = {}
         self._members: dict[tuple[FunctionRef, str], FunctionRef | None] = {}
+        self._module_variables: dict[tuple[str, str], FunctionRef | None] = {}
         self._returns: dict[FunctionRef, tuple[FunctionRef | None, bool]] = {}
         self._user_model: tuple[FunctionRef | None] | None = None
 
@@ -93,9 +94,82 @@ class ReceiverTypes:
         else:
             signature = " ".join(lines[definition.start_line - 1 : definition.body_start_line])
             annotations = dict(_ANNOTATION.findall(signature))
-            found = self.class_named(path, annotations[variable]) if variable in annotations else None
+            if variable in annotations:
+                found = self.class_named(path, annotations[variable])
+            elif not self._bound_in(lines, definition, variable, signature):
+                found = self.module_variable_class(path, variable)
         self._variables[key] = found
         return found
+
+    def _bound_in(self, lines: list[str], definition: Definition, variable: str, signature: str) -> bool:
+        """Whether ``variable`` is a name of the function's own: a parameter, or bound
+        anywhere in its body (assigned, a ``for``/``with``/``except``/comprehension target,
+        ``global``/``nonlocal`` too): then it is no module-level name there."""
+        word = re.compile(rf"\b{re.escape(variable)}\b")
+        if word.search(signature.split("(", 1)[-1]):
+            return True
+        binding = re.compile(rf"(?:\b(?:for|as|global|nonlocal)\s+(?:[\w\s,*]*,\s*)?|^\s*(?:[\w\s,*]*,\s*)?){re.escape(variable)}\b\s*(?:[,:)]|=(?!=)|\bin\b|$)")
+        last = min(definition.end_line, len(lines))
+        return any(variable in lines[number - 1] and binding.search(lines[number - 1]) for number in range(definition.body_start_line, last + 1))
+
+    # -- module-level names ---------------------------------------------------------------
+
+    def module_variable_class(self, path: str, name: str) -> FunctionRef | None:
+        """The repository class of the object a module-level ``name = expression`` of
+        ``path`` (or of the repository module ``path`` imports ``name`` from) holds: a
+        constructor call ``Cls(...)``, or a call to a repository function or to a method of
+        another such module-level object whose return is read as for local variables
+        (``namespace = EventTypeNamespace(...)``; ``event_x = namespace.add_event_type(...)``,
+        whose body returns ``EventType(...)``). Python evaluates a module once, at its first
+        import, so the name holds that one object wherever it is imported. Memoised."""
+        key = (path, name)
+        if key in self._module_variables:
+            return self._module_variables[key]
+        self._module_variables[key] = None  # a name read while its own value is being read
+        found: FunctionRef | None = None
+        expression = self._module_assignment(path, name)
+        if expression is not None:
+            found = self._module_value_class(path, expression)
+        else:
+            imported = self.graph.imported_from(path, name)
+            if imported is not None and imported[0] != path:
+                found = self.module_variable_class(*imported)
+        self._module_variables[key] = found
+        return found
+
+    def _module_assignment(self, path: str, name: str) -> str | None:
+        """The expression of the one module-level assignment of ``name`` in ``path`` (None:
+        none, or several: which one holds is then a question of control flow)."""
+        lines = self.text_lines(path)
+        found: list[str] = []
+        for number, text in enumerate(lines, start=1):
+            if not text.startswith(name) or text[:1].isspace():
+                continue
+            assigned = assigned_expression(text, name)
+            if assigned is not None and not assigned[1]:
+                found.append(self.statement(lines, number, assigned[0]))
+        return found[0] if len(found) == 1 else None
+
+    def _module_value_class(self, path: str, expression: str) -> FunctionRef | None:
+        if not expression.endswith(")"):
+            return None
+        parts = strip_arguments(expression).split(".")
+        if not parts or not all(IDENTIFIER.fullmatch(part) for part in parts):
+            return None
+        if parts[-1][:1].isupper():
+            return self.class_named(path, ".".join(parts))
+        function: FunctionRef | None = None
+        if len(parts) == 2:
+            owner = self.module_variable_class(path, parts[0])
+            function = self.graph.class_member(owner, parts[1]) if owner is not None else None
+        if function is None:
+            function = self.graph.resolve(path, ".".join(parts))
+        if function is None:
+            return None
+        definition = self.graph.definition(function)
+        if definition is None or definition.kind == "class":
+            return None
+        return self._function_returns(function)[0]
 
     def statement(self, lines: list[str], number: int, start: str) -> str:
         """The assigned expression from ``start`` (on line ``number``) through the line where its
@@ -122,6 +196,9 @@ class ReceiverTypes:
         if found:
             return (None if unpacked else self.class_named(path, found.group(1))), False
         chain = expression.split("#", 1)[0].strip().split(".")
+        if not unpacked and len(chain) == 1 and IDENTIFIER.fullmatch(chain[0]) and chain[0] not in SELF_RECEIVERS:
+            # ``return event_type`` / ``x = y``: what the other name holds there.
+            return self.variable_class(path, caller, chain[0], line), False
         if not unpacked and len(chain) >= 2 and all(IDENTIFIER.fullmatch(part) for part in chain):
             # ``self.invitation.submission``: an attribute chain, read name by name.
             return self._attribute_class(path, caller, chain, line)
