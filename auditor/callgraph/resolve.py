@@ -16,7 +16,10 @@ imports, re-exports through package ``__init__`` files, star imports; see
 known to be an external module or a repository class lacking the method, a unique-name
 fallback whose edges are flagged ``approximate`` (in Python, ``x.name()`` only to a method:
 a module's function is reached through its import). Names shared with common library APIs
-(``get``, ``save``, ``append``...) are never resolved by name alone. Calls at module level
+(``get``, ``save``, ``append``...) are never resolved by name alone. A function a Django
+model gets with ``Model.add_to_class("name", function)`` (django/db/models/base.py
+``ModelBase.add_to_class``: ``setattr`` for a value without ``contribute_to_class``) is a
+method named ``name`` for that fallback (:func:`~auditor.callgraph.symbols.attachments`). Calls at module level
 are attributed to the pseudo-function ``<module>``; calls inside an ``if __name__ ==
 "__main__":`` block to ``<main>``.
 

@@ -1,6 +1,7 @@
 """The classes of receivers read from a Python function's text, for :mod:`.receivers`:
-what a local variable holds (its last assignment, ``for`` target or annotation), through
-foreign keys and getters' returns, and class names as written in a file.
+what a local variable holds (its last assignment, ``for`` target or annotation), what a
+module-level name holds (its one assignment at module level, followed through ``from m import
+name``), through foreign keys and getters' returns, and class names as written in a file.
 """
 
 from __future__ import annotations
