@@ -13,7 +13,8 @@ from auditor.analysis.entrypoints import is_test_path
 from auditor.callgraph.graph import CallGraph, FunctionRef
 from auditor.callgraph.names import strip_arguments
 from auditor.analysis.transactions.base import FOR_LOOP, SELF_RECEIVERS
-from auditor.analysis.transactions.scanning import IDENTIFIER
+from auditor.analysis.transactions.module_objects import ModuleObjects
+from auditor.analysis.transactions.scanning import IDENTIFIER, assigned_expression
 from auditor.index.model import Definition
 
 GETTER = re.compile(r"^(?:[\w.]*\.)?(?:property|cached_property)$")
@@ -27,9 +28,6 @@ _DJANGO_ROWS = frozenset({"all", "filter", "exclude", "order_by", "select_relate
 _QUERY_ROW = frozenset({"first", "first_or_404", "one", "one_or_none", "get", "get_or_404"})
 _GET_OR_404 = re.compile(r"^(?:[\w.]*\.)?(?:get_object_or_404|get_or_404)\(\s*([A-Za-z_][\w.]*)\s*[,)]")
 _SESSION_GET = re.compile(r"^(?:[\w.]*[sS]ession)\.get\(\s*([A-Za-z_][\w.]*)\s*[,)]")
-_ANNOTATION = re.compile(r"[(,]\s*([A-Za-z_]\w*)\s*:\s*['\"]?([A-Za-z_][\w.]*)['\"]?\s*(?=[,)=])")
-_UNPACKED = re.compile(r"^,\s*\w+\s*=(?!=)\s*(.*)")
-_ANNOTATED = re.compile(r"^:[^=]+=(?!=)\s*(.*)")
 _RETURNS = re.compile(r"\)\s*->\s*['\"]?([A-Za-z_][\w.]*)['\"]?\s*:")
 # ``name = models.ForeignKey(`` / ``OneToOneField(`` in a model's class body.
 _RELATION_LINE = re.compile(r"^\s+([A-Za-z_]\w*)\s*(?::[^=]+)?=\s*(?:[\w.]*\.)?(?:ForeignKey|OneToOneField)\((.*)$")
@@ -57,7 +55,7 @@ class ReceiverTypes:
         """Variables whose class was read through a foreign key or a getter's return."""
         self._relations: dict[FunctionRef, dict[str, FunctionRef]] = {}
         self._members: dict[tuple[FunctionRef, str], FunctionRef | None] = {}
-        self._module_variables: dict[tuple[str, str], FunctionRef | None] = {}
+        self.modules = ModuleObjects(self)
         self._returns: dict[FunctionRef, tuple[FunctionRef | None, bool]] = {}
         self._user_model: tuple[FunctionRef | None] | None = None
 
@@ -93,84 +91,9 @@ class ReceiverTypes:
                 found = self._class_of_rows(path, loop.group(2))
                 break
         else:
-            signature = " ".join(lines[definition.start_line - 1 : definition.body_start_line])
-            annotations = dict(_ANNOTATION.findall(signature))
-            if variable in annotations:
-                found = self.class_named(path, annotations[variable])
-            elif not self._bound_in(lines, definition, variable, signature):
-                found = self.module_variable_class(path, variable)
+            found = self.modules.unassigned_class(path, definition, variable)
         self._variables[key] = found
         return found
-
-    def _bound_in(self, lines: list[str], definition: Definition, variable: str, signature: str) -> bool:
-        """Whether ``variable`` is a name of the function's own: a parameter, or bound
-        anywhere in its body (assigned, a ``for``/``with``/``except``/comprehension target,
-        ``global``/``nonlocal`` too): then it is no module-level name there."""
-        word = re.compile(rf"\b{re.escape(variable)}\b")
-        if word.search(signature.split("(", 1)[-1]):
-            return True
-        binding = re.compile(rf"(?:\b(?:for|as|global|nonlocal)\s+(?:[\w\s,*]*,\s*)?|^\s*(?:[\w\s,*]*,\s*)?){re.escape(variable)}\b\s*(?:[,:)]|=(?!=)|\bin\b|$)")
-        last = min(definition.end_line, len(lines))
-        return any(variable in lines[number - 1] and binding.search(lines[number - 1]) for number in range(definition.body_start_line, last + 1))
-
-    # -- module-level names ---------------------------------------------------------------
-
-    def module_variable_class(self, path: str, name: str) -> FunctionRef | None:
-        """The repository class of the object a module-level ``name = expression`` of
-        ``path`` (or of the repository module ``path`` imports ``name`` from) holds: a
-        constructor call ``Cls(...)``, or a call to a repository function or to a method of
-        another such module-level object whose return is read as for local variables
-        (``namespace = EventTypeNamespace(...)``; ``event_x = namespace.add_event_type(...)``,
-        whose body returns ``EventType(...)``). Python evaluates a module once, at its first
-        import, so the name holds that one object wherever it is imported. Memoised."""
-        key = (path, name)
-        if key in self._module_variables:
-            return self._module_variables[key]
-        self._module_variables[key] = None  # a name read while its own value is being read
-        found: FunctionRef | None = None
-        expression = self._module_assignment(path, name)
-        if expression is not None:
-            found = self._module_value_class(path, expression)
-        else:
-            imported = self.graph.imported_from(path, name)
-            if imported is not None and imported[0] != path:
-                found = self.module_variable_class(*imported)
-        self._module_variables[key] = found
-        return found
-
-    def _module_assignment(self, path: str, name: str) -> str | None:
-        """The expression of the one module-level assignment of ``name`` in ``path`` (None:
-        none, or several: which one holds is then a question of control flow)."""
-        lines = self.text_lines(path)
-        found: list[str] = []
-        for number, text in enumerate(lines, start=1):
-            if not text.startswith(name) or text[:1].isspace():
-                continue
-            assigned = assigned_expression(text, name)
-            if assigned is not None and not assigned[1]:
-                found.append(self.statement(lines, number, assigned[0]))
-        return found[0] if len(found) == 1 else None
-
-    def _module_value_class(self, path: str, expression: str) -> FunctionRef | None:
-        if not expression.endswith(")"):
-            return None
-        parts = strip_arguments(expression).split(".")
-        if not parts or not all(IDENTIFIER.fullmatch(part) for part in parts):
-            return None
-        if parts[-1][:1].isupper():
-            return self.class_named(path, ".".join(parts))
-        function: FunctionRef | None = None
-        if len(parts) == 2:
-            owner = self.module_variable_class(path, parts[0])
-            function = self.graph.class_member(owner, parts[1]) if owner is not None else None
-        if function is None:
-            function = self.graph.resolve(path, ".".join(parts))
-        if function is None:
-            return None
-        definition = self.graph.definition(function)
-        if definition is None or definition.kind == "class":
-            return None
-        return self._function_returns(function)[0]
 
     def statement(self, lines: list[str], number: int, start: str) -> str:
         """The assigned expression from ``start`` (on line ``number``) through the line where its
@@ -198,8 +121,7 @@ class ReceiverTypes:
             return (None if unpacked else self.class_named(path, found.group(1))), False
         chain = expression.split("#", 1)[0].strip().split(".")
         if not unpacked and len(chain) == 1 and IDENTIFIER.fullmatch(chain[0]) and chain[0] not in SELF_RECEIVERS:
-            # ``return event_type`` / ``x = y``: what the other name holds there.
-            return self.variable_class(path, caller, chain[0], line), False
+            return self.variable_class(path, caller, chain[0], line), False  # ``return x``, ``y = x``
         if not unpacked and len(chain) >= 2 and all(IDENTIFIER.fullmatch(part) for part in chain):
             # ``self.invitation.submission``: an attribute chain, read name by name.
             return self._attribute_class(path, caller, chain, line)
@@ -225,7 +147,7 @@ class ReceiverTypes:
         self, path: str, caller: Definition, parts: list[str], line: int
     ) -> tuple[FunctionRef | None, bool]:
         """The class a repository function returns, for a call ``self.m(...)``,
-        ``self.a.m(...)`` or ``f(...)``/``module.f(...)``: see :meth:`_function_returns`."""
+        ``self.a.m(...)`` or ``f(...)``/``module.f(...)``: see :meth:`function_returns`."""
         if parts[0] in SELF_RECEIVERS:
             if caller.parent is None:
                 return None, False
@@ -238,10 +160,10 @@ class ReceiverTypes:
             function, followed = self.graph.resolve(path, ".".join(parts)), False
         if function is None:
             return None, False
-        returned, from_body = self._function_returns(function)
+        returned, from_body = self.function_returns(function)
         return returned, followed or from_body
 
-    def _function_returns(self, function: FunctionRef) -> tuple[FunctionRef | None, bool]:
+    def function_returns(self, function: FunctionRef) -> tuple[FunctionRef | None, bool]:
         """The class a repository function's return annotation names (``def get_object(self)
         -> Question``), else that of the typed expression its body's single ``return``
         returns (``return get_object_or_404(Invitation, ...)``, ``return self.get_x()``);
@@ -352,7 +274,7 @@ class ReceiverTypes:
             if related is None:
                 getter = self.graph.class_member(cls, name)
                 if getter is not None and self.is_property(getter):
-                    related = self._function_returns(getter)[0]
+                    related = self.function_returns(getter)[0]
             self._members[key] = related
         return self._members[key]
 
@@ -470,25 +392,6 @@ def _ancestry(graph: CallGraph, cls: FunctionRef) -> set[FunctionRef]:
             found.add(item)
             pending.extend(graph.base_classes(item))
     return found
-
-
-def assigned_expression(text: str, variable: str) -> tuple[str, bool] | None:
-    """The right-hand side when ``text`` assigns ``variable`` (``v = ...``, ``v: T = ...``,
-    or ``v, flag = ...`` which is unpacked), else None."""
-    stripped = text.lstrip()
-    if not stripped.startswith(variable):
-        return None
-    rest = stripped[len(variable) :]
-    if rest[:1].isalnum() or rest[:1] == "_":
-        return None
-    rest = rest.lstrip()
-    if rest.startswith("=") and not rest.startswith("=="):
-        return rest[1:].strip(), False
-    for pattern, unpacked in ((_ANNOTATED, False), (_UNPACKED, True)):
-        match = pattern.match(rest)
-        if match:
-            return match.group(1), unpacked
-    return None
 
 
 def _depth(text: str) -> int:

@@ -27,6 +27,10 @@ _TEMPLATE_QUOTE = "`"
 _PYTHON_STRING = re.compile(r"([rbfu]{0,2})(['\"])(?:\\.|(?!\2).)*\2", re.IGNORECASE)
 
 
+_UNPACKED = re.compile(r"^,\s*\w+\s*=(?!=)\s*(.*)")
+_ANNOTATED = re.compile(r"^:[^=]+=(?!=)\s*(.*)")
+
+
 def python_code(line: str) -> str:
     """A Python line without its one-line string literals' contents and its comment."""
     return re.sub(r"#.*$", "", _PYTHON_STRING.sub('""', line))
@@ -36,6 +40,25 @@ def assigned_name(line: str) -> str | None:
     """The name a line assigns at its start (``name = ...``), if any."""
     match = NAME_ASSIGNMENT.match(line)
     return match.group(1) if match else None
+
+
+def assigned_expression(text: str, variable: str) -> tuple[str, bool] | None:
+    """The right-hand side when ``text`` assigns ``variable`` (``v = ...``, ``v: T = ...``,
+    or ``v, flag = ...`` which is unpacked), else None."""
+    stripped = text.lstrip()
+    if not stripped.startswith(variable):
+        return None
+    rest = stripped[len(variable) :]
+    if rest[:1].isalnum() or rest[:1] == "_":
+        return None
+    rest = rest.lstrip()
+    if rest.startswith("=") and not rest.startswith("=="):
+        return rest[1:].strip(), False
+    for pattern, unpacked in ((_ANNOTATED, False), (_UNPACKED, True)):
+        match = pattern.match(rest)
+        if match:
+            return match.group(1), unpacked
+    return None
 
 
 @cache
