@@ -17,6 +17,7 @@ from typing import Any
 
 from auditor.callgraph.names import MAIN_FUNCTION, MODULE_FUNCTION, strip_arguments
 from auditor.callgraph.resolve import Repository, file_edges
+from auditor.callgraph.imports import Symbol
 from auditor.index.indexer import collection_paused
 from auditor.index.model import Definition, FileIndex
 
@@ -319,6 +320,16 @@ class CallGraph:
             classes = self._repository.symbols.classes_named(path, parts[-1])
             return FunctionRef(classes[0][0], classes[0][1].qualname) if len(classes) == 1 else None
         return FunctionRef(fallback[0], fallback[1].qualname)
+
+    def imported_from(self, path: str, name: str) -> tuple[str, str] | None:
+        """The repository file and name a ``from module import name`` binding of ``path``
+        names (``name`` as ``path`` spells it, an alias too), or None: not imported so, or
+        from a module outside the repository."""
+        binding = self._repository.symbols.imports.bindings(path).get(name)
+        if not isinstance(binding, Symbol) or ":" in binding.module:
+            return None
+        module_path = self._repository.symbols.imports.find_module(binding.module, path) if binding.module else None
+        return (module_path, binding.name) if module_path is not None else None
 
     def class_member(self, ref: FunctionRef, member: str) -> FunctionRef | None:
         """The method ``member`` of the class ``ref``, looked up through repository bases."""

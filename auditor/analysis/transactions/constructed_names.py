@@ -19,7 +19,8 @@ import re
 from auditor.callgraph.graph import FunctionRef
 from auditor.callgraph.names import strip_arguments
 from auditor.analysis.transactions.name_bindings import FunctionBindings, function_bindings
-from auditor.analysis.transactions.receiver_types import ReceiverTypes, assigned_expression
+from auditor.analysis.transactions.receiver_types import ReceiverTypes
+from auditor.analysis.transactions.expressions import assigned_expression
 from auditor.analysis.transactions.scanning import IDENTIFIER
 from auditor.analysis.transactions.throwaway import unbound_names
 from auditor.index.model import Definition

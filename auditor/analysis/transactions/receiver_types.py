@@ -1,6 +1,7 @@
 """The classes of receivers read from a Python function's text, for :mod:`.receivers`:
-what a local variable holds (its last assignment, ``for`` target or annotation), through
-foreign keys and getters' returns, and class names as written in a file.
+what a local variable holds (its last assignment, ``for`` target or annotation), what a
+module-level name holds (its one assignment at module level, followed through ``from m import
+name``), through foreign keys and getters' returns, and class names as written in a file.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from auditor.analysis.transactions.base import FOR_LOOP, SELF_RECEIVERS
 from auditor.analysis.transactions.scanning import IDENTIFIER
 from auditor.analysis.transactions.expressions import SESSION_GET, assigned_expression, depth_of, return_starts, statement_end
 from auditor.analysis.transactions.own_rows import OwnRows
+from auditor.analysis.transactions.module_objects import ModuleObjects
 from auditor.index.model import Definition
 
 GETTER = re.compile(r"^(?:[\w.]*\.)?(?:property|cached_property)$")
@@ -27,7 +29,6 @@ _DJANGO_ROWS = frozenset({"all", "filter", "exclude", "order_by", "select_relate
 # Flask-SQLAlchemy ``M.query`` chains that return one row.
 _QUERY_ROW = frozenset({"first", "first_or_404", "one", "one_or_none", "get", "get_or_404"})
 _GET_OR_404 = re.compile(r"^(?:[\w.]*\.)?(?:get_object_or_404|get_or_404)\(\s*([A-Za-z_][\w.]*)\s*[,)]")
-_ANNOTATION = re.compile(r"[(,]\s*([A-Za-z_]\w*)\s*:\s*['\"]?([A-Za-z_][\w.]*)['\"]?\s*(?=[,)=])")
 _RETURNS = re.compile(r"\)\s*->\s*['\"]?([A-Za-z_][\w.]*)['\"]?\s*:")
 # ``name = models.ForeignKey(`` / ``OneToOneField(`` in a model's class body.
 _RELATION_LINE = re.compile(r"^\s+([A-Za-z_]\w*)\s*(?::[^=]+)?=\s*(?:[\w.]*\.)?(?:ForeignKey|OneToOneField)\((.*)$")
@@ -54,6 +55,7 @@ class ReceiverTypes:
         """Variables whose class was read through a foreign key or a getter's return."""
         self._relations: dict[FunctionRef, dict[str, FunctionRef]] = {}
         self._members: dict[tuple[FunctionRef, str], FunctionRef | None] = {}
+        self.modules = ModuleObjects(self)
         self._returns: dict[FunctionRef, tuple[FunctionRef | None, bool]] = {}
         self._user_model: tuple[FunctionRef | None] | None = None
         self.own_rows = OwnRows(graph, indexes, self.text_lines, self.statement)  # :mod:`.own_rows`
@@ -90,9 +92,7 @@ class ReceiverTypes:
                 found = self.rows_class(path, loop.group(2))
                 break
         else:
-            signature = " ".join(lines[definition.start_line - 1 : definition.body_start_line])
-            annotations = dict(_ANNOTATION.findall(signature))
-            found = self.class_named(path, annotations[variable]) if variable in annotations else None
+            found = self.modules.unassigned_class(path, definition, variable)
         self._variables[key] = found
         return found
 
@@ -141,7 +141,7 @@ class ReceiverTypes:
         self, path: str, caller: Definition, parts: list[str], line: int
     ) -> tuple[FunctionRef | None, bool]:
         """The class a repository function returns, for a call ``self.m(...)``,
-        ``self.a.m(...)`` or ``f(...)``/``module.f(...)``: see :meth:`_function_returns`."""
+        ``self.a.m(...)`` or ``f(...)``/``module.f(...)``: see :meth:`function_returns`."""
         if parts[0] in SELF_RECEIVERS:
             if caller.parent is None:
                 return None, False
@@ -157,10 +157,10 @@ class ReceiverTypes:
             return None, False
         if owner is not None and self.own_rows.returns_own_row(function):
             return owner, True  # ``M.by_id(x)``: a classmethod's row of ``cls``, here ``M``
-        returned, from_body = self._function_returns(function)
+        returned, from_body = self.function_returns(function)
         return returned, followed or from_body
 
-    def _function_returns(self, function: FunctionRef) -> tuple[FunctionRef | None, bool]:
+    def function_returns(self, function: FunctionRef) -> tuple[FunctionRef | None, bool]:
         """The class a repository function's return annotation names (``def get_object(self)
         -> Question``), else that of the typed expression its body's single ``return``
         returns (``return get_object_or_404(Invitation, ...)``, ``return self.get_x()``);
@@ -271,7 +271,7 @@ class ReceiverTypes:
             if related is None:
                 getter = self.graph.class_member(cls, name)
                 if getter is not None and self.is_property(getter):
-                    related = self._function_returns(getter)[0]
+                    related = self.function_returns(getter)[0]
             self._members[key] = related
         return self._members[key]
 

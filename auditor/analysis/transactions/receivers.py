@@ -8,10 +8,13 @@ manager.
   ``x = get_object_or_404(M, ...)``, ``x = session.get(M, ...)``, ``for x in
   M.objects.filter(...)``, ``x = self.get_object()`` (or any repository function) whose
   return annotation is ``-> M`` or whose body is one ``return`` of such an expression
-  (``return get_object_or_404(M, ...)``), or a classmethod of ``M`` that returns a row of
-  its ``cls`` (``x = M.by_id(k)``: :meth:`ReceiverTypes._returns_own_row`), either of these
-  handed through a helper that returns its argument (``x = obj_or_404(M.by_id(k))``) or
-  bound to a local a helper returns (``row = ...; return row``), or a parameter annotated ``x: M``: then
+  (``return get_object_or_404(M, ...)``, or a local variable holding one), or a classmethod
+  of ``M`` that returns a row of its ``cls`` (``x = M.by_id(k)``: :mod:`.own_rows`), either of
+  these handed through a helper that returns its argument (``x = obj_or_404(M.by_id(k))``), or
+  a parameter annotated ``x: M``, or a module-level name (of the file, or imported from a
+  repository module) that the function does not bind itself, assigned once ``x = M(...)`` or a
+  repository call returning such an object (``x = namespace.add_event_type(...)`` where
+  ``namespace = EventTypeNamespace(...)``): then
   ``x.method(...)`` runs ``M.method`` (or the repository base's) when the repository
   defines it.
 * ``M.objects.method(...)``: the method of the manager or queryset class assigned to
