@@ -89,19 +89,23 @@ class Snapshots:
         found: tuple[tuple[str, str], ...] = ()
         if init is not None and class_of(init) == class_of(save) and self.graph.definition(save) is not None:
             pairs = [(match.group(2), match.group(1)) for match in map(_SNAPSHOT.match, self._lines(init)) if match is not None]
-            snapshots = {snapshot for _, snapshot in pairs}
-            assigned = self._assigned(save, snapshots)
+            resets = {f"self.{snapshot} = self.{field}" for field, snapshot in pairs}
+            assigned = self._assigned(save, resets)
             for match in (_SELF_CALL.search(line) for line in self._lines(save)):
                 method = self.graph.class_member(cls, match.group(1)) if match is not None else None
                 if method is not None and method != save:
-                    assigned |= self._assigned(method, snapshots)
-            found = tuple(sorted((field, snapshot) for field, snapshot in pairs if field not in assigned and field not in snapshots))
+                    assigned |= self._assigned(method, resets)
+            snapshots = {snapshot for _, snapshot in pairs}
+            found = tuple(sorted(
+                (field, snapshot) for field, snapshot in pairs if field not in assigned and snapshot not in assigned and field not in snapshots
+            ))  # fmt: skip
         self._pairs[save] = found
         return found
 
-    def _assigned(self, ref: FunctionRef, snapshots: set[str]) -> set[str]:
-        """The ``self`` attributes ``ref`` assigns, snapshot resets (``self.snap = ...``) aside."""
-        return {name for line in self._lines(ref) for name in _SELF_ASSIGNED.findall(line) if name not in snapshots}
+    def _assigned(self, ref: FunctionRef, resets: set[str]) -> set[str]:
+        """The ``self`` attributes ``ref`` assigns, on lines other than a snapshot's reset to
+        its field (``self.snap = self.field``, which keeps the two equal)."""
+        return {name for line in self._lines(ref) if " ".join(line.split()) not in resets for name in _SELF_ASSIGNED.findall(line)}
 
     def _untouched(self, caller: FunctionRef, call: CallSite, fields: set[str]) -> set[str]:
         """The ``fields`` the caller leaves alone on the object ``call`` saves between its one

@@ -128,3 +128,15 @@ def test_a_field_written_through_its_file_is_changed(rule: Rule):
     )
     found = reported(analyze_source(_tasks(body), rule))
     assert _path_lines(found, ("media/models.py", "Media.save")) == [SAVE, THUMBNAIL]
+
+
+def test_a_save_that_sets_a_snapshot_to_another_value_keeps_its_test(rule: Rule):
+    # save() itself breaks the snapshot's equality: its transcription test may be true
+    files = _tasks(
+        "def sprite(token):\n"
+        "    media = Media.objects.get(token=token)\n"
+        "    media.save(update_fields=['sprites'])\n"
+    )
+    files["media/models.py"] = MODELS.replace("        if self.pk:\n", "        self.__original_whisper = None\n        if self.pk:\n")
+    found = reported(analyze_source(files, rule))
+    assert _path_lines(found, ("media/models.py", "Media.save")) == [TRANSCRIBE + 1, SAVE + 1]
