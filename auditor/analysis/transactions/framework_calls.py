@@ -250,7 +250,7 @@ class FrameworkCalls:
         known = self._external.get(cls)
         if known is not None:
             return known
-        names = {base.rsplit(".", 1)[-1] for base in self.graph.external_bases(cls)}
+        names = {self._imported_name(cls.path, base) for base in self.graph.external_bases(cls)}
         for base in self.graph.base_classes(cls):
             if base not in seen and base != cls:
                 names |= self._framework_names(base, seen | {cls})
@@ -258,6 +258,15 @@ class FrameworkCalls:
         if not seen:
             self._external[cls] = found
         return found
+
+    def _imported_name(self, path: str, base: str) -> str:
+        """The last name of a library base as its library spells it: the name imported under
+        an alias (``from rest_framework.mixins import CreateModelMixin as BaseCreateModelMixin``)."""
+        last = base.rsplit(".", 1)[-1]
+        facts = self.facts.get(path)
+        if "." in base or facts is None:
+            return last
+        return next((item.name for item in facts.index.imports if item.alias == base and item.name is not None), last)
 
     def _lineage_names(self, cls: FunctionRef, seen: frozenset[FunctionRef] = frozenset()) -> frozenset[str]:
         """The last names of the bases a class and its repository bases write."""

@@ -171,3 +171,44 @@ def test_a_getter_returning_an_unknown_class_keeps_every_serializer(rule: Rule):
     files = _files(_views("TagSerializer"))
     files["app/base.py"] = BASE.replace("            return self.serializer_class\n", "            return SERIALIZERS[self.action]\n")
     assert ("app/serializers.py", "NoteSerializer.create") in reported(analyze_source(files, rule))
+
+
+ALIASED = """
+from rest_framework.mixins import CreateModelMixin as BaseCreateModelMixin
+from rest_framework.serializers import ModelSerializer
+from rest_framework.viewsets import GenericViewSet
+
+
+class BulkSerializer(ModelSerializer):
+    def save(self, **kwargs):
+        return super().save(**kwargs)
+
+
+class CreateModelMixin(BaseCreateModelMixin):
+    def create(self, request, *args, **kwargs):
+        serializer = self.get_serializer(data=request.data)
+        self.perform_create(serializer)
+
+
+class ValuesViewset(GenericViewSet, CreateModelMixin):
+    pass
+"""
+
+ALIASED_VIEWS = """
+from app.base import ValuesViewset
+from app.serializers import NoteSerializer
+
+
+class NoteViewSet(ValuesViewset):
+    serializer_class = NoteSerializer
+"""
+
+
+def test_drf_s_mixin_imported_under_an_alias_still_runs_its_hook(rule: Rule):
+    # kolibri's shape: the project's CreateModelMixin derives from DRF's, imported as
+    # BaseCreateModelMixin; DRF's perform_create (the view defines none) saves the serializer
+    files = {"app/base.py": ALIASED, "app/serializers.py": SERIALIZERS, "app/views.py": ALIASED_VIEWS}
+    found = reported(analyze_source(files, rule))[("app/serializers.py", "NoteSerializer.create")]
+    assert [step.function for step in found.chain] == [
+        "CreateModelMixin.create", "NoteViewSet.perform_create", "BulkSerializer.save", "NoteSerializer.create",
+    ]  # fmt: skip
