@@ -162,9 +162,30 @@ class Sequences:
         known = self.snapshots.unchanged(edge.callee, edge.caller, call, created, existing)
         if existing:
             known |= {paths.EXISTING_ROW}
-        if created:
+        if created and call is not None and self._pk_unset(edge, call):
             known |= {paths.FRESH_ROW}
         return known
+
+    def _pk_unset(self, edge: Edge, call: CallSite) -> bool:
+        """Whether the instance a manager's ``create`` builds has no primary key before its
+        save: no ``pk``/``id`` keyword (nor ``**`` that may hold one) and no field of the
+        model or its repository bases declared ``primary_key=True`` (a ``UUIDField`` with a
+        default sets one in ``__init__``); only then is ``if self.pk:`` false in its save."""
+        if _KEYED.search(call.arguments) or "**" in call.arguments:
+            return False
+        model = self.graph.resolve(edge.caller.path, call.callee.split(".objects.", 1)[0]) if ".objects." in call.callee else None
+        pending, seen = ([model] if model is not None else []), set()
+        while pending:
+            cls = pending.pop()
+            definition = self.graph.definition(cls)
+            facts = self.facts.get(cls.path)
+            if cls in seen or definition is None or facts is None:
+                continue
+            seen.add(cls)
+            if any("primary_key=True" in facts.line_text(line) for line in range(definition.start_line, definition.end_line + 1)):
+                return False
+            pending.extend(self.graph.base_classes(cls))
+        return model is not None
 
     def narrowing(self, edge: Edge) -> frozenset[str]:
         """What is known false in ``edge.callee`` from its caller's call that decides which
@@ -476,6 +497,7 @@ def _saves_assigned(facts: Mapping[str, FileFacts], edge: Edge, target: str | No
 # ``QuerySet.create``: ``obj = self.model(**kwargs)``; ``get_or_create`` saves only through
 # ``create``; django/contrib/auth/models.py ``UserManager._create_user``: ``user = self.model(...)``).
 _BUILDS_NEW = frozenset({"create", "get_or_create", "create_user", "create_superuser"})
+_KEYED = re.compile(r"(?<![\w.])(?:pk|id)\s*=(?!=)")
 
 
 def _saves_existing_row(facts: Mapping[str, FileFacts], edge: Edge) -> bool:

@@ -140,3 +140,13 @@ def test_a_save_that_sets_a_snapshot_to_another_value_keeps_its_test(rule: Rule)
     files["media/models.py"] = MODELS.replace("        if self.pk:\n", "        self.__original_whisper = None\n        if self.pk:\n")
     found = reported(analyze_source(files, rule))
     assert _path_lines(found, ("media/models.py", "Media.save")) == [TRANSCRIBE + 1, SAVE + 1]
+
+
+def test_a_create_given_its_primary_key_may_run_the_existing_only_arm(rule: Rule):
+    # create(id=...) builds an instance with a pk: save's "if self.pk:" arm runs (its snapshot
+    # tests stay false: the instance was just built)
+    files = _tasks("def upload(user, upload):\n    Media.objects.create(media_file=upload)\n")
+    files["media/models.py"] = MODELS.replace("        changed = (", "        Job.objects.create(kind='seen')\n        changed = (")
+    assert _path_lines(reported(analyze_source(files, rule)), ("media/models.py", "Media.save")) == [SAVE + 1]  # no pk: no 'seen' job
+    files["media/tasks.py"] = files["media/tasks.py"].replace("create(media_file=upload)", "create(id=1, media_file=upload)")
+    assert _path_lines(reported(analyze_source(files, rule)), ("media/models.py", "Media.save")) == [25, SAVE + 1]
