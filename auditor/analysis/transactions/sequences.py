@@ -153,39 +153,9 @@ class Sequences:
         return self.arguments.off(edge.callee, call, caller=edge.caller) | self._row_known(edge, call)
 
     def _row_known(self, edge: Edge, call: CallSite | None) -> frozenset[str]:
-        """What the call behind ``edge`` makes known of the object it saves: a row read from
-        the database (its "new object only" arms do not run), an instance a manager's
-        ``create`` just built (its "existing object only" arms do not run), and the
-        "changed since built" tests it leaves false (:mod:`.snapshots`)."""
-        existing = _saves_existing_row(self.facts, edge)
+        """What the call behind ``edge`` makes known of the object it saves (:meth:`.Snapshots.row_known`)."""
         created = self.reach.dispatch.kinds.get(edge) == CREATED and self.reach.dispatch.stands_for(edge) in _BUILDS_NEW
-        known = self.snapshots.unchanged(edge.callee, edge.caller, call, created, existing)
-        if existing:
-            known |= {paths.EXISTING_ROW}
-        if created and call is not None and self._pk_unset(edge, call):
-            known |= {paths.FRESH_ROW}
-        return known
-
-    def _pk_unset(self, edge: Edge, call: CallSite) -> bool:
-        """Whether the instance a manager's ``create`` builds has no primary key before its
-        save: no ``pk``/``id`` keyword (nor ``**`` that may hold one) and no field of the
-        model or its repository bases declared ``primary_key=True`` (a ``UUIDField`` with a
-        default sets one in ``__init__``); only then is ``if self.pk:`` false in its save."""
-        if _KEYED.search(call.arguments) or "**" in call.arguments:
-            return False
-        model = self.graph.resolve(edge.caller.path, call.callee.split(".objects.", 1)[0]) if ".objects." in call.callee else None
-        pending, seen = ([model] if model is not None else []), set()
-        while pending:
-            cls = pending.pop()
-            definition = self.graph.definition(cls)
-            facts = self.facts.get(cls.path)
-            if cls in seen or definition is None or facts is None:
-                continue
-            seen.add(cls)
-            if any("primary_key=True" in facts.line_text(line) for line in range(definition.start_line, definition.end_line + 1)):
-                return False
-            pending.extend(self.graph.base_classes(cls))
-        return model is not None
+        return self.snapshots.row_known(edge, call, _saves_existing_row(self.facts, edge), created)
 
     def narrowing(self, edge: Edge) -> frozenset[str]:
         """What is known false in ``edge.callee`` from its caller's call that decides which
@@ -497,7 +467,6 @@ def _saves_assigned(facts: Mapping[str, FileFacts], edge: Edge, target: str | No
 # ``QuerySet.create``: ``obj = self.model(**kwargs)``; ``get_or_create`` saves only through
 # ``create``; django/contrib/auth/models.py ``UserManager._create_user``: ``user = self.model(...)``).
 _BUILDS_NEW = frozenset({"create", "get_or_create", "create_user", "create_superuser"})
-_KEYED = re.compile(r"(?<![\w.])(?:pk|id)\s*=(?!=)")
 
 
 def _saves_existing_row(facts: Mapping[str, FileFacts], edge: Edge) -> bool:

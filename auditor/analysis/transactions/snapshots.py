@@ -29,11 +29,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from auditor.callgraph.graph import CallGraph, FunctionRef
+from auditor.callgraph.graph import CallGraph, Edge, FunctionRef
 from auditor.index.model import CallSite
 from auditor.analysis.transactions.dispatch import class_of
 from auditor.analysis.transactions.facts import FileFacts
-from auditor.analysis.transactions.paths import UNCHANGED
+from auditor.analysis.transactions.paths import EXISTING_ROW, FRESH_ROW, UNCHANGED
 from auditor.analysis.transactions.scanning import python_code
 from auditor.analysis.transactions.serializer_bindings import bindings
 
@@ -42,6 +42,7 @@ _SELF_ASSIGNED = re.compile(r"(?<![\w.])self\.(\w+)\s*(?:\[[^\]]*\])?\s*(?::[^=]
 _SELF_CALL = re.compile(r"(?<![\w.])self\.(\w+)\s*\(")
 _LOCAL_BOUND = re.compile(r"^\s*([A-Za-z_]\w*)\s*=\s*(.+)$")
 _LOOP = re.compile(r"^\s*(?:for|while)\b")
+_KEYED = re.compile(r"(?<![\w.])(?:pk|id)\s*=(?!=)")
 _MAX_STATEMENT_LINES = 12
 
 
@@ -57,6 +58,40 @@ class Snapshots:
         self.graph = graph
         self.facts = facts
         self._pairs: dict[FunctionRef, tuple[tuple[str, str], ...]] = {}
+
+    def row_known(self, edge: Edge, call: CallSite | None, existing: bool, created: bool) -> frozenset[str]:
+        """What a call into ``edge.callee`` makes known of the object it saves: a row read from
+        the database (``existing``: its "new object only" arms do not run), an instance a
+        manager's ``create`` just built (``created``: with no primary key yet, its "existing
+        object only" arms do not run, :meth:`_pk_unset`), and the "changed since built"
+        tests either leaves false (:meth:`unchanged`)."""
+        known = self.unchanged(edge.callee, edge.caller, call, created, existing)
+        if existing:
+            known |= {EXISTING_ROW}
+        if created and call is not None and self._pk_unset(edge, call):
+            known |= {FRESH_ROW}
+        return known
+
+    def _pk_unset(self, edge: Edge, call: CallSite) -> bool:
+        """Whether the instance a manager's ``create`` builds has no primary key before its
+        save: no ``pk``/``id`` keyword (nor ``**`` that may hold one) and no field of the
+        model or its repository bases declared ``primary_key=True`` (a ``UUIDField`` with a
+        default sets one in ``__init__``); only then is ``if self.pk:`` false in its save."""
+        if _KEYED.search(call.arguments) or "**" in call.arguments or ".objects." not in call.callee:
+            return False
+        model = self.graph.resolve(edge.caller.path, call.callee.split(".objects.", 1)[0])
+        pending, seen = ([model] if model is not None else []), set()
+        while pending:
+            cls = pending.pop()
+            definition = self.graph.definition(cls)
+            facts = self.facts.get(cls.path)
+            if cls in seen or definition is None or facts is None:
+                continue
+            seen.add(cls)
+            if any("primary_key=True" in facts.line_text(line) for line in range(definition.start_line, definition.end_line + 1)):
+                return False
+            pending.extend(self.graph.base_classes(cls))
+        return model is not None
 
     def unchanged(self, save: FunctionRef, caller: FunctionRef, call: CallSite | None, created: bool, read: bool) -> frozenset[str]:
         """What is false in ``save`` on this call: the markers of its snapshot comparisons
