@@ -339,6 +339,13 @@ class CallGraph:
         found = self._repository.class_member(ref.path, cls, member)
         return FunctionRef(found[0], found[1].qualname) if found is not None else None
 
+    def external_bases(self, ref: FunctionRef) -> tuple[str, ...]:
+        """The bases the class ``ref`` writes that are no repository class (a library's), as written."""
+        cls = self.definition(ref)
+        if cls is None or cls.kind != "class":
+            return ()
+        return self._repository.external_bases(ref.path, cls)
+
     def base_classes(self, ref: FunctionRef) -> tuple[FunctionRef, ...]:
         """The repository classes ``ref`` derives from, directly."""
         cls = self.definition(ref)

@@ -141,6 +141,20 @@ class Repository:
                 found.append((resolution.path, target))
         return found
 
+    def external_bases(self, path: str, cls: Definition) -> tuple[str, ...]:
+        """The bases a class writes (arguments stripped) that name no repository class: a
+        library's (``viewsets.ModelViewSet``), or a class only a type stub declares."""
+        found: list[str] = []
+        for base in cls.bases:
+            text = strip_arguments(base) if "=" not in base else ""
+            if not text:
+                continue
+            resolution = self.resolve_name(path, text.split("."), None, 1)
+            target = resolution.target
+            if target is None or target.kind != "class" or resolution.path.endswith(".pyi"):
+                found.append(text)
+        return tuple(found)
+
     # -- resolution ----------------------------------------------------------------------
 
     def resolve_name(self, path: str, parts: list[str], scope: str | None, hops: int = 0) -> _Resolution:

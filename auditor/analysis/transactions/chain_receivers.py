@@ -57,7 +57,8 @@ class ChainReceivers:
         """The classes ``self`` may have in ``edge.callee`` when it has ``receiver`` in the
         caller: one per serializer class a view's (or a hand-built) save goes through, else
         the one :meth:`.Dispatch.receiver_after` says."""
-        serializers = self.serializers.saves_for(edge)
+        below = (lambda view: receiver in self.dispatch.lineage(view)) if receiver is not None else None
+        serializers = self.serializers.saves_for(edge, below)
         if serializers:
             return tuple(dict.fromkeys(self.of(edge.callee, cls) for cls in serializers))
         call = self.reach.call_for(edge)

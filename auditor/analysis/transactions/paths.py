@@ -71,6 +71,18 @@ FRESH_ROW = "<a new row>"
 """In a path's ``off`` set: the object is new, so an "existing object only" guard is false."""
 
 
+UNCHANGED = "<unchanged> "
+"""Prefix of a comparison known false in a path's ``off`` set (:mod:`.snapshots`)."""
+
+
+def _conjuncts(text: str) -> list[str]:
+    """The terms of a condition that is a plain ``and`` chain (none when an ``or`` could
+    bind looser than one of them), parentheses stripped."""
+    if " or " in text or "||" in text:
+        return []
+    return [term.strip("() \t") for term in text.split(" and ")]
+
+
 def none_marker(name: str) -> str:
     """In a path's ``off`` set: parameter ``name`` is ``None``, not only false."""
     return f"<{name} is None>"
@@ -348,6 +360,8 @@ class _Walk(Generic[Event]):
         not_none = _NOT_NONE_TEST.fullmatch(head)
         if not_none is not None and none_marker(not_none.group(1)) in self.off:
             return False
+        if any(UNCHANGED + " ".join(term.split()) in self.off for term in _conjuncts(text)):
+            return False  # ``a and self.f != self.snapshot`` with the field unchanged (:mod:`.snapshots`)
         return head not in self.off
 
     def certain(self, condition: Node | None) -> bool:

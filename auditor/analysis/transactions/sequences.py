@@ -31,6 +31,8 @@ from auditor.analysis.transactions.arguments import Arguments
 from auditor.analysis.transactions.base import Effect
 from auditor.analysis.transactions.boundaries import Boundaries
 from auditor.analysis.transactions.chain_receivers import ChainReceivers
+from auditor.analysis.transactions.receivers import CREATED
+from auditor.analysis.transactions.snapshots import Snapshots
 from auditor.analysis.transactions.dispatch import OVERRIDE, class_of
 from auditor.analysis.transactions.ensured_rows import EnsuredRows
 from auditor.analysis.transactions.facts import FileFacts, enclosing_of
@@ -101,6 +103,8 @@ class Sequences:
         self.ensured = EnsuredRows(graph, facts, self.registry, reach)  # helpers that only ensure a constant row
         self.clients = StoreClients(graph, facts)  # search-index and key-value clients (:mod:`.store_clients`)
         self.receivers = ChainReceivers(reach)
+        self.snapshots = Snapshots(graph, facts)
+        """Which of a model save's "changed since built" tests a call leaves false (:mod:`.snapshots`)."""
         """The class ``self`` has along a chain, and the dispatch it runs (:mod:`.chain_receivers`)."""
         self.missing = MissingMethods(graph, facts, reach.dispatch.receivers)  # calls that always raise
         self._paths: dict[tuple[FunctionRef, frozenset[str], FunctionRef | None, Bound], tuple[Step, ...]] = {}
@@ -145,8 +149,13 @@ class Sequences:
         if not trail:
             return frozenset()
         edge = trail[-1]
-        off = self.arguments.off(edge.callee, self.reach.call_for(edge), caller=edge.caller)
-        return off | {paths.EXISTING_ROW} if _saves_existing_row(self.facts, edge) else off
+        call = self.reach.call_for(edge)
+        return self.arguments.off(edge.callee, call, caller=edge.caller) | self._row_known(edge, call)
+
+    def _row_known(self, edge: Edge, call: CallSite | None) -> frozenset[str]:
+        """What the call behind ``edge`` makes known of the object it saves (:meth:`.Snapshots.row_known`)."""
+        created = self.reach.dispatch.kinds.get(edge) == CREATED and self.reach.dispatch.stands_for(edge) in _BUILDS_NEW
+        return self.snapshots.row_known(edge, call, _saves_existing_row(self.facts, edge), created)
 
     def narrowing(self, edge: Edge) -> frozenset[str]:
         """What is known false in ``edge.callee`` from its caller's call that decides which
@@ -340,8 +349,7 @@ class Sequences:
             return None
         if self.registry.sets_aside_call(edge, call):
             return None  # the same constant row on every call: no business write
-        if _saves_existing_row(self.facts, edge):
-            inner_off = inner_off | {paths.EXISTING_ROW}  # its "new object only" arms do not run
+        inner_off = inner_off | self._row_known(edge, call)
         if returns is not None:
             inner_off = inner_off | {returns}
         bound = bound_at(self.reach, edge, call)
@@ -474,6 +482,12 @@ def _saves_assigned(facts: Mapping[str, FileFacts], edge: Edge, target: str | No
     assigned = re.compile(rf"^\s*{re.escape(target)}\.\w+\s*=(?!=)")
     lines = (caller_facts.line_text(line) for line in range(edge.line - 1, max(edge.line - 1 - _ASSIGNED_BEFORE, 0), -1))
     return any(assigned.match(text) for text in lines)
+
+
+# Manager calls whose save is of an instance they just built (django/db/models/query.py
+# ``QuerySet.create``: ``obj = self.model(**kwargs)``; ``get_or_create`` saves only through
+# ``create``; django/contrib/auth/models.py ``UserManager._create_user``: ``user = self.model(...)``).
+_BUILDS_NEW = frozenset({"create", "get_or_create", "create_user", "create_superuser"})
 
 
 def _saves_existing_row(facts: Mapping[str, FileFacts], edge: Edge) -> bool:

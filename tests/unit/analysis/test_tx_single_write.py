@@ -174,7 +174,7 @@ SAVES = {
         """,
     "photos/tasks.py": """
         from celery import shared_task
-        from .models import Job, Photo
+        from .models import Entry, Job, Photo
 
         @shared_task
         def create_job(user, kind):
@@ -202,6 +202,18 @@ SAVES = {
             other = job
             other.state = "running"
             job.save()
+
+        @shared_task
+        def add_to_playlist(playlist, media):
+            entry, created = Entry.objects.get_or_create(playlist=playlist, media=media)
+            entry.save()
+            return created
+
+        @shared_task
+        def add_to_playlist_changed(playlist, media):
+            entry, created = Entry.objects.get_or_create(playlist=playlist, media=media)
+            entry.ordering = 1
+            entry.save()
 
         @shared_task
         def revoke(job_id):
@@ -428,6 +440,10 @@ def test_a_save_of_an_unchanged_object_is_not_a_second_write(rule: Rule):
     assert effects(found, ("photos/tasks.py", "create_job_passed")) == ["write", "write"]
     # a change through another name bound to the object
     assert effects(found, ("photos/tasks.py", "create_job_aliased")) == ["write", "write"]
+    # get_or_create leaves its object as the row holds it (QuerySet.get_or_create returns
+    # get() or create()): saving it unchanged writes nothing new; a field set in between does
+    assert effects(found, ("photos/tasks.py", "add_to_playlist")) == ["upsert or link"]
+    assert effects(found, ("photos/tasks.py", "add_to_playlist_changed")) == ["upsert or link", "write"]
     # a save narrowed by update_fields leaves the state set before it for the next save
     assert len(effects(found, ("photos/tasks.py", "revoke"))) == 2
     # generate's second save is dropped; generate_changed (caption set again) and
