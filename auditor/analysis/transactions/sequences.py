@@ -94,24 +94,21 @@ class Sequences:
         self.reach = reach
         self.boundaries = boundaries
         self.arguments = arguments
-        self.scopes = SessionScopes(graph, facts, reach)
-        """Which ``with scope() as session:`` calls only commit a read-only block."""
+        self.scopes = SessionScopes(graph, facts, reach)  # scopes that only commit a read-only block
         self.saved_rows = SavedRows(graph)  # the key under which a save counts once on its path
         self.memos = Memos(graph, facts, arguments)  # which calls go into a helper memoized on an object
         self.flags = StoredFlags(graph, facts, reach, arguments)  # which false parameters a method stores on self
         self.registry = RegistryRows(graph, facts, reach, arguments)  # which effects are registry rows, set aside
         self.ensured = EnsuredRows(graph, facts, self.registry, reach)  # helpers that only ensure a constant row
-        self.clients = StoreClients(graph, facts)  # search-index and key-value clients (:mod:`.store_clients`)
-        self.receivers = ChainReceivers(reach)
-        self.snapshots = Snapshots(graph, facts)
-        """Which of a model save's "changed since built" tests a call leaves false (:mod:`.snapshots`)."""
-        """The class ``self`` has along a chain, and the dispatch it runs (:mod:`.chain_receivers`)."""
+        self.clients = StoreClients(graph, facts)  # search-index and key-value clients
+        self.receivers = ChainReceivers(reach)  # the class ``self`` has along a chain, and its dispatch
+        self.snapshots = Snapshots(graph, facts)  # which "changed since built" tests a call leaves false
         self.missing = MissingMethods(graph, facts, reach.dispatch.receivers)  # calls that always raise
         self._paths: dict[tuple[FunctionRef, frozenset[str], FunctionRef | None, Bound], tuple[Step, ...]] = {}
         self._active: set[tuple[FunctionRef, FunctionRef | None]] = set()
         self._bodies: dict[FunctionRef, Body] = {}
+        # On which return values a function's effects happen (for calls that decide a return).
         self.outcomes = outcomes.Outcomes(graph, facts, lambda ref: self._body(ref, facts.get(ref.path)))
-        """On which return values a function's effects happen (for calls that decide a return)."""
 
     def path_of(
         self, ref: FunctionRef, off: frozenset[str] = frozenset(), depth: int = 0, receiver: FunctionRef | None = None,
@@ -304,7 +301,7 @@ class Sequences:
         definition = self.graph.definition(ref)
         exact_calls = {(edge.line, edge.callee.qualname.rsplit(".", 1)[-1]) for edge in self.graph.callees(ref) if not edge.approximate}
         exact_calls |= {(edge.line, name) for edge in self.reach.callees(ref) if (name := self.reach.dispatch.stands_for(edge)) is not None and self.reach.dispatch.binding(edge) is None}
-        exact_calls |= self._framework_stood_for(ref, off)
+        exact_calls |= _framework_stood_for(self.reach, ref, off)
         exact_calls |= dispatched
         for site in facts.sites.get(ref, ()):
             call = site.call
@@ -322,15 +319,6 @@ class Sequences:
             reads = site.effect is Effect.COMMIT and definition is not None and reads_only_before(facts.lines, definition.body_start_line, call.line)
             events[call.line].append(Step(call.line, text, (site.effect,), subject=subject_of(call, site.orm), saved_row=saved_row, reads_before=reads))
         return events
-
-    def _framework_stood_for(self, ref: FunctionRef, off: frozenset[str]) -> set[tuple[int, str]]:
-        """The ``(line, name)`` of the calls in ``ref`` a framework edge that may run on a
-        path whose known-false set is ``off`` stands for: a hand-built save whose instance is
-        not ``None`` there keeps its own effect when its ``update`` runs DRF's
-        ``super().update(...)``, even though its ``create`` edge would stand for the call."""
-        framework = self.reach.framework
-        feasible = (edge for edge in framework.edges(ref) if framework.serializer_edges.instance_feasible(edge, off))
-        return {(edge.line, name) for edge in feasible if (name := framework.stands_for(edge)) is not None}
 
     def _edge_step(
         self, edge: Edge, off: frozenset[str], depth: int, receiver: FunctionRef | None = None, returns: str | None = None,
@@ -388,6 +376,16 @@ class Sequences:
         if found is None:
             found = self._bodies[ref] = _parsed_body(self.graph, ref, facts)
         return found
+
+def _framework_stood_for(reach: Reach, ref: FunctionRef, off: frozenset[str]) -> set[tuple[int, str]]:
+    """The ``(line, name)`` of the calls in ``ref`` a framework edge that may run on a
+    path whose known-false set is ``off`` stands for: a hand-built save whose instance is
+    not ``None`` there keeps its own effect when its ``update`` runs DRF's
+    ``super().update(...)``, even though its ``create`` edge would stand for the call."""
+    framework = reach.framework
+    feasible = (edge for edge in framework.edges(ref) if framework.serializer_edges.instance_feasible(edge, off))
+    return {(edge.line, name) for edge in feasible if (name := framework.stands_for(edge)) is not None}
+
 
 def _parsed_body(graph: CallGraph, ref: FunctionRef, facts: FileFacts | None) -> Body:
     """The function's body node, the source it was parsed from and the number of lines
