@@ -258,6 +258,18 @@ def _first_parameter(definition: Definition, text: str | None) -> str | None:
     return match.group(1) if match else None
 
 
+def _flask_view(
+    graph: CallGraph, ref: FunctionRef, definition: Definition, index: FileIndex, memo: dict[FunctionRef, frozenset[str]]
+) -> bool:
+    """Whether a class-based view is Flask's, not Django's: it derives from ``MethodView``
+    (flask/views.py; Django has none), or names a base its module imports from ``flask``.
+    Django's request settings (``ATOMIC_REQUESTS``) say nothing about such a view."""
+    if any(name.rsplit(".", 1)[-1] == "MethodView" for name in _base_names(graph, ref, definition, memo)):
+        return True
+    from_flask = {item.alias or item.name for item in index.imports if item.module.split(".")[0] == "flask" and item.name}
+    return any(strip_arguments(base) in from_flask or base.startswith("flask.") for base in definition.bases)
+
+
 def _derives_from(
     graph: CallGraph,
     ref: FunctionRef,
@@ -547,8 +559,9 @@ def _python_conventions(path: str, index: FileIndex, text: str | None, search: _
                 for method in _view_methods(graph, ref, (*_VIEW_METHODS, "done")):
                     collector.add(method, "http", "django form wizard")
             elif derives(graph, ref, definition, _VIEW_BASE):
+                label = "flask class-based view" if _flask_view(graph, ref, definition, index, memo) else "django class-based view"
                 for method in _view_methods(graph, ref):
-                    collector.add(method, "http", "django class-based view")
+                    collector.add(method, "http", label)
             elif derives(graph, ref, definition, _MUTATION_BASE):
                 for method in _view_methods(graph, ref, _MUTATION_METHODS):
                     collector.add(method, "http", "graphql mutation")

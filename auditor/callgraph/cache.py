@@ -24,12 +24,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from auditor.callgraph.graph import ROW_WIDTH, CallGraph, FileRows
+from auditor.callgraph.symbols import attachments
 from auditor.index.indexer import collection_paused
 from auditor.index.model import INDEX_VERSION, FileIndex
 from auditor.storage.package import package_digest
 from auditor.storage.sealed import prune_least_recent, read_regular_file, seal, unseal, write_atomically
 
-GRAPH_VERSION = 5
+GRAPH_VERSION = 6
 """Version of the graph cache format and of the resolution rules; part of the cache key.
 Bump it when either changes so that stale cached graphs are never read."""
 
@@ -65,7 +66,8 @@ def surface_digest(index: FileIndex) -> bytes:
     """A digest of what resolving *other* files' calls can read of ``index`` (the lookups of
     ``auditor.callgraph.symbols`` and ``auditor.callgraph.resolve``): the language, each
     definition's name, qualname, kind, parent, bases, decorators and whether it has a body
-    (in order), each import's module, name and alias, and the distinct callee texts. Line
+    (in order), each import's module, name and alias, the distinct callee texts and the
+    functions the file attaches to classes (``add_to_class``, whose arguments name them). Line
     numbers and the call sites themselves only shape the file's own edges."""
     surface = (
         index.language,
@@ -75,6 +77,7 @@ def surface_digest(index: FileIndex) -> bytes:
         ),
         tuple((record.module, record.name, record.alias) for record in index.imports),
         tuple(sorted({call.callee for call in index.calls})),
+        attachments(index),
     )
     return hashlib.blake2b(repr(surface).encode("utf-8", "surrogatepass"), digest_size=16).digest()
 

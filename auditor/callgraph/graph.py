@@ -17,6 +17,7 @@ from typing import Any
 
 from auditor.callgraph.names import MAIN_FUNCTION, MODULE_FUNCTION, strip_arguments
 from auditor.callgraph.resolve import Repository, file_edges
+from auditor.callgraph.imports import Symbol
 from auditor.index.indexer import collection_paused
 from auditor.index.model import Definition, FileIndex
 
@@ -327,6 +328,12 @@ class CallGraph:
                 return True
         return False
 
+    def module_path(self, path: str, module: str) -> str | None:
+        """The repository file of the Python module ``module`` as an import in ``path``
+        names it (``..core``, ``aleph.core``), if the repository has one."""
+        imports = self._repository.symbols.imports
+        return imports.find_module(imports._absolute_module(path, module), path)
+
     def resolve(self, path: str, name: str) -> FunctionRef | None:
         """Resolve a dotted name as written at module level of ``path`` (functions and classes).
 
@@ -348,6 +355,16 @@ class CallGraph:
             return FunctionRef(classes[0][0], classes[0][1].qualname) if len(classes) == 1 else None
         return FunctionRef(fallback[0], fallback[1].qualname)
 
+    def imported_from(self, path: str, name: str) -> tuple[str, str] | None:
+        """The repository file and name a ``from module import name`` binding of ``path``
+        names (``name`` as ``path`` spells it, an alias too), or None: not imported so, or
+        from a module outside the repository."""
+        binding = self._repository.symbols.imports.bindings(path).get(name)
+        if not isinstance(binding, Symbol) or ":" in binding.module:
+            return None
+        module_path = self._repository.symbols.imports.find_module(binding.module, path) if binding.module else None
+        return (module_path, binding.name) if module_path is not None else None
+
     def class_member(self, ref: FunctionRef, member: str) -> FunctionRef | None:
         """The method ``member`` of the class ``ref``, looked up through repository bases."""
         cls = self.definition(ref)
@@ -355,6 +372,13 @@ class CallGraph:
             return None
         found = self._repository.class_member(ref.path, cls, member)
         return FunctionRef(found[0], found[1].qualname) if found is not None else None
+
+    def external_bases(self, ref: FunctionRef) -> tuple[str, ...]:
+        """The bases the class ``ref`` writes that are no repository class (a library's), as written."""
+        cls = self.definition(ref)
+        if cls is None or cls.kind != "class":
+            return ()
+        return self._repository.external_bases(ref.path, cls)
 
     def base_classes(self, ref: FunctionRef) -> tuple[FunctionRef, ...]:
         """The repository classes ``ref`` derives from, directly (found once per class: the

@@ -16,7 +16,10 @@ imports, re-exports through package ``__init__`` files, star imports; see
 known to be an external module or a repository class lacking the method, a unique-name
 fallback whose edges are flagged ``approximate`` (in Python, ``x.name()`` only to a method:
 a module's function is reached through its import). Names shared with common library APIs
-(``get``, ``save``, ``append``...) are never resolved by name alone. Calls at module level
+(``get``, ``save``, ``append``...) are never resolved by name alone. A function a Django
+model gets with ``Model.add_to_class("name", function)`` (django/db/models/base.py
+``ModelBase.add_to_class``: ``setattr`` for a value without ``contribute_to_class``) is a
+method named ``name`` for that fallback (:func:`~auditor.callgraph.symbols.attachments`). Calls at module level
 are attributed to the pseudo-function ``<module>``; calls inside an ``if __name__ ==
 "__main__":`` block to ``<main>``.
 
@@ -79,6 +82,20 @@ class Repository:
         """Resolution over the symbol tables of ``indexes`` (in ``symbols``)."""
         self.symbols = Symbols(indexes)
         self._bases: dict[tuple[str, int, int], tuple[tuple[str, Definition], ...]] = {}
+        self._attach_methods()
+
+    def _attach_methods(self) -> None:
+        """Resolve every ``add_to_class`` value to the repository function it names (in the
+        scope of its call) and list it as a method under the attached name."""
+        for path, attachment in self.symbols.attachments:
+            resolution = self.resolve_name(path, attachment.value.split("."), attachment.scope)
+            target = resolution.target
+            if target is None or target.kind not in ("function", "method"):
+                continue
+            key = (self.symbols.families[path], attachment.name)
+            attached = self.symbols.attached_by_name.setdefault(key, [])
+            if (resolution.path, target) not in attached:
+                attached.append((resolution.path, target))
 
     # -- classes -------------------------------------------------------------------------
 
@@ -123,6 +140,20 @@ class Repository:
             if target is not None and target.kind == "class" and not resolution.path.endswith(".pyi"):
                 found.append((resolution.path, target))
         return found
+
+    def external_bases(self, path: str, cls: Definition) -> tuple[str, ...]:
+        """The bases a class writes (arguments stripped) that name no repository class: a
+        library's (``viewsets.ModelViewSet``), or a class only a type stub declares."""
+        found: list[str] = []
+        for base in cls.bases:
+            text = strip_arguments(base) if "=" not in base else ""
+            if not text:
+                continue
+            resolution = self.resolve_name(path, text.split("."), None, 1)
+            target = resolution.target
+            if target is None or target.kind != "class" or resolution.path.endswith(".pyi"):
+                found.append(text)
+        return tuple(found)
 
     # -- resolution ----------------------------------------------------------------------
 

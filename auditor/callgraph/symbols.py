@@ -11,8 +11,10 @@ text over them.
 from __future__ import annotations
 
 import posixpath
+import re
 from collections import defaultdict
 from collections.abc import Mapping
+from typing import NamedTuple
 
 from auditor.callgraph.imports import ImportTable
 from auditor.callgraph.languages import call_family, rules_for
@@ -36,6 +38,67 @@ _COMMON_NAMES = frozenset(
 )
 
 
+# ``Model.add_to_class(name, value)``: Django's ``ModelBase.add_to_class``
+# (django/db/models/base.py) hands a value with ``contribute_to_class`` (a field, a manager)
+# to it and sets anything else on the class with ``setattr(cls, name, value)``: a plain
+# function becomes a method of the model, run by ``instance.name(...)``.
+ATTACH_CALL = "add_to_class"
+_STRING_ARGUMENT = re.compile(r"""^[rRuU]?(['"])([A-Za-z_]\w*)\1$""")
+_REFERENCE_ARGUMENT = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*$")
+
+
+class Attachment(NamedTuple):
+    """A function set on a class as the method ``name`` by ``receiver.add_to_class(name,
+    value)`` written in function ``scope`` (None: at module level); ``value`` is the
+    function's dotted name as written there."""
+
+    receiver: str
+    name: str
+    value: str
+    scope: str | None
+
+
+def attachments(index: FileIndex) -> tuple[Attachment, ...]:
+    """The ``add_to_class`` calls of a Python file whose name is a string literal and whose
+    value is a plain (dotted) reference, in call order. Keyword (``name=``, ``value=``) and
+    positional arguments are read alike; a value that is itself a call (a factory's result)
+    or a lambda is not followed."""
+    if index.language != "python":
+        return ()
+    found: list[Attachment] = []
+    for call in index.calls:
+        if call.name != ATTACH_CALL or "." not in call.callee:
+            continue
+        arguments = _attach_arguments(call.arguments)
+        if arguments is not None:
+            found.append(Attachment(call.callee.rsplit(".", 1)[0], arguments[0], arguments[1], call.enclosing))
+    return tuple(found)
+
+
+def _attach_arguments(text: str) -> tuple[str, str] | None:
+    """``(name, value)`` of ``add_to_class``'s argument text, or None when either is not
+    written plainly (commas inside brackets or strings mean a value this does not follow)."""
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    if len(parts) != 2:
+        return None
+    positional: list[str] = []
+    keywords: dict[str, str] = {}
+    for part in parts:
+        key, equals, value = part.partition("=")
+        if equals and _REFERENCE_ARGUMENT.match(key.strip()):
+            keywords[key.strip()] = value.strip()
+        elif keywords:
+            return None  # a positional argument after a keyword one: not valid Python
+        else:
+            positional.append(part)
+    name = keywords.get("name", positional[0] if positional else "")
+    value = keywords.get("value", positional[1] if len(positional) > 1 else "")
+    named = _STRING_ARGUMENT.match(name)
+    if named is None or not _REFERENCE_ARGUMENT.match(value):
+        return None
+    return named.group(2), value
+
+
 class Symbols:
     """Lookup tables over all indexed files, and the lookups that take a name as written."""
 
@@ -57,6 +120,11 @@ class Symbols:
         self._directory_classes: dict[tuple[str, str], list[tuple[str, Definition]]] = {}
         self._subclasses_by_language: dict[str, dict[str, list[tuple[str, Definition]]]] = {}
         self._calls: dict[str, frozenset[str]] = {}
+        self.attachments: list[tuple[str, Attachment]] = []
+        """Every file's ``add_to_class`` attachments (:func:`attachments`), in path order."""
+        self.attached_by_name: dict[tuple[str, str], list[tuple[str, Definition]]] = {}
+        """The functions attached as methods, by (family, method name): filled by the
+        :class:`~auditor.callgraph.resolve.Repository`, which resolves the values."""
         for path in sorted(indexes):
             index = indexes[path]
             family = self.families[path]
@@ -68,6 +136,7 @@ class Symbols:
                 elif definition.kind == "class":
                     self.classes_by_name[(family, definition.name)].append((path, definition))
             self.definitions[path] = table
+            self.attachments.extend((path, attachment) for attachment in attachments(index))
             self.directories[(family, posixpath.dirname(path))].append(path)
         self.imports = ImportTable(indexes, self.directories)
 
@@ -147,11 +216,13 @@ class Symbols:
 
     def fallback(self, path: str, parts: list[str]) -> tuple[str, Definition] | None:
         """A unique definition of ``path``'s language family with the call's last name,
-        preferring files this file imports."""
+        preferring files this file imports. A function attached to a class under that name
+        (``add_to_class``) is a method candidate for ``x.name()``."""
         name = parts[-1]
         if name in _COMMON_NAMES or (name.startswith("__") and name.endswith("__")):
             return None
-        candidates = self.by_name.get((self.families.get(path, ""), name), [])
+        key = (self.families.get(path, ""), name)
+        candidates = self.by_name.get(key, [])
         if len(parts) == 1:
             candidates = [item for item in candidates if item[1].parent is None]
         elif rules_for(self.languages.get(path)).attribute_calls_reach_methods:
@@ -159,6 +230,7 @@ class Symbols:
             # reached through the import (``user.set_password()`` is not the view
             # ``set_password``).
             candidates = [item for item in candidates if item[1].parent is not None]
+            candidates += [item for item in self.attached_by_name.get(key, ()) if item not in candidates]
         if len(candidates) == 1:
             return candidates[0]
         if not candidates:

@@ -95,6 +95,7 @@ from auditor.analysis.transactions.languages import family
 from auditor.analysis.transactions.framework_calls import FrameworkCalls
 from auditor.analysis.transactions.reach import Reach, Trail, production_entries, real_entries
 from auditor.analysis.transactions.result_memo import ResultMemo, result_key
+from auditor.analysis.transactions.chain_receivers import Receiver
 from auditor.analysis.transactions.receiver_search import State, first_reach, search_by_receiver
 from auditor.analysis.transactions.sequences import Sequences
 from auditor.errors import UsageError
@@ -275,8 +276,9 @@ class Analysis:
         reached = first_reach(by_receiver)
         reachable = self.reach.reachable_ignoring_boundaries(entries)
         sinks, covered_sinks = self._count_sinks(reached, reachable)
-        reached = {ref: self._heaviest_receiver(ref, by_receiver[ref], reached) for ref in sorted(reached)}
-        receivers = {ref: self.sequences.receivers.along(trail) for ref, (_, trail) in reached.items()}
+        chosen = {ref: self._heaviest_receiver(ref, by_receiver[ref], reached) for ref in sorted(reached)}
+        reached = {ref: (entry, trail) for ref, (entry, trail, _) in chosen.items()}
+        receivers = {ref: receiver for ref, (_, _, receiver) in chosen.items()}
         offs = {ref: self.sequences.off_along(trail) for ref, (_, trail) in reached.items()}
         known: dict[FunctionRef, tuple[Step, ...]] = {}
 
@@ -338,24 +340,34 @@ class Analysis:
 
     def _heaviest_receiver(
         self, ref: FunctionRef, states: Mapping[State, tuple[EntryPoint, Trail]], reached: Mapping[FunctionRef, tuple[EntryPoint, Trail]]
-    ) -> tuple[EntryPoint, Trail]:
-        """The entry and trail to ``ref`` whose receiver class (and what its last call says
-        of the row it saves) gives it the heaviest path: the shortest trail unless another
-        enters ``ref`` with ``self`` of a class whose overrides write more (a base method's
-        ``self.save()`` runs the override of the class the chain came through)."""
+    ) -> tuple[EntryPoint, Trail, Receiver]:
+        """The entry and trail to ``ref``, with the receiver class ``self`` has there, whose
+        receiver (and what its last call says of the row it saves) gives it the heaviest
+        path: the shortest trail unless another enters ``ref`` with ``self`` of a class
+        whose overrides write more (a base method's ``self.save()`` runs the override of
+        the class the chain came through). Several states on one trail (a mixin's hook
+        shared by views whose serializer classes differ) are each weighed with their own
+        class, not with every class at once."""
         shortest = reached[ref]
+        along = self.sequences.receivers.along
         narrowed = bool(self.sequences.off_along(shortest[1]))
         if len(states) == 1 and not narrowed:
-            return shortest
+            return (*shortest, along(shortest[1]))
         sequences = self.sequences
 
-        def weigh(trail: Trail) -> int:
-            return sum(map(weight, sequences.path_of(ref, sequences.off_along(trail), receiver=sequences.receivers.along(trail))))
+        def weigh(trail: Trail, receiver: Receiver) -> int:
+            return sum(map(weight, sequences.path_of(ref, sequences.off_along(trail), receiver=receiver)))
 
-        best, heaviest = shortest, weigh(shortest[1])
-        candidates = [*states.values(), *(self._through_callers(ref, reached) if narrowed else ())]
-        for candidate in sorted(candidates, key=lambda reached: len(reached[1])):
-            if (found := weigh(candidate[1])) > heaviest:
+        trails = {reached[1] for reached in states.values()}
+        shared = {trail for trail in trails if sum(1 for reached in states.values() if reached[1] == trail) > 1}
+        candidates = [
+            (entry, trail, state[0] if trail in shared else along(trail)) for state, (entry, trail) in states.items()
+        ] + [(entry, trail, along(trail)) for entry, trail in (self._through_callers(ref, reached) if narrowed else ())]
+        candidates.sort(key=lambda candidate: len(candidate[1]))
+        first = next((candidate for candidate in candidates if candidate[1] == shortest[1]), (*shortest, along(shortest[1])))
+        best, heaviest = first, weigh(first[1], first[2])
+        for candidate in candidates:
+            if (found := weigh(candidate[1], candidate[2])) > heaviest:
                 best, heaviest = candidate, found
         return best
 

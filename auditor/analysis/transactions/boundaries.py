@@ -30,16 +30,30 @@ from auditor.analysis.transactions.languages import traits
 from auditor.index.model import CallSite, FileIndex
 
 _WRAPPER_DEPTH = 4
+_MAX_BASES = 32
 _SELF_PARAMETERS = ("self", "cls")
 
 
 _METHOD_DECORATOR = re.compile(r"^(?:[\w.]*\.)?method_decorator\(\s*([\w.]+)")
+_DECORATED_METHOD = re.compile(r"\bname\s*=\s*['\"](\w+)['\"]")
 
 
 def _unwrapped(decorator: str) -> str:
     """``method_decorator(transaction.non_atomic_requests, ...)`` as the decorator it wraps."""
     found = _METHOD_DECORATOR.match(decorator)
     return found.group(1) if found else decorator
+
+
+def _applies_to(class_decorator: str, method: str) -> bool:
+    """Whether a decorator written on a class wraps its method ``method``: one written
+    ``method_decorator(d, name="post")`` wraps only the method it names
+    (django/utils/decorators.py ``method_decorator``: on a class it replaces the attribute
+    ``name`` and nothing else); any other class decorator is taken to cover every method, as
+    Spring's ``@Transactional`` on a class does."""
+    if _METHOD_DECORATOR.match(class_decorator) is None:
+        return True
+    named = _DECORATED_METHOD.search(class_decorator)
+    return named is not None and named.group(1) == method
 
 
 class Boundaries:
@@ -100,8 +114,58 @@ class Boundaries:
         return decorators
 
     def decorated_boundary(self, ref: FunctionRef) -> bool:
-        """Whether a decorator of the function (or its class) opens a transaction."""
-        return any(self.is_boundary(ref.path, decorator) for decorator in self.decorators(ref))
+        """Whether a decorator of the function (or its class) opens a transaction;
+        ``method_decorator(transaction.atomic)`` is ``transaction.atomic`` on a method."""
+        return any(self.is_boundary(ref.path, _unwrapped(decorator)) for decorator in self._applied_decorators(ref))
+
+    def _applied_decorators(self, ref: FunctionRef) -> tuple[str, ...]:
+        """The decorators that wrap the function: its own, then those of its class that
+        apply to it (``_applies_to``)."""
+        definition = self.graph.definition(ref)
+        if definition is None:
+            return ()
+        decorators = definition.decorators
+        if definition.parent is not None:
+            owner = self.graph.definition(FunctionRef(ref.path, definition.parent))
+            if owner is not None and owner.kind == "class":
+                method = ref.qualname.rsplit(".", 1)[-1]
+                decorators = (*decorators, *(d for d in owner.decorators if _applies_to(d, method)))
+        return decorators
+
+    def dispatch_boundary(self, entry: EntryPoint) -> bool:
+        """Whether a class-based view's handler runs inside a transaction its ``dispatch``
+        opens: ``View.dispatch`` (django/views/generic/base.py) and DRF's ``APIView.dispatch``
+        (rest_framework/views.py) call the handler, so a boundary decorating the class's own
+        or inherited ``dispatch`` (``@method_decorator(transaction.atomic)`` on it, or
+        ``method_decorator(transaction.atomic, name="dispatch")`` on its class) covers it."""
+        if entry.kind != "http":
+            return False
+        definition = self.graph.definition(entry.ref)
+        if definition is None or definition.parent is None:
+            return False
+        view = FunctionRef(entry.ref.path, definition.parent)
+        dispatch = self.graph.class_member(view, "dispatch")
+        if dispatch is not None and dispatch != entry.ref and self.decorated_boundary(dispatch):
+            return True
+        return any(self._wraps_dispatch(cls) for cls in self._class_and_bases(view))
+
+    def _wraps_dispatch(self, cls: FunctionRef) -> bool:
+        """Whether the class is decorated ``method_decorator(<boundary>, name="dispatch")``."""
+        definition = self.graph.definition(cls)
+        return definition is not None and any(
+            _METHOD_DECORATOR.match(decorator) is not None and _applies_to(decorator, "dispatch")
+            and self.is_boundary(cls.path, _unwrapped(decorator))
+            for decorator in definition.decorators)
+
+    def _class_and_bases(self, cls: FunctionRef) -> list[FunctionRef]:
+        """The class and its repository bases, breadth first, each once."""
+        seen, queue = [cls], [cls]
+        while queue and len(seen) < _MAX_BASES:
+            for base in self.graph.base_classes(queue.pop(0)):
+                if base not in seen:
+                    seen.append(base)
+                    queue.append(base)
+        return seen
 
     def is_boundary(self, path: str, expression: str) -> bool:
         """Whether a decorator or ``with`` expression written in ``path`` opens a transaction:
@@ -122,7 +186,9 @@ class Boundaries:
         ``pre_delete``/``post_delete``), a hook the framework runs inside one it opens and
         the project never calls (a ModelAdmin's ``save_model``), or a Django view under ``ATOMIC_REQUESTS`` that
         does not opt out."""
-        if self.decorated_boundary(entry.ref) or self.covering_signals(entry) or entry.ref in self.run_inside:
+        if self.decorated_boundary(entry.ref) or self.dispatch_boundary(entry) or self.covering_signals(entry):
+            return True
+        if entry.ref in self.run_inside:
             return True
         return self.requests.atomic and self.runs_in_request(entry) and not self.opts_out(entry)
 

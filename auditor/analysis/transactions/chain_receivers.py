@@ -67,7 +67,8 @@ class ChainReceivers:
         return found
 
     def _compute_alternatives(self, edge: Edge, receiver: Receiver) -> tuple[Receiver, ...]:
-        serializers = self.serializers.saves_for(edge)
+        below = (lambda view: receiver in self.dispatch.lineage(view)) if receiver is not None else None
+        serializers = self.serializers.saves_for(edge, below)
         if serializers:
             return tuple(dict.fromkeys(self.of(edge.callee, cls) for cls in serializers))
         call = self.reach.call_for(edge)

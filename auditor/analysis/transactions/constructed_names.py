@@ -19,7 +19,8 @@ import re
 from auditor.callgraph.graph import FunctionRef
 from auditor.callgraph.names import strip_arguments
 from auditor.analysis.transactions.name_bindings import FunctionBindings, function_bindings
-from auditor.analysis.transactions.receiver_types import ReceiverTypes, assigned_expression
+from auditor.analysis.transactions.receiver_types import ReceiverTypes
+from auditor.analysis.transactions.expressions import assigned_expression
 from auditor.analysis.transactions.scanning import IDENTIFIER
 from auditor.analysis.transactions.throwaway import unbound_names
 from auditor.index.model import Definition
@@ -53,6 +54,31 @@ class ConstructedNames:
         if len(bound) != 1 or bound[0] >= line:
             return None  # bound again anywhere (``a, variable = ...``, ``for``, ``del``, ...)
         return self.constructed_class(path, bound[0], variable)
+
+    def bound_once(self, path: str, definition: Definition, variable: str, line: int) -> bool:
+        """Whether the local ``variable`` of the function ``definition`` (in ``path``) holds
+        at ``line`` what one binding gave it: a parameter the body never binds again, or one
+        binding above the line and no other anywhere in the function (any target position:
+        :mod:`.name_bindings`). A name rebound by ``other, variable = ...`` may hold anything."""
+        if not IDENTIFIER.fullmatch(variable):
+            return False
+        bindings = self._bindings(path, definition)
+        if bindings is None:
+            return False  # not parsed: what it holds is not known
+        bound = bindings.lines_binding(variable)
+        lines = self.types.text_lines(path)[definition.start_line - 1 : definition.body_start_line - 1]
+        if re.search(rf"\b{re.escape(variable)}\b", " ".join(lines)):
+            return not bound
+        return len(bound) == 1 and bound[0] < line
+
+    def binding_lines(self, path: str, definition: Definition, variable: str) -> tuple[int, ...]:
+        """Every line of the function ``definition`` binding the local ``variable`` (any
+        target position); none when it is a parameter or the function cannot be parsed."""
+        bindings = self._bindings(path, definition)
+        lines = self.types.text_lines(path)[definition.start_line - 1 : definition.body_start_line - 1]
+        if bindings is None or re.search(rf"\b{re.escape(variable)}\b", " ".join(lines)):
+            return ()
+        return bindings.lines_binding(variable)
 
     def _bindings(self, path: str, definition: Definition) -> FunctionBindings | None:
         """Every binding of a name in ``definition`` (any target position), parsed once."""

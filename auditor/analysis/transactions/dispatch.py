@@ -15,7 +15,6 @@ from collections.abc import Mapping
 from auditor.callgraph.graph import CallGraph, Edge, FunctionRef
 from auditor.callgraph.names import strip_arguments
 from auditor.analysis.entrypoints import split_arguments
-from auditor.analysis.transactions.constructed_names import ConstructedNames
 from auditor.analysis.transactions.receivers import Binding, Receivers
 from auditor.index.model import CallSite, FileIndex
 
@@ -40,7 +39,7 @@ class Dispatch:
         self._calls: dict[str, dict[str, list[CallSite]]] = {}
         self.kinds: dict[Edge, str] = {}
         self.receivers = Receivers(indexes, graph, texts, self.kinds) if texts is not None else None  # type: ignore[arg-type]
-        self.constructed = ConstructedNames(self.receivers.types) if self.receivers is not None else None
+        self.constructed = self.receivers.constructed if self.receivers is not None else None
 
     def _children_map(self) -> dict[FunctionRef, list[FunctionRef]]:
         if self._children is None:
@@ -108,8 +107,9 @@ class Dispatch:
         caller's ``self`` has class ``receiver`` (None: unknown): the subclass an override
         edge enters, the caller's class (or ``receiver``) for a ``self.m()``/``cls.m()``/
         ``super().m()`` call, the class a ``Class.m()`` call names. None when the call says
-        nothing of it; for ``x.m()``, the class of the object ``x`` holds
-        (:meth:`_variable_class`). Along a chain, a base method's self-calls then resolve by
+        nothing of it; for ``x.m()``, the class of the object ``x`` holds (the class a
+        receiver edge was resolved by, :attr:`.Receivers.classes`, else
+        :meth:`_variable_class`). Along a chain, a base method's self-calls then resolve by
         this class's MRO (:meth:`nearest`) or to its subclasses' overrides, never a sibling's."""
         callee_class = class_of(edge.callee)
         if self.kinds.get(edge) == OVERRIDE:
@@ -117,7 +117,10 @@ class Dispatch:
         if callee_text is None or self.graph.definition(callee_class) is None:
             return None
         head = strip_arguments(callee_text).split(".")[0]
-        if head in _SELF or head == "super":
+        typed = self.receivers.classes.get(edge) if self.receivers is not None else None
+        if typed is not None:
+            found = typed  # the receiver class the edge was resolved by (``x = M.objects.get(...)``)
+        elif head in _SELF or head == "super":
             caller_class = class_of(edge.caller) if self.graph.definition(class_of(edge.caller)) is not None else None
             found = receiver or caller_class
         elif "." in callee_text and head[:1].isupper():

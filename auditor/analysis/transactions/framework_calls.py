@@ -62,6 +62,7 @@ class FrameworkCalls:
         self._out: dict[FunctionRef, set[Edge]] = defaultdict(set)
         self._stands_for: dict[Edge, str] = {}
         self._names: dict[FunctionRef, frozenset[str]] = {}
+        self._external: dict[FunctionRef, frozenset[str]] = {}
         self.serializer_edges = SerializerEdges(graph)
         """The serializer classes each edge into or inside a serializer is for."""
         entries: list[EntryPoint] = []
@@ -79,8 +80,8 @@ class FrameworkCalls:
                 self._invoke(view, row, classes, complete)
             for row in actions:
                 ref = FunctionRef(view.path, f"{view.qualname}.{row.method}")
-                if self._provides(view, row) and self.graph.definition(ref) is None and self._leads_to_project(ref):
-                    base = sorted(self._lineage_names(view) & set(row.bases))[0]
+                if self._framework_provides(view, row) and self.graph.definition(ref) is None and self._leads_to_project(ref):
+                    base = sorted(self._framework_names(view) & set(row.bases))[0]
                     entries.append(EntryPoint(ref, "http", f"drf {base}.{row.method} of {view.qualname}"))
         methods = frozenset(row.method for row in view_rows)
         for view, classes in dispatching_bases(self.graph, self.facts, methods, view_bases, self._lineage_names):
@@ -120,7 +121,10 @@ class FrameworkCalls:
         the framework's own, named after ``owner``) to what it calls next (``complete``: :meth:`_add`)."""
         if not self._provides(owner, row):
             return
-        caller = self._member(owner, row.method)
+        own = self.graph.class_member(owner, row.method)
+        if own is None and row.through == _VIEW and not self._framework_provides(owner, row):
+            return  # no framework base in the MRO runs the method: the project's namesake mixin does not
+        caller = own or FunctionRef(owner.path, f"{owner.qualname}.{row.method}")
         method: str | None = None  # what a view's serializer.save() runs: create or update
         if row.calls.startswith(_SERIALIZER_CALL):
             method, name = row.calls[len(_SERIALIZER_CALL):], "save"  # the hook calls save on the serializer
@@ -141,7 +145,7 @@ class FrameworkCalls:
         for callee, classes in sorted(targets.items()):
             for line, call_name in lines:
                 if (callee, line) not in known:
-                    self._add(Edge(caller, callee, line, False), call_name, classes, method, complete)
+                    self._add(Edge(caller, callee, line, False), call_name, classes, method, complete, owner if method else None)
 
     def stands_for(self, edge: Edge) -> str | None:
         """The last name of the call a framework edge goes through at its line
@@ -149,13 +153,16 @@ class FrameworkCalls:
         the call's own effect. None for other edges."""
         return self._stands_for.get(edge)
 
-    def _add(self, edge: Edge, call_name: str, serializers: Collection[FunctionRef] = (), method: str | None = None, complete: bool = True) -> None:
+    def _add(
+        self, edge: Edge, call_name: str, serializers: Collection[FunctionRef] = (), method: str | None = None, complete: bool = True,
+        view: FunctionRef | None = None,
+    ) -> None:
         """Record ``edge`` (with the ``serializers`` it is for, perhaps not all: :meth:`.SerializerEdges.record`);
         it stands for the call ``call_name`` at its line unless its callee runs the framework's
         own method too (``super().create(...)``: DRF's write, which the call's own effect
         stands for) and is no save that writes only through the project's ``method``."""
         self._out[edge.caller].add(edge)
-        if self.serializer_edges.record(edge, serializers, method, complete) or not self._calls_super(edge.callee):
+        if self.serializer_edges.record(edge, serializers, method, complete, view) or not self._calls_super(edge.callee):
             self._stands_for[edge] = call_name
         else:  # recorded again for more serializer classes, one of which runs DRF's write
             self._stands_for.pop(edge, None)
@@ -228,6 +235,38 @@ class FrameworkCalls:
 
     def _provides(self, cls: FunctionRef, row: FrameworkFact) -> bool:
         return bool(self._lineage_names(cls) & set(row.bases))
+
+    def _framework_provides(self, cls: FunctionRef, row: FrameworkFact) -> bool:
+        """Whether one of the framework's own classes among the bases of ``cls`` (by its MRO)
+        is one of ``row``'s: only then does the framework's method exist on the class. A
+        project class that shares a framework class's name (a ``CreateModelMixin(object)``
+        of the project's own) does not provide it: DRF's router maps a verb to an action only
+        where the viewset has that attribute (rest_framework/routers.py,
+        ``SimpleRouter.get_method_map``: ``hasattr(viewset, action)``)."""
+        return bool(self._framework_names(cls) & set(row.bases))
+
+    def _framework_names(self, cls: FunctionRef, seen: frozenset[FunctionRef] = frozenset()) -> frozenset[str]:
+        """The last names of the library bases a class and its repository bases write."""
+        known = self._external.get(cls)
+        if known is not None:
+            return known
+        names = {self._imported_name(cls.path, base) for base in self.graph.external_bases(cls)}
+        for base in self.graph.base_classes(cls):
+            if base not in seen and base != cls:
+                names |= self._framework_names(base, seen | {cls})
+        found = frozenset(names)
+        if not seen:
+            self._external[cls] = found
+        return found
+
+    def _imported_name(self, path: str, base: str) -> str:
+        """The last name of a library base as its library spells it: the name imported under
+        an alias (``from rest_framework.mixins import CreateModelMixin as BaseCreateModelMixin``)."""
+        last = base.rsplit(".", 1)[-1]
+        facts = self.facts.get(path)
+        if "." in base or facts is None:
+            return last
+        return next((item.name for item in facts.index.imports if item.alias == base and item.name is not None), last)
 
     def _lineage_names(self, cls: FunctionRef, seen: frozenset[FunctionRef] = frozenset()) -> frozenset[str]:
         """The last names of the bases a class and its repository bases write."""

@@ -112,6 +112,9 @@ class Step:
     (:meth:`.Sequences._saved_row`); a later save with the same key on the same path writes
     that row's state again, not a second row, and counts once (:func:`saved_once`). None
     for a save that counts on its own (narrowed by ``update_fields``, bindings unknown)."""
+    reads_before: bool = False
+    """For a direct commit: whether its function only reads through the session before it
+    (:mod:`.read_commits`), so it commits only what its callers staged."""
     inner: tuple[Step, ...] = field(default=(), compare=False, repr=False)
     """For a call: the callee's path whose effects the step counts (empty for a direct
     effect and for a call into a function that opens its own transaction)."""

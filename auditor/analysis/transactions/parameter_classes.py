@@ -17,7 +17,8 @@ from auditor.callgraph.graph import CallGraph, FunctionRef
 from auditor.callgraph.names import strip_arguments
 from auditor.analysis.entrypoints import split_arguments
 from auditor.analysis.transactions.base import SELF_RECEIVERS
-from auditor.analysis.transactions.receiver_types import ReceiverTypes, assigned_expression
+from auditor.analysis.transactions.receiver_types import ReceiverTypes
+from auditor.analysis.transactions.expressions import assigned_expression
 from auditor.analysis.transactions.scanning import IDENTIFIER, closing_bracket
 from auditor.index.model import CallSite, Definition, FileIndex
 

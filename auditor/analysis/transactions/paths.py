@@ -71,6 +71,18 @@ FRESH_ROW = "<a new row>"
 """In a path's ``off`` set: the object is new, so an "existing object only" guard is false."""
 
 
+UNCHANGED = "<unchanged> "
+"""Prefix of a comparison known false in a path's ``off`` set (:mod:`.snapshots`)."""
+
+
+def _conjuncts(text: str) -> list[str]:
+    """The terms of a condition that is a plain ``and`` chain (none when an ``or`` could
+    bind looser than one of them), parentheses stripped."""
+    if " or " in text or "||" in text:
+        return []
+    return [term.strip("() \t") for term in text.split(" and ")]
+
+
 def none_marker(name: str) -> str:
     """In a path's ``off`` set: parameter ``name`` is ``None``, not only false."""
     return f"<{name} is None>"
@@ -104,6 +116,9 @@ class Exits:
     falls_through: bool = True
     known_false: frozenset[str] = frozenset()
     cut: frozenset[int] = frozenset()
+    raising: frozenset[int] = frozenset()
+    """Lines (of the parsed source) of calls that always raise: a simple statement holding
+    one ends its path as a ``raise`` would (:mod:`.missing_methods`)."""
 
 
 EVERY_EXIT = Exits()
@@ -111,6 +126,8 @@ EVERY_EXIT = Exits()
 
 
 _LOOPS = frozenset({"for_statement", "while_statement", "for_in_statement", "enhanced_for_statement", "do_statement"})
+# Statements that hold others: a call inside one raises in one of its parts, not in all.
+_COMPOUND = _CONTAINERS | _LOOPS | _SWITCHES | _NESTED | _HANDLERS | _CLAUSES | {"if_statement", "try_statement", "with_statement"}
 
 
 def loop_lines(body: Node) -> list[tuple[int, int]]:
@@ -266,6 +283,9 @@ class _Walk(Generic[Event]):
             return self.attempt(node)
         if kind in _CONTAINERS:
             return self.sequence(node.named_children)
+        if self.exits.raising and self.raises(node):
+            found = self.leaf(node)  # a call in it always raises: the path ends here
+            return None, (found if self.exits.allowed is None else None)
         if not self.has_events(node):
             return (), None
         return self.leaf(node), None
@@ -292,6 +312,8 @@ class _Walk(Generic[Event]):
         body = node.child_by_field_name("body")
         otherwise = [child for child in node.named_children if child.type == "else_clause"]
         heads = [child for child in node.named_children if child is not body and child.type != "else_clause"]
+        if body is not None and self.exits.raising:
+            self.claim_after_raising(body)  # what follows a call that always raises runs in no iteration
         prefix: Path = sum((self.leaf(head) for head in heads), ())
         passing, ending = self.walk(body) if body is not None else ((), None)
         through: Path = prefix + (self.heavier(passing, ()) or ())
@@ -302,6 +324,26 @@ class _Walk(Generic[Event]):
                 ended = self.heavier(ended, through + finished)
             through = self.heavier(through + after if after is not None else None, through) or through
         return through, ended
+
+    def raises(self, node: Node) -> bool:
+        """Whether ``node`` is a simple statement holding a call that always raises."""
+        return node.type not in _COMPOUND and any(first_line(node) <= line <= last_line(node) for line in self.exits.raising)
+
+    def claim_after_raising(self, node: Node) -> None:
+        """Claim (as on no path) the statements that follow, in their block, a statement
+        that always raises, anywhere inside ``node`` (nested functions aside)."""
+        pending = [node]
+        while pending:
+            current = pending.pop()
+            statements = [child for child in current.named_children if child.type not in ("comment", "line_comment", "block_comment")]
+            raised = False
+            for statement in statements:
+                if raised:
+                    self.leaf(statement)
+                elif current.type in _CONTAINERS and self.raises(statement):
+                    raised = True
+                elif statement.type not in _NESTED:
+                    pending.append(statement)
 
     def feasible(self, condition: Node | None) -> bool:
         if condition is None or not self.off:
@@ -318,6 +360,8 @@ class _Walk(Generic[Event]):
         not_none = _NOT_NONE_TEST.fullmatch(head)
         if not_none is not None and none_marker(not_none.group(1)) in self.off:
             return False
+        if any(UNCHANGED + " ".join(term.split()) in self.off for term in _conjuncts(text)):
+            return False  # ``a and self.f != self.snapshot`` with the field unchanged (:mod:`.snapshots`)
         return head not in self.off
 
     def certain(self, condition: Node | None) -> bool:

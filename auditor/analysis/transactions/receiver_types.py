@@ -1,18 +1,22 @@
 """The classes of receivers read from a Python function's text, for :mod:`.receivers`:
-what a local variable holds (its last assignment, ``for`` target or annotation), through
-foreign keys and getters' returns, and class names as written in a file.
+what a local variable holds (its last assignment, ``for`` target or annotation), what a
+module-level name holds (its one assignment at module level, followed through ``from m import
+name``), through foreign keys and getters' returns, and class names as written in a file.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Mapping
 
 from auditor.analysis.entrypoints import is_test_path
 from auditor.callgraph.graph import CallGraph, FunctionRef
 from auditor.callgraph.names import strip_arguments
 from auditor.analysis.transactions.base import FOR_LOOP, SELF_RECEIVERS
 from auditor.analysis.transactions.scanning import IDENTIFIER
+from auditor.analysis.transactions.expressions import SESSION_GET, assigned_expression, depth_of, return_starts, statement_end
+from auditor.analysis.transactions.own_rows import OwnRows
+from auditor.analysis.transactions.module_objects import ModuleObjects
 from auditor.index.model import Definition
 
 GETTER = re.compile(r"^(?:[\w.]*\.)?(?:property|cached_property)$")
@@ -25,17 +29,12 @@ _DJANGO_ROWS = frozenset({"all", "filter", "exclude", "order_by", "select_relate
 # Flask-SQLAlchemy ``M.query`` chains that return one row.
 _QUERY_ROW = frozenset({"first", "first_or_404", "one", "one_or_none", "get", "get_or_404"})
 _GET_OR_404 = re.compile(r"^(?:[\w.]*\.)?(?:get_object_or_404|get_or_404)\(\s*([A-Za-z_][\w.]*)\s*[,)]")
-_SESSION_GET = re.compile(r"^(?:[\w.]*[sS]ession)\.get\(\s*([A-Za-z_][\w.]*)\s*[,)]")
-_ANNOTATION = re.compile(r"[(,]\s*([A-Za-z_]\w*)\s*:\s*['\"]?([A-Za-z_][\w.]*)['\"]?\s*(?=[,)=])")
-_UNPACKED = re.compile(r"^,\s*\w+\s*=(?!=)\s*(.*)")
-_ANNOTATED = re.compile(r"^:[^=]+=(?!=)\s*(.*)")
 _RETURNS = re.compile(r"\)\s*->\s*['\"]?([A-Za-z_][\w.]*)['\"]?\s*:")
 # ``name = models.ForeignKey(`` / ``OneToOneField(`` in a model's class body.
 _RELATION_LINE = re.compile(r"^\s+([A-Za-z_]\w*)\s*(?::[^=]+)?=\s*(?:[\w.]*\.)?(?:ForeignKey|OneToOneField)\((.*)$")
 # The related model: the first positional argument or ``to=``, a name or a string.
 _RELATION_FIRST = re.compile(r"^\s*(?:to\s*=\s*)?(['\"]?)([A-Za-z_][\w.]*)\1\s*(?:[,)]|$)")
 _RELATION_TO = re.compile(r"[(,]\s*to\s*=\s*(['\"]?)([A-Za-z_][\w.]*)\1\s*[,)]")
-_MAX_STATEMENT_LINES = 12
 # ``AUTH_USER_MODEL = "app_label.ModelName"`` in a settings module.
 _USER_MODEL_SETTING = re.compile(r"""^AUTH_USER_MODEL\s*(?::[^=]+)?=\s*['"](\w+)\.(\w+)['"]""", re.MULTILINE)
 REQUEST_USER = (("request", "user"), ("self", "request", "user"))
@@ -56,8 +55,10 @@ class ReceiverTypes:
         """Variables whose class was read through a foreign key or a getter's return."""
         self._relations: dict[FunctionRef, dict[str, FunctionRef]] = {}
         self._members: dict[tuple[FunctionRef, str], FunctionRef | None] = {}
+        self.modules = ModuleObjects(self)
         self._returns: dict[FunctionRef, tuple[FunctionRef | None, bool]] = {}
         self._user_model: tuple[FunctionRef | None] | None = None
+        self.own_rows = OwnRows(graph, indexes, self.text_lines, self.statement)  # :mod:`.own_rows`
 
     def is_property(self, ref: FunctionRef) -> bool:
         definition = self.graph.definition(ref)
@@ -88,40 +89,33 @@ class ReceiverTypes:
                 break
             loop = FOR_LOOP.match(text)
             if loop and loop.group(1) == variable:
-                found = self._class_of_rows(path, loop.group(2))
+                found = self.rows_class(path, loop.group(2))
                 break
         else:
-            signature = " ".join(lines[definition.start_line - 1 : definition.body_start_line])
-            annotations = dict(_ANNOTATION.findall(signature))
-            found = self.class_named(path, annotations[variable]) if variable in annotations else None
+            found = self.modules.unassigned_class(path, definition, variable)
         self._variables[key] = found
         return found
 
     def statement(self, lines: list[str], number: int, start: str) -> str:
         """The assigned expression from ``start`` (on line ``number``) through the line where its
         brackets close."""
-        return self._statement_end(lines, number, start)[0]
-
-    def _statement_end(self, lines: list[str], number: int, start: str) -> tuple[str, int]:
-        """:meth:`_statement` and the number of the line it ends on."""
-        text, depth = start, _depth(start)
-        extra = 0
-        while depth > 0 and extra < _MAX_STATEMENT_LINES and number + extra < len(lines):
-            extra += 1
-            following = lines[number + extra - 1]
-            text += " " + following.strip()
-            depth += _depth(following)
-        return text.strip(), number + extra
+        return statement_end(lines, number, start)[0]
 
     def _class_of_expression(
         self, path: str, caller: Definition, expression: str, unpacked: bool, line: int
     ) -> tuple[FunctionRef | None, bool]:
         """The repository class of what ``expression`` (written at ``line`` in ``caller``)
         evaluates to, and whether it was read through a foreign key or a getter's body."""
-        found = _GET_OR_404.match(expression) or _SESSION_GET.match(expression)
+        found = _GET_OR_404.match(expression) or SESSION_GET.match(expression)
         if found:
             return (None if unpacked else self.class_named(path, found.group(1))), False
         chain = expression.split("#", 1)[0].strip().split(".")
+        if not unpacked and len(chain) == 1 and IDENTIFIER.fullmatch(chain[0]) and chain[0] not in SELF_RECEIVERS:
+            # ``return row`` of a local typed above it (``row = obj_or_404(M.by_id(x)); ...; return row``).
+            return self.variable_class(path, caller, chain[0], line), False
+        passed = None if unpacked else self.own_rows.passed_through(path, expression)
+        if passed is not None:
+            return self._class_of_expression(path, caller, passed, False, line)
         if not unpacked and len(chain) >= 2 and all(IDENTIFIER.fullmatch(part) for part in chain):
             # ``self.invitation.submission``: an attribute chain, read name by name.
             return self._attribute_class(path, caller, chain, line)
@@ -147,7 +141,7 @@ class ReceiverTypes:
         self, path: str, caller: Definition, parts: list[str], line: int
     ) -> tuple[FunctionRef | None, bool]:
         """The class a repository function returns, for a call ``self.m(...)``,
-        ``self.a.m(...)`` or ``f(...)``/``module.f(...)``: see :meth:`_function_returns`."""
+        ``self.a.m(...)`` or ``f(...)``/``module.f(...)``: see :meth:`function_returns`."""
         if parts[0] in SELF_RECEIVERS:
             if caller.parent is None:
                 return None, False
@@ -158,12 +152,15 @@ class ReceiverTypes:
             function = self.graph.class_member(owner, parts[-1]) if owner is not None else None
         else:
             function, followed = self.graph.resolve(path, ".".join(parts)), False
+            owner = self.class_named(path, ".".join(parts[:-1])) if len(parts) >= 2 else None
         if function is None:
             return None, False
-        returned, from_body = self._function_returns(function)
+        if owner is not None and self.own_rows.returns_own_row(function):
+            return owner, True  # ``M.by_id(x)``: a classmethod's row of ``cls``, here ``M``
+        returned, from_body = self.function_returns(function)
         return returned, followed or from_body
 
-    def _function_returns(self, function: FunctionRef) -> tuple[FunctionRef | None, bool]:
+    def function_returns(self, function: FunctionRef) -> tuple[FunctionRef | None, bool]:
         """The class a repository function's return annotation names (``def get_object(self)
         -> Question``), else that of the typed expression its body's single ``return``
         returns (``return get_object_or_404(Invitation, ...)``, ``return self.get_x()``);
@@ -198,7 +195,7 @@ class ReceiverTypes:
         any return's class is unknown, or a bare ``return`` returns None."""
         lines = self.text_lines(path)
         classes: set[FunctionRef] = set()
-        for number, start in _return_starts(lines, definition, getattr(self.indexes.get(path), "definitions", ())):
+        for number, start in return_starts(lines, definition, getattr(self.indexes.get(path), "definitions", ())):
             expression = self.statement(lines, number, start)
             found, _ = self._class_of_expression(path, definition, expression, False, number) if expression else (None, False)
             if found is None:
@@ -221,8 +218,8 @@ class ReceiverTypes:
         first = lines[code[0] - 1].strip()
         if not first.startswith("return "):
             return None
-        statement, end = self._statement_end(lines, code[0], first[len("return ") :])
-        if _depth(statement) != 0 or code[-1] > end:
+        statement, end = statement_end(lines, code[0], first[len("return ") :])
+        if depth_of(statement) != 0 or code[-1] > end:
             return None  # more statements follow, or the brackets never close
         return code[0], statement
 
@@ -274,7 +271,7 @@ class ReceiverTypes:
             if related is None:
                 getter = self.graph.class_member(cls, name)
                 if getter is not None and self.is_property(getter):
-                    related = self._function_returns(getter)[0]
+                    related = self.function_returns(getter)[0]
             self._members[key] = related
         return self._members[key]
 
@@ -321,7 +318,8 @@ class ReceiverTypes:
                 result[match.group(1)] = related
         return result
 
-    def _class_of_rows(self, path: str, expression: str) -> FunctionRef | None:
+    def rows_class(self, path: str, expression: str) -> FunctionRef | None:
+        """The model whose rows ``M.objects.filter(...)`` (``all``, ``exclude``...) yields."""
         parts = strip_arguments(expression).split(".")
         if "objects" not in parts[1:] or parts[-1] not in _DJANGO_ROWS or not all(IDENTIFIER.fullmatch(part) for part in parts):
             return None
@@ -368,19 +366,6 @@ def user_model_of(indexes: Mapping[str, object], texts: Mapping[str, str]) -> Fu
     return chosen[0] if len(chosen) == 1 else None
 
 
-def _return_starts(lines: list[str], definition: Definition, definitions: Iterable[Definition]) -> Iterator[tuple[int, str]]:
-    """``(line, text after return)`` of each ``return`` statement of ``definition``'s own
-    body (not those of the functions and classes nested in it, among ``definitions``)."""
-    nested = [
-        (other.start_line, other.end_line)
-        for other in definitions
-        if definition.start_line < other.start_line <= definition.end_line
-    ]
-    for number in range(definition.body_start_line, min(definition.end_line, len(lines)) + 1):
-        stripped = lines[number - 1].strip()
-        if (stripped == "return" or stripped.startswith("return ")) and not any(start <= number <= end for start, end in nested):
-            yield number, stripped[len("return") :].strip()
-
 
 def _ancestry(graph: CallGraph, cls: FunctionRef) -> set[FunctionRef]:
     """``cls`` and every repository class it derives from."""
@@ -392,27 +377,3 @@ def _ancestry(graph: CallGraph, cls: FunctionRef) -> set[FunctionRef]:
             found.add(item)
             pending.extend(graph.base_classes(item))
     return found
-
-
-def assigned_expression(text: str, variable: str) -> tuple[str, bool] | None:
-    """The right-hand side when ``text`` assigns ``variable`` (``v = ...``, ``v: T = ...``,
-    or ``v, flag = ...`` which is unpacked), else None."""
-    stripped = text.lstrip()
-    if not stripped.startswith(variable):
-        return None
-    rest = stripped[len(variable) :]
-    if rest[:1].isalnum() or rest[:1] == "_":
-        return None
-    rest = rest.lstrip()
-    if rest.startswith("=") and not rest.startswith("=="):
-        return rest[1:].strip(), False
-    for pattern, unpacked in ((_ANNOTATED, False), (_UNPACKED, True)):
-        match = pattern.match(rest)
-        if match:
-            return match.group(1), unpacked
-    return None
-
-
-def _depth(text: str) -> int:
-    """Open minus closed brackets on a line (strings not parsed: an estimate)."""
-    return sum(text.count(char) for char in "([{") - sum(text.count(char) for char in ")]}")

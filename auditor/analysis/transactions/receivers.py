@@ -8,7 +8,13 @@ manager.
   ``x = get_object_or_404(M, ...)``, ``x = session.get(M, ...)``, ``for x in
   M.objects.filter(...)``, ``x = self.get_object()`` (or any repository function) whose
   return annotation is ``-> M`` or whose body is one ``return`` of such an expression
-  (``return get_object_or_404(M, ...)``), or a parameter annotated ``x: M``: then
+  (``return get_object_or_404(M, ...)``, or a local variable holding one), or a classmethod
+  of ``M`` that returns a row of its ``cls`` (``x = M.by_id(k)``: :mod:`.own_rows`), either of
+  these handed through a helper that returns its argument (``x = obj_or_404(M.by_id(k))``), or
+  a parameter annotated ``x: M``, or a module-level name (of the file, or imported from a
+  repository module) that the function does not bind itself, assigned once ``x = M(...)`` or a
+  repository call returning such an object (``x = namespace.add_event_type(...)`` where
+  ``namespace = EventTypeNamespace(...)``): then
   ``x.method(...)`` runs ``M.method`` (or the repository base's) when the repository
   defines it.
 * ``M.objects.method(...)``: the method of the manager or queryset class assigned to
@@ -51,6 +57,7 @@ from dataclasses import dataclass
 from auditor.callgraph.graph import CallGraph, Edge, FunctionRef
 from auditor.callgraph.names import strip_arguments
 from auditor.analysis.transactions.base import SELF_RECEIVERS
+from auditor.analysis.transactions.constructed_names import ConstructedNames
 from auditor.analysis.transactions.framework_facts import builtin_facts
 from auditor.analysis.transactions.languages import traits
 from auditor.analysis.transactions.parameter_classes import ParameterClasses
@@ -99,9 +106,14 @@ class Receivers:
         """The last name of the call each edge stands for (``create`` for a manager's
         ``create()`` that runs the model's ``save``)."""
         self.types = ReceiverTypes(indexes, graph, texts)
+        self.constructed = ConstructedNames(self.types)
         self.passed = ParameterClasses(indexes, graph, self.types)
         self.bindings: dict[Edge, Binding] = {}
         """The parameter and class each edge from a variable built from a parameter runs for."""
+        self.classes: dict[Edge, FunctionRef] = {}
+        """The class (or a subclass of it) of the receiver each edge out of a variable bound
+        once (:meth:`.ConstructedNames.bound_once`), a ``request.user`` or a manager's
+        ``create`` was resolved by: ``self`` has it inside the callee."""
         self._calls: dict[str, dict[str, list[CallSite]]] = {}
         self._managers: dict[FunctionRef, tuple[FunctionRef, ...]] = {}
         self._properties: frozenset[str] | None = None
@@ -128,14 +140,19 @@ class Receivers:
                 target = self.graph.class_member(cls, parts[1]) if cls is not None else None
                 if target is not None and target != ref:
                     followed = (ref.path, definition.qualname, parts[0], call.line) in self.types.followed
-                    found.append(self._edge(ref, target, call, FOLLOWED if followed else ASSIGNED))
+                    edge = self._edge(ref, target, call, FOLLOWED if followed else ASSIGNED)
+                    if self.constructed.bound_once(ref.path, definition, parts[0], call.line):
+                        self.classes[edge] = cls  # type: ignore[assignment]
+                    found.append(edge)
                 elif cls is None:
                     found.extend(self._passed_edges(ref, definition, call, parts[0], parts[1]))
             elif tuple(parts[:-1]) in REQUEST_USER:
                 user = self.types.user_model()
                 target = self.graph.class_member(user, parts[-1]) if user is not None else None
                 if target is not None and target != ref:
-                    found.append(self._edge(ref, target, call, REQUEST_USER_KIND))
+                    edge = self._edge(ref, target, call, REQUEST_USER_KIND)
+                    self.classes[edge] = user  # type: ignore[assignment]
+                    found.append(edge)
         return tuple(sorted(set(found)))
 
     def _passed_edges(self, ref: FunctionRef, definition: Definition, call: CallSite, variable: str, method: str) -> list[Edge]:
@@ -260,7 +277,9 @@ class Receivers:
         if method in _CREATES:
             save = self.graph.class_member(model, "save")
             if save is not None and save != ref:
-                return [self._edge(ref, save, call, CREATED)]
+                edge = self._edge(ref, save, call, CREATED)
+                self.classes[edge] = model  # the manager builds an instance of the model itself
+                return [edge]
         return []
 
     def _manager_classes(self, model: FunctionRef) -> tuple[FunctionRef, ...]:

@@ -13,7 +13,9 @@ path between the two, the second save writes what the first wrote (an ``auto_now
 gets a new time: no partial state either way). A failure between the two leaves the state
 the second would have left.
 
-The previous write is one of: ``x = M.objects.create(...)``; a plain ``x.save()`` (a save
+The previous write is one of: ``x = M.objects.create(...)``; ``x, created =
+M.objects.get_or_create(...)`` or ``update_or_create`` (``x`` holds the row as read or as
+written: django/db/models/query.py ``QuerySet.get_or_create``, ``update_or_create``); a plain ``x.save()`` (a save
 override whose every database effect saves ``self`` whole counts as one); or a call
 ``x.m(...)`` into a method whose every database effect is a plain ``self.save()`` and whose
 body never mentions ``self`` again after its last save (``self._recreate_search_captions()``,
@@ -43,6 +45,11 @@ from auditor.analysis.transactions.scanning import python_code
 
 _PLAIN_SAVE = re.compile(r"^\s*(?:return\s+)?([A-Za-z_][\w.]*)\.save\(\s*\)\s*(?:#.*)?$")
 _CREATED = re.compile(r"^\s*([A-Za-z_]\w*)\s*=\s*[A-Z]\w*\.objects\.create\(")
+# ``x, created = M.objects.get_or_create(...)`` (or update_or_create): ``x`` is the row as
+# read, or as just created or saved (django/db/models/query.py ``QuerySet.get_or_create``
+# returns ``self.get(**kwargs)`` or ``self.create(**params)``; ``update_or_create`` saves the
+# object it returns): its fields in memory are the row's.
+_GOT_OR_CREATED = re.compile(r"^\s*([A-Za-z_]\w*)\s*,\s*[A-Za-z_]\w*\s*=\s*[A-Z]\w*\.objects\.(?:get_or_create|update_or_create)\(")
 _SUPER_SAVE = re.compile(r"^\s*(?:return\s+)?super\([^)]*\)\.save\(")
 # ``update_fields`` given anything but the override's own parameter: a partial save.
 _NARROWED = re.compile(r"\bupdate_fields\s*=\s*(?!update_fields\b)")
@@ -110,6 +117,8 @@ def _saved_or_created(step: Step, facts: FileFacts, graph: CallGraph, all_facts:
     if step.callee is None:
         if step.effects == (Effect.WRITE,) and (created := _CREATED.match(text)) is not None and "create(...)" in step.text:
             return created.group(1)
+        if step.effects in {(Effect.WRITE,), (Effect.UPSERT,)} and (got := _GOT_OR_CREATED.match(text)) is not None and "create(...)" in step.text:
+            return got.group(1)
         return _repeated_save(step, facts, graph, all_facts)
     called = _METHOD_CALL.match(text)
     if called is None or called.group(2) != step.callee.qualname.rsplit(".", 1)[-1] or not DOTTED.match(called.group(1)):

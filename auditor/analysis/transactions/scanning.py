@@ -27,6 +27,10 @@ _TEMPLATE_QUOTE = "`"
 _PYTHON_STRING = re.compile(r"([rbfu]{0,2})(['\"])(?:\\.|(?!\2).)*\2", re.IGNORECASE)
 
 
+_UNPACKED = re.compile(r"^,\s*\w+\s*=(?!=)\s*(.*)")
+_ANNOTATED = re.compile(r"^:[^=]+=(?!=)\s*(.*)")
+
+
 def python_code(line: str) -> str:
     """A Python line without its one-line string literals' contents and its comment."""
     return re.sub(r"#.*$", "", _PYTHON_STRING.sub('""', line))

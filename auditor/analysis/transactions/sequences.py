@@ -31,6 +31,8 @@ from auditor.analysis.transactions.arguments import Arguments
 from auditor.analysis.transactions.base import Effect
 from auditor.analysis.transactions.boundaries import Boundaries
 from auditor.analysis.transactions.chain_receivers import ChainReceivers
+from auditor.analysis.transactions.receivers import CREATED
+from auditor.analysis.transactions.snapshots import Snapshots
 from auditor.analysis.transactions.dispatch import OVERRIDE, class_of
 from auditor.analysis.transactions.ensured_rows import EnsuredRows
 from auditor.analysis.transactions.facts import FileFacts, enclosing_of
@@ -54,13 +56,16 @@ from auditor.analysis.transactions.grading import (
 )
 from auditor.analysis.transactions.languages import traits
 from auditor.analysis.transactions.memo import Memos, once_per_key
+from auditor.analysis.transactions.missing_methods import MissingMethods
 from auditor.analysis.transactions.paths import Body
 from auditor.analysis.transactions.reach import Reach
+from auditor.analysis.transactions.read_commits import NOTHING, flushes_through, reads_only_before
 from auditor.analysis.transactions.registry_rows import RegistryRows
 from auditor.analysis.transactions.repeated_saves import without_repeated_saves
 from auditor.analysis.transactions.saved_rows import SavedRows
 from auditor.analysis.transactions.scanning import call_text
 from auditor.analysis.transactions.session_scopes import SessionScopes
+from auditor.analysis.transactions.store_clients import StoreClients
 from auditor.analysis.transactions.stored_flags import Known, StoredFlags
 from auditor.analysis.transactions.throwaway import memory_names, unbound_names
 from auditor.index.model import CallSite
@@ -89,25 +94,21 @@ class Sequences:
         self.reach = reach
         self.boundaries = boundaries
         self.arguments = arguments
-        self.scopes = SessionScopes(graph, facts, reach)
-        """Which ``with scope() as session:`` calls only commit a read-only block."""
-        self.saved_rows = SavedRows(graph)
-        """The key under which a save counts once on its path (:mod:`.saved_rows`)."""
-        self.memos = Memos(graph, facts, arguments)
-        """Which calls go into a helper memoized on an object (:mod:`.memo`)."""
-        self.flags = StoredFlags(graph, facts, reach, arguments, self.memos.tree)
-        """Which false parameters a method stores on ``self`` (:mod:`.stored_flags`)."""
-        self.registry = RegistryRows(graph, facts, reach, arguments)
-        """Which effects are registry rows, set aside (:mod:`.registry_rows`)."""
-        self.ensured = EnsuredRows(graph, facts, self.registry, reach)
-        """Which helpers only ensure a constant row's constant state (:mod:`.ensured_rows`)."""
-        self.receivers = ChainReceivers(reach)
-        """The class ``self`` has along a chain, and the dispatch it runs (:mod:`.chain_receivers`)."""
+        self.scopes = SessionScopes(graph, facts, reach)  # scopes that only commit a read-only block
+        self.saved_rows = SavedRows(graph)  # the key under which a save counts once on its path
+        self.memos = Memos(graph, facts, arguments)  # which calls go into a helper memoized on an object
+        self.flags = StoredFlags(graph, facts, reach, arguments, self.memos.tree)  # which false parameters a method stores on self
+        self.registry = RegistryRows(graph, facts, reach, arguments)  # which effects are registry rows, set aside
+        self.ensured = EnsuredRows(graph, facts, self.registry, reach)  # helpers that only ensure a constant row
+        self.clients = StoreClients(graph, facts)  # search-index and key-value clients
+        self.receivers = ChainReceivers(reach)  # the class ``self`` has along a chain, and its dispatch
+        self.snapshots = Snapshots(graph, facts)  # which "changed since built" tests a call leaves false
+        self.missing = MissingMethods(graph, facts, reach.dispatch.receivers)  # calls that always raise
         self._paths: dict[tuple[FunctionRef, frozenset[str], FunctionRef | None, Bound], tuple[Step, ...]] = {}
         self._active: set[tuple[FunctionRef, FunctionRef | None]] = set()
         self._bodies: dict[FunctionRef, Body] = {}
+        # On which return values a function's effects happen (for calls that decide a return).
         self.outcomes = outcomes.Outcomes(graph, facts, lambda ref: self._body(ref, facts.get(ref.path)))
-        """On which return values a function's effects happen (for calls that decide a return)."""
 
     def path_of(
         self, ref: FunctionRef, off: frozenset[str] = frozenset(), depth: int = 0, receiver: FunctionRef | None = None,
@@ -145,8 +146,13 @@ class Sequences:
         if not trail:
             return frozenset()
         edge = trail[-1]
-        off = self.arguments.off(edge.callee, self.reach.call_for(edge), caller=edge.caller)
-        return off | {paths.EXISTING_ROW} if _saves_existing_row(self.facts, edge) else off
+        call = self.reach.call_for(edge)
+        return self.arguments.off(edge.callee, call, caller=edge.caller) | self._row_known(edge, call)
+
+    def _row_known(self, edge: Edge, call: CallSite | None) -> frozenset[str]:
+        """What the call behind ``edge`` makes known of the object it saves (:meth:`.Snapshots.row_known`)."""
+        created = self.reach.dispatch.kinds.get(edge) == CREATED and self.reach.dispatch.stands_for(edge) in _BUILDS_NEW
+        return self.snapshots.row_known(edge, call, _saves_existing_row(self.facts, edge), created)
 
     def narrowing(self, edge: Edge) -> frozenset[str]:
         """What is known false in ``edge.callee`` from its caller's call that decides which
@@ -176,6 +182,7 @@ class Sequences:
         calls: dict[int, Step] = {}
         stepped: dict[int, list[Edge]] = defaultdict(list)  # the edges behind ``calls``, by line
         overrides: dict[int, dict[FunctionRef, Step]] = defaultdict(dict)
+        silent: dict[int, set[FunctionRef]] = defaultdict(set)  # overrides whose path has no effect
         for line, edges in sorted(by_line.items()):
             for edge in edges:
                 if not self.receivers.serializer_feasible(edge, receiver):
@@ -183,9 +190,11 @@ class Sequences:
                 if not self.reach.framework.serializer_edges.instance_feasible(edge, off):
                     continue  # a save without an instance on this path runs create, never update
                 step = self._edge_step(edge, off, depth, receiver, stored=stored)
+                dispatched = edge.approximate and self.reach.dispatch.kinds.get(edge) == OVERRIDE
                 if step is None:
+                    silent[line].update([class_of(edge.callee)] if dispatched else [])
                     continue
-                if edge.approximate and self.reach.dispatch.kinds.get(edge) == OVERRIDE:
+                if dispatched:
                     overrides[line][edge.callee] = step
                     continue
                 stepped[line].append(edge)
@@ -197,7 +206,7 @@ class Sequences:
             body = self._body(ref, facts)
             decided = self._decided(body, stepped, overrides, off, depth, receiver, stored)
         heaviest: tuple[Step, ...] = ()
-        for chosen in _override_variants(self.reach, ref, overrides, receiver):
+        for chosen in _override_variants(self.reach, ref, overrides, receiver, silent):
             # A self-call the chosen override runs counts through that override, never
             # also as its own effect (one ``self.save()``, one write).
             dispatched = frozenset((line, step.callee.qualname.rsplit(".", 1)[-1]) for line, step in chosen.items() if step.callee is not None)
@@ -238,16 +247,17 @@ class Sequences:
                 body = self._body(ref, facts)
             node, source, offset = body
             shifted = {line - offset: found for line, found in variant.items()}
+            raising = frozenset(line - offset for line in self.missing.raising_lines(ref))
             found = ()
             for exits in self.outcomes.exits(ref, body, outcomes.required(off)):
-                exits = replace(exits, cut=cut) if cut else exits
+                exits = replace(exits, cut=cut or exits.cut, raising=raising) if cut or raising else exits
                 for walked_off in _row_cases(off | frozenset(stored), source[node.start_byte : node.end_byte] if node is not None else b""):
                     walk = saved_once(once_per_key(tuple(paths.heaviest_path(node, source, shifted, weight, walked_off, caught, exits))))
                     found = walk if sum(map(weight, walk)) > sum(map(weight, found)) else found
         if body is not None and body[0] is not None:
             found = _marked_in_loops(found, body)
         if facts is not None:
-            found = _without_idle_commits(found, facts, body, lambda step: handed_back(self.graph, self.arguments, facts, step))
+            found = _without_idle_commits(found, facts, body, lambda step: handed_back(self.graph, self.arguments, facts, step), lambda ref, line: _quiet_before(self.graph, self.facts, ref, line))
             found = without_repeated_saves(found, facts, body, self.graph, self.facts, ref)
             found = self.ensured.without_repeats(found, facts, body)
         return found, body
@@ -288,9 +298,10 @@ class Sequences:
         if facts is None:
             return events
         enclosing = enclosing_of(ref)
+        definition = self.graph.definition(ref)
         exact_calls = {(edge.line, edge.callee.qualname.rsplit(".", 1)[-1]) for edge in self.graph.callees(ref) if not edge.approximate}
         exact_calls |= {(edge.line, name) for edge in self.reach.callees(ref) if (name := self.reach.dispatch.stands_for(edge)) is not None and self.reach.dispatch.binding(edge) is None}
-        exact_calls |= self._framework_stood_for(ref, off)
+        exact_calls |= _framework_stood_for(self.reach, ref, off)
         exact_calls |= dispatched
         for site in facts.sites.get(ref, ()):
             call = site.call
@@ -298,22 +309,16 @@ class Sequences:
                 continue
             if throwaway and call.callee.split(".", 1)[0] in throwaway:
                 continue  # written to an in-memory database: nothing persists
+            if site.effect in DB_EFFECTS and "." in call.callee and self.clients.is_client(ref.path, definition, call.callee.split(".", 1)[0], call.line):
+                continue  # a search index's or key-value store's call: no database write
             if site.effect in DB_EFFECTS and self.registry.sets_aside_site(ref, site, call_text(call, facts.line_text(call.line))):
                 continue  # the same constant row on every call: no business write
             # The same row saved again on one path counts once (``saved_once`` on the walk).
             saved_row = self.saved_rows.key(ref, facts, call) if call.name == "save" and site.effect in (Effect.WRITE, Effect.UPDATE) else None
             text = call_text(call, facts.line_text(call.line))
-            events[call.line].append(Step(call.line, text, (site.effect,), subject=subject_of(call, site.orm), saved_row=saved_row))
+            reads = site.effect is Effect.COMMIT and definition is not None and reads_only_before(facts.lines, definition.body_start_line, call.line)
+            events[call.line].append(Step(call.line, text, (site.effect,), subject=subject_of(call, site.orm), saved_row=saved_row, reads_before=reads))
         return events
-
-    def _framework_stood_for(self, ref: FunctionRef, off: frozenset[str]) -> set[tuple[int, str]]:
-        """The ``(line, name)`` of the calls in ``ref`` a framework edge that may run on a
-        path whose known-false set is ``off`` stands for: a hand-built save whose instance is
-        not ``None`` there keeps its own effect when its ``update`` runs DRF's
-        ``super().update(...)``, even though its ``create`` edge would stand for the call."""
-        framework = self.reach.framework
-        feasible = (edge for edge in framework.edges(ref) if framework.serializer_edges.instance_feasible(edge, off))
-        return {(edge.line, name) for edge in feasible if (name := framework.stands_for(edge)) is not None}
 
     def _edge_step(
         self, edge: Edge, off: frozenset[str], depth: int, receiver: FunctionRef | None = None, returns: str | None = None,
@@ -332,8 +337,7 @@ class Sequences:
             return None
         if self.registry.sets_aside_call(edge, call):
             return None  # the same constant row on every call: no business write
-        if _saves_existing_row(self.facts, edge):
-            inner_off = inner_off | {paths.EXISTING_ROW}  # its "new object only" arms do not run
+        inner_off = inner_off | self._row_known(edge, call)
         if returns is not None:
             inner_off = inner_off | {returns}
         bound = bound_at(self.reach, edge, call)
@@ -373,6 +377,16 @@ class Sequences:
             found = self._bodies[ref] = _parsed_body(self.graph, ref, facts)
         return found
 
+def _framework_stood_for(reach: Reach, ref: FunctionRef, off: frozenset[str]) -> set[tuple[int, str]]:
+    """The ``(line, name)`` of the calls in ``ref`` a framework edge that may run on a
+    path whose known-false set is ``off`` stands for: a hand-built save whose instance is
+    not ``None`` there keeps its own effect when its ``update`` runs DRF's
+    ``super().update(...)``, even though its ``create`` edge would stand for the call."""
+    framework = reach.framework
+    feasible = (edge for edge in framework.edges(ref) if framework.serializer_edges.instance_feasible(edge, off))
+    return {(edge.line, name) for edge in feasible if (name := framework.stands_for(edge)) is not None}
+
+
 def _parsed_body(graph: CallGraph, ref: FunctionRef, facts: FileFacts | None) -> Body:
     """The function's body node, the source it was parsed from and the number of lines
     before that source. A Python function is parsed on its own (dedented): most files
@@ -398,8 +412,17 @@ def _parsed_body(graph: CallGraph, ref: FunctionRef, facts: FileFacts | None) ->
     return paths.function_body(facts.tree, definition.start_line, definition.end_line), facts.source, 0
 
 
+def _quiet_before(graph: CallGraph, facts: Mapping[str, FileFacts], ref: FunctionRef, line: int) -> bool:
+    """Whether nothing of ``ref``'s body above ``line`` may stage session work: only blank
+    lines, comments, a docstring and ``try:`` (:func:`.read_commits.reads_only_before`)."""
+    definition = graph.definition(ref)
+    found = facts.get(ref.path)
+    return definition is not None and found is not None and reads_only_before(found.lines, definition.body_start_line, line, NOTHING)
+
+
 def _override_variants(
-    reach: Reach, ref: FunctionRef, overrides: Mapping[int, Mapping[FunctionRef, Step]], receiver: FunctionRef | None = None
+    reach: Reach, ref: FunctionRef, overrides: Mapping[int, Mapping[FunctionRef, Step]], receiver: FunctionRef | None = None,
+    silent: Mapping[int, set[FunctionRef]] | None = None,
 ) -> list[dict[int, Step]]:
     """The overrides one concrete class runs at each dispatching line, per class that
     defines one (nearest definition in its lineage), plus the base's own (none): the
@@ -407,7 +430,10 @@ def _override_variants(
     overrides ``ref`` itself enters it only through its own override (``super()``,
     perhaps inside a transaction): its variant is that override's to count. With a
     known ``receiver`` class, its variant (its own override or its nearest base's) and
-    those of its subclasses, never a sibling's."""
+    those of its subclasses, never a sibling's. An override with no effect on its path
+    (``silent``, by line) still hides its bases' from its class: a class runs the nearest
+    definition in its MRO, even one that writes nothing (kolibri's ``AttemptLog.infer_dataset``
+    reads a cached id where its base ``BaseLogModel``'s may create the default facility)."""
     if not overrides:
         return [{}]
     dispatch = reach.dispatch
@@ -426,9 +452,10 @@ def _override_variants(
         lineage = dispatch.lineage(cls)
         chosen: dict[int, Step] = {}
         for line, by_class in by_line.items():
-            nearest = next((by_class[item] for item in lineage if item in by_class), None)
-            if nearest is not None:
-                chosen[line] = nearest
+            quiet = silent.get(line, set()) if silent is not None else set()
+            owner = next((item for item in lineage if item in by_class or item in quiet), None)
+            if owner is not None and owner in by_class:
+                chosen[line] = by_class[owner]
         key = tuple(sorted((line, step.callee) for line, step in chosen.items() if step.callee is not None))
         if key not in seen:
             seen.add(key)
@@ -453,6 +480,12 @@ def _saves_assigned(facts: Mapping[str, FileFacts], edge: Edge, target: str | No
     assigned = re.compile(rf"^\s*{re.escape(target)}\.\w+\s*=(?!=)")
     lines = (caller_facts.line_text(line) for line in range(edge.line - 1, max(edge.line - 1 - _ASSIGNED_BEFORE, 0), -1))
     return any(assigned.match(text) for text in lines)
+
+
+# Manager calls whose save is of an instance they just built (django/db/models/query.py
+# ``QuerySet.create``: ``obj = self.model(**kwargs)``; ``get_or_create`` saves only through
+# ``create``; django/contrib/auth/models.py ``UserManager._create_user``: ``user = self.model(...)``).
+_BUILDS_NEW = frozenset({"create", "get_or_create", "create_user", "create_superuser"})
 
 
 def _saves_existing_row(facts: Mapping[str, FileFacts], edge: Edge) -> bool:
@@ -494,7 +527,8 @@ def _row_cases(off: frozenset[str], source: bytes) -> tuple[frozenset[str], ...]
 
 
 def _without_idle_commits(
-    steps: tuple[Step, ...], facts: FileFacts, body: Body | None = None, committed: Callable[[Step], str | None] = lambda step: None
+    steps: tuple[Step, ...], facts: FileFacts, body: Body | None = None, committed: Callable[[Step], str | None] = lambda step: None,
+    quiet_before: Callable[[FunctionRef, int], bool] = lambda ref, line: False,
 ) -> tuple[Step, ...]:
     """``steps`` less each direct commit with nothing pending since the commit just before
     it on the path: no call, assignment or other statement between the two (a callee that
@@ -509,8 +543,7 @@ def _without_idle_commits(
         previous = kept[-1] if kept else None
         idle = (
             previous is not None
-            and step.callee is None
-            and step.effects == (Effect.COMMIT,)
+            and ((step.callee is None and step.effects == (Effect.COMMIT,)) or (step.callee is not None and flushes_through(step, quiet_before)))
             and previous.effects[-1] is Effect.COMMIT
             and previous.line < step.line
             and not _pending_between(previous.line, step.line, facts, node, offset, committed(previous))

@@ -20,26 +20,39 @@ from auditor.analysis.transactions.facts import FileFacts
 _RETURN = re.compile(r"^\s*return\b")
 _RETURNED_NAME = re.compile(r"^\s*return\s+([A-Za-z_][\w.]*)\s*(?:#.*)?$")
 _RETURNED_SUPER = re.compile(r"^\s*return\s+super\(\)\.get_serializer_class\(\)\s*(?:#.*)?$")
+_RETURNED_ATTRIBUTE = re.compile(r"^\s*return\s+self\.serializer_class\s*(?:#.*)?$")
 
 
 def getter_names_all(graph: CallGraph, facts: Mapping[str, FileFacts], getter: FunctionRef | None) -> bool:
     """Whether every ``return`` of a view's ``get_serializer_class`` (None: it has none)
-    is a class name the graph resolves or ``super().get_serializer_class()``: then the
-    classes it names, with ``serializer_class``, are all it may return."""
+    is a class name the graph resolves, ``super().get_serializer_class()`` or
+    ``self.serializer_class`` (what DRF's own returns: rest_framework/generics.py,
+    ``GenericAPIView.get_serializer_class``), or a library's class imported by name (a
+    fallback ``return Serializer``: its ``save`` runs the library's ``create``/``update``,
+    none of the project's): then the classes it names, with ``serializer_class``, are all
+    the project's it may return."""
     definition = graph.definition(getter) if getter is not None else None
     file_facts = facts.get(getter.path) if getter is not None else None
     if getter is None or definition is None or file_facts is None:
         return getter is None
     for line in range(definition.start_line, definition.end_line + 1):
         text = file_facts.line_text(line)
-        if not _RETURN.match(text) or _RETURNED_SUPER.match(text):
+        if not _RETURN.match(text) or _RETURNED_SUPER.match(text) or _RETURNED_ATTRIBUTE.match(text):
             continue
         named = _RETURNED_NAME.match(text)
         ref = graph.resolve(getter.path, named.group(1)) if named else None
         found = graph.definition(ref) if ref is not None else None
+        if named and ref is None and _imported(file_facts, named.group(1)):
+            continue  # a library's class: no project create/update behind its save
         if found is None or found.kind != "class":
             return False
     return True
+
+
+def _imported(facts: FileFacts, name: str) -> bool:
+    """Whether ``name`` (its first part) is bound by a ``from module import name`` of the file."""
+    head = name.split(".", 1)[0]
+    return any(item.name is not None and (item.alias or item.name) == head for item in facts.index.imports)
 
 
 def bindings(graph: CallGraph, facts: FileFacts, function: FunctionRef, name: str) -> int:

@@ -26,7 +26,7 @@ Inputs: the edges :class:`~.framework_calls.FrameworkCalls` makes. Output:
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 
 from auditor.callgraph.graph import CallGraph, Edge, FunctionRef
@@ -54,6 +54,7 @@ class SerializerEdges:
     def __init__(self, graph: CallGraph) -> None:
         self.graph = graph
         self._saves_for: dict[Edge, set[FunctionRef]] = defaultdict(set)
+        self._saves_by_view: dict[Edge, dict[FunctionRef | None, set[FunctionRef]]] = defaultdict(lambda: defaultdict(set))
         self._runs_for: dict[Edge, set[FunctionRef]] = defaultdict(set)
         self._open: set[Edge] = set()
         self._conditions: dict[Edge, set[InstanceCondition | None]] = defaultdict(set)
@@ -73,10 +74,13 @@ class SerializerEdges:
                 found[callee].add(serializer)
         return dict(found)
 
-    def record(self, edge: Edge, serializers: Collection[FunctionRef], method: str | None, complete: bool = True) -> bool:
+    def record(
+        self, edge: Edge, serializers: Collection[FunctionRef], method: str | None, complete: bool = True, view: FunctionRef | None = None
+    ) -> bool:
         """Record the serializer classes a framework edge is for: a save into a serializer
-        that runs ``method`` for ``serializers`` (not ``complete``: perhaps for others too, so
-        the edge carries none, :meth:`saves_for`), or (``method`` None) a serializer's ``save``
+        that runs ``method`` for ``serializers`` (when the save is a view hook's, for the
+        ``view`` class whose serializer classes they are; not ``complete``: perhaps for others
+        too, so the edge carries none, :meth:`saves_for`), or (``method`` None) a serializer's ``save``
         into the ``create``/``update`` of ``serializers`` (none: another edge). Whether the
         edge stands for its call even though its callee calls ``super()`` (:meth:`through_save`,
         over every class recorded for it so far)."""
@@ -87,6 +91,7 @@ class SerializerEdges:
         if not complete:
             self._open.add(edge)
         self._saves_for[edge].update(serializers)
+        self._saves_by_view[edge][view].update(serializers)
         return self.through_save(edge.callee, self._saves_for[edge], method)
 
     def condition(self, edge: Edge, condition: InstanceCondition | None) -> None:
@@ -111,12 +116,23 @@ class SerializerEdges:
         parameters = self._instance_parameters.get(ref)
         return frozenset(none_marker(parameter) for parameter in parameters if none_marker(parameter) in off) if parameters else frozenset()
 
-    def saves_for(self, edge: Edge) -> tuple[FunctionRef, ...]:
+    def saves_for(self, edge: Edge, below: Callable[[FunctionRef], bool] | None = None) -> tuple[FunctionRef, ...]:
         """The serializer classes an edge into a serializer saves through, sorted (a view
         hook's ``serializer.save()`` with the view's ``serializer_class``, a hand-built
         serializer's ``save()``); empty for another edge and for an open one, whose classes
-        may be incomplete (:meth:`record`)."""
-        return () if edge in self._open else tuple(sorted(self._saves_for.get(edge, ())))
+        may be incomplete (:meth:`record`). A hook shared by several views (a mixin's
+        ``perform_create``) saves through the classes of the views ``below`` admits (those
+        ``self`` may be along the chain), when it admits one: each view's
+        ``self.get_serializer()`` builds its own class (rest_framework/generics.py,
+        ``GenericAPIView.get_serializer``)."""
+        if edge in self._open:
+            return ()
+        by_view = self._saves_by_view.get(edge, {})
+        if below is not None:
+            chosen = {cls for view, classes in by_view.items() if view is None or below(view) for cls in classes}
+            if any(view is not None and below(view) for view in by_view):
+                return tuple(sorted(chosen))
+        return tuple(sorted(self._saves_for.get(edge, ())))
 
     def runs_for(self, edge: Edge) -> tuple[FunctionRef, ...]:
         """The serializer classes whose ``save`` runs the ``create``/``update`` an edge out

@@ -27,8 +27,9 @@ function, and that function reaches no effect site (:meth:`~.reach.Reach.reaches
 and neither it nor anything it reaches (every edge followed) makes a session write call or a
 call that does not resolve; no use of the session; no attribute or item set on an object the
 session may hold, and every call handed such an object resolves to code that changes none
-either. A call that does not resolve (a logger's, a plugin's hook) may stage something the
-exit commit writes: the scope's commit is then a second commit. The
+either. A call that does not resolve (a plugin's hook) may stage something the exit commit
+writes: the scope's commit is then a second commit. A standard ``logging`` call
+(:mod:`.logging_calls`) handed no object the session may hold stages nothing. The
 objects the session may hold are those read through it (``row = session.get(...)``, and
 what is read from them), those handed to ``session.add/add_all/delete``, and those handed
 to a call together with one it holds (a relationship's save-update cascade attaches them).
@@ -47,6 +48,7 @@ from collections.abc import Callable, Mapping
 from auditor.callgraph.graph import CallGraph, Edge, FunctionRef
 from auditor.index.model import Definition
 from auditor.analysis.transactions.facts import FileFacts, enclosing_of
+from auditor.analysis.transactions.logging_calls import is_logging_call, is_string_literal_call, logging_names
 from auditor.analysis.transactions.reach import Reach
 from auditor.analysis.transactions.scanning import python_code
 
@@ -88,6 +90,7 @@ class SessionScopes:
         self._work: dict[tuple[FunctionRef, bool], bool] = {}
         self._changes: dict[FunctionRef, bool] = {}
         self._inert_refs: dict[FunctionRef, bool] = {}
+        self._loggers: dict[str, frozenset[str]] = {}
         self._work_calls = re.compile(rf"\.(?:{'|'.join(_SESSION_WORK)})\s*\(")
 
     def idle(self, edge: Edge) -> bool:
@@ -172,12 +175,33 @@ class SessionScopes:
 
     def _calls_inert(self, facts: FileFacts, caller: FunctionRef, wanted: set[int]) -> bool:
         """Whether the lines ``wanted`` of ``caller`` hold no effect site and every call on
-        them resolves (a graph, framework or dispatch edge of the call's name on its line)."""
+        them resolves (a graph, framework or dispatch edge of the call's name on its line)
+        or emits a standard ``logging`` record or is a string literal's method
+        (:mod:`.logging_calls`: it changes nothing it is handed; what it is handed is
+        :meth:`_may_change`'s to check)."""
         if any(site.call.line in wanted for site in facts.sites.get(caller, ())):
             return False
         resolved = {(edge.line, edge.callee.qualname.rsplit(".", 1)[-1]) for edge in self.reach.callees(caller) if edge.line in wanted}
         enclosing = enclosing_of(caller)
-        return all((call.line, call.name) in resolved for call in facts.index.calls if call.line in wanted and call.enclosing == enclosing)
+        loggers = self._logging_names(facts, caller)
+        return all(
+            (call.line, call.name) in resolved or is_logging_call(call.callee, loggers) or is_string_literal_call(call.callee)
+            for call in facts.index.calls
+            if call.line in wanted and call.enclosing == enclosing
+        )
+
+    def _logging_names(self, facts: FileFacts, caller: FunctionRef) -> frozenset[str]:
+        """The module's ``logging`` names (:func:`.logging_names`) that ``caller`` does not
+        bind itself (a local ``logger = ...`` may be anything)."""
+        path = caller.path
+        if path not in self._loggers:
+            self._loggers[path] = logging_names(facts.lines, facts.index.imports)
+        names = self._loggers[path]
+        definition = self.graph.definition(caller)
+        if not names or definition is None:
+            return frozenset()
+        body = " ".join(facts.line_text(line) for line in range(definition.start_line, definition.end_line + 1))
+        return frozenset(name for name in names if not re.search(rf"(?<![\w.]){re.escape(name)}\s*(?::[^=\n]+)?=(?!=)|\b(?:as|for|global|nonlocal|def|import)\s+{re.escape(name)}\b", body))
 
     def _inert(self, ref: FunctionRef) -> bool:
         """Whether ``ref`` provably changes no session: it reaches no effect site

@@ -255,3 +255,26 @@ def test_explain_says_where_a_covered_views_transaction_comes_from(rule: Rule):
     found = explain(AnalysisInputs(indexes, texts, rule), "hotel/views.py", "book")
     boundaries = [text for path in found.entry_paths for text in path.boundaries]
     assert boundaries == ["Django runs the view book in a transaction (ATOMIC_REQUESTS of DATABASES['default'] in hotel/settings.py)"]
+
+
+def test_a_flask_method_view_is_named_as_flask_and_no_django_setting_covers_it(rule: Rule):
+    # flask/views.py MethodView dispatches to the method named by the request's verb; Django's
+    # ATOMIC_REQUESTS (a project that ships both) wraps Django views only
+    files = {
+        "portal/views.py": """
+            from flask.views import MethodView
+            from .model import Session, Config
+
+            class ResetConfigView(MethodView):
+                def post(self):
+                    Session.add(Config(key="a"))
+                    Session.commit()
+                    Session.add(Config(key="b"))
+                    Session.commit()
+            """,
+        "portal/model.py": "class Config:\n    pass\n\n\nclass Session:\n    pass\n",
+        "portal/settings.py": 'DATABASES = {"default": {"ATOMIC_REQUESTS": True}}\n',
+    }
+    finding = reported(analyze_source(files, rule))[("portal/views.py", "ResetConfigView.post")]
+    assert finding.chain[0].note.startswith("entry point: flask class-based view")
+    assert "ATOMIC_REQUESTS" not in finding.explanation

@@ -5,7 +5,7 @@
   write (sqlalchemy/orm/session.py ``Session.commit`` flushes what is pending, and
   ``Session.merge`` leaves its argument "un-associated with the Session"). Only calls that
   resolve to code reaching no effect and making no session call may follow that commit; an
-  unresolved call (kolibri's ``Storage.schedule`` logs and runs hooks) may stage a write.
+  unresolved call (kolibri's ``Storage.schedule`` runs its plugins' hooks) may stage a write.
 * A Django ``x.save()`` right after ``x = M.objects.create(...)`` or a save of ``x``, with
   nothing done to ``x`` in between, writes the same row with the same values again
   (django/db/models/base.py ``Model.save`` -> ``_save_table``; django/db/models/query.py
@@ -174,7 +174,7 @@ SAVES = {
         """,
     "photos/tasks.py": """
         from celery import shared_task
-        from .models import Job, Photo
+        from .models import Entry, Job, Photo
 
         @shared_task
         def create_job(user, kind):
@@ -202,6 +202,18 @@ SAVES = {
             other = job
             other.state = "running"
             job.save()
+
+        @shared_task
+        def add_to_playlist(playlist, media):
+            entry, created = Entry.objects.get_or_create(playlist=playlist, media=media)
+            entry.save()
+            return created
+
+        @shared_task
+        def add_to_playlist_changed(playlist, media):
+            entry, created = Entry.objects.get_or_create(playlist=playlist, media=media)
+            entry.ordering = 1
+            entry.save()
 
         @shared_task
         def revoke(job_id):
@@ -409,8 +421,8 @@ def test_a_scope_whose_block_commits_last_commits_nothing_more(rule: Rule):
     # merge, an explicit commit, then only a call into code that reaches no effect, makes no
     # session call and no unresolved call: the scope's commit at exit commits nothing more
     assert ("jobs/storage.py", "Storage.schedule_quiet") not in found
-    # a call after the explicit commit that does not resolve (``logger.error``, and
-    # ``hook.schedule`` below ``_run_hooks``) may stage something: the exit commit is a second
+    # a call after the explicit commit that does not resolve (``hook.schedule`` below
+    # ``_run_hooks``, handed the row) may stage something: the exit commit is a second
     assert effects(found, ("jobs/storage.py", "Storage.schedule")) == ["commit", "commit"]
     assert found[("jobs/storage.py", "Storage.schedule")].severity == "high"
     # an attribute set on the loaded row after the explicit commit: the scope's commit writes it
@@ -428,6 +440,10 @@ def test_a_save_of_an_unchanged_object_is_not_a_second_write(rule: Rule):
     assert effects(found, ("photos/tasks.py", "create_job_passed")) == ["write", "write"]
     # a change through another name bound to the object
     assert effects(found, ("photos/tasks.py", "create_job_aliased")) == ["write", "write"]
+    # get_or_create leaves its object as the row holds it (QuerySet.get_or_create returns
+    # get() or create()): saving it unchanged writes nothing new; a field set in between does
+    assert effects(found, ("photos/tasks.py", "add_to_playlist")) == ["upsert or link"]
+    assert effects(found, ("photos/tasks.py", "add_to_playlist_changed")) == ["upsert or link", "write"]
     # a save narrowed by update_fields leaves the state set before it for the next save
     assert len(effects(found, ("photos/tasks.py", "revoke"))) == 2
     # generate's second save is dropped; generate_changed (caption set again) and

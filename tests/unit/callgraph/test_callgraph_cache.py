@@ -333,3 +333,21 @@ def test_surface_digests_of_another_code_or_damaged_are_computed_again(tmp_path:
     rebuilt = cache.build(edited)
     assert sorted(digested) == sorted(edited)
     assert rebuilt.rows == CallGraph.build(edited).rows
+ATTACHING = {
+    "docs/methods.py": "def settle(self):\n    return 1\n\n\ndef settle_later(self):\n    return 2\n",
+    "docs/apps.py": "from .methods import settle, settle_later\n\n\ndef ready(Order):\n    Order.add_to_class('settle', settle)\n",
+    "docs/views.py": "def pay(request, order):\n    order.settle()\n",
+}
+
+
+def test_a_changed_add_to_class_value_is_a_changed_surface(tmp_path: Path) -> None:
+    """The function ``add_to_class`` attaches is named by the call's arguments, which other
+    files' calls resolve to: changing it changes the file's surface, so the cached rows of
+    the caller are not reused with the old target."""
+    cache = CallGraphCache(tmp_path)
+    before = cache.build(index_all(ATTACHING))
+    assert [edge.callee.qualname for edge in before.callees(FunctionRef("docs/views.py", "pay"))] == ["settle"]
+    edited = index_all({**ATTACHING, "docs/apps.py": ATTACHING["docs/apps.py"].replace("('settle', settle)", "('settle', settle_later)")})
+    rebuilt = cache.build(edited)
+    assert rebuilt.rows == CallGraph.build(edited).rows
+    assert [edge.callee.qualname for edge in rebuilt.callees(FunctionRef("docs/views.py", "pay"))] == ["settle_later"]

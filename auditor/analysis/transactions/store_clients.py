@@ -1,0 +1,168 @@
+"""Clients of stores outside the database: a search index (Elasticsearch, OpenSearch,
+Solr) or a key-value server (Redis). Their ``delete``/``save``/``update`` calls look like
+ORM writes (the rule's ``*.delete`` sink) but run no SQL: ``pysolr.Solr.delete`` posts to
+Solr's update handler (pysolr.py ``Solr.delete`` -> ``Solr._update``), ``Elasticsearch.delete``
+sends an HTTP ``DELETE /{index}/_doc/{id}`` (elasticsearch/_sync/client/__init__.py
+``Elasticsearch.delete``), ``redis.Redis.delete`` sends the ``DEL`` command (redis/commands/core.py
+``BasicKeyCommands.delete``). No database transaction covers or is broken by them.
+
+A call's receiver counts as such a client only on evidence read from the code, never from
+its name: the receiver's name is bound (a local above the call, else a module-level name of
+the file, else the name a ``from M import name`` brings in from the repository module ``M``)
+to
+
+- a constructor of a client class imported from one of those packages
+  (``pysolr.Solr(url)``, ``Elasticsearch(url)`` after ``from elasticsearch import
+  Elasticsearch``, ``redis.Redis.from_url(url)``);
+- a call of a repository function (or ``LocalProxy(function)``: werkzeug's proxy forwards
+  every attribute to what the function returns, werkzeug/local.py ``LocalProxy``) whose
+  return annotation names such a class (``def make_connection() -> Solr``) or whose every
+  ``return`` is such a constructor, a local bound to one, or an attribute the function set
+  to such a local (``SETTINGS._es = es; return SETTINGS._es``).
+
+Anything else (a parameter, a name bound twice, an unresolved import) is no client: its call
+keeps the model's verdict.
+
+Inputs: the call graph and the file texts. Output: :meth:`StoreClients.is_client`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from auditor.callgraph.graph import CallGraph, FunctionRef
+from auditor.analysis.transactions.facts import FileFacts
+from auditor.analysis.transactions.receiver_types import assigned_expression
+from auditor.index.model import Definition
+
+CLIENT_PACKAGES = frozenset({"pysolr", "elasticsearch", "opensearchpy", "redis"})
+"""Top-level packages whose client classes talk to a store outside the database."""
+_CLIENT_CLASSES = frozenset({"Solr", "SolrCloud", "Elasticsearch", "AsyncElasticsearch", "OpenSearch", "AsyncOpenSearch",
+                             "Redis", "StrictRedis", "RedisCluster", "from_url"})  # fmt: skip
+_RETURNS = re.compile(r"\)\s*->\s*['\"]?(?:Optional\[)?([A-Za-z_][\w.]*)")
+_LOCAL_PROXY = re.compile(r"^(?:[\w.]*\.)?LocalProxy\(\s*([A-Za-z_][\w.]*)\s*\)$")
+_DEPTH = 3
+# A call as written on its first line (the arguments may carry on below): the called name.
+_CALLED = re.compile(r"^([A-Za-z_][\w.]*)\s*\(")
+
+
+class StoreClients:
+    """Which receiver names hold a client of a store outside the database (kept per name)."""
+
+    def __init__(self, graph: CallGraph, facts: Mapping[str, FileFacts]) -> None:
+        self.graph = graph
+        self.facts = facts
+        self._module_names: dict[tuple[str, str], bool] = {}
+        self._factories: dict[FunctionRef, bool] = {}
+
+    def is_client(self, path: str, definition: Definition | None, receiver: str, line: int) -> bool:
+        """Whether ``receiver`` (the root name of a call's receiver, at ``line`` of the
+        function ``definition`` in ``path``) holds a search-index or key-value client."""
+        facts = self.facts.get(path)
+        if facts is None or not receiver.isidentifier():
+            return False
+        if definition is not None:
+            for number in range(line - 1, definition.start_line - 1, -1):
+                assigned = assigned_expression(facts.line_text(number), receiver)
+                if assigned is not None:
+                    return not assigned[1] and self._client_value(path, assigned[0], 0)
+            signature = " ".join(facts.line_text(number) for number in range(definition.start_line, definition.body_start_line))
+            if re.search(rf"[(,]\s*\**{re.escape(receiver)}\b", signature):
+                return False  # a parameter: whatever the caller passes
+        return self._module_client(path, receiver, 0)
+
+    def _module_client(self, path: str, name: str, depth: int) -> bool:
+        """Whether the module-level ``name`` of ``path`` is bound once to a client, or is
+        imported from a repository module whose ``name`` is."""
+        key = (path, name)
+        known = self._module_names.get(key)
+        if known is not None:
+            return known
+        self._module_names[key] = False
+        facts = self.facts.get(path)
+        found = False
+        if facts is not None and depth <= _DEPTH:
+            texts = [facts.line_text(number) for number in range(1, len(facts.lines) + 1)]
+            bound = [assigned for text in texts if text[:1] == name[:1] and (assigned := assigned_expression(text, name)) is not None]
+            rebound = any(re.search(rf"\bglobal\b[^\n]*\b{re.escape(name)}\b", text) for text in texts)
+            if len(bound) == 1 and not bound[0][1] and not rebound:
+                found = self._client_value(path, bound[0][0], depth)
+            elif not bound:
+                for item in facts.index.imports:
+                    if item.name == name and (item.alias is None or item.alias == name):
+                        module = self.graph.module_path(path, item.module)
+                        found = module is not None and self._module_client(module, name, depth + 1)
+                        break
+        self._module_names[key] = found
+        return found
+
+    def _client_value(self, path: str, expression: str, depth: int) -> bool:
+        """Whether ``expression`` (written in ``path``) evaluates to a client."""
+        expression = expression.split("#", 1)[0].strip()
+        proxy = _LOCAL_PROXY.match(expression)
+        if proxy is not None:
+            function = self.graph.resolve(path, proxy.group(1))
+            return function is not None and self._factory(function, depth + 1)
+        called = _CALLED.match(expression)
+        if called is None:
+            return False
+        name = called.group(1)
+        if self._client_class(path, name):
+            return True
+        function = self.graph.resolve(path, name)
+        return function is not None and depth <= _DEPTH and self._factory(function, depth + 1)
+
+    def _client_class(self, path: str, name: str) -> bool:
+        """Whether the dotted ``name`` written in ``path`` is a client class (or its
+        ``from_url``) of :data:`CLIENT_PACKAGES`: ``pysolr.Solr``, or ``Solr`` imported from it."""
+        facts = self.facts.get(path)
+        parts = name.split(".")
+        if facts is None or parts[-1] not in _CLIENT_CLASSES:
+            return False
+        head = parts[0]
+        for item in facts.index.imports:
+            package = item.module.split(".", 1)[0]
+            if package not in CLIENT_PACKAGES:
+                continue
+            if item.name is None and (item.alias or item.module.split(".", 1)[0]) == head and len(parts) >= 2:
+                return True  # ``import pysolr`` ... ``pysolr.Solr(...)``
+            if item.name is not None and (item.alias or item.name) == head:
+                return True  # ``from pysolr import Solr`` ... ``Solr(...)``
+        return False
+
+    def _factory(self, function: FunctionRef, depth: int) -> bool:
+        """Whether the repository function returns a client wherever it returns."""
+        known = self._factories.get(function)
+        if known is not None:
+            return known
+        self._factories[function] = False
+        definition = self.graph.definition(function)
+        facts = self.facts.get(function.path)
+        found = False
+        if definition is not None and facts is not None and definition.kind != "class" and depth <= _DEPTH:
+            lines = [facts.line_text(number) for number in range(definition.start_line, definition.end_line + 1)]
+            signature = " ".join(facts.line_text(number) for number in range(definition.start_line, definition.body_start_line))
+            annotated = _RETURNS.search(signature)
+            if annotated is not None:
+                found = self._client_class(function.path, annotated.group(1))
+            else:
+                returns = [text.strip()[len("return") :].strip() for text in lines if text.strip().startswith("return")]
+                found = bool(returns) and all(self._returns_client(function.path, lines, value, depth) for value in returns)
+        self._factories[function] = found
+        return found
+
+    def _returns_client(self, path: str, lines: list[str], value: str, depth: int) -> bool:
+        """Whether a ``return value`` of a factory (its ``lines``) returns a client: a client
+        constructor, a local bound only to one, or an attribute bound only to such a local."""
+        if not value:
+            return False
+        if _CALLED.match(value):
+            return self._client_value(path, value, depth)
+        locals_ = [found[0] for text in lines if (found := assigned_expression(text, value)) is not None]
+        if not locals_:
+            return False
+        return all(
+            self._client_value(path, source, depth) or (source.isidentifier() and source != value and self._returns_client(path, lines, source, depth))
+            for source in locals_
+        )

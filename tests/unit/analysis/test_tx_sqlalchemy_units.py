@@ -1,0 +1,380 @@
+"""SQLAlchemy: what reaches the database, and when (round 8's FALSE findings on aleph and
+ckan), each with a counter-test that a real second commit is still reported.
+
+* A model method that only stages in the session (``db.session.delete(self)``, ``add`` and
+  ``flush``) writes at the next commit: sqlalchemy/orm/session.py ``Session.delete`` marks the
+  instance deleted "until the next flush proceeds", and ``SessionTransaction.commit`` runs
+  ``_prepare_impl`` -> ``flush`` before committing. So ``row.delete(); db.session.commit()`` is
+  one unit once ``row``'s class is known: read from a classmethod getter that returns a row of
+  ``cls`` (``cls.query...first()``; sqlalchemy/orm/query.py ``Query.first``) or is annotated
+  ``-> Optional[Self]``, through a helper that returns its argument (``obj_or_404``).
+* A method that only sets state in memory (``self.state = "deleted"``) is no write.
+* Search-index and key-value clients are not the database: ``pysolr.Solr.delete`` posts to
+  Solr (pysolr.py ``Solr.delete`` -> ``Solr._update``), ``Elasticsearch.delete`` sends an HTTP
+  DELETE (elasticsearch/_sync/client/__init__.py ``Elasticsearch.delete``), ``Redis.delete``
+  a ``DEL`` command (redis/commands/core.py ``BasicKeyCommands.delete``): known from the
+  receiver's binding to such a client, never from its name.
+* A commit in a function that only reads before it (``Session.query(...).first()``, then
+  ``Session.commit()``) commits nothing after a commit with nothing between:
+  ``Session.flush`` returns at once on a clean session (sqlalchemy/orm/session.py
+  ``Session.flush``: ``if self._is_clean(): return``).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from auditor.rules.loader import Rule, load_rule
+from tests.support import analyze_source, reported
+
+DB = {"app/db.py": "from flask_sqlalchemy import SQLAlchemy\ndb = SQLAlchemy()\n"}
+
+MODELS = """
+    from typing import Optional, Self
+
+    from .db import db
+
+
+    class DatedModel:
+        @classmethod
+        def all(cls):
+            return db.session.query(cls)
+
+        @classmethod
+        def by_id(cls, id):
+            if id is None:
+                return
+            return cls.all().filter_by(id=id).first()
+
+        @classmethod
+        def by_owner(cls, owner):
+            q = cls.all()
+            q = q.filter(cls.owner == owner)
+            return q.first()
+
+        def delete(self):
+            db.session.delete(self)
+
+
+    class Alert(DatedModel, db.Model):
+        pass
+
+
+    class Package(db.Model):
+        @classmethod
+        def get(cls, reference) -> Optional[Self]:
+            return db.session.get(cls, reference)
+
+        def delete(self):
+            self.state = "deleted"
+
+
+    class Audit(db.Model):
+        def delete(self):
+            db.session.delete(self)
+            db.session.commit()
+"""
+
+VIEWS = """
+    from flask import Blueprint
+
+    from .db import db
+    from .models import Alert, Audit, Package
+
+    bp = Blueprint("alerts", __name__)
+
+
+    def obj_or_404(obj):
+        if obj is None:
+            raise LookupError()
+        return obj
+
+
+    def get_alert(alert_id):
+        alert = obj_or_404(Alert.by_id(alert_id))
+        check(alert)
+        return alert
+
+
+    def check(alert):
+        pass
+
+
+    @bp.route("/alerts/<int:alert_id>", methods=["DELETE"])
+    def delete_alert(alert_id):
+        alert = obj_or_404(Alert.by_id(alert_id))
+        alert.delete()
+        db.session.commit()
+
+
+    @bp.route("/alerts/<int:alert_id>/via-helper", methods=["DELETE"])
+    def delete_alert_via_helper(alert_id):
+        alert = get_alert(alert_id)
+        alert.delete()
+        db.session.commit()
+
+
+    @bp.route("/owners/<owner>", methods=["DELETE"])
+    def delete_owned(owner):
+        alert = Alert.by_owner(owner)
+        alert.delete()
+        db.session.commit()
+
+
+    @bp.route("/packages/<ref>", methods=["DELETE"])
+    def delete_package(ref):
+        package = Package.get(ref)
+        package.delete()
+        db.session.commit()
+
+
+    @bp.route("/alerts/<int:alert_id>/twice", methods=["DELETE"])
+    def delete_alert_twice(alert_id, other_id):
+        alert = obj_or_404(Alert.by_id(alert_id))
+        alert.delete()
+        db.session.commit()
+        other = obj_or_404(Alert.by_id(other_id))
+        other.delete()
+        db.session.commit()
+
+
+    @bp.route("/audits/<int:audit_id>", methods=["DELETE"])
+    def delete_audit(audit_id, alert_id):
+        alert = obj_or_404(Alert.by_id(alert_id))
+        alert.name = "gone"
+        db.session.commit()
+        audit = Audit.query.get(audit_id)
+        audit.delete()
+"""
+
+
+@pytest.fixture(scope="module")
+def rule() -> Rule:
+    return load_rule("tx-outside-transaction")
+
+
+@pytest.fixture(scope="module")
+def staged() -> dict:
+    return reported(analyze_source({"app/models.py": MODELS, "app/views.py": VIEWS, **DB}, load_rule("tx-outside-transaction")))
+
+
+@pytest.mark.parametrize("function", ["delete_alert", "delete_alert_via_helper", "delete_owned"])
+def test_a_model_delete_that_only_stages_then_one_commit_is_one_unit(staged, function):
+    assert ("app/views.py", function) not in staged
+
+
+def test_a_model_delete_that_only_sets_state_in_memory_is_no_write(staged):
+    assert ("app/views.py", "delete_package") not in staged
+
+
+def test_staged_deletes_committed_twice_are_two_commits(staged):
+    assert staged[("app/views.py", "delete_alert_twice")].title.startswith("2 commits on one path")
+
+
+def test_a_commit_then_a_model_delete_that_commits_on_its_own_is_reported(staged):
+    finding = staged[("app/views.py", "delete_audit")]
+    assert finding.title.startswith("2 commits on one path")
+
+
+# ------------------------------------------------------------ search-index and Redis clients
+
+SEARCH_COMMON = """
+    import pysolr
+    from pysolr import Solr
+
+
+    def make_connection() -> Solr:
+        return pysolr.Solr("http://solr")
+"""
+
+SEARCH_INDEX = """
+    from .common import make_connection
+    from .db import db
+
+
+    def clear_index():
+        conn = make_connection()
+        conn.delete(q="*:*")
+
+
+    def drop_rows(row):
+        row.delete()
+"""
+
+CORE = """
+    from elasticsearch import Elasticsearch
+    from redis import Redis
+    from werkzeug.local import LocalProxy
+
+
+    class Settings:
+        pass
+
+
+    SETTINGS = Settings()
+
+
+    def get_es():
+        if not hasattr(SETTINGS, "_es"):
+            es = Elasticsearch(
+                "http://es",
+                timeout=5,
+            )
+            SETTINGS._es = es
+        return SETTINGS._es
+
+
+    es = LocalProxy(get_es)
+    kv = Redis.from_url("redis://kv")
+"""
+
+ES_UTIL = """
+    from .core import es, kv
+
+
+    def delete_safe(index, id):
+        es.delete(index=index, id=str(id))
+
+
+    def forget(key):
+        kv.delete(key)
+"""
+
+ROUTES = """
+    from flask import Blueprint
+
+    from .db import db
+    from .es_util import delete_safe, forget
+    from .models import Item
+    from .search import clear_index, drop_rows
+
+    bp = Blueprint("items", __name__)
+
+
+    @bp.route("/items/<int:item_id>", methods=["PUT"])
+    def update_item(item_id):
+        item = Item.query.get(item_id)
+        item.name = "x"
+        db.session.commit()
+        delete_safe("items", item_id)
+        forget(item_id)
+
+
+    @bp.route("/clean", methods=["POST"])
+    def clean(item_id):
+        item = Item.query.get(item_id)
+        item.name = "x"
+        db.session.commit()
+        clear_index()
+
+
+    @bp.route("/items/<int:item_id>/rows", methods=["DELETE"])
+    def drop(item, row):
+        item.name = "x"
+        db.session.commit()
+        drop_rows(row)
+"""
+
+
+@pytest.fixture(scope="module")
+def clients() -> dict:
+    files = {
+        "app/common.py": SEARCH_COMMON, "app/search.py": SEARCH_INDEX, "app/core.py": CORE, "app/es_util.py": ES_UTIL,
+        "app/routes.py": ROUTES, "app/models.py": "from .db import db\n\nclass Item(db.Model):\n    pass\n", **DB,
+    }  # fmt: skip
+    return reported(analyze_source(files, load_rule("tx-outside-transaction")))
+
+
+def test_elasticsearch_and_redis_deletes_after_a_commit_are_no_database_writes(clients):
+    assert ("app/routes.py", "update_item") not in clients
+
+
+def test_a_solr_delete_after_a_commit_is_no_database_write(clients):
+    assert ("app/routes.py", "clean") not in clients
+
+
+def test_an_unknown_delete_on_a_parameter_after_a_commit_is_still_a_write(clients):
+    """``row`` is whatever the caller passes: the model's verdict (a delete) stands."""
+    assert ("app/routes.py", "drop") in clients
+
+
+# ------------------------------------------------------------ a commit after reads only
+
+SYSTEM_INFO = """
+    from flask import Blueprint
+
+    from .db import db
+    from .models import Info
+
+    bp = Blueprint("config", __name__)
+
+
+    def get_info(key):
+        '''Read one value.'''
+        try:
+            obj = db.session.query(Info).filter_by(key=key).first()
+            db.session.commit()
+            if obj:
+                return obj.value
+        except LookupError:
+            db.session.rollback()
+        return None
+
+
+    def set_info(key, value):
+        db.session.add(Info(key=key, value=value))
+        db.session.commit()
+
+
+    def stage_then_read(key, value):
+        db.session.add(Info(key=key, value=value))
+        get_info(key)
+
+
+    @bp.route("/config/stage", methods=["POST"])
+    def stage(value):
+        get_info("title")
+        stage_then_read("theme", value)
+
+
+    @bp.route("/config/reset", methods=["POST"])
+    def reset():
+        get_info("title")
+        get_info("theme")
+
+
+    @bp.route("/config/update", methods=["POST"])
+    def update(value):
+        get_info("title")
+        db.session.add(Info(key="theme", value=value))
+        db.session.commit()
+
+
+    @bp.route("/config/copy", methods=["POST"])
+    def copy(value):
+        set_info("title", value)
+        set_info("theme", value)
+"""
+
+
+@pytest.fixture(scope="module")
+def reads() -> dict:
+    files = {"app/routes.py": SYSTEM_INFO, "app/models.py": "from .db import db\n\nclass Info(db.Model):\n    pass\n", **DB}
+    return reported(analyze_source(files, load_rule("tx-outside-transaction")))
+
+
+def test_a_read_then_commit_after_a_commit_with_nothing_between_is_no_second_commit(reads):
+    assert ("app/routes.py", "reset") not in reads
+
+
+def test_a_read_then_commit_then_a_staged_write_and_commit_is_reported(reads):
+    assert reads[("app/routes.py", "update")].title.startswith("2 commits on one path")
+
+
+def test_two_calls_that_stage_and_commit_are_two_commits(reads):
+    assert reads[("app/routes.py", "copy")].title.startswith("2 commits on one path")
+
+
+def test_a_read_then_commit_reached_after_a_helper_staged_work_is_a_second_commit(reads):
+    """``stage_then_read`` adds a row, then ``get_info``'s commit writes it."""
+    assert reads[("app/routes.py", "stage")].title.startswith("2 commits on one path")
