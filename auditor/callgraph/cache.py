@@ -9,6 +9,9 @@ what resolving another file's calls can see of a file: its definitions' names, k
 parents, bases, decorators and whether they have a body, its imports, its distinct callee
 texts; not its line numbers or call sites), the graph is rebuilt from the stored graph of
 the same surfaces (:func:`surface_key`): only the changed files' calls are resolved again.
+The files' surface digests are kept too (``latest.surfaces``, by path, language and content
+hash, for auditor's code of the run that stored them): after an edit only the changed
+files' are computed.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from auditor.callgraph.graph import ROW_WIDTH, CallGraph, FileRows
 from auditor.callgraph.symbols import attachments
 from auditor.index.indexer import collection_paused
 from auditor.index.model import INDEX_VERSION, FileIndex
+from auditor.storage.package import package_digest
 from auditor.storage.sealed import prune_least_recent, read_regular_file, seal, unseal, write_atomically
 
 GRAPH_VERSION = 6
@@ -35,6 +39,7 @@ MAX_GRAPHS = 8
 
 _GRAPH_MAGIC = b"auditor-call-graph\n"
 _BASE_MAGIC = b"auditor-call-graph-base\n"
+_SURFACES_MAGIC = b"auditor-call-graph-surfaces\n"
 
 logger = logging.getLogger(__name__)
 
@@ -77,16 +82,33 @@ def surface_digest(index: FileIndex) -> bytes:
     return hashlib.blake2b(repr(surface).encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
-def surface_key(indexes: Mapping[str, FileIndex]) -> str:
+Stamp = tuple[str, str, str]
+"""A file's path, language and content hash: what its index, and so its surface digest, is
+a function of (with auditor's code)."""
+
+
+def surface_digests(indexes: Mapping[str, FileIndex], known: Mapping[Stamp, bytes] | None = None) -> dict[str, bytes]:
+    """Each file's :func:`surface_digest`, taken from ``known`` (digests stored under a
+    file's :data:`Stamp` by an earlier run of the same code) where it has the file's."""
+    found: dict[str, bytes] = {}
+    for path, index in indexes.items():
+        stored = known.get((path, index.language, index.content_hash)) if known else None
+        found[path] = stored if stored is not None else surface_digest(index)
+    return found
+
+
+def surface_key(indexes: Mapping[str, FileIndex], digests: Mapping[str, bytes] | None = None) -> str:
     """A digest over every file's path and :func:`surface_digest` (and the versions
     :func:`graph_cache_key` covers): two sets of files with one surface key differ only in
-    what shapes each file's own edges."""
+    what shapes each file's own edges. ``digests``: the files' surface digests when the
+    caller has them (:func:`surface_digests`)."""
+    digests = digests if digests is not None else surface_digests(indexes)
     digest = hashlib.sha256(repr(("surface", GRAPH_VERSION, INDEX_VERSION, tuple(sys.version_info[:2]))).encode())
     for path in sorted(indexes):
         data = path.encode("utf-8", "surrogatepass")
         digest.update(len(data).to_bytes(8, "big"))
         digest.update(data)
-        digest.update(surface_digest(indexes[path]))
+        digest.update(digests[path])
     return digest.hexdigest()
 
 
@@ -111,6 +133,11 @@ class CallGraphCache:
         """Where the pointer from a surface key to its latest stored graph is kept."""
         return self.directory / f"{surface}.base"
 
+    @property
+    def surfaces_path(self) -> Path:
+        """Where the surface digests of the files of the latest graph built are kept."""
+        return self.directory / "latest.surfaces"
+
     def build(self, indexes: Mapping[str, FileIndex], on_change: Callable[[], None] | None = None) -> CallGraph:
         """The graph of ``indexes``: the stored one for the same files (paths, languages and
         content hashes), else one rebuilt from the stored graph of the same surfaces
@@ -121,12 +148,47 @@ class CallGraphCache:
         if graph is None:
             if on_change is not None:
                 on_change()
-            surface = surface_key(indexes)  # once: both the lookup and the store need it
+            known = self._stored_surfaces()
+            digests = surface_digests(indexes, known)
+            surface = surface_key(indexes, digests)  # once: both the lookup and the store need it
             graph = self._rebuilt(indexes, surface)
             if graph is None:
                 graph = CallGraph.build(indexes)
             self.put(indexes, graph, surface=surface)
+            stamps = {(path, index.language, index.content_hash): digests[path] for path, index in indexes.items()}
+            if stamps != known:
+                self._store_surfaces(stamps)
         return graph
+
+    def _surfaces_context(self) -> tuple[object, ...]:
+        """What a stored surface digest is valid for: the versions and auditor's own code
+        (the extraction that made the index, and :func:`surface_digest` itself)."""
+        return ("surfaces", GRAPH_VERSION, INDEX_VERSION, tuple(sys.version_info[:2]), package_digest())
+
+    def _stored_surfaces(self) -> dict[Stamp, bytes]:
+        """The surface digests of the latest graph's files by :data:`Stamp` (empty when there
+        are none, they are damaged, or another version of auditor stored them)."""
+        try:
+            with collection_paused():
+                stored = unseal(_SURFACES_MAGIC, read_regular_file(self.surfaces_path))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError, EOFError, TypeError) as error:
+            logger.debug("ignoring unreadable surface digests %s: %s", self.surfaces_path, error)
+            return {}
+        if not (isinstance(stored, tuple) and len(stored) == 2 and stored[0] == self._surfaces_context() and isinstance(stored[1], tuple)):
+            return {}
+        found: dict[Stamp, bytes] = {}
+        for entry in stored[1]:
+            if not (isinstance(entry, tuple) and len(entry) == 4 and all(isinstance(part, str) for part in entry[:3]) and isinstance(entry[3], bytes)):
+                return {}
+            found[(entry[0], entry[1], entry[2])] = entry[3]
+        return found
+
+    def _store_surfaces(self, stamps: Mapping[Stamp, bytes]) -> None:
+        """Keep ``stamps`` (the current files' surface digests) for the next build."""
+        rows = tuple((*stamp, digest) for stamp, digest in sorted(stamps.items()))
+        write_atomically(self.surfaces_path, seal(_SURFACES_MAGIC, (self._surfaces_context(), rows)))
 
     def _rebuilt(self, indexes: Mapping[str, FileIndex], surface: str) -> CallGraph | None:
         """The graph rebuilt from the stored graph whose files have the same surfaces

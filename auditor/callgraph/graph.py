@@ -26,15 +26,35 @@ from auditor.index.model import Definition, FileIndex
 MAX_PATHS = 256
 
 
-@dataclass(frozen=True, order=True, slots=True)
+# FunctionRef and Edge are the keys of nearly every table of the call graph and the static
+# pass (a million hashes in one analysis of a large repository): each keeps its hash once
+# computed, in a slot that is no field (so not in ``fields``, ``astuple``, comparisons or
+# pickles). The value is the one the dataclass's own ``__hash__`` gives, the hash of the
+# fields' tuple.
+
+
+@dataclass(frozen=True, order=True)
 class FunctionRef:
     """A function or method by repository path and qualified name ("Class.method")."""
+
+    __slots__ = ("path", "qualname", "_hash")
 
     path: str
     qualname: str
 
+    def __hash__(self) -> int:
+        try:
+            return self._hash  # type: ignore[no-any-return]
+        except AttributeError:
+            value = hash((self.path, self.qualname))
+            object.__setattr__(self, "_hash", value)
+            return value
 
-@dataclass(frozen=True, order=True, slots=True)
+    def __reduce__(self) -> tuple[type[FunctionRef], tuple[str, str]]:
+        return (FunctionRef, (self.path, self.qualname))  # the fields only: a hash is per process
+
+
+@dataclass(frozen=True, order=True)
 class Edge:
     """One resolved call: ``caller`` calls ``callee`` at ``line`` of the caller's file.
 
@@ -42,10 +62,23 @@ class Edge:
     by following scopes, imports or classes.
     """
 
+    __slots__ = ("caller", "callee", "line", "approximate", "_hash")
+
     caller: FunctionRef
     callee: FunctionRef
     line: int
     approximate: bool
+
+    def __hash__(self) -> int:
+        try:
+            return self._hash  # type: ignore[no-any-return]
+        except AttributeError:
+            value = hash((self.caller, self.callee, self.line, self.approximate))
+            object.__setattr__(self, "_hash", value)
+            return value
+
+    def __reduce__(self) -> tuple[type[Edge], tuple[FunctionRef, FunctionRef, int, bool]]:
+        return (Edge, (self.caller, self.callee, self.line, self.approximate))
 
 
 ROW_WIDTH = 5
@@ -86,6 +119,7 @@ class CallGraph:
         self._edges: tuple[Edge, ...] | None = None
         self._outgoing: dict[FunctionRef, tuple[Edge, ...]] = {}
         self._incoming: dict[FunctionRef, tuple[Edge, ...]] = {}
+        self._bases: dict[FunctionRef, tuple[FunctionRef, ...]] = {}
         neighbours: dict[str, set[str]] = defaultdict(set)
         for path, flat in rows:
             others = set(flat[1::ROW_WIDTH])
@@ -347,8 +381,14 @@ class CallGraph:
         return self._repository.external_bases(ref.path, cls)
 
     def base_classes(self, ref: FunctionRef) -> tuple[FunctionRef, ...]:
-        """The repository classes ``ref`` derives from, directly."""
-        cls = self.definition(ref)
-        if cls is None or cls.kind != "class":
-            return ()
-        return tuple(FunctionRef(path, item.qualname) for path, item in self._repository.base_classes(ref.path, cls))
+        """The repository classes ``ref`` derives from, directly (found once per class: the
+        indexes and their lookup tables do not change under a graph)."""
+        found = self._bases.get(ref)
+        if found is None:
+            cls = self.definition(ref)
+            if cls is None or cls.kind != "class":
+                found = ()
+            else:
+                found = tuple(FunctionRef(path, item.qualname) for path, item in self._repository.base_classes(ref.path, cls))
+            self._bases[ref] = found
+        return found

@@ -26,6 +26,7 @@ class ChainReceivers:
         self.reach = reach
         self.dispatch = reach.dispatch
         self.serializers = reach.framework.serializer_edges
+        self._alternatives: dict[tuple[Edge, Receiver], tuple[Receiver, ...]] = {}
 
     def of(self, ref: FunctionRef, receiver: Receiver) -> Receiver:
         """``receiver`` when it is a proper subclass of ``ref``'s class that some override
@@ -56,7 +57,16 @@ class ChainReceivers:
     def alternatives(self, edge: Edge, receiver: Receiver) -> tuple[Receiver, ...]:
         """The classes ``self`` may have in ``edge.callee`` when it has ``receiver`` in the
         caller: one per serializer class a view's (or a hand-built) save goes through, else
-        the one :meth:`.Dispatch.receiver_after` says."""
+        the one :meth:`.Dispatch.receiver_after` says. Once per edge and receiver: what it
+        reads (the serializer edges, the dispatch tables, the call sites) is fixed when the
+        analysis is set up."""
+        key = (edge, receiver)
+        found = self._alternatives.get(key)
+        if found is None:
+            found = self._alternatives[key] = self._compute_alternatives(edge, receiver)
+        return found
+
+    def _compute_alternatives(self, edge: Edge, receiver: Receiver) -> tuple[Receiver, ...]:
         below = (lambda view: receiver in self.dispatch.lineage(view)) if receiver is not None else None
         serializers = self.serializers.saves_for(edge, below)
         if serializers:

@@ -150,6 +150,13 @@ class Memos:
                     return MemoGuard(holder, attribute)
         return None
 
+    def tree(self, ref: FunctionRef) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, int] | None:
+        """A Python function's syntax tree parsed on its own (dedented), and the lines before
+        it; None for another language, a function that does not parse or is none. Parsed
+        once per function; the tree is shared (:class:`.StoredFlags` reads it too), never
+        changed."""
+        return self._tree(ref)
+
     def _tree(self, ref: FunctionRef) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, int] | None:
         """The function's syntax tree parsed on its own, and the lines before it."""
         if ref in self._trees:

@@ -97,7 +97,7 @@ class Sequences:
         self.scopes = SessionScopes(graph, facts, reach)  # scopes that only commit a read-only block
         self.saved_rows = SavedRows(graph)  # the key under which a save counts once on its path
         self.memos = Memos(graph, facts, arguments)  # which calls go into a helper memoized on an object
-        self.flags = StoredFlags(graph, facts, reach, arguments)  # which false parameters a method stores on self
+        self.flags = StoredFlags(graph, facts, reach, arguments, self.memos.tree)  # which false parameters a method stores on self
         self.registry = RegistryRows(graph, facts, reach, arguments)  # which effects are registry rows, set aside
         self.ensured = EnsuredRows(graph, facts, self.registry, reach)  # helpers that only ensure a constant row
         self.clients = StoreClients(graph, facts)  # search-index and key-value clients

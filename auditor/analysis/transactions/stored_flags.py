@@ -26,7 +26,7 @@ from __future__ import annotations
 import ast
 import re
 import textwrap
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from auditor.callgraph.graph import CallGraph, Edge, FunctionRef
 from auditor.analysis.transactions.arguments import Arguments
@@ -53,8 +53,14 @@ def self_names(off: frozenset[str]) -> frozenset[str]:
 class StoredFlags:
     """What each method stores on ``self`` from its parameters, read once per method."""
 
-    def __init__(self, graph: CallGraph, facts: Mapping[str, FileFacts], reach: Reach, arguments: Arguments) -> None:
+    def __init__(
+        self, graph: CallGraph, facts: Mapping[str, FileFacts], reach: Reach, arguments: Arguments,
+        trees: Callable[[FunctionRef], tuple[ast.FunctionDef | ast.AsyncFunctionDef, int] | None] | None = None,
+    ) -> None:
+        """``trees``: a function's syntax tree and the lines above it, parsed once by the
+        caller (:meth:`.Memos.tree`); by default each method is parsed here."""
         self.graph = graph
+        self._trees = trees
         self.facts = facts
         self.reach = reach
         self.arguments = arguments
@@ -144,6 +150,9 @@ class StoredFlags:
         definition = self.graph.definition(ref)
         if facts is None or definition is None or definition.parent is None or facts.index.language != "python":
             return None
+        if self._trees is not None:
+            shared = self._trees(ref)
+            return shared if shared is not None and shared[0].args.args else None
         lines = facts.lines[definition.start_line - 1 : definition.end_line]
         try:
             module = ast.parse(textwrap.dedent("\n".join(lines)))
@@ -161,7 +170,6 @@ class StoredFlags:
         function, offset = parsed
         receiver = function.args.args[0].arg
         parameters = {argument.arg for argument in (*function.args.args[1:], *function.args.kwonlyargs)}
-        rebound = self.rebound(ref)
         found = []
         for statement in function.body:
             if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.value, ast.Name):
@@ -169,10 +177,18 @@ class StoredFlags:
                 line = statement.lineno + offset
                 if (
                     isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == receiver
-                    and value in parameters and rebound.get(value, line) >= line
+                    and value in parameters and self._rebound_in(ref, function, offset).get(value, line) >= line
                 ):  # fmt: skip
                     found.append((target.attr, value, line))
         return tuple(found)
+
+    def _rebound_in(self, ref: FunctionRef, function: ast.FunctionDef | ast.AsyncFunctionDef, offset: int) -> Mapping[str, int]:
+        """:meth:`rebound` from the parse at hand (walked only for a method that stores a
+        parameter on ``self``: most store none)."""
+        found = self._rebound.get(ref)
+        if found is None:
+            found = self._rebound[ref] = _bound_lines(function, offset)
+        return found
 
     def _top_level_call(self, ref: FunctionRef, line: int) -> bool:
         """Whether the statement on ``line`` sits at the top level of ``ref``'s body."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 
 from auditor.analysis.transactions.scanning import def_parameters
 
@@ -47,7 +48,7 @@ def in_memory_locals(header: Sequence[str], body: Sequence[str]) -> frozenset[st
         name = re.escape(match.group(1))
         if re.search(rf"(?<![\w.]){name}\b", signature) or re.search(rf"(?m)^\s*(?:global|nonlocal)\b.*(?<![\w.]){name}\b", text):
             continue
-        if len(re.findall(_BINDING.format(name=name), text)) == 1:
+        if len(binding_pattern(name).findall(text)) == 1:
             found.add(match.group(1))
     return frozenset(found)
 
@@ -59,4 +60,12 @@ def _indentation(line: str) -> int:
 def unbound_names(names: frozenset[str], lines: Sequence[str]) -> frozenset[str]:
     """``names`` less those a function body's ``lines`` bind (assign, loop over, ``as``)."""
     text = "\n".join(lines)
-    return frozenset(name for name in names if not re.search(_BINDING.format(name=re.escape(name)), text))
+    return frozenset(name for name in names if not binding_pattern(re.escape(name)).search(text))
+
+
+@lru_cache(maxsize=8192)
+def binding_pattern(name: str) -> re.Pattern[str]:
+    """:data:`_BINDING` for the escaped ``name``, compiled once (up to 8,192 kept): the names
+    are too many for ``re``'s own cache of 512 patterns, which then compiles them again on
+    every call."""
+    return re.compile(_BINDING.format(name=name))

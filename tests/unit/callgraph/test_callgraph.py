@@ -786,3 +786,25 @@ def test_mock_patch_decorators_are_not_patch_routes():
         }
     )
     assert found == {}
+
+
+def test_refs_and_edges_keep_the_dataclass_hash_and_carry_none_in_pickles():
+    """FunctionRef and Edge cache their hash: the value is the hash of the fields' tuple (what
+    the dataclass's own ``__hash__`` gives), it is no field, and a pickle carries the fields
+    only (a hash is per process: string hashes are salted)."""
+    import dataclasses
+    import pickle
+
+    caller, callee = FunctionRef("a.py", "f"), FunctionRef("b.py", "C.g")
+    edge = Edge(caller, callee, 3, False)
+    assert hash(caller) == hash(("a.py", "f")) and hash(caller) == hash(caller)
+    assert hash(edge) == hash((caller, callee, 3, False))
+    assert [item.name for item in dataclasses.fields(FunctionRef)] == ["path", "qualname"]
+    assert [item.name for item in dataclasses.fields(Edge)] == ["caller", "callee", "line", "approximate"]
+    assert dataclasses.astuple(edge) == (("a.py", "f"), ("b.py", "C.g"), 3, False)
+    assert dataclasses.replace(edge, line=4) == Edge(caller, callee, 4, False) and edge < dataclasses.replace(edge, line=4)
+    _, arguments = edge.__reduce__()
+    assert arguments == (caller, callee, 3, False)
+    assert pickle.loads(pickle.dumps(edge)) == edge and {pickle.loads(pickle.dumps(edge)): 1}[edge] == 1
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        caller.path = "c.py"  # type: ignore[misc]

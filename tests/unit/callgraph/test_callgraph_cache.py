@@ -288,6 +288,51 @@ def test_a_base_whose_graph_is_gone_or_damaged_means_a_full_build(tmp_path: Path
     assert rebuilt.rows == CallGraph.build(edited).rows
 
 
+def count_digested_files(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Record the path of every file whose surface digest is computed."""
+    digested: list[str] = []
+    real = graph_cache.surface_digest
+
+    def recording(index: FileIndex) -> bytes:
+        digested.append(index.path)
+        return real(index)
+
+    monkeypatch.setattr(graph_cache, "surface_digest", recording)
+    return digested
+
+
+@pytest.mark.parametrize("edit", [*SURFACE_KEPT, *SURFACE_CHANGED])
+def test_after_an_edit_only_the_edited_file_surface_is_digested(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, edit: str) -> None:
+    """The other files' surface digests come from the last build's (by path, language and
+    content hash): the surface key, and so the graph, are those of digesting every file."""
+    cache = CallGraphCache(tmp_path)
+    cache.build(index_all(FILES))
+    path, text = {**SURFACE_KEPT, **SURFACE_CHANGED}[edit]
+    edited = index_all({**FILES, path: text})
+    digested = count_digested_files(monkeypatch)
+    rebuilt = cache.build(edited)
+    assert digested == [path]
+    monkeypatch.undo()
+    assert graph_cache.surface_key(edited, graph_cache.surface_digests(edited, cache._stored_surfaces())) == graph_cache.surface_key(edited)
+    assert rebuilt.rows == CallGraph.build(edited).rows
+
+
+@pytest.mark.parametrize("damage", ["garbage", "other code", "missing"])
+def test_surface_digests_of_another_code_or_damaged_are_computed_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: str) -> None:
+    cache = CallGraphCache(tmp_path)
+    cache.build(index_all(FILES))
+    if damage == "garbage":
+        cache.surfaces_path.write_bytes(b"damaged")
+    elif damage == "missing":
+        cache.surfaces_path.unlink()
+    else:
+        monkeypatch.setattr(graph_cache, "package_digest", lambda: "another auditor")
+    path, text = SURFACE_KEPT["an argument changes"]
+    edited = index_all({**FILES, path: text})
+    digested = count_digested_files(monkeypatch)
+    rebuilt = cache.build(edited)
+    assert sorted(digested) == sorted(edited)
+    assert rebuilt.rows == CallGraph.build(edited).rows
 ATTACHING = {
     "docs/methods.py": "def settle(self):\n    return 1\n\n\ndef settle_later(self):\n    return 2\n",
     "docs/apps.py": "from .methods import settle, settle_later\n\n\ndef ready(Order):\n    Order.add_to_class('settle', settle)\n",
