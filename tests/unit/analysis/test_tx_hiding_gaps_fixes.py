@@ -232,3 +232,108 @@ def test_a_field_set_by_tuple_unpacking_has_changed(rule: Rule):
         "shop/urls.py": DJANGO_URLS.format(app="shop", view="move"),
     }
     assert _severity(rule, files, ("shop/models.py", "Store.save")) in ("critical", "high")
+
+
+def test_a_dispatch_override_nearer_in_the_mro_than_the_atomic_class_is_not_covered(rule: Rule):
+    """The view's MRO (C3, as ``type.__mro__``) is ``ExportView, Audited, Plain, AtomicRoot``:
+    ``Plain``'s own ``dispatch`` is found before the one ``AtomicRoot``'s decorator wraps,
+    though a depth-first walk meets ``AtomicRoot`` first."""
+    files = {
+        "shop/models.py": '''
+            from django.db import models
+
+
+            class Export(models.Model):
+                status = models.CharField(max_length=10)
+
+
+            class ExportLog(models.Model):
+                export = models.ForeignKey(Export, on_delete=models.CASCADE)
+            ''',
+        "shop/views.py": '''
+            from django.db import transaction
+            from django.http import JsonResponse
+            from django.utils.decorators import method_decorator
+            from django.views import View
+            from shop.models import Export, ExportLog
+
+
+            @method_decorator(transaction.atomic, name="dispatch")
+            class AtomicRoot(View):
+                pass
+
+
+            class Audited(AtomicRoot):
+                pass
+
+
+            class Plain(AtomicRoot):
+                def dispatch(self, request, *args, **kwargs):
+                    return View.dispatch(self, request, *args, **kwargs)
+
+
+            class ExportView(Audited, Plain):
+                def post(self, request, pk):
+                    export = Export.objects.create(status="running")
+                    ExportLog.objects.create(export=export)
+                    return JsonResponse({"id": export.pk})
+            ''',
+        "shop/urls.py": 'from django.urls import path\nfrom shop import views\n\nurlpatterns = [path("export/", views.ExportView.as_view())]\n',
+    }
+    assert _severity(rule, files, ("shop/views.py", "ExportView.post")) in ("critical", "high")
+
+
+def test_a_commit_helper_after_a_callee_that_only_returns_after_its_commit_is_no_second_commit(rule: Rule):
+    """``create_order`` commits last and returns its row: the next ``safe_commit()`` finds
+    the session clean (sqlalchemy/orm/session.py ``Session.flush`` returns at once when
+    ``_is_clean()``) and commits nothing."""
+    files = {
+        "app/db.py": '''
+            from flask_sqlalchemy import SQLAlchemy
+
+            db = SQLAlchemy()
+
+
+            def safe_commit():
+                try:
+                    db.session.commit()
+                except Exception:
+                    db.session.rollback()
+                    raise
+            ''',
+        "app/models.py": '''
+            from app.db import db
+
+
+            class Order(db.Model):
+                id = db.Column(db.Integer, primary_key=True)
+                user_id = db.Column(db.Integer)
+            ''',
+        "app/orders.py": '''
+            from app.db import db, safe_commit
+            from app.models import Order
+
+
+            def create_order(user_id):
+                order = Order(user_id=user_id)
+                db.session.add(order)
+                safe_commit()
+                return order
+            ''',
+        "app/views.py": '''
+            from flask import Blueprint, jsonify, request
+            from app.db import safe_commit
+            from app.orders import create_order
+
+            bp = Blueprint("orders", __name__)
+
+
+            @bp.route("/orders", methods=["POST"])
+            def new_order():
+                order = create_order(request.json["user_id"])
+                safe_commit()
+                return jsonify(id=order.id)
+            ''',
+    }
+    assert _severity(rule, files, ("app/views.py", "new_order")) is None
+
