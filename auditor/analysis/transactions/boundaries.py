@@ -72,6 +72,7 @@ class Boundaries:
         in_request: frozenset[FunctionRef] = frozenset(),
     ) -> None:
         self.indexes = indexes
+        self._mros: dict[FunctionRef, list[FunctionRef] | None] = {}
         self.graph = graph
         self.facts = facts
         self.patterns = patterns
@@ -148,7 +149,7 @@ class Boundaries:
         definition = self.graph.definition(entry.ref)
         if definition is None or definition.parent is None:
             return False
-        for cls in self._mro(FunctionRef(entry.ref.path, definition.parent), 0) or ():
+        for cls in self._mro(FunctionRef(entry.ref.path, definition.parent)) or ():
             if self._wraps_dispatch(cls):
                 return True
             dispatch = FunctionRef(cls.path, f"{cls.qualname}.dispatch")
@@ -165,13 +166,15 @@ class Boundaries:
             and self.is_boundary(cls.path, _unwrapped(decorator))
             for decorator in definition.decorators)
 
-    def _mro(self, cls: FunctionRef, depth: int) -> list[FunctionRef] | None:
+    def _mro(self, cls: FunctionRef) -> list[FunctionRef] | None:
         """The class's method resolution order over its repository bases (C3, as
-        ``type.__mro__``; external bases are left out); None when too deep or inconsistent."""
+        ``type.__mro__``; external bases are left out); None when too long, cyclic or
+        inconsistent (found once per class)."""
+        if cls in self._mros:
+            return self._mros[cls]
+        self._mros[cls] = None  # a cycle through this class finds none
         bases = list(self.graph.base_classes(cls))
-        if depth > _MAX_BASES:
-            return None
-        sequences = [self._mro(base, depth + 1) for base in bases]
+        sequences = [self._mro(base) for base in bases]
         if any(sequence is None for sequence in sequences):
             return None
         pending = [list(sequence) for sequence in sequences if sequence] + ([bases] if bases else [])
@@ -182,6 +185,7 @@ class Boundaries:
                 return None
             order.append(head)
             pending = [rest for seq in pending if (rest := [item for item in seq if item != head])]
+        self._mros[cls] = order
         return order
 
     def is_boundary(self, path: str, expression: str) -> bool:
