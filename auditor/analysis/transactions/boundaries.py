@@ -72,6 +72,7 @@ class Boundaries:
         in_request: frozenset[FunctionRef] = frozenset(),
     ) -> None:
         self.indexes = indexes
+        self._mros: dict[FunctionRef, list[FunctionRef] | None] = {}
         self.graph = graph
         self.facts = facts
         self.patterns = patterns
@@ -135,19 +136,27 @@ class Boundaries:
     def dispatch_boundary(self, entry: EntryPoint) -> bool:
         """Whether a class-based view's handler runs inside a transaction its ``dispatch``
         opens: ``View.dispatch`` (django/views/generic/base.py) and DRF's ``APIView.dispatch``
-        (rest_framework/views.py) call the handler, so a boundary decorating the class's own
-        or inherited ``dispatch`` (``@method_decorator(transaction.atomic)`` on it, or
-        ``method_decorator(transaction.atomic, name="dispatch")`` on its class) covers it."""
+        (rest_framework/views.py) call the handler, so a boundary decorating the ``dispatch``
+        the view's MRO finds covers it: ``@method_decorator(transaction.atomic)`` on the
+        nearest class defining ``dispatch``, or ``method_decorator(transaction.atomic,
+        name="dispatch")`` on a class no nearer class overrides. ``method_decorator`` with
+        ``name`` rebinds the attribute on the class it decorates only
+        (django/utils/decorators.py ``method_decorator._dec``: ``setattr(obj, name, ...)``),
+        so a subclass's own undecorated ``dispatch`` shadows it; read conservatively: such
+        an override is taken to skip the base's, whatever it calls."""
         if entry.kind != "http":
             return False
         definition = self.graph.definition(entry.ref)
         if definition is None or definition.parent is None:
             return False
-        view = FunctionRef(entry.ref.path, definition.parent)
-        dispatch = self.graph.class_member(view, "dispatch")
-        if dispatch is not None and dispatch != entry.ref and self.decorated_boundary(dispatch):
-            return True
-        return any(self._wraps_dispatch(cls) for cls in self._class_and_bases(view))
+        for cls in self._mro(FunctionRef(entry.ref.path, definition.parent)) or ():
+            if self._wraps_dispatch(cls):
+                return True
+            dispatch = FunctionRef(cls.path, f"{cls.qualname}.dispatch")
+            own = self.graph.definition(dispatch)
+            if own is not None and own.kind != "class":
+                return dispatch != entry.ref and self.decorated_boundary(dispatch)
+        return False
 
     def _wraps_dispatch(self, cls: FunctionRef) -> bool:
         """Whether the class is decorated ``method_decorator(<boundary>, name="dispatch")``."""
@@ -157,15 +166,27 @@ class Boundaries:
             and self.is_boundary(cls.path, _unwrapped(decorator))
             for decorator in definition.decorators)
 
-    def _class_and_bases(self, cls: FunctionRef) -> list[FunctionRef]:
-        """The class and its repository bases, breadth first, each once."""
-        seen, queue = [cls], [cls]
-        while queue and len(seen) < _MAX_BASES:
-            for base in self.graph.base_classes(queue.pop(0)):
-                if base not in seen:
-                    seen.append(base)
-                    queue.append(base)
-        return seen
+    def _mro(self, cls: FunctionRef) -> list[FunctionRef] | None:
+        """The class's method resolution order over its repository bases (C3, as
+        ``type.__mro__``; external bases are left out); None when too long, cyclic or
+        inconsistent (found once per class)."""
+        if cls in self._mros:
+            return self._mros[cls]
+        self._mros[cls] = None  # a cycle through this class finds none
+        bases = list(self.graph.base_classes(cls))
+        sequences = [self._mro(base) for base in bases]
+        if any(sequence is None for sequence in sequences):
+            return None
+        pending = [list(sequence) for sequence in sequences if sequence] + ([bases] if bases else [])
+        order = [cls]
+        while pending:
+            head = next((seq[0] for seq in pending if not any(seq[0] in other[1:] for other in pending)), None)
+            if head is None or len(order) > _MAX_BASES:
+                return None
+            order.append(head)
+            pending = [rest for seq in pending if (rest := [item for item in seq if item != head])]
+        self._mros[cls] = order
+        return order
 
     def is_boundary(self, path: str, expression: str) -> bool:
         """Whether a decorator or ``with`` expression written in ``path`` opens a transaction:

@@ -12,7 +12,13 @@ and the caller's own check of the lines between), there is nothing to commit: it
 second commit. The first such call on a path still counts (it may commit what the caller
 staged before it).
 
-Inputs: a function's lines. Output: :func:`reads_only_before`, :func:`flushes_through`.
+The commit just before such a call must end what its step did: a call whose callee, after
+its own last commit, assigns an attribute, stages a row or calls anything
+(``safe_commit(); order.number = ...``) leaves work pending that the next commit flushes,
+so that next commit counts (:func:`done_after_commit`, :func:`quiet_after`).
+
+Inputs: a function's lines. Output: :func:`reads_only_before`, :func:`flushes_through`,
+:func:`done_after_commit`, :func:`quiet_after`.
 """
 
 from __future__ import annotations
@@ -31,6 +37,14 @@ _READ = re.compile(
     r"|[sS]ession\.get\([^()]*\))\s*$"
 )
 _TRY = re.compile(r"^\s*try\s*:\s*$")
+# What may follow a function's last commit and do nothing: a bare return of a name, a
+# literal or an attribute, a re-raise, ``pass``, ``else:``/``finally:`` headers, an
+# ``if``/``elif`` testing names and attributes only (no call, no ``:=``).
+_INERT = re.compile(
+    r"^\s*(?:return(?:\s+(?:[\w.]+|\"\"|''))?|raise|pass|else\s*:|finally\s*:|try\s*:"
+    r"|(?:el)?if\s+[\w.\s]+(?:(?:==|!=|\bis\b|\bnot\b|\band\b|\bor\b)[\w.\s]*)*:)\s*$"
+)
+_HANDLER = re.compile(r"^\s*except\b.*:\s*$")
 NOTHING = re.compile(r"(?!)")
 """Allows no statement (for :func:`reads_only_before`: only blank lines, comments, ``try:``)."""
 _DOCSTRING = ('"""', "'''")
@@ -73,3 +87,47 @@ def flushes_through(step: Step, quiet_before: Callable[[FunctionRef, int], bool]
     if inner.callee is None:
         return inner.reads_before  # the callee's own commit, after reads only
     return quiet_before(step.callee, inner.line) and flushes_through(inner, quiet_before)
+
+
+def done_after_commit(step: Step, quiet_after: Callable[[FunctionRef, int], bool]) -> bool:
+    """Whether ``step``, whose path ends with a commit, does nothing after that commit: a
+    direct commit, or a call whose callee's path ends with such a step and whose body has no
+    statement after it that may stage work or assign (``quiet_after(callee, line)``)."""
+    if not step.effects or step.effects[-1] is not Effect.COMMIT:
+        return False
+    if step.callee is None:
+        return True
+    if not step.inner:
+        return False  # the callee's path is not known here
+    last = step.inner[-1]
+    return quiet_after(step.callee, last.line) and done_after_commit(last, quiet_after)
+
+
+def quiet_after(lines: list[str], line: int, end_line: int) -> bool:
+    """Whether the statements of a function body after the statement starting at ``line``
+    up to ``end_line`` (1-based lines of ``lines``) do nothing: only blank lines, comments,
+    a bare ``return``/``raise``/``pass``, an ``if`` on names and the bodies of ``except`` handlers (they run only
+    when the commit failed). Read from the text; anything else counts as work."""
+    number, depth = line, 0
+    while number <= end_line:  # the statement at ``line`` may carry on below
+        code = python_code(lines[number - 1]) if 0 < number <= len(lines) else ""
+        depth += code.count("(") + code.count("[") + code.count("{") - code.count(")") - code.count("]") - code.count("}")
+        number += 1
+        if depth <= 0:
+            break
+    handler: int | None = None
+    for index in range(number, end_line + 1):
+        text = lines[index - 1] if 0 < index <= len(lines) else ""
+        code = python_code(text).rstrip()
+        if not code.strip():
+            continue
+        indent = len(code) - len(code.lstrip())
+        if handler is not None and indent > handler:
+            continue  # inside an ``except`` body
+        handler = None
+        if _HANDLER.match(code):
+            handler = indent
+            continue
+        if not _INERT.match(code):
+            return False
+    return True

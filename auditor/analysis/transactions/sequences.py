@@ -59,7 +59,7 @@ from auditor.analysis.transactions.memo import Memos, once_per_key
 from auditor.analysis.transactions.missing_methods import MissingMethods
 from auditor.analysis.transactions.paths import Body
 from auditor.analysis.transactions.reach import Reach
-from auditor.analysis.transactions.read_commits import NOTHING, flushes_through, reads_only_before
+from auditor.analysis.transactions.read_commits import NOTHING, done_after_commit, flushes_through, quiet_after, reads_only_before
 from auditor.analysis.transactions.registry_rows import RegistryRows
 from auditor.analysis.transactions.repeated_saves import without_repeated_saves
 from auditor.analysis.transactions.saved_rows import SavedRows
@@ -257,7 +257,8 @@ class Sequences:
         if body is not None and body[0] is not None:
             found = _marked_in_loops(found, body)
         if facts is not None:
-            found = _without_idle_commits(found, facts, body, lambda step: handed_back(self.graph, self.arguments, facts, step), lambda ref, line: _quiet_before(self.graph, self.facts, ref, line))
+            found = _without_idle_commits(found, facts, body, lambda step: handed_back(self.graph, self.arguments, facts, step), lambda ref, line: _quiet_before(self.graph, self.facts, ref, line),
+                                          lambda ref, line: _quiet_after(self.graph, self.facts, ref, line))
             found = without_repeated_saves(found, facts, body, self.graph, self.facts, ref)
             found = self.ensured.without_repeats(found, facts, body)
         return found, body
@@ -420,6 +421,14 @@ def _quiet_before(graph: CallGraph, facts: Mapping[str, FileFacts], ref: Functio
     return definition is not None and found is not None and reads_only_before(found.lines, definition.body_start_line, line, NOTHING)
 
 
+def _quiet_after(graph: CallGraph, facts: Mapping[str, FileFacts], ref: FunctionRef, line: int) -> bool:
+    """Whether nothing of ``ref``'s body after the statement at ``line`` may stage session
+    work or assign (:func:`.read_commits.quiet_after`)."""
+    definition = graph.definition(ref)
+    found = facts.get(ref.path)
+    return definition is not None and found is not None and quiet_after(found.lines, line, definition.end_line)
+
+
 def _override_variants(
     reach: Reach, ref: FunctionRef, overrides: Mapping[int, Mapping[FunctionRef, Step]], receiver: FunctionRef | None = None,
     silent: Mapping[int, set[FunctionRef]] | None = None,
@@ -529,6 +538,7 @@ def _row_cases(off: frozenset[str], source: bytes) -> tuple[frozenset[str], ...]
 def _without_idle_commits(
     steps: tuple[Step, ...], facts: FileFacts, body: Body | None = None, committed: Callable[[Step], str | None] = lambda step: None,
     quiet_before: Callable[[FunctionRef, int], bool] = lambda ref, line: False,
+    quiet_after: Callable[[FunctionRef, int], bool] = lambda ref, line: False,
 ) -> tuple[Step, ...]:
     """``steps`` less each direct commit with nothing pending since the commit just before
     it on the path: no call, assignment or other statement between the two (a callee that
@@ -536,7 +546,8 @@ def _without_idle_commits(
     not take (read from ``body``, the function's parsed body), and no ``session.add`` but of
     the object the committing call handed back (``committed``: the session holds it). An
     attribute assignment in between (``team.captain_id = user.id``) is a pending write and
-    keeps the commit."""
+    keeps the commit. A commit just before that is a call counts only when its callee does
+    nothing after its own last commit (``quiet_after``: :func:`.read_commits.done_after_commit`)."""
     node, _, offset = body if body is not None else _NO_BODY
     kept: list[Step] = []
     for step in steps:
@@ -545,6 +556,7 @@ def _without_idle_commits(
             previous is not None
             and ((step.callee is None and step.effects == (Effect.COMMIT,)) or (step.callee is not None and flushes_through(step, quiet_before)))
             and previous.effects[-1] is Effect.COMMIT
+            and (previous.callee is None or done_after_commit(previous, quiet_after))
             and previous.line < step.line
             and not _pending_between(previous.line, step.line, facts, node, offset, committed(previous))
         )

@@ -37,6 +37,31 @@ from auditor.analysis.transactions.paths import EXISTING_ROW, FRESH_ROW, UNCHANG
 from auditor.analysis.transactions.scanning import python_code
 from auditor.analysis.transactions.serializer_bindings import bindings
 
+_SETS = re.compile(r"\s*(?:\[[^\]]*\]\s*)?(?:=(?!=)|\.\w+\s*\(|(?:[-+*/%@&|^]|//|\*\*|>>|<<)=)")
+"""What follows an attribute its statement sets: ``=``, any augmented operator, or a call
+on it (a file field's ``save``)."""
+_ASSIGNMENT = re.compile(r"(?<![=!<>:])=(?!=)")
+_TARGET_LINE = re.compile(r"^\s*[(\[]?\s*$")
+
+
+def _in_targets(code: str, start: int) -> bool:
+    """Whether the text at ``start`` of the line ``code`` may sit in an assignment's target
+    list (``a.x, a.y = ...``, ``for a.x in ...``, a target list carried over lines): before
+    the line's first ``=`` outside brackets, or the line opens with it followed by a comma
+    or a closing bracket. Read generously: a doubtful place counts as a target."""
+    depth = 0
+    for index, character in enumerate(code):
+        if character in "([{":
+            depth += 1
+        elif character in ")]}":
+            depth -= 1
+        elif depth <= 0 and character == "=" and _ASSIGNMENT.match(code, index) and index > start:
+            return True
+    if re.match(r"\s*for\b", code) and " in " in code[start:]:
+        return True
+    return bool(_TARGET_LINE.match(code[:start])) and re.match(r"[\w.]*\s*[,)\]]", code[start:]) is not None
+
+
 _SNAPSHOT = re.compile(r"^\s*self\.(\w+)\s*=\s*self\.(\w+)\s*(?:#.*)?$")
 _SELF_ASSIGNED = re.compile(r"(?<![\w.])self\.(\w+)\s*(?:\[[^\]]*\])?\s*(?::[^=]+)?=(?!=)")
 _SELF_CALL = re.compile(r"(?<![\w.])self\.(\w+)\s*\(")
@@ -171,7 +196,7 @@ class Snapshots:
                 rest = code[match.end():]
                 if attribute is None or rest.lstrip().startswith("("):
                     return set()  # handed on, rebound or a method called on it
-                if attribute in kept and re.match(r"\s*(?:\[[^\]]*\]\s*)?(?:=(?!=)|\.\w+\s*\(|\+=|-=)", rest):
+                if attribute in kept and (_SETS.match(rest) or _in_targets(code, match.start())):
                     kept.discard(attribute)  # set, or written through (a file field's save)
         return kept
 

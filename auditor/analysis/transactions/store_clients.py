@@ -7,7 +7,8 @@ sends an HTTP ``DELETE /{index}/_doc/{id}`` (elasticsearch/_sync/client/__init__
 ``BasicKeyCommands.delete``). No database transaction covers or is broken by them.
 
 A call's receiver counts as such a client only on evidence read from the code, never from
-its name: the receiver's name is bound (a local above the call, else a module-level name of
+its name: the receiver's name is bound (a local bound once in the function, by a plain
+assignment above the call and in no other target position anywhere in it, else a module-level name of
 the file, else the name a ``from M import name`` brings in from the repository module ``M``)
 to
 
@@ -33,6 +34,7 @@ from collections.abc import Mapping
 
 from auditor.callgraph.graph import CallGraph, FunctionRef
 from auditor.analysis.transactions.facts import FileFacts
+from auditor.analysis.transactions.name_bindings import FunctionBindings, function_bindings
 from auditor.analysis.transactions.receiver_types import assigned_expression
 from auditor.index.model import Definition
 
@@ -55,6 +57,7 @@ class StoreClients:
         self.facts = facts
         self._module_names: dict[tuple[str, str], bool] = {}
         self._factories: dict[FunctionRef, bool] = {}
+        self._function_bindings: dict[tuple[str, int], FunctionBindings | None] = {}
 
     def is_client(self, path: str, definition: Definition | None, receiver: str, line: int) -> bool:
         """Whether ``receiver`` (the root name of a call's receiver, at ``line`` of the
@@ -63,14 +66,30 @@ class StoreClients:
         if facts is None or not receiver.isidentifier():
             return False
         if definition is not None:
-            for number in range(line - 1, definition.start_line - 1, -1):
-                assigned = assigned_expression(facts.line_text(number), receiver)
-                if assigned is not None:
-                    return not assigned[1] and self._client_value(path, assigned[0], 0)
             signature = " ".join(facts.line_text(number) for number in range(definition.start_line, definition.body_start_line))
             if re.search(rf"[(,]\s*\**{re.escape(receiver)}\b", signature):
                 return False  # a parameter: whatever the caller passes
+            bindings = self._bindings(path, definition)
+            if bindings is None:
+                return False  # not parsed: what it holds is not known
+            bound = bindings.lines_binding(receiver)
+            if bound:
+                # One plain assignment above the call and no other binding anywhere in the
+                # function (a ``for``/``with``/``except`` target, a second branch, ...).
+                if len(bound) != 1 or bound[0] >= line:
+                    return False
+                assigned = assigned_expression(facts.line_text(bound[0]), receiver)
+                return assigned is not None and not assigned[1] and self._client_value(path, assigned[0], 0)
         return self._module_client(path, receiver, 0)
+
+    def _bindings(self, path: str, definition: Definition) -> FunctionBindings | None:
+        """Every binding of a name in ``definition`` (any target position), parsed once."""
+        key = (path, definition.start_line)
+        if key not in self._function_bindings:
+            facts = self.facts[path]
+            lines = [facts.line_text(number) for number in range(definition.start_line, definition.end_line + 1)]
+            self._function_bindings[key] = function_bindings(lines, definition.start_line)
+        return self._function_bindings[key]
 
     def _module_client(self, path: str, name: str, depth: int) -> bool:
         """Whether the module-level ``name`` of ``path`` is bound once to a client, or is
@@ -85,7 +104,7 @@ class StoreClients:
         if facts is not None and depth <= _DEPTH:
             texts = [facts.line_text(number) for number in range(1, len(facts.lines) + 1)]
             bound = [assigned for text in texts if text[:1] == name[:1] and (assigned := assigned_expression(text, name)) is not None]
-            rebound = any(re.search(rf"\bglobal\b[^\n]*\b{re.escape(name)}\b", text) for text in texts)
+            rebound = any(re.search(rf"\bglobal\b[^\n]*\b{re.escape(name)}\b|\b(?:for|as)\s+(?:[\w\s,*]*,\s*)?{re.escape(name)}\b", text) for text in texts)
             if len(bound) == 1 and not bound[0][1] and not rebound:
                 found = self._client_value(path, bound[0][0], depth)
             elif not bound:
