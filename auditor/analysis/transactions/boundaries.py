@@ -102,24 +102,12 @@ class Boundaries:
                 break
         self._wrappers.clear()
 
-    def decorators(self, ref: FunctionRef) -> tuple[str, ...]:
-        """A function's decorators, then its class's."""
-        definition = self.graph.definition(ref)
-        if definition is None:
-            return ()
-        decorators = definition.decorators
-        if definition.parent is not None:
-            owner = self.graph.definition(FunctionRef(ref.path, definition.parent))
-            if owner is not None and owner.kind == "class":
-                decorators = (*decorators, *owner.decorators)
-        return decorators
-
     def decorated_boundary(self, ref: FunctionRef) -> bool:
         """Whether a decorator of the function (or its class) opens a transaction;
         ``method_decorator(transaction.atomic)`` is ``transaction.atomic`` on a method."""
-        return any(self.is_boundary(ref.path, _unwrapped(decorator)) for decorator in self._applied_decorators(ref))
+        return any(self.is_boundary(ref.path, _unwrapped(decorator)) for decorator in self.decorators(ref))
 
-    def _applied_decorators(self, ref: FunctionRef) -> tuple[str, ...]:
+    def decorators(self, ref: FunctionRef) -> tuple[str, ...]:
         """The decorators that wrap the function: its own, then those of its class that
         apply to it (``_applies_to``)."""
         definition = self.graph.definition(ref)
