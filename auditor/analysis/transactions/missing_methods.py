@@ -14,11 +14,23 @@ what ``ModelBase`` and the fields add to the class (``DoesNotExist``, the manage
 ``ModelBase.__new__``/``_prepare``, django/db/models/fields/__init__.py
 ``Field.contribute_to_class``) and whatever its own classes define.
 
+What a class body binds may add more: ``ModelBase.__new__`` hands every value with a
+``contribute_to_class`` to ``add_to_class`` (django/db/models/base.py), which lets it set
+any attribute on the model (django-simple-history's ``HistoricalRecords.contribute_to_class``
+-> ``add_extra_methods`` sets ``save_without_historical_record``: simple_history/models.py),
+and a class decorator may return anything. So a body is *closed* only when it has no class
+decorator and binds only functions (undecorated, or decorated by ``property``,
+``cached_property``, ``classmethod``, ``staticmethod`` or a property's ``setter``...),
+nested classes (``Meta``: ``ModelBase`` skips classes, ``_has_contribute_to_class``), plain
+literals, and calls of Django's own fields and managers (``models.CharField(...)`` with
+``from django.db import models``, or a name imported from ``django.db.models`` or a
+``django.contrib`` module): those add only the field's name and the generated names above.
+
 So a call raises when all of these hold: the receiver is a local bound once
 (:meth:`.ConstructedNames.bound_once`) to a row of repository model ``M``
 (:meth:`.ReceiverTypes.variable_class`); every class on ``M``'s MRO is a repository class
-or Django's ``Model`` (no third-party base or mixin, no ``metaclass=``, no
-``__getattr__``/``__getattribute__``); the name is public, lower case, none of Django's
+with a closed body or Django's ``Model`` (no third-party base or mixin, no ``metaclass=``,
+no ``__getattr__``/``__getattribute__``); the name is public, lower case, none of Django's
 and matches none of its generated patterns; and the repository text never writes the
 name other than as a called attribute (``.name(``): no definition, field, assignment,
 ``setattr(..., "name", ...)`` or string anywhere. A path through such a call ends there
@@ -34,7 +46,10 @@ Inputs: the call graph, the per-file facts and the receiver types. Output:
 from __future__ import annotations
 
 import re
+import textwrap
 from collections.abc import Mapping
+
+from tree_sitter import Node
 
 from auditor.callgraph.graph import CallGraph, FunctionRef
 from auditor.callgraph.names import strip_arguments
@@ -44,6 +59,7 @@ from auditor.analysis.transactions.receiver_types import assigned_expression
 from auditor.analysis.transactions.receivers import Receivers
 from auditor.analysis.transactions.scanning import IDENTIFIER
 from auditor.index.model import Definition
+from auditor.languages.grammars import parser_for
 
 DJANGO_MODEL_METHODS = frozenset(
     """
@@ -58,6 +74,13 @@ DJANGO_MODEL_METHODS = frozenset(
 
 _GENERATED = re.compile(r"^(?:get_\w+_display|get_(?:next|previous)_by_\w+|[gs]et_\w+_order)$")
 _DYNAMIC_LOOKUP = ("__getattr__", "__getattribute__")
+# Decorators whose result carries no ``contribute_to_class``: builtins and functools'.
+_PLAIN_DECORATORS = frozenset({"property", "cached_property", "functools.cached_property", "classmethod", "staticmethod"})
+_PROPERTY_PARTS = frozenset({"setter", "getter", "deleter"})
+# Django's modules of fields and managers (``django.contrib.postgres.fields``, ``contenttypes.fields``...).
+_DJANGO_MODEL_MODULES = ("django.db", "django.contrib.")
+_LITERALS = frozenset({"string", "concatenated_string", "integer", "float", "true", "false", "none"})
+_LITERAL_CONTAINERS = frozenset({"tuple", "list", "set", "parenthesized_expression", "unary_operator", "pair", "dictionary"})
 
 
 class MissingMethods:
@@ -152,6 +175,8 @@ class MissingMethods:
             header = " ".join(facts.lines[definition.start_line - 1 : definition.body_start_line - 1]) if facts is not None else "metaclass"
             if "metaclass" in header or any(self.graph.class_member(cls, hook) is not None for hook in _DYNAMIC_LOOKUP):
                 return False
+            if facts is None or not _closed_body(facts, definition):
+                return False  # a class decorator or a value that may add methods (module docstring)
             repository = self.graph.base_classes(cls)
             foreign = [base for base in definition.bases if facts is not None and _names_django_model(facts, base.strip())]
             if len(repository) + len(foreign) != len(definition.bases):
@@ -196,3 +221,99 @@ def _names_django_model(facts: FileFacts, base: str) -> bool:
     return base == "django.db.models.Model" and any(
         record.module.startswith("django") and record.name is None and record.alias is None for record in imports
     )
+
+
+def _closed_body(facts: FileFacts, definition: Definition) -> bool:
+    """Whether the class ``definition`` (in ``facts``'s file) has no decorator and its body
+    binds nothing that may add attributes to the class (module docstring)."""
+    if definition.decorators:
+        return False
+    parser = parser_for("python")
+    if parser is None:
+        return False
+    text = textwrap.dedent("\n".join(facts.lines[definition.start_line - 1 : definition.end_line]))
+    source = text.encode("utf-8", "surrogatepass")
+    root = parser.parse(source).root_node
+    node = root.named_children[0] if root.named_children else None
+    body = node.child_by_field_name("body") if node is not None and node.type == "class_definition" else None
+    if body is None:
+        return False
+    django = _django_names(facts)
+    return all(_closed_statement(statement, source, django) for statement in body.named_children)
+
+
+def _closed_statement(statement: Node, source: bytes, django: tuple[frozenset[str], frozenset[str]]) -> bool:
+    kind = statement.type
+    if kind in ("comment", "pass_statement", "function_definition", "class_definition"):
+        return True
+    if kind == "decorated_definition":
+        inner = statement.child_by_field_name("definition")
+        decorators = [child for child in statement.named_children if child.type == "decorator"]
+        return inner is not None and inner.type == "function_definition" and all(_plain_decorator(_text(d, source).lstrip("@").strip()) for d in decorators)
+    if kind != "expression_statement" or len(statement.named_children) != 1:
+        return False
+    expression = statement.named_children[0]
+    if expression.type in _LITERALS:
+        return True  # a docstring
+    if expression.type != "assignment":
+        return False
+    target = expression.child_by_field_name("left")
+    if target is None or not _plain_target(target):
+        return False  # ``locals()["x"] = ...``, ``Other.x = ...``: not a name of this body
+    value = expression.child_by_field_name("right")
+    if value is None:
+        return True  # ``name: int``, an annotation alone
+    return value.type != "assignment" and _closed_value(value, source, django)
+
+
+def _closed_value(value: Node, source: bytes, django: tuple[frozenset[str], frozenset[str]]) -> bool:
+    """Whether ``value`` is a plain literal or a call of one of Django's own fields or
+    managers (``django``: the names of ``django.db.models`` modules, the names imported
+    from a ``django`` module)."""
+    if value.type in _LITERALS:
+        return True
+    if value.type in _LITERAL_CONTAINERS:
+        return all(_closed_value(child, source, django) for child in value.named_children if child.type != "comment")
+    if value.type != "call":
+        return False
+    function = value.child_by_field_name("function")
+    if function is None:
+        return False
+    name = _text(function, source)
+    modules, names = django
+    if function.type == "identifier":
+        return name in names
+    head = name.split(".", 1)[0]
+    return function.type == "attribute" and head in modules and all(IDENTIFIER.fullmatch(part) for part in name.split("."))
+
+
+def _django_names(facts: FileFacts) -> tuple[frozenset[str], frozenset[str]]:
+    """The local names of ``django.db.models`` (``from django.db import models``) and the
+    names imported from one of Django's model modules, in ``facts``'s file."""
+    modules: set[str] = set()
+    names: set[str] = set()
+    for record in facts.index.imports:
+        if record.name is None or not record.module.startswith(_DJANGO_MODEL_MODULES):
+            continue
+        local = record.alias or record.name
+        if record.module in ("django.db", "django.contrib.gis.db") and record.name == "models":
+            modules.add(local)
+        else:
+            names.add(local)
+    return frozenset(modules), frozenset(names)
+
+
+def _plain_target(target: Node) -> bool:
+    if target.type == "identifier":
+        return True
+    return target.type in ("pattern_list", "tuple_pattern", "list_pattern") and all(_plain_target(child) for child in target.named_children)
+
+
+def _plain_decorator(text: str) -> bool:
+    """Whether a method decorator returns a value with no ``contribute_to_class``."""
+    parts = text.split(".")
+    return text in _PLAIN_DECORATORS or (len(parts) == 2 and parts[1] in _PROPERTY_PARTS and IDENTIFIER.fullmatch(parts[0]) is not None)
+
+
+def _text(node: Node, source: bytes) -> str:
+    return source[node.start_byte : node.end_byte].decode("utf-8", "replace")

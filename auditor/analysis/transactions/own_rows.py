@@ -6,6 +6,7 @@ SQLAlchemy's ``Query.first``/``one``/``one_or_none``/``get`` return entities of 
 own (sqlalchemy/orm/query.py ``Query.first``), so ``cls.query.filter_by(...).first()`` or a
 query built from ``cls`` step by step (``q = cls.all(); q = q.filter(...); return q.first()``)
 returns a row of the class the classmethod is called on; ``typing.Self`` names that class too.
+A chain through a call that turns rows into plain values (:data:`NOT_ROWS`) yields none.
 
 Inputs: the call graph, the file indexes and texts (through :class:`~.receiver_types.ReceiverTypes`).
 Output: :class:`OwnRows`.
@@ -27,6 +28,12 @@ _RETURNS_SELF = re.compile(r"\)\s*->\s*['\"]?(?:Optional\[\s*Self\s*\]|Self(?:\s
 _FIRST_PARAMETER = re.compile(r"def\s+\w+\s*\(\s*([A-Za-z_]\w*)")
 # Query methods that return one row of the query's entity (or None).
 _OWN_ROW_METHODS = frozenset({"first", "one", "one_or_none", "get", "first_or_404", "one_or_404", "get_or_404"})
+NOT_ROWS = frozenset({"values", "values_list", "dates", "datetimes", "with_entities", "add_columns", "add_entity"})
+"""Query calls after which the query yields plain values, not rows of its model: Django's
+``QuerySet.values`` (dicts: ``ValuesIterable``), ``values_list`` (tuples, or flat values:
+``ValuesListIterable``/``FlatValuesListIterable``), ``dates``/``datetimes`` (django/db/models/
+query.py); SQLAlchemy's ``Query.with_entities``/``add_columns``/``add_entity`` (rows of
+tuples: sqlalchemy/orm/query.py). ``.values(...).get()`` is a dict, never a row."""
 
 
 class OwnRows:
@@ -108,6 +115,8 @@ class OwnRows:
         if session is not None:
             return session.group(1) == "cls"
         parts = strip_arguments(expression).split(".")
+        if NOT_ROWS.intersection(parts[1:]):
+            return False  # ``cls.objects.values(...).first()``: a dict, not a row
         if not expression.endswith(")") or not all(IDENTIFIER.fullmatch(part) for part in parts):
             if len(parts) == 1 and IDENTIFIER.fullmatch(parts[0]) and depth == 0:
                 values = [found[0] for text in body if (found := assigned_expression(text, parts[0])) is not None and not found[1]]
@@ -118,8 +127,10 @@ class OwnRows:
         if parts[0] != "cls" and len(parts) >= 2 and parts[-1] in _OWN_ROW_METHODS and depth == 0:
             # ``q.first()``: ``q`` a query every assignment builds from ``cls`` or from ``q`` itself
             sources = [found[0] for text in body if (found := assigned_expression(text, parts[0])) is not None]
-            roots = {strip_arguments(source).split(".", 1)[0] for source in sources}
-            return bool(sources) and roots <= {"cls", parts[0]} and "cls" in roots
+            chains = [strip_arguments(source).split(".") for source in sources]
+            roots = {chain[0] for chain in chains}
+            plain = any(NOT_ROWS.intersection(chain[1:]) for chain in chains)
+            return bool(sources) and not plain and roots <= {"cls", parts[0]} and "cls" in roots
         if parts[0] != "cls" or len(parts) < 2:
             return False
         if len(parts) == 2:

@@ -149,6 +149,36 @@ def row_guarded(source: bytes) -> bool:
     return _GUARD_WORDS.search(source) is not None
 
 
+_SOMETIMES_EVALUATED = frozenset(
+    {
+        "boolean_operator", "conditional_expression", "lambda", "list_comprehension", "set_comprehension",
+        "dictionary_comprehension", "generator_expression", "assert_statement", "type",
+    }
+)
+"""Python expressions whose parts a statement need not evaluate (language reference,
+"Expressions"): ``or``/``and`` stop at the first operand that decides; ``x if c else y``
+evaluates one arm; a lambda's body runs when called; a comprehension's element and
+conditions run per item (a generator's only when consumed); ``assert c, msg`` evaluates
+``msg`` only when ``c`` is false (and neither under ``-O``); a local variable's annotation
+is never evaluated ("Annotated assignment statements"). A chained comparison
+(``a < b < c``) stops at the first false one too: see :func:`_sometimes_evaluated_spans`."""
+
+
+def _sometimes_evaluated_spans(statement: Node) -> list[tuple[int, int]]:
+    """The line ranges of the parts of ``statement`` that may go unevaluated (the whole
+    construct's lines: which operand a call sits in is not told by its line)."""
+    spans: list[tuple[int, int]] = []
+    pending = [statement]
+    while pending:
+        node = pending.pop()
+        chained = node.type == "comparison_operator" and len(node.named_children) > 2
+        if node.type in _SOMETIMES_EVALUATED or chained:
+            spans.append((first_line(node), last_line(node)))
+            continue
+        pending.extend(node.named_children)
+    return spans
+
+
 def first_line(node: Node) -> int:
     return node.start_point.row + 1
 
@@ -326,8 +356,16 @@ class _Walk(Generic[Event]):
         return through, ended
 
     def raises(self, node: Node) -> bool:
-        """Whether ``node`` is a simple statement holding a call that always raises."""
-        return node.type not in _COMPOUND and any(first_line(node) <= line <= last_line(node) for line in self.exits.raising)
+        """Whether ``node`` is a simple statement holding a call that always raises, on a
+        line no part of it that may go unevaluated (:data:`_SOMETIMES_EVALUATED`) spans:
+        ``a or q.missing()`` raises only when ``a`` is false."""
+        if node.type in _COMPOUND:
+            return False
+        lines = [line for line in self.exits.raising if first_line(node) <= line <= last_line(node)]
+        if not lines:
+            return False
+        spans = _sometimes_evaluated_spans(node)
+        return any(not any(start <= line <= end for start, end in spans) for line in lines)
 
     def claim_after_raising(self, node: Node) -> None:
         """Claim (as on no path) the statements that follow, in their block, a statement

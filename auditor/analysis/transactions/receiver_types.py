@@ -15,7 +15,7 @@ from auditor.callgraph.names import strip_arguments
 from auditor.analysis.transactions.base import FOR_LOOP, SELF_RECEIVERS
 from auditor.analysis.transactions.scanning import IDENTIFIER
 from auditor.analysis.transactions.expressions import SESSION_GET, assigned_expression, depth_of, return_starts, statement_end
-from auditor.analysis.transactions.own_rows import OwnRows
+from auditor.analysis.transactions.own_rows import NOT_ROWS, OwnRows
 from auditor.analysis.transactions.module_objects import ModuleObjects
 from auditor.index.model import Definition
 
@@ -123,6 +123,8 @@ class ReceiverTypes:
         if not parts or not all(IDENTIFIER.fullmatch(part) for part in parts) or not expression.endswith(")"):
             return None, False
         last = parts[-1]
+        if NOT_ROWS.intersection(parts[1:]):
+            return None, False  # ``M.objects.values(...).get(...)``: a dict or tuple, not an ``M``
         if "objects" in parts[1:]:
             position = parts.index("objects")
             wanted = _DJANGO_ROW_AND_FLAG if unpacked else _DJANGO_ROW
@@ -321,7 +323,7 @@ class ReceiverTypes:
     def rows_class(self, path: str, expression: str) -> FunctionRef | None:
         """The model whose rows ``M.objects.filter(...)`` (``all``, ``exclude``...) yields."""
         parts = strip_arguments(expression).split(".")
-        if "objects" not in parts[1:] or parts[-1] not in _DJANGO_ROWS or not all(IDENTIFIER.fullmatch(part) for part in parts):
+        if "objects" not in parts[1:] or NOT_ROWS.intersection(parts[1:]) or parts[-1] not in _DJANGO_ROWS or not all(IDENTIFIER.fullmatch(part) for part in parts):
             return None
         return self.class_named(path, ".".join(parts[: parts.index("objects")]))
 

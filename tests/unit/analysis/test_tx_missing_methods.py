@@ -7,8 +7,14 @@ django-helpdesk's ``create_queue_permissions`` calls ``q.generate_permission_nam
 
 Counter-tests keep the real two-write shape reported: a method the model defines, one
 Django's ``Model`` has, a model with a base the repository does not define, a name the
-repository writes elsewhere (an assignment, ``setattr`` with its string), and a receiver
-bound twice."""
+repository writes elsewhere (an assignment, ``setattr`` with its string), a receiver
+bound twice, a model whose class body binds a value that may add methods
+(``ModelBase.__new__`` -> ``add_to_class`` -> ``contribute_to_class``,
+django/db/models/base.py; django-simple-history's ``HistoricalRecords`` adds
+``save_without_historical_record``, simple_history/models.py) or carries a class decorator,
+a call that may go unevaluated (``or``, ``x if c else y``, a lambda, a comprehension, an
+``assert`` message: language reference, "Expressions"), and a ``values_list`` row (a tuple:
+django/db/models/query.py ``QuerySet.values_list``), which is no model row."""
 
 from __future__ import annotations
 
@@ -23,9 +29,10 @@ from django.db import models
 {imports}
 
 
-class Queue({bases}):
+{decorator}class Queue({bases}):
     title = models.CharField(max_length=10)
     permission_name = models.CharField(max_length=10, blank=True)
+{body}
 
     def prepare_permission_name(self):
         self.permission_name = "queue." + self.title
@@ -93,9 +100,12 @@ def rule() -> Rule:
     return load_rule("tx-outside-transaction")
 
 
-def _shown(rule: Rule, command: str, method: str, *, bases: str = "models.Model", imports: str = "", extra: str = "") -> bool:
+def _shown(
+    rule: Rule, command: str, method: str, *, bases: str = "models.Model", imports: str = "", extra: str = "", body: str = "",
+    decorator: str = "",
+) -> bool:
     """Whether the command's writes are reported by default (critical or high)."""
-    models = MODELS.format(bases=bases, imports=imports, extra=extra)
+    models = MODELS.format(bases=bases, imports=imports, extra=extra, body=body, decorator=decorator)
     files = {"shop/models.py": models, COMMAND: command.format(method=method)}
     finding = reported(analyze_source(files, rule)).get((COMMAND, "Command.handle"))
     return finding is not None and finding.severity in ("critical", "high")
@@ -137,3 +147,72 @@ def test_a_name_the_repository_writes_elsewhere_may_exist(rule: Rule, extra: str
 
 def test_a_receiver_bound_twice_may_hold_anything(rule: Rule):
     assert _shown(rule, REBOUND, "generate_permission_name")
+
+
+CLOSED_BODIES = {
+    "meta-docstring-literals": '''
+    """A queue."""
+    KINDS = (("a", "A"), ("b", "B"))
+    limit = -1
+    objects = models.Manager()
+    rank = IntegerField(default=0)
+
+    class Meta:
+        ordering = ["title"]
+
+    @property
+    def label(self):
+        return self.title
+
+    @label.setter
+    def label(self, value):
+        self.title = value
+''',
+}
+
+
+@pytest.mark.parametrize("body", CLOSED_BODIES.values(), ids=CLOSED_BODIES.keys())
+def test_a_body_of_djangos_fields_managers_and_literals_is_closed(rule: Rule, body: str):
+    imports = "from django.db.models import IntegerField"
+    assert not _shown(rule, STRAIGHT, "generate_permission_name", body=body, imports=imports)
+
+
+OPEN_BODIES = {
+    "third-party-field": ("from simple_history.models import HistoricalRecords", "    history = HistoricalRecords()\n", ""),
+    "repository-field": ("from shop.fields import AuditField", "    audit = AuditField()\n", ""),
+    "call-in-body": ("from shop.registry import register", "    register(locals())\n", ""),
+    "unknown-method-decorator": ("from shop.hooks import hook", "    @hook\n    def ping(self):\n        return 1\n", ""),
+    "class-decorator": ("from shop.registry import register", "", "@register\n"),
+}
+
+
+@pytest.mark.parametrize(("imports", "body", "decorator"), OPEN_BODIES.values(), ids=OPEN_BODIES.keys())
+def test_a_body_binding_what_may_add_methods_is_not_closed(rule: Rule, imports: str, body: str, decorator: str):
+    assert _shown(rule, STRAIGHT, "generate_permission_name", body=body, imports=imports, decorator=decorator)
+
+
+SOMETIMES_EVALUATED = {
+    "or": "basename = q.permission_name or q.{method}()",
+    "and": "basename = options['fresh'] and q.{method}()",
+    "conditional": "basename = q.{method}() if options['fresh'] else q.title",
+    "lambda": "make = lambda: q.{method}()\n        basename = q.title",
+    "comprehension": "basename = [q.{method}() for _ in options['names']]",
+    "generator": "basename = list(q.{method}() for _ in options['names'])",
+    "assert": "assert q.title, q.{method}()\n        basename = q.title",
+    "chained-comparison": "basename = 0 < len(q.title) < q.{method}()",
+}
+
+
+@pytest.mark.parametrize("statement", SOMETIMES_EVALUATED.values(), ids=SOMETIMES_EVALUATED.keys())
+def test_a_call_that_may_go_unevaluated_does_not_end_the_path(rule: Rule, statement: str):
+    command = STRAIGHT.replace("basename = q.{method}()", statement)
+    assert _shown(rule, command, "generate_permission_name")
+
+
+def test_a_values_list_row_is_a_tuple_not_a_row(rule: Rule):
+    command = STRAIGHT.replace(
+        'q = Queue.objects.get(pk=options["pk"])\n        basename = q.{method}()\n        q.save()',
+        'q = Queue.objects.values_list("title", flat=False).first()\n        basename = q.{method}("x")\n        Queue.objects.filter(pk=1).delete()',
+    )
+    assert "values_list" in command
+    assert _shown(rule, command, "index")
