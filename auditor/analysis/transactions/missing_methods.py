@@ -55,7 +55,7 @@ from auditor.callgraph.graph import CallGraph, FunctionRef
 from auditor.callgraph.names import strip_arguments
 from auditor.analysis.transactions.base import FOR_LOOP, SELF_RECEIVERS
 from auditor.analysis.transactions.facts import FileFacts, enclosing_of
-from auditor.analysis.transactions.receiver_types import assigned_expression
+from auditor.analysis.transactions.expressions import assigned_expression
 from auditor.analysis.transactions.receivers import Receivers
 from auditor.analysis.transactions.scanning import IDENTIFIER
 from auditor.index.model import Definition

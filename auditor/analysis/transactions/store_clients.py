@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from auditor.callgraph.graph import CallGraph, FunctionRef
 from auditor.analysis.transactions.facts import FileFacts
 from auditor.analysis.transactions.name_bindings import FunctionBindings, function_bindings
-from auditor.analysis.transactions.receiver_types import assigned_expression
+from auditor.analysis.transactions.expressions import assigned_expression
 from auditor.index.model import Definition
 
 CLIENT_PACKAGES = frozenset({"pysolr", "elasticsearch", "opensearchpy", "redis"})
