@@ -14,6 +14,11 @@ or one handed straight to ``execute(...)``) writes nothing by itself: ``TableCla
 ``update``/``insert`` return a ``Delete``/``Update``/``Insert`` construct
 (sqlalchemy/sql/selectable.py, sqlalchemy/sql/dml.py), and the session's ``execute`` runs it
 inside its transaction, so the commit after it ends one unit.
+In a module that writes through a session and imports nothing from Django, a
+``delete(...)``/``update(...)`` whose receiver is not known is one of these (a lazy
+relationship's ``AppenderQuery``, a query held in a loop variable) or a project method: it is
+no Django autocommit write, and the commit the module runs decides when it lands
+(:func:`session_module`).
 
 So a session write is not a finding by itself. The risk is a path that **commits more
 than once** (a failure after the first commit leaves it in place), a write through a
@@ -28,7 +33,7 @@ from functools import lru_cache
 
 from auditor.callgraph.names import strip_arguments
 from auditor.analysis.transactions.base import CallContext, Classification, Effect
-from auditor.index.model import CallSite
+from auditor.index.model import CallSite, FileIndex
 
 _IN_TRANSACTION = frozenset(
     {"add", "add_all", "merge", "delete", "flush", "execute", "bulk_save_objects", "bulk_insert_mappings",
@@ -68,6 +73,8 @@ class SqlAlchemyModel:
         stripped = strip_arguments(call.callee)
         if call.name in _QUERY_METHODS and _query_receiver(stripped, call, context):
             return Classification(None, "a session query's bulk delete/update: inside the session's transaction")
+        if call.name in _QUERY_METHODS and context.is_rule_sink and session_module(context.index):
+            return Classification(None, "a delete/update in a module that writes through a SQLAlchemy session and imports no Django: staged until the session's commit")
         if "ession." not in call.callee:
             return None
         if "." not in stripped:
@@ -80,6 +87,34 @@ class SqlAlchemyModel:
         if call.name in _IN_TRANSACTION:
             return Classification(None, "inside the session's transaction")
         return None
+
+
+_SESSION_CALLS = frozenset({"commit", "flush", "add", "add_all", "rollback"})
+_SESSION_MODULES: dict[tuple[str, str], bool] = {}
+
+
+def session_module(index: FileIndex) -> bool:
+    """Whether a Python file writes through an SQLAlchemy-style session (a call such as
+    ``db.session.commit()`` or ``session.add(x)`` on a receiver named ``*session``, never
+    ``request.session``) and imports nothing from Django or DRF. Kept per file content."""
+    key = (index.path, index.content_hash)
+    found = _SESSION_MODULES.get(key)
+    if found is None:
+        found = not any(
+            item.module.split(".", 1)[0] in ("django", "rest_framework") for item in index.imports
+        ) and any(_session_call(call) for call in index.calls)
+        if len(_SESSION_MODULES) > 65536:
+            _SESSION_MODULES.clear()
+        _SESSION_MODULES[key] = found
+    return found
+
+
+def _session_call(call: CallSite) -> bool:
+    if call.name not in _SESSION_CALLS:
+        return False
+    stripped = strip_arguments(call.callee)
+    receiver = stripped.rsplit(".", 1)[0] if "." in stripped else ""
+    return bool(receiver) and _session_receiver(receiver) and not receiver.endswith("request.session")
 
 
 def builds_statement(call: CallSite, line: str) -> bool:

@@ -378,3 +378,81 @@ def test_two_calls_that_stage_and_commit_are_two_commits(reads):
 def test_a_read_then_commit_reached_after_a_helper_staged_work_is_a_second_commit(reads):
     """``stage_then_read`` adds a row, then ``get_info``'s commit writes it."""
     assert reads[("app/routes.py", "stage")].title.startswith("2 commits on one path")
+
+
+# ------------------------------------------- unknown receivers in a session module (round 9)
+
+# Round 9's indico FALSE findings: ``file.delete(delete_from_db=True)`` on a loop variable over
+# ``File.query...all()``, and ``user.oauth_app_links.delete()`` on a ``lazy="dynamic"``
+# relationship, read as Django autocommit deletes. In a module that writes through a session
+# and imports no Django, such a delete is a ``Query.delete`` (sqlalchemy/orm/query.py
+# ``Query.delete`` runs its statement through ``self.session.execute``; a dynamic
+# relationship's ``AppenderQuery`` is a ``Query``, sqlalchemy/orm/dynamic.py) or a project
+# method: staged until the module's commit.
+SESSION_TASKS = """
+    from celery import shared_task
+
+    from .db import db
+    from .models import File, User
+
+
+    @shared_task
+    def delete_unclaimed_files():
+        unclaimed = (File.query
+                     .filter(File.claimed.is_(False))
+                     .all())
+        for file in unclaimed:
+            file.delete(delete_from_db=True)
+        db.session.commit()
+
+
+    @shared_task
+    def anonymize(user_id):
+        user = User.query.get(user_id)
+        user.oauth_app_links.delete()
+        user.log_entries.delete()
+        db.session.commit()
+
+
+    @shared_task
+    def purge_twice(user_id):
+        user = User.query.get(user_id)
+        user.oauth_app_links.delete()
+        db.session.commit()
+        user.log_entries.delete()
+        db.session.commit()
+"""
+
+DJANGO_TASKS = """
+    from celery import shared_task
+    from django.db import models
+
+    from .models import Order
+
+
+    @shared_task
+    def purge(order_id, session):
+        order = Order.lookup(order_id)
+        order.lines.delete(keep=False)
+        order.delete(soft=False)
+        session.commit()
+"""
+
+
+@pytest.fixture(scope="module")
+def session_tasks() -> dict:
+    files = {"app/tasks.py": SESSION_TASKS, "app/django_tasks.py": DJANGO_TASKS, **DB}
+    return reported(analyze_source(files, load_rule("tx-outside-transaction")))
+
+
+@pytest.mark.parametrize("function", ["delete_unclaimed_files", "anonymize"])
+def test_unknown_deletes_in_a_session_module_are_staged_until_its_one_commit(session_tasks, function):
+    assert ("app/tasks.py", function) not in session_tasks
+
+
+def test_staged_unknown_deletes_committed_twice_are_still_reported(session_tasks):
+    assert session_tasks[("app/tasks.py", "purge_twice")].title.startswith("2 commits on one path")
+
+
+def test_a_module_that_imports_django_keeps_autocommit_deletes(session_tasks):
+    assert ("app/django_tasks.py", "purge") in session_tasks
