@@ -50,6 +50,7 @@ class Arguments:
         self._offs: dict[tuple[FunctionRef, CallSite | None, frozenset[str]], frozenset[str]] = {}
         self._signatures: dict[FunctionRef, Parameters] = {}
         self._positionals: dict[FunctionRef, int] = {}
+        self._variadic: dict[FunctionRef, tuple[bool, bool]] = {}
         self._passed: dict[str, tuple[dict[str, str], int] | None] = {}
         self._memories: dict[FunctionRef, frozenset[str]] = {}
 
@@ -137,6 +138,8 @@ class Arguments:
         definition = self.graph.definition(ref)
         parameters: list[tuple[str, str | None]] = []
         positional: int | None = None  # how many precede ``*``/``*args`` (keyword-only after)
+        star_args = star_kwargs = False
+        read = False
         if facts is not None and definition is not None and traits(facts.index.language).signature_defaults:
             last = min(definition.end_line, definition.start_line + _SIGNATURE_LINES)
             text = "\n".join(facts.lines[definition.start_line - 1 : last])
@@ -144,9 +147,12 @@ class Arguments:
             opening = text.find("(", start) if start >= 0 else -1
             closing = closing_bracket(text, opening) if opening >= 0 else None
             if closing is not None:
+                read = True
                 for parameter in split_arguments(text[opening + 1 : closing]):
                     name, _, default = parameter.partition("=")
                     name = name.split(":", 1)[0].strip()
+                    star_args = star_args or (name.startswith("*") and not name.startswith("**") and name != "*")
+                    star_kwargs = star_kwargs or name.startswith("**")
                     if name.startswith("*") and positional is None:
                         positional = len(parameters)
                     if not name or name.startswith("*") or name == "/":
@@ -156,6 +162,8 @@ class Arguments:
                     parameters = parameters[1:]
                     positional = None if positional is None else positional - 1
         self._positionals[ref] = len(parameters) if positional is None else positional
+        # Unread signatures count as taking anything.
+        self._variadic[ref] = (star_args or not read, star_kwargs or not read)
         result = self._signatures[ref] = tuple(parameters)
         return result
 
@@ -164,6 +172,12 @@ class Arguments:
         ``*``/``*args``; the keyword-only ones after it are reached by name only)."""
         self.parameters(ref)
         return self._positionals[ref]
+
+    def variadic(self, ref: FunctionRef) -> tuple[bool, bool]:
+        """Whether the function takes ``*args`` and whether it takes ``**kwargs`` (both
+        True when its signature was not read)."""
+        self.parameters(ref)
+        return self._variadic[ref]
 
     def _body_lines(self, ref: FunctionRef | None) -> Sequence[str] | None:
         """A function's body lines, or None when it is not known."""

@@ -28,6 +28,7 @@ from auditor.callgraph.graph import CallGraph, Edge, FunctionRef
 from auditor.callgraph.names import MAIN_FUNCTION
 from auditor.analysis.transactions import outcomes, paths
 from auditor.analysis.transactions.arguments import Arguments
+from auditor.analysis.transactions.arity import Arity
 from auditor.analysis.transactions.base import Effect
 from auditor.analysis.transactions.boundaries import Boundaries
 from auditor.analysis.transactions.chain_receivers import ChainReceivers
@@ -104,6 +105,7 @@ class Sequences:
         self.receivers = ChainReceivers(reach)  # the class ``self`` has along a chain, and its dispatch
         self.snapshots = Snapshots(graph, facts)  # which "changed since built" tests a call leaves false
         self.missing = MissingMethods(graph, facts, reach.dispatch.receivers)  # calls that always raise
+        self.arity = Arity(graph, facts, arguments)  # calls whose arguments their callee cannot take
         self._paths: dict[tuple[FunctionRef, frozenset[str], FunctionRef | None, Bound], tuple[Step, ...]] = {}
         self._active: set[tuple[FunctionRef, FunctionRef | None]] = set()
         self._bodies: dict[FunctionRef, Body] = {}
@@ -247,7 +249,8 @@ class Sequences:
                 body = self._body(ref, facts)
             node, source, offset = body
             shifted = {line - offset: found for line, found in variant.items()}
-            raising = frozenset(line - offset for line in self.missing.raising_lines(ref))
+            raising_lines = self.missing.raising_lines(ref) | self.arity.raising_lines(ref, self.reach.callees(ref), self.reach.call_for)
+            raising = frozenset(line - offset for line in raising_lines)
             found = ()
             for exits in self.outcomes.exits(ref, body, outcomes.required(off)):
                 exits = replace(exits, cut=cut or exits.cut, raising=raising) if cut or raising else exits
@@ -331,6 +334,8 @@ class Sequences:
         and the ``self`` attributes the caller knows false: ``stored`` after their lines),
         or None when the call is blocked or the callee has no effect."""
         call = self.reach.call_for(edge)
+        if self.arity.rejects(edge, call):
+            return None  # the arguments bind to no signature: TypeError before the body runs
         inner_off = self.flags.inner_off(edge, call, off, stored)
         if self.boundaries.edge_blocked(edge, call):
             return self._own_transaction_step(edge, call, inner_off, depth)
