@@ -17,7 +17,8 @@ read and no ``*``/``**`` unpacking. A decorator may change what the name calls, 
 decorator of the callee must hand the call on unchanged: a route registration that returns
 the function (Flask's ``Scaffold.route`` returns ``f``: flask/sansio/scaffold.py; FastAPI's
 ``APIRouter.api_route`` returns ``func``: fastapi/routing.py), ``functools.wraps``/
-``lru_cache``/``cache``, or a repository decorator whose wrapper takes ``(*args, **kwargs)``
+``lru_cache``/``cache``, ``contextlib.contextmanager`` (its helper calls
+``func(*args, **kwds)`` at once: contextlib.py ``_GeneratorContextManagerBase.__init__``), or a repository decorator whose wrapper takes ``(*args, **kwargs)``
 and calls the function with them. Anything else (``click.command``, whose object takes an
 argv list) leaves the call alone.
 
@@ -37,7 +38,8 @@ from auditor.analysis.transactions.facts import FileFacts
 from auditor.index.model import TEXT_LIMIT, CallSite
 
 _RETURNS_FUNCTION = frozenset(
-    {"route", "get", "post", "put", "patch", "delete", "head", "options", "api_route", "websocket", "wraps", "lru_cache", "cache"}
+    {"route", "get", "post", "put", "patch", "delete", "head", "options", "api_route", "websocket", "wraps", "lru_cache", "cache",
+     "contextmanager", "asynccontextmanager"}
 )  # fmt: skip
 _FORWARDING_WRAPPER = re.compile(r"^\s*def\s+\w+\(\s*\*(\w+)\s*,\s*\*\*(\w+)\s*\)", re.MULTILINE)
 
@@ -45,10 +47,16 @@ _FORWARDING_WRAPPER = re.compile(r"^\s*def\s+\w+\(\s*\*(\w+)\s*,\s*\*\*(\w+)\s*\
 class Arity:
     """Which resolved calls bind arguments their callee cannot take."""
 
-    def __init__(self, graph: CallGraph, facts: Mapping[str, FileFacts], arguments: Arguments) -> None:
+    def __init__(
+        self, graph: CallGraph, facts: Mapping[str, FileFacts], arguments: Arguments,
+        resolve: Callable[[str, str], FunctionRef | None],
+    ) -> None:  # fmt: skip
         self.graph = graph
         self.facts = facts
         self.arguments = arguments
+        self.resolve = resolve
+        """A decorator's dotted name written in a path to the repository function it names
+        (:meth:`.Boundaries.wrapper_target`, which resolves each once)."""
         self._forwarding: dict[tuple[str, str], bool] = {}
         self._lines: dict[FunctionRef, frozenset[int]] = {}
 
@@ -95,7 +103,7 @@ class Arity:
         return found
 
     def _forwards(self, path: str, name: str) -> bool:
-        ref = self.graph.resolve(path, name)
+        ref = self.resolve(path, name)
         definition = self.graph.definition(ref) if ref is not None else None
         facts = self.facts.get(ref.path) if ref is not None else None
         if definition is None or facts is None or definition.kind != "function":

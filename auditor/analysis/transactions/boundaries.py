@@ -186,7 +186,7 @@ class Boundaries:
             return by_pattern
         key = (path, strip_arguments(expression))
         if key not in self._wrappers:
-            self._wrappers[key] = self._opens_transaction(self._wrapper_target(*key))
+            self._wrappers[key] = self._opens_transaction(self.wrapper_target(*key))
         return self._wrappers[key]
 
     def entry_covered(self, entry: EntryPoint) -> bool:
@@ -283,7 +283,7 @@ class Boundaries:
             self._pattern_verdicts[expression] = verdict
         return self._pattern_verdicts[expression]
 
-    def _wrapper_target(self, path: str, name: str) -> FunctionRef | None:
+    def wrapper_target(self, path: str, name: str) -> FunctionRef | None:
         """The repository function a decorator or ``with`` expression's dotted name written
         in ``path`` resolves to (resolved once: the graph does not change between rounds)."""
         key = (path, name)

@@ -1,0 +1,73 @@
+"""Arms guarded by tests of one name against different string literals never both run on
+one path: a value equals at most one literal. Round 9's onadata FALSE: ``process_label_request``
+posts a label when ``request.method == "POST"`` and deletes one when ``request.method ==
+"DELETE"``, two separate ``if`` statements. Counter-tests: the same literal tested twice,
+two different names, and a name reassigned between the tests keep both writes."""
+
+from __future__ import annotations
+
+import pytest
+
+from auditor.rules.loader import load_rule
+from tests.support import analyze_source, reported
+
+VIEWS = """
+    from django.db import models
+    from rest_framework.decorators import api_view
+
+    from .models import Label, Tag
+
+
+    @api_view(["POST", "DELETE"])
+    def labels(request, label):
+        if request.method == "POST":
+            Label.objects.create(name=label)
+
+        if request.method == 'GET' and label:
+            data = []
+        elif request.method == "DELETE" and label:
+            Tag.objects.filter(name=label).delete()
+        return data
+
+
+    @api_view(["POST"])
+    def same_value_twice(request, label):
+        if request.method == "POST":
+            Label.objects.create(name=label)
+        if request.method == "POST":
+            Tag.objects.filter(name=label).delete()
+
+
+    @api_view(["POST"])
+    def two_names(request, label):
+        if request.method == "POST":
+            Label.objects.create(name=label)
+        if request.user.role == "admin":
+            Tag.objects.filter(name=label).delete()
+
+
+    @api_view(["POST"])
+    def reassigned(request, label):
+        mode = request.data.get("mode")
+        if mode == "add":
+            Label.objects.create(name=label)
+            mode = "purge"
+        if mode == "purge":
+            Tag.objects.filter(name=label).delete()
+"""
+
+
+@pytest.fixture(scope="module")
+def found() -> dict:
+    return reported(analyze_source({"app/views.py": VIEWS}, load_rule("tx-outside-transaction")))
+
+
+def test_arms_guarded_by_different_values_of_one_name_never_both_run(found):
+    finding = found.get(("app/views.py", "labels"))
+    assert finding is None or (len(finding.sequence) == 1 and finding.severity.value == "low")
+
+
+@pytest.mark.parametrize("function", ["same_value_twice", "two_names", "reassigned"])
+def test_arms_that_may_both_run_keep_both_writes(found, function):
+    assert function in found[("app/views.py", function)].title
+    assert len(found[("app/views.py", function)].sequence) == 2
