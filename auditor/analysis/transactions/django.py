@@ -170,6 +170,8 @@ class DjangoModel:
             return Classification(None, "the request's session store")
         if name in ("update", "delete") and len(receiver) == 1 and _other_client_query(receiver[0], call, context):
             return Classification(None, "another client's query (a search index): no ORM write")
+        if name == "delete" and len(receiver) == 1 and _queue_message(receiver[0], call, context):
+            return Classification(None, "a queue message's acknowledgement (boto3 SQS Message.delete): no ORM write")
         if _api_request(call, context):
             return Classification(None, "an API client's request object (run by its .execute()): no ORM write")
         if name in ("save", "delete") and context.is_rule_sink:
@@ -277,6 +279,26 @@ def _api_request(call: CallSite, context: CallContext) -> bool:
 def _other_client_query(variable: str, call: CallSite, context: CallContext) -> bool:
     """Whether an assignment ``variable`` was built through shows another client's query."""
     return any(_OTHER_CLIENT.search(value) for value in _built_through(variable, call, context))
+
+
+def _queue_message(variable: str, call: CallSite, context: CallContext) -> bool:
+    """Whether ``variable`` is the target of a ``for`` loop above the call, in its function,
+    over ``X.receive_messages(...)``: boto3's SQS ``Queue.receive_messages`` returns
+    ``sqs.Message`` resources, and ``Message.delete()`` sends ``DeleteMessage`` to the queue
+    (boto3 resources/sqs: the ``Message`` resource's ``Delete`` action), no SQL.
+    EvalAI's submission worker acknowledges each message it processed this way."""
+    scope = context.index.enclosing_definition(call.line)
+    first = scope.start_line if scope is not None else 1
+    for number in range(call.line - 1, first - 1, -1):
+        text = context.line_text(number)
+        if variable not in text:
+            continue
+        loop = FOR_LOOP.match(text)
+        if loop is not None and loop.group(1) == variable:
+            return ".receive_messages(" in loop.group(2)
+        if re.match(rf"\s*{re.escape(variable)}\s*=(?!=)", text):
+            return False  # bound by something else nearer the call
+    return False
 
 
 def _built_through(variable: str, call: CallSite, context: CallContext) -> list[str]:

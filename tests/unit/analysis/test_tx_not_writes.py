@@ -324,3 +324,39 @@ def test_a_self_save_dispatched_to_an_override_is_one_write(rule: Rule):
 def test_an_override_that_writes_twice_is_still_two_writes(rule: Rule):
     found = reported(analyze_source(GEOCODED, rule))
     assert found[("app/models.py", "TaggedSite.save")].title.startswith("2 database writes")  # super().save(), then the tag
+
+
+# ------------------------------------------------------------ a queue message's acknowledgement
+
+# Round 9's EvalAI FALSE: a worker acknowledges each SQS message with ``message.delete()``
+# (boto3 ``sqs.Message`` resource, ``DeleteMessage``), read as an ORM delete.
+WORKER = """
+    from celery import shared_task
+
+    from .models import Submission
+
+
+    @shared_task
+    def drain(queue):
+        for message in queue.receive_messages(WaitTimeSeconds=20):
+            Submission.objects.create(body=message.body)
+            message.delete()
+
+
+    @shared_task
+    def drain_rows(queue, rows):
+        for message in queue.receive_messages(WaitTimeSeconds=20):
+            message = rows.get(message.body)
+            Submission.objects.create(body=message.body)
+            message.delete()
+"""
+
+
+def test_a_queue_message_acknowledged_is_no_database_delete(rule: Rule):
+    found = reported(analyze_source({"app/worker.py": WORKER}, rule))
+    assert _effects(found, "app/worker.py", "drain") <= 1
+
+
+def test_a_loop_variable_rebound_to_a_row_keeps_its_delete(rule: Rule):
+    found = reported(analyze_source({"app/worker.py": WORKER}, rule))
+    assert _effects(found, "app/worker.py", "drain_rows") == 2
