@@ -1,5 +1,8 @@
 """Irreversible side effects outside the database: sending mail, HTTP calls that change
-something, enqueueing a task, writing to file or object storage.
+something, enqueueing a task, writing to file or object storage. An HTTP POST to a URL,
+written in the call, whose path names a search endpoint is a read (MISP's
+``/attributes/restSearch`` takes its query as a POST body: MISP app/Controller
+AttributesController ``restSearch``; so do Elasticsearch's ``_search``/``_msearch``/``_count``).
 
 A database write followed by one of these cannot be undone as a whole: when the write is
 an autocommit write (or a commit) and something fails after it, the mail is sent or the
@@ -12,7 +15,7 @@ from __future__ import annotations
 import re
 
 from auditor.callgraph.names import strip_arguments
-from auditor.analysis.entrypoints import compile_patterns
+from auditor.analysis.entrypoints import compile_patterns, split_arguments
 from auditor.analysis.transactions.base import CallContext, Classification, Effect
 from auditor.index.model import CallSite
 
@@ -35,6 +38,10 @@ _PATTERN = compile_patterns(_SIDE_EFFECTS)
 _UPLOADS = frozenset({"put_object", "upload_file", "upload_fileobj"})
 _CACHE_RECEIVER = re.compile(r"(?:^|\.)(?:cache|caches|\w+_cache)$")
 _STORAGE_RECEIVER = re.compile(r"(?:^|\.)\w*storage(?:\.|$)")
+# A URL written in the call whose path names a search endpoint (MISP's
+# ``/attributes/restSearch``, Elasticsearch's ``/_search``/``/_msearch``/``/_count``): the POST
+# carries the query in its body and changes nothing.
+_SEARCH_URL = re.compile(r"""(?i)^[rbfu]*["'][^"']*/(?:\w*search|_count|_msearch)\b[^"']*["']$""")
 _SIGNAL_RECEIVER = re.compile(r"(?i)signal|^(pre|post)_\w+$")
 
 
@@ -61,4 +68,6 @@ class SideEffectModel:
             return Classification(Effect.UPLOAD, f"file stored ({call.name})")
         if call.name == "send" and _SIGNAL_RECEIVER.search(receiver.rsplit(".", 1)[-1]):
             return None
+        if call.name == "post" and _SEARCH_URL.search(split_arguments(call.arguments)[0] if call.arguments.strip() else ""):
+            return Classification(None, "an HTTP POST to a search endpoint: a read")
         return Classification(Effect.SIDE_EFFECT, f"irreversible side effect ({call.name})")

@@ -360,3 +360,37 @@ def test_a_queue_message_acknowledged_is_no_database_delete(rule: Rule):
 def test_a_loop_variable_rebound_to_a_row_keeps_its_delete(rule: Rule):
     found = reported(analyze_source({"app/worker.py": WORKER}, rule))
     assert _effects(found, "app/worker.py", "drain_rows") == 2
+
+
+# ------------------------------------------------------------ an HTTP POST to a search endpoint
+
+# Round 9's timesketch FALSE: MISP's attribute search is a POST to ``/attributes/restSearch``
+# read as an irreversible side effect.
+LOOKUPS = """
+    import requests
+    from celery import shared_task
+
+    from .models import Mark
+
+
+    @shared_task
+    def tag_matches(base, value):
+        found = requests.post(f"{base}/attributes/restSearch/", json={"value": value})
+        Mark.objects.create(value=value, hits=len(found.json()))
+
+
+    @shared_task
+    def tag_and_report(base, value):
+        Mark.objects.create(value=value)
+        requests.post(f"{base}/events/add/", json={"value": value})
+"""
+
+
+def test_a_post_to_a_search_endpoint_is_a_read(rule: Rule):
+    found = reported(analyze_source({"app/lookups.py": LOOKUPS}, rule))
+    assert _effects(found, "app/lookups.py", "tag_matches") <= 1
+
+
+def test_a_post_that_adds_after_a_write_is_still_a_side_effect(rule: Rule):
+    found = reported(analyze_source({"app/lookups.py": LOOKUPS}, rule))
+    assert _effects(found, "app/lookups.py", "tag_and_report") == 2
