@@ -36,9 +36,9 @@ def handed_back(graph: CallGraph, arguments: Arguments, facts: FileFacts, step: 
     bound = _BOUND_CALL.match(text)
     if bound is None:
         return None
-    parameter = _returned_parameter(graph, arguments, step)
+    parameter = _returned_parameter(arguments, step)
     if parameter is None:
-        return None
+        return bound.group(1) if _returns_session_object(arguments, step) else None
     opening, closing = _last_call(text.rstrip(), bound.end() - 1)
     if closing is None:
         return None
@@ -47,29 +47,63 @@ def handed_back(graph: CallGraph, arguments: Arguments, facts: FileFacts, step: 
     return bound.group(1) if passed is not None and DOTTED.fullmatch(passed) else None
 
 
-def _returned_parameter(graph: CallGraph, arguments: Arguments, step: Step) -> str | None:
+def _returned_parameter(arguments: Arguments, step: Step) -> str | None:
     """The parameter every ``return`` of the callee returns (None if any returns else)."""
+    value = _returned_name(arguments, step)
+    names = {name for name, _ in arguments.parameters(step.callee)} if step.callee is not None else set()
+    return value if value is not None and value in names else None
+
+
+def _returns_session_object(arguments: Arguments, step: Step) -> bool:
+    """Whether every ``return`` of the callee returns one local that the session holds:
+    each assignment of it reads a row through a query (``cls.query.filter_by(...).first()``:
+    a persistent object) or the callee adds it to the session (``session.add(instance)``,
+    committed on the callee's path). timesketch's ``BaseModel.get_or_create``: the caller's
+    ``db_session.add(group)`` after it stages nothing."""
+    value = _returned_name(arguments, step)
+    lines = _body_lines(arguments, step)
+    if value is None or lines is None:
+        return False
+    added = any(re.search(rf"[sS]ession\.add\(\s*{re.escape(value)}\s*\)", text) for text in lines)
+    for text in lines:
+        match = re.match(rf"^\s*{re.escape(value)}\s*=(?!=)\s*(.*)$", text)
+        if match is not None and not _QUERY_READ.search(match.group(1)) and not added:
+            return False
+    return any(re.match(rf"^\s*{re.escape(value)}\s*=(?!=)", text) for text in lines)
+
+
+_QUERY_READ = re.compile(r"\.(?:first|one|one_or_none|scalar|scalar_one|scalar_one_or_none)\(\s*\)\s*$|\bsession\.get\(")
+
+
+def _body_lines(arguments: Arguments, step: Step) -> list[str] | None:
+    """The callee's own body lines (nested definitions' lines left out)."""
     callee = step.callee
-    definition = graph.definition(callee) if callee is not None else None
+    definition = arguments.graph.definition(callee) if callee is not None else None
     callee_facts = arguments.facts.get(callee.path) if callee is not None else None
     if callee is None or definition is None or callee_facts is None:
         return None
-    names = {name for name, _ in arguments.parameters(callee)}
     nested = [
         (other.start_line, other.end_line)
         for other in callee_facts.index.definitions
         if definition.start_line < other.start_line <= definition.end_line
     ]
-    returned: set[str] = set()
-    for number in range(definition.body_start_line, definition.end_line + 1):
-        found = _RETURN.match(callee_facts.line_text(number))
-        if found is None or any(start <= number <= end for start, end in nested):
-            continue
-        returned.add(found.group(1))
+    return [
+        callee_facts.line_text(number)
+        for number in range(definition.body_start_line, definition.end_line + 1)
+        if not any(start <= number <= end for start, end in nested)
+    ]
+
+
+def _returned_name(arguments: Arguments, step: Step) -> str | None:
+    """The one name every ``return`` of the callee returns (None if they return others)."""
+    lines = _body_lines(arguments, step)
+    if lines is None:
+        return None
+    returned = {found.group(1) for text in lines if (found := _RETURN.match(text)) is not None}
     if len(returned) != 1:
         return None
     (value,) = returned
-    return value if IDENTIFIER.fullmatch(value) and value in names else None
+    return value if IDENTIFIER.fullmatch(value) else None
 
 
 

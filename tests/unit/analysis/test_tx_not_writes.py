@@ -394,3 +394,67 @@ def test_a_post_to_a_search_endpoint_is_a_read(rule: Rule):
 def test_a_post_that_adds_after_a_write_is_still_a_side_effect(rule: Rule):
     found = reported(analyze_source({"app/lookups.py": LOOKUPS}, rule))
     assert _effects(found, "app/lookups.py", "tag_and_report") == 2
+
+
+# ------------------------------------------------------------ get_or_create hands back a held row
+
+# Round 9's timesketch FALSE: ``Group.get_or_create(...)`` returns a row it read through a
+# query or added and committed; the command's ``db_session.add(group); db_session.commit()``
+# after it writes nothing.
+GROUPS = """
+    import click
+
+    from .db import db
+
+
+    class BaseModel:
+        @classmethod
+        def get_or_create(cls, **kwargs):
+            instance = cls.query.filter_by(**kwargs).first()
+            if not instance:
+                instance = cls(**kwargs)
+                db.session.add(instance)
+                db.session.commit()
+            return instance
+
+        @classmethod
+        def build_and_commit(cls, **kwargs):
+            db.session.add(Audit(**kwargs))
+            db.session.commit()
+            instance = cls(**kwargs)
+            return instance
+
+
+    class Group(BaseModel):
+        pass
+
+
+    class Audit(BaseModel):
+        pass
+
+
+    @click.command(name="create-group")
+    @click.argument("name")
+    def create_group(name):
+        group = Group.get_or_create(name=name)
+        db.session.add(group)
+        db.session.commit()
+
+
+    @click.command(name="build-group")
+    @click.argument("name")
+    def build_group(name):
+        group = Group.build_and_commit(name=name)
+        db.session.add(group)
+        db.session.commit()
+"""
+
+
+def test_adding_back_a_row_get_or_create_returned_leaves_nothing_pending(rule: Rule):
+    found = reported(analyze_source({"app/cli.py": GROUPS, **DB}, rule))
+    assert ("app/cli.py", "create_group") not in found
+
+
+def test_adding_a_new_object_a_committing_call_built_is_a_second_commit(rule: Rule):
+    found = reported(analyze_source({"app/cli.py": GROUPS, **DB}, rule))
+    assert found[("app/cli.py", "build_group")].title.startswith("2 commits on one path")
