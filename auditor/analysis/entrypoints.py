@@ -34,6 +34,7 @@ from auditor.callgraph.graph import CallGraph, FunctionRef
 from auditor.callgraph.names import MAIN_FUNCTION, strip_arguments
 from auditor.index.model import Definition, FileIndex
 from auditor.rules.loader import Rule
+from auditor.walk.classify import is_test_path
 
 KINDS = ("http", "cli", "task", "consumer", "main")
 
@@ -230,17 +231,6 @@ def _python_decorator(decorator: str, rule_patterns: tuple[str, ...]) -> tuple[s
             return "cli", f"cli command @{name}"
         return "http", f"entry point @{name}"
     return None
-
-
-_TEST_DIRECTORIES = frozenset({"test", "tests", "testing", "__tests__", "spec", "specs"})
-_TEST_FILE = re.compile(r"^(test_.*\.py|.*_tests?\.py|conftest\.py|.*_test\.go|.*\.(test|spec)\.[cm]?[jt]sx?|.*Tests?\.java)$")
-
-
-def is_test_path(path: str) -> bool:
-    """True for test code (test directories, ``test_*.py``, ``*_test.go``, ``*.spec.ts``...):
-    tests call production code but are not how production is entered."""
-    *directories, name = path.split("/")
-    return bool(_TEST_FILE.match(name)) or any(directory in _TEST_DIRECTORIES for directory in directories)
 
 
 def _is_views_module(path: str) -> bool:

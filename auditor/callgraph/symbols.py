@@ -20,6 +20,7 @@ from auditor.callgraph.imports import ImportTable
 from auditor.callgraph.languages import call_family, rules_for
 from auditor.callgraph.names import strip_arguments
 from auditor.index.model import Definition, FileIndex
+from auditor.walk.classify import is_test_path
 
 _FUNCTION_KINDS = ("function", "method")
 
@@ -216,7 +217,8 @@ class Symbols:
 
     def fallback(self, path: str, parts: list[str]) -> tuple[str, Definition] | None:
         """A unique definition of ``path``'s language family with the call's last name,
-        preferring files this file imports. A function attached to a class under that name
+        preferring files this file imports, and never one in test code for a call outside
+        it. A function attached to a class under that name
         (``add_to_class``) is a method candidate for ``x.name()``."""
         name = parts[-1]
         if name in _COMMON_NAMES or (name.startswith("__") and name.endswith("__")):
@@ -231,6 +233,11 @@ class Symbols:
             # ``set_password``).
             candidates = [item for item in candidates if item[1].parent is not None]
             candidates += [item for item in self.attached_by_name.get(key, ()) if item not in candidates]
+        if not is_test_path(path):
+            # Production code never imports a test module: a test helper's method of that
+            # name is not what a production call runs (zeeguu's ``client.translate`` is not
+            # the test rule's ``ExerciseSourceRule.translate``).
+            candidates = [item for item in candidates if not is_test_path(item[0])]
         if len(candidates) == 1:
             return candidates[0]
         if not candidates:

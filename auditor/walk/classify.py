@@ -32,6 +32,7 @@ __all__ = [
     "classify_content",
     "classify_path",
     "file_kind",
+    "is_test_path",
     "name_suffix",
 ]
 
@@ -288,3 +289,14 @@ def file_kind(path: str, chars: int) -> FileKind:
     ):
         return FileKind.DATA
     return FileKind.OTHER
+
+
+_TEST_DIRECTORIES = frozenset({"test", "tests", "testing", "__tests__", "spec", "specs"})
+_TEST_FILE = re.compile(r"^(test_.*\.py|.*_tests?\.py|conftest\.py|.*_test\.go|.*\.(test|spec)\.[cm]?[jt]sx?|.*Tests?\.java)$")
+
+
+def is_test_path(path: str) -> bool:
+    """True for test code (test directories, ``test_*.py``, ``*_test.go``, ``*.spec.ts``...):
+    tests call production code but are not how production is entered."""
+    *directories, name = path.split("/")
+    return bool(_TEST_FILE.match(name)) or any(directory in _TEST_DIRECTORIES for directory in directories)

@@ -808,3 +808,19 @@ def test_refs_and_edges_keep_the_dataclass_hash_and_carry_none_in_pickles():
     assert pickle.loads(pickle.dumps(edge)) == edge and {pickle.loads(pickle.dumps(edge)): 1}[edge] == 1
     with pytest.raises(dataclasses.FrozenInstanceError):
         caller.path = "c.py"  # type: ignore[misc]
+
+
+def test_a_unique_name_in_test_code_is_no_fallback_for_production_calls():
+    # Round 9's zeeguu FALSE: ``client.translate(...)`` in a translation service reached the
+    # test rule ``ExerciseSourceRule.translate`` (and its fixtures' commits) by its unique name.
+    files = {
+        "app/service.py": "def translate_word(client, word):\n    return client.translate(word)\n",
+        "app/core/test/rules/source_rule.py": (
+            "class SourceRule:\n    def translate(self, word):\n        return word\n\n\n"
+            "def check(rule, word):\n    return rule.translate(word)\n"
+        ),
+    }
+    _, _, graph = build(files)
+    pairs = edge_pairs(graph)
+    assert not any(caller.startswith("app/service.py") for caller, _, _ in pairs)
+    assert ("app/core/test/rules/source_rule.py:check", "app/core/test/rules/source_rule.py:SourceRule.translate", True) in pairs
