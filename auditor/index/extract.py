@@ -367,11 +367,21 @@ def _normalised_texts(
     return tuple(
         [
             normalise_whitespace(
-                text.span(start, nodes[start].end_byte).removeprefix(prefix)
+                text.span(start, _end_before_comments(nodes[start])).removeprefix(prefix)
             )
             for start in sorted(nodes)
         ]
     )
+
+
+def _end_before_comments(node: Node) -> int:
+    """Where ``node``'s text ends, less the comments tree-sitter counts as its last children
+    (a Python ``decorator`` holds the comment after it: ``@transaction.atomic  # paranoia``)."""
+    end = node.end_byte
+    for child in reversed(node.children):
+        if child.type != "comment":
+            return child.end_byte if child.end_byte < end else end
+    return end
 
 
 # The parameter an HTTP handler literal takes (net/http, echo, gin, fiber): it runs per

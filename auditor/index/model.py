@@ -13,7 +13,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-INDEX_VERSION = 4
+INDEX_VERSION = 5
 """Version of the index format and extraction rules; part of the cache key. Bump it when
 either changes so that stale cache entries are never read."""
 
