@@ -34,7 +34,11 @@ _MAX_BASES = 32
 _SELF_PARAMETERS = ("self", "cls")
 
 
-_METHOD_DECORATOR = re.compile(r"^(?:[\w.]*\.)?method_decorator\(\s*([\w.]+)")
+_POST_HOOKS = frozenset({"form_valid", "form_invalid"})
+_FROM_IMPORT = re.compile(r"^\s*from\s+([\w.]+)\s+import\s+(\w+)(?:\s+as\s+(\w+))?\s*(?:#.*)?$")
+_IMPORT_FALLBACK = re.compile(r"^\s*except\s*\(?\s*(?:ImportError|ModuleNotFoundError)\b")
+_RETURN_NAME = re.compile(r"^\s*return\s+([A-Za-z_][\w.]*)\s*(?:#.*)?$")
+_METHOD_DECORATOR = re.compile(r"^(?:[\w.]*\.)?method_decorator\(\s*([\w.]+(?:\(\s*\))?)")
 _DECORATED_METHOD = re.compile(r"\bname\s*=\s*['\"](\w+)['\"]")
 
 
@@ -137,13 +141,31 @@ class Boundaries:
         definition = self.graph.definition(entry.ref)
         if definition is None or definition.parent is None:
             return False
-        for cls in self._mro(FunctionRef(entry.ref.path, definition.parent)) or ():
+        mro = self._mro(FunctionRef(entry.ref.path, definition.parent)) or []
+        if self._handler_boundary(entry, mro):
+            return True
+        for cls in mro:
             if self._wraps_dispatch(cls):
                 return True
             dispatch = FunctionRef(cls.path, f"{cls.qualname}.dispatch")
             own = self.graph.definition(dispatch)
             if own is not None and own.kind != "class":
                 return dispatch != entry.ref and self.decorated_boundary(dispatch)
+        return False
+
+    def _handler_boundary(self, entry: EntryPoint, mro: list[FunctionRef]) -> bool:
+        """Whether a form view's ``form_valid``/``form_invalid`` runs inside a boundary on the
+        ``post`` the view's MRO finds: Django's ``ProcessFormView.post`` calls them (and
+        ``put`` calls ``post``: django/views/generic/edit.py), so a project ``post``
+        decorated ``@method_decorator(transaction.atomic)`` that calls ``super().post``
+        covers them (tendenci's forum ``PostEditMixin``)."""
+        if entry.ref.qualname.rsplit(".", 1)[-1] not in _POST_HOOKS:
+            return False
+        for cls in mro:
+            post = FunctionRef(cls.path, f"{cls.qualname}.post")
+            own = self.graph.definition(post)
+            if own is not None and own.kind != "class":
+                return self.decorated_boundary(post)
         return False
 
     def _wraps_dispatch(self, cls: FunctionRef) -> bool:
@@ -187,7 +209,42 @@ class Boundaries:
         key = (path, strip_arguments(expression))
         if key not in self._wrappers:
             self._wrappers[key] = self._opens_transaction(self.wrapper_target(*key))
-        return self._wrappers[key]
+        if self._wrappers[key]:
+            return True
+        if not expression.rstrip().endswith(")"):
+            return False
+        factory = (path, key[1] + "()")
+        if factory not in self._wrappers:
+            self._wrappers[factory] = self._returns_boundary(self.wrapper_target(*key))
+        return self._wrappers[factory]
+
+    def _returns_boundary(self, target: FunctionRef | None) -> bool:
+        """Whether every ``return`` of a repository function returns a boundary decorator,
+        as written (``return transaction.atomic``) or through a name the function imports
+        (``from django.db.transaction import atomic as atomic_func``; a fallback import
+        after ``except ImportError`` aside): calling it gives the boundary
+        (tendenci's ``@method_decorator(get_atomic_func())``)."""
+        facts = self.facts.get(target.path) if target is not None else None
+        definition = self.graph.definition(target) if target is not None else None
+        if facts is None or definition is None:
+            return False
+        imported: dict[str, str] = {}
+        fallback = False
+        returned: set[str] = set()
+        for number in range(definition.body_start_line, definition.end_line + 1):
+            text = facts.line_text(number)
+            if _IMPORT_FALLBACK.match(text):
+                fallback = True
+            found = _FROM_IMPORT.match(text)
+            if found is not None and not fallback:
+                imported.setdefault(found.group(3) or found.group(2), f"{found.group(1)}.{found.group(2)}")
+            value = _RETURN_NAME.match(text)
+            if value is not None:
+                returned.add(value.group(1))
+        return bool(returned) and all(
+            self._boundary_by_pattern(imported.get(name, name)) or self._boundary_by_pattern(imported.get(name, name).rsplit(".", 1)[-1])
+            for name in returned
+        )
 
     def entry_covered(self, entry: EntryPoint) -> bool:
         """Whether the entry point runs inside a transaction: a boundary decorator, a signal
