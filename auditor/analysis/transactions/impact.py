@@ -97,6 +97,7 @@ _KIND_NOISE = frozenset({
     "clear", "set", "add", "session", "db", "query", "none", "true", "false", "pk", "id", "request", "user",
     "_", "err", "error", "result", "res", "rows",  # a discarded value or a statement's result, not a new object
 })
+_MANAGER_CREATE = re.compile(r"\.objects\.create\(|\.create\(")
 _ROWS = re.compile(r"(\w+)\s*\.\s*(?:objects|all|filter|exclude|create|delete|bulk_create|add|set|query)\b|\b([A-Z]\w+)\(")
 
 
@@ -178,12 +179,16 @@ def _half_configured(path: str, steps: tuple[Step, ...], lines_of: Callable[[str
         if not writes or not text:
             continue
         for name, line in created.items():
-            if line != step.line and re.search(rf"\b{re.escape(name)}\b", text) and not _only_saves(name, text):
+            if line == step.line:
+                continue
+            names_it = re.search(rf"\b{re.escape(name)}\b", text) is not None and not _only_saves(name, text)
+            if names_it or _saved_holding(name, text, lines, line, step.line):
                 return (
                     f"{_where(path, line, top)} creates {name} and {_where(path, step.line, top)} writes what belongs to it ({text}): "
                     f"a failure in between leaves {name} half-configured"
                 )
-        if step.callee is None and Effect.WRITE in writes:
+        # A manager create the model's own ``save`` override stands for creates its row too.
+        if Effect.WRITE in writes and (step.callee is None or (step.callee.qualname.endswith(".save") and _MANAGER_CREATE.search(text))):
             name = _created_name(text)
             if name is not None:
                 created.setdefault(name, step.line)
@@ -199,10 +204,20 @@ def _created_name(text: str) -> str | None:
     """The variable a create's line binds (``token = Token.objects.create(...)``) or the
     object a line saves (``token.save()``)."""
     assigned = _ASSIGNED.match(text)
-    if assigned is not None and assigned.group(1) not in _KIND_NOISE:
-        return assigned.group(1)
+    if assigned is not None and (assigned.group(1) not in _KIND_NOISE or (assigned.group(1) == "user" and _MANAGER_CREATE.search(text))):
+        return assigned.group(1)  # ``user = User.objects.create(...)`` is a new user, not the request's
     saved = _SAVED.search(text)
     return saved.group(1) if saved is not None and saved.group(1) not in _KIND_NOISE else None
+
+
+def _saved_holding(name: str, text: str, lines: Sequence[str], created: int, line: int) -> bool:
+    """Whether ``text`` (at ``line``) saves an object that a line since ``created`` gave
+    ``name`` as an attribute (``instance.user = user`` then ``instance.save()``)."""
+    saved = _SAVED.search(text)
+    if saved is None or saved.group(1) in _KIND_NOISE or saved.group(1) == name:
+        return False
+    holds = re.compile(rf"^\s*{re.escape(saved.group(1))}\.\w+\s*=\s*{re.escape(name)}\s*(?:#.*)?$")
+    return any(holds.match(lines[number - 1]) for number in range(created + 1, min(line, len(lines) + 1)))
 
 
 def _only_saves(name: str, text: str) -> bool:

@@ -85,6 +85,7 @@ _VERBS = {
     "external call": "calls out",
     "loop": "writes in a loop, so a later iteration can fail after earlier ones committed",
 }
+_SUBSCRIPT_STORE = re.compile(r"^\s*[A-Za-z_][\w.]*\[[^\]]*\]\s*=(?!=)")
 _COMMENT = re.compile(r"^\s*(?:#|//|\*|/\*)")
 _NESTED_DEFINITION = re.compile(r"^\s*(?:async\s+)?def\s|^\s*class\s")
 
@@ -181,10 +182,17 @@ def _scan(path: str, lines: Sequence[str], start: int, end: int) -> list[Evidenc
         if _COMMENT.match(text) or _NESTED_DEFINITION.match(text):
             continue
         for kind, pattern in _PATTERNS:
-            if pattern.search(text):
+            if pattern.search(_read_part(text) if kind == "lookup" else text):
                 found.append(Evidence(path, number, kind, text.strip()[:80]))
                 break
     return found
+
+
+def _read_part(text: str) -> str:
+    """The part of a line that reads: an assignment's value, when its target is a subscript
+    (``request.session["selected"] = selected`` stores a key, it cannot miss one)."""
+    store = _SUBSCRIPT_STORE.match(text)
+    return text[store.end() :] if store is not None else text
 
 
 def _text(lines: Sequence[str], line: int) -> str:

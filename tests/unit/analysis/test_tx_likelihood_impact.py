@@ -231,3 +231,33 @@ def test_a_new_object_left_half_configured_is_critical_and_a_plain_pair_of_updat
     plain = (_update(1), _update(3))
     updates = _lines("    user.save()", "", "    profile.save()")
     assert assess(ref, plain, (Severity.CRITICAL, ""), updates, entry_kind="http").severity == Severity.HIGH
+
+
+def test_a_subscript_stored_to_is_no_lookup_that_may_fail():
+    # Round 10's Argus: ``request.session["selected_filter"] = selected`` stores a key.
+    lines = _lines("    order.save()", '    request.session["selected"] = selected', "    line.save()")
+    assert failure_points(PATH, (_write(1), _write(3)), lines) == ()
+    read = _lines("    order.save()", '    request.session["selected"] = request.POST["code"]', "    line.save()")
+    assert [piece.kind for piece in failure_points(PATH, (_write(1), _write(3)), read)] == ["lookup"]
+
+
+def test_an_object_saved_holding_a_new_row_is_what_belongs_to_it():
+    # Round 10's Argus ``AddSourceSystemForm.save``: the user is created, set on the source
+    # system, which is saved after it.
+    lines = _lines(
+        "    user = User.objects.create(username=name)", "    instance.user = user", "    if commit:", "        instance.save()"
+    )
+    found = impact(PATH, (_write(1), _write(4)), lines, "")
+    assert found.kind == ImpactKind.HALF_CONFIGURED and "leaves user half-configured" in found.evidence
+    unrelated = _lines("    user = User.objects.create(username=name)", "    instance.owner = owner", "    instance.save()")
+    assert impact(PATH, (_write(1), _write(3)), unrelated, "").kind == ImpactKind.PLAIN
+
+
+def test_a_manager_create_through_the_model_s_save_override_creates_its_row():
+    # Round 10's Argus ``Incident.create_ack``: ``Event.objects.create`` runs ``Event.save``.
+    lines = _lines("    event = Event.objects.create(incident=self)", "    ack = Acknowledgement.objects.create(event=event)")
+    save = Step(1, "calls Event.save", (Effect.WRITE, Effect.WRITE), FunctionRef("app/models.py", "Event.save"))
+    found = impact(PATH, (save, _write(2)), lines, "")
+    assert found.kind == ImpactKind.HALF_CONFIGURED and "leaves event half-configured" in found.evidence
+    other = Step(1, "calls notify", (Effect.WRITE,), FunctionRef("app/models.py", "notify"))
+    assert impact(PATH, (other, _write(2)), _lines("    event = notify(self)", "    Ack.objects.create(event=event)"), "").kind != ImpactKind.HALF_CONFIGURED
