@@ -15,10 +15,11 @@ or one handed straight to ``execute(...)``) writes nothing by itself: ``TableCla
 (sqlalchemy/sql/selectable.py, sqlalchemy/sql/dml.py), and the session's ``execute`` runs it
 inside its transaction, so the commit after it ends one unit.
 In a module that writes through a session and imports nothing from Django, a
-``delete(...)``/``update(...)`` whose receiver is not known is one of these (a lazy
-relationship's ``AppenderQuery``, a query held in a loop variable) or a project method: it is
-no Django autocommit write, and the commit the module runs decides when it lands
-(:func:`session_module`).
+``delete()``/``update()`` with no arguments whose receiver is not known is one of these (a
+lazy relationship's ``AppenderQuery``, a query held in a variable) or a model's own method:
+it is no Django autocommit write, and the commit the module runs decides when it lands
+(:func:`session_module`). One given arguments stays a write: ``aggregator.delete(entity_id=...)``
+is followthemoney-store's ``Dataset.delete``, which commits on its own engine connection.
 
 So a session write is not a finding by itself. The risk is a path that **commits more
 than once** (a failure after the first commit leaves it in place), a write through a
@@ -73,8 +74,8 @@ class SqlAlchemyModel:
         stripped = strip_arguments(call.callee)
         if call.name in _QUERY_METHODS and _query_receiver(stripped, call, context):
             return Classification(None, "a session query's bulk delete/update: inside the session's transaction")
-        if call.name in _QUERY_METHODS and context.is_rule_sink and session_module(context.index):
-            return Classification(None, "a delete/update in a module that writes through a SQLAlchemy session and imports no Django: staged until the session's commit")
+        if call.name in _QUERY_METHODS and not call.arguments.strip() and context.is_rule_sink and session_module(context.index):
+            return Classification(None, "an argument-less delete/update in a module that writes through a SQLAlchemy session and imports no Django: staged until the session's commit")
         if "ession." not in call.callee:
             return None
         if "." not in stripped:
