@@ -17,7 +17,7 @@ signals each receiver is connected to with those sent inside a transaction. Outp
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import partial
 
 from auditor.callgraph.graph import CallGraph, Edge, FunctionRef
@@ -215,36 +215,8 @@ class Boundaries:
             return False
         factory = (path, key[1] + "()")
         if factory not in self._wrappers:
-            self._wrappers[factory] = self._returns_boundary(self.wrapper_target(*key))
+            self._wrappers[factory] = returns_boundary(self.graph, self.facts, self.wrapper_target(*key), self._boundary_by_pattern)
         return self._wrappers[factory]
-
-    def _returns_boundary(self, target: FunctionRef | None) -> bool:
-        """Whether every ``return`` of a repository function returns a boundary decorator,
-        as written (``return transaction.atomic``) or through a name the function imports
-        (``from django.db.transaction import atomic as atomic_func``; a fallback import
-        after ``except ImportError`` aside): calling it gives the boundary
-        (tendenci's ``@method_decorator(get_atomic_func())``)."""
-        facts = self.facts.get(target.path) if target is not None else None
-        definition = self.graph.definition(target) if target is not None else None
-        if facts is None or definition is None:
-            return False
-        imported: dict[str, str] = {}
-        fallback = False
-        returned: set[str] = set()
-        for number in range(definition.body_start_line, definition.end_line + 1):
-            text = facts.line_text(number)
-            if _IMPORT_FALLBACK.match(text):
-                fallback = True
-            found = _FROM_IMPORT.match(text)
-            if found is not None and not fallback:
-                imported.setdefault(found.group(3) or found.group(2), f"{found.group(1)}.{found.group(2)}")
-            value = _RETURN_NAME.match(text)
-            if value is not None:
-                returned.add(value.group(1))
-        return bool(returned) and all(
-            self._boundary_by_pattern(imported.get(name, name)) or self._boundary_by_pattern(imported.get(name, name).rsplit(".", 1)[-1])
-            for name in returned
-        )
 
     def entry_covered(self, entry: EntryPoint) -> bool:
         """Whether the entry point runs inside a transaction: a boundary decorator, a signal
@@ -385,3 +357,32 @@ class Boundaries:
             return ()
         names = (part.split(":")[0].split("=")[0].strip().lstrip("*") for part in found.group(1).split(","))
         return tuple(name for name in names if name and name not in _SELF_PARAMETERS)
+
+
+def returns_boundary(
+    graph: CallGraph, facts: Mapping[str, FileFacts], target: FunctionRef | None, by_pattern: Callable[[str], bool | None]
+) -> bool:
+    """Whether every ``return`` of a repository function returns a boundary decorator
+    (``by_pattern`` true), as written (``return transaction.atomic``) or through a name the
+    function imports (``from django.db.transaction import atomic as atomic_func``; a fallback
+    import after ``except ImportError`` aside): calling it gives the boundary (tendenci's
+    ``@method_decorator(get_atomic_func())``)."""
+    found = facts.get(target.path) if target is not None else None
+    definition = graph.definition(target) if target is not None else None
+    if found is None or definition is None:
+        return False
+    imported: dict[str, str] = {}
+    fallback = False
+    returned: set[str] = set()
+    for number in range(definition.body_start_line, definition.end_line + 1):
+        text = found.line_text(number)
+        fallback = fallback or _IMPORT_FALLBACK.match(text) is not None
+        imported_name = _FROM_IMPORT.match(text)
+        if imported_name is not None and not fallback:
+            imported.setdefault(imported_name.group(3) or imported_name.group(2), f"{imported_name.group(1)}.{imported_name.group(2)}")
+        value = _RETURN_NAME.match(text)
+        if value is not None:
+            returned.add(value.group(1))
+    return bool(returned) and all(
+        by_pattern(imported.get(name, name)) or by_pattern(imported.get(name, name).rsplit(".", 1)[-1]) for name in returned
+    )
