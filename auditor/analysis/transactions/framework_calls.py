@@ -269,12 +269,16 @@ class FrameworkCalls:
         return next((item.name for item in facts.index.imports if item.alias == base and item.name is not None), last)
 
     def _lineage_names(self, cls: FunctionRef, seen: frozenset[FunctionRef] = frozenset()) -> frozenset[str]:
-        """The last names of the bases a class and its repository bases write."""
+        """The last names of the bases a class and its repository bases write (and of the
+        library names behind aliased imports)."""
         known = self._names.get(cls)
         if known is not None:
             return known
         definition = self.graph.definition(cls)
-        names = {strip_arguments(base).rsplit(".", 1)[-1] for base in definition.bases if "=" not in base} if definition is not None else set()
+        written = [strip_arguments(base) for base in definition.bases if "=" not in base] if definition is not None else []
+        # A base imported under an alias counts by its library name too (``from
+        # django.contrib.auth.admin import UserAdmin as BaseUserAdmin``).
+        names = {base.rsplit(".", 1)[-1] for base in written} | {self._imported_name(cls.path, base) for base in written}
         for base in self.graph.base_classes(cls):
             if base not in seen and base != cls:
                 names |= self._lineage_names(base, seen | {cls})
