@@ -98,6 +98,7 @@ from auditor.analysis.transactions.result_memo import ResultMemo, result_key
 from auditor.analysis.transactions.chain_receivers import Receiver
 from auditor.analysis.transactions.receiver_search import State, first_reach, search_by_receiver
 from auditor.analysis.transactions.sequences import Sequences
+from auditor.analysis.transactions.sqlalchemy_series import nested_commit_releases
 from auditor.errors import UsageError
 from auditor.findings.model import Finding
 from auditor.rules.severity import Severity
@@ -217,7 +218,9 @@ class Analysis:
         )  # fmt: skip
         self.reach = Reach(indexes, graph, Dispatch(indexes, graph, texts), self.framework_calls, self.facts)
         self.arguments = Arguments(graph, self.facts, self.framework_calls.serializer_edges.instance_parameters)
-        self.sequences = Sequences(graph, self.facts, self.reach, self.boundaries, self.arguments)
+        self.sequences = Sequences(
+            graph, self.facts, self.reach, self.boundaries, self.arguments, savepoint_commits=bool(nested_commit_releases(texts))
+        )
 
     def _cached_facts(
         self, analysed: list[str], patterns: RulePatterns, sql_write: LinearPattern | None, related: frozenset[str],

@@ -554,6 +554,26 @@ def untaken_arms(body: Node, line: int) -> list[tuple[int, int]]:
     return ranges
 
 
+def ending_arms(body: Node, first: int, last: int) -> list[tuple[int, int]]:
+    """The line ranges (``body``'s lines) of if/elif/else arms wholly between ``first`` and
+    ``last`` whose last statement returns or raises: a path from ``first`` on to ``last``
+    never runs them (``if is_new is None: raise NotFound(...)`` between two commits)."""
+    ranges: list[tuple[int, int]] = []
+    pending = [body]
+    while pending:
+        node = pending.pop()
+        if last_line(node) < first or first_line(node) > last:
+            continue
+        if node.type == "if_statement" and first < first_line(node) and last_line(node) < last:
+            for _, arm in if_arms(node)[0]:
+                statements = [child for child in arm.named_children if child.type not in ("comment", "line_comment", "block_comment")]
+                if statements and statements[-1].type in _EXITS:
+                    ranges.append((first_line(arm), last_line(arm)))
+        if node.type not in _NESTED:
+            pending.extend(node.named_children)
+    return ranges
+
+
 def heaviest_path(
     body: Node | None,
     source: bytes,

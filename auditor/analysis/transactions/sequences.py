@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from tree_sitter import Node
 
 from auditor.callgraph.graph import CallGraph, Edge, FunctionRef
-from auditor.callgraph.names import MAIN_FUNCTION
+from auditor.callgraph.names import MAIN_FUNCTION, strip_arguments
 from auditor.analysis.transactions import outcomes, paths
 from auditor.analysis.transactions.arguments import Arguments
 from auditor.analysis.transactions.arity import Arity
@@ -34,6 +34,7 @@ from auditor.analysis.transactions.boundaries import Boundaries
 from auditor.analysis.transactions.chain_receivers import ChainReceivers
 from auditor.analysis.transactions.receivers import CREATED
 from auditor.analysis.transactions.snapshots import Snapshots
+from auditor.analysis.transactions.sqlalchemy_series import releases_savepoint
 from auditor.analysis.transactions.dispatch import OVERRIDE, class_of
 from auditor.analysis.transactions.ensured_rows import EnsuredRows
 from auditor.analysis.transactions.facts import FileFacts, enclosing_of
@@ -69,7 +70,7 @@ from auditor.analysis.transactions.session_scopes import SessionScopes
 from auditor.analysis.transactions.store_clients import StoreClients
 from auditor.analysis.transactions.stored_flags import Known, StoredFlags
 from auditor.analysis.transactions.throwaway import memory_names, unbound_names
-from auditor.index.model import CallSite
+from auditor.index.model import CallSite, Definition
 from auditor.languages.grammars import parser_for
 
 _MAX_DEPTH = 60
@@ -87,10 +88,10 @@ _NO_BODY: Body = (None, b"", 0)
 class Sequences:
     """Every function's heaviest path, computed once per set of parameters switched off."""
 
-    def __init__(
-        self, graph: CallGraph, facts: Mapping[str, FileFacts], reach: Reach, boundaries: Boundaries, arguments: Arguments
-    ) -> None:
+    def __init__(self, graph: CallGraph, facts: Mapping[str, FileFacts], reach: Reach, boundaries: Boundaries,
+                 arguments: Arguments, savepoint_commits: bool = False) -> None:  # fmt: skip
         self.graph = graph
+        self.savepoint_commits = savepoint_commits  # SQLAlchemy < 2: a commit after begin_nested() releases it
         self.facts = facts
         self.reach = reach
         self.boundaries = boundaries
@@ -294,10 +295,9 @@ class Sequences:
         self, ref: FunctionRef, facts: FileFacts | None, throwaway: frozenset[str], dispatched: frozenset[tuple[int, str]],
         off: frozenset[str] = frozenset(),
     ) -> dict[int, list[Step]]:
-        """The function's own uncovered effects by line (a call a graph, receiver or framework edge
-        stands for, or one ``dispatched`` ``(line, name)`` to the override or bound class the
-        path runs, is counted through that edge; a row saved again on one path counts once, by the walk), less those made on a
-        ``throwaway`` in-memory connection."""
+        """The function's own uncovered effects by line, less the calls a graph, receiver, framework or
+        ``dispatched`` edge stands for (counted through it), writes on a ``throwaway`` in-memory
+        connection and savepoint releases (a row saved again on one path counts once, by the walk)."""
         events: dict[int, list[Step]] = defaultdict(list)
         if facts is None:
             return events
@@ -313,6 +313,8 @@ class Sequences:
                 continue
             if throwaway and call.callee.split(".", 1)[0] in throwaway:
                 continue  # written to an in-memory database: nothing persists
+            if self.savepoint_commits and site.effect is Effect.COMMIT and _releases_savepoint(facts, definition, call):
+                continue  # SQLAlchemy 1.x: the commit releases the savepoint; the outer transaction stays open
             if site.effect in DB_EFFECTS and "." in call.callee and self.clients.is_client(ref.path, definition, call.callee.split(".", 1)[0], call.line):
                 continue  # a search index's or key-value store's call: no database write
             if site.effect in DB_EFFECTS and self.registry.sets_aside_site(ref, site, call_text(call, facts.line_text(call.line))):
@@ -568,6 +570,12 @@ def _value_cases(off: frozenset[str], source: bytes) -> tuple[frozenset[str], ..
     return (*cases, off | every)
 
 
+def _releases_savepoint(facts: FileFacts, definition: Definition | None, call: CallSite) -> bool:
+    """Whether a commit site releases a savepoint ``begin_nested()`` opened above it
+    (:func:`.sqlalchemy_series.releases_savepoint`, read in the function's body)."""
+    return definition is not None and releases_savepoint(facts.lines, definition.body_start_line, call.line, strip_arguments(call.callee))
+
+
 def _row_cases(off: frozenset[str], source: bytes) -> tuple[frozenset[str], ...]:
     """The ``off`` sets to walk a body with: as given, or, when it may test whether its object
     is new and the caller did not say, once for a new row and once for an existing one (a
@@ -609,7 +617,8 @@ def _without_idle_commits(
 
 def _pending_between(first: int, last: int, facts: FileFacts, body: Node | None, offset: int, held: str | None = None) -> bool:
     """Whether a statement between lines ``first`` and ``last`` (both on one path) may
-    leave something for the second commit: a call or an assignment in an arm the path takes."""
+    leave something for the second commit: a call or an assignment in an arm the path takes
+    (not an arm that returns or raises, which no path from ``first`` to ``last`` runs)."""
     pending = [
         line for line in range(first + 1, last)
         if _PENDING.search(facts.line_text(line)) and not _adds_held(facts.line_text(line), held)
@@ -617,6 +626,7 @@ def _pending_between(first: int, last: int, facts: FileFacts, body: Node | None,
     if not pending or body is None:
         return bool(pending)
     untaken = paths.untaken_arms(body, first - offset) + paths.untaken_arms(body, last - offset)
+    untaken += paths.ending_arms(body, first - offset, last - offset)  # an arm that returns or raises is off the path
     return any(not any(start <= line - offset <= end for start, end in untaken) for line in pending)
 
 

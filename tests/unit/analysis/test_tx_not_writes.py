@@ -458,3 +458,56 @@ def test_adding_back_a_row_get_or_create_returned_leaves_nothing_pending(rule: R
 def test_adding_a_new_object_a_committing_call_built_is_a_second_commit(rule: Rule):
     found = reported(analyze_source({"app/cli.py": GROUPS, **DB}, rule))
     assert found[("app/cli.py", "build_group")].title.startswith("2 commits on one path")
+
+
+# ------------------------------------------------------------ a guard that raises between two commits
+
+# Round 11's mwdb-core FALSE: ``is_new = obj.add_attribute(...)`` commits, then
+# ``if is_new is None: raise NotFound(...)``, then ``db.session.commit()`` with nothing staged:
+# the raising arm is on no path to the second commit. Counter-test: an arm that stages
+# something and carries on keeps the second commit.
+GUARDED = """
+    from flask import Blueprint
+
+    from .db import db
+
+    bp = Blueprint("attributes", __name__)
+
+
+    class Obj(db.Model):
+        def add_attribute(self, key, value, commit=True):
+            db.session.add(Attribute(key=key, value=value))
+            if commit:
+                db.session.commit()
+            return True
+
+
+    @bp.route("/objects/<int:pk>/attributes", methods=["POST"])
+    def post_attribute(pk, key, value):
+        obj = Obj.query.get(pk)
+        is_new = obj.add_attribute(key, value)
+        if is_new is None:
+            raise NotFound(
+                f"Attribute '{key}' is not defined"
+            )
+        db.session.commit()
+
+
+    @bp.route("/objects/<int:pk>/attributes/logged", methods=["POST"])
+    def post_logged_attribute(pk, key, value):
+        obj = Obj.query.get(pk)
+        is_new = obj.add_attribute(key, value)
+        if is_new:
+            db.session.add(Log(key=key))
+        db.session.commit()
+"""
+
+
+def test_a_raising_guard_between_a_committing_call_and_a_commit_stages_nothing(rule: Rule):
+    found = reported(analyze_source({"app/views.py": GUARDED, **DB}, rule))
+    assert ("app/views.py", "post_attribute") not in found
+
+
+def test_an_arm_that_stages_and_carries_on_keeps_the_second_commit(rule: Rule):
+    found = reported(analyze_source({"app/views.py": GUARDED, **DB}, rule))
+    assert found[("app/views.py", "post_logged_attribute")].title.startswith("2 commits on one path")
