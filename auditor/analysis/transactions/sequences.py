@@ -533,7 +533,9 @@ def _throwaway(graph: CallGraph, arguments: Arguments, ref: FunctionRef, facts: 
     return marked | arguments.memory_locals(ref)
 
 
-_EQUALS_LITERAL = re.compile(rb"""\b([A-Za-z_][\w.]*)\s*==\s*(?:"([^"\\\n]*)"|'([^'\\\n]*)')""")
+_EQUALS_LITERAL = re.compile(
+    rb"""\b([A-Za-z_][\w.]*(?:\[(?:"[^"\\\n]*"|'[^'\\\n]*')\])?)\s*==\s*(?:"([^"\\\n]*)"|'([^'\\\n]*)')"""
+)  # ``NAME == "x"``, ``options["operation"] == "x"``
 _MAX_VALUES = 6
 
 
