@@ -48,6 +48,35 @@ VIEWS = """
         db.session.commit()
 
 
+    @bp.route("/objects/<int:pk>/block", methods=["PUT"])
+    def with_block(pk):
+        with db.session.begin_nested():
+            db.session.add(Tag(pk=pk))
+        db.session.commit()
+        db.session.add(Audit(pk=pk))
+        db.session.commit()
+
+
+    @bp.route("/objects/<int:pk>/handle", methods=["PUT"])
+    def handle(pk):
+        savepoint = db.session.begin_nested()
+        db.session.add(Tag(pk=pk))
+        savepoint.commit()
+        db.session.commit()
+        db.session.add(Audit(pk=pk))
+        db.session.commit()
+
+
+    @bp.route("/objects/loop", methods=["PUT"])
+    def loop(pks):
+        db.session.begin_nested()
+        for pk in pks:
+            db.session.add(Tag(pk=pk))
+            db.session.commit()
+        db.session.add(Audit(pks=pks))
+        db.session.commit()
+
+
     @bp.route("/objects/<int:pk>/parents", methods=["PUT"])
     def put_parent(pk, parent):
         obj = Object.query.get(pk)
@@ -79,9 +108,11 @@ def test_a_commit_after_begin_nested_on_sqlalchemy_1_releases_the_savepoint():
     assert ("app/views.py", "put_parent") not in _found(PINNED)
 
 
-def test_a_commit_after_the_nested_block_was_left_still_commits():
-    # ``begin_nested()`` inside the ``if``; the commit after it is the outer transaction's.
-    assert _found(PINNED)[("app/views.py", "put_tag")].title.startswith("2 commits on one path")
+@pytest.mark.parametrize("function", ["put_tag", "with_block", "handle", "loop"])
+def test_a_commit_the_savepoint_does_not_end_still_commits(function: str):
+    # ``begin_nested()`` inside an ``if``, a ``with`` block that released it on exit, a handle
+    # released on its own, a loop whose second iteration commits the outer transaction.
+    assert _found(PINNED)[("app/views.py", function)].title.startswith("2 commits on one path")
 
 
 @pytest.mark.parametrize(
@@ -107,8 +138,16 @@ def test_on_sqlalchemy_2_semantics_the_nested_commit_commits(declarations: dict[
         ("sqlalchemy<2.1\n", False),
         ("SQLAlchemy>=1.4\n", False),
         ("sqlalchemy-utils==0.38\nflask-sqlalchemy==2.5\n", False),
+        ("SQLAlchemy==2.0.30\n# was: sqlalchemy==1.4.54\n", False),
     ],
 )
 def test_the_series_is_read_from_the_declared_bound(text: str, declared: bool):
     name = "setup.py" if "install_requires" in text else "pyproject.toml" if "dependencies" in text else "requirements.txt"
     assert bool(nested_commit_releases({name: text})) is declared
+
+
+def test_a_declaration_that_admits_2_or_one_outside_the_root_leaves_2_0_semantics():
+    assert nested_commit_releases({"pyproject.toml": 'dependencies = ["sqlalchemy>=2.0"]', "requirements.txt": "sqlalchemy<2\n"}) == ""
+    assert nested_commit_releases({"examples/legacy/requirements.txt": "sqlalchemy<2\n"}) == ""
+    assert nested_commit_releases({"requirements/base.txt": "sqlalchemy<2\n"}) == "requirements/base.txt: sqlalchemy<2"
+    assert nested_commit_releases({"requirements.txt": "sqlalchemy<2\n", "app/db.py": 'db = SQLAlchemy(session_options={"future": True})'}) == ""
