@@ -35,6 +35,7 @@ from auditor.analysis.transactions.chain_receivers import ChainReceivers
 from auditor.analysis.transactions.receivers import CREATED
 from auditor.analysis.transactions.snapshots import Snapshots
 from auditor.analysis.transactions.sqlalchemy_series import releases_savepoint
+from auditor.analysis.transactions.value_cases import parameter_names, value_cases
 from auditor.analysis.transactions.dispatch import OVERRIDE, class_of
 from auditor.analysis.transactions.ensured_rows import EnsuredRows
 from auditor.analysis.transactions.facts import FileFacts, enclosing_of
@@ -255,7 +256,8 @@ class Sequences:
             found = ()
             for exits in self.outcomes.exits(ref, body, outcomes.required(off)):
                 exits = replace(exits, cut=cut or exits.cut, raising=raising) if cut or raising else exits
-                for walked_off in _cases(off | frozenset(stored), source[node.start_byte : node.end_byte] if node is not None else b""):
+                text = source[node.start_byte : node.end_byte] if node is not None else b""
+                for walked_off in _cases(off | frozenset(stored), text, parameter_names(facts, self.graph.definition(ref))):
                     walk = saved_once(once_per_key(tuple(paths.heaviest_path(node, source, shifted, weight, walked_off, caught, exits))))
                     found = walk if sum(map(weight, walk)) > sum(map(weight, found)) else found
         if body is not None and body[0] is not None:
@@ -533,49 +535,16 @@ def _throwaway(graph: CallGraph, arguments: Arguments, ref: FunctionRef, facts: 
     return marked | arguments.memory_locals(ref)
 
 
-_EQUALS_LITERAL = re.compile(
-    rb"""\b([A-Za-z_][\w.]*(?:\[(?:"[^"\\\n]*"|'[^'\\\n]*')\])?)\s*==\s*(?:"([^"\\\n]*)"|'([^'\\\n]*)')"""
-)  # ``NAME == "x"``, ``options["operation"] == "x"``
-_MAX_VALUES = 6
-
-
-def _cases(off: frozenset[str], source: bytes) -> tuple[frozenset[str], ...]:
-    """The ``off`` sets to walk a body with: :func:`_row_cases`, each split by
-    :func:`_value_cases`."""
-    return tuple(case for row_case in _row_cases(off, source) for case in _value_cases(row_case, source))
-
-
-def _value_cases(off: frozenset[str], source: bytes) -> tuple[frozenset[str], ...]:
-    """``off`` as given, or, when the body tests one name against two or more string
-    literals (``request.method == "POST"``, then ``request.method == "DELETE"``), once per
-    literal with the tests against the others false, and once with all false: a value equals
-    at most one of them, so arms guarded by different ones never both run (onadata's
-    ``process_label_request`` posts a label on POST and deletes one on DELETE). A name the
-    body assigns is left alone. The name tested
-    against the most literals is split (up to :data:`_MAX_VALUES` of them)."""
-    if b"==" not in source:
-        return (off,)
-    tests: dict[bytes, dict[bytes, set[str]]] = defaultdict(lambda: defaultdict(set))
-    for match in _EQUALS_LITERAL.finditer(source):
-        value = match.group(2) if match.group(2) is not None else match.group(3)
-        tests[match.group(1)][value].add(match.group(0).decode("utf-8", "replace"))
-    for name in [name for name in tests if re.search(rb"(?<![\w.])" + re.escape(name) + rb"\s*=(?!=)", source)]:
-        del tests[name]  # assigned in the body: it may hold another value at a later test
-    if not tests:
-        return (off,)
-    name = max(sorted(tests), key=lambda found: len(tests[found]))
-    values = tests[name]
-    if len(values) < 2 or len(values) > _MAX_VALUES:
-        return (off,)
-    every = frozenset(text for texts in values.values() for text in texts)
-    cases = [off | (every - values[value]) for value in sorted(values)]
-    return (*cases, off | every)
-
-
 def _releases_savepoint(facts: FileFacts, definition: Definition | None, call: CallSite) -> bool:
     """Whether a commit site releases a savepoint ``begin_nested()`` opened above it
     (:func:`.sqlalchemy_series.releases_savepoint`, read in the function's body)."""
     return definition is not None and releases_savepoint(facts.lines, definition.body_start_line, call.line, strip_arguments(call.callee))
+
+
+def _cases(off: frozenset[str], source: bytes, parameters: frozenset[str]) -> tuple[frozenset[str], ...]:
+    """The ``off`` sets to walk a body with: :func:`_row_cases`, each split by
+    :func:`.value_cases.value_cases` (``parameters``: the function's own)."""
+    return tuple(case for row_case in _row_cases(off, source) for case in value_cases(row_case, source, parameters))
 
 
 def _row_cases(off: frozenset[str], source: bytes) -> tuple[frozenset[str], ...]:
