@@ -98,6 +98,7 @@ from auditor.analysis.transactions.result_memo import ResultMemo, result_key
 from auditor.analysis.transactions.chain_receivers import Receiver
 from auditor.analysis.transactions.receiver_search import State, first_reach, search_by_receiver
 from auditor.analysis.transactions.sequences import Sequences
+from auditor.analysis.transactions.sqlalchemy import drop_staged
 from auditor.analysis.transactions.sqlalchemy_series import nested_commit_releases
 from auditor.errors import UsageError
 from auditor.findings.model import Finding
@@ -210,6 +211,7 @@ class Analysis:
         else:
             context = facts_context(rule, framework, related)
             self.facts = self._cached_facts(analysed, patterns, sql_write, related, context, facts_cache, digests or {})
+        drop_staged(self.facts)  # session-staged deletes, unless a project method of the name commits
         receiver_signals = django.receiver_signals(indexes, graph)
         self.framework_calls = FrameworkCalls(graph, self.facts, framework, receiver_signals)
         self.boundaries = Boundaries(

@@ -292,6 +292,16 @@ class FileFacts:
         """The text of a 1-based line ("" outside the file)."""
         return self.lines[line - 1] if 0 < line <= len(self.lines) else ""
 
+    def set_aside(self, drop: Callable[[Site], bool]) -> None:
+        """Drop the sites ``drop`` accepts (a decision that needs the whole project: a
+        :meth:`record` taken before keeps them)."""
+        for ref in list(self.sites):
+            kept = [site for site in self.sites[ref] if not drop(site)]
+            if kept:
+                self.sites[ref] = kept
+            else:
+                del self.sites[ref]
+
     def covered(self, enclosing: str | None, line: int, callee: str = "", arguments: str = "") -> bool:
         """True when a boundary in function ``enclosing`` covers the call at ``line``."""
         receiver = callee.split(".")[0] if "." in callee else ""

@@ -471,3 +471,23 @@ def test_a_delete_given_arguments_in_a_session_module_stays_a_write(session_task
 
 def test_a_module_that_imports_django_keeps_autocommit_deletes(session_tasks):
     assert ("app/django_tasks.py", "purge") in session_tasks
+
+
+# Review: a project whose own model method of the name commits (Flask's ``CRUDMixin.delete``:
+# ``db.session.delete(self)`` then ``db.session.commit()``) keeps an unknown receiver's
+# argument-less delete a write: the receiver may be of that class.
+CRUD = """
+    from .db import db
+
+
+    class CRUDMixin:
+        def delete(self):
+            db.session.delete(self)
+            db.session.commit()
+"""
+
+
+def test_an_unknown_delete_stays_a_write_where_a_project_delete_commits():
+    files = {"app/tasks.py": SESSION_TASKS, "app/crud.py": CRUD, **DB}
+    found = reported(analyze_source(files, load_rule("tx-outside-transaction")))
+    assert ("app/tasks.py", "static_sites_cleanup") in found
