@@ -98,7 +98,7 @@ from auditor.analysis.transactions.result_memo import ResultMemo, result_key
 from auditor.analysis.transactions.chain_receivers import Receiver
 from auditor.analysis.transactions.receiver_search import State, first_reach, search_by_receiver
 from auditor.analysis.transactions.sequences import Sequences
-from auditor.analysis.transactions.sqlalchemy import drop_staged
+from auditor.analysis.transactions.staged_deletes import drop_staged
 from auditor.analysis.transactions.sqlalchemy_series import nested_commit_releases
 from auditor.errors import UsageError
 from auditor.findings.model import Finding

@@ -19,7 +19,7 @@ In a module that writes through a session and imports nothing from Django, a
 lazy relationship's ``AppenderQuery``, a query held in a variable) or a model's own method:
 it is no Django autocommit write, and the commit the module runs decides when it lands
 (:func:`session_module`), unless the project has a method of that name that commits
-(:func:`drop_staged`). One given arguments stays a write: ``aggregator.delete(entity_id=...)``
+(:func:`.staged_deletes.drop_staged`). One given arguments stays a write: ``aggregator.delete(entity_id=...)``
 is followthemoney-store's ``Dataset.delete``, which commits on its own engine connection.
 
 So a session write is not a finding by itself. The risk is a path that **commits more
@@ -31,16 +31,11 @@ irreversible side effect that can fail.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from functools import lru_cache
-from typing import TYPE_CHECKING
 
 from auditor.callgraph.names import strip_arguments
 from auditor.analysis.transactions.base import CallContext, Classification, Effect
 from auditor.index.model import CallSite, FileIndex
-
-if TYPE_CHECKING:
-    from auditor.analysis.transactions.facts import FileFacts
 
 _IN_TRANSACTION = frozenset(
     {"add", "add_all", "merge", "delete", "flush", "execute", "bulk_save_objects", "bulk_insert_mappings",
@@ -49,6 +44,7 @@ _IN_TRANSACTION = frozenset(
 
 
 _QUERY_METHODS = frozenset({"delete", "update"})
+QUERY_METHODS = _QUERY_METHODS
 STATEMENT_NAMES = _QUERY_METHODS
 """The Core statement builders a table offers that look like ORM writes (their verdict
 reads the call's line)."""
@@ -81,7 +77,7 @@ class SqlAlchemyModel:
         if call.name in _QUERY_METHODS and _query_receiver(stripped, call, context):
             return Classification(None, "a session query's bulk delete/update: inside the session's transaction")
         if call.name in _QUERY_METHODS and not call.arguments.strip() and context.is_rule_sink and session_module(context.index):
-            # Kept as a write here: :func:`drop_staged` sets it aside once the whole project
+            # Kept as a write here: ``staged_deletes.drop_staged`` sets it aside once the whole project
             # is known to define no method of that name that commits.
             return Classification(Effect.WRITE, STAGED_REASON, orm=STAGED)
         if "ession." not in call.callee:
@@ -101,9 +97,8 @@ class SqlAlchemyModel:
 # A Django ``SessionBase`` has ``flush``/``delete``/``save`` too, never these.
 _SESSION_CALLS = frozenset({"commit", "add", "add_all", "rollback"})
 STAGED = "session-staged"
-"""The ``orm`` of a delete/update a session module stages (:func:`drop_staged`)."""
+"""The ``orm`` of a delete/update a session module stages (:func:`.staged_deletes.drop_staged`)."""
 STAGED_REASON = "an argument-less delete/update in a module that writes through a SQLAlchemy session and imports no Django: staged until the session's commit"
-_COMMITS = re.compile(r"\.commit\(")
 _SESSION_MODULES: dict[tuple[str, str], bool] = {}
 
 
@@ -129,21 +124,6 @@ def _session_call(call: CallSite) -> bool:
     stripped = strip_arguments(call.callee)
     receiver = stripped.rsplit(".", 1)[0] if "." in stripped else ""
     return bool(receiver) and _session_receiver(receiver) and not receiver.endswith("request.session")
-
-
-def drop_staged(facts: Mapping[str, FileFacts]) -> None:
-    """Set aside the sites :data:`STAGED` marks, unless a method of the project with the
-    call's name commits (Flask's ``CRUDMixin.delete``: ``db.session.delete(self)`` then
-    ``db.session.commit()``): an unknown receiver may be of that class, and its call commits."""
-    committing = {
-        definition.name
-        for item in facts.values()
-        for definition in item.index.definitions
-        if definition.parent is not None and definition.name in _QUERY_METHODS
-        and any(_COMMITS.search(item.line_text(number)) for number in range(definition.body_start_line, definition.end_line + 1))
-    }  # fmt: skip
-    for item in facts.values():
-        item.set_aside(lambda site: site.orm == STAGED and site.call.name not in committing)
 
 
 def builds_statement(call: CallSite, line: str) -> bool:
