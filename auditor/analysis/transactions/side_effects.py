@@ -41,7 +41,9 @@ _STORAGE_RECEIVER = re.compile(r"(?:^|\.)\w*storage(?:\.|$)")
 # A URL written in the call whose path names a search endpoint (MISP's
 # ``/attributes/restSearch``, Elasticsearch's ``/_search``/``/_msearch``/``/_count``): the POST
 # carries the query in its body and changes nothing.
-_SEARCH_URL = re.compile(r"""(?i)^[rbfu]*["'][^"']*/(?:\w*search|_count|_msearch)\b[^"']*["']$""")
+_URL_LITERAL = re.compile(r"""^[rbfu]*["']([^"']*)["']$""", re.IGNORECASE)
+_HOST = re.compile(r"^(?:[a-z][\w+.-]*://[^/]*|\{[^}]*\})", re.IGNORECASE)  # a scheme and host, or a leading ``{base}``
+_SEARCH_SEGMENTS = frozenset({"restsearch", "_search", "_msearch", "_count", "search"})
 _SIGNAL_RECEIVER = re.compile(r"(?i)signal|^(pre|post)_\w+$")
 
 
@@ -68,6 +70,18 @@ class SideEffectModel:
             return Classification(Effect.UPLOAD, f"file stored ({call.name})")
         if call.name == "send" and _SIGNAL_RECEIVER.search(receiver.rsplit(".", 1)[-1]):
             return None
-        if call.name == "post" and _SEARCH_URL.search(split_arguments(call.arguments)[0] if call.arguments.strip() else ""):
+        if call.name == "post" and _search_url(split_arguments(call.arguments)[0] if call.arguments.strip() else ""):
             return Classification(None, "an HTTP POST to a search endpoint: a read")
         return Classification(Effect.SIDE_EFFECT, f"irreversible side effect ({call.name})")
+
+
+def _search_url(argument: str) -> bool:
+    """Whether a call's first argument is a URL literal whose path, after its scheme and host
+    (or a leading ``{base}``), has a segment that names a search endpoint exactly (``restSearch``,
+    ``_search``, ``_msearch``, ``_count``, ``search``): not a host named ``search`` or
+    ``elasticsearch``, nor ``/saved_search`` or ``/research``."""
+    literal = _URL_LITERAL.match(argument.strip())
+    if literal is None:
+        return False
+    path = _HOST.sub("", literal.group(1), count=1).split("?", 1)[0]
+    return any(segment.lower() in _SEARCH_SEGMENTS for segment in path.split("/"))

@@ -383,6 +383,18 @@ LOOKUPS = """
     def tag_and_report(base, value):
         Mark.objects.create(value=value)
         requests.post(f"{base}/events/add/", json={"value": value})
+
+
+    @shared_task
+    def tag_and_index(value):
+        Mark.objects.create(value=value)
+        requests.post("http://elasticsearch:9200/marks/_doc", json={"value": value})
+
+
+    @shared_task
+    def tag_and_save_search(value):
+        Mark.objects.create(value=value)
+        requests.post("https://search.example.com/api/saved_search", json={"value": value})
 """
 
 
@@ -391,9 +403,11 @@ def test_a_post_to_a_search_endpoint_is_a_read(rule: Rule):
     assert _effects(found, "app/lookups.py", "tag_matches") <= 1
 
 
-def test_a_post_that_adds_after_a_write_is_still_a_side_effect(rule: Rule):
+@pytest.mark.parametrize("function", ["tag_and_report", "tag_and_index", "tag_and_save_search"])
+def test_a_post_that_adds_after_a_write_is_still_a_side_effect(rule: Rule, function: str):
+    # Not a search: a host named ``elasticsearch`` or ``search``, a ``saved_search`` resource.
     found = reported(analyze_source({"app/lookups.py": LOOKUPS}, rule))
-    assert _effects(found, "app/lookups.py", "tag_and_report") == 2
+    assert _effects(found, "app/lookups.py", function) == 2
 
 
 # ------------------------------------------------------------ get_or_create hands back a held row
