@@ -557,7 +557,9 @@ def untaken_arms(body: Node, line: int) -> list[tuple[int, int]]:
 def ending_arms(body: Node, first: int, last: int) -> list[tuple[int, int]]:
     """The line ranges (``body``'s lines) of if/elif/else arms wholly between ``first`` and
     ``last`` whose last statement returns or raises: a path from ``first`` on to ``last``
-    never runs them (``if is_new is None: raise NotFound(...)`` between two commits)."""
+    never runs them (``if is_new is None: raise NotFound(...)`` between two commits). Arms
+    inside a ``try`` or ``with`` statement are left out: an ``except`` or a context manager
+    (``contextlib.suppress``) may catch the raise and carry on to the second commit."""
     ranges: list[tuple[int, int]] = []
     pending = [body]
     while pending:
@@ -569,8 +571,8 @@ def ending_arms(body: Node, first: int, last: int) -> list[tuple[int, int]]:
                 statements = [child for child in arm.named_children if child.type not in ("comment", "line_comment", "block_comment")]
                 if statements and statements[-1].type in _EXITS:
                     ranges.append((first_line(arm), last_line(arm)))
-        if node.type not in _NESTED:
-            pending.extend(node.named_children)
+        if node.type not in _NESTED and node.type not in ("try_statement", "with_statement"):
+            pending.extend(node.named_children)  # inside a ``try`` or ``with`` a raise may be caught and carry on
     return ranges
 
 

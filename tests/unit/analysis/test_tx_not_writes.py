@@ -507,6 +507,19 @@ GUARDED = """
         db.session.commit()
 
 
+    @bp.route("/objects/<int:pk>/attributes/caught", methods=["POST"])
+    def post_caught_attribute(pk, key, value):
+        obj = Obj.query.get(pk)
+        is_new = obj.add_attribute(key, value)
+        try:
+            if is_new:
+                db.session.add(Log(key=key))
+                raise Duplicate(key)
+        except Duplicate:
+            pass
+        db.session.commit()
+
+
     @bp.route("/objects/<int:pk>/attributes/logged", methods=["POST"])
     def post_logged_attribute(pk, key, value):
         obj = Obj.query.get(pk)
@@ -522,6 +535,8 @@ def test_a_raising_guard_between_a_committing_call_and_a_commit_stages_nothing(r
     assert ("app/views.py", "post_attribute") not in found
 
 
-def test_an_arm_that_stages_and_carries_on_keeps_the_second_commit(rule: Rule):
+@pytest.mark.parametrize("function", ["post_logged_attribute", "post_caught_attribute"])
+def test_an_arm_that_stages_and_carries_on_keeps_the_second_commit(rule: Rule, function: str):
+    # ``post_caught_attribute``: the arm raises, but the ``except`` carries on to the commit.
     found = reported(analyze_source({"app/views.py": GUARDED, **DB}, rule))
-    assert found[("app/views.py", "post_logged_attribute")].title.startswith("2 commits on one path")
+    assert found[("app/views.py", function)].title.startswith("2 commits on one path")
