@@ -30,7 +30,7 @@ from auditor.index.model import INDEX_VERSION, FileIndex
 from auditor.storage.package import package_digest
 from auditor.storage.sealed import prune_least_recent, read_regular_file, seal, unseal, write_atomically
 
-GRAPH_VERSION = 7
+GRAPH_VERSION = 8
 """Version of the graph cache format and of the resolution rules; part of the cache key.
 Bump it when either changes so that stale cached graphs are never read."""
 

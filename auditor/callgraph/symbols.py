@@ -20,7 +20,7 @@ from auditor.callgraph.imports import ImportTable
 from auditor.callgraph.languages import call_family, rules_for
 from auditor.callgraph.names import strip_arguments
 from auditor.index.model import Definition, FileIndex
-from auditor.walk.classify import is_test_path
+from auditor.walk.classify import is_test_only_path
 
 _FUNCTION_KINDS = ("function", "method")
 
@@ -233,11 +233,11 @@ class Symbols:
             # ``set_password``).
             candidates = [item for item in candidates if item[1].parent is not None]
             candidates += [item for item in self.attached_by_name.get(key, ()) if item not in candidates]
-        if not is_test_path(path):
+        if not is_test_only_path(path):
             # Production code never imports a test module: a test helper's method of that
             # name is not what a production call runs (zeeguu's ``client.translate`` is not
             # the test rule's ``ExerciseSourceRule.translate``).
-            candidates = [item for item in candidates if not is_test_path(item[0])]
+            candidates = [item for item in candidates if not is_test_only_path(item[0])]
         if len(candidates) == 1:
             return candidates[0]
         if not candidates:

@@ -32,6 +32,7 @@ __all__ = [
     "classify_content",
     "classify_path",
     "file_kind",
+    "is_test_only_path",
     "is_test_path",
     "name_suffix",
 ]
@@ -300,3 +301,16 @@ def is_test_path(path: str) -> bool:
     tests call production code but are not how production is entered."""
     *directories, name = path.split("/")
     return bool(_TEST_FILE.match(name)) or any(directory in _TEST_DIRECTORIES for directory in directories)
+
+
+_TEST_ONLY_DIRECTORIES = frozenset({"test", "tests", "__tests__"})
+_TEST_ONLY_FILE = re.compile(r"^(test_.*\.py|conftest\.py|.*_test\.go|.*\.(test|spec)\.[cm]?[jt]sx?|.*Tests?\.java)$")
+
+
+def is_test_only_path(path: str) -> bool:
+    """True for code that only tests import: a ``test``/``tests``/``__tests__`` directory,
+    ``test_*.py``, ``conftest.py``, ``*_test.go``, ``*.test.ts``/``*.spec.ts``, ``*Test.java``.
+    Narrower than :func:`is_test_path`: ``ab_test.py``, ``testing/`` or ``spec/`` may be
+    production code that production imports."""
+    *directories, name = path.split("/")
+    return bool(_TEST_ONLY_FILE.match(name)) or any(directory in _TEST_ONLY_DIRECTORIES for directory in directories)

@@ -824,3 +824,13 @@ def test_a_unique_name_in_test_code_is_no_fallback_for_production_calls():
     pairs = edge_pairs(graph)
     assert not any(caller.startswith("app/service.py") for caller, _, _ in pairs)
     assert ("app/core/test/rules/source_rule.py:check", "app/core/test/rules/source_rule.py:SourceRule.translate", True) in pairs
+
+
+def test_a_production_module_named_like_a_test_keeps_its_fallback_edges():
+    # ``ab_test.py`` (an A/B test feature) or a ``testing/`` package may be production code.
+    files = {
+        "app/service.py": "def run(experiment):\n    return experiment.assign_variant()\n",
+        "app/ab_test.py": "class Experiment:\n    def assign_variant(self):\n        return 1\n",
+    }
+    _, _, graph = build(files)
+    assert ("app/service.py:run", "app/ab_test.py:Experiment.assign_variant", True) in edge_pairs(graph)
