@@ -171,7 +171,7 @@ class DjangoModel:
         if name in ("update", "delete") and len(receiver) == 1 and _other_client_query(receiver[0], call, context):
             return Classification(None, "another client's query (a search index): no ORM write")
         if name == "delete" and len(receiver) == 1 and _queue_message(receiver[0], call, context):
-            return Classification(None, "a queue message's acknowledgement (boto3 SQS Message.delete): no ORM write")
+            return Classification(Effect.SIDE_EFFECT, "a queue message's acknowledgement (boto3 SQS Message.delete): outside the database")
         if _api_request(call, context):
             return Classification(None, "an API client's request object (run by its .execute()): no ORM write")
         if name in ("save", "delete") and context.is_rule_sink:
@@ -285,8 +285,9 @@ def _queue_message(variable: str, call: CallSite, context: CallContext) -> bool:
     """Whether ``variable`` is the target of a ``for`` loop above the call, in its function,
     over ``X.receive_messages(...)``: boto3's SQS ``Queue.receive_messages`` returns
     ``sqs.Message`` resources, and ``Message.delete()`` sends ``DeleteMessage`` to the queue
-    (boto3 resources/sqs: the ``Message`` resource's ``Delete`` action), no SQL.
-    EvalAI's submission worker acknowledges each message it processed this way."""
+    (boto3 resources/sqs: the ``Message`` resource's ``Delete`` action): no SQL, but an
+    irreversible call outside the database (the message is gone), so it counts as a side
+    effect. EvalAI's submission worker acknowledges each message it processed this way."""
     scope = context.index.enclosing_definition(call.line)
     first = scope.start_line if scope is not None else 1
     for number in range(call.line - 1, first - 1, -1):

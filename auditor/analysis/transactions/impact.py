@@ -97,7 +97,7 @@ _KIND_NOISE = frozenset({
     "clear", "set", "add", "session", "db", "query", "none", "true", "false", "pk", "id", "request", "user",
     "_", "err", "error", "result", "res", "rows",  # a discarded value or a statement's result, not a new object
 })
-_MANAGER_CREATE = re.compile(r"\.objects\.create\(|\.create\(")
+_MANAGER_CREATE = re.compile(r"\.(?:objects|_default_manager|_base_manager)\.create\(")
 _ROWS = re.compile(r"(\w+)\s*\.\s*(?:objects|all|filter|exclude|create|delete|bulk_create|add|set|query)\b|\b([A-Z]\w+)\(")
 
 

@@ -85,7 +85,7 @@ _VERBS = {
     "external call": "calls out",
     "loop": "writes in a loop, so a later iteration can fail after earlier ones committed",
 }
-_SUBSCRIPT_STORE = re.compile(r"^\s*[A-Za-z_][\w.]*\[[^\]]*\]\s*=(?!=)")
+_SUBSCRIPT_STORE = re.compile(r"""^\s*[A-Za-z_][\w.]*\[\s*(?:"[^"]*"|'[^']*')\s*\]\s*=(?!=)""")  # a string key: a mapping's store
 _COMMENT = re.compile(r"^\s*(?:#|//|\*|/\*)")
 _NESTED_DEFINITION = re.compile(r"^\s*(?:async\s+)?def\s|^\s*class\s")
 
@@ -189,8 +189,9 @@ def _scan(path: str, lines: Sequence[str], start: int, end: int) -> list[Evidenc
 
 
 def _read_part(text: str) -> str:
-    """The part of a line that reads: an assignment's value, when its target is a subscript
-    (``request.session["selected"] = selected`` stores a key, it cannot miss one)."""
+    """The part of a line that reads: an assignment's value, when its target is a string-keyed
+    subscript (``request.session["selected"] = selected`` stores a key, it cannot miss one; a
+    list's ``items[i] = x`` may raise ``IndexError`` and stays a failure point)."""
     store = _SUBSCRIPT_STORE.match(text)
     return text[store.end() :] if store is not None else text
 

@@ -164,7 +164,11 @@ def test_every_admin_row_names_the_django_function_that_proves_it():
         "delete_model", "response_delete",
     }  # fmt: skip
     for row in rows:
-        assert row.kind is Kind.RUNS_INSIDE and row.bases == ("ModelAdmin", "UserAdmin", "GroupAdmin", "GISModelAdmin", "PolymorphicChildModelAdmin", "PolymorphicParentModelAdmin")
+        assert row.kind is Kind.RUNS_INSIDE and row.bases == (
+            "ModelAdmin", "django.contrib.auth.admin.UserAdmin", "django.contrib.auth.admin.GroupAdmin",
+            "django.contrib.gis.admin.GISModelAdmin", "polymorphic.admin.PolymorphicChildModelAdmin",
+            "polymorphic.admin.PolymorphicParentModelAdmin",
+        )
         assert row.proof is not None and row.proof.file == "django/contrib/admin/options.py"
 
 
@@ -194,10 +198,27 @@ LIBRARY_ADMINS = """
 
     from .models import Book, Note
 
+    @admin.register(Book)
     class MemberAdmin(BaseUserAdmin):
         def save_formset(self, request, form, formset, change):
             formset.save()
             Note.objects.create(text="members")
+
+        def delete_queryset(self, request, queryset):
+            queryset.delete()
+            Note.objects.create(text="members gone")
+
+
+    class UserAdmin:
+        def save_formset(self, request, form, formset, change):
+            formset.save()
+            Note.objects.create(text="flask-admin style")
+
+
+    class StaffAdmin(UserAdmin):
+        def save_formset(self, request, form, formset, change):
+            formset.save()
+            Note.objects.create(text="staff")
 
     class PersonAdmin(PolymorphicChildModelAdmin):
         def save_formset(self, request, form, formset, change):
@@ -212,3 +233,23 @@ def test_a_hook_of_a_library_model_admin_subclass_is_covered(hook: str, rule: Ru
     found = reported(analyze_source({"library/models.py": MODELS, "library/people.py": LIBRARY_ADMINS}, rule))
     assert ("library/people.py", hook) not in found
 
+
+
+def test_a_library_admin_subclass_runs_inside_and_a_namesake_does_not(rule: Rule):
+    # The hooks the admin runs inside its transaction, read from the framework rows:
+    # MemberAdmin derives from Django's UserAdmin (imported as BaseUserAdmin); StaffAdmin
+    # from a project class that is only named ``UserAdmin``.
+    import textwrap
+
+    from auditor.analysis.transactions.analysis import Analysis, TxOptions
+    from auditor.callgraph.graph import CallGraph, FunctionRef
+    from auditor.index.extract import index_source
+
+    texts = {path: textwrap.dedent(text).lstrip("\n") for path, text in {"library/models.py": MODELS, "library/people.py": LIBRARY_ADMINS}.items()}
+    indexes = {path: index_source(path, text, "python") for path, text in texts.items()}
+    analysis = Analysis(indexes, texts, rule, CallGraph.build(indexes), TxOptions())
+    inside = analysis.framework_calls.run_inside
+    assert FunctionRef("library/people.py", "MemberAdmin.save_formset") in inside
+    assert FunctionRef("library/people.py", "PersonAdmin.save_formset") in inside
+    assert FunctionRef("library/people.py", "StaffAdmin.save_formset") not in inside
+    assert FunctionRef("library/people.py", "UserAdmin.save_formset") not in inside

@@ -353,13 +353,15 @@ WORKER = """
 
 
 def test_a_queue_message_acknowledged_is_no_database_delete(rule: Rule):
+    # It is an irreversible call outside the database: a side effect, never an ORM delete.
     found = reported(analyze_source({"app/worker.py": WORKER}, rule))
-    assert _effects(found, "app/worker.py", "drain") <= 1
+    finding = found.get(("app/worker.py", "drain"))
+    assert finding is None or "delete" not in {site.effect for site in finding.sequence}
 
 
 def test_a_loop_variable_rebound_to_a_row_keeps_its_delete(rule: Rule):
     found = reported(analyze_source({"app/worker.py": WORKER}, rule))
-    assert _effects(found, "app/worker.py", "drain_rows") == 2
+    assert "delete" in {site.effect for site in found[("app/worker.py", "drain_rows")].sequence}
 
 
 # ------------------------------------------------------------ an HTTP POST to a search endpoint
