@@ -268,14 +268,6 @@ class FrameworkCalls:
             return last
         return next((item.name for item in facts.index.imports if item.alias == base and item.name is not None), last)
 
-    def _qualified_name(self, path: str, base: str) -> str:
-        """``module.Name`` of a base ``path`` imports by name (under an alias or not); "" else."""
-        facts = self.facts.get(path)
-        if "." in base or facts is None:
-            return ""
-        found = next((item for item in facts.index.imports if item.name is not None and (item.alias or item.name) == base), None)
-        return f"{found.module}.{found.name}" if found is not None else ""
-
     def _lineage_names(self, cls: FunctionRef, seen: frozenset[FunctionRef] = frozenset()) -> frozenset[str]:
         """The last names of the bases a class and its repository bases write, and the
         module-qualified names of those imported by name."""
@@ -287,7 +279,7 @@ class FrameworkCalls:
         # An imported base counts by its module-qualified library name too (``from
         # django.contrib.auth.admin import UserAdmin as BaseUserAdmin`` gives
         # ``django.contrib.auth.admin.UserAdmin``): rows name a library's own subclasses so.
-        names = {base.rsplit(".", 1)[-1] for base in written} | {self._qualified_name(cls.path, base) for base in written}
+        names = {base.rsplit(".", 1)[-1] for base in written} | {_qualified_name(self.facts.get(cls.path), base) for base in written}
         names.discard("")
         for base in self.graph.base_classes(cls):
             if base not in seen and base != cls:
@@ -355,6 +347,14 @@ class FrameworkCalls:
                     seen.add(edge.callee)
                     stack.append(edge.callee)
         return False
+
+
+def _qualified_name(facts: FileFacts | None, base: str) -> str:
+    """``module.Name`` of a base the file imports by name (under an alias or not); "" else."""
+    if "." in base or facts is None:
+        return ""
+    found = next((item for item in facts.index.imports if item.name is not None and (item.alias or item.name) == base), None)
+    return f"{found.module}.{found.name}" if found is not None else ""
 
 
 def _overrides(calls: FrameworkCalls, rows: tuple[FrameworkFact, ...]) -> list[tuple[FunctionRef, str]]:
