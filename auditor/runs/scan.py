@@ -297,6 +297,7 @@ def _static_notes(rule: Rule, result: StaticResult, config: ScanConfig) -> list[
             f"{rule.id}: {result.hidden_findings} static finding(s) below --min-severity {config.min_severity} not shown "
             "(--min-severity medium shows sequences graded harmless or re-runnable, low single autocommit writes too)"
         )
+    notes.extend(f"{rule.id}: assumes {assumption}" for assumption in result.assumptions)
     if result.unresolved_calls:
         notes.append(
             f"{rule.id}: {result.unresolved_calls} call(s) in entry-reachable code could not be resolved to a repository "

@@ -75,7 +75,7 @@ docstring says which).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import astuple, dataclass, fields
+from dataclasses import astuple, dataclass, fields, replace
 from pathlib import Path
 
 from auditor.callgraph.graph import CallGraph, Edge, FunctionRef
@@ -151,6 +151,9 @@ class StaticResult:
     covered_sinks: int
     unresolved_calls: int = 0
     hidden_findings: int = 0
+    assumptions: tuple[str, ...] = ()
+    """What the grades assume of the project beyond its code, as sentences (a SQLAlchemy
+    before 2.0 read from its declared dependencies: :mod:`.sqlalchemy_series`)."""
 
 
 @dataclass(frozen=True)
@@ -426,12 +429,28 @@ def analyze_tx_outside_transaction(
     result is the one an uncached run returns.
     """
     options = options if options is not None else TxOptions()
+    return replace(_memoized(indexes, texts, rule, graph, options, cache_dir), assumptions=assumptions(texts))
+
+
+def assumptions(texts: Mapping[str, str]) -> tuple[str, ...]:
+    """The sentences :attr:`StaticResult.assumptions` holds for a repository's ``texts``."""
+    declared = nested_commit_releases(texts)
+    if not declared:
+        return ()
+    return (f"SQLAlchemy before 2.0 ({declared}): a commit() after begin_nested() in its block is read as a savepoint release, not a commit",)
+
+
+def _memoized(
+    indexes: Mapping[str, FileIndex], texts: Mapping[str, str], rule: Rule, graph: CallGraph | None, options: TxOptions,
+    cache_dir: Path | None,
+) -> StaticResult:  # fmt: skip
+    """The result, from the memo under ``cache_dir`` when it holds it (assumptions aside)."""
     if cache_dir is None:
         return _analyzed(indexes, texts, rule, graph, options, None, None)
     digests = {path: text_digest(text) for path, text in texts.items()}
     memo = ResultMemo(cache_dir)
     key = result_key(indexes, digests, rule, astuple(options), options.models)
-    counted = [item.name for item in fields(StaticResult) if item.name != "findings"]
+    counted = [item.name for item in fields(StaticResult) if item.name not in ("findings", "assumptions")]
     found = memo.get(key, len(counted)) if key is not None else None
     if found is not None:
         return StaticResult(found[0], **dict(zip(counted, found[1], strict=True)))

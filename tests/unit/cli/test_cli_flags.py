@@ -366,3 +366,33 @@ def test_single_autocommit_writes_are_hidden_by_default_and_counted(tmp_path: Pa
     bad = subprocess.run([sys.executable, "-m", "auditor", *command, "--min-severity", "severe"],
                          capture_output=True, text=True, check=False)
     assert bad.returncode == 64 and "'severe' is not one of" in " ".join(bad.stderr.split())
+
+
+def test_a_scan_names_the_sqlalchemy_series_its_grades_assume(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    # A commit after begin_nested() is read as a savepoint release only on SQLAlchemy < 2.0,
+    # read from the declared dependencies: the report says so, and says nothing without a pin.
+    monkeypatch.setenv("AUDITOR_CACHE_DIR", str(tmp_path / "cache"))
+    root = tmp_path / "repo"
+    (root / "app").mkdir(parents=True)
+    (root / "app" / "views.py").write_text(textwrap.dedent("""
+        from flask import Blueprint
+        from .db import db
+
+        bp = Blueprint("x", __name__)
+
+
+        @bp.route("/tags", methods=["PUT"])
+        def put_tag(tag):
+            db.session.begin_nested()
+            db.session.add(tag)
+            db.session.commit()
+            db.session.commit()
+    """), encoding="utf-8")
+    (root / "app" / "db.py").write_text("from flask_sqlalchemy import SQLAlchemy\ndb = SQLAlchemy()\n", encoding="utf-8")
+    command = ["scan", str(root), "--engine", "static", "--rule", TX, "-f", "json", "--no-cache"]
+    unpinned = json.loads(CliRunner().invoke(app, command).stdout)
+    (root / "requirements.txt").write_text("Flask-SQLAlchemy==3.0.5\nSQLAlchemy==1.4.54\n", encoding="utf-8")
+    pinned = json.loads(CliRunner().invoke(app, command).stdout)
+    assert not [n for n in unpinned["notices"] if "SQLAlchemy before 2.0" in n]
+    [note] = [n for n in pinned["notices"] if "SQLAlchemy before 2.0" in n]
+    assert "requirements.txt: sqlalchemy==1.4.54" in note and "savepoint release" in note
