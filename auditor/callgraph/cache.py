@@ -30,7 +30,7 @@ from auditor.index.model import INDEX_VERSION, FileIndex
 from auditor.storage.package import package_digest
 from auditor.storage.sealed import prune_least_recent, read_regular_file, seal, unseal, write_atomically
 
-GRAPH_VERSION = 8
+GRAPH_VERSION = 9
 """Version of the graph cache format and of the resolution rules; part of the cache key.
 Bump it when either changes so that stale cached graphs are never read."""
 
@@ -47,12 +47,14 @@ logger = logging.getLogger(__name__)
 def graph_cache_key(indexes: Mapping[str, FileIndex]) -> str:
     """A digest naming the graph of ``indexes``: over every file's path, language and
     content hash (an index is a function of its content and language, under one
-    ``INDEX_VERSION``), the graph and index format versions, and the Python version (module
-    resolution consults its standard-library module names)."""
+    ``INDEX_VERSION``), the graph and index format versions, the Python version (module
+    resolution consults its standard-library module names) and auditor's own code
+    (:func:`package_digest`: a development checkout changes the resolution rules without a
+    new ``GRAPH_VERSION``)."""
     # Length-prefixed texts, not marshal: marshal's bytes depend on which equal strings are
     # one object (it writes a repeated object as a back-reference), so equal indexes could
     # get different keys.
-    digest = hashlib.sha256(repr((GRAPH_VERSION, INDEX_VERSION, tuple(sys.version_info[:2]))).encode())
+    digest = hashlib.sha256(repr((GRAPH_VERSION, INDEX_VERSION, tuple(sys.version_info[:2]), package_digest())).encode())
     for path in sorted(indexes):
         index = indexes[path]
         for text in (path, index.language, index.content_hash):
@@ -103,7 +105,7 @@ def surface_key(indexes: Mapping[str, FileIndex], digests: Mapping[str, bytes] |
     what shapes each file's own edges. ``digests``: the files' surface digests when the
     caller has them (:func:`surface_digests`)."""
     digests = digests if digests is not None else surface_digests(indexes)
-    digest = hashlib.sha256(repr(("surface", GRAPH_VERSION, INDEX_VERSION, tuple(sys.version_info[:2]))).encode())
+    digest = hashlib.sha256(repr(("surface", GRAPH_VERSION, INDEX_VERSION, tuple(sys.version_info[:2]), package_digest())).encode())
     for path in sorted(indexes):
         data = path.encode("utf-8", "surrogatepass")
         digest.update(len(data).to_bytes(8, "big"))

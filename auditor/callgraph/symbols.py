@@ -130,8 +130,14 @@ class Symbols:
             index = indexes[path]
             family = self.families[path]
             table: dict[str, Definition] = {}
+            rebinds = index.language == "python"
             for definition in index.definitions:
-                table.setdefault(definition.qualname, definition)
+                # A Python name is bound to its last definition (a later ``def`` replaces an
+                # earlier one); in the other languages a repeated name is an overload.
+                if rebinds:
+                    table[definition.qualname] = definition
+                else:
+                    table.setdefault(definition.qualname, definition)
                 if definition.kind in _FUNCTION_KINDS:
                     self.by_name[(family, definition.name)].append((path, definition))
                 elif definition.kind == "class":

@@ -834,3 +834,24 @@ def test_a_production_module_named_like_a_test_keeps_its_fallback_edges():
     }
     _, _, graph = build(files)
     assert ("app/service.py:run", "app/ab_test.py:Experiment.assign_variant", True) in edge_pairs(graph)
+
+
+def test_a_python_name_defined_twice_resolves_to_its_last_definition():
+    # Python binds a name to its last ``def``: the earlier body never runs.
+    _, _, graph = build({
+        "app/jobs.py": """
+            def sync(item):
+                return item
+
+            def sync(item):
+                item.save()
+                item.delete()
+
+            def run(item):
+                sync(item)
+            """,
+    })
+    target = graph.resolve("app/jobs.py", "sync")
+    assert target is not None
+    definition = graph.definition(target)
+    assert definition is not None and definition.start_line == 4

@@ -125,6 +125,18 @@ def test_changing_adding_or_removing_a_file_misses_the_cache(tmp_path: Path) -> 
     assert cache.get(index_all(moved)) is None
 
 
+def test_another_auditor_code_misses_the_stored_graph(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A checkout whose resolution rules changed must not answer with a graph the old rules built.
+    cache = CallGraphCache(tmp_path)
+    cache.build(index_all(FILES))
+    assert cache.get(index_all(FILES)) is not None
+    keys = graph_cache_key(index_all(FILES)), graph_cache.surface_key(index_all(FILES))
+    monkeypatch.setattr(graph_cache, "package_digest", lambda: "an edited checkout")
+    assert cache.get(index_all(FILES)) is None
+    assert graph_cache_key(index_all(FILES)) != keys[0]
+    assert graph_cache.surface_key(index_all(FILES)) != keys[1]
+
+
 @pytest.mark.parametrize(
     "damage",
     [
