@@ -100,6 +100,11 @@ def _attach_arguments(text: str) -> tuple[str, str] | None:
     return named.group(2), value
 
 
+def _accessor_of_property(definition: Definition) -> bool:
+    """Whether ``definition`` is a property's ``@name.setter`` or ``@name.deleter``."""
+    return any(decorator in (f"{definition.name}.setter", f"{definition.name}.deleter") for decorator in definition.decorators)
+
+
 class Symbols:
     """Lookup tables over all indexed files, and the lookups that take a name as written."""
 
@@ -133,8 +138,10 @@ class Symbols:
             rebinds = index.language == "python"
             for definition in index.definitions:
                 # A Python name is bound to its last definition (a later ``def`` replaces an
-                # earlier one); in the other languages a repeated name is an overload.
-                if rebinds:
+                # earlier one), except a property's setter or deleter, which keeps the getter
+                # that reading the attribute runs; in the other languages a repeated name is an
+                # overload.
+                if rebinds and not _accessor_of_property(definition):
                     table[definition.qualname] = definition
                 else:
                     table.setdefault(definition.qualname, definition)
