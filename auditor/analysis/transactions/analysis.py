@@ -224,7 +224,8 @@ class Analysis:
         self.reach = Reach(indexes, graph, Dispatch(indexes, graph, texts), self.framework_calls, self.facts)
         self.arguments = Arguments(graph, self.facts, self.framework_calls.serializer_edges.instance_parameters)
         self.sequences = Sequences(
-            graph, self.facts, self.reach, self.boundaries, self.arguments, savepoint_commits=bool(nested_commit_releases(texts))
+            graph, self.facts, self.reach, self.boundaries, self.arguments, savepoint_commits=bool(nested_commit_releases(texts)),
+            django=django.uses_django(indexes),
         )
 
     def _cached_facts(

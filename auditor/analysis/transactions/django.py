@@ -56,6 +56,9 @@ from auditor.index.model import CallSite, FileIndex
 # own ``self``: rows of models/django.yaml.
 _MANAGER_METHODS = builtin_facts().methods(Kind.WRITE, "related-manager")
 _TREE_METHODS = frozenset({"add_root", "add_child", "add_sibling", "move_to", "insert_node", "delete_node"})
+TREE_OPERATION = "tree operation (autocommit)"
+"""The reason of a django-treebeard/django-mptt tree operation's write: by name alone, so it
+counts only in a project that uses Django (:func:`uses_django`)."""
 _SESSION_METHODS = frozenset({"save", "flush", "delete", "clear", "cycle_key", "set_expiry", "create"})
 _NOT_SAVED = re.compile(r"^\s*(commit|save)\s*=\s*False\s*$")
 _QUERYSET_SOURCE = re.compile(r"\.objects\b|\.(filter|exclude|all|select_for_update|select_related|prefetch_related|annotate|order_by)\(")
@@ -186,7 +189,7 @@ class DjangoModel:
                 return None
             return Classification(Effect.WRITE, "manager write (autocommit)", orm="rows", rewrite=_sets_values(call))
         if name in _TREE_METHODS or (name == "move" and "pos" in call.arguments):
-            return Classification(Effect.WRITE, "tree operation (autocommit)")
+            return Classification(Effect.WRITE, TREE_OPERATION)
         if name in _MANAGER_METHODS and len(receiver) >= 2 and "objects" not in receiver:
             attribute = receiver[-1]
             if name in _KEYWORD_ONLY and _has_positional(call.arguments):
@@ -338,3 +341,14 @@ def _in_manager_class(call: CallSite, context: CallContext) -> bool:
 def _has_positional(arguments: str) -> bool:
     """Whether an argument list passes anything but ``name=value`` and ``**mapping``."""
     return any(not _KEYWORD.match(argument) for argument in split_arguments(arguments) if argument.strip())
+
+
+def uses_django(indexes: Mapping[str, FileIndex]) -> bool:
+    """Whether any Python file of the project imports Django. django-treebeard and django-mptt
+    (``MP_Node.add_child``, ``MPTTModel.move_to``) are Django apps: in a project that never
+    imports Django, a method of that name is the project's own (a graph's ``add_child``)."""
+    return any(
+        record.module == "django" or record.module.startswith("django.")
+        for index in indexes.values() if index.language == "python"
+        for record in index.imports
+    )

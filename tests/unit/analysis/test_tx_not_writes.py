@@ -542,3 +542,60 @@ def test_an_arm_that_stages_and_carries_on_keeps_the_second_commit(rule: Rule, f
     # ``post_caught_attribute``: the arm raises, but the ``except`` carries on to the commit.
     found = reported(analyze_source({"app/views.py": GUARDED, **DB}, rule))
     assert found[("app/views.py", function)].title.startswith("2 commits on one path")
+
+
+# ------------------------------------------------------------ tree operations need Django
+
+GRAPH = """
+    class Node:
+        def __init__(self, name):
+            self.name = name
+            self.children = []
+
+        def add_child(self, node):
+            self.children.append(node)
+"""
+
+
+def test_tree_named_methods_of_a_project_without_django_are_no_writes(rule: Rule) -> None:
+    # django-treebeard's and django-mptt's add_child/move_to are writes of Django models; a
+    # FastAPI project's own graph node with an add_child only fills a list (fides's traversal).
+    files = {
+        "app/graph.py": GRAPH,
+        "app/routes.py": """
+            from fastapi import APIRouter
+            from .graph import Node
+
+            router = APIRouter()
+
+            @router.get("/preview")
+            def preview(nodes):
+                root = lookup(nodes)
+                for node in nodes:
+                    root.add_child(node)
+                    root.add_child(Node(node.name + "-copy"))
+                return root
+            """,
+    }
+    assert ("app/routes.py", "preview") not in reported(analyze_source(files, rule))
+
+
+def test_treebeard_tree_operations_stay_writes_in_a_django_project(rule: Rule) -> None:
+    files = {
+        "shop/models.py": """
+            from django.db import models
+            from treebeard.mp_tree import MP_Node
+
+            class Category(MP_Node):
+                name = models.CharField(max_length=30)
+            """,
+        "shop/views.py": """
+            from .models import Category
+
+            def add_categories(request):
+                root = Category.objects.get(pk=request.POST["root"])
+                root.add_child(name=request.POST["first"])
+                root.add_child(name=request.POST["second"])
+            """,
+    }
+    assert _effects(reported(analyze_source(files, rule)), "shop/views.py", "add_categories") == 2
