@@ -19,6 +19,7 @@ from auditor.analysis.transactions.base import Effect
 from auditor.analysis.transactions.dispatch import GETATTR
 from auditor.analysis.transactions.grading import DB_EFFECTS, SIDE_EFFECTS, WRITES, Step
 from auditor.analysis.transactions.ordering import strength
+from auditor.analysis.transactions.lazy_inits import REASON as LAZY_REASON
 from auditor.analysis.transactions.registry_rows import REASON as REGISTRY_REASON
 from auditor.findings.fingerprints import finding_fingerprint
 from auditor.findings.model import ChainStep, EffectSite, Finding
@@ -66,13 +67,15 @@ def build_finding(
     edge_kinds: Mapping[Edge, str],
     request_note: str = "",
     set_aside: tuple[str, ...] = (),
+    lazy: tuple[str, ...] = (),
 ) -> Finding:
     """The finding for ``ref``'s path ``steps`` assessed ``assessment`` (severity, reason),
     reached from ``entry`` through ``trail``; ``lines_of`` gives a file's lines (the write
     calls of the sequence go into the fingerprint), ``edge_kinds`` says how approximate
     edges resolve, ``request_note`` which request setting a view's grade assumes (it
     follows the first sentence of the explanation), ``set_aside`` the registry rows on the
-    path not counted (``path:line: text``; named after the path). Its ``strength``, which
+    path not counted (``path:line: text``; named after the path), ``lazy`` the calls into lazy
+    initializers set aside likewise. Its ``strength``, which
     orders it among findings of its severity, is :func:`.ordering.strength`'s."""
     severity, reason = assessment.severity, assessment.reason
     first = steps[0]
@@ -111,6 +114,9 @@ def build_finding(
             f" (and {len(set_aside) - _SET_ASIDE_SHOWN} more)" if len(set_aside) > _SET_ASIDE_SHOWN else ""
         )
         explanation += f" Set aside, not counted: {REGISTRY_REASON}: {shown}."
+    if lazy:
+        shown = "; ".join(lazy[:_SET_ASIDE_SHOWN]) + (f" (and {len(lazy) - _SET_ASIDE_SHOWN} more)" if len(lazy) > _SET_ASIDE_SHOWN else "")
+        explanation += f" Set aside, not counted: {LAZY_REASON}: {shown}."
     if len(steps) > 1:
         explanation += _consequence(effects)
     if reason:

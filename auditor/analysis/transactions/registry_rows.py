@@ -72,6 +72,7 @@ class RegistryRows:
         self._creates: dict[FunctionRef, dict[int, frozenset[str]]] = {}
         self._active: set[FunctionRef] = set()
         self._set_aside: dict[FunctionRef, dict[int, str]] = {}
+        self._lazy: dict[FunctionRef, dict[int, str]] = {}
 
     def sets_aside_site(self, ref: FunctionRef, site: Site, text: str) -> bool:
         """:meth:`site`, noting the site (as ``text``) when it is set aside."""
@@ -87,9 +88,21 @@ class RegistryRows:
             self._set_aside.setdefault(edge.caller, {})[edge.line] = f"calls {edge.callee.qualname}"
         return found
 
+    def note_lazy(self, edge: Edge) -> None:
+        """Note a call set aside as a lazy initializer's (:mod:`.lazy_inits`) in its caller."""
+        self._lazy.setdefault(edge.caller, {})[edge.line] = f"calls {edge.callee.qualname}"
+
     def set_aside_along(self, ref: FunctionRef, steps: tuple[Step, ...]) -> tuple[str, ...]:
         """The registry rows set aside in ``ref`` and in the callees its path ``steps`` runs
         through (theirs, transitively), as ``path:line: text``, in path order."""
+        return self._along(self._set_aside, ref, steps)
+
+    def lazy_along(self, ref: FunctionRef, steps: tuple[Step, ...]) -> tuple[str, ...]:
+        """The calls into lazy initializers set aside along ``steps``, as :meth:`set_aside_along`."""
+        return self._along(self._lazy, ref, steps)
+
+    @staticmethod
+    def _along(noted: dict[FunctionRef, dict[int, str]], ref: FunctionRef, steps: tuple[Step, ...]) -> tuple[str, ...]:
         found: dict[tuple[str, int], str] = {}
         pending: list[tuple[FunctionRef, tuple[Step, ...]]] = [(ref, steps)]
         seen: set[FunctionRef] = set()
@@ -98,7 +111,7 @@ class RegistryRows:
             if function in seen:
                 continue
             seen.add(function)
-            for line, text in sorted(self._set_aside.get(function, {}).items()):
+            for line, text in sorted(noted.get(function, {}).items()):
                 found.setdefault((function.path, line), f"{function.path}:{line}: {text}")
             pending += [(step.callee, step.inner) for step in path if step.callee is not None]
         return tuple(found.values())

@@ -59,6 +59,7 @@ from auditor.analysis.transactions.grading import (
     subject as subject_of,
 )
 from auditor.analysis.transactions.languages import traits
+from auditor.analysis.transactions.lazy_inits import lazily_initializes
 from auditor.analysis.transactions.memo import Memos, once_per_key
 from auditor.analysis.transactions.missing_methods import MissingMethods
 from auditor.analysis.transactions.paths import Body
@@ -357,6 +358,9 @@ class Sequences:
         bound = bound_at(self.reach, edge, call)
         alternatives = [self.path_of(edge.callee, inner_off, depth + 1, inner, bound) for inner in self.receivers.alternatives(edge, receiver)]
         steps = max(alternatives, key=lambda found: sum(map(weight, found)))  # the heaviest serializer's, the first of equals
+        if self.facts.get(edge.callee.path) is not None and lazily_initializes(steps, self._body(edge.callee, self.facts[edge.callee.path])):
+            self.registry.note_lazy(edge)
+            return None  # one row made when missing: every later call reads it
         effects = tuple(effect for step in steps for effect in step.effects)
         target = None  # the callee's self, seen from here, when it writes only that
         if call is not None and {step.subject for step in steps if any(e in WRITES for e in step.effects)} == {"self"}:

@@ -1,0 +1,198 @@
+"""Lazy initializers (round 12's FALSE findings): a getter that writes one row only when the
+value it returns is missing (``if not self.secret: ...; self.save()``, a settings row made
+when none exists) writes nothing on every later call, so a call into it is set aside from a
+caller's sequence and named in the explanation. A getter that writes more, writes in an
+``else`` arm, under another test, in a loop, or returns nothing stays counted."""
+
+from __future__ import annotations
+
+import pytest
+
+from auditor.rules.loader import Rule, load_rule
+from tests.support import analyze_source, reported
+
+
+@pytest.fixture(scope="module")
+def rule() -> Rule:
+    return load_rule("tx-outside-transaction")
+
+
+MODELS = """
+    from django.db import models
+    from django.utils.crypto import get_random_string
+
+    class Request(models.Model):
+        secret = models.CharField(max_length=25, blank=True)
+        title = models.CharField(max_length=80)
+
+        def get_secret(self):
+            if not self.secret:
+                self.secret = get_random_string(25)
+                self.save()
+            return self.secret
+
+    class Audit(models.Model):
+        request = models.ForeignKey(Request, on_delete=models.CASCADE)
+"""
+
+VIEW = """
+    from django.shortcuts import get_object_or_404
+    from .models import Audit, Request
+
+    def check_code(request_obj, code):
+        return request_obj.get_secret() == code
+
+    def may_read(request_obj, user):
+        return user.is_staff or request_obj.get_secret() == user.code
+
+    def auth(request, pk, code):
+        request_obj = get_object_or_404(Request, pk=pk)
+        if check_code(request_obj, code) and may_read(request_obj, request.user):
+            return "ok"
+        return "denied"
+
+    def rename(request, pk):
+        request_obj = get_object_or_404(Request, pk=pk)
+        secret = request_obj.get_secret()
+        request_obj.title = request.POST["title"] + secret
+        request_obj.save()
+        Audit.objects.create(request=request_obj)
+"""
+
+
+def _found(models: str, view: str, rule: Rule) -> dict:
+    return reported(analyze_source({"app/models.py": models, "app/views.py": view}, rule))
+
+
+def test_a_secret_made_once_when_missing_is_no_write_of_its_callers(rule: Rule) -> None:
+    found = _found(MODELS, VIEW, rule)
+    assert ("app/views.py", "auth") not in found  # froide's ``auth``: the same lazy secret twice
+    renamed = found[("app/views.py", "rename")]
+    assert renamed.title == "2 database writes outside a transaction in rename"
+    assert "lazy initializer" in renamed.explanation and "calls Request.get_secret" in renamed.explanation
+
+
+@pytest.mark.parametrize(
+    "getter",
+    [
+        # two rows made when missing: a failure between them is partial state
+        """
+        def get_secret(self):
+            if not self.secret:
+                self.secret = get_random_string(25)
+                self.save()
+                Audit.objects.create(request=self)
+            return self.secret
+        """,
+        # the write is in the arm for a value that is there: it runs on every call
+        """
+        def get_secret(self):
+            if not self.secret:
+                return ""
+            else:
+                self.title = self.secret
+                self.save()
+            return self.secret
+        """,
+        # a test of something else
+        """
+        def get_secret(self):
+            if self.title.startswith("x"):
+                self.secret = get_random_string(25)
+                self.save()
+            return self.secret
+        """,
+        # nothing returned: no getter
+        """
+        def get_secret(self):
+            if not self.secret:
+                self.secret = get_random_string(25)
+                self.save()
+        """,
+        # a write per item
+        """
+        def get_secret(self):
+            for other in Request.objects.all():
+                if not other.secret:
+                    other.secret = get_random_string(25)
+                    other.save()
+            return self.secret
+        """,
+    ],
+    ids=["two-writes", "else-arm", "other-test", "no-return", "loop"],
+)
+def test_getters_that_write_otherwise_stay_counted(getter: str, rule: Rule) -> None:
+    models = MODELS.replace(
+        '''        def get_secret(self):
+            if not self.secret:
+                self.secret = get_random_string(25)
+                self.save()
+            return self.secret
+''',
+        "\n".join("        " + line if line.strip() else "" for line in __import__("textwrap").dedent(getter).strip("\n").splitlines()) + "\n",
+    )
+    assert models != MODELS
+    found = _found(models, VIEW, rule)
+    renamed = found[("app/views.py", "rename")]
+    assert "lazy initializer" not in renamed.explanation
+    assert renamed.title.startswith(("3 database writes", "4 database writes"))
+
+
+SETTINGS = {
+    "app/db.py": "from flask_sqlalchemy import SQLAlchemy\ndb = SQLAlchemy()\n",
+    "app/models.py": """
+        from .db import db
+
+        class Setting(db.Model):
+            id = db.Column(db.Integer, primary_key=True)
+            env = db.Column(db.String)
+
+        class Event(db.Model):
+            id = db.Column(db.Integer, primary_key=True)
+            logo = db.Column(db.String)
+        """,
+    "app/settings.py": """
+        from flask import current_app
+        from .db import db
+        from .models import Setting
+
+        def save_to_db(item):
+            db.session.add(item)
+            db.session.commit()
+
+        def set_settings(**values):
+            save_to_db(Setting(**values))
+
+        def get_settings():
+            if "settings" in current_app.config:
+                return current_app.config["settings"]
+            env = current_app.config.get("ENV", "production")
+            found = Setting.query.filter(Setting.env == env).first()
+            if found is None:
+                set_settings(env=env)
+            else:
+                current_app.config["settings"] = {"env": found.env}
+            return current_app.config.get("settings", {})
+        """,
+    "app/tasks.py": """
+        from celery import shared_task
+        from .models import Event
+        from .settings import get_settings, save_to_db
+
+        def upload(name):
+            bucket = get_settings()["bucket"]
+            region = get_settings()["region"]
+            return f"{bucket}/{region}/{name}"
+
+        @shared_task
+        def export_logo(event_id):
+            event = Event.query.get(event_id)
+            event.logo = upload(f"{event_id}.png")
+            save_to_db(event)
+        """,
+}
+
+
+def test_a_settings_row_made_when_none_exists_is_no_commit_of_its_readers(rule: Rule) -> None:
+    # open-event-server's ``get_settings``: every reader of a setting counted a commit.
+    assert ("app/tasks.py", "export_logo") not in reported(analyze_source(SETTINGS, rule))
