@@ -10,29 +10,42 @@ made, which the next call would have made anyway: the call is set aside from a c
 sequence, like a registry row, and named in the explanation. The getter's own body is still
 analysed as any function (its single write makes no sequence).
 
-Kept narrow so it cannot hide business writes: a second database step anywhere on the
+Kept narrow so it cannot hide business writes: only a call that passes no argument, into a
+function whose parameters (after ``self``) all have defaults, is one (a get-or-create keyed by
+the caller's data stays a write: :mod:`.registry_rows`); a second database step anywhere on the
 getter's heaviest path, two writes or two commits in its one step, a write under a test of
 anything else (``if form.is_valid():``), in an ``else`` arm, or in a loop, and a function that
 returns nothing all leave the call counted.
 
-Inputs: a function's heaviest path (:class:`~.grading.Step`) and its parsed body
-(:data:`~.paths.Body`). Output: :func:`lazily_initializes`.
+Inputs: the call (its edge and site, the callee's signature through
+:class:`~.arguments.Arguments`), the callee's heaviest path (:class:`~.grading.Step`) and its
+parsed body (:data:`~.paths.Body`). Outputs: :func:`lazy_call`, :func:`lazily_initializes`.
 """
 
 from __future__ import annotations
 
 from tree_sitter import Node
 
+from auditor.callgraph.graph import Edge
 from auditor.analysis.transactions import paths
+from auditor.analysis.transactions.arguments import Arguments
 from auditor.analysis.transactions.base import Effect
 from auditor.analysis.transactions.grading import DB_EFFECTS, WRITES, Step
 from auditor.analysis.transactions.paths import Body
+from auditor.index.model import CallSite
 
 REASON = "a lazy initializer (it writes one row only when the value it returns is missing: every later call reads it)"
 """Why a finding's explanation sets a call into a lazy initializer aside."""
 
 _NESTED = frozenset({"function_definition", "class_definition", "lambda"})
 _GUARDED = frozenset({"if_statement", "elif_clause"})
+
+
+def lazy_call(edge: Edge, call: CallSite | None, arguments: Arguments) -> bool:
+    """Whether the call behind ``edge`` passes no argument to a callee whose parameters
+    (after ``self``) all have defaults: what a lazy initializer makes then depends on no value
+    of the caller's."""
+    return call is not None and not call.arguments.strip() and all(default is not None for _, default in arguments.parameters(edge.callee))
 
 
 def lazily_initializes(steps: tuple[Step, ...], body: Body) -> bool:

@@ -59,7 +59,7 @@ from auditor.analysis.transactions.grading import (
     subject as subject_of,
 )
 from auditor.analysis.transactions.languages import traits
-from auditor.analysis.transactions.lazy_inits import lazily_initializes
+from auditor.analysis.transactions.lazy_inits import lazily_initializes, lazy_call
 from auditor.analysis.transactions.memo import Memos, once_per_key
 from auditor.analysis.transactions.missing_methods import MissingMethods
 from auditor.analysis.transactions.paths import Body
@@ -347,7 +347,7 @@ class Sequences:
             return None  # the arguments bind to no signature: TypeError before the body runs
         inner_off = self.flags.inner_off(edge, call, off, stored)
         if self.boundaries.edge_blocked(edge, call):
-            return self._own_transaction_step(edge, call, inner_off, depth)
+            return _own_transaction_step(self, edge, call, inner_off, depth)
         if not self.reach.reaches_effect(edge.callee):
             return None
         if self.registry.sets_aside_call(edge, call):
@@ -358,7 +358,7 @@ class Sequences:
         bound = bound_at(self.reach, edge, call)
         alternatives = [self.path_of(edge.callee, inner_off, depth + 1, inner, bound) for inner in self.receivers.alternatives(edge, receiver)]
         steps = max(alternatives, key=lambda found: sum(map(weight, found)))  # the heaviest serializer's, the first of equals
-        if self.facts.get(edge.callee.path) is not None and lazily_initializes(steps, self._body(edge.callee, self.facts[edge.callee.path])):
+        if lazy_call(edge, call, self.arguments) and lazily_initializes(steps, self._body(edge.callee, self.facts.get(edge.callee.path))):
             self.registry.note_lazy(edge)
             return None  # one row made when missing: every later call reads it
         effects = tuple(effect for step in steps for effect in step.effects)
@@ -375,18 +375,6 @@ class Sequences:
             carries_on=caught_later(steps), inner=steps, memo=self.memos.key(edge, call, steps),
         )
 
-    def _own_transaction_step(self, edge: Edge, call: CallSite | None, inner_off: frozenset[str], depth: int) -> Step | None:
-        """A call from outside any transaction into a function that opens its own (a
-        boundary decorator: ``@atomic``, ``@Transactional``): one committed unit at the call
-        site when the callee writes (``inner_off`` false in it), like a Spring Data
-        repository call. None when the call itself runs inside a boundary."""
-        if self.boundaries.call_covered(edge, call):
-            return None
-        inner = self.path_of(edge.callee, inner_off, depth + 1)
-        if not any(effect in DB_EFFECTS for step in inner for effect in step.effects):
-            return None
-        return Step(edge.line, f"calls {edge.callee.qualname} (its own transaction)", (Effect.REPOSITORY,), edge.callee)
-
     def _body(self, ref: FunctionRef, facts: FileFacts | None) -> Body:
         """:func:`_parsed_body`, once per function (its paths with different parameters off
         walk the same body)."""
@@ -394,6 +382,19 @@ class Sequences:
         if found is None:
             found = self._bodies[ref] = _parsed_body(self.graph, ref, facts)
         return found
+
+def _own_transaction_step(sequences: Sequences, edge: Edge, call: CallSite | None, inner_off: frozenset[str], depth: int) -> Step | None:
+    """A call from outside any transaction into a function that opens its own (a boundary
+    decorator: ``@atomic``, ``@Transactional``): one committed unit at the call site when the
+    callee writes (``inner_off`` false in it), like a Spring Data repository call. None when
+    the call itself runs inside a boundary."""
+    if sequences.boundaries.call_covered(edge, call):
+        return None
+    inner = sequences.path_of(edge.callee, inner_off, depth + 1)
+    if not any(effect in DB_EFFECTS for step in inner for effect in step.effects):
+        return None
+    return Step(edge.line, f"calls {edge.callee.qualname} (its own transaction)", (Effect.REPOSITORY,), edge.callee)
+
 
 def _framework_stood_for(reach: Reach, ref: FunctionRef, off: frozenset[str]) -> set[tuple[int, str]]:
     """The ``(line, name)`` of the calls in ``ref`` a framework edge that may run on a
