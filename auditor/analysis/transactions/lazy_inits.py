@@ -1,37 +1,45 @@
 """Lazy initializers: a getter that writes one row only when the value it reads is missing.
 
 The shape (open-event-server's ``get_settings``, froide's ``FoiRequest.get_secret``): a
-function that returns a value, whose heaviest path holds exactly one database step (at most
-one row written and one commit), and that step sits in the arm of an ``if`` (or ``elif``)
-testing that something is missing (``if s is None:``, ``if not self.secret:``, ``if x ==
-None:``), outside any loop of the function. The arm runs when the value is absent and fills
-it; every call after the first reads it instead. A failure after such a call leaves the value
-made, which the next call would have made anyway: the call is set aside from a caller's
-sequence, like a registry row, and named in the explanation. The getter's own body is still
-analysed as any function (its single write makes no sequence).
+Python function that returns a value, whose every database effect (its own sites and its
+calls that reach one, on every path) sits in the arm of an ``if``/``elif`` testing that a
+plain value is missing (``if s is None:``, ``if not self.secret:``), outside any loop or
+comprehension, and whose heaviest path holds one database step: at most one row made (a
+write, an upsert, a save of its own row) and one commit. The value is a local name (a row a
+lookup just missed) or an attribute the arm assigns (``self.secret = get_random_string()``).
+The arm runs when the value is absent and fills it; every call after the first reads it. A
+failure after such a call leaves the value made, which the next call would have made anyway:
+the call is set aside from a caller's sequence, like a registry row, and named in the
+explanation. The getter's own body is still analysed as any function.
 
 Kept narrow so it cannot hide business writes: only a call that passes no argument, into a
 function whose parameters (after ``self``) all have defaults, is one (a get-or-create keyed by
-the caller's data stays a write: :mod:`.registry_rows`); a second database step anywhere on the
-getter's heaviest path, two writes or two commits in its one step, a write under a test of
-anything else (``if form.is_valid():``), in an ``else`` arm, or in a loop, and a function that
-returns nothing all leave the call counted.
+the caller's data stays a write: :mod:`.registry_rows`). Any write outside such an arm (an
+``else``, another test, ``if not form.is_valid():``, ``if not self.pk:``, a flag set to a
+literal), a loop anywhere below the step, a delete, two rows or two commits, or no returned
+value leaves the call counted.
 
 Inputs: the call (its edge and site, the callee's signature through
-:class:`~.arguments.Arguments`), the callee's heaviest path (:class:`~.grading.Step`) and its
-parsed body (:data:`~.paths.Body`). Outputs: :func:`lazy_call`, :func:`lazily_initializes`.
+:class:`~.arguments.Arguments`), the callee's heaviest path (:class:`~.grading.Step`), its
+parsed body (:data:`~.paths.Body`) and its effect lines (:func:`effect_lines`). Outputs:
+:func:`lazy_call`, :func:`lazily_initializes`.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
+
 from tree_sitter import Node
 
-from auditor.callgraph.graph import Edge
+from auditor.callgraph.graph import Edge, FunctionRef
 from auditor.analysis.transactions import paths
 from auditor.analysis.transactions.arguments import Arguments
 from auditor.analysis.transactions.base import Effect
-from auditor.analysis.transactions.grading import DB_EFFECTS, WRITES, Step
+from auditor.analysis.transactions.facts import FileFacts
+from auditor.analysis.transactions.grading import DB_EFFECTS, Step
 from auditor.analysis.transactions.paths import Body
+from auditor.analysis.transactions.reach import Reach
 from auditor.index.model import CallSite
 
 REASON = "a lazy initializer (it writes one row only when the value it returns is missing: every later call reads it)"
@@ -39,52 +47,98 @@ REASON = "a lazy initializer (it writes one row only when the value it returns i
 
 _NESTED = frozenset({"function_definition", "class_definition", "lambda"})
 _GUARDED = frozenset({"if_statement", "elif_clause"})
+_RESETS = frozenset({"else_clause", "try_statement", "with_statement", "except_clause", "finally_clause"})
+_COMPREHENSIONS = frozenset({"list_comprehension", "set_comprehension", "dictionary_comprehension", "generator_expression"})
+_PLAIN = frozenset({"identifier", "attribute", "subscript"})
+_LITERALS = frozenset({"true", "false", "none", "integer", "float", "string", "concatenated_string"})
+_MADE = (Effect.WRITE, Effect.UPSERT, Effect.UPDATE)
+"""The effects that make a value: a save or create (a save of the object's own row is an update)."""
+_ROW_IDENTITY = re.compile(r"(?:^|\.)(?:pk|id|_state\.adding)$")
+
+
+def effect_lines(facts: FileFacts | None, reach: Reach, ref: FunctionRef) -> set[int]:
+    """The lines of ``ref``'s own database effects and of its calls that reach an effect, on
+    every path (not only the heaviest)."""
+    own = {site.call.line for site in facts.sites.get(ref, ()) if site.effect in DB_EFFECTS} if facts is not None else set()
+    return own | {edge.line for edge in reach.callees(ref) if reach.reaches_effect(edge.callee)}
 
 
 def lazy_call(edge: Edge, call: CallSite | None, arguments: Arguments) -> bool:
-    """Whether the call behind ``edge`` passes no argument to a callee whose parameters
-    (after ``self``) all have defaults: what a lazy initializer makes then depends on no value
-    of the caller's."""
-    return call is not None and not call.arguments.strip() and all(default is not None for _, default in arguments.parameters(edge.callee))
+    """Whether the call behind ``edge`` passes no argument to a Python callee whose
+    parameters (after ``self``) all have defaults: what a lazy initializer makes then depends
+    on no value of the caller's."""
+    return (
+        call is not None
+        and edge.callee.path.endswith(".py")
+        and not call.arguments.strip()
+        and all(default is not None for _, default in arguments.parameters(edge.callee))
+    )
 
 
-def lazily_initializes(steps: tuple[Step, ...], body: Body) -> bool:
-    """Whether a function whose heaviest path is ``steps`` and whose parsed body is ``body``
-    is a lazy initializer (module docstring)."""
+def lazily_initializes(steps: tuple[Step, ...], body: Body, effect_lines: Iterable[int]) -> bool:
+    """Whether a function whose heaviest path is ``steps``, whose parsed body is ``body`` and
+    whose database effects (its own sites and its calls that reach one, on every path) sit at
+    ``effect_lines`` is a lazy initializer (module docstring)."""
     node, source, offset = body
-    if node is None:
+    if node is None or not _returns_value(node):
         return False
     database = [step for step in steps if any(effect in DB_EFFECTS for effect in step.effects)]
-    if len(database) != 1:
+    if len(database) != 1 or _loops_inside(database[0]):
         return False
-    step = database[0]
-    if sum(effect in WRITES for effect in step.effects) > 1 or step.effects.count(Effect.COMMIT) > 1:
-        return False
-    if not _returns_value(node):
-        return False
-    line = step.line - offset
-    if any(low <= line <= high for low, high in paths.loop_lines(node)):
-        return False
-    guard = _innermost_guard(node, line)
-    return guard is not None and _tests_missing(guard, source)
+    effects = database[0].effects
+    made = [effect for effect in effects if effect in DB_EFFECTS and effect is not Effect.COMMIT]
+    if effects.count(Effect.COMMIT) > 1 or len(made) > 1 or any(effect not in _MADE for effect in made):
+        return False  # two rows, two commits, a delete, a separately committed helper
+    loops = paths.loop_lines(node) + _comprehension_lines(node)
+    for line in {line - offset for line in effect_lines}:
+        if any(low <= line <= high for low, high in loops):
+            return False
+        guard = _innermost_guard(node, line)
+        if guard is None or not _fills_missing(guard[0], guard[1], source):
+            return False  # a write on an arm the value's presence does not decide: every call
+    return True
 
 
-def _returns_value(body: Node) -> bool:
-    """Whether ``body`` (nested functions aside) has a ``return`` with a value."""
+def _loops_inside(step: Step) -> bool:
+    """Whether ``step`` or a step of a call it makes, at any depth, runs in a loop."""
+    pending = [step]
+    while pending:
+        current = pending.pop()
+        if current.in_loop:
+            return True
+        pending.extend(current.inner)
+    return False
+
+
+def _comprehension_lines(body: Node) -> list[tuple[int, int]]:
+    """The line ranges of the comprehensions in ``body``: each makes a row per item."""
+    found: list[tuple[int, int]] = []
     pending = [body]
     while pending:
         node = pending.pop()
-        if node.type == "return_statement" and node.named_children:
+        if node.type in _COMPREHENSIONS:
+            found.append((paths.first_line(node), paths.last_line(node)))
+        pending.extend(node.named_children)
+    return found
+
+
+def _returns_value(body: Node) -> bool:
+    """Whether ``body`` (nested functions aside) has a ``return`` of something other than ``None``."""
+    pending = [body]
+    while pending:
+        node = pending.pop()
+        if node.type == "return_statement" and node.named_children and node.named_children[0].type != "none":
             return True
         if node.type not in _NESTED or node is body:
             pending.extend(node.named_children)
     return False
 
 
-def _innermost_guard(body: Node, line: int) -> Node | None:
-    """The condition of the innermost ``if``/``elif`` whose own arm holds ``line`` (None when
-    the innermost branch holding it is an ``else``, a ``try``, a ``with`` or nothing)."""
-    found: Node | None = None
+def _innermost_guard(body: Node, line: int) -> tuple[Node, Node] | None:
+    """The condition and the arm of the innermost ``if``/``elif`` whose own arm holds
+    ``line``; None when the innermost branch holding it is an ``else``, a ``try``, a
+    ``with`` or nothing."""
+    found: tuple[Node, Node] | None = None
     node = body
     while True:
         inner = next(
@@ -95,26 +149,53 @@ def _innermost_guard(body: Node, line: int) -> Node | None:
             return found
         if inner.type in _GUARDED:
             consequence = inner.child_by_field_name("consequence")
-            if consequence is not None and paths.first_line(consequence) <= line <= paths.last_line(consequence):
-                found = inner.child_by_field_name("condition")
+            condition = inner.child_by_field_name("condition")
+            if consequence is not None and condition is not None and paths.first_line(consequence) <= line <= paths.last_line(consequence):
+                found = (condition, consequence)
                 node = consequence
                 continue
-        elif inner.type in ("else_clause", "try_statement", "with_statement", "except_clause", "finally_clause"):
+        elif inner.type in _RESETS:
             found = None
         node = inner
 
 
-def _tests_missing(condition: Node | None, source: bytes) -> bool:
-    """Whether ``condition`` is ``not X``, ``X is None`` or ``X == None``."""
-    if condition is None:
-        return False
-    if condition.type == "parenthesized_expression" and condition.named_children:
-        return _tests_missing(condition.named_children[0], source)
+def _fills_missing(condition: Node, arm: Node, source: bytes) -> bool:
+    """Whether ``condition`` tests that a plain value is missing (``not X``, ``X is None``,
+    ``X == None``, with ``X`` a name, attribute or subscript, not a row's ``pk``/``id`` or
+    ``_state.adding``) and either ``X`` is a local name or ``arm`` assigns ``X`` a value that
+    is no literal (the arm makes the value; a flag set to ``True`` is a state change)."""
+    while condition.type == "parenthesized_expression" and condition.named_children:
+        condition = condition.named_children[0]
+    value: Node | None = None
     if condition.type == "not_operator":
+        value = condition.child_by_field_name("argument")
+    elif condition.type == "comparison_operator" and len(condition.named_children) == 2:
+        left, right = condition.named_children
+        operators = source[left.end_byte : right.start_byte].decode("utf-8", "replace").split()
+        value = left if right.type == "none" and operators in (["is"], ["=="]) else None
+    if value is None or value.type not in _PLAIN:
+        return False
+    text = _text(value, source)
+    if _ROW_IDENTITY.search(text):
+        return False
+    if value.type == "identifier":
         return True
-    if condition.type == "comparison_operator" and len(condition.named_children) == 2:
-        text = source[condition.start_byte : condition.end_byte].decode("utf-8", "replace")
-        right = condition.named_children[1]
-        operators = text[condition.named_children[0].end_byte - condition.start_byte : right.start_byte - condition.start_byte].split()
-        return right.type == "none" and operators in (["is"], ["=="])
+    return _assigns(arm, text, source)
+
+
+def _assigns(arm: Node, target: str, source: bytes) -> bool:
+    """Whether ``arm`` (nested functions aside) assigns ``target`` a value that is no literal."""
+    pending = [arm]
+    while pending:
+        node = pending.pop()
+        if node.type == "assignment":
+            left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+            if left is not None and right is not None and _text(left, source) == target and right.type not in _LITERALS:
+                return True
+        if node.type not in _NESTED:
+            pending.extend(node.named_children)
     return False
+
+
+def _text(node: Node, source: bytes) -> str:
+    return source[node.start_byte : node.end_byte].decode("utf-8", "replace")

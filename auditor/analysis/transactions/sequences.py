@@ -59,7 +59,7 @@ from auditor.analysis.transactions.grading import (
     subject as subject_of,
 )
 from auditor.analysis.transactions.languages import traits
-from auditor.analysis.transactions.lazy_inits import lazily_initializes, lazy_call
+from auditor.analysis.transactions.lazy_inits import effect_lines, lazily_initializes, lazy_call
 from auditor.analysis.transactions.memo import Memos, once_per_key
 from auditor.analysis.transactions.missing_methods import MissingMethods
 from auditor.analysis.transactions.paths import Body
@@ -358,7 +358,10 @@ class Sequences:
         bound = bound_at(self.reach, edge, call)
         alternatives = [self.path_of(edge.callee, inner_off, depth + 1, inner, bound) for inner in self.receivers.alternatives(edge, receiver)]
         steps = max(alternatives, key=lambda found: sum(map(weight, found)))  # the heaviest serializer's, the first of equals
-        if lazy_call(edge, call, self.arguments) and lazily_initializes(steps, self._body(edge.callee, self.facts.get(edge.callee.path))):
+        callee_facts = self.facts.get(edge.callee.path)
+        if lazy_call(edge, call, self.arguments) and lazily_initializes(
+            steps, self._body(edge.callee, callee_facts), effect_lines(callee_facts, self.reach, edge.callee)
+        ):
             self.registry.note_lazy(edge)
             return None  # one row made when missing: every later call reads it
         effects = tuple(effect for step in steps for effect in step.effects)
