@@ -109,14 +109,10 @@ def build_finding(
         + (f" {request_note}" if request_note else "")
         + f" On one path: {steps_text}."
     )
-    if set_aside:
-        shown = "; ".join(set_aside[:_SET_ASIDE_SHOWN]) + (
-            f" (and {len(set_aside) - _SET_ASIDE_SHOWN} more)" if len(set_aside) > _SET_ASIDE_SHOWN else ""
-        )
-        explanation += f" Set aside, not counted: {REGISTRY_REASON}: {shown}."
-    if lazy:
-        shown = "; ".join(lazy[:_SET_ASIDE_SHOWN]) + (f" (and {len(lazy) - _SET_ASIDE_SHOWN} more)" if len(lazy) > _SET_ASIDE_SHOWN else "")
-        explanation += f" Set aside, not counted: {LAZY_REASON}: {shown}."
+    for why, items in ((REGISTRY_REASON, set_aside), (LAZY_REASON, lazy)):
+        if items:
+            more = f" (and {len(items) - _SET_ASIDE_SHOWN} more)" if len(items) > _SET_ASIDE_SHOWN else ""
+            explanation += f" Set aside, not counted: {why}: {'; '.join(items[:_SET_ASIDE_SHOWN])}{more}."
     if len(steps) > 1:
         explanation += _consequence(effects)
     if reason:

@@ -89,7 +89,7 @@ def lazily_initializes(steps: tuple[Step, ...], body: Body, effect_lines: Iterab
     made = [effect for effect in effects if effect in DB_EFFECTS and effect is not Effect.COMMIT]
     if effects.count(Effect.COMMIT) > 1 or len(made) > 1 or any(effect not in _MADE for effect in made):
         return False  # two rows, two commits, a delete, a separately committed helper
-    loops = paths.loop_lines(node) + _comprehension_lines(node)
+    loops = paths.loop_lines(node) + paths.node_lines(node, _COMPREHENSIONS)  # a comprehension makes a row per item
     for line in {line - offset for line in effect_lines}:
         if any(low <= line <= high for low, high in loops):
             return False
@@ -108,18 +108,6 @@ def _loops_inside(step: Step) -> bool:
             return True
         pending.extend(current.inner)
     return False
-
-
-def _comprehension_lines(body: Node) -> list[tuple[int, int]]:
-    """The line ranges of the comprehensions in ``body``: each makes a row per item."""
-    found: list[tuple[int, int]] = []
-    pending = [body]
-    while pending:
-        node = pending.pop()
-        if node.type in _COMPREHENSIONS:
-            found.append((paths.first_line(node), paths.last_line(node)))
-        pending.extend(node.named_children)
-    return found
 
 
 def _returns_value(body: Node) -> bool:

@@ -132,11 +132,16 @@ _COMPOUND = _CONTAINERS | _LOOPS | _SWITCHES | _NESTED | _HANDLERS | _CLAUSES | 
 
 def loop_lines(body: Node) -> list[tuple[int, int]]:
     """The line ranges of the loops in ``body`` (nested functions aside)."""
+    return node_lines(body, _LOOPS)
+
+
+def node_lines(body: Node, types: frozenset[str]) -> list[tuple[int, int]]:
+    """The line ranges of the outermost nodes of ``types`` in ``body`` (nested functions aside)."""
     found: list[tuple[int, int]] = []
     pending = [body]
     while pending:
         node = pending.pop()
-        if node.type in _LOOPS:
+        if node.type in types:
             found.append((first_line(node), last_line(node)))
         elif node.type not in _NESTED or node is body:
             pending.extend(node.named_children)

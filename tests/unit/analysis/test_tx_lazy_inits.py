@@ -6,6 +6,8 @@ caller's sequence and named in the explanation. A getter that writes more, write
 
 from __future__ import annotations
 
+import textwrap
+
 import pytest
 
 from auditor.rules.loader import Rule, load_rule
@@ -181,7 +183,7 @@ def test_getters_that_write_otherwise_stay_counted(getter: str, rule: Rule) -> N
                 self.save()
             return self.secret
 ''',
-        "\n".join("        " + line if line.strip() else "" for line in __import__("textwrap").dedent(getter).strip("\n").splitlines()) + "\n",
+        "\n".join("        " + line if line.strip() else "" for line in textwrap.dedent(getter).strip("\n").splitlines()) + "\n",
     )
     assert models != MODELS
     found = _found(models, VIEW, rule)
