@@ -28,6 +28,8 @@ from typing import Generic, TypeVar
 
 from tree_sitter import Node, Parser
 
+from .complements import Test, changes
+
 Event = TypeVar("Event")
 Path = tuple  # a tuple of events in source order
 Body = tuple[Node | None, bytes, int]
@@ -256,6 +258,27 @@ def _text(node: Node, source: bytes) -> str:
     return source[node.start_byte : node.end_byte].decode("utf-8", "replace")
 
 
+@dataclass(frozen=True)
+class _Tested:
+    """A single-arm ``if`` already walked in a block: its test, its position among the
+    block's statements, and where its events sit on the path through the block (from
+    ``start``, the first ``head`` of them its condition's, up to ``end``)."""
+
+    test: Test
+    position: int
+    start: int
+    head: int
+    end: int
+
+
+def _single_test(statement: Node) -> Test | None:
+    """The test of an ``if`` with one arm and no ``else`` (:mod:`.complements`)."""
+    if statement.type != "if_statement":
+        return None
+    arms, closed = if_arms(statement)
+    return Test.of(arms[0][0]) if len(arms) == 1 and not closed else None
+
+
 class _Walk(Generic[Event]):
     def __init__(
         self,
@@ -328,18 +351,45 @@ class _Walk(Generic[Event]):
     def sequence(self, statements: Sequence[Node]) -> tuple[Path | None, Path | None]:
         through: Path | None = ()
         ended: Path | None = None
+        tests: list[_Tested] = []  # earlier single-arm ifs of this block, by their test
         for position, statement in enumerate(statements):
             if statement.type in ("comment", "line_comment", "block_comment"):
                 continue
+            start, test = len(through), _single_test(statement)
+            head = self._unclaimed(statement.child_by_field_name("condition")) if test is not None else 0
             passing, ending = self.walk(statement)
+            earlier = next((seen for seen in tests if test is not None and test.negates(seen.test)), None)
+            if earlier is not None and not changes(statements[earlier.position : position], test, _NESTED):
+                # ``if x: A`` ... ``if not x: B``: A or B, never both.
+                head_end = earlier.start + earlier.head
+                without = through[: earlier.start] + through[earlier.start : head_end] + through[earlier.end :]
+                tests.clear()  # the path may now be another one: earlier positions no longer hold
+                if ending is not None:
+                    ended = self.heavier(ended, without + ending)
+                if passing is None:
+                    return self._dead_after(statements, position), ended
+                through = self.heavier(through + passing[:head], without + passing)
+                continue
             if ending is not None:
                 ended = self.heavier(ended, through + ending)
             if passing is None:
-                for dead in statements[position + 1 :]:
-                    self.leaf(dead)  # no path runs what follows: its events are on none
-                return None, ended
+                return self._dead_after(statements, position), ended
             through = through + passing
+            if test is not None:
+                tests.append(_Tested(test, position, start, head, len(through)))
         return through, ended
+
+    def _dead_after(self, statements: Sequence[Node], position: int) -> None:
+        for dead in statements[position + 1 :]:
+            self.leaf(dead)  # no path runs what follows: its events are on none
+
+    def _unclaimed(self, node: Node | None) -> int:
+        """How many events a walk of ``node`` would place: an ``if``'s condition's come first
+        on its path."""
+        if node is None:
+            return 0
+        low, high = first_line(node), last_line(node)
+        return sum(len(self.events[line]) for line in self.lines if low <= line <= high and line not in self.claimed)
 
     def loop(self, node: Node) -> tuple[Path | None, Path | None]:
         """A loop's body counted once; the loop always has a passing path (it may run zero

@@ -1,0 +1,119 @@
+"""Sibling ``if`` statements with negated tests (``if x: A`` ... ``if not x: B``) run one arm
+on a path, never both. Round 12's hypha ``form_valid`` tested ``self.object.is_draft`` twice;
+the common shapes are a local flag and a None test. Counter-tests: whatever
+may change the tested value between the two tests keeps both arms on one path (a
+rebinding, a method call or a hand-off of the object the attribute is read from, a call
+on a tested collection), as do two different names and the same test twice."""
+
+from __future__ import annotations
+
+import pytest
+
+from auditor.rules.loader import load_rule
+from tests.support import analyze_source, reported
+
+VIEWS = """
+    from rest_framework.decorators import api_view
+
+    from .models import Label, Tag, notify
+
+
+    @api_view(["POST"])
+    def flag(request, name):
+        Label.objects.create(name=name)
+        empty = not Tag.objects.filter(name=name).exists()
+        if empty:
+            Tag.objects.create(name=name)
+        if not empty:
+            Tag.objects.filter(name=name).delete()
+
+
+    @api_view(["POST"])
+    def none_test(request, name):
+        label = Label.objects.filter(name=name).first()
+        Label.objects.create(name=f"{name}-seen")
+        if label is None:
+            Tag.objects.create(name=name)
+        notify(name)
+        if label is not None:
+            Tag.objects.filter(name=name).delete()
+
+
+    @api_view(["POST"])
+    def rebound(request, name):
+        Label.objects.create(name=name)
+        empty = not Tag.objects.filter(name=name).exists()
+        if empty:
+            Tag.objects.create(name=name)
+            empty = False
+        if not empty:
+            Tag.objects.filter(name=name).delete()
+
+
+    @api_view(["POST"])
+    def handed_on(request, name):
+        order = Label.objects.create(name=name)
+        if not order.paid:
+            charge(order)
+        if order.paid:
+            Tag.objects.filter(name=name).delete()
+
+
+    @api_view(["POST"])
+    def method_on_owner(request, name):
+        order = Label.objects.create(name=name)
+        if not order.paid:
+            order.pay()
+            Tag.objects.create(name=name)
+        if order.paid:
+            Tag.objects.filter(name=name).delete()
+
+
+    @api_view(["POST"])
+    def collection(request, name):
+        items = [Label.objects.create(name=name)] if name else []
+        if not items:
+            items.append(Tag.objects.create(name=name))
+        if items:
+            Tag.objects.filter(name=name).delete()
+
+
+    @api_view(["POST"])
+    def two_names(request, name, keep):
+        label, created = Label.objects.get_or_create(name=name)
+        if created:
+            Tag.objects.create(name=name)
+        if not keep:
+            Tag.objects.filter(name=name).delete()
+
+
+    @api_view(["POST"])
+    def same_test(request, name):
+        label, created = Label.objects.get_or_create(name=name)
+        if created:
+            Tag.objects.create(name=name)
+        if created:
+            Tag.objects.filter(name=name).delete()
+
+
+    def charge(order):
+        order.paid = True
+        Tag.objects.create(name=order.name)
+"""
+
+
+@pytest.fixture(scope="module")
+def found() -> dict:
+    return reported(analyze_source({"app/views.py": VIEWS}, load_rule("tx-outside-transaction")))
+
+
+@pytest.mark.parametrize("function", ["flag", "none_test"])
+def test_arms_under_negated_tests_of_one_value_never_both_run(found, function):
+    finding = found[("app/views.py", function)]
+    assert "2 database writes" in finding.title
+    assert len(finding.sequence) == 2  # the lookup and one arm's write, not both arms'
+
+
+@pytest.mark.parametrize("function", ["rebound", "handed_on", "method_on_owner", "collection", "two_names", "same_test"])
+def test_arms_whose_test_may_read_another_value_keep_both_writes(found, function):
+    assert len(found[("app/views.py", function)].sequence) == 3
