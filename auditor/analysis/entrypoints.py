@@ -71,8 +71,10 @@ _SERIALIZER_METHODS = ("create", "update")
 _SERIALIZER_SAVE = "drf serializer save()"
 _SIGNAL_RECEIVER = "django signal receiver"
 _FRAMEWORK_INVOKED = frozenset({_SERIALIZER_SAVE, _SIGNAL_RECEIVER})
-# DRF's generic views run these hooks from their create/update/destroy actions.
-_DRF_HOOKS = frozenset({"perform_create", "perform_update", "perform_destroy"})
+# DRF's generic views run these hooks from their create/update/destroy actions
+# (rest_framework/mixins.py; the rows of models/drf.yaml).
+DRF_HOOK_ACTIONS = {"perform_create": "create", "perform_update": "update", "perform_destroy": "destroy"}
+_DRF_HOOKS = frozenset(DRF_HOOK_ACTIONS)
 # Django's built-in signals; a project's own are the module-level ``name = Signal(...)``.
 DJANGO_SIGNALS = frozenset(
     """

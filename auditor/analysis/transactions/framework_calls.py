@@ -33,7 +33,7 @@ from auditor.analysis.transactions.dynamic_views import dispatching_bases
 from auditor.analysis.transactions.facts import FileFacts
 from auditor.analysis.transactions.framework_facts import FrameworkFact, FrameworkFacts
 from auditor.analysis.transactions.hand_built_saves import hand_built_saves
-from auditor.analysis.transactions.serializer_bindings import getter_names_all
+from auditor.analysis.transactions.serializer_bindings import view_serializers
 from auditor.analysis.transactions.serializer_edges import SerializerEdges
 
 _VIEW = "drf-view"
@@ -41,8 +41,6 @@ _SERIALIZER = "drf-serializer"
 _ADMIN = "django-admin"
 _AUTH_BACKEND = "auth-backend"
 _SERIALIZER_CALL = "serializer."
-_SERIALIZER_ATTRIBUTE = re.compile(r"^\s+serializer_class\s*=\s*([A-Za-z_][\w.]*)\s*(?:#.*)?$")
-_RETURNED_CLASS = re.compile(r"\breturn\s+([A-Za-z_][\w.]*)\s*(?:#.*)?$")
 _SEND_METHODS = frozenset({"send", "send_robust"})
 _SECOND_PARAMETER = re.compile(r"\bdef\s+\w+\s*\(\s*\w+\s*,\s*(\w+)")
 
@@ -70,12 +68,12 @@ class FrameworkCalls:
         view_rows, serializer_rows = rows.invocations(_VIEW), rows.invocations(_SERIALIZER)
         view_bases = frozenset(base for row in view_rows for base in row.bases)
         actions = [row for row in view_rows if row.method not in {other.calls for other in view_rows}]
+        built_by_views: dict[FunctionRef, tuple[tuple[FunctionRef, ...], bool]] = {}
         for view in self._classes(view_bases):
-            classes = self._serializer_classes(view)
+            classes, complete = built_by_views[view] = view_serializers(graph, facts, view)
             if not classes:
                 continue
             serializers.update(classes)
-            complete = getter_names_all(self.graph, self.facts, self.graph.class_member(view, "get_serializer_class"))
             for row in view_rows:
                 self._invoke(view, row, classes, complete)
             for row in actions:
@@ -89,7 +87,8 @@ class FrameworkCalls:
             for row in view_rows:
                 self._invoke(view, row, classes)
         serializer_bases = frozenset(base for row in serializer_rows for base in row.bases)
-        serializers.update(hand_built_saves(self.graph, self.facts, serializer_bases, self._lineage_names, self.serializer_edges, self._add))
+        views = built_by_views.get
+        serializers.update(hand_built_saves(graph, facts, serializer_bases, self._lineage_names, self.serializer_edges, self._add, views))
         for serializer in sorted(serializers):
             if self.graph.class_member(serializer, "save") is None:
                 continue  # DRF's own save: the hooks' edges go past it
@@ -288,44 +287,6 @@ class FrameworkCalls:
         if not seen:
             self._names[cls] = found
         return found
-
-    def _serializer_classes(self, view: FunctionRef) -> tuple[FunctionRef, ...]:
-        """The serializer classes a view saves through: its (inherited) ``serializer_class``
-        and the classes its ``get_serializer_class`` returns by name."""
-        names: list[tuple[str, str]] = []
-        for cls in self._lineage(view):
-            names += [(cls.path, name) for name in self._class_lines(cls, _SERIALIZER_ATTRIBUTE)]
-            if names:
-                break
-        getter = self.graph.class_member(view, "get_serializer_class")
-        if getter is not None:
-            names += [(getter.path, name) for name in self._class_lines(getter, _RETURNED_CLASS)]
-        found = []
-        for path, name in names:
-            ref = self.graph.resolve(path, name)
-            definition = self.graph.definition(ref) if ref is not None else None
-            if ref is not None and definition is not None and definition.kind == "class" and ref not in found:
-                found.append(ref)
-        return tuple(found)
-
-    def _class_lines(self, ref: FunctionRef, pattern: re.Pattern[str]) -> list[str]:
-        """The names ``pattern`` reads on the lines of a definition."""
-        definition = self.graph.definition(ref)
-        facts = self.facts.get(ref.path)
-        if definition is None or facts is None:
-            return []
-        matches = (pattern.search(facts.line_text(line)) for line in range(definition.start_line, definition.end_line + 1))
-        return [match.group(1) for match in matches if match is not None]
-
-    def _lineage(self, cls: FunctionRef) -> list[FunctionRef]:
-        """The class, then its repository bases breadth-first (the nearest first)."""
-        order, queue = [cls], [cls]
-        while queue:
-            for base in self.graph.base_classes(queue.pop(0)):
-                if base not in order:
-                    order.append(base)
-                    queue.append(base)
-        return order
 
     def _member(self, cls: FunctionRef, name: str) -> FunctionRef:
         """The project's method ``name`` of ``cls`` (inherited or not), or the framework's

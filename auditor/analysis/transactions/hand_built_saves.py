@@ -28,11 +28,14 @@ from auditor.analysis.transactions.throwaway import unbound_names
 AddEdge = Callable[[Edge, str, Collection[FunctionRef], "str | None", bool], None]
 """Records a framework edge: the edge, the call's name, its serializer classes, the method
 the save runs and whether those classes are all it may run (:meth:`.FrameworkCalls._add`)."""
+ViewSerializers = Callable[[FunctionRef], "tuple[tuple[FunctionRef, ...], bool] | None"]
+"""A view class's serializer classes, and whether they are all its ``get_serializer`` builds
+(None for a class that is no DRF view)."""
 
 
 def hand_built_saves(
     graph: CallGraph, facts_by_path: Mapping[str, FileFacts], bases: frozenset[str], lineage_names: Callable[[FunctionRef], frozenset[str]],
-    serializer_edges: SerializerEdges, add: AddEdge,
+    serializer_edges: SerializerEdges, add: AddEdge, view_serializers: ViewSerializers,
 ) -> set[FunctionRef]:
     """``serializer = OrderSerializer(data=...)`` then ``serializer.save()`` in one
     function (a hand-written view, a task): an edge from the save to what it runs, the
@@ -41,22 +44,38 @@ def hand_built_saves(
     the function, ``create`` where a path knows it ``None`` and ``update`` elsewhere (each
     edge with its :class:`.InstanceCondition`); a variable
     bound more than once, each class it is built from (an open edge when a binding is no
-    such constructor). The serializer classes saved so. (Only constructor calls whose name
-    ends in ``Serializer`` are resolved: DRF's naming.)"""
+    such constructor). ``serializer = self.get_serializer(...)`` in a method of a view
+    builds the view's serializer classes (``view_serializers``: its ``serializer_class`` and
+    what its ``get_serializer_class`` returns by name, and whether those are all; DRF's
+    ``GenericAPIView.get_serializer`` builds ``get_serializer_class()(*args, **kwargs)``,
+    rest_framework/generics.py), as a hand-written action that saves without a ``perform_*``
+    hook does. The serializer classes saved so. (Only constructor calls whose name ends in
+    ``Serializer`` are resolved: DRF's naming.)"""
     found: set[FunctionRef] = set()
     signatures = Arguments(graph, facts_by_path)
     for path, facts in sorted(facts_by_path.items()):
         if facts.index.language != "python":
             continue
         built: dict[tuple[str, str], list[tuple[int, FunctionRef, str, InstanceCondition | None]]] = defaultdict(list)
+        partial: set[tuple[str, str]] = set()  # built by a view whose serializer classes may be more than found
         for call in facts.index.calls:
-            if call.enclosing is None or not call.name.endswith("Serializer"):
+            from_view = call.callee == "self.get_serializer"
+            if call.enclosing is None or not (call.name.endswith("Serializer") or from_view):
                 continue
             assigned = re.match(rf"\s*(\w+)\s*=\s*{re.escape(call.callee)}\s*\(", facts.line_text(call.line))
-            cls = graph.resolve(path, strip_arguments(call.callee)) if assigned else None
-            if assigned and cls is not None and lineage_names(cls) & bases:
+            if not assigned:
+                continue
+            key = (call.enclosing, assigned.group(1))
+            if from_view:
+                classes, every = view_serializers(FunctionRef(path, call.enclosing.rpartition(".")[0])) or ((), True)
+                if not every:
+                    partial.add(key)
+            else:
+                cls = graph.resolve(path, strip_arguments(call.callee))
+                classes = (cls,) if cls is not None and lineage_names(cls) & bases else ()
+            for cls in classes:
                 for method, condition in _saves_run(graph, facts, signatures, FunctionRef(path, call.enclosing), call.arguments):
-                    built[(call.enclosing, assigned.group(1))].append((call.line, cls, method, condition))
+                    built[key].append((call.line, cls, method, condition))
         if not built:
             continue  # no serializer built here: no save of one either
         for call in facts.index.calls:
@@ -68,6 +87,7 @@ def hand_built_saves(
             known = {(edge.callee, edge.line) for edge in graph.callees(caller)}
             built_lines = {item[0] for item in assignments}
             complete = bindings(graph, facts, caller, parts[0]) <= len(built_lines)  # every binding is a build
+            complete = complete and (call.enclosing or "", parts[0]) not in partial
             for _, cls, method, condition in sorted(assignments, key=lambda item: item[:3]):
                 callee = serializer_edges.saved_through(cls, method)
                 if callee is not None:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from auditor.callgraph.graph import CallGraph, Edge, FunctionRef
 from auditor.callgraph.languages import PYTHON_BUILTINS
 from auditor.callgraph.names import MAIN_FUNCTION, MODULE_FUNCTION
-from auditor.analysis.entrypoints import EntryPoint, find_entry_points, framework_invoked, is_test_path
+from auditor.analysis.entrypoints import DRF_HOOK_ACTIONS, EntryPoint, find_entry_points, framework_invoked, is_test_path
 from auditor.analysis.transactions.base import SELF_RECEIVERS
 from auditor.analysis.transactions.dispatch import OVERRIDE, Dispatch, class_of
 from auditor.analysis.transactions.facts import FileFacts, enclosing_of
@@ -66,8 +66,28 @@ def real_entries(entries: tuple[EntryPoint, ...], reach: Reach) -> tuple[EntryPo
     reached = {
         entry.ref for entry in called
         if any(edge.caller in reachable and not edge.approximate and edge.caller != entry.ref for edge in reach.callers(entry.ref))
+        or _hook_never_run(entry, reach)
     }  # fmt: skip
     return tuple(entry for entry in entries if entry.ref not in reached)
+
+
+def _hook_never_run(entry: EntryPoint, reach: Reach) -> bool:
+    """Whether a view's ``perform_*`` hook is one its class's action never runs: the class
+    (or a repository base) overrides the action (``update`` for ``perform_update``) with a
+    method that neither calls the hook nor the framework's action (``super().update``).
+    DRF's hooks are called only from its mixins' actions (rest_framework/mixins.py,
+    ``UpdateModelMixin.update`` -> ``self.perform_update(serializer)``); a project path that
+    calls the hook itself reaches it by an edge and reports it from there."""
+    action = DRF_HOOK_ACTIONS.get(entry.ref.qualname.rsplit(".", 1)[-1]) if entry.kind == "http" else None
+    own = reach.graph.class_member(class_of(entry.ref), action) if action is not None else None
+    facts = reach.facts.get(own.path) if own is not None else None
+    if own is None or facts is None or reach.graph.definition(own) is None:
+        return False
+    hook = entry.ref.qualname.rsplit(".", 1)[-1]
+    return not any(
+        call.enclosing == own.qualname and (call.name == hook or (call.name == action and call.callee.startswith("super")))
+        for call in facts.index.calls
+    )
 
 
 def dev_or_fixture_path(path: str) -> bool:

@@ -5,8 +5,8 @@ they may be incomplete (a dict lookup, ``return cls``, a variable bound in both 
 an ``if``) the save carries no class and the shared ``save`` reaches every subclass's
 ``create``/``update`` (:mod:`.serializer_edges`).
 
-Inputs: the call graph and the per-file facts. Output: :func:`getter_names_all` and
-:func:`bindings`.
+Inputs: the call graph and the per-file facts. Output: :func:`view_serializers`,
+:func:`getter_names_all` and :func:`bindings`.
 """
 
 from __future__ import annotations
@@ -21,6 +21,50 @@ _RETURN = re.compile(r"^\s*return\b")
 _RETURNED_NAME = re.compile(r"^\s*return\s+([A-Za-z_][\w.]*)\s*(?:#.*)?$")
 _RETURNED_SUPER = re.compile(r"^\s*return\s+super\(\)\.get_serializer_class\(\)\s*(?:#.*)?$")
 _RETURNED_ATTRIBUTE = re.compile(r"^\s*return\s+self\.serializer_class\s*(?:#.*)?$")
+_SERIALIZER_ATTRIBUTE = re.compile(r"^\s+serializer_class\s*=\s*([A-Za-z_][\w.]*)\s*(?:#.*)?$")
+_RETURNED_CLASS = re.compile(r"\breturn\s+([A-Za-z_][\w.]*)\s*(?:#.*)?$")
+
+
+def view_serializers(graph: CallGraph, facts: Mapping[str, FileFacts], view: FunctionRef) -> tuple[tuple[FunctionRef, ...], bool]:
+    """The serializer classes a view saves through (its inherited ``serializer_class``, then
+    the classes its ``get_serializer_class`` returns by name), and whether they are all it
+    may save through (:func:`getter_names_all`)."""
+    names: list[tuple[str, str]] = []
+    for cls in _lineage(graph, view):
+        names += [(cls.path, name) for name in _class_lines(graph, facts, cls, _SERIALIZER_ATTRIBUTE)]
+        if names:
+            break
+    getter = graph.class_member(view, "get_serializer_class")
+    if getter is not None:
+        names += [(getter.path, name) for name in _class_lines(graph, facts, getter, _RETURNED_CLASS)]
+    found: list[FunctionRef] = []
+    for path, name in names:
+        ref = graph.resolve(path, name)
+        definition = graph.definition(ref) if ref is not None else None
+        if ref is not None and definition is not None and definition.kind == "class" and ref not in found:
+            found.append(ref)
+    return tuple(found), getter_names_all(graph, facts, getter)
+
+
+def _class_lines(graph: CallGraph, facts: Mapping[str, FileFacts], ref: FunctionRef, pattern: re.Pattern[str]) -> list[str]:
+    """The names ``pattern`` reads on the lines of a definition."""
+    definition = graph.definition(ref)
+    file_facts = facts.get(ref.path)
+    if definition is None or file_facts is None:
+        return []
+    matches = (pattern.search(file_facts.line_text(line)) for line in range(definition.start_line, definition.end_line + 1))
+    return [match.group(1) for match in matches if match is not None]
+
+
+def _lineage(graph: CallGraph, cls: FunctionRef) -> list[FunctionRef]:
+    """The class, then its repository bases breadth-first (the nearest first)."""
+    order, queue = [cls], [cls]
+    while queue:
+        for base in graph.base_classes(queue.pop(0)):
+            if base not in order:
+                order.append(base)
+                queue.append(base)
+    return order
 
 
 def getter_names_all(graph: CallGraph, facts: Mapping[str, FileFacts], getter: FunctionRef | None) -> bool:

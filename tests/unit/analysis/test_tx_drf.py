@@ -217,6 +217,94 @@ def test_a_hand_built_serializer_saved_inside_atomic_is_covered(rule: Rule):
     assert ("app/serializers.py", "TagSerializer.create") not in reported(analyze_source({**HAND_BUILT, "app/views.py": views}, rule))
 
 
+GET_SERIALIZER = {
+    "app/serializers.py": SERIALIZER_ALONE.replace("def create(self, validated_data)", "def update(self, instance, validated_data)"),
+    "app/views.py": """
+        from django.db import transaction
+        from rest_framework import viewsets
+        from . import serializers
+
+
+        def writable(method):
+            def inner(*args, **kwargs):
+                with transaction.atomic():
+                    return method(*args, **kwargs)
+            return inner
+
+
+        class TagViewSet(viewsets.ModelViewSet):
+            serializer_class = serializers.TagSerializer
+
+            def update(self, request, *args, **kwargs):
+                return self.update_tag(request.data)
+
+            @writable
+            def update_tag(self, data):
+                serializer = self.get_serializer(self.get_object(), data=data)
+                serializer.is_valid(raise_exception=True)
+                return serializer.save()
+    """,
+}
+
+
+def test_a_view_method_saving_its_get_serializer_reaches_the_serializer_through_its_boundary(rule: Rule):
+    # Round 13's course-discovery ``CourseViewSet.update_course``: the view's own update
+    # saves ``self.get_serializer(instance, data=...)`` under a project decorator that opens
+    # ``transaction.atomic``; DRF's ``get_serializer`` builds ``serializer_class``.
+    assert ("app/serializers.py", "TagSerializer.update") not in reported(analyze_source(GET_SERIALIZER, rule))
+
+
+def test_a_view_method_saving_its_get_serializer_outside_a_transaction_is_reported_from_the_view(rule: Rule):
+    views = GET_SERIALIZER["app/views.py"].replace("            @writable\n", "")
+    assert views != GET_SERIALIZER["app/views.py"]
+    found = reported(analyze_source({**GET_SERIALIZER, "app/views.py": views}, rule))[("app/serializers.py", "TagSerializer.update")]
+    assert [step.function for step in found.chain] == ["TagViewSet.update", "TagViewSet.update_tag", "TagSerializer.update"]
+
+
+DEAD_HOOK = {
+    "app/serializers.py": SERIALIZER_ALONE,
+    "app/views.py": """
+        from rest_framework import viewsets
+        from .models import Tag, TagLog
+        from .serializers import TagSerializer
+
+        class TagViewSet(viewsets.ModelViewSet):
+            serializer_class = TagSerializer
+
+            def update(self, request, *args, **kwargs):
+                serializer = self.get_serializer(self.get_object(), data=request.data)
+                serializer.is_valid(raise_exception=True)
+                return serializer.save()
+
+            def perform_update(self, serializer):
+                Tag.objects.filter(pk=serializer.instance.pk).update(seen=True)
+                TagLog.objects.create(tag=serializer.instance)
+    """,
+}
+
+
+def test_a_hook_the_view_s_own_action_never_calls_is_no_entry_point(rule: Rule):
+    # Round 13's galaxy_ng ``UserViewSet``: its ``update`` saves the serializer itself, so
+    # DRF's ``perform_update`` never runs.
+    assert ("app/views.py", "TagViewSet.perform_update") not in reported(analyze_source(DEAD_HOOK, rule))
+
+
+@pytest.mark.parametrize(
+    "update",
+    ["return super().update(request, *args, **kwargs)", "self.perform_update(self.get_serializer(self.get_object(), data=request.data))"],
+)
+def test_a_hook_the_view_s_action_runs_stays_reported(rule: Rule, update: str):
+    views = DEAD_HOOK["app/views.py"].replace(
+        "serializer = self.get_serializer(self.get_object(), data=request.data)\n"
+        "                serializer.is_valid(raise_exception=True)\n"
+        "                return serializer.save()",
+        update,
+    )
+    assert views != DEAD_HOOK["app/views.py"]
+    found = reported(analyze_source({**DEAD_HOOK, "app/views.py": views}, rule))
+    assert [step.function for step in found[("app/views.py", "TagViewSet.perform_update")].chain][-1] == "TagViewSet.perform_update"
+
+
 def test_a_receiver_of_a_django_signal_too_stays_an_entry_point(result: StaticResult):
     # pay_invoice sends invoice_paid inside atomic, but Django sends post_save on any save
     assert _chain(result, SIGNALS, "mirror_invoice") == ["mirror_invoice"]
