@@ -7,6 +7,11 @@ plain value is missing (``if s is None:``, ``if not self.secret:``), outside any
 comprehension, and whose heaviest path holds one database step: at most one row made (a
 write, an upsert, a save of its own row) and one commit. The value is a local name (a row a
 lookup just missed) or an attribute the arm assigns (``self.secret = get_random_string()``).
+The arm may also be the handler of a lookup that found nothing (securedrop's
+``InstanceConfig.get_current``: ``try: return q.one()`` then, under ``except NoResultFound:``,
+an insert, itself perhaps in a race-safe ``try ... except IntegrityError``), and the test may
+add ``or P`` / ``or P is True`` for a parameter ``P`` false at its default (securedrop's
+``get_default(refresh=False)``: a lazy call passes no argument, so ``P`` is false).
 The arm runs when the value is absent and fills it; every call after the first reads it. A
 failure after such a call leaves the value made, which the next call would have made anyway:
 the call is set aside from a caller's sequence, like a registry row, and named in the
@@ -93,8 +98,8 @@ def lazily_initializes(steps: tuple[Step, ...], body: Body, effect_lines: Iterab
     for line in {line - offset for line in effect_lines}:
         if any(low <= line <= high for low, high in loops):
             return False
-        guard = _innermost_guard(node, line)
-        if guard is None or not _fills_missing(guard[0], guard[1], source):
+        guard = _innermost_guard(node, line, source)
+        if guard is None or (guard[0] is not None and not _fills_missing(guard[0], guard[1], source, node)):
             return False  # a write on an arm the value's presence does not decide: every call
     return True
 
@@ -122,11 +127,14 @@ def _returns_value(body: Node) -> bool:
     return False
 
 
-def _innermost_guard(body: Node, line: int) -> tuple[Node, Node] | None:
+def _innermost_guard(body: Node, line: int, source: bytes) -> tuple[Node | None, Node] | None:
     """The condition and the arm of the innermost ``if``/``elif`` whose own arm holds
-    ``line``; None when the innermost branch holding it is an ``else``, a ``try``, a
-    ``with`` or nothing."""
-    found: tuple[Node, Node] | None = None
+    ``line``, or (None, handler) for the handler of a lookup that found nothing
+    (:func:`_missed_lookup`); None when the innermost branch holding it is an ``else``, a
+    ``try``, a ``with`` or nothing. Inside such a handler, the body of a ``try`` (the
+    race-safe insert: ``try: add; commit except IntegrityError: ...``) runs only when the
+    lookup missed too."""
+    found: tuple[Node | None, Node] | None = None
     node = body
     while True:
         inner = next(
@@ -142,18 +150,49 @@ def _innermost_guard(body: Node, line: int) -> tuple[Node, Node] | None:
                 found = (condition, consequence)
                 node = consequence
                 continue
+        elif inner.type == "except_clause" and _missed_lookup(inner, source):
+            found = (None, inner)
+        elif inner.type == "try_statement" and found is not None and found[0] is None:
+            pass  # its body and handlers run only inside the missed lookup's handler
         elif inner.type in _RESETS:
             found = None
         node = inner
 
 
-def _fills_missing(condition: Node, arm: Node, source: bytes) -> bool:
+def _missed_lookup(handler: Node, source: bytes) -> bool:
+    """Whether ``handler`` catches only a lookup that found nothing (SQLAlchemy's
+    ``NoResultFound``, Django's ``DoesNotExist``/``ObjectDoesNotExist``: ``paths``'s lookup
+    failures) of a ``try`` whose body returns or binds what it looked up
+    (``try: return q.one() except NoResultFound: ...``): the handler runs only when the row
+    is missing."""
+    if not paths.catches_only_a_missed_lookup(handler, source):
+        return False
+    attempt = handler.parent
+    body = attempt.child_by_field_name("body") if attempt is not None and attempt.type == "try_statement" else None
+    statements = [child for child in body.named_children if child.type != "comment"] if body is not None else []
+    return len(statements) == 1 and (
+        statements[0].type == "return_statement" or _binding(statements[0]) is not None
+    )
+
+
+def _binding(statement: Node) -> Node | None:
+    """The assignment a statement is (``row = q.one()``), or None."""
+    expression = statement.named_children[0] if statement.type == "expression_statement" and statement.named_children else None
+    return expression if expression is not None and expression.type == "assignment" else None
+
+
+def _fills_missing(condition: Node, arm: Node, source: bytes, body: Node) -> bool:
     """Whether ``condition`` tests that a plain value is missing (``not X``, ``X is None``,
     ``X == None``, with ``X`` a name, attribute or subscript, not a row's ``pk``/``id`` or
     ``_state.adding``) and either ``X`` is a local name or ``arm`` assigns ``X`` a value that
-    is no literal (the arm makes the value; a flag set to ``True`` is a state change)."""
-    while condition.type == "parenthesized_expression" and condition.named_children:
-        condition = condition.named_children[0]
+    is no literal (the arm makes the value; a flag set to ``True`` is a state change). An
+    ``or`` with a test of a parameter false at its default (``X is None or refresh is
+    True`` under ``refresh=False``) is that test alone: a lazy call passes no argument."""
+    condition = _unwrapped(condition)
+    operator = condition.child_by_field_name("operator") if condition.type == "boolean_operator" else None
+    if operator is not None and operator.type == "or":
+        left, right = condition.child_by_field_name("left"), condition.child_by_field_name("right")
+        return left is not None and right is not None and _false_by_default(right, source, body) and _fills_missing(left, arm, source, body)
     value: Node | None = None
     if condition.type == "not_operator":
         value = condition.child_by_field_name("argument")
@@ -169,6 +208,33 @@ def _fills_missing(condition: Node, arm: Node, source: bytes) -> bool:
     if value.type == "identifier":
         return True
     return _assigns(arm, text, source)
+
+
+def _unwrapped(node: Node) -> Node:
+    while node.type == "parenthesized_expression" and node.named_children:
+        node = node.named_children[0]
+    return node
+
+
+def _false_by_default(test: Node, source: bytes, body: Node) -> bool:
+    """Whether ``test`` is ``P``, ``P is True`` or ``P == True`` for a parameter ``P`` of the
+    function whose default is ``False``, ``None`` or ``0``."""
+    test = _unwrapped(test)
+    if test.type == "comparison_operator" and len(test.named_children) == 2:
+        left, right = test.named_children
+        operators = source[left.end_byte : right.start_byte].decode("utf-8", "replace").split()
+        test = left if right.type == "true" and operators in (["is"], ["=="]) else test
+    function = body.parent
+    parameters = function.child_by_field_name("parameters") if function is not None else None
+    if test.type != "identifier" or parameters is None:
+        return False
+    name = _text(test, source)
+    for parameter in parameters.named_children:
+        if parameter.type in ("default_parameter", "typed_default_parameter"):
+            named, default = parameter.child_by_field_name("name"), parameter.child_by_field_name("value")
+            if named is not None and default is not None and _text(named, source) == name:
+                return default.type in ("false", "none") or _text(default, source) == "0"
+    return False
 
 
 def _assigns(arm: Node, target: str, source: bytes) -> bool:

@@ -63,8 +63,9 @@ _WRITE_FAILURE = re.compile(
     r"|integrity|database|dataerror|operational|sql|dataaccess|persistence|constraint|deadlock)\w*"
 )
 # A lookup that found nothing (Spring's EmptyResultDataAccessException, like Django's
-# DoesNotExist): not a write's failure.
-_LOOKUP_FAILURE = re.compile(r"(?i)emptyresult\w*|\w*doesnotexist|\w*notfound\w*")
+# DoesNotExist and SQLAlchemy's NoResultFound, sqlalchemy/exc.py, raised by Query.one() and
+# Result.one()): not a write's failure.
+_LOOKUP_FAILURE = re.compile(r"(?i)emptyresult\w*|\w*doesnotexist|\w*notfound\w*|noresultfound")
 _TYPE_NAME = re.compile(r"[A-Za-z_][\w.]*")
 EXISTING_ROW = "<an existing row>"
 """In a path's ``off`` set: the object the function saves is a row read from the database,
@@ -238,6 +239,14 @@ def carries_on(handler: Node, source: bytes) -> bool:
         if node.type not in _NESTED:
             pending.extend(node.named_children)
     return True
+
+
+def catches_only_a_missed_lookup(handler: Node, source: bytes) -> bool:
+    """Whether an ``except`` handler names only lookups that found nothing
+    (:data:`_LOOKUP_FAILURE`: ``NoResultFound``, ``DoesNotExist``, ``Model.DoesNotExist``)."""
+    caught = _caught_types(handler, source)
+    names = _TYPE_NAME.findall(caught) if caught is not None else []
+    return bool(names) and all(_LOOKUP_FAILURE.fullmatch(name.rsplit(".", 1)[-1]) for name in names)
 
 
 def _caught_types(handler: Node, source: bytes) -> str | None:
