@@ -35,6 +35,9 @@ _DEV_DATA_COMMAND = re.compile(r"(?:^|/)management/commands/(?:populate\w*|seed\
 # (an app's tasks/populate_balances.py, say), the name says nothing.
 _DEV_DATA_SCRIPT = re.compile(r"^(?:(?:scripts?|tools|bin)/)?(?:populate\w*|seed\w*|\w*fake\w*)\.py$")
 _FIXTURE_DIRECTORIES = frozenset({"fixtures", "fixture", "testdata", "test_data", "examples", "example"})
+# A stand-in for another service (galaxy_ng's profiles/community/github_mock/flaskapp.py):
+# ``mock``/``mocks``, ``github_mock``, ``mock-server``.
+_MOCK_DIRECTORY = re.compile(r"(?i)^(?:mocks?|\w+[_-]mocks?|mocks?[_-]\w+)$")
 
 
 def production_entries(
@@ -91,11 +94,11 @@ def _hook_never_run(entry: EntryPoint, reach: Reach) -> bool:
 
 
 def dev_or_fixture_path(path: str) -> bool:
-    """Code that is not how production is entered: tests, fixtures, dev-data commands and
-    scripts (``populate.py``, ``seed_*.py``, ``*fake*.py``)."""
+    """Code that is not how production is entered: tests, fixtures, mock services, dev-data
+    commands and scripts (``populate.py``, ``seed_*.py``, ``*fake*.py``)."""
     directories = path.split("/")[:-1]
     dev_data = _DEV_DATA_COMMAND.search(path) or _DEV_DATA_SCRIPT.search(path)
-    return is_test_path(path) or bool(dev_data) or any(part in _FIXTURE_DIRECTORIES for part in directories)
+    return is_test_path(path) or bool(dev_data) or any(part in _FIXTURE_DIRECTORIES or _MOCK_DIRECTORY.match(part) for part in directories)
 
 
 class Reach:

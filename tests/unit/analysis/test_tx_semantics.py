@@ -289,6 +289,30 @@ def test_tests_fixtures_and_dev_data_commands_are_not_entry_points_by_default(ru
     assert ("shop/management/commands/populatedb.py", "Command.handle") in included
 
 
+@pytest.mark.parametrize(
+    ("directory", "production"),
+    [("profiles/github_mock", False), ("mocks", False), ("mock-server", False), ("shop/mockingbird", True), ("shop", True)],
+)
+def test_a_mock_service_is_no_entry_point_by_default(rule: Rule, directory: str, production: bool):
+    # Round 13's galaxy_ng: a test profile's Flask stand-in for GitHub's API
+    # (profiles/community/github_mock/flaskapp.py) read as production routes.
+    files = {
+        f"{directory}/app.py": """
+            from flask import Flask
+            from .models import Line
+
+            app = Flask(__name__)
+
+            @app.route("/users", methods=["POST"])
+            def add_user():
+                Line.objects.create(cart=None)
+                Line.objects.create(cart=None)
+            """,
+        f"{directory}/models.py": "class Line:\n    pass\n",
+    }
+    assert ((f"{directory}/app.py", "add_user") in reported(analyze_source(files, rule))) is production
+
+
 def test_repository_task_decorators_and_wizard_done_are_entry_points(rule: Rule):
     files = {
         "shop/tasks.py": """
