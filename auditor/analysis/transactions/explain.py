@@ -17,7 +17,7 @@ from auditor.analysis.entrypoints import EntryPoint
 from auditor.analysis.transactions.analysis import Analysis, Outcome, TxOptions
 from auditor.analysis.transactions.facts import enclosing_of
 from auditor.analysis.transactions.findings import effect_sites
-from auditor.analysis.transactions.reach import Trail
+from auditor.analysis.transactions.reach import Trail, unrun_hook_action
 from auditor.analysis.transactions.scanning import call_text
 from auditor.errors import UsageError
 from auditor.findings.model import EffectSite, Finding
@@ -270,4 +270,8 @@ def _outcome(analysis: Analysis, outcome: Outcome, ref: FunctionRef, steps: tupl
         return REGISTRY_ROW, "its only effect is a get-or-create keyed by constants only (the same row on every call), set aside: no business write"
     if ref in outcome.reachable:
         return COVERED, "every entry path to it runs through a transaction boundary"
+    action = unrun_hook_action(ref, analysis.reach)
+    if action is not None:
+        hook = ref.qualname.rsplit(".", 1)[-1]
+        return UNREACHABLE, f"DRF never runs it: {action.qualname} overrides the action and calls neither {hook} nor super()"
     return UNREACHABLE, "no entry point reaches it"

@@ -75,22 +75,27 @@ def real_entries(entries: tuple[EntryPoint, ...], reach: Reach) -> tuple[EntryPo
 
 
 def _hook_never_run(entry: EntryPoint, reach: Reach) -> bool:
-    """Whether a view's ``perform_*`` hook is one its class's action never runs: the class
-    (or a repository base) overrides the action (``update`` for ``perform_update``) with a
-    method that neither calls the hook nor the framework's action (``super().update``).
-    DRF's hooks are called only from its mixins' actions (rest_framework/mixins.py,
-    ``UpdateModelMixin.update`` -> ``self.perform_update(serializer)``); a project path that
-    calls the hook itself reaches it by an edge and reports it from there."""
-    action = DRF_HOOK_ACTIONS.get(entry.ref.qualname.rsplit(".", 1)[-1]) if entry.kind == "http" else None
-    own = reach.graph.class_member(class_of(entry.ref), action) if action is not None else None
+    return entry.kind == "http" and unrun_hook_action(entry.ref, reach) is not None
+
+
+def unrun_hook_action(ref: FunctionRef, reach: Reach) -> FunctionRef | None:
+    """The action override that keeps a view's ``perform_*`` hook from running, or None:
+    the class (or a repository base) overrides the action (``update`` for
+    ``perform_update``) with a method that neither calls the hook nor the framework's action
+    (``super().update``). DRF's hooks are called only from its mixins' actions
+    (rest_framework/mixins.py, ``UpdateModelMixin.update`` -> ``self.perform_update(serializer)``);
+    a project path that calls the hook itself reaches it by an edge and reports it from there."""
+    hook = ref.qualname.rsplit(".", 1)[-1]
+    action = DRF_HOOK_ACTIONS.get(hook) if "." in ref.qualname else None
+    own = reach.graph.class_member(class_of(ref), action) if action is not None else None
     facts = reach.facts.get(own.path) if own is not None else None
     if own is None or facts is None or reach.graph.definition(own) is None:
-        return False
-    hook = entry.ref.qualname.rsplit(".", 1)[-1]
-    return not any(
+        return None
+    runs = any(
         call.enclosing == own.qualname and (call.name == hook or (call.name == action and call.callee.startswith("super")))
         for call in facts.index.calls
     )
+    return None if runs else own
 
 
 def dev_or_fixture_path(path: str) -> bool:

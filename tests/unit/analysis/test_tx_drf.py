@@ -11,12 +11,16 @@ entry point of one that does not."""
 
 from __future__ import annotations
 
+import textwrap
+
 import pytest
 
 from auditor.analysis.transactions import StaticResult, TxOptions
 from auditor.analysis.transactions.analysis import Analysis
+from auditor.analysis.transactions.explain import UNREACHABLE, AnalysisInputs, explain
 from auditor.analysis.transactions.framework_facts import Kind, ModelsFileError, builtin_facts, parse_facts
 from auditor.callgraph.graph import CallGraph
+from auditor.index.extract import index_source
 from auditor.rules.loader import Rule, load_rule
 from tests.support import FIXTURES, analyze_app, analyze_source, load_app, reported
 
@@ -287,6 +291,12 @@ def test_a_hook_the_view_s_own_action_never_calls_is_no_entry_point(rule: Rule):
     # Round 13's galaxy_ng ``UserViewSet``: its ``update`` saves the serializer itself, so
     # DRF's ``perform_update`` never runs.
     assert ("app/views.py", "TagViewSet.perform_update") not in reported(analyze_source(DEAD_HOOK, rule))
+    texts = {path: textwrap.dedent(text).lstrip("\n") for path, text in DEAD_HOOK.items()}
+    indexes = {path: index_source(path, text, "python") for path, text in texts.items()}
+    found = explain(AnalysisInputs(indexes, texts, rule), "app/views.py", "TagViewSet.perform_update", TxOptions(min_severity="low"))
+    assert (found.outcome, found.summary) == (
+        UNREACHABLE, "DRF never runs it: TagViewSet.update overrides the action and calls neither perform_update nor super()"
+    )
 
 
 @pytest.mark.parametrize(
