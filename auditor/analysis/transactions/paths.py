@@ -405,11 +405,15 @@ class _Walk(Generic[Event]):
         times or ``break``), whatever its body ends with. An ``else`` clause may run after it."""
         body = node.child_by_field_name("body")
         otherwise = [child for child in node.named_children if child.type == "else_clause"]
-        heads = [child for child in node.named_children if child is not body and child.type != "else_clause"]
+        heads = [child for child in node.named_children if child != body and child.type != "else_clause"]
         if body is not None and self.exits.raising:
             self.claim_after_raising(body)  # what follows a call that always raises runs in no iteration
         prefix: Path = sum((self.leaf(head) for head in heads), ())
+        # What the loop binds takes another value in each iteration: a value known at the
+        # function's end (``known_false``) or passed in says nothing of an earlier one.
+        outer, self.off = self.off, _unbound(self.off, node)
         passing, ending = self.walk(body) if body is not None else ((), None)
+        self.off = outer
         through: Path = prefix + (self.heavier(passing, ()) or ())
         ended = prefix + ending if ending is not None else None
         for clause in otherwise:

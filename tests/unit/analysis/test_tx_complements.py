@@ -117,3 +117,43 @@ def test_arms_under_negated_tests_of_one_value_never_both_run(found, function):
 @pytest.mark.parametrize("function", ["rebound", "handed_on", "method_on_owner", "collection", "two_names", "same_test"])
 def test_arms_whose_test_may_read_another_value_keep_both_writes(found, function):
     assert len(found[("app/views.py", function)].sequence) == 3
+
+
+LOOPS = """
+    from django.core.management.base import BaseCommand
+
+    from app.models import Log, Video
+
+
+    class Command(BaseCommand):
+        def handle(self, *args, **options):
+            for pk in options["pks"]:
+                live = Video.objects.get(pk=pk)
+                if live.starting_at:
+                    Video.objects.filter(pk=pk).update(state=1)
+                elif live.started:
+                    Log.objects.create(video=live)
+
+"""
+
+BOTH = LOOPS.split("    class Command(BaseCommand):")[0] + """
+    class Command(BaseCommand):
+        def handle(self, *args, **options):
+            for pk in options["pks"]:
+                live = Video.objects.get(pk=pk)
+                if live.starting_at:
+                    Video.objects.filter(pk=pk).update(state=1)
+                if live.started:
+                    Log.objects.create(video=live)
+"""
+
+
+def test_the_arms_of_an_if_inside_a_loop_still_exclude_each_other():
+    # Round 14's marsha ``clean_aws_elemental_stack`` (and round 12's froide
+    # ``deliver_no_spam``): the walker read a loop's body as part of its header, so every arm
+    # of every branch in a loop was on one path.
+    files = {"app/management/commands/clean.py": LOOPS, "app/management/commands/both.py": BOTH}
+    found = reported(analyze_source(files, load_rule("tx-outside-transaction")))
+    assert found[("app/management/commands/clean.py", "Command.handle")].severity.value == "low"
+    assert len(found[("app/management/commands/clean.py", "Command.handle")].sequence) == 1
+    assert len(found[("app/management/commands/both.py", "Command.handle")].sequence) == 2
