@@ -322,7 +322,7 @@ class Sequences:
                 continue  # written to an in-memory database: nothing persists
             if self.savepoint_commits and site.effect is Effect.COMMIT and _releases_savepoint(facts, definition, call):
                 continue  # SQLAlchemy 1.x: the commit releases the savepoint; the outer transaction stays open
-            if site.effect in DB_EFFECTS and "." in call.callee and self.clients.is_client(ref.path, definition, call.callee.split(".", 1)[0], call.line):
+            if site.effect in DB_EFFECTS and "." in call.callee and self.clients.is_client(ref.path, definition, call.callee.split(".", 1)[0], call.line, _held_attribute(call.callee)):
                 continue  # a search index's or key-value store's call: no database write
             if site.effect in DB_EFFECTS and self.registry.sets_aside_site(ref, site, call_text(call, facts.line_text(call.line))):
                 continue  # the same constant row on every call: no business write
@@ -524,6 +524,12 @@ def _saves_existing_row(facts: Mapping[str, FileFacts], edge: Edge) -> bool:
     file_facts = facts.get(edge.caller.path)
     sites = file_facts.sites.get(edge.caller, ()) if file_facts is not None else ()
     return any(site.call.line == edge.line and site.call.name == "save" and site.effect is Effect.UPDATE for site in sites)
+
+
+def _held_attribute(callee: str) -> str | None:
+    """``master`` of a call ``sentinel.master.delete``: the attribute its receiver is read from."""
+    parts = callee.split(".")
+    return parts[1] if len(parts) >= 3 and parts[1].isidentifier() else None
 
 
 def _marked_in_loops(steps: tuple[Step, ...], body: Body) -> tuple[Step, ...]:

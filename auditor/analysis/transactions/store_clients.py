@@ -21,8 +21,14 @@ to
   ``return`` is such a constructor, a local bound to one, or an attribute the function set
   to such a local (``SETTINGS._es = es; return SETTINGS._es``).
 
-Anything else (a parameter, a name bound twice, an unresolved import) is no client: its call
-keeps the model's verdict.
+A call on an attribute of a module-level object (``sentinel.master.delete(...)``) counts when
+the object is an instance of a repository class whose every assignment of that attribute is
+such a client, the class's other such attribute, or redis's ``Sentinel.master_for``/``slave_for``
+(which return a ``Redis`` client, redis/sentinel.py) in a module that imports redis
+(pybossa's ``Sentinel`` wrapper). A module-level name may come through ``from M import *``.
+
+Anything else (a parameter, a name bound twice, an unresolved import, an attribute also bound
+to something else) is no client: its call keeps the model's verdict.
 
 Inputs: the call graph and the file texts. Output: :meth:`StoreClients.is_client`.
 """
@@ -47,6 +53,7 @@ _LOCAL_PROXY = re.compile(r"^(?:[\w.]*\.)?LocalProxy\(\s*([A-Za-z_][\w.]*)\s*\)$
 _DEPTH = 3
 # A call as written on its first line (the arguments may carry on below): the called name.
 _CALLED = re.compile(r"^([A-Za-z_][\w.]*)\s*\(")
+_SENTINEL_CLIENT = re.compile(r"^[\w.]+\.(?:master_for|slave_for)\s*\(")
 
 
 class StoreClients:
@@ -59,12 +66,20 @@ class StoreClients:
         self._factories: dict[FunctionRef, bool] = {}
         self._function_bindings: dict[tuple[str, int], FunctionBindings | None] = {}
 
-    def is_client(self, path: str, definition: Definition | None, receiver: str, line: int) -> bool:
+    def is_client(self, path: str, definition: Definition | None, receiver: str, line: int, attribute: str | None = None) -> bool:
         """Whether ``receiver`` (the root name of a call's receiver, at ``line`` of the
-        function ``definition`` in ``path``) holds a search-index or key-value client."""
+        function ``definition`` in ``path``) holds a search-index or key-value client, or,
+        with ``attribute`` (``sentinel.master.delete``), a module-level object whose
+        ``attribute`` holds one (:meth:`_held_client`)."""
         facts = self.facts.get(path)
         if facts is None or not receiver.isidentifier():
             return False
+        if attribute is not None and not self.is_client(path, definition, receiver, line):
+            local = definition is not None and self._bindings(path, definition) is not None
+            bindings = self._bindings(path, definition) if definition is not None else None
+            if local and bindings is not None and bindings.lines_binding(receiver):
+                return False  # a local: not the module-level object
+            return self._held_client(path, receiver, attribute)
         if definition is not None:
             signature = " ".join(facts.line_text(number) for number in range(definition.start_line, definition.body_start_line))
             if re.search(rf"[(,]\s*\**{re.escape(receiver)}\b", signature):
@@ -99,22 +114,68 @@ class StoreClients:
         if known is not None:
             return known
         self._module_names[key] = False
-        facts = self.facts.get(path)
-        found = False
-        if facts is not None and depth <= _DEPTH:
-            texts = [facts.line_text(number) for number in range(1, len(facts.lines) + 1)]
-            bound = [assigned for text in texts if text[:1] == name[:1] and (assigned := assigned_expression(text, name)) is not None]
-            rebound = any(re.search(rf"\bglobal\b[^\n]*\b{re.escape(name)}\b|\b(?:for|as)\s+(?:[\w\s,*]*,\s*)?{re.escape(name)}\b", text) for text in texts)
-            if len(bound) == 1 and not bound[0][1] and not rebound:
-                found = self._client_value(path, bound[0][0], depth)
-            elif not bound:
-                for item in facts.index.imports:
-                    if item.name == name and (item.alias is None or item.alias == name):
-                        module = self.graph.module_path(path, item.module)
-                        found = module is not None and self._module_client(module, name, depth + 1)
-                        break
+        binding = self._module_binding(path, name, depth)
+        found = binding is not None and self._client_value(*binding)
         self._module_names[key] = found
         return found
+
+    def _module_binding(self, path: str, name: str, depth: int) -> tuple[str, str, int] | None:
+        """The one expression the module-level ``name`` of ``path`` is bound to (following a
+        ``from M import name`` into the repository module ``M``): its path, text and depth."""
+        facts = self.facts.get(path)
+        if facts is None or depth > _DEPTH:
+            return None
+        texts = [facts.line_text(number) for number in range(1, len(facts.lines) + 1)]
+        bound = [assigned for text in texts if text[:1] == name[:1] and (assigned := assigned_expression(text, name)) is not None]
+        rebound = any(re.search(rf"\bglobal\b[^\n]*\b{re.escape(name)}\b|\b(?:for|as)\s+(?:[\w\s,*]*,\s*)?{re.escape(name)}\b", text) for text in texts)
+        if len(bound) == 1 and not bound[0][1] and not rebound:
+            return path, bound[0][0], depth
+        if not bound:
+            named = [item for item in facts.index.imports if item.name == name and (item.alias is None or item.alias == name)]
+            starred = [item for item in facts.index.imports if item.name == "*"]  # ``from pybossa.extensions import *``
+            for item in named or starred:
+                module = self.graph.module_path(path, item.module)
+                found = self._module_binding(module, name, depth + 1) if module is not None else None
+                if found is not None or named:
+                    return found
+        return None
+
+    def _held_client(self, path: str, name: str, attribute: str) -> bool:
+        """Whether ``name.attribute`` holds a client: the module-level ``name`` is an instance
+        of a repository class (``sentinel = Sentinel()``, pybossa's wrapper) whose every
+        assignment of ``self.attribute`` is a client (a constructor of one, the same class's
+        other such attribute, or redis's ``Sentinel.master_for``/``slave_for``, which return a
+        ``Redis`` client: redis/sentinel.py, in a module that imports redis)."""
+        key = (path, f"{name}.{attribute}")
+        known = self._module_names.get(key)
+        if known is not None:
+            return known
+        self._module_names[key] = False
+        binding = self._module_binding(path, name, 0)
+        called = _CALLED.match(binding[1].strip()) if binding is not None else None
+        cls = self.graph.resolve(binding[0], called.group(1)) if binding is not None and called is not None else None
+        definition = self.graph.definition(cls) if cls is not None else None
+        found = definition is not None and definition.kind == "class" and self._attribute_clients(cls, definition, attribute, set())
+        self._module_names[key] = found
+        return found
+
+    def _attribute_clients(self, cls: FunctionRef, definition: Definition, attribute: str, seen: set[str]) -> bool:
+        facts = self.facts[cls.path]
+        values = [
+            found.group(1).strip()
+            for number in range(definition.start_line, definition.end_line + 1)
+            if (found := re.match(rf"\s*self\.{re.escape(attribute)}\s*=(?!=)\s*(.+)$", facts.line_text(number))) is not None
+        ]
+        redis = any(item.module.split(".", 1)[0] == "redis" for item in facts.index.imports)
+        seen = seen | {attribute}
+
+        def client(value: str) -> bool:
+            other = re.fullmatch(r"self\.(\w+)", value)
+            if other is not None:
+                return other.group(1) not in seen and self._attribute_clients(cls, definition, other.group(1), seen)
+            return self._client_value(cls.path, value, 1) or (redis and _SENTINEL_CLIENT.match(value) is not None)
+
+        return bool(values) and all(client(value) for value in values)
 
     def _client_value(self, path: str, expression: str, depth: int) -> bool:
         """Whether ``expression`` (written in ``path``) evaluates to a client."""

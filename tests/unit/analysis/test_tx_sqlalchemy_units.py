@@ -298,6 +298,80 @@ def test_an_unknown_delete_on_a_parameter_after_a_commit_is_still_a_write(client
     assert ("app/routes.py", "drop") in clients
 
 
+WRAPPER = {
+    "app/sentinel.py": """
+        from redis import StrictRedis, sentinel
+
+
+        class Sentinel:
+            def __init__(self, app=None):
+                self.master = StrictRedis()
+                self.slave = self.master
+                self.store = None
+
+            def init_app(self, app):
+                if app.config.get("REDIS_SENTINEL"):
+                    self.connection = sentinel.Sentinel(app.config["REDIS_SENTINEL"])
+                    self.master = self.connection.master_for("mymaster")
+                    self.slave = self.connection.slave_for("mymaster")
+                else:
+                    self.master = StrictRedis(host="localhost")
+                    self.slave = self.master
+                self.store = app.extensions["sqlalchemy"]
+        """,
+    "app/extensions.py": "from .sentinel import Sentinel\n\n__all__ = ['sentinel']\n\nsentinel = Sentinel()\n",
+    "app/core.py": "from .extensions import *\n",
+    "app/cache.py": """
+        from .core import sentinel
+
+
+        def delete_memoized(pattern):
+            keys = sentinel.slave.keys(pattern=pattern)
+            return bool(sentinel.master.delete(*keys))
+
+
+        def forget_rows(*keys):
+            sentinel.store.delete(*keys)
+        """,
+    "app/routes.py": """
+        from flask import Blueprint
+
+        from .cache import delete_memoized, forget_rows
+        from .db import db
+        from .models import Item
+
+        bp = Blueprint("items", __name__)
+
+
+        @bp.route("/items/<int:item_id>", methods=["PUT"])
+        def update_item(item_id):
+            Item.query.filter_by(id=item_id).delete()
+            db.session.commit()
+            delete_memoized(item_id)
+            delete_memoized(f"all:{item_id}")
+
+
+        @bp.route("/items/<int:item_id>/rows", methods=["DELETE"])
+        def drop(item_id):
+            Item.query.filter_by(id=item_id).delete()
+            db.session.commit()
+            forget_rows(item_id)
+        """,
+    "app/models.py": "from .db import db\n\nclass Item(db.Model):\n    pass\n",
+    **DB,
+}
+
+
+def test_a_redis_client_held_by_a_project_wrapper_is_no_database():
+    # Round 14's pybossa: ``sentinel = Sentinel()`` (re-exported through a star import)
+    # holds ``self.master = StrictRedis()`` or redis's ``Sentinel.master_for(...)``; its
+    # ``sentinel.master.delete(*keys)`` cache invalidations read as 13 database deletes.
+    found = reported(analyze_source(WRAPPER, load_rule("tx-outside-transaction")))
+    assert ("app/routes.py", "update_item") not in found
+    # ``self.store`` is also bound to a non-client: its delete keeps the model's verdict.
+    assert ("app/routes.py", "drop") in found
+
+
 # ------------------------------------------------------------ a commit after reads only
 
 SYSTEM_INFO = """
