@@ -215,6 +215,9 @@ class Analysis:
             context = facts_context(rule, framework, related)
             self.facts = self._cached_facts(analysed, patterns, sql_write, related, context, facts_cache, digests or {})
         drop_staged(self.facts)  # session-staged deletes, unless a project method of the name commits
+        if not django.uses_django(indexes):
+            for file_facts in self.facts.values():
+                file_facts.set_aside(lambda site: site.reason == django.TREE_OPERATION)  # no treebeard/mptt without Django
         receiver_signals = django.receiver_signals(indexes, graph)
         self.framework_calls = FrameworkCalls(graph, self.facts, framework, receiver_signals)
         self.boundaries = Boundaries(
@@ -225,7 +228,6 @@ class Analysis:
         self.arguments = Arguments(graph, self.facts, self.framework_calls.serializer_edges.instance_parameters)
         self.sequences = Sequences(
             graph, self.facts, self.reach, self.boundaries, self.arguments, savepoint_commits=bool(nested_commit_releases(texts)),
-            django=django.uses_django(indexes),
         )
 
     def _cached_facts(

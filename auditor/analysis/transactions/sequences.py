@@ -37,7 +37,6 @@ from auditor.analysis.transactions.snapshots import Snapshots
 from auditor.analysis.transactions.sqlalchemy_series import releases_savepoint
 from auditor.analysis.transactions.value_cases import parameter_names, value_cases
 from auditor.analysis.transactions.dispatch import OVERRIDE, class_of
-from auditor.analysis.transactions.django import TREE_OPERATION
 from auditor.analysis.transactions.ensured_rows import EnsuredRows
 from auditor.analysis.transactions.facts import FileFacts, enclosing_of
 from auditor.analysis.transactions.bound_parameters import Bound, bound_at, bound_callees
@@ -92,10 +91,9 @@ class Sequences:
     """Every function's heaviest path, computed once per set of parameters switched off."""
 
     def __init__(self, graph: CallGraph, facts: Mapping[str, FileFacts], reach: Reach, boundaries: Boundaries,
-                 arguments: Arguments, savepoint_commits: bool = False, django: bool = True) -> None:  # fmt: skip
+                 arguments: Arguments, savepoint_commits: bool = False) -> None:  # fmt: skip
         self.graph = graph
         self.savepoint_commits = savepoint_commits  # SQLAlchemy < 2: a commit after begin_nested() releases it
-        self.django = django  # the project imports Django: tree operations by name are treebeard's or mptt's
         self.facts = facts
         self.reach = reach
         self.boundaries = boundaries
@@ -316,8 +314,6 @@ class Sequences:
             call = site.call
             if (call.line, call.name) in exact_calls or facts.covered(enclosing, call.line, call.callee, call.arguments):
                 continue
-            if site.reason == TREE_OPERATION and not self.django:
-                continue  # a project with no Django: its ``add_child`` is no treebeard/mptt write
             if throwaway and call.callee.split(".", 1)[0] in throwaway:
                 continue  # written to an in-memory database: nothing persists
             if self.savepoint_commits and site.effect is Effect.COMMIT and _releases_savepoint(facts, definition, call):

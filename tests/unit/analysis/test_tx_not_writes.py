@@ -14,9 +14,14 @@ function's writes (none when it writes nothing), and one call is one effect.
 
 from __future__ import annotations
 
+import textwrap
+
 import pytest
 
+from auditor.analysis.transactions import TxOptions, analyze_tx_outside_transaction
+from auditor.analysis.transactions.explain import AnalysisInputs, explain
 from auditor.findings.model import Finding
+from auditor.index.extract import index_source
 from auditor.rules.loader import Rule, load_rule
 from tests.support import analyze_source, reported
 
@@ -578,6 +583,12 @@ def test_tree_named_methods_of_a_project_without_django_are_no_writes(rule: Rule
             """,
     }
     assert ("app/routes.py", "preview") not in reported(analyze_source(files, rule))
+    # ``explain`` and the sink counts agree: no effect is listed for them either.
+    texts = {path: textwrap.dedent(text).lstrip("\n") for path, text in files.items()}
+    indexes = {path: index_source(path, text, "python") for path, text in texts.items()}
+    found = explain(AnalysisInputs(indexes, texts, rule), "app/routes.py", "preview", TxOptions(min_severity="low"))
+    assert found.effects == ()
+    assert analyze_tx_outside_transaction(indexes, texts, rule).sinks == 0
 
 
 def test_treebeard_tree_operations_stay_writes_in_a_django_project(rule: Rule) -> None:
