@@ -1,18 +1,17 @@
-"""Sibling ``if`` statements whose tests are each other's negation.
+"""Sibling Python ``if`` statements whose tests are each other's negation, of a local name
+nothing touches between them.
 
-``if obj.is_draft: A`` followed, in the same block, by ``if not obj.is_draft: B`` runs A or
-B, never both, as long as nothing between the two tests (the first arm included) may change
-what they read. :mod:`.paths` then counts the heavier of the two arms on a path, not their
-sum.
+``if empty: A`` followed, in the same block, by ``if not empty: B`` runs A or B, never both,
+when ``empty`` is a local of the function (a parameter, or bound in its body; never declared
+``global`` or ``nonlocal``, nor ``nonlocal`` in a nested function) and the name does not occur
+at all in the first arm or in the statements between the two ``if``: no rebinding, ``del``,
+method call, subscript write or hand-off to a call can then have changed what the second test
+reads. :mod:`.paths` counts the heavier of the two arms on a path, not their sum.
 
-What may change a test's value: a binding of its subject or of an object it is read from;
-for a dotted subject, a method call on such an object or handing one to a call (the callee
-may set the attribute, so most tests of ``self.x`` stay summed); for a truth test, also a
-call on the subject itself or handing it on (a collection's size). A test is read only in
-these shapes, with a dotted name as its subject: ``x`` / ``not x`` / ``!x``; ``x is None`` /
-``x is not None`` (``== null`` / ``!= null``, ``=== null``, ``== nil``); ``x == literal`` /
-``x != literal``. Anything else (a call, an ``and``, a comparison of two names) is not
-matched, so the walk sums the arms as before.
+Kept narrow so it cannot join arms that may both run: a test is read only as ``x``, ``not x``,
+``x is None`` or ``x is not None`` with ``x`` a bare name (an attribute may be set by any call,
+a property may read the database), and only in Python (Go's ``if v := f(); v`` binds in the
+statement itself; JavaScript's ``== null`` and ``=== undefined`` are not negations of each other).
 """
 
 from __future__ import annotations
@@ -23,25 +22,17 @@ from dataclasses import dataclass
 
 from tree_sitter import Node
 
-_SUBJECT = r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*"
-_LITERAL = r"(?:-?\d+(?:\.\d+)?|'[^'\\]*'|\"[^\"\\]*\"|True|False|true|false)"
-_NOT = re.compile(rf"(?:not\s+|!\s*)({_SUBJECT})")
-_NONE = re.compile(rf"({_SUBJECT})\s+(is\s+not|is|===?|!==?)\s+(?:None|null|nil|undefined)")
-_EQUALS = re.compile(rf"({_SUBJECT})\s*(==|!=)\s*({_LITERAL})")
-_BARE = re.compile(_SUBJECT)
-_TARGETS = {
-    "assignment": "left", "augmented_assignment": "left", "for_statement": "left", "for_in_clause": "left",
-    "named_expression": "name", "as_pattern_target": None, "assignment_expression": "left",
-    "assignment_statement": "left", "short_var_declaration": "left", "for_in_statement": "left",
-    "update_expression": "argument",
-}  # fmt: skip
-_CALLS = frozenset({"call", "call_expression", "method_invocation"})
+_NAME = r"[A-Za-z_]\w*"
+_NOT = re.compile(rf"not\s+({_NAME})")
+_NONE = re.compile(rf"({_NAME})\s+(is\s+not|is)\s+None")
+_NAME_ONLY = re.compile(_NAME)
+_CONSTANTS = frozenset({"True", "False", "None"})
+_DECLARATIONS = frozenset({"global_statement", "nonlocal_statement"})
 
 
 @dataclass(frozen=True)
 class Test:
-    """What a test asks of its subject (``truth``, ``none`` or ``== literal``) and whether
-    it asks it positively."""
+    """What a test asks of its name (``truth`` or ``none``) and whether it asks it positively."""
 
     subject: str
     question: str
@@ -54,14 +45,11 @@ class Test:
         text = " ".join(condition.text.decode("utf-8", "replace").split())
         while text.startswith("(") and text.endswith(")"):
             text = text[1:-1].strip()
-        if (negated := _NOT.fullmatch(text)) is not None:
+        if (negated := _NOT.fullmatch(text)) is not None and negated.group(1) not in _CONSTANTS:
             return cls(negated.group(1), "truth", positive=False)
-        if (none := _NONE.fullmatch(text)) is not None:
-            operator = none.group(2)
-            return cls(none.group(1), "none", positive=operator in ("is", "==", "==="))
-        if (equals := _EQUALS.fullmatch(text)) is not None:
-            return cls(equals.group(1), f"== {equals.group(3)}", positive=equals.group(2) == "==")
-        if _BARE.fullmatch(text) and text not in ("True", "False", "true", "false", "None", "null"):
+        if (none := _NONE.fullmatch(text)) is not None and none.group(1) not in _CONSTANTS:
+            return cls(none.group(1), "none", positive=none.group(2) == "is")
+        if _NAME_ONLY.fullmatch(text) and text not in _CONSTANTS:
             return cls(text, "truth", positive=True)
         return None
 
@@ -69,62 +57,33 @@ class Test:
         return (self.subject, self.question) == (other.subject, other.question) and self.positive != other.positive
 
 
-def changes(nodes: Iterable[Node], test: Test, nested: frozenset[str]) -> bool:
-    """Whether any of ``nodes`` (nested functions aside) may change what the test reads:
-    it binds the subject or an object it is read from (``obj = ...`` under a test of
-    ``obj.flag``), or, for a dotted subject, calls a method on such an object or hands one
-    to a call (``self.finish()``, ``charge(order)`` under a test of ``order.paid``: the
-    callee may set the attribute). A truth test also reads a collection's size, so a call
-    on the subject itself or handing it on (``items.append(x)``, ``fill(items)``) counts."""
-    parts = test.subject.split(".")
-    owners = {".".join(parts[:end]) for end in range(1, len(parts) + 1)}
-    handed = owners if test.question == "truth" else owners - {test.subject}
+def python_if(statement: Node) -> bool:
+    """Whether an ``if_statement`` node is Python's (its header ends in a ``:`` token)."""
+    return any(child.type == ":" for child in statement.children)
+
+
+def untouched(nodes: Iterable[Node], name: str) -> bool:
+    """Whether ``name`` occurs nowhere in ``nodes`` (nested functions included: a closure
+    called later may change it)."""
     pending = list(nodes)
     while pending:
         node = pending.pop()
-        if node.type in _TARGETS:
-            field = _TARGETS[node.type]
-            target = node.child_by_field_name(field) if field is not None else node
-            if target is not None and _binds(target, owners):
-                return True
-        if node.type in _CALLS and handed and (_receiver(node) in handed or handed & _bare_arguments(node)):
-            return True
-        if node.type not in nested:
-            pending.extend(node.named_children)
-    return False
+        if node.type == "identifier" and node.text is not None and node.text.decode("utf-8", "replace") == name:
+            return False
+        pending.extend(node.children)
+    return True
 
 
-def _bare_arguments(call: Node) -> set[str]:
-    arguments = call.child_by_field_name("arguments")
-    found: set[str] = set()
-    for argument in arguments.named_children if arguments is not None else ():
-        value = argument.child_by_field_name("value") if argument.type in ("keyword_argument", "pair") else argument
-        if value is not None and value.text is not None:
-            found.add(" ".join(value.text.decode("utf-8", "replace").split()))
-    return found
-
-
-def _binds(target: Node, owners: set[str]) -> bool:
-    pending = [target]
+def local_of(function: Node | None, name: str, bound: Iterable[str]) -> bool:
+    """Whether ``name`` is a local of the function whose body is ``function``: among
+    ``bound`` (the names its body binds or its parameters) and declared ``global`` or
+    ``nonlocal`` nowhere in it (a nested function's ``nonlocal`` included)."""
+    if function is None or name not in set(bound):
+        return False
+    pending = [function]
     while pending:
-        part = pending.pop()
-        text = " ".join(part.text.decode("utf-8", "replace").split()) if part.text is not None else ""
-        if text in owners:
-            return True
-        if part.type not in ("attribute", "subscript", "member_expression", "field_expression", "field_access"):
-            pending.extend(part.named_children)
-    return False
-
-
-def _receiver(call: Node) -> str | None:
-    """``a.b`` of a call ``a.b.method(...)``; None for a plain function call."""
-    if call.type == "method_invocation":  # Java: the object is the call's own field
-        receiver = call.child_by_field_name("object")
-    else:
-        function = call.child_by_field_name("function")
-        receiver = None
-        if function is not None:
-            receiver = function.child_by_field_name("object") or function.child_by_field_name("operand")
-    if receiver is None or receiver.text is None:
-        return None
-    return " ".join(receiver.text.decode("utf-8", "replace").split())
+        node = pending.pop()
+        if node.type in _DECLARATIONS and not untouched(node.named_children, name):
+            return False
+        pending.extend(node.named_children)
+    return True

@@ -3,7 +3,8 @@ function's body.
 
 Events (writes, commits, side effects, calls that perform them) are placed on the
 function's statements by line. Exclusive branches (``if/elif/else``, ``switch``/``match``
-cases, exception handlers) contribute their heaviest arm, not their sum; ``return``,
+cases, exception handlers; in Python, sibling ``if x:`` / ``if not x:`` of a local nothing
+touches between them, :mod:`.complements`) contribute their heaviest arm, not their sum; ``return``,
 ``raise`` and ``throw`` end a path, so writes after an early return and writes before it
 in the returning arm are never counted together. An arm whose condition is exactly a
 parameter the caller passes as a false constant (``if save:`` under ``save=False``) cannot
@@ -28,7 +29,7 @@ from typing import Generic, TypeVar
 
 from tree_sitter import Node, Parser
 
-from .complements import Test, changes
+from .complements import Test, local_of, python_if, untouched
 
 Event = TypeVar("Event")
 Path = tuple  # a tuple of events in source order
@@ -269,11 +270,12 @@ def _text(node: Node, source: bytes) -> str:
 
 @dataclass(frozen=True)
 class _Tested:
-    """A single-arm ``if`` already walked in a block: its test, its position among the
-    block's statements, and where its events sit on the path through the block (from
-    ``start``, the first ``head`` of them its condition's, up to ``end``)."""
+    """A single-arm ``if`` already walked in a block: its test, the statement and its
+    position among the block's statements, and where its events sit on the path through the
+    block (from ``start``, the first ``head`` of them its condition's, up to ``end``)."""
 
     test: Test
+    statement: Node
     position: int
     start: int
     head: int
@@ -282,7 +284,7 @@ class _Tested:
 
 def _single_test(statement: Node) -> Test | None:
     """The test of an ``if`` with one arm and no ``else`` (:mod:`.complements`)."""
-    if statement.type != "if_statement":
+    if statement.type != "if_statement" or not python_if(statement):
         return None
     arms, closed = if_arms(statement)
     return Test.of(arms[0][0]) if len(arms) == 1 and not closed else None
@@ -306,6 +308,8 @@ class _Walk(Generic[Event]):
         self.off = off
         self.caught = caught
         self.protected: list[tuple[int, int]] = []  # line spans of try bodies whose handler carries on
+        self.root: Node | None = None  # the function's body, once the walk starts
+        self._locals: set[str] | None = None
         self.claimed: set[int] = set()
 
     def heavier(self, left: Path | None, right: Path | None) -> Path | None:
@@ -368,7 +372,7 @@ class _Walk(Generic[Event]):
             head = self._unclaimed(statement.child_by_field_name("condition")) if test is not None else 0
             passing, ending = self.walk(statement)
             earlier = next((seen for seen in tests if test is not None and test.negates(seen.test)), None)
-            if earlier is not None and not changes(statements[earlier.position : position], test, _NESTED):
+            if earlier is not None and self._exclusive(earlier, statements[earlier.position + 1 : position]):
                 # ``if x: A`` ... ``if not x: B``: A or B, never both.
                 head_end = earlier.start + earlier.head
                 without = through[: earlier.start] + through[earlier.start : head_end] + through[earlier.end :]
@@ -385,8 +389,19 @@ class _Walk(Generic[Event]):
                 return self._dead_after(statements, position), ended
             through = through + passing
             if test is not None:
-                tests.append(_Tested(test, position, start, head, len(through)))
+                tests.append(_Tested(test, statement, position, start, head, len(through)))
         return through, ended
+
+    def _exclusive(self, earlier: _Tested, between: Sequence[Node]) -> bool:
+        """Whether the negated test of ``earlier``'s name, after the statements ``between``,
+        reads the value ``earlier`` read (:mod:`.complements`)."""
+        name = earlier.test.subject
+        arm = earlier.statement.child_by_field_name("consequence")
+        if self.root is None or arm is None or not untouched([arm, *between], name):
+            return False
+        if self._locals is None:
+            self._locals = bound_names(self.root) | _parameter_names(self.root)
+        return local_of(self.root, name, self._locals)
 
     def _dead_after(self, statements: Sequence[Node], position: int) -> None:
         for dead in statements[position + 1 :]:
@@ -660,6 +675,7 @@ def heaviest_path(
     if body is None:
         return tuple(event for line in sorted(events) for event in events[line])
     walk = _Walk(source, events, weight, _unbound(off, body) | exits.known_false, caught, exits)
+    walk.root = body
     through, ended = walk.walk(body)
     best = walk.heavier(through if exits.falls_through else None, ended) or ()
     rest = [line for line in sorted(events) if line not in walk.claimed]
@@ -688,7 +704,16 @@ def _unbound(off: frozenset[str], body: Node) -> frozenset[str]:
     names = {name for name in off if not name.startswith("<")}
     if not names:
         return off
-    rebound: set[str] = set()
+    rebound = bound_names(body) & names
+    if not rebound:
+        return off
+    markers = {none_marker(name) for name in rebound}
+    return frozenset(name for name in off if name not in rebound and name not in markers)
+
+
+def bound_names(body: Node) -> set[str]:
+    """The names ``body`` binds (nested functions aside), in any target position."""
+    bound: set[str] = set()
     pending = [body]
     while pending:
         node = pending.pop()
@@ -699,13 +724,23 @@ def _unbound(off: frozenset[str], body: Node) -> frozenset[str]:
             while targets:
                 part = targets.pop()
                 if part.type == "identifier" and part.text is not None:
-                    rebound.add(part.text.decode("utf-8", "replace"))
+                    bound.add(part.text.decode("utf-8", "replace"))
                 elif part.type not in ("attribute", "subscript", "field_expression", "member_expression", "field_access"):
                     targets.extend(part.named_children)
         if node.type not in _NESTED or node is body:
             pending.extend(node.named_children)
-    rebound &= names
-    if not rebound:
-        return off
-    markers = {none_marker(name) for name in rebound}
-    return frozenset(name for name in off if name not in rebound and name not in markers)
+    return bound
+
+
+def _parameter_names(body: Node) -> set[str]:
+    """The parameter names of the Python function whose body is ``body``."""
+    function = body.parent
+    parameters = function.child_by_field_name("parameters") if function is not None else None
+    names: set[str] = set()
+    for parameter in parameters.named_children if parameters is not None else ():
+        name = parameter if parameter.type == "identifier" else parameter.child_by_field_name("name")
+        if name is None:
+            name = next((child for child in parameter.named_children if child.type == "identifier"), None)
+        if name is not None and name.type == "identifier" and name.text is not None:
+            names.add(name.text.decode("utf-8", "replace"))
+    return names

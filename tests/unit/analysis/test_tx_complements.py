@@ -1,9 +1,8 @@
 """Sibling ``if`` statements with negated tests (``if x: A`` ... ``if not x: B``) run one arm
-on a path, never both. Round 12's hypha ``form_valid`` tested ``self.object.is_draft`` twice;
-the common shapes are a local flag and a None test. Counter-tests: whatever
-may change the tested value between the two tests keeps both arms on one path (a
-rebinding, a method call or a hand-off of the object the attribute is read from, a call
-on a tested collection), as do two different names and the same test twice."""
+on a path, never both, when the name is a local nothing touches between the tests: a local
+flag and a None test. Counter-tests: an attribute (any call may set it), a rebinding, a call
+on or a hand-off of the name (in a list too), a subscript write, a closure's ``nonlocal``, a
+module-level name, two different names and the same test twice keep both arms on one path."""
 
 from __future__ import annotations
 
@@ -15,7 +14,7 @@ from tests.support import analyze_source, reported
 VIEWS = """
     from rest_framework.decorators import api_view
 
-    from .models import Label, Tag, notify
+    from .models import READY, Label, Tag, mark_all, notify, prepare
 
 
     @api_view(["POST"])
@@ -96,6 +95,61 @@ VIEWS = """
             Tag.objects.filter(name=name).delete()
 
 
+    @api_view(["POST"])
+    def subscript_write(request, name):
+        Label.objects.create(name=name)
+        data = {}
+        if not data:
+            data["k"] = Tag.objects.create(name=name)
+        if data:
+            Tag.objects.filter(name=name).delete()
+
+
+    @api_view(["POST"])
+    def closure(request, name):
+        Label.objects.create(name=name)
+        empty = True
+
+        def fill():
+            nonlocal empty
+            empty = False
+
+        if empty:
+            Tag.objects.create(name=name)
+        fill()
+        if not empty:
+            Tag.objects.filter(name=name).delete()
+
+
+    @api_view(["POST"])
+    def module_flag(request, name):
+        Label.objects.create(name=name)
+        if READY:
+            Tag.objects.create(name=name)
+        prepare()
+        if not READY:
+            Tag.objects.filter(name=name).delete()
+
+
+    @api_view(["POST"])
+    def handed_in_a_list(request, name):
+        Label.objects.create(name=name)
+        empty = not Tag.objects.filter(name=name).exists()
+        if empty:
+            Tag.objects.create(name=name)
+        mark_all([empty])
+        if not empty:
+            Tag.objects.filter(name=name).delete()
+
+
+    @api_view(["POST"])
+    def one_line(request, name):
+        empty = not Tag.objects.filter(name=name).exists()
+        if empty: Tag.objects.create(name=name)
+        if not empty:
+            Label.objects.create(name=name)
+
+
     def charge(order):
         order.paid = True
         Tag.objects.create(name=order.name)
@@ -114,7 +168,11 @@ def test_arms_under_negated_tests_of_one_value_never_both_run(found, function):
     assert len(finding.sequence) == 2  # the lookup and one arm's write, not both arms'
 
 
-@pytest.mark.parametrize("function", ["rebound", "handed_on", "method_on_owner", "collection", "two_names", "same_test"])
+@pytest.mark.parametrize(
+    "function",
+    ["rebound", "handed_on", "method_on_owner", "collection", "two_names", "same_test", "subscript_write", "closure",
+     "module_flag", "handed_in_a_list"],
+)
 def test_arms_whose_test_may_read_another_value_keep_both_writes(found, function):
     assert len(found[("app/views.py", function)].sequence) == 3
 
@@ -146,6 +204,12 @@ BOTH = LOOPS.split("    class Command(BaseCommand):")[0] + """
                 if live.started:
                     Log.objects.create(video=live)
 """
+
+
+def test_a_write_on_the_line_of_its_test_is_kept_on_both_paths(found):
+    # ``if empty: Tag.objects.create(...)`` on one line: the write sits with the condition,
+    # so it stays on the path that skips the arm too (counted, never dropped).
+    assert len(found[("app/views.py", "one_line")].sequence) == 2
 
 
 def test_the_arms_of_an_if_inside_a_loop_still_exclude_each_other():
