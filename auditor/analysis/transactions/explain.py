@@ -273,5 +273,5 @@ def _outcome(analysis: Analysis, outcome: Outcome, ref: FunctionRef, steps: tupl
     action = unrun_hook_action(ref, analysis.reach)
     if action is not None:
         hook = ref.qualname.rsplit(".", 1)[-1]
-        return UNREACHABLE, f"DRF never runs it: {action.qualname} overrides the action and calls neither {hook} nor super()"
+        return UNREACHABLE, f"DRF never runs it: {action.qualname} overrides the action and makes no call that may run {hook}"
     return UNREACHABLE, "no entry point reaches it"

@@ -34,10 +34,13 @@ _DEV_DATA_COMMAND = re.compile(r"(?:^|/)management/commands/(?:populate\w*|seed\
 # A dev-data script sits at the top of the tree or in scripts/, tools/ or bin/; deeper
 # (an app's tasks/populate_balances.py, say), the name says nothing.
 _DEV_DATA_SCRIPT = re.compile(r"^(?:(?:scripts?|tools|bin)/)?(?:populate\w*|seed\w*|\w*fake\w*)\.py$")
+_HOOK_SEARCH = 4
+"""How many calls deep :func:`unrun_hook_action` looks for a call that may run the action."""
 _FIXTURE_DIRECTORIES = frozenset({"fixtures", "fixture", "testdata", "test_data", "examples", "example"})
 # A stand-in for another service (galaxy_ng's profiles/community/github_mock/flaskapp.py):
-# ``mock``/``mocks``, ``github_mock``, ``mock-server``.
-_MOCK_DIRECTORY = re.compile(r"(?i)^(?:mocks?|\w+[_-]mocks?|mocks?[_-]\w+)$")
+# ``mock``/``mocks``, ``github_mock``, ``mock-server``/``mock_server``/``mockserver``; not
+# ``mock_exam`` or ``mock_gateway``, which may be a product's own app.
+_MOCK_DIRECTORY = re.compile(r"(?i)^(?:mocks?|\w+[_-]mocks?|mock[_-]?servers?)$")
 
 
 def production_entries(
@@ -61,7 +64,8 @@ def real_entries(entries: tuple[EntryPoint, ...], reach: Reach) -> tuple[EntryPo
     (a view's ``create`` action, ``serializer.save()``, a ``signal.send``): each of those is
     reached through its callers, so it is covered when every such path runs through a
     boundary, and reported from the entry point of one that does not. A framework-called
-    function no real path is seen to reach stays an entry point of its own."""
+    function no real path is seen to reach stays an entry point of its own, unless it is a
+    ``perform_*`` hook its class's own action never runs (:func:`unrun_hook_action`)."""
     called = [entry for entry in entries if framework_invoked(entry)]
     if not called:
         return entries
@@ -81,21 +85,31 @@ def _hook_never_run(entry: EntryPoint, reach: Reach) -> bool:
 def unrun_hook_action(ref: FunctionRef, reach: Reach) -> FunctionRef | None:
     """The action override that keeps a view's ``perform_*`` hook from running, or None:
     the class (or a repository base) overrides the action (``update`` for
-    ``perform_update``) with a method that neither calls the hook nor the framework's action
-    (``super().update``). DRF's hooks are called only from its mixins' actions
-    (rest_framework/mixins.py, ``UpdateModelMixin.update`` -> ``self.perform_update(serializer)``);
-    a project path that calls the hook itself reaches it by an edge and reports it from there."""
+    ``perform_update``) with a method that makes no call of the hook's or the action's name
+    (``super().update``, ``UpdateModelMixin.update(self, ...)``), nor does any repository
+    function it reaches (:data:`_HOOK_SEARCH` calls deep). DRF's hooks are called only from
+    its mixins' actions (rest_framework/mixins.py, ``UpdateModelMixin.update`` ->
+    ``self.perform_update(serializer)``), which only a call of the action's name runs."""
     hook = ref.qualname.rsplit(".", 1)[-1]
     action = DRF_HOOK_ACTIONS.get(hook) if "." in ref.qualname else None
     own = reach.graph.class_member(class_of(ref), action) if action is not None else None
-    facts = reach.facts.get(own.path) if own is not None else None
-    if own is None or facts is None or reach.graph.definition(own) is None:
+    if own is None or reach.graph.definition(own) is None:
         return None
-    runs = any(
-        call.enclosing == own.qualname and (call.name == hook or (call.name == action and call.callee.startswith("super")))
-        for call in facts.index.calls
-    )
-    return None if runs else own
+    seen, frontier = {own}, [own]
+    for _ in range(_HOOK_SEARCH):
+        following: list[FunctionRef] = []
+        for function in frontier:
+            facts = reach.facts.get(function.path)
+            if facts is None or reach.graph.definition(function) is None:
+                return None  # a function whose calls are not known: it may run the action
+            if any(call.enclosing == function.qualname and call.name in (hook, action) for call in facts.index.calls):
+                return None
+            for edge in reach.callees(function):
+                if edge.callee not in seen and reach.graph.definition(edge.callee) is not None:
+                    seen.add(edge.callee)
+                    following.append(edge.callee)
+        frontier = following
+    return None if frontier else own
 
 
 def dev_or_fixture_path(path: str) -> bool:

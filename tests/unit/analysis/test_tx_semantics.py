@@ -291,7 +291,8 @@ def test_tests_fixtures_and_dev_data_commands_are_not_entry_points_by_default(ru
 
 @pytest.mark.parametrize(
     ("directory", "production"),
-    [("profiles/github_mock", False), ("mocks", False), ("mock-server", False), ("shop/mockingbird", True), ("shop", True)],
+    [("profiles/github_mock", False), ("mocks", False), ("mock-server", False), ("shop/mockingbird", True),
+     ("apps/mock_exam", True), ("payments/mock_gateway", True), ("shop", True)],
 )
 def test_a_mock_service_is_no_entry_point_by_default(rule: Rule, directory: str, production: bool):
     # Round 13's galaxy_ng: a test profile's Flask stand-in for GitHub's API
