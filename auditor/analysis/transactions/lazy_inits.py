@@ -59,6 +59,10 @@ _LITERALS = frozenset({"true", "false", "none", "integer", "float", "string", "c
 _MADE = (Effect.WRITE, Effect.UPSERT, Effect.UPDATE)
 """The effects that make a value: a save or create (a save of the object's own row is an update)."""
 _ROW_IDENTITY = re.compile(r"(?:^|\.)(?:pk|id|_state\.adding)$")
+_ORM_LOOKUP_FAILURE = re.compile(r"(?i)noresultfound|\w*doesnotexist")
+"""The lookups a lazy initializer's handler may catch: an ORM query that found no row
+(sqlalchemy/exc.py ``NoResultFound``; django/core/exceptions.py ``ObjectDoesNotExist``, each
+model's ``DoesNotExist``), not a missing file or an HTTP 404."""
 
 
 def effect_lines(facts: FileFacts | None, reach: Reach, ref: FunctionRef) -> set[int]:
@@ -160,19 +164,40 @@ def _innermost_guard(body: Node, line: int, source: bytes) -> tuple[Node | None,
 
 
 def _missed_lookup(handler: Node, source: bytes) -> bool:
-    """Whether ``handler`` catches only a lookup that found nothing (SQLAlchemy's
-    ``NoResultFound``, Django's ``DoesNotExist``/``ObjectDoesNotExist``: ``paths``'s lookup
-    failures) of a ``try`` whose body returns or binds what it looked up
-    (``try: return q.one() except NoResultFound: ...``): the handler runs only when the row
-    is missing."""
-    if not paths.catches_only_a_missed_lookup(handler, source):
+    """Whether ``handler`` catches only an ORM lookup that found nothing (SQLAlchemy's
+    ``NoResultFound``, Django's ``DoesNotExist``/``ObjectDoesNotExist``) of a ``try`` whose
+    one statement returns or binds what it looked up (``try: return q.one() except
+    NoResultFound: ...``), and fills that value: every ``return`` in it hands back a value
+    (not ``None``), or it binds the name the ``try`` bound. The handler then runs only while
+    the row is missing, and makes it."""
+    caught = paths.caught_names(handler, source)
+    if not caught or not all(_ORM_LOOKUP_FAILURE.fullmatch(name.rsplit(".", 1)[-1]) for name in caught):
         return False
     attempt = handler.parent
     body = attempt.child_by_field_name("body") if attempt is not None and attempt.type == "try_statement" else None
     statements = [child for child in body.named_children if child.type != "comment"] if body is not None else []
-    return len(statements) == 1 and (
-        statements[0].type == "return_statement" or _binding(statements[0]) is not None
-    )
+    if len(statements) != 1:
+        return False
+    if statements[0].type == "return_statement":
+        returns = _returns(handler)
+        return bool(returns) and all(value is not None and value.type != "none" for value in returns)
+    bound = _binding(statements[0])
+    target = bound.child_by_field_name("left") if bound is not None else None
+    return target is not None and _assigns(handler, _text(target, source), source)
+
+
+def _returns(node: Node) -> list[Node | None]:
+    """The values of the ``return`` statements in ``node`` (None for a bare ``return``),
+    nested functions aside."""
+    found: list[Node | None] = []
+    pending = [node]
+    while pending:
+        current = pending.pop()
+        if current.type == "return_statement":
+            found.append(current.named_children[0] if current.named_children else None)
+        elif current.type not in _NESTED:
+            pending.extend(current.named_children)
+    return found
 
 
 def _binding(statement: Node) -> Node | None:
@@ -229,6 +254,8 @@ def _false_by_default(test: Node, source: bytes, body: Node) -> bool:
     if test.type != "identifier" or parameters is None:
         return False
     name = _text(test, source)
+    if name in paths.bound_names(body):
+        return False  # bound again in the body: not the default at the test
     for parameter in parameters.named_children:
         if parameter.type in ("default_parameter", "typed_default_parameter"):
             named, default = parameter.child_by_field_name("name"), parameter.child_by_field_name("value")

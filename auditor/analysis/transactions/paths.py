@@ -242,12 +242,11 @@ def carries_on(handler: Node, source: bytes) -> bool:
     return True
 
 
-def catches_only_a_missed_lookup(handler: Node, source: bytes) -> bool:
-    """Whether an ``except`` handler names only lookups that found nothing
-    (:data:`_LOOKUP_FAILURE`: ``NoResultFound``, ``DoesNotExist``, ``Model.DoesNotExist``)."""
+def caught_names(handler: Node, source: bytes) -> list[str]:
+    """The exception type names an ``except``/``catch`` handler names (none for a bare
+    ``except:``)."""
     caught = _caught_types(handler, source)
-    names = _TYPE_NAME.findall(caught) if caught is not None else []
-    return bool(names) and all(_LOOKUP_FAILURE.fullmatch(name.rsplit(".", 1)[-1]) for name in names)
+    return _TYPE_NAME.findall(caught) if caught is not None else []
 
 
 def _caught_types(handler: Node, source: bytes) -> str | None:

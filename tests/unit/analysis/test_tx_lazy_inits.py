@@ -343,6 +343,9 @@ def test_a_memo_filled_when_none_unless_asked_to_refresh_is_no_commit_of_its_rea
          "rename"),  # the lookup's own arm writes too
         ([_ANY_FAILURE, ("def get_default(cls, refresh=False)", "def get_default(cls, refresh=True)")], "show_config"),
         ([_ANY_FAILURE, ("or (refresh is True)", "or (cls.stale is True)")], "show_config"),  # no parameter
+        ([_ANY_FAILURE, ("global _default\n", "global _default\n                refresh = True\n")], "show_config"),  # bound again
+        ([("except NoResultFound:", "except FileNotFoundError:")], "rename"),  # no ORM lookup
+        ([("                        return current\n", "                        return None\n")], "rename"),  # makes nothing it returns
     ],
 )
 def test_lookups_and_memos_that_may_write_on_any_call_stay_counted(replacements: list, function: str, rule: Rule) -> None:
