@@ -28,7 +28,8 @@ such a client, the class's other such attribute, or redis's ``Sentinel.master_fo
 (pybossa's ``Sentinel`` wrapper). A module-level name may come through ``from M import *``.
 
 Anything else (a parameter, a name bound twice, an unresolved import, an attribute also bound
-to something else) is no client: its call keeps the model's verdict.
+to something else, in a tuple target or from outside the class in a file that is no test) is
+no client: its call keeps the model's verdict.
 
 Inputs: the call graph and the file texts. Output: :meth:`StoreClients.is_client`.
 """
@@ -39,6 +40,7 @@ import re
 from collections.abc import Mapping
 
 from auditor.callgraph.graph import CallGraph, FunctionRef
+from auditor.analysis.entrypoints import is_test_path
 from auditor.analysis.transactions.facts import FileFacts
 from auditor.analysis.transactions.name_bindings import FunctionBindings, function_bindings
 from auditor.analysis.transactions.expressions import assigned_expression
@@ -75,10 +77,11 @@ class StoreClients:
         if facts is None or not receiver.isidentifier():
             return False
         if attribute is not None and not self.is_client(path, definition, receiver, line):
-            local = definition is not None and self._bindings(path, definition) is not None
-            bindings = self._bindings(path, definition) if definition is not None else None
-            if local and bindings is not None and bindings.lines_binding(receiver):
-                return False  # a local: not the module-level object
+            if definition is not None:
+                signature = " ".join(facts.line_text(number) for number in range(definition.start_line, definition.body_start_line))
+                bindings = self._bindings(path, definition)
+                if re.search(rf"[(,]\s*\**{re.escape(receiver)}\b", signature) or bindings is None or bindings.lines_binding(receiver):
+                    return False  # a parameter, a local, or not parsed: not the module-level object
             return self._held_client(path, receiver, attribute)
         if definition is not None:
             signature = " ".join(facts.line_text(number) for number in range(definition.start_line, definition.body_start_line))
@@ -133,7 +136,7 @@ class StoreClients:
         if not bound:
             named = [item for item in facts.index.imports if item.name == name and (item.alias is None or item.alias == name)]
             starred = [item for item in facts.index.imports if item.name == "*"]  # ``from pybossa.extensions import *``
-            for item in named or starred:
+            for item in named or starred[::-1]:  # the last star import binding the name wins
                 module = self.graph.module_path(path, item.module)
                 found = self._module_binding(module, name, depth + 1) if module is not None else None
                 if found is not None or named:
@@ -156,16 +159,31 @@ class StoreClients:
         cls = self.graph.resolve(binding[0], called.group(1)) if binding is not None and called is not None else None
         definition = self.graph.definition(cls) if cls is not None else None
         found = definition is not None and definition.kind == "class" and self._attribute_clients(cls, definition, attribute, set())
+        found = found and not self._set_from_outside(name, attribute)
         self._module_names[key] = found
         return found
 
+    def _set_from_outside(self, name: str, attribute: str) -> bool:
+        """Whether a file other than a test assigns ``name.attribute`` (``holder.session =
+        db.session``, alone or in a tuple target)."""
+        target = rf"{re.escape(name)}\.{re.escape(attribute)}"
+        assignment = re.compile(rf"^\s*(?:[\w.\[\]]+\s*,\s*)*{target}\s*(?:,\s*[\w.\[\]]+\s*)*(?::[^=]+)?=(?!=)")
+        return any(
+            assignment.match(facts.line_text(number))
+            for path, facts in self.facts.items() if not is_test_path(path)
+            for number in range(1, len(facts.lines) + 1)
+        )  # fmt: skip
+
     def _attribute_clients(self, cls: FunctionRef, definition: Definition, attribute: str, seen: set[str]) -> bool:
-        facts = self.facts[cls.path]
-        values = [
-            found.group(1).strip()
-            for number in range(definition.start_line, definition.end_line + 1)
-            if (found := re.match(rf"\s*self\.{re.escape(attribute)}\s*=(?!=)\s*(.+)$", facts.line_text(number))) is not None
-        ]
+        facts = self.facts.get(cls.path)
+        if facts is None:
+            return False
+        lines = [facts.line_text(number) for number in range(definition.start_line, definition.end_line + 1)]
+        unpacked = re.compile(rf"self\.{re.escape(attribute)}\s*,[^=\n]*=(?!=)|,\s*self\.{re.escape(attribute)}\s*(?:,[^=\n]*)?=(?!=)")
+        if any(unpacked.search(text) for text in lines):
+            return False  # ``self.a, self.b = ...``: what it holds is not read here
+        assigned = re.compile(rf"\s*self\.{re.escape(attribute)}\s*=(?!=)\s*(.+)$")
+        values = [found.group(1).strip() for text in lines if (found := assigned.match(text)) is not None]
         redis = any(item.module.split(".", 1)[0] == "redis" for item in facts.index.imports)
         seen = seen | {attribute}
 

@@ -372,6 +372,24 @@ def test_a_redis_client_held_by_a_project_wrapper_is_no_database():
     assert ("app/routes.py", "drop") in found
 
 
+@pytest.mark.parametrize(
+    ("path", "old", "new"),
+    [
+        # a parameter of that name: whatever the caller passes
+        ("app/cache.py", "def delete_memoized(pattern):", "def delete_memoized(pattern, sentinel=None):"),
+        # set from outside the class to something else
+        ("app/extensions.py", "sentinel = Sentinel()\n", "sentinel = Sentinel()\nsentinel.master = make_session()\n"),
+        # unpacked: what it holds is not read
+        ("app/sentinel.py", "self.master = StrictRedis(host=\"localhost\")", "self.master, self.other = pick()"),
+    ],
+)
+def test_a_wrapper_attribute_that_may_hold_something_else_keeps_its_delete(path: str, old: str, new: str):
+    text = WRAPPER[path]
+    assert old in text
+    found = reported(analyze_source({**WRAPPER, path: text.replace(old, new)}, load_rule("tx-outside-transaction")))
+    assert ("app/routes.py", "update_item") in found
+
+
 # ------------------------------------------------------------ a commit after reads only
 
 SYSTEM_INFO = """
