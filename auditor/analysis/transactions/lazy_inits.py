@@ -59,6 +59,7 @@ _LITERALS = frozenset({"true", "false", "none", "integer", "float", "string", "c
 _MADE = (Effect.WRITE, Effect.UPSERT, Effect.UPDATE)
 """The effects that make a value: a save or create (a save of the object's own row is an update)."""
 _ROW_IDENTITY = re.compile(r"(?:^|\.)(?:pk|id|_state\.adding)$")
+_MAKERS = frozenset({"create", "get_or_create", "update_or_create"})
 _ORM_LOOKUP_FAILURE = re.compile(r"(?i)noresultfound|\w*doesnotexist")
 """The lookups a lazy initializer's handler may catch: an ORM query that found no row
 (sqlalchemy/exc.py ``NoResultFound``; django/core/exceptions.py ``ObjectDoesNotExist``, each
@@ -178,12 +179,50 @@ def _missed_lookup(handler: Node, source: bytes) -> bool:
     statements = [child for child in body.named_children if child.type != "comment"] if body is not None else []
     if len(statements) != 1:
         return False
+    lookup = statements[0].named_children[0] if statements[0].named_children else None
     if statements[0].type == "return_statement":
         returns = _returns(handler)
-        return bool(returns) and all(value is not None and value.type != "none" for value in returns)
+        return bool(returns) and all(value is not None and _hands_back_the_row(handler, value, lookup, source) for value in returns)
     bound = _binding(statements[0])
     target = bound.child_by_field_name("left") if bound is not None else None
-    return target is not None and _assigns(handler, _text(target, source), source)
+    return target is not None and target.type == "identifier" and _makes(handler, _text(target, source), source)
+
+
+def _hands_back_the_row(handler: Node, value: Node, lookup: Node | None, source: bytes) -> bool:
+    """Whether a ``return value`` of the handler hands back the row it made (a local it
+    :func:`_makes`) or the same lookup again (a race-safe insert's ``except IntegrityError:
+    return q.one()``): not a default object or a literal, which leave the row unmade."""
+    if value.type == "identifier":
+        return _makes(handler, _text(value, source), source)
+    return lookup is not None and " ".join(_text(value, source).split()) == " ".join(_text(lookup, source).split())
+
+
+def _makes(handler: Node, name: str, source: bytes) -> bool:
+    """Whether ``handler`` binds ``name`` to a row it makes: ``name = M.objects.create(...)``
+    (``get_or_create``, ``update_or_create``), or ``name = <call>`` then ``session.add(name)``
+    or ``name.save()``."""
+    made = False
+    pending = [handler]
+    calls: list[Node] = []
+    while pending:
+        node = pending.pop()
+        if node.type == "assignment" and node.child_by_field_name("left") is not None:
+            left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+            if left is not None and right is not None and _text(left, source) == name and right.type == "call":
+                function = right.child_by_field_name("function")
+                called = _text(function, source).rsplit(".", 1)[-1] if function is not None else ""
+                made = made or called in _MAKERS
+                calls.append(right)
+        if node.type == "call":
+            function = node.child_by_field_name("function")
+            arguments = node.child_by_field_name("arguments")
+            text = _text(function, source) if function is not None else ""
+            passed = [_text(argument, source) for argument in arguments.named_children] if arguments is not None else []
+            if (text.endswith(".add") and passed == [name]) or text == f"{name}.save":
+                made = True
+        if node.type not in _NESTED:
+            pending.extend(node.named_children)
+    return made and bool(calls)
 
 
 def _returns(node: Node) -> list[Node | None]:

@@ -346,6 +346,8 @@ def test_a_memo_filled_when_none_unless_asked_to_refresh_is_no_commit_of_its_rea
         ([_ANY_FAILURE, ("global _default\n", "global _default\n                refresh = True\n")], "show_config"),  # bound again
         ([("except NoResultFound:", "except FileNotFoundError:")], "rename"),  # no ORM lookup
         ([("                        return current\n", "                        return None\n")], "rename"),  # makes nothing it returns
+        ([("                        return current\n", "                        return cls(name='default')\n")], "rename"),
+        ([("db.session.add(current)", "db.session.add(Audit())")], "rename"),  # adds another row, returns an unsaved one
     ],
 )
 def test_lookups_and_memos_that_may_write_on_any_call_stay_counted(replacements: list, function: str, rule: Rule) -> None:
