@@ -84,32 +84,53 @@ def _hook_never_run(entry: EntryPoint, reach: Reach) -> bool:
 
 def unrun_hook_action(ref: FunctionRef, reach: Reach) -> FunctionRef | None:
     """The action override that keeps a view's ``perform_*`` hook from running, or None:
-    the class (or a repository base) overrides the action (``update`` for
-    ``perform_update``) with a method that makes no call of the hook's or the action's name
-    (``super().update``, ``UpdateModelMixin.update(self, ...)``), nor does any repository
-    function it reaches (:data:`_HOOK_SEARCH` calls deep). DRF's hooks are called only from
+    the hook's own class, which no repository class derives from, overrides the action
+    (``update`` for ``perform_update``: first in its MRO) with a method in whose text,
+    nested functions included, neither the hook's nor the action's name occurs
+    (``super().update``, ``UpdateModelMixin.update(self, ...)``, ``partial(super().update)``)
+    and that hands ``self`` to no function outside the repository; the same holds for the
+    class's other methods it reaches, and no other repository function it reaches calls a
+    function of either name (:data:`_HOOK_SEARCH` calls deep). DRF's hooks are called only from
     its mixins' actions (rest_framework/mixins.py, ``UpdateModelMixin.update`` ->
-    ``self.perform_update(serializer)``), which only a call of the action's name runs."""
+    ``self.perform_update(serializer)``)."""
     hook = ref.qualname.rsplit(".", 1)[-1]
     action = DRF_HOOK_ACTIONS.get(hook) if "." in ref.qualname else None
-    own = reach.graph.class_member(class_of(ref), action) if action is not None else None
-    if own is None or reach.graph.definition(own) is None:
+    cls = class_of(ref)
+    own = FunctionRef(cls.path, f"{cls.qualname}.{action}") if action is not None else None
+    if own is None or reach.graph.definition(own) is None or reach.dispatch.descendants(cls):
         return None
+    names = re.compile(rf"\b(?:{hook}|{action})\b")
     seen, frontier = {own}, [own]
     for _ in range(_HOOK_SEARCH):
         following: list[FunctionRef] = []
         for function in frontier:
             facts = reach.facts.get(function.path)
-            if facts is None or reach.graph.definition(function) is None:
+            definition = reach.graph.definition(function)
+            if facts is None or definition is None:
                 return None  # a function whose calls are not known: it may run the action
-            if any(call.enclosing == function.qualname and call.name in (hook, action) for call in facts.index.calls):
-                return None
+            if function.qualname.startswith(cls.qualname + "."):  # the view's own: any mention may run it
+                body = (facts.line_text(line) for line in range(definition.body_start_line, definition.end_line + 1))
+                if any(names.search(text) for text in body) or _hands_self_out(reach, function, facts):
+                    return None
+            elif any(call.enclosing == function.qualname and call.name in (hook, action) for call in facts.index.calls):
+                return None  # another class's function: only a call of the name on the view may
             for edge in reach.callees(function):
                 if edge.callee not in seen and reach.graph.definition(edge.callee) is not None:
                     seen.add(edge.callee)
                     following.append(edge.callee)
         frontier = following
     return None if frontier else own
+
+
+def _hands_self_out(reach: Reach, function: FunctionRef, facts: FileFacts) -> bool:
+    """Whether ``function`` (nested functions included) passes ``self`` bare to a call the
+    call graph does not resolve (a library's ``bulk_update(self, request)``)."""
+    resolved = {edge.line for edge in reach.callees(function)}
+    return any(
+        (call.enclosing == function.qualname or (call.enclosing or "").startswith(function.qualname + "."))
+        and call.line not in resolved and re.search(r"(?:^|,)\s*self\s*(?:,|$)", call.arguments)
+        for call in facts.index.calls
+    )
 
 
 def dev_or_fixture_path(path: str) -> bool:

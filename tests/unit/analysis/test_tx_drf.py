@@ -299,6 +299,18 @@ def test_a_hook_the_view_s_own_action_never_calls_is_no_entry_point(rule: Rule):
     )
 
 
+def test_a_hook_a_subclass_may_run_stays_reported(rule: Rule):
+    # ``class Editable(mixins.UpdateModelMixin, TagViewSet)``: DRF's update is first in its MRO.
+    views = DEAD_HOOK["app/views.py"] + """
+        from rest_framework import mixins
+
+        class Editable(mixins.UpdateModelMixin, TagViewSet):
+            pass
+    """
+    found = reported(analyze_source({**DEAD_HOOK, "app/views.py": views}, rule))
+    assert ("app/views.py", "TagViewSet.perform_update") in found
+
+
 @pytest.mark.parametrize(
     "update",
     [
@@ -306,6 +318,9 @@ def test_a_hook_the_view_s_own_action_never_calls_is_no_entry_point(rule: Rule):
         "self.perform_update(self.get_serializer(self.get_object(), data=request.data))",
         "return viewsets.ModelViewSet.update(self, request, *args, **kwargs)",  # the base named, not super()
         "return self._update(request)\n\n            def _update(self, request):\n                return super().update(request)",
+        "return run_locked(partial(super().update, request))",  # a reference, not a call
+        "def go():\n                    return super(TagViewSet, self).update(request)\n                return run_locked(go)",
+        "return bulk_update(self, request)",  # a library helper handed the view
     ],
 )
 def test_a_hook_the_view_s_action_runs_stays_reported(rule: Rule, update: str):
