@@ -10,7 +10,9 @@ reads. :mod:`.paths` counts the heavier of the two arms on a path, not their sum
 
 Kept narrow so it cannot join arms that may both run: a test is read only as ``x``, ``not x``,
 ``x is None`` or ``x is not None`` with ``x`` a bare name (an attribute may be set by any call,
-a property may read the database), and only in Python (Go's ``if v := f(); v`` binds in the
+a property may read the database); a truth test only of a name every binding of which is a
+literal, a ``not`` or a comparison (a list's truth may change through another name for it:
+:func:`.paths._bool_valued`); and only in Python (Go's ``if v := f(); v`` binds in the
 statement itself; JavaScript's ``== null`` and ``=== undefined`` are not negations of each other).
 """
 

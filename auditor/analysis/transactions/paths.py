@@ -400,6 +400,8 @@ class _Walk(Generic[Event]):
             return False
         if self._locals is None:
             self._locals = bound_names(self.root) | _parameter_names(self.root)
+        if earlier.test.question == "truth" and not _bool_valued(self.root, name):
+            return False  # a collection's truth may change through another name for it
         return local_of(self.root, name, self._locals)
 
     def _dead_after(self, statements: Sequence[Node], position: int) -> None:
@@ -717,18 +719,46 @@ def bound_names(body: Node) -> set[str]:
     while pending:
         node = pending.pop()
         if node.type in _BINDERS:
-            field = _BINDERS[node.type]
-            target = node.child_by_field_name(field) if field is not None else node
-            targets = [target] if target is not None else []
-            while targets:
-                part = targets.pop()
-                if part.type == "identifier" and part.text is not None:
-                    bound.add(part.text.decode("utf-8", "replace"))
-                elif part.type not in ("attribute", "subscript", "field_expression", "member_expression", "field_access"):
-                    targets.extend(part.named_children)
+            bound |= bound_names_of(node)
         if node.type not in _NESTED or node is body:
             pending.extend(node.named_children)
     return bound
+
+
+_BOOLEANS = frozenset({"true", "false", "none", "integer", "float", "string", "not_operator", "comparison_operator"})
+
+
+def _bool_valued(body: Node, name: str) -> bool:
+    """Whether every binding of ``name`` in ``body`` is a plain ``name = ...`` of a literal, a
+    ``not`` or a comparison (an immutable value nothing else can change), and ``name`` is no
+    parameter."""
+    if name in _parameter_names(body):
+        return False
+    pending = [body]
+    while pending:
+        node = pending.pop()
+        if node.type in _BINDERS and name in bound_names_of(node):
+            left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+            simple = node.type == "assignment" and left is not None and left.type == "identifier"
+            if not simple or right is None or right.type not in _BOOLEANS:
+                return False
+        pending.extend(node.named_children)
+    return True
+
+
+def bound_names_of(binder: Node) -> set[str]:
+    """The names one binding node (an assignment, a ``for``, an ``as``...) binds."""
+    field = _BINDERS.get(binder.type)
+    target = binder.child_by_field_name(field) if field is not None else binder
+    names: set[str] = set()
+    targets = [target] if target is not None else []
+    while targets:
+        part = targets.pop()
+        if part.type == "identifier" and part.text is not None:
+            names.add(part.text.decode("utf-8", "replace"))
+        elif part.type not in ("attribute", "subscript", "field_expression", "member_expression", "field_access"):
+            targets.extend(part.named_children)
+    return names
 
 
 def _parameter_names(body: Node) -> set[str]:

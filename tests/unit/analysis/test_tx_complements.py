@@ -2,7 +2,8 @@
 on a path, never both, when the name is a local nothing touches between the tests: a local
 flag and a None test. Counter-tests: an attribute (any call may set it), a rebinding, a call
 on or a hand-off of the name (in a list too), a subscript write, a closure's ``nonlocal``, a
-module-level name, two different names and the same test twice keep both arms on one path."""
+module-level name, a collection or a parameter tested for truth (another name may change it),
+two different names and the same test twice keep both arms on one path."""
 
 from __future__ import annotations
 
@@ -150,6 +151,27 @@ VIEWS = """
             Label.objects.create(name=name)
 
 
+    @api_view(["POST"])
+    def aliased_collection(request, name):
+        Label.objects.create(name=name)
+        errors = []
+        box = errors
+        if not errors:
+            box.append("x")
+            Tag.objects.create(name=name)
+        if errors:
+            Tag.objects.filter(name=name).delete()
+
+
+    @api_view(["POST"])
+    def flag_parameter(request, name, empty):
+        Label.objects.create(name=name)
+        if empty:
+            Tag.objects.create(name=name)
+        if not empty:
+            Tag.objects.filter(name=name).delete()
+
+
     def charge(order):
         order.paid = True
         Tag.objects.create(name=order.name)
@@ -171,7 +193,7 @@ def test_arms_under_negated_tests_of_one_value_never_both_run(found, function):
 @pytest.mark.parametrize(
     "function",
     ["rebound", "handed_on", "method_on_owner", "collection", "two_names", "same_test", "subscript_write", "closure",
-     "module_flag", "handed_in_a_list"],
+     "module_flag", "handed_in_a_list", "aliased_collection", "flag_parameter"],
 )
 def test_arms_whose_test_may_read_another_value_keep_both_writes(found, function):
     assert len(found[("app/views.py", function)].sequence) == 3
