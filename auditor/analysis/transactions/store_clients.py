@@ -23,13 +23,17 @@ to
 
 A call on an attribute of a module-level object (``sentinel.master.delete(...)``) counts when
 the object is an instance of a repository class whose every assignment of that attribute is
-such a client, the class's other such attribute, or redis's ``Sentinel.master_for``/``slave_for``
-(which return a ``Redis`` client, redis/sentinel.py) in a module that imports redis
-(pybossa's ``Sentinel`` wrapper). A module-level name may come through ``from M import *``.
+one call of such a client (no conditional expression), the class's other such attribute, or
+redis's ``Sentinel.master_for``/``slave_for`` (which return a ``Redis`` client,
+redis/sentinel.py) in a module that imports redis (pybossa's ``Sentinel`` wrapper); the name is
+bound once in its module and nowhere else there, or comes through ``from M import *`` from the
+one star-imported module that binds it; no function around the call has it as a parameter or
+local; and nothing else sets the attribute: no annotation, class attribute, tuple target or
+``setattr`` in the class, no assignment in a repository base class, none of that attribute on
+any object outside the class in a file that is no test.
 
-Anything else (a parameter, a name bound twice, an unresolved import, an attribute also bound
-to something else, in a tuple target or from outside the class in a file that is no test) is
-no client: its call keeps the model's verdict.
+Anything else (a parameter, a name bound twice, an unresolved import) is no client: its call
+keeps the model's verdict.
 
 Inputs: the call graph and the file texts. Output: :meth:`StoreClients.is_client`.
 """
@@ -58,6 +62,16 @@ _CALLED = re.compile(r"^([A-Za-z_][\w.]*)\s*\(")
 _SENTINEL_CLIENT = re.compile(r"^[\w.]+\.(?:master_for|slave_for)\s*\(")
 
 
+def _binding_line(name: str) -> re.Pattern[str]:
+    """A line that binds ``name`` at any indentation: an assignment (a tuple target too), a
+    ``for``/``as`` target, a ``global`` declaration."""
+    word = re.escape(name)
+    return re.compile(
+        rf"^\s*(?:[\w.\[\]]+\s*,\s*)*{word}\s*(?:,\s*[\w.\[\]]+\s*)*(?::[^=]+)?=(?!=)"
+        rf"|\bglobal\b[^\n]*\b{word}\b|\b(?:for|as)\s+(?:[\w\s,*]*,\s*)?{word}\b"
+    )
+
+
 class StoreClients:
     """Which receiver names hold a client of a store outside the database (kept per name)."""
 
@@ -77,9 +91,10 @@ class StoreClients:
         if facts is None or not receiver.isidentifier():
             return False
         if attribute is not None and not self.is_client(path, definition, receiver, line):
-            if definition is not None:
-                signature = " ".join(facts.line_text(number) for number in range(definition.start_line, definition.body_start_line))
-                bindings = self._bindings(path, definition)
+            enclosing = [item for item in facts.index.definitions if item.kind != "class" and item.start_line <= line <= item.end_line]
+            for function in enclosing:  # the call's function and every function around it
+                signature = " ".join(facts.line_text(number) for number in range(function.start_line, function.body_start_line))
+                bindings = self._bindings(path, function)
                 if re.search(rf"[(,]\s*\**{re.escape(receiver)}\b", signature) or bindings is None or bindings.lines_binding(receiver):
                     return False  # a parameter, a local, or not parsed: not the module-level object
             return self._held_client(path, receiver, attribute)
@@ -143,6 +158,31 @@ class StoreClients:
                     return found
         return None
 
+    def _held_binding(self, path: str, name: str, depth: int) -> tuple[str, str] | None:
+        """The one expression the module-level ``name`` of ``path`` is bound to, for
+        :meth:`_held_client`: bound by one plain unindented assignment and by nothing else
+        in the file (an ``if``'s, a ``for``/``as``/``global``), else imported by name, else
+        from the one star-imported module that binds it anywhere."""
+        facts = self.facts.get(path)
+        if facts is None or depth > _DEPTH:
+            return None
+        texts = [facts.line_text(number) for number in range(1, len(facts.lines) + 1)]
+        binds = _binding_line(name)
+        bound = [text for text in texts if binds.search(text)]
+        if bound:
+            assigned = assigned_expression(bound[0], name) if len(bound) == 1 and bound[0][:1] == name[:1] else None
+            return (path, assigned[0]) if assigned is not None and not assigned[1] else None
+        named = [item for item in facts.index.imports if item.name == name and (item.alias is None or item.alias == name)]
+        modules = [self.graph.module_path(path, item.module) for item in named]
+        if not named:
+            starred = [self.graph.module_path(path, item.module) for item in facts.index.imports if item.name == "*"]
+            modules = [module for module in starred if module is not None and self._binds_anywhere(module, binds)]
+        return self._held_binding(modules[0], name, depth + 1) if len(modules) == 1 and modules[0] is not None else None
+
+    def _binds_anywhere(self, path: str, binds: re.Pattern[str]) -> bool:
+        facts = self.facts.get(path)
+        return facts is not None and any(binds.search(facts.line_text(number)) for number in range(1, len(facts.lines) + 1))
+
     def _held_client(self, path: str, name: str, attribute: str) -> bool:
         """Whether ``name.attribute`` holds a client: the module-level ``name`` is an instance
         of a repository class (``sentinel = Sentinel()``, pybossa's wrapper) whose every
@@ -154,40 +194,69 @@ class StoreClients:
         if known is not None:
             return known
         self._module_names[key] = False
-        binding = self._module_binding(path, name, 0)
+        binding = self._held_binding(path, name, 0)
         called = _CALLED.match(binding[1].strip()) if binding is not None else None
         cls = self.graph.resolve(binding[0], called.group(1)) if binding is not None and called is not None else None
         definition = self.graph.definition(cls) if cls is not None else None
         found = definition is not None and definition.kind == "class" and self._attribute_clients(cls, definition, attribute, set())
-        found = found and not self._set_from_outside(name, attribute)
+        found = found and cls is not None and definition is not None and not self._set_from_outside(cls, definition, attribute)
         self._module_names[key] = found
         return found
 
-    def _set_from_outside(self, name: str, attribute: str) -> bool:
-        """Whether a file other than a test assigns ``name.attribute`` (``holder.session =
-        db.session``, alone or in a tuple target)."""
-        target = rf"{re.escape(name)}\.{re.escape(attribute)}"
-        assignment = re.compile(rf"^\s*(?:[\w.\[\]]+\s*,\s*)*{target}\s*(?:,\s*[\w.\[\]]+\s*)*(?::[^=]+)?=(?!=)")
-        return any(
-            assignment.match(facts.line_text(number))
-            for path, facts in self.facts.items() if not is_test_path(path)
-            for number in range(1, len(facts.lines) + 1)
-        )  # fmt: skip
+    def _set_from_outside(self, cls: FunctionRef, definition: Definition, attribute: str) -> bool:
+        """Whether a file other than a test assigns ``attribute`` of any object outside the
+        class (``holder.session = db.session``, ``h.session = ...`` through an alias, a
+        function's ``store.session = ...``, alone or in a tuple target), or sets it with
+        ``setattr``."""
+        word = re.escape(attribute)
+        assignment = re.compile(rf"^\s*(?:[\w.\[\]]+\s*,\s*)*[\w.\[\]]*\.{word}\s*(?:,\s*[\w.\[\]]+\s*)*(?::[^=]+)?=(?!=)")
+        named = re.compile(rf"setattr\([^)]*['\"]{word}['\"]")
+        for path, facts in self.facts.items():
+            if is_test_path(path):
+                continue
+            for number in range(1, len(facts.lines) + 1):
+                inside = path == cls.path and definition.start_line <= number <= definition.end_line
+                text = facts.line_text(number)
+                if not inside and (assignment.match(text) or named.search(text)):
+                    return True
+        return False
+
+    def _set_in_bases(self, cls: FunctionRef, attribute: str) -> bool:
+        """Whether a repository base class of ``cls`` (at any depth) assigns ``self.attribute``."""
+        pending, seen = list(self.graph.base_classes(cls)), {cls}
+        assignment = re.compile(rf"\bself\.{re.escape(attribute)}\s*(?:,[^=\n]*)?(?::[^=]+)?=(?!=)")
+        while pending:
+            base = pending.pop()
+            definition = self.graph.definition(base)
+            facts = self.facts.get(base.path)
+            if base in seen or definition is None or facts is None:
+                continue
+            seen.add(base)
+            if any(assignment.search(facts.line_text(number)) for number in range(definition.start_line, definition.end_line + 1)):
+                return True
+            pending.extend(self.graph.base_classes(base))
+        return False
 
     def _attribute_clients(self, cls: FunctionRef, definition: Definition, attribute: str, seen: set[str]) -> bool:
         facts = self.facts.get(cls.path)
         if facts is None:
             return False
         lines = [facts.line_text(number) for number in range(definition.start_line, definition.end_line + 1)]
-        unpacked = re.compile(rf"self\.{re.escape(attribute)}\s*,[^=\n]*=(?!=)|,\s*self\.{re.escape(attribute)}\s*(?:,[^=\n]*)?=(?!=)")
-        if any(unpacked.search(text) for text in lines):
-            return False  # ``self.a, self.b = ...``: what it holds is not read here
+        word = re.escape(attribute)
+        odd = re.compile(
+            rf"self\.{word}\s*,[^=\n]*=(?!=)|,\s*self\.{word}\s*(?:,[^=\n]*)?=(?!=)"  # ``self.a, self.b = ...``
+            rf"|self\.{word}\s*:|^\s*{word}\s*(?::[^=]+)?=(?!=)|setattr\("  # annotated, a class attribute, setattr
+        )
+        if any(odd.search(text) for text in lines) or self._set_in_bases(cls, attribute):
+            return False  # what it holds is not read here
         assigned = re.compile(rf"\s*self\.{re.escape(attribute)}\s*=(?!=)\s*(.+)$")
         values = [found.group(1).strip() for text in lines if (found := assigned.match(text)) is not None]
         redis = any(item.module.split(".", 1)[0] == "redis" for item in facts.index.imports)
         seen = seen | {attribute}
 
         def client(value: str) -> bool:
+            if re.search(r"\b(?:if|else|or|and|lambda)\b", value):
+                return False  # ``StrictRedis() if USE_REDIS else db.session``
             other = re.fullmatch(r"self\.(\w+)", value)
             if other is not None:
                 return other.group(1) not in seen and self._attribute_clients(cls, definition, other.group(1), seen)

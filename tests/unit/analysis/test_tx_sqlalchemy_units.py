@@ -381,6 +381,18 @@ def test_a_redis_client_held_by_a_project_wrapper_is_no_database():
         ("app/extensions.py", "sentinel = Sentinel()\n", "sentinel = Sentinel()\nsentinel.master = make_session()\n"),
         # unpacked: what it holds is not read
         ("app/sentinel.py", "self.master = StrictRedis(host=\"localhost\")", "self.master, self.other = pick()"),
+        # a client or the database, by a setting
+        ("app/sentinel.py", "self.master = StrictRedis(host=\"localhost\")", "self.master = StrictRedis() if USE_REDIS else db.session"),
+        # set through an alias, or by setattr, outside the class
+        ("app/extensions.py", "sentinel = Sentinel()\n", "sentinel = Sentinel()\nalias = sentinel\nalias.master = make_session()\n"),
+        ("app/extensions.py", "sentinel = Sentinel()\n", "sentinel = Sentinel()\nsetattr(sentinel, 'master', make_session())\n"),
+        # rebound under a condition in the module
+        ("app/extensions.py", "sentinel = Sentinel()\n", "sentinel = Sentinel()\nif not USE_REDIS:\n    sentinel = DatabaseCache()\n"),
+        # a parameter of the function around the one that calls
+        ("app/cache.py",
+         "def delete_memoized(pattern):\n            keys = sentinel.slave.keys(pattern=pattern)\n            return bool(sentinel.master.delete(*keys))",
+         "def delete_memoized(pattern, sentinel=None):\n            def inner():\n                keys = sentinel.slave.keys(pattern=pattern)\n"
+         "                return bool(sentinel.master.delete(*keys))\n            return inner()"),
     ],
 )
 def test_a_wrapper_attribute_that_may_hold_something_else_keeps_its_delete(path: str, old: str, new: str):
