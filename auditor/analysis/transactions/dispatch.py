@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from auditor.callgraph.graph import CallGraph, Edge, FunctionRef
 from auditor.callgraph.names import strip_arguments
 from auditor.analysis.entrypoints import split_arguments
+from auditor.analysis.transactions.facts import FileFacts
 from auditor.analysis.transactions.receivers import Binding, Receivers
 from auditor.index.model import CallSite, FileIndex
 
@@ -219,3 +220,22 @@ class Dispatch:
 def class_of(method: FunctionRef) -> FunctionRef:
     """The class a method is defined in (its qualname less the last name)."""
     return FunctionRef(method.path, method.qualname.rsplit(".", 1)[0])
+
+
+def lineage_has_line(
+    graph: CallGraph, facts: Mapping[str, FileFacts], classes: Iterable[FunctionRef], test: Callable[[str], bool]
+) -> bool:
+    """Whether a line of one of ``classes`` or of their repository bases, at any depth,
+    passes ``test``."""
+    pending, seen = list(classes), set()
+    while pending:
+        cls = pending.pop()
+        definition = graph.definition(cls)
+        file_facts = facts.get(cls.path)
+        if cls in seen or definition is None or file_facts is None:
+            continue
+        seen.add(cls)
+        if any(test(file_facts.line_text(line)) for line in range(definition.start_line, definition.end_line + 1)):
+            return True
+        pending.extend(graph.base_classes(cls))
+    return False

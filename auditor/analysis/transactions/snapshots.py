@@ -31,7 +31,7 @@ from collections.abc import Mapping
 
 from auditor.callgraph.graph import CallGraph, Edge, FunctionRef
 from auditor.index.model import CallSite
-from auditor.analysis.transactions.dispatch import class_of
+from auditor.analysis.transactions.dispatch import class_of, lineage_has_line
 from auditor.analysis.transactions.facts import FileFacts
 from auditor.analysis.transactions.paths import EXISTING_ROW, FRESH_ROW, UNCHANGED
 from auditor.analysis.transactions.scanning import python_code
@@ -105,18 +105,7 @@ class Snapshots:
         if _KEYED.search(call.arguments) or "**" in call.arguments or ".objects." not in call.callee:
             return False
         model = self.graph.resolve(edge.caller.path, call.callee.split(".objects.", 1)[0])
-        pending, seen = ([model] if model is not None else []), set()
-        while pending:
-            cls = pending.pop()
-            definition = self.graph.definition(cls)
-            facts = self.facts.get(cls.path)
-            if cls in seen or definition is None or facts is None:
-                continue
-            seen.add(cls)
-            if any("primary_key=True" in facts.line_text(line) for line in range(definition.start_line, definition.end_line + 1)):
-                return False
-            pending.extend(self.graph.base_classes(cls))
-        return model is not None
+        return model is not None and not lineage_has_line(self.graph, self.facts, [model], lambda text: "primary_key=True" in text)
 
     def unchanged(self, save: FunctionRef, caller: FunctionRef, call: CallSite | None, created: bool, read: bool) -> frozenset[str]:
         """What is false in ``save`` on this call: the markers of its snapshot comparisons

@@ -45,6 +45,7 @@ from collections.abc import Mapping
 
 from auditor.callgraph.graph import CallGraph, FunctionRef
 from auditor.analysis.entrypoints import is_test_path
+from auditor.analysis.transactions.dispatch import lineage_has_line
 from auditor.analysis.transactions.facts import FileFacts
 from auditor.analysis.transactions.name_bindings import FunctionBindings, function_bindings
 from auditor.analysis.transactions.expressions import assigned_expression
@@ -223,19 +224,8 @@ class StoreClients:
 
     def _set_in_bases(self, cls: FunctionRef, attribute: str) -> bool:
         """Whether a repository base class of ``cls`` (at any depth) assigns ``self.attribute``."""
-        pending, seen = list(self.graph.base_classes(cls)), {cls}
         assignment = re.compile(rf"\bself\.{re.escape(attribute)}\s*(?:,[^=\n]*)?(?::[^=]+)?=(?!=)")
-        while pending:
-            base = pending.pop()
-            definition = self.graph.definition(base)
-            facts = self.facts.get(base.path)
-            if base in seen or definition is None or facts is None:
-                continue
-            seen.add(base)
-            if any(assignment.search(facts.line_text(number)) for number in range(definition.start_line, definition.end_line + 1)):
-                return True
-            pending.extend(self.graph.base_classes(base))
-        return False
+        return lineage_has_line(self.graph, self.facts, self.graph.base_classes(cls), lambda text: assignment.search(text) is not None)
 
     def _attribute_clients(self, cls: FunctionRef, definition: Definition, attribute: str, seen: set[str]) -> bool:
         facts = self.facts.get(cls.path)
