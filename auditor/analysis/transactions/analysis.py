@@ -330,7 +330,7 @@ class Analysis:
             findings.append(build_finding(
                 self.rule, ref, entry, trail, steps, assessment, self._lines_of, self.reach.dispatch.kinds,
                 self.boundaries.request_note(entry), self.sequences.registry.set_aside_along(ref, steps),
-                self.sequences.registry.lazy_along(ref, steps),
+                self.sequences.lazy.along(ref, steps),
             ))  # fmt: skip
         findings.sort(key=Finding.sort_key)
         return Outcome(

@@ -122,14 +122,7 @@ def _loops_inside(step: Step) -> bool:
 
 def _returns_value(body: Node) -> bool:
     """Whether ``body`` (nested functions aside) has a ``return`` of something other than ``None``."""
-    pending = [body]
-    while pending:
-        node = pending.pop()
-        if node.type == "return_statement" and node.named_children and node.named_children[0].type != "none":
-            return True
-        if node.type not in _NESTED or node is body:
-            pending.extend(node.named_children)
-    return False
+    return any(value is not None and value.type != "none" for value in _returns(body))
 
 
 def _innermost_guard(body: Node, line: int, source: bytes) -> tuple[Node | None, Node] | None:
@@ -201,28 +194,23 @@ def _makes(handler: Node, name: str, source: bytes) -> bool:
     """Whether ``handler`` binds ``name`` to a row it makes: ``name = M.objects.create(...)``
     (``get_or_create``, ``update_or_create``), or ``name = <call>`` then ``session.add(name)``
     or ``name.save()``."""
-    made = False
+    bound = made = False
     pending = [handler]
-    calls: list[Node] = []
     while pending:
         node = pending.pop()
-        if node.type == "assignment" and node.child_by_field_name("left") is not None:
-            left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
-            if left is not None and right is not None and _text(left, source) == name and right.type == "call":
-                function = right.child_by_field_name("function")
-                called = _text(function, source).rsplit(".", 1)[-1] if function is not None else ""
-                made = made or called in _MAKERS
-                calls.append(right)
+        left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+        if node.type == "assignment" and left is not None and right is not None and _text(left, source) == name and right.type == "call":
+            function = right.child_by_field_name("function")
+            bound = True
+            made = made or (function is not None and _text(function, source).rsplit(".", 1)[-1] in _MAKERS)
         if node.type == "call":
-            function = node.child_by_field_name("function")
-            arguments = node.child_by_field_name("arguments")
+            function, arguments = node.child_by_field_name("function"), node.child_by_field_name("arguments")
             text = _text(function, source) if function is not None else ""
             passed = [_text(argument, source) for argument in arguments.named_children] if arguments is not None else []
-            if (text.endswith(".add") and passed == [name]) or text == f"{name}.save":
-                made = True
+            made = made or (text.endswith(".add") and passed == [name]) or text == f"{name}.save"
         if node.type not in _NESTED:
             pending.extend(node.named_children)
-    return made and bool(calls)
+    return bound and made
 
 
 def _returns(node: Node) -> list[Node | None]:

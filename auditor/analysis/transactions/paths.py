@@ -308,6 +308,7 @@ class _Walk(Generic[Event]):
         self.caught = caught
         self.protected: list[tuple[int, int]] = []  # line spans of try bodies whose handler carries on
         self.root: Node | None = None  # the function's body, once the walk starts
+        self._parameters: set[str] | None = None
         self._locals: set[str] | None = None
         self.claimed: set[int] = set()
 
@@ -398,11 +399,12 @@ class _Walk(Generic[Event]):
         arm = earlier.statement.child_by_field_name("consequence")
         if self.root is None or arm is None or not untouched([arm, *between], name):
             return False
-        if self._locals is None:
-            self._locals = bound_names(self.root) | _parameter_names(self.root)
-        if earlier.test.question == "truth" and not _bool_valued(self.root, name):
+        if self._parameters is None:
+            self._parameters = _parameter_names(self.root)
+            self._locals = bound_names(self.root) | self._parameters
+        if earlier.test.question == "truth" and (name in self._parameters or not _bool_valued(self.root, name)):
             return False  # a collection's truth may change through another name for it
-        return local_of(self.root, name, self._locals)
+        return local_of(self.root, name, self._locals or set())
 
     def _dead_after(self, statements: Sequence[Node], position: int) -> None:
         for dead in statements[position + 1 :]:
@@ -719,7 +721,7 @@ def bound_names(body: Node) -> set[str]:
     while pending:
         node = pending.pop()
         if node.type in _BINDERS:
-            bound |= bound_names_of(node)
+            bound |= _bound_names_of(node)
         if node.type not in _NESTED or node is body:
             pending.extend(node.named_children)
     return bound
@@ -730,14 +732,11 @@ _BOOLEANS = frozenset({"true", "false", "none", "integer", "float", "string", "n
 
 def _bool_valued(body: Node, name: str) -> bool:
     """Whether every binding of ``name`` in ``body`` is a plain ``name = ...`` of a literal, a
-    ``not`` or a comparison (an immutable value nothing else can change), and ``name`` is no
-    parameter."""
-    if name in _parameter_names(body):
-        return False
+    ``not`` or a comparison (an immutable value nothing else can change)."""
     pending = [body]
     while pending:
         node = pending.pop()
-        if node.type in _BINDERS and name in bound_names_of(node):
+        if node.type in _BINDERS and name in _bound_names_of(node):
             left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
             simple = node.type == "assignment" and left is not None and left.type == "identifier"
             if not simple or right is None or right.type not in _BOOLEANS:
@@ -746,7 +745,7 @@ def _bool_valued(body: Node, name: str) -> bool:
     return True
 
 
-def bound_names_of(binder: Node) -> set[str]:
+def _bound_names_of(binder: Node) -> set[str]:
     """The names one binding node (an assignment, a ``for``, an ``as``...) binds."""
     field = _BINDERS.get(binder.type)
     target = binder.child_by_field_name(field) if field is not None else binder

@@ -40,6 +40,7 @@ from auditor.analysis.transactions.base import Effect
 from auditor.analysis.transactions.facts import FileFacts, Site
 from auditor.analysis.transactions.grading import Step
 from auditor.analysis.transactions.reach import Reach
+from auditor.analysis.transactions.set_aside import SetAside
 from auditor.index.model import CallSite
 
 REASON = "registry rows (an idempotent get-or-create keyed by constants only: the same row on every call, holding no request data)"
@@ -71,50 +72,25 @@ class RegistryRows:
         self._keys: dict[FunctionRef, frozenset[str] | None] = {}
         self._creates: dict[FunctionRef, dict[int, frozenset[str]]] = {}
         self._active: set[FunctionRef] = set()
-        self._set_aside: dict[FunctionRef, dict[int, str]] = {}
-        self._lazy: dict[FunctionRef, dict[int, str]] = {}
+        self._set_aside = SetAside()
 
     def sets_aside_site(self, ref: FunctionRef, site: Site, text: str) -> bool:
         """:meth:`site`, noting the site (as ``text``) when it is set aside."""
         found = self.site(ref, site)
         if found:
-            self._set_aside.setdefault(ref, {})[site.call.line] = text
+            self._set_aside.note(ref, site.call.line, text)
         return found
 
     def sets_aside_call(self, edge: Edge, call: CallSite | None) -> bool:
         """:meth:`call`, noting the call in its caller when it is set aside."""
         found = self.call(edge, call)
         if found:
-            self._set_aside.setdefault(edge.caller, {})[edge.line] = f"calls {edge.callee.qualname}"
+            self._set_aside.note(edge.caller, edge.line, f"calls {edge.callee.qualname}")
         return found
 
-    def note_lazy(self, edge: Edge) -> None:
-        """Note a call set aside as a lazy initializer's (:mod:`.lazy_inits`) in its caller."""
-        self._lazy.setdefault(edge.caller, {})[edge.line] = f"calls {edge.callee.qualname}"
-
     def set_aside_along(self, ref: FunctionRef, steps: tuple[Step, ...]) -> tuple[str, ...]:
-        """The registry rows set aside in ``ref`` and in the callees its path ``steps`` runs
-        through (theirs, transitively), as ``path:line: text``, in path order."""
-        return self._along(self._set_aside, ref, steps)
-
-    def lazy_along(self, ref: FunctionRef, steps: tuple[Step, ...]) -> tuple[str, ...]:
-        """The calls into lazy initializers set aside along ``steps``, as :meth:`set_aside_along`."""
-        return self._along(self._lazy, ref, steps)
-
-    @staticmethod
-    def _along(noted: dict[FunctionRef, dict[int, str]], ref: FunctionRef, steps: tuple[Step, ...]) -> tuple[str, ...]:
-        found: dict[tuple[str, int], str] = {}
-        pending: list[tuple[FunctionRef, tuple[Step, ...]]] = [(ref, steps)]
-        seen: set[FunctionRef] = set()
-        while pending:
-            function, path = pending.pop(0)
-            if function in seen:
-                continue
-            seen.add(function)
-            for line, text in sorted(noted.get(function, {}).items()):
-                found.setdefault((function.path, line), f"{function.path}:{line}: {text}")
-            pending += [(step.callee, step.inner) for step in path if step.callee is not None]
-        return tuple(found.values())
+        """The registry rows set aside in ``ref`` and along its path ``steps`` (:meth:`.SetAside.along`)."""
+        return self._set_aside.along(ref, steps)
 
     def site(self, ref: FunctionRef, site: Site) -> bool:
         """Whether ``ref``'s own effect ``site`` is a registry row: a Django get-or-create

@@ -69,6 +69,7 @@ from auditor.analysis.transactions.repeated_saves import without_repeated_saves
 from auditor.analysis.transactions.saved_rows import SavedRows
 from auditor.analysis.transactions.scanning import call_text
 from auditor.analysis.transactions.session_scopes import SessionScopes
+from auditor.analysis.transactions.set_aside import SetAside
 from auditor.analysis.transactions.store_clients import StoreClients
 from auditor.analysis.transactions.stored_flags import Known, StoredFlags
 from auditor.analysis.transactions.throwaway import memory_names, unbound_names
@@ -103,6 +104,7 @@ class Sequences:
         self.memos = Memos(graph, facts, arguments)  # which calls go into a helper memoized on an object
         self.flags = StoredFlags(graph, facts, reach, arguments, self.memos.tree)  # which false parameters a method stores on self
         self.registry = RegistryRows(graph, facts, reach, arguments)  # which effects are registry rows, set aside
+        self.lazy = SetAside()  # the calls into lazy initializers set aside (:mod:`.lazy_inits`)
         self.ensured = EnsuredRows(graph, facts, self.registry, reach)  # helpers that only ensure a constant row
         self.clients = StoreClients(graph, facts)  # search-index and key-value clients
         self.receivers = ChainReceivers(reach)  # the class ``self`` has along a chain, and its dispatch
@@ -358,7 +360,7 @@ class Sequences:
         if lazy_call(edge, call, self.arguments) and lazily_initializes(
             steps, self._body(edge.callee, callee_facts), effect_lines(callee_facts, self.reach, edge.callee)
         ):
-            self.registry.note_lazy(edge)
+            self.lazy.note(edge.caller, edge.line, f"calls {edge.callee.qualname}")
             return None  # one row made when missing: every later call reads it
         effects = tuple(effect for step in steps for effect in step.effects)
         target = None  # the callee's self, seen from here, when it writes only that
