@@ -13,7 +13,8 @@ first parameter is ``request``), class-based views and DRF views/viewsets (HTTP-
 ``serializer.save()``), Django signal receivers (``@receiver(...)``, ``signal.connect(handler)``
 for Django's and the project's ``Signal()`` signals), graphene mutations (``mutate``/``perform_mutation`` of
 ``*Mutation`` subclasses), URLconf targets of ``path()``/``re_path()``/
-``url()``, Flask/FastAPI route decorators, Celery/RQ/Huey/Dramatiq tasks, Django management
+``url()``, Flask/FastAPI route decorators, Tornado request and
+websocket handlers, Celery/RQ/Huey/Dramatiq tasks, Django management
 commands (``Command.handle``), click/typer commands, and ``__main__`` blocks (as the
 pseudo-function ``<main>``). Elsewhere: Express routes (``app.get('/x', handler)``), Go
 ``http.HandleFunc``-style registrations, ``func main``, goroutines, parameterless
@@ -60,6 +61,12 @@ _VIEW_METHODS = (
     *_HTTP_VERBS, "create", "list", "retrieve", "update", "partial_update", "destroy",
     "perform_create", "perform_update", "perform_destroy", "form_valid", "dispatch",
 )  # fmt: skip
+# Tornado's handlers (tornado/web.py ``RequestHandler``, tornado/websocket.py
+# ``WebSocketHandler``): the application calls a handler's HTTP-verb methods per request, a
+# websocket's ``open`` and ``on_message`` per connection and message.
+_TORNADO_HANDLER = re.compile(r"(^|\.)RequestHandler$")
+_TORNADO_WEBSOCKET = re.compile(r"(^|\.)WebSocketHandler$")
+_WEBSOCKET_METHODS = ("open", "on_message")
 _MUTATION_BASE = re.compile(r"(^|\.)\w*Mutation$")
 _MUTATION_METHODS = ("mutate", "perform_mutation", "mutate_and_get_payload")
 _WIZARD_BASE = re.compile(r"(^|\.)\w*WizardView$")
@@ -554,6 +561,12 @@ def _python_conventions(path: str, index: FileIndex, text: str | None, search: _
                 label = "flask class-based view" if _flask_view(graph, ref, definition, index, memo) else "django class-based view"
                 for method in _view_methods(graph, ref):
                     collector.add(method, "http", label)
+            elif derives(graph, ref, definition, _TORNADO_WEBSOCKET):
+                for method in _view_methods(graph, ref, _WEBSOCKET_METHODS):
+                    collector.add(method, "consumer", "tornado websocket handler")
+            elif derives(graph, ref, definition, _TORNADO_HANDLER):
+                for method in _view_methods(graph, ref, _HTTP_VERBS):
+                    collector.add(method, "http", "tornado request handler")
             elif derives(graph, ref, definition, _MUTATION_BASE):
                 for method in _view_methods(graph, ref, _MUTATION_METHODS):
                     collector.add(method, "http", "graphql mutation")

@@ -659,6 +659,54 @@ def test_flask_fastapi_tasks_cli_and_main_entry_points():
     assert "svc/app.py:plain" not in found
 
 
+def test_tornado_handlers_verbs_and_websocket_callbacks_are_entry_points():
+    # tornado/web.py RequestHandler._execute calls the method named by the request's verb;
+    # tornado/websocket.py WebSocketHandler calls open() per connection, on_message() per message
+    found = entry_points(
+        {
+            "hub/handlers/base.py": """
+                from tornado.web import RequestHandler
+
+                class BaseHandler(RequestHandler):
+                    def prepare(self):
+                        return 0
+
+                    def user_for(self, name):
+                        return 1
+                """,
+            "hub/apihandlers/users.py": """
+                from tornado import web, websocket
+                from ..handlers.base import BaseHandler
+
+                class UserAPIHandler(BaseHandler):
+                    async def post(self, name):
+                        return self.user_for(name)
+
+                    def delete(self, name):
+                        return 2
+
+                class Events(websocket.WebSocketHandler):
+                    def open(self):
+                        return 3
+
+                    def on_message(self, message):
+                        return 4
+
+                class Plain:
+                    def post(self):
+                        return 5
+                """,
+        }
+    )
+    assert found["hub/apihandlers/users.py:UserAPIHandler.post"] == ("http", "tornado request handler")
+    assert found["hub/apihandlers/users.py:UserAPIHandler.delete"] == ("http", "tornado request handler")
+    assert found["hub/apihandlers/users.py:Events.open"] == ("consumer", "tornado websocket handler")
+    assert found["hub/apihandlers/users.py:Events.on_message"] == ("consumer", "tornado websocket handler")
+    for helper in ("hub/handlers/base.py:BaseHandler.prepare", "hub/handlers/base.py:BaseHandler.user_for",
+                   "hub/apihandlers/users.py:Plain.post"):
+        assert helper not in found
+
+
 def test_express_go_and_spring_entry_points():
     found = entry_points(
         {
