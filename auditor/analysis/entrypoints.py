@@ -13,8 +13,8 @@ first parameter is ``request``), class-based views and DRF views/viewsets (HTTP-
 ``serializer.save()``), Django signal receivers (``@receiver(...)``, ``signal.connect(handler)``
 for Django's and the project's ``Signal()`` signals), graphene mutations (``mutate``/``perform_mutation`` of
 ``*Mutation`` subclasses), URLconf targets of ``path()``/``re_path()``/
-``url()``, Flask/FastAPI route decorators, Tornado request and
-websocket handlers, Celery/RQ/Huey/Dramatiq tasks, Django management
+``url()``, Flask/FastAPI route decorators, OpenAPI ``operationId`` handlers
+(connexion, :mod:`.openapi_operations`), Tornado request and websocket handlers, Celery/RQ/Huey/Dramatiq tasks, Django management
 commands (``Command.handle``), click/typer commands, and ``__main__`` blocks (as the
 pseudo-function ``<main>``). Elsewhere: Express routes (``app.get('/x', handler)``), Go
 ``http.HandleFunc``-style registrations, ``func main``, goroutines, parameterless
@@ -33,6 +33,7 @@ from functools import lru_cache, partial
 
 from auditor.callgraph.graph import CallGraph, FunctionRef
 from auditor.callgraph.names import MAIN_FUNCTION, strip_arguments
+from auditor.analysis.openapi_operations import operation_entries
 from auditor.index.model import Definition, FileIndex
 from auditor.rules.loader import Rule
 from auditor.walk.classify import is_test_path
@@ -398,6 +399,10 @@ def find_entry_points(
                     if classified is not None:
                         collector.add(ref, *classified)
                         break
+    if texts is not None:
+        specs = [path for path in sorted(texts) if include_tests or not is_test_path(path)]
+        for ref, detail in operation_entries(texts, specs, graph):
+            collector.add(ref, "http", detail)
     # Base-class names are shared by every file.
     search = _Search(graph, collector, _signal_names(texts, production), {})
     for path in production:
