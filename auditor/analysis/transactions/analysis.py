@@ -96,7 +96,7 @@ from auditor.analysis.transactions.framework_calls import FrameworkCalls
 from auditor.analysis.transactions.reach import Reach, Trail, production_entries, real_entries
 from auditor.analysis.transactions.result_memo import ResultMemo, result_key
 from auditor.analysis.transactions.chain_receivers import Receiver
-from auditor.analysis.transactions.receiver_search import State, first_reach, search_by_receiver
+from auditor.analysis.transactions.receiver_search import State, first_reach, most_exposed_search
 from auditor.analysis.transactions.sequences import Sequences
 from auditor.analysis.transactions.staged_deletes import drop_staged
 from auditor.analysis.transactions.sqlalchemy_series import nested_commit_releases
@@ -283,7 +283,7 @@ class Analysis:
     def run(self, entries: tuple[EntryPoint, ...]) -> Outcome:
         """Search from ``entries``, grade every function reached and build the findings."""
         starts = [entry for entry in entries if not self.boundaries.entry_covered(entry)]
-        by_receiver = search_by_receiver(self.reach, self.sequences, starts, self.passable)
+        by_receiver = most_exposed_search(self.reach, self.sequences, starts, self.passable)
         reached = first_reach(by_receiver)
         reachable = self.reach.reachable_ignoring_boundaries(entries)
         sinks, covered_sinks = self._count_sinks(reached, reachable)

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable
 from auditor.callgraph.graph import Edge, FunctionRef
 from auditor.analysis.entrypoints import EntryPoint
 from auditor.analysis.transactions.chain_receivers import Receiver
+from auditor.analysis.transactions.ordering import ENTRY_RANK
 from auditor.analysis.transactions.reach import Reach, Trail
 from auditor.analysis.transactions.sequences import Sequences
 
@@ -66,6 +67,25 @@ def search_by_receiver(
                     queue.append((edge.callee, (inner, inner_narrowing)))
         # A callee whose every edge was refused stays out of the result.
     return {ref: states for ref, states in found.items() if states}
+
+
+def most_exposed_search(
+    reach: Reach, sequences: Sequences, starts: Iterable[EntryPoint], passable: Callable[[Edge], bool]
+) -> ByReceiver:
+    """:func:`search_by_receiver`, each function with the states the most exposed kind of
+    entry point that reaches it gives (a request's, then a task's or consumer's, then a
+    command's: :data:`~.ordering.ENTRY_RANK`): a request's user meets what a failure leaves,
+    so a function a request and a command both reach is sequenced, graded and reported
+    along the request's chain even where the command's is shorter. The functions reached
+    are those of one search from every start."""
+    starts = list(starts)
+    ranks = sorted({ENTRY_RANK.get(entry.kind, 0) for entry in starts}, reverse=True)
+    found: ByReceiver = {}
+    for rank in ranks:
+        tier = [entry for entry in starts if ENTRY_RANK.get(entry.kind, 0) >= rank]
+        for ref, states in search_by_receiver(reach, sequences, tier, passable).items():
+            found.setdefault(ref, states)
+    return found
 
 
 def first_reach(found: ByReceiver) -> dict[FunctionRef, tuple[EntryPoint, Trail]]:

@@ -62,6 +62,43 @@ def test_a_partial_create_on_a_request_comes_before_a_re_runnable_command_of_its
     ]
 
 
+def test_a_helper_a_command_and_a_request_both_reach_is_reported_along_the_request(rule: Rule):
+    # the command calls the helper directly, the request through a service: the shorter
+    # chain is the command's, but a request's user is who meets the half-made order
+    helper = """
+        from shop.models import Line, Order
+
+        def place(total):
+            order = Order.objects.create(total=total)
+            Line.objects.create(order=order)
+        """
+    service = """
+        from shop.helpers import place
+
+        def checkout(total):
+            place(total)
+        """
+    command = """
+        from django.core.management.base import BaseCommand
+        from shop.helpers import place
+
+        class Command(BaseCommand):
+            def handle(self, *args, **options):
+                place(1)
+        """
+    views = """
+        from shop.service import checkout
+
+        def buy(request):
+            checkout(2)
+        """
+    files = {"shop/helpers.py": helper, "shop/service.py": service, "shop/views.py": views,
+             "shop/management/commands/import_orders.py": command}
+    finding = next(found for found in _findings(files, rule) if found.function == "place")
+    assert [step.function for step in finding.chain] == ["buy", "checkout", "place"]
+    assert finding.chain[0].note.startswith("entry point: django view")
+
+
 def test_a_proven_two_step_chain_comes_before_a_getattr_dispatch_chain(rule: Rule):
     views = """
         from .handlers import Handler
