@@ -8,7 +8,8 @@ the sentence that states its evidence (the rule file defines the levels).
 High: data destroyed before its replacement is written (a delete, then a write of the same
 kind), counters and money (``F()`` arithmetic, ``+=`` on a field, fields named like an
 amount), an object created and then configured by later writes (its children, options,
-relations). Low: what :mod:`.grading` already calls re-runnable, derived or bookkeeping,
+relations; a call whose rows are only notices, log or history records about it tells of the
+object and configures nothing). Low: what :mod:`.grading` already calls re-runnable, derived or bookkeeping,
 and writes whose other rows are log, event or history records (an audit-log row beside one
 write too: :data:`~.grading.AUDIT_TRAIL` keeps it shown, as pretalx's real fix asks, and the low
 impact lists it after the findings whose partial state is worse). Medium: the rest.
@@ -90,6 +91,10 @@ _COUNTER = re.compile(
     r"\b(?:balance|amount|quantity|stock|credit|debit|price|total|counter|num_\w+|\w+_count|count|position|quota)\s*[-+]?=(?!=)"
 )
 _BOOKKEEPING_ROW = re.compile(r"\b[A-Z]\w*(?:Log|Logs|Event|Events|Audit|History|Notification|Activity)\b|\blog_\w+\(|\baudit\w*\(")
+# A notice about an object (``Notification.objects.create(...)``, ``UserNotification(...)``) is
+# no part of it: a call whose writes are all notices, log or history rows sends word of the
+# object, it does not configure it.
+_NOTICE_ROW = re.compile(r"\b(?:[A-Z]\w*)?Notifications?\b")
 _ASSIGNED = re.compile(r"^\s*(?:const\s+|let\s+|var\s+|final\s+)?(?:\w+(?:<[^>]*>)?\s+)?([a-z_]\w*)(?:\s*,\s*\w+)?\s*:?=(?!=)")
 _SAVED = re.compile(r"\b([a-z_]\w*)\.(?:save|persist|insert)\w*\(")
 _KIND_NOISE = frozenset({
@@ -182,7 +187,7 @@ def _half_configured(path: str, steps: tuple[Step, ...], lines_of: Callable[[str
             if line == step.line:
                 continue
             names_it = re.search(rf"\b{re.escape(name)}\b", text) is not None and not _only_saves(name, text)
-            if names_it or _saved_holding(name, text, lines, line, step.line):
+            if (names_it or _saved_holding(name, text, lines, line, step.line)) and not _only_notices(step, lines_of):
                 return (
                     f"{_where(path, line, top)} creates {name} and {_where(path, step.line, top)} writes what belongs to it ({text}): "
                     f"a failure in between leaves {name} half-configured"
@@ -198,6 +203,17 @@ def _half_configured(path: str, steps: tuple[Step, ...], lines_of: Callable[[str
             if found:
                 return f"in {step.callee.qualname}, {found}"
     return ""
+
+
+def _only_notices(step: Step, lines_of: Callable[[str], Sequence[str]]) -> bool:
+    """Whether a call's writes are all notices, log or history rows (``item.send_notification()``
+    whose only row is a ``Notification``): it tells of the object, it does not configure it."""
+    if step.callee is None or not step.inner:
+        return False
+    sites = list(_sites(step.callee.path, step.inner, lines_of))
+    return bool(sites) and all(
+        site.effect is Effect.AUDIT or _BOOKKEEPING_ROW.search(site.text) or _NOTICE_ROW.search(site.text) for site in sites
+    )
 
 
 def _created_name(text: str) -> str | None:

@@ -199,6 +199,21 @@ def test_a_half_configured_object_in_a_callee_s_file_names_that_file():
     assert found.evidence.startswith(f"in setup, {SERVICES}:1 creates gateway and {SERVICES}:2 writes")
 
 
+@pytest.mark.parametrize(("written", "half_configured"), [
+    ("    Notification.objects.create(created_for=user, kind=kind)", False),
+    ("    UserNotification(user=user).save()", False),
+    ("    Option.objects.create(gateway=gateway, key=key)", True),
+])
+def test_a_call_that_only_writes_notices_about_a_new_object_does_not_configure_it(written: str, half_configured: bool):
+    # ChiefOnboarding's ``item = form.save()`` then ``item.send_notification_new_message()``,
+    # whose one row is a ``Notification``: word of the object, not part of it
+    lines = _files({PATH: ["    item = form.save()", "    item.send_notification(kind)"], SERVICES: [written]})
+    call = Step(2, "item.send_notification(kind)", (Effect.SIDE_EFFECT, Effect.WRITE),
+                callee=FunctionRef(SERVICES, "send_notification"), inner=(_write(1),))
+    found = impact(PATH, (_write(1), call), lines, "")
+    assert (found.kind == ImpactKind.HALF_CONFIGURED) is half_configured
+
+
 def test_the_arguments_of_a_multi_line_first_write_are_no_failure_between_the_writes():
     lines = _lines("    Order.objects.create(", "        total=int(value),", "        note=(a, b),", "    )",
                    "    line.save()")
