@@ -96,7 +96,7 @@ from auditor.analysis.transactions.framework_calls import FrameworkCalls
 from auditor.analysis.transactions.reach import Reach, Trail, production_entries, real_entries
 from auditor.analysis.transactions.result_memo import ResultMemo, result_key
 from auditor.analysis.transactions.chain_receivers import Receiver
-from auditor.analysis.transactions.receiver_search import State, first_reach, most_exposed_search
+from auditor.analysis.transactions.receiver_search import State, first_reach, most_exposed_search, preference
 from auditor.analysis.transactions.sequences import Sequences
 from auditor.analysis.transactions.staged_deletes import drop_staged
 from auditor.analysis.transactions.sqlalchemy_series import nested_commit_releases
@@ -284,7 +284,7 @@ class Analysis:
         """Search from ``entries``, grade every function reached and build the findings."""
         starts = [entry for entry in entries if not self.boundaries.entry_covered(entry)]
         by_receiver = most_exposed_search(self.reach, self.sequences, starts, self.passable)
-        reached = first_reach(by_receiver)
+        reached = first_reach(by_receiver, self.reach.dispatch.kinds)
         reachable = self.reach.reachable_ignoring_boundaries(entries)
         sinks, covered_sinks = self._count_sinks(reached, reachable)
         chosen = {ref: self._heaviest_receiver(ref, by_receiver[ref], reached) for ref in sorted(reached)}
@@ -355,7 +355,8 @@ class Analysis:
     ) -> tuple[EntryPoint, Trail, Receiver]:
         """The entry and trail to ``ref``, with the receiver class ``self`` has there, whose
         receiver (and what its last call says of the row it saves) gives it the heaviest
-        path: the shortest trail unless another enters ``ref`` with ``self`` of a class
+        path: the preferred trail (:func:`.receiver_search.preference`: the most exposed
+        sound chain, then the shortest) unless another enters ``ref`` with ``self`` of a class
         whose overrides write more (a base method's ``self.save()`` runs the override of
         the class the chain came through). Several states on one trail (a mixin's hook
         shared by views whose serializer classes differ) are each weighed with their own
@@ -375,7 +376,8 @@ class Analysis:
         candidates = [
             (entry, trail, state[0] if trail in shared else along(trail)) for state, (entry, trail) in states.items()
         ] + [(entry, trail, along(trail)) for entry, trail in (self._through_callers(ref, reached) if narrowed else ())]
-        candidates.sort(key=lambda candidate: len(candidate[1]))
+        kinds = self.reach.dispatch.kinds
+        candidates.sort(key=lambda candidate: preference((candidate[0], candidate[1]), kinds), reverse=True)
         first = next((candidate for candidate in candidates if candidate[1] == shortest[1]), (*shortest, along(shortest[1])))
         best, heaviest = first, weigh(first[1], first[2])
         for candidate in candidates:

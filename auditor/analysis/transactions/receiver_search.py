@@ -16,11 +16,12 @@ known) and the first (shortest) entry and trail that reach it so.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from auditor.callgraph.graph import Edge, FunctionRef
-from auditor.analysis.entrypoints import EntryPoint
+from auditor.analysis.entrypoints import EntryPoint, framework_invoked
 from auditor.analysis.transactions.chain_receivers import Receiver
+from auditor.analysis.transactions.findings import proven
 from auditor.analysis.transactions.ordering import ENTRY_RANK
 from auditor.analysis.transactions.reach import Reach, Trail
 from auditor.analysis.transactions.sequences import Sequences
@@ -72,22 +73,44 @@ def search_by_receiver(
 def most_exposed_search(
     reach: Reach, sequences: Sequences, starts: Iterable[EntryPoint], passable: Callable[[Edge], bool]
 ) -> ByReceiver:
-    """:func:`search_by_receiver`, each function with the states the most exposed kind of
-    entry point that reaches it gives (a request's, then a task's or consumer's, then a
-    command's: :data:`~.ordering.ENTRY_RANK`): a request's user meets what a failure leaves,
-    so a function a request and a command both reach is sequenced, graded and reported
-    along the request's chain even where the command's is shorter. The functions reached
-    are those of one search from every start."""
+    """:func:`search_by_receiver` from every start, each state's entry and trail then taken
+    from the most exposed kind of entry point that reaches the function in that state over a
+    sound chain (:func:`exposure`): a request's user meets what a failure leaves, so a
+    function a request and a command both reach is reported along the request's chain even
+    where the command's is shorter. Every state of the full search is kept (a receiver class
+    only a command's chain brings still weighs in :meth:`.Analysis._heaviest_receiver`); a
+    tier's trail replaces a state's only where it is more exposed."""
     starts = list(starts)
+    found = search_by_receiver(reach, sequences, starts, passable)
+    kinds = reach.dispatch.kinds
     ranks = sorted({ENTRY_RANK.get(entry.kind, 0) for entry in starts}, reverse=True)
-    found: ByReceiver = {}
-    for rank in ranks:
+    for rank in ranks[:-1]:  # the lowest rank's tier is every start: the search above
         tier = [entry for entry in starts if ENTRY_RANK.get(entry.kind, 0) >= rank]
         for ref, states in search_by_receiver(reach, sequences, tier, passable).items():
-            found.setdefault(ref, states)
+            for state, candidate in states.items():
+                if preference(candidate, kinds) > preference(found[ref][state], kinds):
+                    found[ref][state] = candidate
     return found
 
 
-def first_reach(found: ByReceiver) -> dict[FunctionRef, tuple[EntryPoint, Trail]]:
-    """Each function's shortest entry and trail over all its receivers."""
-    return {ref: min(states.values(), key=lambda reached: len(reached[1])) for ref, states in found.items()}
+def exposure(reached: tuple[EntryPoint, Trail], kinds: Mapping[Edge, str]) -> int:
+    """Who meets a partial state along ``reached`` (:data:`~.ordering.ENTRY_RANK`), or -1
+    where the chain is not sound: its entry is a function the framework calls from a caller
+    the pass did not see (that caller may open the transaction), or one of its calls was
+    resolved by name or through a ``getattr`` string (:func:`~.findings.proven`)."""
+    entry, trail = reached
+    if framework_invoked(entry) or not all(proven(edge, kinds) for edge in trail):
+        return -1
+    return ENTRY_RANK.get(entry.kind, 0)
+
+
+def preference(reached: tuple[EntryPoint, Trail], kinds: Mapping[Edge, str]) -> tuple[int, int]:
+    """How a trail is preferred among those reaching one function: more exposed and sound
+    first (:func:`exposure`), then shorter."""
+    return exposure(reached, kinds), -len(reached[1])
+
+
+def first_reach(found: ByReceiver, kinds: Mapping[Edge, str]) -> dict[FunctionRef, tuple[EntryPoint, Trail]]:
+    """Each function's preferred entry and trail over all its receivers (:func:`preference`:
+    the most exposed sound chain, then the shortest)."""
+    return {ref: max(states.values(), key=lambda reached: preference(reached, kinds)) for ref, states in found.items()}

@@ -99,6 +99,83 @@ def test_a_helper_a_command_and_a_request_both_reach_is_reported_along_the_reque
     assert finding.chain[0].note.startswith("entry point: django view")
 
 
+def test_a_receiver_class_only_a_command_brings_still_weighs_when_a_request_reaches_too(rule: Rule):
+    # the request runs Light's after() (no write), the command Heavy's (a second write):
+    # preferring the request's chain must not drop the state that makes the sequence
+    importers = """
+        from shop.models import Line, Order
+
+        class Base:
+            def run(self, total):
+                order = Order.objects.create(total=total)
+                self.after(order)
+
+            def after(self, order):
+                return None
+
+        class Light(Base):
+            def after(self, order):
+                return order
+
+        class Heavy(Base):
+            def after(self, order):
+                Line.objects.create(order=order)
+        """
+    views = "from shop.importers import Light\n\ndef buy(request):\n    Light().run(2)\n"
+    command = """
+        from django.core.management.base import BaseCommand
+        from shop.importers import Heavy
+
+        class Command(BaseCommand):
+            def handle(self, *args, **options):
+                Heavy().run(1)
+        """
+    files = {"shop/importers.py": importers, "shop/views.py": views, "shop/management/commands/import_orders.py": command}
+    finding = next(found for found in _findings(files, rule) if found.function == "Base.run")
+    assert finding.severity == "critical"
+    assert [step.function for step in finding.chain] == ["Command.handle", "Base.run"]
+
+
+@pytest.mark.parametrize("request_side", ["getattr", "serializer"])
+def test_a_request_chain_is_preferred_only_when_it_is_sound(rule: Rule, request_side: str):
+    # a request reaching the writes only through a getattr string, or a serializer's save()
+    # whose view the pass never saw, may not run as drawn: the command's proven chain is shown
+    helper = """
+        from shop.models import Line, Order
+
+        class Handler:
+            def handle(self, request):
+                return getattr(self, "handle_%s" % request.action)(request)
+
+            def handle_order(self, request):
+                order = Order.objects.create(total=1)
+                Line.objects.create(order=order)
+        """
+    requests = {
+        "getattr": {"shop/views.py": "from shop.handlers import Handler\n\ndef dispatch_view(request):\n    Handler().handle(request)\n"},
+        "serializer": {"shop/serializers.py": """
+            from rest_framework import serializers
+            from shop.handlers import Handler
+
+            class OrderSerializer(serializers.ModelSerializer):
+                def create(self, validated_data):
+                    Handler().handle_order(None)
+            """},
+    }[request_side]
+    command = """
+        from django.core.management.base import BaseCommand
+        from shop.handlers import Handler
+
+        class Command(BaseCommand):
+            def handle(self, *args, **options):
+                Handler().handle_order(None)
+        """
+    files = {"shop/handlers.py": helper, "shop/management/commands/import_orders.py": command, **requests}
+    finding = next(found for found in _findings(files, rule) if found.function == "Handler.handle_order")
+    assert [step.function for step in finding.chain] == ["Command.handle", "Handler.handle_order"]
+    assert all(step.verified for step in finding.chain)
+
+
 def test_a_proven_two_step_chain_comes_before_a_getattr_dispatch_chain(rule: Rule):
     views = """
         from .handlers import Handler
