@@ -3,7 +3,8 @@ background tasks, message consumers, ``__main__`` blocks).
 
 Inputs: the index (``FileIndex`` per path), the :class:`~auditor.callgraph.graph.CallGraph`, an
 optional rule (its ``entry_points`` decorator patterns add to the built-in ones) and,
-optionally, file texts (used only to read a function's first parameter name).
+optionally, every walked file's text (to read a function's first parameter name, the
+project's ``Signal()`` names, task decorator aliases and the OpenAPI documents).
 Output: a sorted tuple of :class:`EntryPoint`, one per function.
 
 Recognised, for Python: Django function views (a views module's public functions whose
@@ -62,12 +63,16 @@ _VIEW_METHODS = (
     *_HTTP_VERBS, "create", "list", "retrieve", "update", "partial_update", "destroy",
     "perform_create", "perform_update", "perform_destroy", "form_valid", "dispatch",
 )  # fmt: skip
-# Tornado's handlers (tornado/web.py ``RequestHandler``, tornado/websocket.py
-# ``WebSocketHandler``): the application calls a handler's HTTP-verb methods per request, a
-# websocket's ``open`` and ``on_message`` per connection and message.
-_TORNADO_HANDLER = re.compile(r"(^|\.)RequestHandler$")
-_TORNADO_WEBSOCKET = re.compile(r"(^|\.)WebSocketHandler$")
-_WEBSOCKET_METHODS = ("open", "on_message")
+# Tornado's handlers (tornado/web.py ``RequestHandler._execute`` runs ``prepare``, then the
+# method named by the request's verb, then ``on_finish``; tornado/websocket.py
+# ``WebSocketHandler`` runs ``open`` per connection, ``on_message`` per message, ``on_close``
+# at the end); cyclone's and webapp2's ``RequestHandler`` dispatch by verb alike. Only a base
+# the project imports from one of them counts, never a repository class of that name.
+_HANDLER_LIBRARIES = ("tornado", "cyclone", "webapp2")
+_REQUEST_HANDLER = re.compile(r"(^|\.)RequestHandler$")
+_WEBSOCKET_HANDLER = re.compile(r"(^|\.)WebSocketHandler$")
+_HANDLER_METHODS = (*_HTTP_VERBS, "prepare", "on_finish")
+_WEBSOCKET_METHODS = ("open", "on_message", "on_close")
 _MUTATION_BASE = re.compile(r"(^|\.)\w*Mutation$")
 _MUTATION_METHODS = ("mutate", "perform_mutation", "mutate_and_get_payload")
 _WIZARD_BASE = re.compile(r"(^|\.)\w*WizardView$")
@@ -304,6 +309,28 @@ def _base_names(
     return result
 
 
+def _handler_library(indexes: Mapping[str, FileIndex], paths: list[str]) -> str | None:
+    """The first of :data:`_HANDLER_LIBRARIES` any of the Python files ``paths`` imports."""
+    imported = {item.module.split(".", 1)[0] for path in paths if indexes[path].language == "python" for item in indexes[path].imports}
+    return next((library for library in _HANDLER_LIBRARIES if library in imported), None)
+
+
+def _library_base(
+    graph: CallGraph, ref: FunctionRef, definition: Definition, pattern: re.Pattern[str], seen: frozenset[FunctionRef] = frozenset()
+) -> bool:
+    """Whether a class, or one of its repository bases, names a base matching ``pattern``
+    that is no repository class (a library's ``RequestHandler``, not a project's own)."""
+    for base in definition.bases:
+        name = strip_arguments(base)
+        if "=" not in base and pattern.search(name) and graph.resolve(ref.path, name) is None:
+            return True
+    for base_ref in graph.base_classes(ref):
+        base = graph.definition(base_ref)
+        if base is not None and base_ref != ref and base_ref not in seen and _library_base(graph, base_ref, base, pattern, seen | {ref}):
+            return True
+    return False
+
+
 def _view_methods(graph: CallGraph, class_ref: FunctionRef, names: tuple[str, ...] = _VIEW_METHODS) -> list[FunctionRef]:
     """The methods ``names`` of a class, looked up through its repository bases."""
     methods: list[FunctionRef] = []
@@ -344,6 +371,8 @@ class _Search:
     collector: _Collector
     signals: frozenset[str]
     derived: dict[FunctionRef, frozenset[str]]
+    handler_library: str | None = None
+    """The first of :data:`_HANDLER_LIBRARIES` a production file imports, if any."""
 
 
 _Classify = Callable[[str, tuple[str, ...]], tuple[str, str] | None]
@@ -399,12 +428,8 @@ def find_entry_points(
                     if classified is not None:
                         collector.add(ref, *classified)
                         break
-    if texts is not None:
-        specs = [path for path in sorted(texts) if include_tests or not is_test_path(path)]
-        for ref, detail in operation_entries(texts, specs, graph):
-            collector.add(ref, "http", detail)
     # Base-class names are shared by every file.
-    search = _Search(graph, collector, _signal_names(texts, production), {})
+    search = _Search(graph, collector, _signal_names(texts, production), {}, _handler_library(indexes, production))
     for path in production:
         registrations = _detection_for(indexes[path].language).registrations
         if registrations is not None:
@@ -416,6 +441,13 @@ def find_entry_points(
             conventions(path, index, texts.get(path) if texts is not None else None, search)
         if index.main_block is not None:
             collector.add(FunctionRef(path, MAIN_FUNCTION), "main", "__main__ block")
+    # Last, so that a function a framework's own convention labels (a Django view, whose
+    # label ATOMIC_REQUESTS reads) keeps that label; an OpenAPI document fills the rest.
+    if texts is not None:
+        specs = [path for path in sorted(texts) if include_tests or not is_test_path(path)]
+        for ref, detail in operation_entries(texts, specs, graph):
+            if include_tests or not is_test_path(ref.path):
+                collector.add(ref, "http", detail)
     return tuple(sorted(collector.found.values()))
 
 
@@ -566,12 +598,12 @@ def _python_conventions(path: str, index: FileIndex, text: str | None, search: _
                 label = "flask class-based view" if _flask_view(graph, ref, definition, index, memo) else "django class-based view"
                 for method in _view_methods(graph, ref):
                     collector.add(method, "http", label)
-            elif derives(graph, ref, definition, _TORNADO_WEBSOCKET):
+            elif search.handler_library and _library_base(graph, ref, definition, _WEBSOCKET_HANDLER):
                 for method in _view_methods(graph, ref, _WEBSOCKET_METHODS):
-                    collector.add(method, "consumer", "tornado websocket handler")
-            elif derives(graph, ref, definition, _TORNADO_HANDLER):
-                for method in _view_methods(graph, ref, _HTTP_VERBS):
-                    collector.add(method, "http", "tornado request handler")
+                    collector.add(method, "consumer", f"{search.handler_library} websocket handler")
+            elif search.handler_library and _library_base(graph, ref, definition, _REQUEST_HANDLER):
+                for method in _view_methods(graph, ref, _HANDLER_METHODS):
+                    collector.add(method, "http", f"{search.handler_library} request handler")
             elif derives(graph, ref, definition, _MUTATION_BASE):
                 for method in _view_methods(graph, ref, _MUTATION_METHODS):
                     collector.add(method, "http", "graphql mutation")

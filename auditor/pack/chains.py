@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Collection, Mapping, Sequence
 
 from auditor import __version__
+from auditor.analysis.openapi_operations import documents_key
 from auditor.callgraph.cache import graph_cache_key
 from auditor.callgraph.graph import CallGraph, FunctionRef
 from auditor.analysis.entrypoints import find_entry_points
@@ -106,7 +107,8 @@ class ChainCache:
     does not look for its entry points and walk the graph again.
 
     The key covers every indexed file (``graph_cache_key``: paths, languages, contents and
-    the index/graph versions), each rule's full definition, the seed files, whether tests
+    the index/graph versions), the OpenAPI documents entry points are read from
+    (``documents_key``), each rule's full definition, the seed files, whether tests
     count as entry points, and auditor's version. Files live under ``directory / f"chains-v{CHAINS_CACHE_VERSION}"``, sealed and
     written atomically; an unreadable or malformed file is a miss. The
     ``MAX_CACHED_CHAIN_SETS`` most recently used are kept.
@@ -127,7 +129,7 @@ class ChainCache:
     ) -> tuple[FileChain, ...]:
         """``relevance_chains`` of the inputs, from the cache when it holds them."""
         key = hashlib.sha256(
-            repr((__version__, graph_cache_key(indexes), tuple(rules), tuple(sorted(seed_files)), include_tests)).encode()
+            repr((__version__, graph_cache_key(indexes), documents_key(texts), tuple(rules), tuple(sorted(seed_files)), include_tests)).encode()
         ).hexdigest()
         target = self.directory / f"{key}.chains"
         try:

@@ -659,9 +659,10 @@ def test_flask_fastapi_tasks_cli_and_main_entry_points():
     assert "svc/app.py:plain" not in found
 
 
-def test_tornado_handlers_verbs_and_websocket_callbacks_are_entry_points():
-    # tornado/web.py RequestHandler._execute calls the method named by the request's verb;
-    # tornado/websocket.py WebSocketHandler calls open() per connection, on_message() per message
+def test_tornado_handlers_verbs_hooks_and_websocket_callbacks_are_entry_points():
+    # tornado/web.py RequestHandler._execute runs prepare(), the method named by the request's
+    # verb, then on_finish(); tornado/websocket.py WebSocketHandler runs open() per connection,
+    # on_message() per message, on_close() at the end
     found = entry_points(
         {
             "hub/handlers/base.py": """
@@ -696,15 +697,33 @@ def test_tornado_handlers_verbs_and_websocket_callbacks_are_entry_points():
                     def post(self):
                         return 5
                 """,
+            # a project's own class of that name is no library handler
+            "hub/client.py": """
+                class RequestHandler:
+                    def get(self, url):
+                        return url
+
+                class GithubClient(RequestHandler):
+                    def post(self, url):
+                        return url
+                """,
         }
     )
     assert found["hub/apihandlers/users.py:UserAPIHandler.post"] == ("http", "tornado request handler")
     assert found["hub/apihandlers/users.py:UserAPIHandler.delete"] == ("http", "tornado request handler")
+    assert found["hub/handlers/base.py:BaseHandler.prepare"] == ("http", "tornado request handler")
     assert found["hub/apihandlers/users.py:Events.open"] == ("consumer", "tornado websocket handler")
     assert found["hub/apihandlers/users.py:Events.on_message"] == ("consumer", "tornado websocket handler")
-    for helper in ("hub/handlers/base.py:BaseHandler.prepare", "hub/handlers/base.py:BaseHandler.user_for",
-                   "hub/apihandlers/users.py:Plain.post"):
+    for helper in ("hub/handlers/base.py:BaseHandler.user_for", "hub/apihandlers/users.py:Plain.post",
+                   "hub/client.py:RequestHandler.get", "hub/client.py:GithubClient.post"):
         assert helper not in found
+
+
+def test_a_request_handler_base_counts_only_in_a_project_that_imports_a_handler_library():
+    files = {"app/handlers.py": "from somewhere import RequestHandler\n\nclass Page(RequestHandler):\n    def get(self):\n        return 1\n"}
+    assert "app/handlers.py:Page.get" not in entry_points(files)
+    webapp = {"app/handlers.py": "import webapp2\n\nclass Page(webapp2.RequestHandler):\n    def get(self):\n        return 1\n"}
+    assert entry_points(webapp)["app/handlers.py:Page.get"] == ("http", "webapp2 request handler")
 
 
 def test_express_go_and_spring_entry_points():
