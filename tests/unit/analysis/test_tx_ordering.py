@@ -20,6 +20,18 @@ from auditor.findings.model import Finding
 from auditor.rules.loader import Rule, load_rule
 from tests.support import analyze_source
 
+# ``Handler.handle`` reaches ``handle_order`` only through a ``getattr`` string.
+HANDLERS = """
+        from .models import Line, Order
+
+        class Handler:
+            def handle(self, request):
+                return getattr(self, "handle_%s" % request.action)(request)
+
+            def handle_order(self, request):
+                order = Order.objects.create(total=1)
+                Line.objects.create(order=order)
+        """
 MODELS = "class Order:\n    pass\n\nclass Line:\n    pass\n\nclass Rule:\n    pass\n"
 
 
@@ -140,17 +152,6 @@ def test_a_receiver_class_only_a_command_brings_still_weighs_when_a_request_reac
 def test_a_request_chain_is_preferred_only_when_it_is_sound(rule: Rule, request_side: str):
     # a request reaching the writes only through a getattr string, or a serializer's save()
     # whose view the pass never saw, may not run as drawn: the command's proven chain is shown
-    helper = """
-        from shop.models import Line, Order
-
-        class Handler:
-            def handle(self, request):
-                return getattr(self, "handle_%s" % request.action)(request)
-
-            def handle_order(self, request):
-                order = Order.objects.create(total=1)
-                Line.objects.create(order=order)
-        """
     requests = {
         "getattr": {"shop/views.py": "from shop.handlers import Handler\n\ndef dispatch_view(request):\n    Handler().handle(request)\n"},
         "serializer": {"shop/serializers.py": """
@@ -170,7 +171,7 @@ def test_a_request_chain_is_preferred_only_when_it_is_sound(rule: Rule, request_
             def handle(self, *args, **options):
                 Handler().handle_order(None)
         """
-    files = {"shop/handlers.py": helper, "shop/management/commands/import_orders.py": command, **requests}
+    files = {"shop/handlers.py": HANDLERS, "shop/management/commands/import_orders.py": command, **requests}
     finding = next(found for found in _findings(files, rule) if found.function == "Handler.handle_order")
     assert [step.function for step in finding.chain] == ["Command.handle", "Handler.handle_order"]
     assert all(step.verified for step in finding.chain)
@@ -187,17 +188,6 @@ def test_a_proven_two_step_chain_comes_before_a_getattr_dispatch_chain(rule: Rul
         def order_view(request):
             place_order(request)
         """
-    handlers = """
-        from .models import Line, Order
-
-        class Handler:
-            def handle(self, request):
-                return getattr(self, "handle_%s" % request.action)(request)
-
-            def handle_order(self, request):
-                order = Order.objects.create(total=1)
-                Line.objects.create(order=order)
-        """
     services = """
         from .models import Line, Order
 
@@ -205,7 +195,7 @@ def test_a_proven_two_step_chain_comes_before_a_getattr_dispatch_chain(rule: Rul
             order = Order.objects.create(total=1)
             Line.objects.create(order=order)
         """
-    files = {"shop/views.py": views, "shop/handlers.py": handlers, "shop/services.py": services}
+    files = {"shop/views.py": views, "shop/handlers.py": HANDLERS, "shop/services.py": services}
     findings = {finding.function: finding for finding in _findings(files, rule)}
     assert all(step.verified for step in findings["place_order"].chain)
     assert not all(step.verified for step in findings["Handler.handle_order"].chain)
