@@ -67,7 +67,7 @@ _VIEW_METHODS = (
 # method named by the request's verb, then ``on_finish``; tornado/websocket.py
 # ``WebSocketHandler`` runs ``open`` per connection, ``on_message`` per message, ``on_close``
 # at the end); cyclone's and webapp2's ``RequestHandler`` dispatch by verb alike. Only a base
-# the project imports from one of them counts, never a repository class of that name.
+# the naming file imports from one of them counts, never a repository class of that name.
 _HANDLER_LIBRARIES = ("tornado", "cyclone", "webapp2")
 _REQUEST_HANDLER = re.compile(r"(^|\.)RequestHandler$")
 _WEBSOCKET_HANDLER = re.compile(r"(^|\.)WebSocketHandler$")
@@ -309,26 +309,45 @@ def _base_names(
     return result
 
 
-def _handler_library(indexes: Mapping[str, FileIndex], paths: list[str]) -> str | None:
-    """The first of :data:`_HANDLER_LIBRARIES` any of the Python files ``paths`` imports."""
-    imported = {item.module.split(".", 1)[0] for path in paths if indexes[path].language == "python" for item in indexes[path].imports}
-    return next((library for library in _HANDLER_LIBRARIES if library in imported), None)
-
-
 def _library_base(
-    graph: CallGraph, ref: FunctionRef, definition: Definition, pattern: re.Pattern[str], seen: frozenset[FunctionRef] = frozenset()
-) -> bool:
-    """Whether a class, or one of its repository bases, names a base matching ``pattern``
-    that is no repository class (a library's ``RequestHandler``, not a project's own)."""
+    search: _Search, ref: FunctionRef, definition: Definition, pattern: re.Pattern[str], seen: frozenset[FunctionRef] = frozenset()
+) -> str | None:
+    """The handler library (:data:`_HANDLER_LIBRARIES`) whose class matching ``pattern`` a
+    class, or one of its repository bases, names as a base, imported from that library in
+    the file that names it (a ``RequestHandler`` of aiohttp or of the project's own is
+    none); None when there is none. Kept per class for one search."""
+    key = (ref, pattern.pattern)
+    if key in search.libraries:
+        return search.libraries[key]
+    graph, found = search.graph, None
+    index = search.indexes.get(ref.path)
     for base in definition.bases:
         name = strip_arguments(base)
-        if "=" not in base and pattern.search(name) and graph.resolve(ref.path, name) is None:
-            return True
-    for base_ref in graph.base_classes(ref):
+        if "=" not in base and pattern.search(name) and index is not None:
+            found = _imported_library(index, name)
+            if found is not None:
+                break
+    for base_ref in graph.base_classes(ref) if found is None else ():
         base = graph.definition(base_ref)
-        if base is not None and base_ref != ref and base_ref not in seen and _library_base(graph, base_ref, base, pattern, seen | {ref}):
-            return True
-    return False
+        if base is not None and base_ref != ref and base_ref not in seen:
+            found = _library_base(search, base_ref, base, pattern, seen | {ref})
+            if found is not None:
+                break
+    search.libraries[key] = found  # a cycle (no valid Python) is cut by ``seen``
+    return found
+
+
+def _imported_library(index: FileIndex, name: str) -> str | None:
+    """The handler library a base name written in ``index``'s file comes from (``web.
+    RequestHandler`` after ``from tornado import web``; ``RequestHandler`` after ``from
+    tornado.web import RequestHandler``; ``webapp2.RequestHandler`` after ``import webapp2``)."""
+    head = name.split(".", 1)[0]
+    for item in index.imports:
+        bound = item.alias or item.name or item.module.split(".", 1)[0]
+        if bound == head:
+            root = item.module.split(".", 1)[0]
+            return root if root in _HANDLER_LIBRARIES else None
+    return None
 
 
 def _view_methods(graph: CallGraph, class_ref: FunctionRef, names: tuple[str, ...] = _VIEW_METHODS) -> list[FunctionRef]:
@@ -371,8 +390,9 @@ class _Search:
     collector: _Collector
     signals: frozenset[str]
     derived: dict[FunctionRef, frozenset[str]]
-    handler_library: str | None = None
-    """The first of :data:`_HANDLER_LIBRARIES` a production file imports, if any."""
+    indexes: Mapping[str, FileIndex]
+    libraries: dict[tuple[FunctionRef, str], str | None]
+    """Per (class, base pattern), the handler library it derives from (filled as read)."""
 
 
 _Classify = Callable[[str, tuple[str, ...]], tuple[str, str] | None]
@@ -429,7 +449,7 @@ def find_entry_points(
                         collector.add(ref, *classified)
                         break
     # Base-class names are shared by every file.
-    search = _Search(graph, collector, _signal_names(texts, production), {}, _handler_library(indexes, production))
+    search = _Search(graph, collector, _signal_names(texts, production), {}, indexes, {})
     for path in production:
         registrations = _detection_for(indexes[path].language).registrations
         if registrations is not None:
@@ -598,12 +618,12 @@ def _python_conventions(path: str, index: FileIndex, text: str | None, search: _
                 label = "flask class-based view" if _flask_view(graph, ref, definition, index, memo) else "django class-based view"
                 for method in _view_methods(graph, ref):
                     collector.add(method, "http", label)
-            elif search.handler_library and _library_base(graph, ref, definition, _WEBSOCKET_HANDLER):
+            elif library := _library_base(search, ref, definition, _WEBSOCKET_HANDLER):
                 for method in _view_methods(graph, ref, _WEBSOCKET_METHODS):
-                    collector.add(method, "consumer", f"{search.handler_library} websocket handler")
-            elif search.handler_library and _library_base(graph, ref, definition, _REQUEST_HANDLER):
+                    collector.add(method, "consumer", f"{library} websocket handler")
+            elif library := _library_base(search, ref, definition, _REQUEST_HANDLER):
                 for method in _view_methods(graph, ref, _HANDLER_METHODS):
-                    collector.add(method, "http", f"{search.handler_library} request handler")
+                    collector.add(method, "http", f"{library} request handler")
             elif derives(graph, ref, definition, _MUTATION_BASE):
                 for method in _view_methods(graph, ref, _MUTATION_METHODS):
                     collector.add(method, "http", "graphql mutation")

@@ -96,7 +96,7 @@ from auditor.analysis.transactions.framework_calls import FrameworkCalls
 from auditor.analysis.transactions.reach import Reach, Trail, production_entries, real_entries
 from auditor.analysis.transactions.result_memo import ResultMemo, result_key
 from auditor.analysis.transactions.chain_receivers import Receiver
-from auditor.analysis.transactions.receiver_search import State, first_reach, most_exposed_search, preference
+from auditor.analysis.transactions.receiver_search import State, exposed_entries, first_reach, search_by_receiver
 from auditor.analysis.transactions.sequences import Sequences
 from auditor.analysis.transactions.staged_deletes import drop_staged
 from auditor.analysis.transactions.sqlalchemy_series import nested_commit_releases
@@ -283,10 +283,11 @@ class Analysis:
     def run(self, entries: tuple[EntryPoint, ...]) -> Outcome:
         """Search from ``entries``, grade every function reached and build the findings."""
         starts = [entry for entry in entries if not self.boundaries.entry_covered(entry)]
-        by_receiver = most_exposed_search(self.reach, self.sequences, starts, self.passable)
-        reached = first_reach(by_receiver, self.reach.dispatch.kinds)
+        by_receiver = search_by_receiver(self.reach, self.sequences, starts, self.passable)
+        reached = first_reach(by_receiver)
         reachable = self.reach.reachable_ignoring_boundaries(entries)
         sinks, covered_sinks = self._count_sinks(reached, reachable)
+        exposed = exposed_entries(self.reach, self.sequences, starts, self.passable, self.reach.dispatch.kinds)
         chosen = {ref: self._heaviest_receiver(ref, by_receiver[ref], reached) for ref in sorted(reached)}
         reached = {ref: (entry, trail) for ref, (entry, trail, _) in chosen.items()}
         receivers = {ref: receiver for ref, (_, _, receiver) in chosen.items()}
@@ -330,7 +331,7 @@ class Analysis:
             findings.append(build_finding(
                 self.rule, ref, entry, trail, steps, assessment, self._lines_of, self.reach.dispatch.kinds,
                 self.boundaries.request_note(entry), self.sequences.registry.set_aside_along(ref, steps),
-                self.sequences.lazy.along(ref, steps),
+                self.sequences.lazy.along(ref, steps), exposed.get(ref),
             ))  # fmt: skip
         findings.sort(key=Finding.sort_key)
         return Outcome(
@@ -355,8 +356,7 @@ class Analysis:
     ) -> tuple[EntryPoint, Trail, Receiver]:
         """The entry and trail to ``ref``, with the receiver class ``self`` has there, whose
         receiver (and what its last call says of the row it saves) gives it the heaviest
-        path: the preferred trail (:func:`.receiver_search.preference`: the most exposed
-        sound chain, then the shortest) unless another enters ``ref`` with ``self`` of a class
+        path: the shortest trail unless another enters ``ref`` with ``self`` of a class
         whose overrides write more (a base method's ``self.save()`` runs the override of
         the class the chain came through). Several states on one trail (a mixin's hook
         shared by views whose serializer classes differ) are each weighed with their own
@@ -376,8 +376,7 @@ class Analysis:
         candidates = [
             (entry, trail, state[0] if trail in shared else along(trail)) for state, (entry, trail) in states.items()
         ] + [(entry, trail, along(trail)) for entry, trail in (self._through_callers(ref, reached) if narrowed else ())]
-        kinds = self.reach.dispatch.kinds
-        candidates.sort(key=lambda candidate: preference((candidate[0], candidate[1]), kinds), reverse=True)
+        candidates.sort(key=lambda candidate: len(candidate[1]))
         first = next((candidate for candidate in candidates if candidate[1] == shortest[1]), (*shortest, along(shortest[1])))
         best, heaviest = first, weigh(first[1], first[2])
         for candidate in candidates:

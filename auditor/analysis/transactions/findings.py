@@ -18,7 +18,7 @@ from auditor.analysis.transactions.assessment import Assessment
 from auditor.analysis.transactions.base import Effect
 from auditor.analysis.transactions.dispatch import GETATTR
 from auditor.analysis.transactions.grading import DB_EFFECTS, SIDE_EFFECTS, WRITES, Step
-from auditor.analysis.transactions.ordering import strength
+from auditor.analysis.transactions.ordering import ENTRY_RANK, strength
 from auditor.analysis.transactions.lazy_inits import REASON as LAZY_REASON
 from auditor.analysis.transactions.registry_rows import REASON as REGISTRY_REASON
 from auditor.findings.fingerprints import finding_fingerprint
@@ -68,6 +68,7 @@ def build_finding(
     request_note: str = "",
     set_aside: tuple[str, ...] = (),
     lazy: tuple[str, ...] = (),
+    exposed: EntryPoint | None = None,
 ) -> Finding:
     """The finding for ``ref``'s path ``steps`` assessed ``assessment`` (severity, reason),
     reached from ``entry`` through ``trail``; ``lines_of`` gives a file's lines (the write
@@ -76,7 +77,10 @@ def build_finding(
     follows the first sentence of the explanation), ``set_aside`` the registry rows on the
     path not counted (``path:line: text``; named after the path), ``lazy`` the calls into lazy
     initializers set aside likewise. Its ``strength``, which
-    orders it among findings of its severity, is :func:`.ordering.strength`'s."""
+    orders it among findings of its severity, is :func:`.ordering.strength`'s, of the entry
+    kind of ``exposed`` where that entry point (one reaching ``ref`` over proven calls,
+    :func:`.receiver_search.exposed_entries`) is more exposed than ``entry``; the
+    explanation then names it."""
     severity, reason = assessment.severity, assessment.reason
     first = steps[0]
     effects = [effect for step in steps for effect in step.effects]
@@ -115,6 +119,13 @@ def build_finding(
             explanation += f" Set aside, not counted: {why}: {'; '.join(items[:_SET_ASIDE_SHOWN])}{more}."
     if len(steps) > 1:
         explanation += _consequence(effects)
+    meets = entry
+    if exposed is not None and ENTRY_RANK.get(exposed.kind, 0) > ENTRY_RANK.get(entry.kind, 0):
+        meets = exposed
+        explanation += (
+            f" The {exposed.kind} entry point {exposed.ref.qualname} ({exposed.detail}) reaches it too, over proven calls; "
+            "the report orders it by that entry."
+        )
     if reason:
         explanation += f" Graded {severity}: {reason}."
     finding = Finding(
@@ -130,7 +141,7 @@ def build_finding(
         fingerprint="",
         sequence=effect_sites(ref, steps),
         strength=strength(
-            entry_kind=entry.kind, path_proven=path_proven(entry, chain), impact=assessment.impact_kind,
+            entry_kind=meets.kind, path_proven=path_proven(entry, chain), impact=assessment.impact_kind,
             likelihood=assessment.likelihood, failure_points=len(assessment.evidence),
         ),
     )

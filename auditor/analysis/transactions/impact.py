@@ -91,10 +91,13 @@ _COUNTER = re.compile(
     r"\b(?:balance|amount|quantity|stock|credit|debit|price|total|counter|num_\w+|\w+_count|count|position|quota)\s*[-+]?=(?!=)"
 )
 _BOOKKEEPING_ROW = re.compile(r"\b[A-Z]\w*(?:Log|Logs|Event|Events|Audit|History|Notification|Activity)\b|\blog_\w+\(|\baudit\w*\(")
-# A notice about an object (``Notification.objects.create(...)``, ``UserNotification(...)``) is
-# no part of it: a call whose writes are all notices, log or history rows sends word of the
-# object, it does not configure it.
-_NOTICE_ROW = re.compile(r"\b(?:[A-Z]\w*)?Notifications?\b")
+# A notice about an object (a ``Notification`` row, an ``AuditLog`` or ``ChangeHistory``
+# record) is no part of it: a call whose every row is one sends word of the object, it does
+# not configure it. Read from the model a write's line names first (``Notification.objects.
+# create(...)``, ``AuditLog(...)``), never from a name elsewhere on the line
+# (``channel=Notification.EMAIL``); a ``RuleNotification`` is the rule's own setting.
+_NOTICE_MODEL = re.compile(r"^(?:Notifications?|\w*(?:Log|Logs|History|Audit))$")
+_WRITTEN_MODEL = re.compile(r"\b([A-Z]\w*)\s*(?:\.\s*objects\b|\()")
 _ASSIGNED = re.compile(r"^\s*(?:const\s+|let\s+|var\s+|final\s+)?(?:\w+(?:<[^>]*>)?\s+)?([a-z_]\w*)(?:\s*,\s*\w+)?\s*:?=(?!=)")
 _SAVED = re.compile(r"\b([a-z_]\w*)\.(?:save|persist|insert)\w*\(")
 _KIND_NOISE = frozenset({
@@ -207,13 +210,18 @@ def _half_configured(path: str, steps: tuple[Step, ...], lines_of: Callable[[str
 
 def _only_notices(step: Step, lines_of: Callable[[str], Sequence[str]]) -> bool:
     """Whether a call's writes are all notices, log or history rows (``item.send_notification()``
-    whose only row is a ``Notification``): it tells of the object, it does not configure it."""
+    whose only row is a ``Notification``) or audit-log calls: it tells of the object, it does
+    not configure it."""
     if step.callee is None or not step.inner:
         return False
     sites = list(_sites(step.callee.path, step.inner, lines_of))
-    return bool(sites) and all(
-        site.effect is Effect.AUDIT or _BOOKKEEPING_ROW.search(site.text) or _NOTICE_ROW.search(site.text) for site in sites
-    )
+    return bool(sites) and all(site.effect is Effect.AUDIT or _notice_written(site.text) for site in sites)
+
+
+def _notice_written(text: str) -> bool:
+    """Whether the first model a write's line names is a notice's (:data:`_NOTICE_MODEL`)."""
+    model = _WRITTEN_MODEL.search(text)
+    return model is not None and _NOTICE_MODEL.match(model.group(1)) is not None
 
 
 def _created_name(text: str) -> str | None:

@@ -11,9 +11,9 @@ The signals, most significant first, each a question a reader asks of a finding:
    meets a half-written object or makes a duplicate, first; a signal receiver, task or
    consumer (a caller may cover it, a broker or scheduler repeats it) next; a command or
    ``__main__`` block, whose operator sees the traceback and runs it again, last. A
-   function that entries of several kinds reach is graded and reported along the most
-   exposed kind's chain where that chain is sound (:func:`~.receiver_search.exposure`),
-   every receiver class any chain brings still weighed.
+   function a more exposed entry reaches too, over proven calls, ranks with that entry
+   (:func:`~.receiver_search.exposed_entries`); its chain and grade stay the shortest
+   trail's.
 2. **Whether the path runs as reported** (path proven): a chain with an edge resolved by
    name only or through a ``getattr`` string may not exist (:func:`~.findings.proven`), and
    a function the framework calls from an entry the pass did not see (a serializer's

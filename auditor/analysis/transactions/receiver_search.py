@@ -10,7 +10,9 @@ instance is a parameter the chain passes ``None`` runs ``create``, never ``updat
 Inputs: the reachability edges (:class:`~.reach.Reach`), the receiver rules of
 :class:`~.sequences.Sequences`, the entry points and the edges the search may pass.
 Output: for each function reached, every receiver class it is reached with (None: not
-known) and the first (shortest) entry and trail that reach it so.
+known) and the first (shortest) entry and trail that reach it so; and, for the report's
+order, the most exposed entry that reaches a function over proven calls
+(:func:`exposed_entries`).
 """
 
 from __future__ import annotations
@@ -70,47 +72,28 @@ def search_by_receiver(
     return {ref: states for ref, states in found.items() if states}
 
 
-def most_exposed_search(
-    reach: Reach, sequences: Sequences, starts: Iterable[EntryPoint], passable: Callable[[Edge], bool]
-) -> ByReceiver:
-    """:func:`search_by_receiver` from every start, each state's entry and trail then taken
-    from the most exposed kind of entry point that reaches the function in that state over a
-    sound chain (:func:`exposure`): a request's user meets what a failure leaves, so a
-    function a request and a command both reach is reported along the request's chain even
-    where the command's is shorter. Every state of the full search is kept (a receiver class
-    only a command's chain brings still weighs in :meth:`.Analysis._heaviest_receiver`); a
-    tier's trail replaces a state's only where it is more exposed."""
+def first_reach(found: ByReceiver) -> dict[FunctionRef, tuple[EntryPoint, Trail]]:
+    """Each function's shortest entry and trail over all its receivers."""
+    return {ref: min(states.values(), key=lambda reached: len(reached[1])) for ref, states in found.items()}
+
+
+def exposed_entries(
+    reach: Reach, sequences: Sequences, starts: Iterable[EntryPoint], passable: Callable[[Edge], bool],
+    kinds: Mapping[Edge, str],
+) -> dict[FunctionRef, EntryPoint]:
+    """Per function, the most exposed entry point (:data:`~.ordering.ENTRY_RANK`: a request,
+    then a task or consumer, then a command) whose shortest trail to it is sound: every call
+    proven (:func:`~.findings.proven`) and an entry the framework enters directly. Only
+    ranks above the lowest are searched; a function reached by none of them has no entry
+    here. The report orders a finding by this entry when it is more exposed than the one its
+    chain starts at (who meets the partial state), and says so; the chain, the path and the
+    grade stay those of the shortest trail."""
     starts = list(starts)
-    found = search_by_receiver(reach, sequences, starts, passable)
-    kinds = reach.dispatch.kinds
     ranks = sorted({ENTRY_RANK.get(entry.kind, 0) for entry in starts}, reverse=True)
-    for rank in ranks[:-1]:  # the lowest rank's tier is every start: the search above
+    found: dict[FunctionRef, EntryPoint] = {}
+    for rank in ranks[:-1]:
         tier = [entry for entry in starts if ENTRY_RANK.get(entry.kind, 0) >= rank]
-        for ref, states in search_by_receiver(reach, sequences, tier, passable).items():
-            for state, candidate in states.items():
-                if preference(candidate, kinds) > preference(found[ref][state], kinds):
-                    found[ref][state] = candidate
+        for ref, (entry, trail) in first_reach(search_by_receiver(reach, sequences, tier, passable)).items():
+            if ref not in found and not framework_invoked(entry) and all(proven(edge, kinds) for edge in trail):
+                found[ref] = entry
     return found
-
-
-def exposure(reached: tuple[EntryPoint, Trail], kinds: Mapping[Edge, str]) -> int:
-    """Who meets a partial state along ``reached`` (:data:`~.ordering.ENTRY_RANK`), or -1
-    where the chain is not sound: its entry is a function the framework calls from a caller
-    the pass did not see (that caller may open the transaction), or one of its calls was
-    resolved by name or through a ``getattr`` string (:func:`~.findings.proven`)."""
-    entry, trail = reached
-    if framework_invoked(entry) or not all(proven(edge, kinds) for edge in trail):
-        return -1
-    return ENTRY_RANK.get(entry.kind, 0)
-
-
-def preference(reached: tuple[EntryPoint, Trail], kinds: Mapping[Edge, str]) -> tuple[int, int]:
-    """How a trail is preferred among those reaching one function: more exposed and sound
-    first (:func:`exposure`), then shorter."""
-    return exposure(reached, kinds), -len(reached[1])
-
-
-def first_reach(found: ByReceiver, kinds: Mapping[Edge, str]) -> dict[FunctionRef, tuple[EntryPoint, Trail]]:
-    """Each function's preferred entry and trail over all its receivers (:func:`preference`:
-    the most exposed sound chain, then the shortest)."""
-    return {ref: max(states.values(), key=lambda reached: preference(reached, kinds)) for ref, states in found.items()}

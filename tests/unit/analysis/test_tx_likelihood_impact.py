@@ -201,8 +201,12 @@ def test_a_half_configured_object_in_a_callee_s_file_names_that_file():
 
 @pytest.mark.parametrize(("written", "half_configured"), [
     ("    Notification.objects.create(created_for=user, kind=kind)", False),
-    ("    UserNotification(user=user).save()", False),
+    ("    AuditLog(actor=user, action=kind).save()", False),
     ("    Option.objects.create(gateway=gateway, key=key)", True),
+    # the model written decides, not a name elsewhere on the line; a RuleNotification is the
+    # object's own setting (whom to notify), not a notice
+    ("    Reminder.objects.create(gateway=gateway, channel=Notification.EMAIL)", True),
+    ("    RuleNotification.objects.create(rule=gateway, email=email)", True),
 ])
 def test_a_call_that_only_writes_notices_about_a_new_object_does_not_configure_it(written: str, half_configured: bool):
     # ChiefOnboarding's ``item = form.save()`` then ``item.send_notification_new_message()``,

@@ -74,9 +74,10 @@ def test_a_partial_create_on_a_request_comes_before_a_re_runnable_command_of_its
     ]
 
 
-def test_a_helper_a_command_and_a_request_both_reach_is_reported_along_the_request(rule: Rule):
-    # the command calls the helper directly, the request through a service: the shorter
-    # chain is the command's, but a request's user is who meets the half-made order
+def test_a_helper_a_request_reaches_too_ranks_with_requests_and_keeps_its_shortest_chain(rule: Rule):
+    # the command calls place() directly, a request through a service: the chain shown is
+    # the command's (the shortest), but a request's user meets the half-made order, so it
+    # ranks before tidy(), which only a command reaches, though tidy's path sorts first
     helper = """
         from shop.models import Line, Order
 
@@ -84,31 +85,32 @@ def test_a_helper_a_command_and_a_request_both_reach_is_reported_along_the_reque
             order = Order.objects.create(total=total)
             Line.objects.create(order=order)
         """
-    service = """
-        from shop.helpers import place
+    command_only = """
+        from shop.models import Line, Order
 
-        def checkout(total):
-            place(total)
+        def tidy(total):
+            order = Order.objects.create(total=total)
+            Line.objects.create(order=order)
         """
+    service = "from shop.helpers import place\n\ndef checkout(total):\n    place(total)\n"
     command = """
         from django.core.management.base import BaseCommand
-        from shop.helpers import place
+        from shop.{module} import {function}
 
         class Command(BaseCommand):
             def handle(self, *args, **options):
-                place(1)
+                {function}(1)
         """
-    views = """
-        from shop.service import checkout
-
-        def buy(request):
-            checkout(2)
-        """
-    files = {"shop/helpers.py": helper, "shop/service.py": service, "shop/views.py": views,
-             "shop/management/commands/import_orders.py": command}
-    finding = next(found for found in _findings(files, rule) if found.function == "place")
-    assert [step.function for step in finding.chain] == ["buy", "checkout", "place"]
-    assert finding.chain[0].note.startswith("entry point: django view")
+    views = "from shop.service import checkout\n\ndef buy(request):\n    checkout(2)\n"
+    files = {"shop/helpers.py": helper, "shop/a_helpers.py": command_only, "shop/service.py": service, "shop/views.py": views,
+             "shop/management/commands/import_orders.py": command.format(module="helpers", function="place"),
+             "shop/management/commands/tidy_orders.py": command.format(module="a_helpers", function="tidy")}
+    findings = {found.function: found for found in _findings(files, rule)}
+    assert [step.function for step in findings["place"].chain] == ["Command.handle", "place"]
+    assert "The http entry point buy (django view) reaches it too, over proven calls" in findings["place"].explanation
+    assert "reaches it too" not in findings["tidy"].explanation
+    order = [function for _, _, function in _order(files, rule)]
+    assert order.index("place") < order.index("tidy")
 
 
 def test_a_receiver_class_only_a_command_brings_still_weighs_when_a_request_reaches_too(rule: Rule):
@@ -175,6 +177,7 @@ def test_a_request_chain_is_preferred_only_when_it_is_sound(rule: Rule, request_
     finding = next(found for found in _findings(files, rule) if found.function == "Handler.handle_order")
     assert [step.function for step in finding.chain] == ["Command.handle", "Handler.handle_order"]
     assert all(step.verified for step in finding.chain)
+    assert "reaches it too" not in finding.explanation  # nor is it ordered as a request's
 
 
 def test_a_proven_two_step_chain_comes_before_a_getattr_dispatch_chain(rule: Rule):

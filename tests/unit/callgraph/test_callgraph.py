@@ -719,11 +719,30 @@ def test_tornado_handlers_verbs_hooks_and_websocket_callbacks_are_entry_points()
         assert helper not in found
 
 
-def test_a_request_handler_base_counts_only_in_a_project_that_imports_a_handler_library():
-    files = {"app/handlers.py": "from somewhere import RequestHandler\n\nclass Page(RequestHandler):\n    def get(self):\n        return 1\n"}
-    assert "app/handlers.py:Page.get" not in entry_points(files)
-    webapp = {"app/handlers.py": "import webapp2\n\nclass Page(webapp2.RequestHandler):\n    def get(self):\n        return 1\n"}
-    assert entry_points(webapp)["app/handlers.py:Page.get"] == ("http", "webapp2 request handler")
+def test_a_request_handler_base_counts_only_when_imported_from_a_handler_library():
+    # the file that names the base imports it: tornado's, cyclone's or webapp2's; aiohttp's
+    # web_protocol.RequestHandler is a connection protocol, not a handler a request runs
+    found = entry_points({
+        "app/loop.py": "import tornado.ioloop\n\ndef serve():\n    tornado.ioloop.IOLoop.current().start()\n",
+        "app/proto.py": "from aiohttp.web_protocol import RequestHandler\n\nclass Proto(RequestHandler):\n    def get(self):\n        return 1\n",
+        "gae/main.py": "import webapp2\n\nclass Page(webapp2.RequestHandler):\n    def get(self):\n        return 1\n",
+        "app/live.py": """
+            import tornado.web
+            import tornado.websocket
+
+            class Done(tornado.web.RequestHandler):
+                def on_finish(self):
+                    return 1
+
+            class Feed(tornado.websocket.WebSocketHandler):
+                def on_close(self):
+                    return 2
+            """,
+    })
+    assert "app/proto.py:Proto.get" not in found
+    assert found["gae/main.py:Page.get"] == ("http", "webapp2 request handler")
+    assert found["app/live.py:Done.on_finish"] == ("http", "tornado request handler")
+    assert found["app/live.py:Feed.on_close"] == ("consumer", "tornado websocket handler")
 
 
 def test_express_go_and_spring_entry_points():
